@@ -1,0 +1,60 @@
+"""rectizarr: a small, fast Zarr v3 reader/writer — rectilinear chunk grids first, complete sharding,
+NumPy-exact indexing.
+
+>>> import rectizarr
+>>> a = rectizarr.create_array("data.zarr", shape=(365, 100), dtype="f4",
+...                            chunks=[[31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], 100])
+>>> a[:31] = 1.0
+"""
+
+from __future__ import annotations
+
+from rectizarr.api import create_array, from_array, open_array
+from rectizarr.array import Array
+from rectizarr.errors import (
+    ChecksumError,
+    CodecError,
+    LenientMetadataWarning,
+    MetadataError,
+    NodeExistsError,
+    NodeNotFoundError,
+    ReadOnlyError,
+    RectizarrError,
+    SelectionError,
+    StoreError,
+    UnsupportedError,
+)
+from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
+from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array",
+    "ChecksumError",
+    "CodecError",
+    "FsspecStore",
+    "Group",
+    "LenientMetadataWarning",
+    "LocalStore",
+    "MemoryStore",
+    "MetadataError",
+    "NodeExistsError",
+    "NodeNotFoundError",
+    "ReadOnlyError",
+    "RectizarrError",
+    "SelectionError",
+    "Store",
+    "StoreError",
+    "UnsupportedError",
+    "ZipStore",
+    "__version__",
+    "consolidate_metadata",
+    "create_array",
+    "create_group",
+    "from_array",
+    "open",
+    "open_array",
+    "open_group",
+    "open_store",
+]

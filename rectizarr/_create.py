@@ -1,0 +1,188 @@
+"""Turn ``create_array`` arguments into a validated :class:`ArrayMeta` (no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rectizarr._util import Shape, is_int, prod
+from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.codecs.meta import CodecMeta, codecs_to_json, parse_codecs
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.dtype import DataType, data_type_from_numpy
+from rectizarr.errors import MetadataError
+from rectizarr.grid import ChunkGrid
+from rectizarr.metadata import ArrayMeta, check_attributes
+
+ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
+
+_TARGET_CHUNK_BYTES = 1 << 20
+
+
+def auto_chunks(shape: Shape, itemsize: int) -> Shape:
+    """Regular chunks of about 1 MiB: halve the largest axis until the chunk is small enough."""
+    chunks = [max(1, s) for s in shape]
+    while prod(tuple(chunks)) * max(1, itemsize) > _TARGET_CHUNK_BYTES and max(chunks) > 1:
+        i = int(np.argmax(chunks))
+        chunks[i] = -(-chunks[i] // 2)
+    return tuple(chunks)
+
+
+def codec_json(codec: Any, where: str) -> Any:
+    """A user codec (JSON-shaped dict, short name, our metadata struct, or a numcodecs object) as JSON."""
+    if isinstance(codec, str | Mapping):
+        return dict(codec) if isinstance(codec, Mapping) else codec
+    if hasattr(codec, "__struct_fields__"):
+        return codecs_to_json([codec])[0]
+    get_config = getattr(codec, "get_config", None)
+    if callable(get_config):  # a numcodecs codec object
+        config = dict(get_config())
+        codec_id = config.pop("id")
+        return {"name": f"numcodecs.{codec_id}", "configuration": config}
+    raise MetadataError(f"{where}: cannot use {codec!r} as a codec (give a dict like "
+                        "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)")
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, str | Mapping) or not isinstance(value, Sequence):
+        return [value]
+    return list(value)
+
+
+def default_serializer(dtype: DataType) -> dict[str, Any]:
+    if dtype.name == "string":
+        return {"name": "vlen-utf8", "configuration": {}}
+    if dtype.variable_length:
+        return {"name": "vlen-bytes", "configuration": {}}
+    if dtype.has_endianness:
+        return {"name": "bytes", "configuration": {"endian": "little"}}
+    return {"name": "bytes"}
+
+
+def build_chain(dtype: DataType, filters: Any, serializer: Any, compressors: Any) -> list[Any]:
+    chain = [codec_json(c, "filters") for c in _as_list(filters)]
+    chain.append(default_serializer(dtype) if serializer == "auto" else codec_json(serializer, "serializer"))
+    if compressors == "auto":
+        chain.append({"name": "zstd", "configuration": {"level": 0, "checksum": False}})
+    else:
+        chain.extend(codec_json(c, "compressors") for c in _as_list(compressors))
+    return chain
+
+
+def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
+    if chunks == "auto" or chunks is None:
+        raise MetadataError("with shards=..., chunks must give the inner chunk shape explicitly")
+    if is_int(chunks):
+        return tuple(int(chunks) for _ in shape)
+    out = []
+    for axis, c in enumerate(chunks):
+        if not is_int(c):
+            raise MetadataError(f"inner chunks of a sharded array are regular: axis {axis} got {c!r}")
+        out.append(int(c))
+    return tuple(out)
+
+
+def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
+    if isinstance(chunks, str):
+        if chunks != "auto":
+            raise MetadataError(f"chunks must be 'auto', an int, or per-axis sizes/edges, got {chunks!r}")
+        return ChunkGrid.regular(shape, auto_chunks(shape, itemsize))
+    if is_int(chunks):
+        chunks = (int(chunks),) * len(shape)
+    if len(chunks) != len(shape):
+        raise MetadataError(f"chunks has {len(chunks)} entries but shape has {len(shape)} dimensions")
+    return ChunkGrid.from_chunks(shape, chunks)
+
+
+def build_array_meta(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: ChunksArg = "auto",
+    shards: ChunksArg | None = None,
+    filters: Any = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    codecs: Sequence[Any] | None = None,
+    fill_value: Any = None,
+    dimension_names: Sequence[str | None] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    index_location: str = "end",
+) -> tuple[ArrayMeta, CodecPipeline]:
+    if is_int(shape):
+        shape = (int(shape),)
+    if not all(is_int(s) and int(s) >= 0 for s in shape):
+        raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
+    shape = tuple(int(s) for s in shape)
+    dt = data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype
+    itemsize = dt.itemsize or 16
+    if codecs is not None:
+        if filters is not None or compressors not in ("auto", None) or serializer != "auto":
+            raise MetadataError("give either codecs=[...] or filters/serializer/compressors, not both")
+        chain_json: list[Any] = [codec_json(c, "codecs") for c in codecs]
+        grid = _grid(shape, chunks if shards is None else shards, itemsize)
+    elif shards is not None:
+        inner = _regular_inner(chunks, shape)
+        grid = _grid(shape, shards, itemsize)
+        chain_json = [{
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": list(inner),
+                "codecs": build_chain(dt, filters, serializer, compressors),
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                "index_location": index_location,
+            },
+        }]
+    else:
+        grid = _grid(shape, chunks, itemsize)
+        chain_json = build_chain(dt, filters, serializer, compressors)
+    metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
+    pipeline = CodecPipeline.build(metas, dt.numpy, [d.unique_edges() for d in grid.dims], "codecs")
+    fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
+    if dimension_names is not None:
+        dimension_names = tuple(dimension_names)
+        if len(dimension_names) != len(shape):
+            raise MetadataError(f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions")
+    cke: ChunkKeyEncoding = parse_chunk_key_encoding(
+        chunk_key_encoding if chunk_key_encoding is not None else {"name": "default"}, "chunk_key_encoding"
+    )
+    meta = ArrayMeta(
+        shape=shape,
+        data_type=dt,
+        chunk_grid=grid,
+        chunk_key_encoding=cke,
+        fill_value=fill,
+        codecs=pipeline.metas,
+        attributes=check_attributes(attributes or {}),
+        dimension_names=dimension_names,  # type: ignore[arg-type]
+    )
+    return meta, pipeline
+
+
+def user_fill(dt: DataType, value: Any) -> np.ndarray:
+    """A user-given fill value as a 0-d array of the dtype, bit-exact for numpy scalars of that dtype."""
+    if isinstance(value, np.ndarray | np.generic) and np.asarray(value).dtype == dt.numpy:
+        return np.array(value, dtype=dt.numpy).reshape(())
+    if dt.variable_length:
+        if dt.name == "string" and not isinstance(value, str):
+            raise MetadataError(f"fill_value for a string array must be a str, got {value!r}")
+        if dt.name != "string" and not isinstance(value, bytes | bytearray):
+            raise MetadataError(f"fill_value for a bytes array must be bytes, got {value!r}")
+        out = np.empty((), dtype=object)
+        out[()] = bytes(value) if isinstance(value, bytearray) else value
+        return out
+    try:
+        arr = np.array(value, dtype=dt.numpy)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MetadataError(f"fill_value {value!r} cannot be stored as {dt.name}: {exc}") from exc
+    if arr.shape != ():
+        raise MetadataError(f"fill_value must be a scalar, got shape {arr.shape}")
+    if dt.numpy.kind in "iub" and not isinstance(value, bool | np.bool_) and arr.item() != value:
+        raise MetadataError(f"fill_value {value!r} does not fit in {dt.name}")
+    # Round-trip through the JSON form so what we write is exactly what we hold.
+    return dt.parse_fill(dt.fill_to_json(arr), "fill_value")

@@ -1,0 +1,246 @@
+"""One axis of a chunk plan: checking an axis's index values and mapping them to chunks.
+
+Everything here is vectorised over the selected indices or over the touched chunks; the only Python loop
+is over touched chunks (one :class:`AxisChunk` each). A slice never materialises its indices unless it
+selects fewer elements than the chunks its range spans.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from rectizarr._util import is_int
+from rectizarr.errors import SelectionError
+
+IntArray: TypeAlias = npt.NDArray[np.int64]
+AxisSel: TypeAlias = slice | IntArray
+"""A per-axis selection inside a chunk or the output: a slice or a 1-D int64 index array."""
+
+
+class Dim(Protocol):
+    """One axis of a chunk grid, as consumed by the indexers (``rectizarr.grid`` implements it)."""
+
+    @property
+    def extent(self) -> int: ...
+    @property
+    def nchunks(self) -> int: ...
+    def offset(self, i: int) -> int: ...
+    def edge(self, i: int) -> int: ...
+    def data_len(self, i: int) -> int: ...
+    def chunk_of(self, idx: int) -> int: ...
+    def chunks_of(self, idx: IntArray) -> IntArray: ...
+    def offsets_of(self, chunks: IntArray) -> IntArray: ...
+    def data_lens_of(self, chunks: IntArray) -> IntArray: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AxisChunk:
+    """One touched chunk along one axis: where its selected elements sit in the chunk and the output."""
+
+    chunk: int
+    local: AxisSel  # positive-step slice or int64 array, inside [0, data_len)
+    out: AxisSel  # slice (any step) or int64 array of positions along the output axis
+    complete: bool  # local covers [0, data_len) exactly once
+
+
+@dataclass(frozen=True, slots=True)
+class AxisPlan:
+    """The chunks one axis touches, in increasing chunk order, and its internal output length."""
+
+    length: int
+    entries: tuple[AxisChunk, ...]
+
+    @property
+    def chunks(self) -> IntArray:
+        return np.array([e.chunk for e in self.entries], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------ index checks
+
+
+def out_of_bounds(value: int, axis: int, extent: int) -> SelectionError:
+    return SelectionError(f"index {value} is out of bounds for axis {axis} with extent {extent}")
+
+
+def check_index(value: object, axis: int, extent: int) -> int:
+    """An integer index (negatives wrap), checked against ``extent``."""
+    if not is_int(value):
+        raise bad_index(value, axis)
+    i = operator.index(value)  # type: ignore[arg-type]
+    if not -extent <= i < extent:
+        raise out_of_bounds(i, axis, extent)
+    return i + extent if i < 0 else i
+
+
+def bad_index(value: object, axis: int) -> SelectionError:
+    if isinstance(value, float | np.floating):
+        what = f"non-integer (float) index {value!r}"
+    elif isinstance(value, bool | np.bool_):
+        what = f"boolean scalar index {value!r} (not supported; use a boolean array)"
+    else:
+        what = f"unsupported index {value!r} of type {type(value).__name__}"
+    return SelectionError(f"{what} for axis {axis}: use integers, slices, integer arrays or boolean masks")
+
+
+def check_index_array(arr: npt.NDArray[Any], axis: int, extent: int) -> IntArray:
+    """An integer array of any shape (negatives wrap) as int64, every entry checked against ``extent``."""
+    if arr.dtype.kind not in "iu":
+        raise SelectionError(
+            f"index array of dtype {arr.dtype} for axis {axis}: arrays used as indices must be of integer "
+            "or boolean type"
+        )
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    lo, hi = int(np.min(arr)), int(np.max(arr))
+    if hi >= extent:
+        raise out_of_bounds(hi, axis, extent)
+    if lo < -extent:
+        raise out_of_bounds(lo, axis, extent)
+    out = arr.astype(np.int64)  # a copy: never alias the caller's array
+    if lo < 0:
+        out[out < 0] += extent
+    return out
+
+
+def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
+    """``slice.indices(extent)`` with SelectionErrors for non-integer bounds and a zero step."""
+    for part in (sl.start, sl.stop, sl.step):
+        if part is not None and not is_int(part):
+            raise SelectionError(
+                f"slice bound {part!r} for axis {axis}: slice indices must be integers or None"
+            )
+    if sl.step is not None and sl.step == 0:
+        raise SelectionError(f"slice step cannot be zero (axis {axis})")
+    return sl.indices(extent)
+
+
+# ------------------------------------------------------------------------------------ axis plans
+
+
+def empty_axis() -> AxisPlan:
+    return AxisPlan(0, ())
+
+
+def axis_from_int(dim: Dim, i: int) -> AxisPlan:
+    """An already checked integer: one chunk, one element, the output axis kept with length 1."""
+    c = dim.chunk_of(i)
+    local = i - dim.offset(c)
+    return AxisPlan(1, (AxisChunk(c, slice(local, local + 1, 1), slice(0, 1, 1), dim.data_len(c) == 1),))
+
+
+def reversed_positions(top: int, count: int) -> slice:
+    """The output positions ``top, top - 1, ..., top - count + 1`` as a slice."""
+    stop = top - count
+    return slice(top, stop if stop >= 0 else None, -1)
+
+
+def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
+    """A normalised slice (``slice.indices`` output), in O(chunks touched) arithmetic."""
+    n = len(range(start, stop, step))
+    if n == 0:
+        return empty_axis()
+    first, s = (start, step) if step > 0 else (start + (n - 1) * step, -step)
+    c0, c1 = dim.chunk_of(first), dim.chunk_of(first + (n - 1) * s)
+    if s == 1 or n > c1 - c0 + 1:
+        chunks = np.arange(c0, c1 + 1, dtype=np.int64)
+        offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)
+        k_lo = np.clip(-((first - offs) // s), 0, n)  # first selected element at or after the chunk start
+        k_hi = np.clip(-((first - offs - lens) // s), 0, n)
+        keep = k_hi > k_lo
+        chunks, offs, lens, k_lo, k_hi = chunks[keep], offs[keep], lens[keep], k_lo[keep], k_hi[keep]
+    else:  # sparse steps: fewer elements than chunks in range
+        ch = dim.chunks_of(first + np.arange(n, dtype=np.int64) * s)
+        k_lo = group_starts(ch)
+        k_hi = np.append(k_lo[1:], n)
+        chunks = ch[k_lo]
+        offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)
+    counts = k_hi - k_lo
+    local_start = first + k_lo * s - offs
+    entries = []
+    for c, ls, cnt, kl, dl in zip(
+        chunks.tolist(), local_start.tolist(), counts.tolist(), k_lo.tolist(), lens.tolist(), strict=True
+    ):
+        out = slice(kl, kl + cnt, 1) if step > 0 else reversed_positions(n - 1 - kl, cnt)
+        entries.append(AxisChunk(c, slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == dl))
+    return AxisPlan(n, tuple(entries))
+
+
+def group_starts(keys: IntArray) -> IntArray:
+    """Start positions of the runs of equal values in a non-empty sorted array."""
+    return np.concatenate(([0], np.flatnonzero(keys[1:] != keys[:-1]) + 1)).astype(np.int64)
+
+
+def positions(pos: IntArray) -> AxisSel:
+    """Output positions as a slice when they form an arithmetic progression, else as the array."""
+    if pos.size == 1:
+        p = int(pos[0])
+        return slice(p, p + 1, 1)
+    d = int(pos[1] - pos[0])
+    if d != 0 and bool(np.all(np.diff(pos) == d)):
+        stop = int(pos[-1]) + d
+        return slice(int(pos[0]), stop if stop >= 0 else None, d)
+    return pos
+
+
+def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
+    """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk.
+
+    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins.
+    """
+    n = idx.size
+    if n == 0:
+        return empty_axis()
+    order = np.argsort(idx, kind="stable").astype(np.int64)
+    sidx = idx[order]
+    ch = dim.chunks_of(sidx)
+    starts = group_starts(ch)
+    ends = np.append(starts[1:], n)
+    counts = ends - starts
+    chunks = ch[starts]
+    lens = dim.data_lens_of(chunks)
+    local = sidx - np.repeat(dim.offsets_of(chunks), counts)
+    repeat = np.zeros(n, dtype=np.int64)
+    repeat[1:] = sidx[1:] == sidx[:-1]
+    distinct = np.add.reduceat(repeat, starts) == 0  # a run never straddles chunks, so no boundary fix
+    run = distinct & (local[ends - 1] - local[starts] + 1 == counts)
+    complete = distinct & (counts == lens)
+    entries = []
+    for g, (c, a, b) in enumerate(zip(chunks.tolist(), starts.tolist(), ends.tolist(), strict=True)):
+        loc: AxisSel = slice(int(local[a]), int(local[a]) + b - a, 1) if run[g] else local[a:b]
+        entries.append(AxisChunk(c, loc, positions(order[a:b]), bool(complete[g])))
+    return AxisPlan(n, tuple(entries))
+
+
+def axis_from_mask(mask: npt.NDArray[np.bool_], axis: int, extent: int) -> IntArray:
+    """A 1-D boolean mask of length ``extent`` as the sorted int64 indices it selects."""
+    if mask.ndim != 1 or mask.shape[0] != extent:
+        raise SelectionError(
+            f"boolean index of shape {mask.shape} does not match axis {axis} with extent {extent}"
+        )
+    return np.flatnonzero(mask).astype(np.int64)
+
+
+__all__ = [
+    "AxisChunk",
+    "AxisPlan",
+    "AxisSel",
+    "Dim",
+    "IntArray",
+    "axis_from_array",
+    "axis_from_int",
+    "axis_from_mask",
+    "axis_from_slice",
+    "bad_index",
+    "check_index",
+    "check_index_array",
+    "check_slice",
+    "empty_axis",
+    "group_starts",
+    "out_of_bounds",
+    "positions",
+]

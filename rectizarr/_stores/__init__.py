@@ -1,0 +1,1 @@
+"""Store backends; import them from :mod:`rectizarr.store`."""

@@ -1,0 +1,308 @@
+"""The :class:`Store` base class: key validation, read-only checks and coalesced batch reads.
+
+Every public method is implemented here once; a backend implements a handful of private primitives
+(``_get_batch``, ``_set_batch``, ``_delete_batch``, ``_delete_prefix``, ``_list_prefix``, ``_list_dir``,
+``_info``) that receive keys which are already validated, and batches which are already coalesced.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Self, TypeAlias
+from urllib.parse import unquote
+
+from rectizarr._util import is_int
+from rectizarr.errors import ReadOnlyError, StoreError
+
+__all__ = ["Buffer", "ByteRange", "Store", "slice_range", "validate_key", "validate_prefix"]
+
+ByteRange: TypeAlias = tuple[int, int | None]
+"""``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
+
+Buffer: TypeAlias = bytes | bytearray | memoryview
+
+DEFAULT_COALESCE_GAP = 1 << 16
+DEFAULT_COALESCE_MAX = 1 << 24
+
+_MAX_DECODE_ROUNDS = 4
+
+
+def _check_plain(key: str, text: str) -> None:
+    if not text:
+        raise StoreError(f"invalid store key {key!r}: keys must be non-empty")
+    if "\\" in text or "\x00" in text:
+        raise StoreError(f"invalid store key {key!r}: backslashes and NUL characters are not allowed")
+    if text.startswith("/"):
+        raise StoreError(f"invalid store key {key!r}: keys must be relative (no leading '/')")
+    for segment in text.split("/"):
+        if segment == "":
+            raise StoreError(f"invalid store key {key!r}: empty path segment (a '//' or a trailing '/')")
+        if segment in (".", ".."):
+            raise StoreError(f"invalid store key {key!r}: '.' and '..' segments are not allowed")
+
+
+def validate_key(key: str) -> str:
+    """Return ``key`` unchanged if it is a valid store key, else raise :class:`StoreError`.
+
+    A key is ``/``-separated, non-empty, relative, has no empty, ``.`` or ``..`` segment, no backslash and
+    no NUL, and none of that may be smuggled in with percent-encoding (``%2e%2e``, ``%2f``, ``%5c``,
+    ``%00``), however many times it is encoded.
+    """
+    if not isinstance(key, str):
+        raise StoreError(f"invalid store key {key!r}: expected a str, got {type(key).__name__}")
+    _check_plain(key, key)
+    text = key
+    for _ in range(_MAX_DECODE_ROUNDS):
+        if "%" not in text:
+            return key
+        decoded = unquote(text, errors="surrogateescape")
+        if decoded == text:
+            return key
+        _check_plain(key, decoded)
+        text = decoded
+    raise StoreError(f"invalid store key {key!r}: percent-encoded {_MAX_DECODE_ROUNDS} or more times")
+
+
+def validate_prefix(prefix: str) -> str:
+    """Return ``prefix`` if it is ``""`` or a valid key followed by ``/``, else raise :class:`StoreError`."""
+    if prefix == "":
+        return prefix
+    if not isinstance(prefix, str) or not prefix.endswith("/"):
+        raise StoreError(f"invalid store prefix {prefix!r}: expected '' or a key followed by '/'")
+    validate_key(prefix[:-1])
+    return prefix
+
+
+def _validate_range(key: str, byte_range: ByteRange | None) -> ByteRange | None:
+    if byte_range is None:
+        return None
+    try:
+        start, length = byte_range
+    except (TypeError, ValueError):
+        raise StoreError(f"invalid byte range {byte_range!r} for key {key!r}: expected (start, length)") from None
+    ints_ok = is_int(start) and (length is None or (is_int(length) and length >= 0))
+    if not ints_ok or (start < 0 and length is not None):
+        raise StoreError(
+            f"invalid byte range {byte_range!r} for key {key!r}: expected (start >= 0, length >= 0 or None) "
+            "or (-n, None) for the last n bytes"
+        )
+    return (int(start), None if length is None else int(length))
+
+
+def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
+    """Apply a (validated) byte range to a whole value, with slicing semantics past the end."""
+    if byte_range is None:
+        return data
+    start, length = byte_range
+    if length is None:
+        return data[start:] if start != 0 else data
+    return data[start : start + length]
+
+
+_Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
+
+
+class Store(ABC):
+    """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.store`.
+
+    ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
+    ``coalesce_max``: a coalesced request never spans more than this many bytes.
+    """
+
+    read_only: bool
+    coalesce_gap: int
+    coalesce_max: int
+    _is_view: bool = False
+
+    def __init__(
+        self,
+        *,
+        read_only: bool = False,
+        coalesce_gap: int = DEFAULT_COALESCE_GAP,
+        coalesce_max: int = DEFAULT_COALESCE_MAX,
+    ) -> None:
+        if coalesce_gap < 0 or coalesce_max < 0:
+            raise StoreError(f"coalesce_gap ({coalesce_gap}) and coalesce_max ({coalesce_max}) must be >= 0")
+        self.read_only = read_only
+        self.coalesce_gap = coalesce_gap
+        self.coalesce_max = coalesce_max
+
+    # ---- backend primitives -------------------------------------------------------------------------
+
+    @abstractmethod
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Read every request (concurrently where the backend allows); missing keys give None."""
+
+    @abstractmethod
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        """Write every item."""
+
+    @abstractmethod
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        """Delete every key; missing keys are ignored."""
+
+    @abstractmethod
+    def _delete_prefix(self, prefix: str) -> None:
+        """Delete every key under ``prefix`` (``""`` = everything)."""
+
+    @abstractmethod
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        """Yield every key under ``prefix``."""
+
+    @abstractmethod
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        """Immediate child names of ``prefix`` (any order, duplicates allowed)."""
+
+    @abstractmethod
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        """``(size, version token)`` of a key, None if missing."""
+
+    def _close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release backend resources (nothing by default)."""
+
+    # ---- public API ---------------------------------------------------------------------------------
+
+    def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
+        """The value of ``key`` (or the given byte range of it); None if the key is missing."""
+        validate_key(key)
+        return self._get_batch([(key, _validate_range(key, byte_range))])[0]
+
+    def get_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        """Read many (key, range) pairs at once; results come back in request order.
+
+        Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
+        backend request (never longer than ``coalesce_max`` bytes) and split back afterwards; identical
+        unbounded requests are read once.
+        """
+        backend: list[tuple[str, ByteRange | None]] = []
+        slots: list[_Slot] = []
+        unbounded: dict[tuple[str, ByteRange | None], int] = {}
+        bounded: dict[str, list[tuple[int, int, int]]] = {}  # key -> [(start, length, request index)]
+        for index, (key, byte_range) in enumerate(requests):
+            validate_key(key)
+            checked = _validate_range(key, byte_range)
+            slots.append((-1, None, None))
+            if checked is not None and checked[0] >= 0 and checked[1] is not None:
+                bounded.setdefault(key, []).append((checked[0], checked[1], index))
+                continue
+            pos = unbounded.setdefault((key, checked), len(backend))
+            if pos == len(backend):
+                backend.append((key, checked))
+            slots[index] = (pos, None, None)
+        for key, ranges in bounded.items():
+            self._plan_key(key, ranges, backend, slots)
+        results = self._get_batch(backend) if backend else []
+        out: list[bytes | None] = []
+        for pos, offset, length in slots:
+            data = results[pos]
+            if data is None or offset is None or length is None:
+                out.append(data)
+            else:
+                out.append(data[offset : offset + length])
+        return out
+
+    def _plan_key(
+        self,
+        key: str,
+        ranges: list[tuple[int, int, int]],
+        backend: list[tuple[str, ByteRange | None]],
+        slots: list[_Slot],
+    ) -> None:
+        ranges.sort()
+        group: list[tuple[int, int, int]] = []
+        span_start = span_end = 0
+
+        def flush() -> None:
+            pos = len(backend)
+            backend.append((key, (span_start, span_end - span_start)))
+            for start, length, index in group:
+                slots[index] = (pos, None, None) if len(group) == 1 else (pos, start - span_start, length)
+
+        for start, length, index in ranges:
+            end = start + length
+            if group and start - span_end <= self.coalesce_gap and max(end, span_end) - span_start <= self.coalesce_max:
+                span_end = max(span_end, end)
+                group.append((start, length, index))
+                continue
+            if group:
+                flush()
+            group = [(start, length, index)]
+            span_start, span_end = start, end
+        flush()
+
+    def set(self, key: str, value: Buffer) -> None:
+        """Store ``value`` under ``key``, replacing any previous value."""
+        self.set_many({key: value})
+
+    def set_many(self, items: Mapping[str, Buffer]) -> None:
+        """Store many values at once (concurrently where the backend allows)."""
+        for key, value in items.items():
+            validate_key(key)
+            if not isinstance(value, bytes | bytearray | memoryview):
+                raise StoreError(f"cannot store {type(value).__name__} at key {key!r}: expected bytes-like")
+        self._check_writable("set")
+        if items:
+            self._set_batch(items)
+
+    def delete(self, key: str) -> None:
+        """Delete ``key``; deleting a missing key does nothing."""
+        self.delete_many([key])
+
+    def delete_many(self, keys: Iterable[str]) -> None:
+        """Delete every key in ``keys``; missing keys are ignored."""
+        checked = [validate_key(k) for k in keys]
+        self._check_writable("delete")
+        if checked:
+            self._delete_batch(checked)
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key under ``prefix`` (``""`` = the whole store; otherwise it must end with '/')."""
+        validate_prefix(prefix)
+        self._check_writable("delete_prefix")
+        self._delete_prefix(prefix)
+
+    def exists(self, key: str) -> bool:
+        """True if ``key`` holds a value."""
+        return self._info(validate_key(key)) is not None
+
+    def getsize(self, key: str) -> int | None:
+        """Size of the value in bytes, None if missing."""
+        info = self._info(validate_key(key))
+        return None if info is None else info[0]
+
+    def version(self, key: str) -> Hashable | None:
+        """A cheap token that changes whenever the value is rewritten; None if missing."""
+        info = self._info(validate_key(key))
+        return None if info is None else info[1]
+
+    def list_prefix(self, prefix: str) -> Iterator[str]:
+        """Every full key under ``prefix`` (recursive, in no particular order)."""
+        return self._list_prefix(validate_prefix(prefix))
+
+    def list_dir(self, prefix: str) -> list[str]:
+        """Sorted names of the keys and sub-prefixes directly under ``prefix``, without a trailing '/'."""
+        return sorted(set(self._list_dir(validate_prefix(prefix))))
+
+    def with_read_only(self) -> Store:
+        """A read-only view of the same storage (closing the view leaves the storage open)."""
+        view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
+        view.__dict__.update(self.__dict__)
+        view.read_only = True
+        view._is_view = True
+        return view
+
+    def close(self) -> None:
+        """Release resources; a read-only view's close does nothing."""
+        if not self._is_view:
+            self._close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_writable(self, operation: str) -> None:
+        if self.read_only:
+            raise ReadOnlyError(f"cannot {operation} on read-only store {self!r}")

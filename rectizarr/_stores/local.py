@@ -1,0 +1,260 @@
+"""A store in a local directory, with plain OS calls and atomic writes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from rectizarr._stores.base import DEFAULT_COALESCE_GAP, DEFAULT_COALESCE_MAX, Buffer, ByteRange, Store
+from rectizarr._util import ceildiv, default_workers
+from rectizarr.errors import StoreError
+
+__all__ = ["LocalStore"]
+
+_TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
+_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+_O_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _read_exact(f: Callable[[int], bytes | None], length: int) -> bytes:
+    parts: list[bytes] = []
+    remaining = length
+    while remaining > 0:
+        chunk = f(remaining)
+        if not chunk:
+            break
+        parts.append(chunk)
+        remaining -= len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
+    try:
+        f = open(path, "rb", buffering=0)
+    except _MISSING:
+        return None
+    with f:
+        if byte_range is None:
+            return f.readall()
+        start, length = byte_range
+        if start < 0:
+            try:
+                f.seek(start, os.SEEK_END)
+            except OSError:  # the suffix is longer than the file: read all of it
+                f.seek(0)
+        else:
+            f.seek(start)
+        return f.readall() if length is None else _read_exact(f.read, length)
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalStore(Store):
+    """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``.
+
+    Reads use plain ``open``/``seek``/``read``; batches run in a thread pool of ``workers`` threads.
+    Every write goes to a uniquely named temporary file in the destination directory
+    (``.{name}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a crash
+    only ever sees the old or the new value. With ``fsync=True`` the file and its directory are
+    flushed to disk before the write returns. Writes and deletes through a symbolic link that leads
+    outside ``root`` are refused. Pickles by path.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        read_only: bool = False,
+        fsync: bool = False,
+        coalesce_gap: int = DEFAULT_COALESCE_GAP,
+        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        workers: int | None = None,
+    ) -> None:
+        super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
+        self.root = os.path.abspath(os.fspath(root))
+        self.fsync = fsync
+        self.workers = workers or default_workers()
+        self._real_root = os.path.realpath(self.root)
+
+    def __repr__(self) -> str:
+        return f"LocalStore({self.root!r}, read_only={self.read_only})"
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, *key.split("/"))
+
+    def _map(self, fn: Callable[[_T], _R], args: Sequence[_T]) -> list[_R]:
+        """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow)."""
+        workers = min(self.workers, len(args))
+        if workers <= 1:
+            return [fn(a) for a in args]
+        step = ceildiv(len(args), 4 * workers)
+        slices = [args[i : i + step] for i in range(0, len(args), step)]
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return [r for part in pool.map(lambda part: [fn(a) for a in part], slices) for r in part]
+
+    def _check_inside(self, path: str, key: str) -> None:
+        real = os.path.realpath(path)
+        if real != self._real_root and not real.startswith(self._real_root + os.sep):
+            raise StoreError(
+                f"refusing to touch key {key!r}: {path!r} resolves to {real!r}, outside the store root {self.root!r}"
+            )
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        try:
+            st = os.stat(self._path(key))
+        except _MISSING:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return st.st_size, (st.st_size, st.st_mtime_ns, st.st_ino)
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        return self._walk(self._path(prefix[:-1]) if prefix else self.root, prefix)
+
+    def _walk(self, directory: str, prefix: str) -> Iterator[str]:
+        try:
+            with os.scandir(directory) as it:
+                entries = list(it)
+        except _MISSING:
+            return
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                yield from self._walk(entry.path, f"{prefix}{entry.name}/")
+            elif entry.is_file() and not _TMP_NAME.match(entry.name):
+                yield prefix + entry.name
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        try:
+            with os.scandir(self._path(prefix[:-1]) if prefix else self.root) as it:
+                entries = list(it)
+        except _MISSING:
+            return []
+        return [
+            e.name
+            for e in entries
+            if e.is_dir(follow_symlinks=False) or (e.is_file() and not _TMP_NAME.match(e.name))
+        ]
+
+    # ---- writes --------------------------------------------------------------------------------------
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        work: list[tuple[str, str, Buffer]] = []
+        for key, value in items.items():
+            if _TMP_NAME.match(key.rsplit("/", 1)[-1]):
+                raise StoreError(f"cannot store key {key!r}: the name is reserved for LocalStore temporary files")
+            work.append((key, self._path(key), value))
+        directories = {os.path.dirname(path): key for key, path, _ in work}
+        self._make_dirs(directories)
+        self._map(self._write_one, work)
+        if self.fsync:
+            for directory in directories:
+                _fsync_dir(directory)
+
+    def _make_dirs(self, directories: dict[str, str]) -> None:
+        """Check then create each directory of a batch once (``directories`` maps dir -> a key in it)."""
+        known = {self.root}
+        for directory in sorted(directories):
+            if directory in known:
+                continue
+            key = directories[directory]
+            self._check_inside(directory, key)
+            try:
+                os.makedirs(directory, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise StoreError(
+                    f"cannot store key {key!r}: a parent of it in {self.root!r} is a value, not a directory"
+                ) from None
+            while directory not in known and directory.startswith(self.root):
+                known.add(directory)
+                directory = os.path.dirname(directory)
+
+    def _write_one(self, item: tuple[str, str, Buffer]) -> None:
+        key, path, value = item
+        directory, name = os.path.split(path)
+        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
+        try:
+            fd = os.open(tmp, _O_FLAGS, 0o666)
+        except FileNotFoundError:  # a concurrent delete pruned the directory; recreate it once
+            os.makedirs(directory, exist_ok=True)
+            fd = os.open(tmp, _O_FLAGS, 0o666)
+        try:
+            with open(fd, "wb", buffering=0) as f:
+                view = memoryview(value).cast("B")
+                while view:
+                    view = view[f.write(view) or 0 :]
+                if self.fsync:
+                    os.fsync(fd)
+            os.replace(tmp, path)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            if isinstance(exc, IsADirectoryError):
+                raise StoreError(f"cannot store key {key!r}: {path!r} is a directory (it has keys below it)") from exc
+            raise
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        checked: set[str] = set()
+        for key in keys:
+            path = self._path(key)
+            directory = os.path.dirname(path)
+            if directory not in checked:
+                self._check_inside(directory, key)
+                checked.add(directory)
+            try:
+                if os.path.isfile(path) or os.path.islink(path):
+                    os.unlink(path)
+            except FileNotFoundError:
+                pass
+        for directory in checked:
+            self._prune(directory)
+
+    def _prune(self, directory: str) -> None:
+        """Remove now-empty directories from ``directory`` up to (not including) the root."""
+        while directory != self.root and directory.startswith(self.root):
+            try:
+                os.rmdir(directory)
+            except OSError:
+                return
+            directory = os.path.dirname(directory)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        if not prefix:  # everything but in-flight temporary files; links are removed, never followed
+            try:
+                with os.scandir(self.root) as it:
+                    entries = [e for e in it if not _TMP_NAME.match(e.name)]
+            except _MISSING:
+                return
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            return
+        path = self._path(prefix[:-1])
+        self._check_inside(path, prefix)
+        if os.path.islink(path):  # a link to a directory inside the root: drop the link only
+            os.unlink(path)
+        elif os.path.isdir(path):
+            shutil.rmtree(path)
+        self._prune(os.path.dirname(path))

@@ -1,0 +1,156 @@
+"""In-memory store and the request-counting wrapper used by tests."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from rectizarr._stores.base import (
+    DEFAULT_COALESCE_GAP,
+    DEFAULT_COALESCE_MAX,
+    Buffer,
+    ByteRange,
+    Store,
+    slice_range,
+    validate_key,
+)
+
+__all__ = ["CountingStore", "MemoryStore"]
+
+
+class MemoryStore(Store):
+    """A store held in a dict of bytes.
+
+    ``data`` is copied: independent instances never share state (a read-only view from
+    :meth:`with_read_only` does share it). Versions come from a per-store write counter. Pickling
+    copies the contents.
+    """
+
+    def __init__(
+        self,
+        data: Mapping[str, Buffer] | None = None,
+        *,
+        read_only: bool = False,
+        coalesce_gap: int = DEFAULT_COALESCE_GAP,
+        coalesce_max: int = DEFAULT_COALESCE_MAX,
+    ) -> None:
+        super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
+        self._lock = threading.Lock()
+        self._counter = itertools.count(1)
+        self._data: dict[str, tuple[bytes, int]] = {}
+        for key, value in (data or {}).items():
+            self._data[validate_key(key)] = (bytes(value), next(self._counter))
+
+    def __repr__(self) -> str:
+        return f"MemoryStore(<{len(self._data)} keys>, read_only={self.read_only})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "data": {k: v for k, (v, _) in self._data.items()},
+                "read_only": self.read_only,
+                "coalesce_gap": self.coalesce_gap,
+                "coalesce_max": self.coalesce_max,
+            }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        data = state.pop("data")
+        self.__init__(data, **state)  # type: ignore[misc]
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        for key, byte_range in requests:
+            entry = self._data.get(key)
+            out.append(None if entry is None else slice_range(entry[0], byte_range))
+        return out
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        copies = {key: bytes(value) for key, value in items.items()}
+        with self._lock:
+            for key, value in copies.items():
+                self._data[key] = (value, next(self._counter))
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            for key in keys:
+                self._data.pop(key, None)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        with self._lock:
+            for key in [k for k in self._data if k.startswith(prefix)]:
+                del self._data[key]
+
+    def _snapshot(self) -> list[str]:
+        with self._lock:
+            return list(self._data)
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        return (k for k in self._snapshot() if k.startswith(prefix))
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        n = len(prefix)
+        return (k[n:].split("/", 1)[0] for k in self._snapshot() if k.startswith(prefix))
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        entry = self._data.get(key)
+        return None if entry is None else (len(entry[0]), entry[1])
+
+
+class CountingStore(Store):
+    """Wraps any store and records what reaches its backend, after coalescing.
+
+    ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
+    ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
+    exists/getsize/version look-ups. :meth:`reset` zeroes them. Coalescing options and read-only-ness
+    follow the wrapped store.
+    """
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max)
+        self.inner = inner
+        self.requests: list[tuple[str, ByteRange | None]] = []
+        self.writes = 0
+        self.deletes = 0
+        self.lists = 0
+        self.infos = 0
+
+    def __repr__(self) -> str:
+        return f"CountingStore({self.inner!r})"
+
+    def reset(self) -> None:
+        """Forget everything recorded so far."""
+        self.requests = []
+        self.writes = self.deletes = self.lists = self.infos = 0
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        self.requests.extend(requests)
+        return self.inner._get_batch(requests)
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        self.writes += len(items)
+        self.inner._set_batch(items)
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        self.deletes += len(keys)
+        self.inner._delete_batch(keys)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        self.deletes += 1
+        self.inner._delete_prefix(prefix)
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        self.lists += 1
+        return self.inner._list_prefix(prefix)
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        self.lists += 1
+        return self.inner._list_dir(prefix)
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        self.infos += 1
+        return self.inner._info(key)
+
+    def _close(self) -> None:
+        self.inner.close()

@@ -1,0 +1,235 @@
+"""A store over any fsspec filesystem (s3, gcs, http, memory, file, zip:: chains, caches ...)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, unquote
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+from fsspec.mapping import FSMap
+
+from rectizarr._stores.base import Buffer, ByteRange, Store
+from rectizarr.errors import StoreError
+
+__all__ = ["FsspecStore"]
+
+REMOTE_COALESCE_GAP = 1 << 20
+REMOTE_COALESCE_MAX = 1 << 25
+_VERSION_FIELDS = ("ETag", "etag", "md5", "generation", "LastModified", "last_modified", "Last-Modified", "mtime", "created", "ino")
+_URL_PROTOCOLS = {"http", "https"}
+
+
+def _token(value: Any) -> Hashable:
+    return value if isinstance(value, Hashable) else repr(value)
+
+
+class FsspecStore(Store):
+    """A store under ``path`` of an fsspec filesystem.
+
+    ``url_or_fs`` is a URL (``s3://bucket/x.zarr``, ``memory://a``, ``zip::file://data.zip`` ...; options
+    in ``storage_options``), an ``AbstractFileSystem`` (then ``path`` is the root inside it) or an
+    ``FSMap``. HTTP(S) stores are always read-only. Batched reads use ``fs.cat_ranges`` and batched
+    writes ``fs.pipe``, which run concurrently on asynchronous filesystems. Pickles by filesystem and
+    root.
+    """
+
+    def __init__(
+        self,
+        url_or_fs: str | os.PathLike[str] | fsspec.AbstractFileSystem | FSMap,
+        *,
+        path: str = "",
+        storage_options: dict[str, Any] | None = None,
+        read_only: bool = False,
+        coalesce_gap: int = REMOTE_COALESCE_GAP,
+        coalesce_max: int = REMOTE_COALESCE_MAX,
+    ) -> None:
+        if isinstance(url_or_fs, FSMap):
+            fs, root = url_or_fs.fs, url_or_fs.root
+        elif isinstance(url_or_fs, fsspec.AbstractFileSystem):
+            fs, root = url_or_fs, ""
+        elif isinstance(url_or_fs, str | os.PathLike):
+            fs, root = fsspec.core.url_to_fs(os.fspath(url_or_fs), **(storage_options or {}))
+        else:
+            raise StoreError(f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem")
+        protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        self._urls = bool(protocols & _URL_PROTOCOLS)  # keys travel percent-encoded in URL paths
+        super().__init__(
+            read_only=read_only or self._urls,
+            coalesce_gap=coalesce_gap,
+            coalesce_max=coalesce_max,
+        )
+        self.fs: fsspec.AbstractFileSystem = fs
+        root, path = root.rstrip("/"), path.rstrip("/")
+        self.root = f"{root}/{path.lstrip('/')}" if root and path else root or path
+        # Stripped form of root-relative paths, as listings return them.
+        self._base = fs._strip_protocol(self._full("x"))[:-1]
+        self._counter = itertools.count(1)
+        self._writes: dict[str, int] = {}
+
+    def __repr__(self) -> str:
+        return f"FsspecStore({self.fs.protocol!r}, {self.root!r}, read_only={self.read_only})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_counter"], state["_writes"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._counter = itertools.count(1)
+        self._writes = {}
+
+    def _full(self, key: str) -> str:
+        if self._urls:
+            key = quote(key, safe="/")
+        return f"{self.root}/{key}" if self.root else key
+
+    def _key_of(self, path: str) -> str | None:
+        stripped = self.fs._strip_protocol(path).rstrip("/")
+        if not stripped.startswith(self._base):
+            return None
+        key = stripped[len(self._base) :]
+        return unquote(key) if self._urls else key
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        out: list[bytes | None] = [None] * len(requests)
+        fetch: list[int] = []
+        for i, (key, byte_range) in enumerate(requests):
+            if byte_range is not None and byte_range[1] == 0:  # HTTP ranges cannot be empty
+                out[i] = None if self._info(key) is None else b""
+            else:
+                fetch.append(i)
+        if not fetch:
+            return out
+        paths, starts, ends = [], [], []
+        for i in fetch:
+            key, byte_range = requests[i]
+            paths.append(self._full(key))
+            start, length = byte_range if byte_range is not None else (None, None)
+            starts.append(start)
+            ends.append(None if start is None or length is None else start + length)
+        results = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+        for i, path, result in zip(fetch, paths, results, strict=True):
+            if isinstance(result, BaseException):
+                out[i] = self._fallback(path, requests[i], result)
+            else:
+                out[i] = result if isinstance(result, bytes) else bytes(result)
+        return out
+
+    def _fallback(self, path: str, request: tuple[str, ByteRange | None], error: BaseException) -> bytes | None:
+        """A failed read: missing key, or a range the backend refused (past the end, or a suffix)."""
+        key, byte_range = request
+        if isinstance(error, FileNotFoundError):
+            return None
+        if byte_range is None:
+            raise StoreError(f"reading key {key!r} from {self!r} failed: {error!r}") from error
+        try:
+            size = int(self.fs.size(path))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise StoreError(f"reading key {key!r} range {byte_range} from {self!r} failed: {error!r}") from exc
+        start, length = byte_range
+        start = max(0, size + start) if start < 0 else min(start, size)
+        end = size if length is None else min(size, start + length)
+        if start >= end:
+            return b""
+        try:
+            return bytes(self.fs.cat_file(path, start=start, end=end))
+        except Exception as exc:
+            raise StoreError(f"reading key {key!r} range {byte_range} from {self!r} failed: {exc!r}") from exc
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        try:
+            info = self.fs.info(self._full(key))
+        except FileNotFoundError:
+            return None
+        if info.get("type") == "directory":
+            return None
+        size = int(info["size"])
+        token = tuple(_token(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None)
+        return size, (size, token, self._writes.get(key, 0))
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        try:
+            paths = self.fs.find(self._full(prefix[:-1]) if prefix else self.root)
+        except FileNotFoundError:
+            return
+        for path in paths:
+            key = self._key_of(path)
+            if key and key.startswith(prefix):
+                yield key
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        try:
+            entries = self.fs.ls(self._full(prefix[:-1]) if prefix else self.root, detail=False)
+        except FileNotFoundError:
+            return []
+        names = []
+        for entry in entries:
+            key = self._key_of(entry)
+            if key and key.startswith(prefix) and len(key) > len(prefix):
+                names.append(key[len(prefix) :].split("/", 1)[0])
+        return names
+
+    # ---- writes --------------------------------------------------------------------------------------
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}
+        try:
+            self.fs.pipe(data)
+        except FileNotFoundError:  # filesystems without implicit directories (file://)
+            for parent in {self.fs._parent(p) for p in data}:
+                self.fs.makedirs(parent, exist_ok=True)
+            self.fs.pipe(data)
+        for key in items:
+            self._writes[key] = next(self._counter)
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        for key in keys:
+            self._writes[key] = next(self._counter)
+        paths = [self._full(k) for k in keys]
+        try:
+            self.fs.rm(paths)
+        except FileNotFoundError:
+            for path in paths:
+                try:
+                    self.fs.rm_file(path)
+                except FileNotFoundError:
+                    pass
+        self._prune(paths)
+
+    def _prune(self, paths: Iterable[str]) -> None:
+        """Remove directories left empty by a delete (only local disks have real, empty directories)."""
+        if not isinstance(self.fs, LocalFileSystem):
+            return
+        root = self.fs._strip_protocol(self.root)
+        for parent in sorted({self.fs._parent(p) for p in paths}, key=len, reverse=True):
+            while parent.startswith(root + "/"):
+                try:
+                    self.fs.rmdir(parent)
+                except OSError:
+                    break
+                parent = self.fs._parent(parent)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        if prefix:
+            path = self._full(prefix[:-1])
+            if self.fs.isdir(path):
+                self.fs.rm(path, recursive=True)
+                self._prune([path])
+            return
+        try:
+            children = self.fs.ls(self.root, detail=True)
+        except FileNotFoundError:
+            return
+        for child in children:
+            key = self._key_of(child["name"])
+            if key:  # never the root itself (``ls`` of a file lists the file)
+                self.fs.rm(child["name"], recursive=child.get("type") == "directory")

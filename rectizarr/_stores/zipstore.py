@@ -1,0 +1,200 @@
+"""A store in a single ``.zip`` file."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import threading
+import time
+import warnings
+import zipfile
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from rectizarr._stores.base import (
+    DEFAULT_COALESCE_GAP,
+    DEFAULT_COALESCE_MAX,
+    Buffer,
+    ByteRange,
+    Store,
+    slice_range,
+)
+from rectizarr.errors import StoreError
+
+__all__ = ["ZipStore"]
+
+
+@dataclass(slots=True)
+class _Archive:
+    """State shared by a ZipStore and its read-only views."""
+
+    zf: zipfile.ZipFile | None
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    deleted: set[str] = field(default_factory=set)
+
+
+class ZipStore(Store):
+    """A store in one zip archive at ``path``; ``mode`` is ``"r"`` (read), ``"w"`` (new archive,
+    truncating any existing file) or ``"a"`` (append to an archive, creating it if missing).
+
+    Values are stored uncompressed (``ZIP_STORED``; chunks are compressed by their codecs), so ranged
+    reads seek straight to the bytes. A zip archive cannot rewrite an entry in place: **setting a key
+    that already exists appends a newer entry with the same name, and readers (rectizarr, zipfile,
+    ``unzip``) use the newest one; the old bytes stay in the file, so an archive grows by the full size
+    of every rewritten value.** Deleted keys disappear at once for this store, and the archive is
+    rewritten without them (and without shadowed entries) when the store is closed or flushed.
+
+    :meth:`close` (or leaving the ``with`` block) writes the zip central directory; an archive that was
+    written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
+    copy is read-only. All operations on one archive are serialised by a lock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        mode: Literal["r", "w", "a"] = "r",
+        *,
+        coalesce_gap: int = DEFAULT_COALESCE_GAP,
+        coalesce_max: int = DEFAULT_COALESCE_MAX,
+    ) -> None:
+        if mode not in ("r", "w", "a"):
+            raise StoreError(f"invalid ZipStore mode {mode!r} for {os.fspath(path)!r}: expected 'r', 'w' or 'a'")
+        super().__init__(read_only=mode == "r", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
+        self.path = os.path.abspath(os.fspath(path))
+        self.mode = mode
+        if mode == "a" and os.path.isfile(self.path) and not zipfile.is_zipfile(self.path):
+            raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
+        try:
+            zf = zipfile.ZipFile(self.path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise StoreError(f"cannot open zip archive {self.path!r} in mode {mode!r}: {exc}") from exc
+        self._archive = _Archive(zf)
+
+    def __repr__(self) -> str:
+        return f"ZipStore({self.path!r}, mode={self.mode!r}, read_only={self.read_only})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        if self.mode != "r":
+            self.flush()
+        return {"path": self.path, "coalesce_gap": self.coalesce_gap, "coalesce_max": self.coalesce_max}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state.pop("path"), "r", **state)  # type: ignore[misc]
+
+    def _zf(self) -> zipfile.ZipFile:
+        zf = self._archive.zf
+        if zf is None:
+            raise StoreError(f"zip archive {self.path!r} is closed")
+        return zf
+
+    def _entry(self, key: str) -> zipfile.ZipInfo | None:
+        if key in self._archive.deleted:
+            return None
+        return self._zf().NameToInfo.get(key)
+
+    # ---- reads ---------------------------------------------------------------------------------------
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        with self._archive.lock:
+            return [self._read(key, byte_range) for key, byte_range in requests]
+
+    def _read(self, key: str, byte_range: ByteRange | None) -> bytes | None:
+        info = self._entry(key)
+        if info is None:
+            return None
+        try:
+            with self._zf().open(info) as f:
+                if byte_range is None or info.compress_type != zipfile.ZIP_STORED:
+                    return slice_range(f.read(), byte_range)
+                start, length = byte_range
+                f.seek(max(0, info.file_size + start) if start < 0 else min(start, info.file_size))
+                return f.read() if length is None else f.read(length)
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+            raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {exc}") from exc
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        with self._archive.lock:
+            info = self._entry(key)
+            return None if info is None else (info.file_size, (info.header_offset, info.file_size))
+
+    def _keys(self) -> list[str]:
+        with self._archive.lock:
+            deleted = self._archive.deleted
+            return [n for n in self._zf().NameToInfo if not n.endswith("/") and n not in deleted]
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        return (k for k in self._keys() if k.startswith(prefix))
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        n = len(prefix)
+        return (k[n:].split("/", 1)[0] for k in self._keys() if k.startswith(prefix))
+
+    # ---- writes --------------------------------------------------------------------------------------
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        now = time.localtime()[:6]
+        with self._archive.lock:
+            zf = self._zf()
+            for key, value in items.items():
+                view = memoryview(value).cast("B")
+                info = zipfile.ZipInfo(key, date_time=now)
+                info.compress_type = zipfile.ZIP_STORED
+                info.file_size = view.nbytes
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
+                    with zf.open(info, "w") as dst:
+                        dst.write(view)
+                self._archive.deleted.discard(key)
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        with self._archive.lock:
+            names = self._zf().NameToInfo
+            self._archive.deleted.update(k for k in keys if k in names)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        with self._archive.lock:
+            self._archive.deleted.update(k for k in self._keys() if k.startswith(prefix))
+
+    # ---- finalising ----------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Write the central directory (and drop deleted entries) now; the store stays writable."""
+        with self._archive.lock:
+            self._finalise()
+            if self.mode == "r":
+                return
+            self._archive.zf = zipfile.ZipFile(self.path, "a", compression=zipfile.ZIP_STORED, allowZip64=True)
+
+    def _close(self) -> None:
+        with self._archive.lock:
+            zf = self._archive.zf
+            if zf is not None:
+                self._finalise()
+                zf.close()  # idempotent; needed in mode "r"
+                self._archive.zf = None
+
+    def _finalise(self) -> None:
+        zf = self._zf()
+        if not self._archive.deleted:
+            if self.mode != "r":
+                zf.close()
+            return
+        tmp = f"{self.path}.{secrets.token_hex(8)}.tmp"
+        try:
+            with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as out:
+                for key in self._keys():
+                    info = zf.NameToInfo[key]
+                    copy = zipfile.ZipInfo(key, date_time=info.date_time)
+                    copy.compress_type, copy.file_size = info.compress_type, info.file_size
+                    with zf.open(info) as src, out.open(copy, "w") as dst:
+                        shutil.copyfileobj(src, dst)
+            zf.close()
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        self._archive.deleted.clear()

@@ -1,0 +1,159 @@
+"""Top-level functions: create, open and copy arrays (and dispatch to groups)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rectizarr import nodes
+from rectizarr._create import build_array_meta
+from rectizarr.array import Array, create
+from rectizarr.errors import MetadataError, NodeNotFoundError
+from rectizarr.metadata import ArrayMeta
+from rectizarr.store import Store, open_store
+
+__all__ = ["create_array", "from_array", "open_array"]
+
+_MODES = ("r", "r+", "a", "w", "w-")
+
+
+def _store(store: Any, mode: str, storage_options: Mapping[str, Any] | None) -> Store:
+    if mode not in _MODES:
+        raise MetadataError(f"mode must be one of {_MODES}, got {mode!r}")
+    return open_store(store, mode=mode, storage_options=dict(storage_options) if storage_options else None)
+
+
+def create_array(
+    store: Any,
+    *,
+    name: str | None = None,
+    shape: Any,
+    dtype: Any,
+    chunks: Any = "auto",
+    shards: Any = None,
+    filters: Any = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    codecs: Sequence[Any] | None = None,
+    fill_value: Any = None,
+    dimension_names: Sequence[str | None] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    index_location: str = "end",
+    write_empty_chunks: bool = False,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    workers: int | None = None,
+) -> Array:
+    """Create an array and return it.
+
+    ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
+    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape. Defaults: little-endian
+    ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
+    (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
+    whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``.
+    """
+    s = _store(store, "w" if overwrite else "a", storage_options)
+    meta, pipeline = build_array_meta(
+        shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
+        serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+        attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
+    )
+    return create(s, nodes.normalize_path(name), meta, pipeline, overwrite=overwrite,
+                  write_empty_chunks=write_empty_chunks, workers=workers)
+
+
+def open_array(
+    store: Any,
+    *,
+    path: str | None = None,
+    mode: str = "r+",
+    storage_options: Mapping[str, Any] | None = None,
+    write_empty_chunks: bool = False,
+    workers: int | None = None,
+    **create_kwargs: Any,
+) -> Array:
+    """Open an existing array (``mode`` ``"r"`` read-only, ``"r+"`` read/write); ``"a"`` opens or, given
+    creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists."""
+    s = _store(store, mode, storage_options)
+    p = nodes.normalize_path(path)
+    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not s.exists(nodes.meta_key(p))):
+        return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
+                            workers=workers, **create_kwargs)
+    if create_kwargs:
+        raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
+    meta = nodes.read_meta(s, p)
+    if not isinstance(meta, ArrayMeta):
+        raise NodeNotFoundError(f"the node at {p or '/'!r} is a group, not an array")
+    return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
+
+
+def from_array(
+    store: Any,
+    data: Any,
+    *,
+    name: str | None = None,
+    chunks: Any = "keep",
+    shards: Any = "keep",
+    **kwargs: Any,
+) -> Array:
+    """Create an array holding a copy of ``data`` (a numpy array-like or another rectizarr array).
+
+    ``chunks="keep"`` keeps a rectizarr source's chunking (its storage and inner chunk sizes, rectilinear
+    included) and, for other data, chooses regular chunks of about 1 MiB.
+    """
+    if isinstance(data, Array):
+        src = data
+        sharded = src.is_sharded
+        if chunks == "keep":
+            chunks = src._layout.inner_shape if sharded else _edges_or_int(src.write_chunk_sizes, src.shape)
+        if shards == "keep":
+            shards = _edges_or_int(src.write_chunk_sizes, src.shape) if sharded else None
+        kwargs.setdefault("dtype", src.metadata.data_type)
+        kwargs.setdefault("fill_value", src.metadata.fill_value)
+        kwargs.setdefault("dimension_names", src.dimension_names)
+        kwargs.setdefault("attributes", src.attrs.asdict())
+        out = create_array(store, name=name, shape=src.shape, chunks=chunks, shards=shards, **kwargs)
+        for block in _copy_regions(src):
+            out[block] = src[block]
+        return out
+    arr = np.asarray(data)
+    if chunks == "keep":
+        chunks = "auto"
+    if shards == "keep":
+        shards = None
+    kwargs.setdefault("dtype", arr.dtype)
+    out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
+    out[...] = arr
+    return out
+
+
+def _edges_or_int(sizes: tuple[tuple[int, ...], ...], shape: tuple[int, ...]) -> list[Any]:
+    out: list[Any] = []
+    for s, extent in zip(sizes, shape, strict=True):
+        if len(set(s[:-1])) <= 1 and s and (len(s) == 1 or s[-1] <= s[0]):
+            out.append(s[0])
+        else:
+            out.append(list(s) if s else max(1, extent))
+    return out
+
+
+def _copy_regions(src: Array) -> list[tuple[slice, ...]]:
+    """Regions of about 64 MiB aligned to the source's storage chunks (bounded memory)."""
+    if src.size == 0:
+        return []
+    rows = src.write_chunk_sizes[0] if src.ndim else ()
+    if not rows:
+        return [()]
+    per_row = max(1, src.nbytes // max(1, src.shape[0]))
+    regions: list[tuple[slice, ...]] = []
+    start = acc = 0
+    for i, n in enumerate(rows):
+        acc += n
+        end = sum(rows[: i + 1])
+        if acc * per_row >= 64 << 20 or i == len(rows) - 1:
+            regions.append((slice(start, end),))
+            start, acc = end, 0
+    return regions

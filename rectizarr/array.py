@@ -1,0 +1,477 @@
+"""The user-facing :class:`Array`: open/create, NumPy-exact reads and writes, resize/append, info.
+
+This module is the API surface only: plans come from :mod:`rectizarr.indexing`, I/O and codecs run in
+:mod:`rectizarr.engine`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rectizarr import engine, nodes
+from rectizarr._util import Shape, is_int, prod
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
+from rectizarr.grid import ChunkGrid
+from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
+from rectizarr.metadata import ArrayMeta, check_attributes
+from rectizarr.store import Store
+
+__all__ = ["Array", "Attributes"]
+
+
+class Attributes(MutableMapping[str, Any]):
+    """A node's attributes; every change is written through to its ``zarr.json``."""
+
+    def __init__(self, owner: Any) -> None:
+        self._owner = owner
+
+    def _get(self) -> dict[str, Any]:
+        return dict(self._owner.metadata.attributes)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        attrs = self._get()
+        del attrs[key]
+        self._owner._set_attributes(attrs)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # one metadata write for many keys
+        attrs = self._get()
+        attrs.update(dict(other, **kwargs))
+        self._owner._set_attributes(check_attributes(attrs))
+
+    def put(self, attrs: Mapping[str, Any]) -> None:
+        """Replace all attributes at once."""
+        self._owner._set_attributes(check_attributes(attrs))
+
+    def asdict(self) -> dict[str, Any]:
+        return self._get()
+
+    def __repr__(self) -> str:
+        return f"Attributes({self._get()!r})"
+
+
+def _has_array(sel: Any) -> bool:
+    items = sel if isinstance(sel, tuple) else (sel,)
+    return any(isinstance(s, np.ndarray | list) for s in items)
+
+
+class _Indexer:
+    def __init__(self, array: Array, kind: str) -> None:
+        self._array = array
+        self._kind = kind
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._array._read(self._array._plan(self._kind, selection), selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._array._write(self._array._plan(self._kind, selection), value)
+
+
+class Array:
+    """A Zarr v3 array in a store. Create with :func:`rectizarr.create_array`, open with
+    :func:`rectizarr.open_array`."""
+
+    def __init__(self, store: Store, path: str, meta: ArrayMeta, *, read_only: bool = False,
+                 write_empty_chunks: bool = False, workers: int | None = None,
+                 pipeline: CodecPipeline | None = None) -> None:
+        self._store = store
+        self._path = path
+        self._read_only = read_only or store.read_only
+        self._write_empty_chunks = write_empty_chunks
+        self._workers = workers
+        self._lock = threading.RLock()
+        self._set_meta(meta, pipeline)
+
+    # ------------------------------------------------------------------------------------ metadata
+    def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
+        if pipeline is None:
+            pipeline = CodecPipeline.build(
+                meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
+                "$.codecs",
+            )
+        if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
+            import msgspec
+
+            meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
+        self._meta = meta
+        self._layout = engine.Layout.build(
+            self._store, nodes.prefix_of(self._path), meta.chunk_grid, meta.chunk_key_encoding, pipeline,
+            meta.data_type.numpy, meta.fill_value, write_empty_chunks=self._write_empty_chunks,
+            workers=self._workers,
+        )
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"array {self._path or '/'!r} is read-only")
+
+    def _replace_meta(self, **changes: Any) -> None:
+        self._check_writable()
+        import msgspec
+
+        meta = msgspec.structs.replace(self._meta, **changes)
+        nodes.write_meta(self._store, self._path, meta)
+        self._set_meta(meta)
+
+    def _set_attributes(self, attrs: dict[str, Any]) -> None:
+        with self._lock:
+            self._replace_meta(attributes=attrs)
+
+    # -------------------------------------------------------------------------------- properties
+    @property
+    def metadata(self) -> ArrayMeta:
+        return self._meta
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def shape(self) -> Shape:
+        return self._meta.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._meta.data_type.numpy
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def fill_value(self) -> Any:
+        return self._meta.fill_value[()]
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self)
+
+    @property
+    def dimension_names(self) -> tuple[str | None, ...] | None:
+        return self._meta.dimension_names
+
+    @property
+    def grid(self) -> ChunkGrid:
+        return self._meta.chunk_grid
+
+    @property
+    def chunks(self) -> Shape:
+        """The read chunk shape (inner chunks when sharded) of a regular grid."""
+        if self._layout.inner_shape is not None:
+            return self._layout.inner_shape
+        regular = self.grid.regular_chunk_shape
+        if regular is None:
+            raise MetadataError(
+                f"array {self.name!r} has a rectilinear chunk grid: use write_chunk_sizes / read_chunk_sizes"
+            )
+        return regular
+
+    @property
+    def is_sharded(self) -> bool:
+        """True when the storage chunks are shards (``sharding_indexed`` is the array -> bytes codec)."""
+        return isinstance(self._layout.pipeline.array_bytes, ShardingCodec)
+
+    @property
+    def shards(self) -> Shape | None:
+        """The shard shape of a regular sharded array (``None`` when not sharded)."""
+        if not self.is_sharded:
+            return None
+        regular = self.grid.regular_chunk_shape
+        if regular is None:
+            raise MetadataError(f"array {self.name!r} has rectilinear shards: use write_chunk_sizes")
+        return regular
+
+    @property
+    def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the sizes of the storage chunks (shards) covering the array (dask convention)."""
+        return tuple(d.data_lens() for d in self.grid.dims)
+
+    @property
+    def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
+        """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
+        if self._layout.inner_shape is None:
+            return self.write_chunk_sizes
+        return tuple(d.data_lens() for d in self._layout.dims)
+
+    @property
+    def nchunks(self) -> int:
+        return self.grid.nchunks
+
+    @property
+    def nchunks_initialized(self) -> int:
+        return sum(1 for _ in engine.stored_chunk_keys(self._layout))
+
+    @property
+    def info(self) -> str:
+        return _info(self)
+
+    def __repr__(self) -> str:
+        return f"<rectizarr.Array {self.name!r} shape={self.shape} dtype={self.dtype}>"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.asarray(self[...])
+        return out if dtype is None else out.astype(dtype)
+
+    # ------------------------------------------------------------------------------- selections
+    def _plan(self, kind: str, selection: Any) -> Plan:
+        dims = self._layout.dims
+        if kind == "basic":
+            sel = selection if isinstance(selection, tuple) else (selection,)
+            arrays = [s for s in sel if isinstance(s, np.ndarray | list)]
+            if arrays and _pointwise(sel, self.ndim):
+                return coordinate_plan(dims, selection)
+            return basic_plan(dims, selection)
+        if kind == "orthogonal":
+            return orthogonal_plan(dims, selection)
+        if kind == "coordinate":
+            return coordinate_plan(dims, selection)
+        if kind == "block":
+            return block_plan(self.grid.dims, selection) if self._layout.inner_shape is None \
+                else _block_plan_sharded(self, selection)
+        raise SelectionError(f"unknown selection kind {kind!r}")
+
+    def _read(self, plan: Plan, selection: Any, out: np.ndarray | None = None) -> Any:
+        if out is not None:
+            if out.shape != plan.final_shape or out.dtype != self.dtype:
+                raise SelectionError(f"out has shape {out.shape} and dtype {out.dtype}; "
+                                     f"expected {plan.final_shape} and {self.dtype}")
+            internal = out.reshape(plan.shape)
+            if not np.shares_memory(internal, out) and out.size:
+                raise SelectionError("out must be C-contiguous")
+            engine.read(self._layout, plan, internal)
+            return out
+        result = np.empty(plan.shape, dtype=self.dtype)
+        engine.read(self._layout, plan, result)
+        result = result.reshape(plan.final_shape)
+        if result.shape == () and not _has_ellipsis(selection):
+            return result[()]
+        return result
+
+    def _write(self, plan: Plan, value: Any) -> None:
+        self._check_writable()
+        engine.write(self._layout, plan, plan.value_to_internal(value, self.dtype))
+
+    def __getitem__(self, selection: Any) -> Any:
+        return self._read(self._plan("basic", selection), selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._write(self._plan("basic", selection), value)
+
+    @property
+    def oindex(self) -> _Indexer:
+        """Orthogonal (outer) indexing: per axis an int, slice, int array or bool mask."""
+        return _Indexer(self, "orthogonal")
+
+    @property
+    def vindex(self) -> _Indexer:
+        """Coordinate (vectorised) indexing: broadcast int arrays, or one full-shape bool mask."""
+        return _Indexer(self, "coordinate")
+
+    @property
+    def blocks(self) -> _Indexer:
+        """Selection in units of storage chunks (shards), on rectilinear grids too."""
+        return _Indexer(self, "block")
+
+    def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None) -> Any:
+        return self._read(basic_plan(self._layout.dims, selection), selection, out)
+
+    def set_basic_selection(self, selection: Any, value: Any) -> None:
+        self._write(basic_plan(self._layout.dims, selection), value)
+
+    def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        return self._read(self._plan("orthogonal", selection), selection, out)
+
+    def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        self._write(self._plan("orthogonal", selection), value)
+
+    def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        return self._read(self._plan("coordinate", selection), selection, out)
+
+    def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        self._write(self._plan("coordinate", selection), value)
+
+    def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
+        return self._read(self._plan("coordinate", _mask(mask, self.shape)), mask, out)
+
+    def set_mask_selection(self, mask: Any, value: Any) -> None:
+        self._write(self._plan("coordinate", _mask(mask, self.shape)), value)
+
+    def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        return self._read(self._plan("block", selection), selection, out)
+
+    def set_block_selection(self, selection: Any, value: Any) -> None:
+        self._write(self._plan("block", selection), value)
+
+    # ------------------------------------------------------------------------------ resize/append
+    def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:
+        """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default),
+        ``chunks="repeat"`` (repeat the last edge), or explicit new edges per axis (``chunks=[None, [31, 30]]``).
+
+        Shrinking deletes chunks wholly outside the new shape and resets the out-of-bounds part of the
+        straddling chunks to the fill value, so a later grow shows the fill value, not stale data.
+        """
+        self._check_writable()
+        new_shape = (int(new_shape),) if is_int(new_shape) else tuple(int(s) for s in new_shape)  # type: ignore[union-attr]
+        if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
+            raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
+        with self._lock:
+            policy = "new_chunk" if chunks is None else chunks
+            new_grid = self.grid.resize(new_shape, policy)
+            CodecPipeline.build(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
+                                "$.codecs")  # e.g. a new edge not divisible by the inner chunk
+            if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
+                engine.delete_outside(self._layout, new_grid)
+            self._replace_meta(shape=new_shape, chunk_grid=new_grid)
+
+    def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:
+        """Append ``data`` along ``axis`` (grows the array, then writes the new region)."""
+        data = np.asarray(data)
+        if self.ndim == 0:
+            raise SelectionError("cannot append to a 0-d array")
+        axis = axis + self.ndim if axis < 0 else axis
+        if not 0 <= axis < self.ndim:
+            raise SelectionError(f"axis {axis} is out of range for {self.ndim} dimensions")
+        if data.ndim != self.ndim or any(
+            d != s for i, (d, s) in enumerate(zip(data.shape, self.shape, strict=True)) if i != axis
+        ):
+            raise SelectionError(f"cannot append data of shape {data.shape} to an array of shape {self.shape} "
+                                 f"along axis {axis}")
+        old = self.shape[axis]
+        new_shape = list(self.shape)
+        new_shape[axis] = old + data.shape[axis]
+        axis_chunks = None
+        if chunks is not None:
+            axis_chunks = [None] * self.ndim
+            axis_chunks[axis] = chunks
+        self.resize(new_shape, chunks=axis_chunks)
+        region = tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))
+        self[region] = data
+
+
+def _has_ellipsis(selection: Any) -> bool:
+    items = selection if isinstance(selection, tuple) else (selection,)
+    return any(s is Ellipsis for s in items)
+
+
+def _pointwise(sel: tuple[Any, ...], ndim: int) -> bool:
+    """NumPy's ``a[i, j]`` with several index arrays (or one full-shape mask) is pointwise."""
+    arrays = [np.asarray(s) for s in sel if isinstance(s, np.ndarray | list)]
+    if len(arrays) == 1 and arrays[0].dtype == bool and arrays[0].ndim == ndim and ndim > 1 and len(sel) == 1:
+        return True
+    return len(arrays) >= 2 and len(sel) == ndim and len(arrays) == ndim
+
+
+def _mask(mask: Any, shape: Shape) -> Any:
+    m = np.asarray(mask)
+    if m.dtype != bool or m.shape != shape:
+        raise SelectionError(f"mask must be a bool array of shape {shape}, got {m.dtype} {m.shape}")
+    return m
+
+
+def _block_plan_sharded(array: Array, selection: Any) -> Plan:
+    """Blocks are storage chunks (shards): turn the block selection into an element selection."""
+    grid_plan = block_plan(array.grid.dims, selection)
+    region = _plan_region(array, grid_plan)
+    return basic_plan(array._layout.dims, region)
+
+
+def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
+    if plan.nchunks == 0:
+        return tuple(slice(0, 0) for _ in array.shape)
+    lo = plan.chunk_coords.min(axis=0)
+    hi = plan.chunk_coords.max(axis=0)
+    return tuple(slice(d.offset(int(a)), d.offset(int(b)) + d.data_len(int(b)))
+                 for d, a, b in zip(array.grid.dims, lo, hi, strict=True))
+
+
+def _compact(sizes: tuple[int, ...]) -> str:
+    if not sizes:
+        return "()"
+    runs: list[tuple[int, int]] = []
+    for s in sizes:
+        if runs and runs[-1][0] == s:
+            runs[-1] = (s, runs[-1][1] + 1)
+        else:
+            runs.append((s, 1))
+    parts = [f"{v}x{n}" if n > 1 else str(v) for v, n in runs]
+    if len(parts) > 8:
+        parts = [*parts[:4], "...", *parts[-3:]]
+    return "[" + ", ".join(parts) + "]"
+
+
+def _info(a: Array) -> str:
+    from rectizarr.codecs.meta import codecs_to_json
+
+    lines = [
+        f"Name        : {a.name}",
+        "Type        : Array",
+        f"Shape       : {a.shape}",
+        f"Data type   : {a.metadata.data_type.to_json()}",
+        f"Chunk grid  : {a.grid.kind}",
+        f"Write chunks: {', '.join(_compact(s) for s in a.write_chunk_sizes) or '()'}",
+        f"Read chunks : {', '.join(_compact(s) for s in a.read_chunk_sizes) or '()'}",
+        f"Fill value  : {a.metadata.data_type.fill_to_json(a.metadata.fill_value)!r}",
+        f"Codecs      : {codecs_to_json(a.metadata.codecs)}",
+        f"Dimensions  : {a.dimension_names}",
+        f"Attributes  : {len(a.metadata.attributes)} keys",
+        f"Store       : {type(a.store).__name__}",
+        f"Read-only   : {a.read_only}",
+        f"Chunks      : {a.nchunks} in grid, {a.nchunks_initialized} stored",
+    ]
+    return "\n".join(lines)
+
+
+def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *, overwrite: bool,
+           write_empty_chunks: bool = False, workers: int | None = None) -> Array:
+    """Write a new array node (ancestors created as groups) and return it."""
+    if store.read_only:
+        raise ReadOnlyError("cannot create an array in a read-only store")
+    existing = nodes.try_read_meta(store, path) if not overwrite else None
+    if existing is not None or (not overwrite and store.exists(nodes.meta_key(path))):
+        raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+    if overwrite:
+        nodes.delete_node(store, path)
+    nodes.ensure_parents(store, path)
+    nodes.write_meta(store, path, meta)
+    return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

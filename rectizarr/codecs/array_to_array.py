@@ -1,0 +1,115 @@
+"""``array -> array`` codecs: ``transpose`` and the numcodecs filters (``numcodecs.delta`` ...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from rectizarr._util import Shape, prod
+from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
+from rectizarr.errors import CodecError, MetadataError
+
+__all__ = ["NumcodecsArrayArray", "TransposeCodec"]
+
+
+class TransposeCodec(ArrayArrayCodec):
+    """Permute the axes: encoded axis ``i`` is decoded axis ``order[i]``."""
+
+    name = "transpose"
+
+    def __init__(self, order: Sequence[int]) -> None:
+        self.order: tuple[int, ...] = tuple(int(o) for o in order)
+        if sorted(self.order) != list(range(len(self.order))):
+            raise MetadataError(f"transpose order {list(self.order)} is not a permutation of 0..n-1")
+        self.inverse: tuple[int, ...] = tuple(int(i) for i in np.argsort(self.order))
+
+    def _check(self, ndim: int) -> None:
+        if ndim != len(self.order):
+            raise MetadataError(
+                f"transpose order {list(self.order)} has {len(self.order)} axes but its input has {ndim}"
+            )
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        self._check(len(spec.shape))
+        return spec.with_shape(tuple(spec.shape[o] for o in self.order))
+
+    def map_axes(self, per_axis: Sequence[object]) -> list[object]:
+        self._check(len(per_axis))
+        return [per_axis[o] for o in self.order]
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        return np.asarray(np.transpose(chunk, self.order), order="C")
+
+    def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        return np.transpose(chunk, self.inverse)
+
+
+class NumcodecsArrayArray(ArrayArrayCodec):
+    """A numcodecs filter. numcodecs returns flat arrays; they are reshaped to the resolved shape.
+
+    The output dtype is learnt by encoding one element of the input dtype (``astype``, ``delta`` with
+    ``astype``, ``fixedscaleoffset`` ... change it); ``packbits`` turns ``n`` booleans into
+    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding).
+    """
+
+    def __init__(self, name: str, codec_id: str, codec: Any) -> None:
+        self.name = name
+        self.codec_id = codec_id
+        self.codec = codec
+        self._dtypes: dict[np.dtype, tuple[np.dtype, np.ndarray]] = {}
+
+    def _flat_size(self, n: int) -> int:
+        return -(-n // 8) + 1
+
+    def _encoded_dtype(self, spec: ChunkSpec) -> tuple[np.dtype, np.ndarray]:
+        """The encoded dtype and the encoded fill value for inputs of ``spec``'s dtype (cached)."""
+        cached = self._dtypes.get(spec.dtype)
+        if cached is None:
+            fill = np.asarray(spec.fill_value, dtype=spec.dtype).reshape(1)
+            try:
+                probe = np.asarray(self.codec.encode(fill))
+            except Exception as exc:
+                raise MetadataError(f"codec {self.name!r} cannot code dtype {spec.dtype}: {exc}") from exc
+            dtype = probe.dtype.newbyteorder("=")
+            encoded_fill = (
+                np.zeros((), dtype) if self.codec_id == "packbits" else probe.reshape(-1)[:1].reshape(())
+            )
+            cached = (dtype, encoded_fill.astype(dtype))
+            self._dtypes[spec.dtype] = cached
+        return cached
+
+    def _shape(self, shape: Shape) -> Shape:
+        return (self._flat_size(prod(shape)),) if self.codec_id == "packbits" else shape
+
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        dtype, fill = self._encoded_dtype(spec)
+        return replace(spec, shape=self._shape(spec.shape), dtype=dtype, fill_value=fill)
+
+    def map_axes(self, per_axis: Sequence[object]) -> list[object]:
+        if self.codec_id != "packbits":
+            return list(per_axis)
+        # Every combination of per-axis edges gives one flat length.
+        sizes = np.ones(1, dtype=np.int64)
+        for edges in per_axis:
+            sizes = np.unique(np.multiply.outer(sizes, np.unique(np.asarray(edges))).reshape(-1))
+        return [np.unique(-(-sizes // 8) + 1)]
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        out = self.resolve(spec)
+        try:
+            encoded = np.asarray(self.codec.encode(np.asarray(chunk, order="C")))
+        except Exception as exc:
+            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+        return encoded.reshape(out.shape).astype(out.dtype, copy=False)
+
+    def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        try:
+            decoded = np.asarray(self.codec.decode(np.asarray(chunk, order="C")))
+            if decoded.dtype.kind != spec.dtype.kind and decoded.dtype.itemsize == spec.dtype.itemsize:
+                decoded = decoded.view(spec.dtype)  # e.g. delta over uint32 as int32: keep the bits
+            return decoded.reshape(spec.shape).astype(spec.dtype, copy=False)
+        except Exception as exc:
+            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc

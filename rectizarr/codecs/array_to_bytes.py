@@ -1,0 +1,186 @@
+"""``array -> bytes`` codecs: ``bytes``, ``vlen-utf8``, ``vlen-bytes`` and numcodecs' (``pcodec``, ``zfpy``)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
+from rectizarr.errors import CodecError, MetadataError
+
+__all__ = ["BytesCodec", "NumcodecsArrayBytes", "VlenBytesCodec", "VlenUtf8Codec"]
+
+_U32 = np.dtype("<u4")
+
+
+def needs_endian(dtype: np.dtype) -> bool:
+    """True when the byte order of ``dtype`` matters (some element wider than one byte)."""
+    if dtype.fields is not None:
+        return any(needs_endian(field[0]) for field in dtype.fields.values())
+    if dtype.subdtype is not None:
+        return needs_endian(dtype.subdtype[0])
+    return dtype.kind not in "SVb" and dtype.itemsize > 1
+
+
+class BytesCodec(ArrayBytesCodec):
+    """Fixed-size elements in C order, little- or big-endian."""
+
+    name = "bytes"
+
+    def __init__(self, endian: Literal["little", "big"] | None) -> None:
+        self.endian = endian
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        if dtype.hasobject:
+            raise MetadataError(
+                f"the 'bytes' codec cannot code dtype {dtype} (variable-length strings/bytes need vlen-utf8 "
+                "or vlen-bytes)"
+            )
+        if self.endian is None and needs_endian(dtype):
+            raise MetadataError(f"the 'bytes' codec needs an 'endian' configuration for dtype {dtype}")
+
+    def _wire(self, dtype: np.dtype) -> np.dtype:
+        if self.endian is None:
+            return dtype
+        return dtype.newbyteorder("<" if self.endian == "little" else ">")
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        if chunk.size != spec.size:
+            raise CodecError(
+                f"chunk of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
+            )
+        return np.asarray(chunk, dtype=self._wire(spec.dtype)).tobytes(order="C")
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        if len(data) != spec.nbytes:
+            raise CodecError(
+                f"expected {spec.nbytes} bytes for shape {spec.shape} of {spec.dtype}, got {len(data)}",
+                key=spec.key,
+                codec=self.name,
+            )
+        out = np.frombuffer(data, dtype=self._wire(spec.dtype)).reshape(spec.shape)
+        return out.astype(spec.dtype, copy=False)
+
+    def encoded_size(self, spec: ChunkSpec) -> int:
+        return spec.nbytes
+
+
+class _VlenCodec(ArrayBytesCodec):
+    """``u32le`` count, then for every element in C order a ``u32le`` byte length and the bytes."""
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        if dtype != np.dtype(object):
+            raise MetadataError(f"the {self.name!r} codec codes variable-length data, not dtype {dtype}")
+
+    @abstractmethod
+    def _to_bytes(self, item: object) -> bytes:
+        """One element's encoded bytes; raises ``TypeError`` for an element of the wrong type."""
+
+    @abstractmethod
+    def _from_bytes(self, raw: bytes) -> object: ...
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        try:
+            items = [self._to_bytes(x) for x in chunk.reshape(-1).tolist()]
+        except (TypeError, UnicodeError) as exc:
+            raise CodecError(f"cannot encode element: {exc}", key=spec.key, codec=self.name) from exc
+        n = len(items)
+        lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
+        if n and int(np.max(lengths)) > 0xFFFFFFFF:
+            raise CodecError("an element is longer than 4 GiB", key=spec.key, codec=self.name)
+        # Element i's length field starts after the count, i earlier length fields and its predecessors' bytes.
+        starts = 4 + 4 * np.arange(n, dtype=np.int64) + np.concatenate(([0], np.cumsum(lengths)[:-1]))[:n]
+        out = np.empty(4 + 4 * n + int(lengths.sum()), dtype=np.uint8)
+        out[:4] = np.frombuffer(np.uint32(n).astype(_U32).tobytes(), dtype=np.uint8)
+        field = starts[:, None] + np.arange(4)
+        out[field] = lengths.astype(_U32).view(np.uint8).reshape(n, 4)
+        payload = np.ones(out.size, dtype=bool)
+        payload[:4] = False
+        payload[field] = False
+        out[payload] = np.frombuffer(b"".join(items), dtype=np.uint8)
+        return out.tobytes()
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        mv = memoryview(data).cast("B")
+        size = len(mv)
+        if size < 4:
+            raise CodecError(
+                f"{size} bytes is too short for the element count", key=spec.key, codec=self.name
+            )
+        n = int.from_bytes(mv[:4], "little")
+        if n != spec.size:
+            raise CodecError(f"holds {n} elements, expected {spec.size}", key=spec.key, codec=self.name)
+        if 4 + 4 * n > size:
+            raise CodecError(f"{n} elements cannot fit in {size} bytes", key=spec.key, codec=self.name)
+        items: list[object] = []
+        pos = 4
+        try:
+            for _ in range(n):
+                if pos + 4 > size:
+                    raise CodecError("truncated before a length field", key=spec.key, codec=self.name)
+                end = pos + 4 + int.from_bytes(mv[pos : pos + 4], "little")
+                if end > size:
+                    raise CodecError(
+                        f"element ends at byte {end}, past the end ({size})", key=spec.key, codec=self.name
+                    )
+                items.append(self._from_bytes(bytes(mv[pos + 4 : end])))
+                pos = end
+        except UnicodeDecodeError as exc:
+            raise CodecError(f"invalid UTF-8: {exc}", key=spec.key, codec=self.name) from exc
+        if pos != size:
+            raise CodecError(
+                f"{size - pos} trailing bytes after the last element", key=spec.key, codec=self.name
+            )
+        out = np.empty(n, dtype=object)
+        out[:] = items
+        return out.reshape(spec.shape)
+
+
+class VlenUtf8Codec(_VlenCodec):
+    name = "vlen-utf8"
+
+    def _to_bytes(self, item: object) -> bytes:
+        if not isinstance(item, str):
+            raise TypeError(f"expected str, got {type(item).__name__}")
+        return item.encode("utf-8")
+
+    def _from_bytes(self, raw: bytes) -> object:
+        return raw.decode("utf-8")
+
+
+class VlenBytesCodec(_VlenCodec):
+    name = "vlen-bytes"
+
+    def _to_bytes(self, item: object) -> bytes:
+        if not isinstance(item, bytes | bytearray | memoryview):
+            raise TypeError(f"expected bytes, got {type(item).__name__}")
+        return bytes(item)
+
+    def _from_bytes(self, raw: bytes) -> object:
+        return raw
+
+
+class NumcodecsArrayBytes(ArrayBytesCodec):
+    """A numcodecs codec that turns an array into bytes (``numcodecs.pcodec``, ``numcodecs.zfpy``)."""
+
+    def __init__(self, name: str, codec: Any) -> None:
+        self.name = name
+        self.codec = codec
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        try:
+            return bytes(
+                memoryview(self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))).cast("B")
+            )
+        except Exception as exc:
+            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        try:
+            out = np.asarray(self.codec.decode(data))
+            return out.reshape(spec.shape).astype(spec.dtype, copy=False)
+        except Exception as exc:
+            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc

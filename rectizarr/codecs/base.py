@@ -1,0 +1,115 @@
+"""Codec contracts shared by every codec: the chunk spec and the three codec kinds.
+
+A chunk's shape is never fixed at construction: every call gets a :class:`ChunkSpec` describing the
+*decoded* representation the codec works on (rectilinear grids give every chunk its own shape).
+Construction depends only on metadata.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from rectizarr._util import Shape, prod
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkSpec:
+    """The decoded representation a codec works on.
+
+    ``shape`` is the codec (declared) shape of the chunk, ``dtype`` the numpy dtype in native byte order
+    (``object`` for the variable-length ``string``/``bytes`` types), ``fill_value`` a 0-d array of that
+    dtype, and ``key`` the store key of the value being coded (for error messages only).
+    """
+
+    shape: Shape
+    dtype: np.dtype
+    fill_value: np.ndarray
+    key: str | None = None
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def with_shape(self, shape: Shape) -> ChunkSpec:
+        return replace(self, shape=tuple(int(s) for s in shape))
+
+    def with_key(self, key: str | None) -> ChunkSpec:
+        return replace(self, key=key)
+
+    def fill_chunk(self) -> np.ndarray:
+        """A new chunk of this spec holding only the fill value."""
+        out = np.empty(self.shape, dtype=self.dtype)
+        out[...] = self.fill_value
+        return out
+
+
+class Codec(ABC):
+    """Common base: every codec knows its registered name (used in error messages)."""
+
+    name: str = ""
+
+    def map_axes(self, per_axis: Sequence[object]) -> list[object]:
+        """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes.
+
+        Used at open to validate every chunk shape of a rectilinear grid without enumerating chunks.
+        Shape-preserving codecs return the input unchanged; ``transpose`` permutes it.
+        """
+        return list(per_axis)
+
+
+class ArrayArrayCodec(Codec):
+    """``array -> array``: may change the shape (``transpose``) or dtype (``numcodecs.astype``)."""
+
+    @abstractmethod
+    def resolve(self, spec: ChunkSpec) -> ChunkSpec:
+        """The encoded representation this codec produces from ``spec``."""
+
+    @abstractmethod
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray: ...
+
+    @abstractmethod
+    def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
+        """Invert :meth:`encode`; ``spec`` is the *decoded* representation (this codec's input)."""
+
+
+class ArrayBytesCodec(Codec):
+    """``array -> bytes``: exactly one per chain (``bytes``, ``vlen-*``, ``sharding_indexed`` ...)."""
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:  # noqa: B027
+        """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
+
+        Raises :class:`~rectizarr.errors.MetadataError`. The default accepts everything.
+        """
+
+    @abstractmethod
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes: ...
+
+    @abstractmethod
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray: ...
+
+    def encoded_size(self, spec: ChunkSpec) -> int | None:
+        """Size in bytes of the encoding of any chunk of ``spec``, or ``None`` when it varies."""
+        return None
+
+
+class BytesBytesCodec(Codec):
+    """``bytes -> bytes``: compressors and checksums."""
+
+    @abstractmethod
+    def encode(self, data: bytes | memoryview) -> bytes: ...
+
+    @abstractmethod
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes | memoryview:
+        """Invert :meth:`encode`; ``key`` names the store key in error messages."""
+
+    def encoded_size(self, nbytes: int) -> int | None:
+        """Encoded size for an input of ``nbytes``, or ``None`` when it depends on the data."""
+        return None

@@ -1,0 +1,178 @@
+"""``bytes -> bytes`` codecs (``gzip``, ``zstd``, ``blosc``, ``crc32c``, ``numcodecs.*``).
+
+This is the only module that imports numcodecs: :func:`get_numcodec` hands numcodecs codec objects to the
+array->array and array->bytes wrappers.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from typing import Any, Literal
+
+import numcodecs
+import numcodecs.blosc
+import numpy as np
+from numcodecs.compat import ensure_bytes
+from numcodecs.errors import UnknownCodecError
+
+from rectizarr.codecs.base import BytesBytesCodec
+from rectizarr.codecs.crc32c import crc32c
+from rectizarr.errors import ChecksumError, CodecError, MetadataError, UnsupportedError
+
+__all__ = ["BloscCodec", "Crc32cCodec", "GzipCodec", "NumcodecsBytesBytes", "ZstdCodec", "get_numcodec"]
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def get_numcodec(name: str, codec_id: str, configuration: dict[str, Any]) -> Any:
+    """A numcodecs codec object for ``{"id": codec_id, **configuration}``; bad configurations raise."""
+    try:
+        return numcodecs.get_codec({"id": codec_id, **configuration})
+    except UnknownCodecError as exc:
+        raise UnsupportedError(f"codec {name!r} is not available in this numcodecs installation") from exc
+    except Exception as exc:  # numcodecs raises TypeError/ValueError/... for bad configurations
+        raise MetadataError(f"invalid configuration for codec {name!r}: {exc}") from exc
+
+
+def _bytes(value: Any) -> bytes:
+    """numcodecs' output (bytes or a buffer) as ``bytes``; no copy when it already is."""
+    return bytes(ensure_bytes(value))
+
+
+def _as_bytes(data: bytes | memoryview) -> bytes | memoryview:
+    return data if isinstance(data, bytes) else memoryview(data).cast("B")
+
+
+class GzipCodec(BytesBytesCodec):
+    """DEFLATE in gzip members (RFC 1952); several concatenated members decode as one stream."""
+
+    name = "gzip"
+
+    def __init__(self, level: int) -> None:
+        self.level = level
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return gzip.compress(data, compresslevel=self.level, mtime=0)
+
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        rest = bytes(data)
+        parts: list[bytes] = []
+        while True:
+            if rest[:2] != _GZIP_MAGIC:
+                what = "a zlib stream" if rest[:1] == b"x" else "no gzip header"
+                raise CodecError(f"not a gzip member ({what} at a member start)", key=key, codec=self.name)
+            inflater = zlib.decompressobj(wbits=31)
+            try:
+                parts.append(inflater.decompress(rest))
+            except zlib.error as exc:
+                raise CodecError(f"corrupt gzip data: {exc}", key=key, codec=self.name) from exc
+            if not inflater.eof:
+                raise CodecError("truncated gzip member", key=key, codec=self.name)
+            rest = inflater.unused_data.lstrip(b"\x00")  # gzip tolerates zero padding between members
+            if not rest:
+                return b"".join(parts)
+
+
+class ZstdCodec(BytesBytesCodec):
+    """A Zstandard frame; ``checksum`` adds the frame content checksum, verified on decode."""
+
+    name = "zstd"
+
+    def __init__(self, level: int, checksum: bool) -> None:
+        self.level = level
+        self.checksum = checksum
+        self._codec = numcodecs.Zstd(level=level, checksum=checksum)
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return _bytes(self._codec.encode(_as_bytes(data)))
+
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        try:
+            return _bytes(self._codec.decode(_as_bytes(data)))
+        except Exception as exc:
+            cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+            raise cls(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+
+
+_SHUFFLE = {
+    "noshuffle": numcodecs.blosc.NOSHUFFLE,
+    "shuffle": numcodecs.blosc.SHUFFLE,
+    "bitshuffle": numcodecs.blosc.BITSHUFFLE,
+}
+
+
+class BloscCodec(BytesBytesCodec):
+    """Blosc; decoding reads every parameter from the blosc header."""
+
+    name = "blosc"
+
+    def __init__(
+        self,
+        cname: str,
+        clevel: int,
+        shuffle: Literal["noshuffle", "shuffle", "bitshuffle"],
+        typesize: int,
+        blocksize: int,
+    ) -> None:
+        if cname not in numcodecs.blosc.list_compressors():
+            raise UnsupportedError(f"blosc compressor {cname!r} is not built into this numcodecs")
+        self.typesize = typesize
+        self._codec = numcodecs.Blosc(
+            cname=cname, clevel=clevel, shuffle=_SHUFFLE[shuffle], blocksize=blocksize, typesize=typesize
+        )
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return _bytes(self._codec.encode(_as_bytes(data)))
+
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        try:
+            return _bytes(self._codec.decode(_as_bytes(data)))
+        except Exception as exc:
+            raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+
+
+class Crc32cCodec(BytesBytesCodec):
+    """Appends the CRC-32C of the data as 4 little-endian bytes; decode verifies and strips it."""
+
+    name = "crc32c"
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return bytes(data) + struct.pack("<I", crc32c(data))
+
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> memoryview:
+        mv = memoryview(data).cast("B")
+        if len(mv) < 4:
+            raise CodecError(f"{len(mv)} bytes is too short for a checksum", key=key, codec=self.name)
+        body = mv[:-4]
+        stored = int.from_bytes(mv[-4:], "little")
+        actual = crc32c(body)
+        if stored != actual:
+            raise ChecksumError(
+                f"checksum mismatch (stored {stored:#010x}, computed {actual:#010x})",
+                key=key,
+                codec=self.name,
+            )
+        return body
+
+    def encoded_size(self, nbytes: int) -> int:
+        return nbytes + 4
+
+
+class NumcodecsBytesBytes(BytesBytesCodec):
+    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...)."""
+
+    def __init__(self, name: str, codec: Any) -> None:
+        self.name = name
+        self.codec = codec
+
+    def encode(self, data: bytes | memoryview) -> bytes:
+        return _bytes(self.codec.encode(np.frombuffer(data, dtype=np.uint8)))
+
+    def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        try:
+            return _bytes(self.codec.decode(_as_bytes(data)))
+        except Exception as exc:
+            cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+            raise cls(f"cannot decode: {exc}", key=key, codec=self.name) from exc

@@ -1,0 +1,326 @@
+"""Codec metadata: one frozen msgspec Struct per codec, parsed from and written to ``zarr.json`` JSON.
+
+The Structs only validate; runtime codecs are built from them (:func:`rectizarr.codecs.build_codec`).
+Reading is lenient where real writers disagree (short-hand names, ``must_understand: false`` on known
+codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing is canonical.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from typing import Annotated, Any, ClassVar, Literal, TypeAlias
+
+import msgspec
+
+from rectizarr._util import json_path
+from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
+
+__all__ = [
+    "NUMCODECS_KINDS",
+    "BloscMeta",
+    "BytesMeta",
+    "CodecKind",
+    "CodecMeta",
+    "Crc32cMeta",
+    "GzipMeta",
+    "NumcodecsMeta",
+    "ShardingMeta",
+    "TransposeMeta",
+    "VlenBytesMeta",
+    "VlenUtf8Meta",
+    "ZstdMeta",
+    "codecs_to_json",
+    "parse_codecs",
+]
+
+CodecKind: TypeAlias = Literal["array_array", "array_bytes", "bytes_bytes"]
+_Positive = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class _Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """Base of the codec metadata Structs; their fields are the codec's ``configuration`` keys."""
+
+    name: ClassVar[str]
+
+
+class BytesMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "bytes"
+    endian: Literal["little", "big"] | None = None
+
+
+class TransposeMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "transpose"
+    order: tuple[Annotated[int, msgspec.Meta(ge=0)], ...]
+
+
+class GzipMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "gzip"
+    level: Annotated[int, msgspec.Meta(ge=0, le=9)]
+
+
+class ZstdMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "zstd"
+    level: Annotated[int, msgspec.Meta(ge=-131072, le=22)]
+    checksum: bool = False
+
+
+class BloscMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """``typesize`` is ``None`` until the pipeline fills in the itemsize of the data it codes."""
+
+    name: ClassVar[str] = "blosc"
+    cname: Literal["lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"]
+    shuffle: Literal["noshuffle", "shuffle", "bitshuffle"]
+    clevel: Annotated[int, msgspec.Meta(ge=0, le=9)] = 5
+    typesize: _Positive | None = None
+    blocksize: Annotated[int, msgspec.Meta(ge=0)] = 0
+
+
+class Crc32cMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "crc32c"
+
+
+class VlenUtf8Meta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "vlen-utf8"
+
+
+class VlenBytesMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    name: ClassVar[str] = "vlen-bytes"
+
+
+class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    chunk_shape: tuple[_Positive, ...]
+    codecs: Any = None
+    index_codecs: Any = None
+    index_location: Literal["start", "end"] = "end"
+
+
+class ShardingMeta(msgspec.Struct, frozen=True):
+    name: ClassVar[str] = "sharding_indexed"
+    chunk_shape: tuple[int, ...]
+    codecs: tuple[CodecMeta, ...]
+    index_codecs: tuple[CodecMeta, ...]
+    index_location: Literal["start", "end"] = "end"
+
+
+class NumcodecsMeta(msgspec.Struct, frozen=True):
+    """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
+
+    ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built.
+    """
+
+    name: str
+    configuration: dict[str, Any] = msgspec.field(default_factory=dict)
+
+    @property
+    def codec_id(self) -> str:
+        return _NUMCODECS_ALIASES.get(self.name, self.name.removeprefix("numcodecs."))
+
+    @property
+    def kind(self) -> CodecKind:
+        return NUMCODECS_KINDS[self.codec_id]
+
+
+CodecMeta: TypeAlias = (
+    BytesMeta
+    | TransposeMeta
+    | GzipMeta
+    | ZstdMeta
+    | BloscMeta
+    | Crc32cMeta
+    | VlenUtf8Meta
+    | VlenBytesMeta
+    | ShardingMeta
+    | NumcodecsMeta
+)
+
+#: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
+NUMCODECS_KINDS: dict[str, CodecKind] = {
+    **dict.fromkeys(
+        [
+            "blosc",
+            "lz4",
+            "zstd",
+            "zlib",
+            "gzip",
+            "bz2",
+            "lzma",
+            "shuffle",
+            "crc32",
+            "crc32c",
+            "adler32",
+            "fletcher32",
+            "jenkins_lookup3",
+        ],
+        "bytes_bytes",
+    ),
+    **dict.fromkeys(
+        ["delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"], "array_array"
+    ),
+    **dict.fromkeys(["pcodec", "zfpy"], "array_bytes"),
+}
+
+# Registered names that are the same codec with a compatible configuration as a numcodecs id. zarrs'
+# ``packbits`` (array->bytes, padding options) and ``zfp`` differ from numcodecs' and are not aliases.
+_NUMCODECS_ALIASES: dict[str, str] = {"bitround": "bitround"}
+
+_PLAIN: dict[str, type[_Config]] = {
+    cls.name: cls
+    for cls in (
+        BytesMeta,
+        TransposeMeta,
+        GzipMeta,
+        ZstdMeta,
+        BloscMeta,
+        Crc32cMeta,
+        VlenUtf8Meta,
+        VlenBytesMeta,
+    )
+}
+# Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
+_ALIASES: dict[str, str] = {
+    "endian": "bytes",
+    "numcodecs.vlen-utf8": "vlen-utf8",
+    "numcodecs.vlen-bytes": "vlen-bytes",
+}
+
+_AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")
+_FIELD = re.compile(r"(?:unknown|missing required) field `(?P<field>[^`]+)`")
+
+
+def _convert(config: Any, cls: type[Any], path: str) -> Any:
+    """``msgspec.convert`` with errors rewrapped as :class:`MetadataError` at the full JSON path."""
+    try:
+        return msgspec.convert(config, cls, strict=True)
+    except msgspec.ValidationError as exc:
+        msg = str(exc)
+        where = path
+        at = _AT.search(msg)
+        if at:
+            msg = msg[: at.start()]
+            where = path + at.group("rest")
+        else:
+            field = _FIELD.search(msg)
+            if field:
+                where = json_path(path, field.group("field"))
+        raise MetadataError(msg, path=where) from exc
+
+
+def _parse_one(value: Any, path: str) -> CodecMeta:
+    if isinstance(value, str):
+        name, config, has_config = value, {}, False
+    elif isinstance(value, dict):
+        extra = set(value) - {"name", "configuration", "must_understand"}
+        if extra:
+            raise MetadataError(f"unknown key {sorted(extra)[0]!r} in a codec object", path=path)
+        raw_name = value.get("name")
+        if not isinstance(raw_name, str):
+            raise MetadataError("codec objects need a string 'name'", path=json_path(path, "name"))
+        name = raw_name
+        must = value.get("must_understand", True)
+        if not isinstance(must, bool):
+            raise MetadataError(
+                "'must_understand' must be true or false", path=json_path(path, "must_understand")
+            )
+        has_config = "configuration" in value
+        config = value.get("configuration", {})
+        if not isinstance(config, dict):
+            raise MetadataError("'configuration' must be an object", path=json_path(path, "configuration"))
+    else:
+        raise MetadataError(f"a codec must be an object or a name, got {value!r}", path=path)
+    cpath = json_path(path, "configuration")
+    name = _ALIASES.get(name, name)
+    if name == "sharding_indexed":
+        return _parse_sharding(config, cpath)
+    if name in _PLAIN:
+        cls = _PLAIN[name]
+        if not has_config and cls.__struct_fields__ and cls is not BytesMeta:
+            raise MetadataError(f"codec {name!r} needs a 'configuration' object", path=path)
+        meta: CodecMeta = _convert(config, cls, cpath)
+        if isinstance(meta, BloscMeta):
+            missing = sorted({"typesize", "clevel", "blocksize"} - set(config))
+            if missing:
+                warnings.warn(
+                    f"{cpath} lacks {', '.join(missing)}; using zarr-python's defaults (typesize = itemsize, "
+                    "clevel 5, blocksize 0)",
+                    LenientMetadataWarning,
+                    stacklevel=4,
+                )
+        return meta
+    if name.startswith("numcodecs.") or name in _NUMCODECS_ALIASES:
+        meta = NumcodecsMeta(name=name, configuration=dict(config))
+        if meta.codec_id in NUMCODECS_KINDS:
+            if "id" in config:
+                raise MetadataError("'id' is implied by the codec name", path=json_path(cpath, "id"))
+            return meta
+    raise UnsupportedError(
+        f"unknown codec {name!r}: rectizarr cannot decode it (must_understand: false does not help, "
+        "no codec can be skipped safely)",
+        path=json_path(path, "name"),
+    )
+
+
+def _parse_sharding(config: dict[str, Any], path: str) -> ShardingMeta:
+    cfg: _ShardingConfig = _convert(config, _ShardingConfig, path)
+    defaults: dict[str, list[Any]] = {
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+    }
+    chains = {}
+    for key, default in defaults.items():
+        raw = getattr(cfg, key)
+        if raw is None:
+            warnings.warn(
+                f"{json_path(path, key)} is missing (required by the spec); using the zarr-python default "
+                f"{default}",
+                LenientMetadataWarning,
+                stacklevel=4,
+            )
+            raw = default
+        chains[key] = parse_codecs(raw, json_path(path, key))
+    return ShardingMeta(
+        chunk_shape=cfg.chunk_shape,
+        codecs=chains["codecs"],
+        index_codecs=chains["index_codecs"],
+        index_location=cfg.index_location,
+    )
+
+
+def parse_codecs(value: Any, path: str = "$.codecs") -> tuple[CodecMeta, ...]:
+    """Parse a decoded ``codecs`` JSON list (chain-order rules are checked by the pipeline)."""
+    if not isinstance(value, list | tuple):
+        raise MetadataError(f"'codecs' must be a list, got {type(value).__name__}", path=path)
+    if not value:
+        raise MetadataError("'codecs' must not be empty: an array->bytes codec is required", path=path)
+    return tuple(_parse_one(item, json_path(path, i)) for i, item in enumerate(value))
+
+
+def _to_json(meta: CodecMeta) -> dict[str, Any]:
+    match meta:
+        case BytesMeta(endian=None):
+            return {"name": "bytes"}
+        case Crc32cMeta() | VlenBytesMeta():
+            return {"name": meta.name}
+        case VlenUtf8Meta():
+            return {"name": meta.name, "configuration": {}}  # as zarr-python writes it
+        case ShardingMeta():
+            return {
+                "name": meta.name,
+                "configuration": {
+                    "chunk_shape": list(meta.chunk_shape),
+                    "codecs": codecs_to_json(meta.codecs),
+                    "index_codecs": codecs_to_json(meta.index_codecs),
+                    "index_location": meta.index_location,
+                },
+            }
+        case NumcodecsMeta():
+            return {"name": meta.name, "configuration": dict(meta.configuration)}
+        case _:
+            config = {k: list(v) if isinstance(v, tuple) else v for k, v in msgspec.to_builtins(meta).items()}
+            return {"name": meta.name, "configuration": {k: v for k, v in config.items() if v is not None}}
+
+
+def codecs_to_json(metas: Sequence[CodecMeta]) -> list[dict[str, Any]]:
+    """The canonical writer form: always objects, never ``must_understand``, every parameter written."""
+    return [_to_json(m) for m in metas]

@@ -1,0 +1,421 @@
+"""Zarr data types <-> numpy dtypes, and fill values JSON <-> 0-d arrays, bit-exact both ways.
+
+Supported (spec-notes §2): the core types ``bool``, ``int8``..``uint64``, ``float16/32/64``,
+``complex64/128`` and ``r<N>``; the extensions ``string``, ``bytes`` (zarr-python's
+``variable_length_bytes`` is read as ``bytes``), ``numpy.datetime64``, ``numpy.timedelta64``,
+``fixed_length_utf32``, and ``bfloat16`` plus the float8/float6/float4 family through the optional
+``ml_dtypes`` package (``pip install 'rectizarr[ml]'``). Any other name raises
+:class:`~rectizarr.errors.UnsupportedError`: data types can never be ``must_understand: false``.
+
+A fill value is always a 0-d numpy array of :attr:`DataType.numpy` (an object array holding a
+``str``/``bytes`` for the variable-length types). Non-canonical forms that other implementations
+write are read with a :class:`LenientMetadataWarning`; the writer emits only canonical JSON, never a
+float NaN or infinity (so ``msgspec.json.encode`` cannot turn one into ``null``).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rectizarr._dtype_fill import (
+    FLOAT_SPECS,
+    ML_FLOATS,
+    float_to_json,
+    json_int,
+    lenient,
+    parse_bool,
+    parse_float,
+    parse_int,
+)
+from rectizarr._util import is_int, json_path
+from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
+
+__all__ = ["DataType", "LenientMetadataWarning", "data_type_from_numpy", "parse_data_type"]
+
+_CORE: dict[str, str] = {
+    "bool": "?",
+    "int8": "i1",
+    "int16": "i2",
+    "int32": "i4",
+    "int64": "i8",
+    "uint8": "u1",
+    "uint16": "u2",
+    "uint32": "u4",
+    "uint64": "u8",
+    "float16": "f2",
+    "float32": "f4",
+    "float64": "f8",
+    "complex64": "c8",
+    "complex128": "c16",
+}
+_KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
+_COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
+_VARIABLE = frozenset({"string", "bytes"})
+_ALIASES = {"variable_length_bytes": "bytes"}  # zarr-python's unregistered name
+_TIME = {"numpy.datetime64": "M8", "numpy.timedelta64": "m8"}
+_TIME_UNITS = frozenset(
+    {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
+)
+_UTF32 = "fixed_length_utf32"
+_MAX_UTF32_BYTES = 2_147_483_644
+_RAW = re.compile(r"r([0-9]+)")
+_INT64_MIN = -(2**63)
+
+
+def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
+    out = np.empty((), dtype=object)
+    out[()] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DataType:
+    """A Zarr data type and the native-byte-order numpy dtype that holds its values.
+
+    Build one with :func:`parse_data_type` (from ``zarr.json``) or :func:`data_type_from_numpy`.
+    """
+
+    name: str  # the Zarr name, e.g. "float32", "string", "numpy.datetime64", "r16", "bfloat16"
+    configuration: Mapping[str, Any] | None  # None when the type takes no configuration
+    numpy: np.dtype[Any]
+
+    def __hash__(self) -> int:
+        config = None if self.configuration is None else tuple(sorted(self.configuration.items()))
+        return hash((self.name, config, self.numpy))
+
+    @property
+    def variable_length(self) -> bool:
+        """True for ``string`` and ``bytes`` (numpy object dtype)."""
+        return self.name in _VARIABLE
+
+    @property
+    def itemsize(self) -> int | None:
+        """Bytes per element; None for the variable-length types."""
+        return None if self.variable_length else self.numpy.itemsize
+
+    @property
+    def has_endianness(self) -> bool:
+        """Whether the ``bytes`` codec needs ``endian`` (multi-byte numeric, time and utf32 types)."""
+        return not self.variable_length and self.numpy.itemsize > 1 and _RAW.fullmatch(self.name) is None
+
+    def to_json(self) -> str | dict[str, Any]:
+        """Canonical ``data_type`` JSON: a bare name, or ``{"name", "configuration"}``."""
+        if self.configuration is None:
+            return self.name
+        return {"name": self.name, "configuration": dict(self.configuration)}
+
+    def default_fill(self) -> np.ndarray[Any, Any]:
+        """The fill value recorded when the user gives none: zero bits, ``""``, ``b""`` or NaT."""
+        if self.name == "string":
+            return _object_scalar("")
+        if self.name == "bytes":
+            return _object_scalar(b"")
+        if self.name in _TIME:
+            return np.array(_INT64_MIN, dtype=np.int64).view(self.numpy)
+        return np.zeros((), dtype=self.numpy)
+
+    # ----------------------------------------------------------------------------------- reading
+
+    def parse_fill(self, value: Any, path: str = "$.fill_value") -> np.ndarray[Any, Any]:
+        """The ``fill_value`` JSON as a 0-d array of :attr:`numpy`, bit-exact.
+
+        A 0-d numpy value of this dtype (any byte order) is taken as is; other numpy scalars go
+        through their Python value. Raises :class:`MetadataError` (with ``path``) for invalid forms.
+        """
+        if value is None:
+            raise MetadataError(f"fill_value must not be null for {self.name}", path=path)
+        if isinstance(value, np.ndarray | np.generic):
+            arr = np.asarray(value)
+            if arr.shape != ():
+                raise MetadataError(f"fill value must be a scalar, got shape {arr.shape}", path=path)
+            if not self.variable_length and arr.dtype.newbyteorder("=") == self.numpy:
+                return arr.astype(self.numpy)
+            value = arr.item()
+        name = self.name
+        if name == "bool":
+            return parse_bool(value, path)
+        if name in FLOAT_SPECS:
+            return parse_float(value, self.numpy, FLOAT_SPECS[name], path)
+        if name in _COMPLEX_PART:
+            return self._parse_complex(value, path)
+        if name in _CORE:
+            return parse_int(value, self.numpy, path)
+        if name in _TIME:
+            return self._parse_time(value, path)
+        if name == "string":
+            if not isinstance(value, str):
+                raise MetadataError(f"expected a JSON string, got {value!r}", path=path)
+            return _object_scalar(value)
+        if name == "bytes":
+            return _object_scalar(_parse_byte_list(value, None, path, base64_ok=True))
+        if name == _UTF32:
+            return self._parse_utf32(value, path)
+        raw = _parse_byte_list(value, self.numpy.itemsize, path, base64_ok=False)
+        return np.frombuffer(raw, dtype=self.numpy).reshape(()).copy()
+
+    def _parse_complex(self, value: Any, path: str) -> np.ndarray[Any, Any]:
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise MetadataError(
+                f"{self.name} fill value must be a [real, imag] pair, got {value!r}", path=path
+            )
+        part = _COMPLEX_PART[self.name]
+        re_, im = (
+            parse_float(v, np.dtype(part), FLOAT_SPECS[part], json_path(path, i)) for i, v in enumerate(value)
+        )
+        return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=self.numpy).reshape(()).copy()
+
+    def _parse_time(self, value: Any, path: str) -> np.ndarray[Any, Any]:
+        if value == "NaT":
+            n = _INT64_MIN
+        elif isinstance(value, str):
+            raise MetadataError(f"expected an integer or 'NaT', got {value!r}", path=path)
+        else:
+            n = json_int(value, path)
+            if not _INT64_MIN <= n < 2**63:
+                raise MetadataError(f"{n} is out of the int64 range of {self.name}", path=path)
+            if n != _INT64_MIN and np.datetime_data(self.numpy)[0] == "generic":
+                raise UnsupportedError(
+                    f"{self.name} with unit 'generic' only supports the fill value 'NaT', got {n}", path=path
+                )
+        return np.array(n, dtype=np.int64).view(self.numpy)
+
+    def _parse_utf32(self, value: Any, path: str) -> np.ndarray[Any, Any]:
+        if not isinstance(value, str):
+            raise MetadataError(f"expected a JSON string, got {value!r}", path=path)
+        chars = self.numpy.itemsize // 4
+        if len(value) > chars:
+            raise MetadataError(
+                f"fill value {value!r} has {len(value)} code points; {self.name} holds at most {chars}",
+                path=path,
+            )
+        return np.array(value, dtype=self.numpy)
+
+    # ----------------------------------------------------------------------------------- writing
+
+    def fill_to_json(self, fill: np.ndarray[Any, Any]) -> Any:
+        """Canonical ``fill_value`` JSON for a 0-d array; :meth:`parse_fill` reads back the same bits."""
+        arr = np.asarray(fill)
+        if arr.shape != ():
+            raise MetadataError(f"fill value must be a scalar, got shape {arr.shape}")
+        if arr.dtype != self.numpy:
+            arr = arr.astype(self.numpy)
+        name = self.name
+        value = arr[()]
+        if name == "bool":
+            return bool(value)
+        if name in FLOAT_SPECS:
+            return float_to_json(arr, FLOAT_SPECS[name])
+        if name in _COMPLEX_PART:
+            part = arr.reshape(1).view(np.dtype(_COMPLEX_PART[name]))
+            spec = FLOAT_SPECS[_COMPLEX_PART[name]]
+            return [float_to_json(part[0:1].reshape(()), spec), float_to_json(part[1:2].reshape(()), spec)]
+        if name in _CORE:
+            return int(value)
+        if name in _TIME:
+            return int(arr.view(np.int64)[()])
+        if name == "string" or name == _UTF32:
+            if not isinstance(value, str):
+                raise MetadataError(f"{name} fill value must be a str, got {value!r}")
+            return str(value)
+        if name == "bytes":
+            if not isinstance(value, bytes):
+                raise MetadataError(f"bytes fill value must be bytes, got {value!r}")
+            return list(value)
+        return list(arr.tobytes())
+
+
+def _parse_byte_list(value: Any, size: int | None, path: str, *, base64_ok: bool) -> bytes:
+    """A list of ints 0..255, or base64 (canonical for ``bytes``, lenient for ``r<N>``)."""
+    if isinstance(value, str):
+        try:
+            out = base64.b64decode(value, validate=True)
+        except ValueError as e:  # binascii.Error, or non-ASCII text
+            raise MetadataError(f"invalid base64 fill value {value!r}: {e}", path=path) from e
+        if not base64_ok:
+            lenient(f"base64 fill value {value!r}; write a list of {size} byte values", path)
+    elif isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
+        out = bytes(value)
+    else:
+        raise MetadataError(
+            f"expected a list of integers 0..255 or a base64 string, got {value!r}", path=path
+        )
+    if size is not None and len(out) != size:
+        raise MetadataError(f"fill value has {len(out)} bytes, the data type has {size}", path=path)
+    return out
+
+
+# ---------------------------------------------------------------------------------- construction
+
+
+def parse_data_type(value: Any, path: str = "$.data_type") -> DataType:
+    """The ``data_type`` of a ``zarr.json``: a bare name or ``{"name", "configuration"}``."""
+    if isinstance(value, str):
+        return _from_name(value, None, path)
+    if not isinstance(value, Mapping):
+        raise MetadataError(f"data_type must be a string or an object, got {value!r}", path=path)
+    extra = sorted(set(value) - {"name", "configuration", "must_understand"})
+    if extra:
+        raise MetadataError(f"unexpected key(s) {extra} in data_type", path=path)
+    name = value.get("name")
+    if not isinstance(name, str):
+        raise MetadataError(f"data_type 'name' must be a string, got {name!r}", path=json_path(path, "name"))
+    if value.get("must_understand", True) is not True:
+        raise MetadataError(
+            "data types must always be understood; 'must_understand' may only be true",
+            path=json_path(path, "must_understand"),
+        )
+    config = value.get("configuration")
+    if "configuration" in value and not isinstance(config, Mapping):
+        raise MetadataError(
+            f"'configuration' must be an object, got {config!r}", path=json_path(path, "configuration")
+        )
+    if name in _CORE:
+        lenient(f"core data type written as an object; write the plain string {name!r}", path)
+    return _from_name(name, config, path)
+
+
+def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataType:
+    name = _ALIASES.get(name, name)
+    if name in _TIME:
+        return _time_type(name, config, path)
+    if name == _UTF32:
+        return _utf32_type(config, path)
+    if config:
+        raise MetadataError(
+            f"data type {name!r} takes no configuration", path=json_path(path, "configuration")
+        )
+    if name in _CORE:
+        return DataType(name, None, np.dtype(_CORE[name]))
+    if name in _VARIABLE:
+        return DataType(name, None, np.dtype(object))
+    if name in ML_FLOATS:
+        return DataType(name, None, _ml_dtype(name, path))
+    m = _RAW.fullmatch(name)
+    if m:
+        bits = int(m.group(1))
+        if bits == 0 or bits % 8 or m.group(1) != str(bits):
+            raise MetadataError(
+                f"raw data type {name!r}: the bit count must be a positive multiple of 8", path=path
+            )
+        return DataType(name, None, np.dtype(f"V{bits // 8}"))
+    raise UnsupportedError(f"unsupported data type {name!r} (data types cannot be skipped)", path=path)
+
+
+def _checked_config(
+    config: Mapping[str, Any] | None, name: str, keys: tuple[str, ...], path: str
+) -> Mapping[str, Any]:
+    """``config`` after checking that it has exactly ``keys``."""
+    where = json_path(path, "configuration")
+    if config is None:
+        raise MetadataError(f"data type {name!r} requires a configuration with {list(keys)}", path=path)
+    missing = [k for k in keys if k not in config]
+    if missing:
+        raise MetadataError(f"{name} configuration is missing {missing}", path=where)
+    extra = sorted(set(config) - set(keys))
+    if extra:
+        raise MetadataError(f"unexpected key(s) {extra} in the {name} configuration", path=where)
+    return config
+
+
+def _time_type(name: str, config: Mapping[str, Any] | None, path: str) -> DataType:
+    config = _checked_config(config, name, ("unit", "scale_factor"), path)
+    where = json_path(path, "configuration")
+    unit, scale = config["unit"], config["scale_factor"]
+    if unit not in _TIME_UNITS:
+        raise MetadataError(
+            f"unit must be one of {sorted(_TIME_UNITS)}, got {unit!r}", path=json_path(where, "unit")
+        )
+    if not is_int(scale) or not 1 <= scale <= 2**31 - 1:
+        raise MetadataError(
+            f"scale_factor must be an integer in [1, 2147483647], got {scale!r}",
+            path=json_path(where, "scale_factor"),
+        )
+    unit = "us" if unit == "μs" else unit
+    if unit == "generic":
+        if scale != 1:
+            raise UnsupportedError(f"{name} with unit 'generic' and scale_factor {scale}", path=where)
+        np_dtype = np.dtype(_TIME[name])
+    else:
+        np_dtype = np.dtype(f"{_TIME[name]}[{int(scale)}{unit}]")
+    return DataType(name, MappingProxyType({"unit": unit, "scale_factor": int(scale)}), np_dtype)
+
+
+def _utf32_type(config: Mapping[str, Any] | None, path: str) -> DataType:
+    config = _checked_config(config, _UTF32, ("length_bytes",), path)
+    where = json_path(path, "configuration")
+    length = config["length_bytes"]
+    if not is_int(length) or not 4 <= length <= _MAX_UTF32_BYTES or length % 4:
+        raise MetadataError(
+            f"length_bytes must be a multiple of 4 in [4, {_MAX_UTF32_BYTES}], got {length!r}",
+            path=json_path(where, "length_bytes"),
+        )
+    return DataType(_UTF32, MappingProxyType({"length_bytes": int(length)}), np.dtype(f"U{length // 4}"))
+
+
+def _ml_dtype(name: str, path: str) -> np.dtype[Any]:
+    try:
+        import ml_dtypes
+    except ImportError as e:
+        raise UnsupportedError(
+            f"data type {name!r} needs the optional ml_dtypes package: pip install 'rectizarr[ml]'", path=path
+        ) from e
+    try:
+        out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
+    except AttributeError as e:
+        raise UnsupportedError(
+            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}; upgrade it", path=path
+        ) from e
+    return out
+
+
+def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
+    """The Zarr data type for a numpy dtype (byte order dropped) or a configuration-less Zarr name.
+
+    ``"U5"`` -> ``fixed_length_utf32`` (20 bytes); ``str``/``"U"``/object/StringDType -> ``string``;
+    ``bytes``/``"S"`` -> ``bytes``; ``"M8[s]"`` -> ``numpy.datetime64``; ``"V2"`` -> ``r16``;
+    ml_dtypes types by name. Anything else raises :class:`UnsupportedError` naming the type.
+    """
+    if isinstance(dtype, str) and (
+        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS or _RAW.fullmatch(dtype)
+    ):
+        return _from_name(dtype, None, "$.data_type")
+    try:
+        dt: np.dtype[Any] = np.dtype(dtype)
+    except (TypeError, ValueError) as e:
+        raise UnsupportedError(f"cannot map {dtype!r} to a Zarr data type") from e
+    if dt.name in ML_FLOATS and dt.type.__module__.startswith("ml_dtypes"):
+        return DataType(dt.name, None, dt.newbyteorder("="))
+    if dt.fields is not None or dt.subdtype is not None:
+        raise UnsupportedError(
+            f"structured/subarray numpy dtype {dt} (the struct data type) is not supported"
+        )
+    kind, size = dt.kind, dt.itemsize
+    if kind in "biufc":
+        name = "bool" if kind == "b" else f"{_KIND_PREFIX[kind]}{8 * size}"
+        if name in _CORE:
+            return _from_name(name, None, "$.data_type")
+    elif kind in "OT" or (kind == "U" and size == 0):
+        return _from_name("string", None, "$.data_type")
+    elif kind == "S" and size == 0:
+        return _from_name("bytes", None, "$.data_type")
+    elif kind == "S":
+        raise UnsupportedError(
+            f"fixed-length bytes {dt} are not supported; use 'bytes' (variable length) or 'V{size}' (r{8 * size})"
+        )
+    elif kind == "U":
+        return _utf32_type({"length_bytes": size}, "$.data_type")
+    elif kind == "V" and size > 0:
+        return _from_name(f"r{8 * size}", None, "$.data_type")
+    elif kind in "Mm":
+        unit, scale = np.datetime_data(dt)
+        name = "numpy.datetime64" if kind == "M" else "numpy.timedelta64"
+        return _time_type(name, {"unit": unit, "scale_factor": scale}, "$.data_type")
+    raise UnsupportedError(f"numpy dtype {dt} has no supported Zarr data type")

@@ -1,0 +1,591 @@
+"""Executes chunk plans: batched store I/O, thread-pool codecs, grouped writes.
+
+Knows stores and codecs, not the user API. Two layouts:
+
+* **chunked** — the plan is made over the outer grid; one store value per chunk.
+* **sharded** — the plan is made over the *inner* chunk grid, which is always regular: every shard edge
+  is a multiple of the inner chunk size (validated at open), so inner chunk boundaries fall on multiples
+  of the inner size along each axis whatever the outer (possibly rectilinear) grid. Projections are then
+  grouped per shard: reads fetch each shard's index with one ranged request (cached) and only the inner
+  chunks they need (neighbouring ranges coalesced by the store), or the whole shard in one request when
+  every inner chunk is needed; writes read a shard at most once, re-encode only the inner chunks they
+  change, reuse the other inner chunks' bytes as they are, and write the shard once.
+
+Sharded arrays whose chain cannot be decoded piecewise (an array -> array codec other than ``transpose``
+before ``sharding_indexed``, or a bytes -> bytes codec after it) use the chunked layout: whole shards.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import numpy as np
+
+from rectizarr._util import Coords, Shape, default_workers, prod
+from rectizarr.chunk_keys import ChunkKeyEncoding
+from rectizarr.codecs.array_to_array import TransposeCodec
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
+from rectizarr.errors import CodecError
+from rectizarr.grid import ChunkGrid, FixedDim
+from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.store import LocalStore, MemoryStore, Store
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# ------------------------------------------------------------------------------------ thread pool
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = default_workers()
+_pool_lock = threading.Lock()
+
+
+def set_workers(n: int) -> None:
+    """Set the process-wide number of codec threads (default: the number of usable cores)."""
+    global _pool, _pool_size
+    with _pool_lock:
+        _pool_size = max(1, int(n))
+        if _pool is not None:
+            _pool.shutdown(wait=False)
+            _pool = None
+
+
+def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-based tests
+    global _pool, _pool_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    _locks.reset()
+
+
+def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
+    """``map`` over a thread pool when it pays (several items and more than one worker)."""
+    n = _pool_size if workers is None else workers
+    if n <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
+        pool = _pool
+    # Batch small items so thread hand-off does not dominate (100,000 tiny chunks).
+    per = max(1, len(items) // (4 * n))
+    if per == 1:
+        return list(pool.map(fn, items))
+    batches = [items[i : i + per] for i in range(0, len(items), per)]
+    out: list[R] = []
+    for part in pool.map(lambda b: [fn(x) for x in b], batches):
+        out.extend(part)
+    return out
+
+
+# --------------------------------------------------------------------------------- per-key locks
+
+
+class _StripedLocks:
+    """Locks for read-modify-write of store keys inside this process (no lost writes between threads)."""
+
+    def __init__(self, n: int = 256) -> None:
+        self.n = n
+        self.reset()
+
+    def reset(self) -> None:
+        self._locks = [threading.Lock() for _ in range(self.n)]
+
+    def hold(self, store: Store, keys: Iterable[str]) -> _Held:
+        stripes = sorted({hash((id(store), k)) % self.n for k in keys})
+        return _Held([self._locks[s] for s in stripes])
+
+
+class _Held:
+    def __init__(self, locks: list[threading.Lock]) -> None:
+        self.locks = locks
+
+    def __enter__(self) -> None:
+        for lock in self.locks:
+            lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        for lock in reversed(self.locks):
+            lock.release()
+
+
+_locks = _StripedLocks()
+_index_cache = ShardIndexCache()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def index_cache() -> ShardIndexCache:
+    """The process-wide cache of decoded shard indexes."""
+    return _index_cache
+
+
+# ------------------------------------------------------------------------------------------ layout
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Everything needed to move chunk data between a store and numpy arrays."""
+
+    store: Store
+    prefix: str  # node path + "/" ("" for the root)
+    grid: ChunkGrid
+    key_encoding: ChunkKeyEncoding
+    pipeline: CodecPipeline
+    dtype: np.dtype
+    fill_value: np.ndarray
+    write_empty_chunks: bool = False
+    workers: int | None = None
+    # Derived for the sharded layout:
+    sharding: ShardingCodec | None = field(default=None)
+    inner_shape: Shape | None = None  # inner chunk shape in ARRAY axis order
+    perm: tuple[int, ...] | None = None  # transposed axis i = array axis perm[i]
+
+    @classmethod
+    def build(cls, store: Store, prefix: str, grid: ChunkGrid, key_encoding: ChunkKeyEncoding,
+              pipeline: CodecPipeline, dtype: np.dtype, fill_value: np.ndarray, *,
+              write_empty_chunks: bool = False, workers: int | None = None) -> Layout:
+        sharding, inner_shape, perm = _partial_sharding(pipeline, grid.ndim)
+        return cls(store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks,
+                   workers, sharding, inner_shape, perm)
+
+    @property
+    def dims(self) -> tuple[Any, ...]:
+        """The grid selections are planned over: inner chunks when sharded, else the chunk grid."""
+        if self.inner_shape is None:
+            return self.grid.dims
+        return tuple(FixedDim(c, d.extent) for c, d in zip(self.inner_shape, self.grid.dims, strict=True))
+
+    def key(self, coords: Coords) -> str:
+        return self.prefix + self.key_encoding.encode(coords)
+
+    def spec(self, coords: Coords) -> ChunkSpec:
+        return ChunkSpec(self.grid.chunk_shape(coords), self.dtype, self.fill_value, self.key(coords))
+
+
+def _partial_sharding(pipeline: CodecPipeline, ndim: int) -> tuple[ShardingCodec | None, Shape | None,
+                                                                  tuple[int, ...] | None]:
+    sharding = pipeline.sharding
+    if sharding is None:
+        return None, None, None
+    perm = list(range(ndim))
+    for codec in pipeline.array_array:
+        if not isinstance(codec, TransposeCodec):
+            return None, None, None
+        perm = [perm[o] for o in codec.order]
+    inner = [0] * ndim
+    for t_axis, a_axis in enumerate(perm):
+        inner[a_axis] = sharding.chunk_shape[t_axis]
+    return sharding, tuple(inner), tuple(perm)
+
+
+# -------------------------------------------------------------------------------------- chunked I/O
+
+
+def _paste(out: np.ndarray, plan: Plan, p: ChunkProjection, src: np.ndarray | None, fill: np.ndarray) -> None:
+    if plan.kind == "coordinate":
+        flat = out.reshape(-1)
+        flat[p.out_sel] = fill if src is None else src[p.chunk_sel]
+    else:
+        out[p.out_sel] = fill if src is None else src[p.chunk_sel]
+
+
+def _take(value: np.ndarray, plan: Plan, p: ChunkProjection) -> np.ndarray:
+    if plan.kind == "coordinate":
+        return value.reshape(-1)[p.out_sel]
+    return value[p.out_sel]
+
+
+def _put(chunk: np.ndarray, plan: Plan, p: ChunkProjection, data: np.ndarray) -> None:
+    chunk[p.chunk_sel] = data
+
+
+def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
+    """Fill ``out`` (shape ``plan.shape``) with the selected data."""
+    projections = list(plan)
+    if not projections:
+        return
+    if layout.sharding is not None:
+        _read_sharded(layout, plan, projections, out)
+        return
+    keys = [layout.key(p.coords) for p in projections]
+    values = layout.store.get_many([(k, None) for k in keys])
+
+    def work(i: int) -> None:
+        p, value = projections[i], values[i]
+        if value is None:
+            _paste(out, plan, p, None, layout.fill_value)
+            return
+        spec = ChunkSpec(layout.grid.chunk_shape(p.coords), layout.dtype, layout.fill_value, keys[i])
+        _paste(out, plan, p, layout.pipeline.decode(value, spec), layout.fill_value)
+
+    pmap(work, range(len(projections)), layout.workers)  # type: ignore[arg-type]
+
+
+def _clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
+    """Reset the part of an edge chunk beyond the extent to the current fill value."""
+    for axis, d in enumerate(layout.grid.dims):
+        n = d.data_len(coords[axis])
+        if n < chunk.shape[axis]:
+            idx: list[slice] = [slice(None)] * chunk.ndim
+            idx[axis] = slice(n, None)
+            chunk[tuple(idx)] = layout.fill_value
+
+
+def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
+    """Write ``value`` (shape ``plan.shape``) into the selection."""
+    projections = list(plan)
+    if not projections:
+        return
+    if layout.sharding is not None:
+        _write_sharded(layout, plan, projections, value)
+        return
+    by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
+    for p in projections:
+        by_key[layout.key(p.coords)].append(p)
+    keys = list(by_key)
+    with _locks.hold(layout.store, keys):
+        partial = [k for k in keys if not all(p.complete for p in by_key[k])]
+        old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
+
+        def work(key: str) -> tuple[str, bytes | None]:
+            group = by_key[key]
+            coords = group[0].coords
+            spec = layout.spec(coords)
+            stored = old.get(key)
+            if stored is None:
+                chunk = spec.fill_chunk()
+            else:
+                chunk = np.array(layout.pipeline.decode(stored, spec), copy=True)
+                _clear_outside(chunk, layout, coords)
+            for p in group:
+                _put(chunk, plan, p, _take(value, plan, p))
+            if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
+                return key, None
+            return key, layout.pipeline.encode(chunk, spec)
+
+        results = pmap(work, keys, layout.workers)
+        _commit(layout.store, results, known_absent={k for k in partial if old[k] is None})
+
+
+def _commit(store: Store, results: Iterable[tuple[str, bytes | None]], known_absent: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    to_set = {k: v for k, v in results if v is not None}
+    to_delete = [k for k, v in results if v is None and k not in known_absent]
+    if to_set:
+        store.set_many(to_set)
+    if to_delete:
+        store.delete_many(to_delete)
+    for k in (*to_set, *to_delete):
+        _index_cache.invalidate(_cache_key(store, k))
+
+
+# -------------------------------------------------------------------------------------- sharded I/O
+
+
+@dataclass
+class _Shard:
+    coords: Coords  # outer grid coords
+    key: str
+    shape_t: Shape  # declared shard shape in the transposed (codec) space
+    projections: list[tuple[Coords, ChunkProjection]]  # (inner coords in transposed space, projection)
+
+
+def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[_Shard]:
+    assert layout.inner_shape is not None and layout.perm is not None
+    inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
+    starts = inner * np.asarray(layout.inner_shape, dtype=np.int64)
+    shard_coords = np.empty_like(inner)
+    local = np.empty_like(inner)
+    for axis, d in enumerate(layout.grid.dims):
+        sc = d.chunks_of(starts[:, axis])
+        shard_coords[:, axis] = sc
+        local[:, axis] = (starts[:, axis] - d.offsets_of(sc)) // layout.inner_shape[axis]
+    perm = list(layout.perm)
+    shards: dict[Coords, _Shard] = {}
+    for i, p in enumerate(projections):
+        sc = tuple(int(x) for x in shard_coords[i])
+        shard = shards.get(sc)
+        if shard is None:
+            declared = layout.grid.chunk_shape(sc)
+            shard = _Shard(sc, layout.key(sc), tuple(declared[a] for a in perm), [])
+            shards[sc] = shard
+        shard.projections.append((tuple(int(local[i, a]) for a in perm), p))
+    return list(shards.values())
+
+
+def _inner_limit(layout: Layout, shard: _Shard) -> Coords:
+    """Per transposed axis, how many inner chunks of ``shard`` overlap the array (the rest are never stored)."""
+    assert layout.inner_shape is not None and layout.perm is not None
+    per_axis = [-(-d.data_len(shard.coords[axis]) // layout.inner_shape[axis])
+                for axis, d in enumerate(layout.grid.dims)]
+    return tuple(per_axis[a] for a in layout.perm)
+
+
+def _inner_in_extent(layout: Layout, shard: _Shard) -> int:
+    return prod(_inner_limit(layout, shard))
+
+
+def _to_array_axes(layout: Layout, chunk_t: np.ndarray) -> np.ndarray:
+    perm = layout.perm
+    if perm is None or list(perm) == list(range(len(perm))):
+        return chunk_t
+    return chunk_t.transpose(np.argsort(perm))
+
+
+def _to_codec_axes(layout: Layout, chunk: np.ndarray) -> np.ndarray:
+    perm = layout.perm
+    if perm is None or list(perm) == list(range(len(perm))):
+        return chunk
+    return np.ascontiguousarray(chunk.transpose(perm))
+
+
+def _inner_spec(layout: Layout, key: str) -> ChunkSpec:
+    assert layout.sharding is not None
+    return ChunkSpec(layout.sharding.chunk_shape, layout.dtype, layout.fill_value, key)
+
+
+def _cache_key(store: Store, key: str) -> str:
+    """Index-cache key: the store's identity (shared by its read-only views) plus the store key."""
+    token = getattr(store, "_rectizarr_token", None)
+    if token is None:
+        token = uuid.uuid4().hex
+        store._rectizarr_token = token  # type: ignore[attr-defined]
+    return f"{token}\x00{key}"
+
+
+def _cheap_versions(store: Store) -> bool:
+    """Local files and memory can say cheaply whether a value changed (size/mtime/inode, write counter);
+    elsewhere (S3, HTTP, zip) a version check would cost a request, so only our own writes invalidate."""
+    return isinstance(getattr(store, "inner", store), LocalStore | MemoryStore)
+
+
+def _cached_index(layout: Layout, key: str) -> tuple[Any, ShardIndex | None]:
+    version = layout.store.version(key) if _cheap_versions(layout.store) else 0
+    if version is None:  # the shard does not exist
+        return None, None
+    return version, _index_cache.get(_cache_key(layout.store, key), version)
+
+
+def _fetch_indexes(layout: Layout, shards: list[_Shard]) -> dict[str, ShardIndex | None]:
+    """Decoded index per shard key (``None`` = no shard); one batched request for the misses."""
+    sharding = layout.sharding
+    assert sharding is not None
+    out: dict[str, ShardIndex | None] = {}
+    misses: list[tuple[_Shard, Any]] = []
+    for s in shards:
+        version, idx = _cached_index(layout, s.key)
+        if version is None:
+            out[s.key] = None
+        elif idx is not None:
+            out[s.key] = idx
+        else:
+            misses.append((s, version))
+    if not misses:
+        return out
+    raw = layout.store.get_many([(s.key, sharding.index_byte_range(s.shape_t)) for s, _ in misses])
+    for (s, version), data in zip(misses, raw, strict=True):
+        if data is None:
+            out[s.key] = None
+            continue
+        size = layout.store.getsize(s.key) if sharding.index_location == "start" else None
+        idx = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
+        out[s.key] = idx
+        _index_cache.put(_cache_key(layout.store, s.key), version, idx)
+    return out
+
+
+def _read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], out: np.ndarray) -> None:
+    sharding = layout.sharding
+    assert sharding is not None
+    shards = _group_by_shard(layout, projections)
+    whole = [s for s in shards if len({c for c, _ in s.projections}) == _inner_in_extent(layout, s)]
+    partial = [s for s in shards if s not in whole]
+    jobs: list[tuple[_Shard, Coords, ChunkProjection, bytes | memoryview | None]] = []
+    for s, value in zip(whole, layout.store.get_many([(s.key, None) for s in whole]), strict=True):
+        if value is None:
+            jobs.extend((s, c, p, None) for c, p in s.projections)
+            continue
+        _, chunks = sharding.split(value, s.shape_t, key=s.key)
+        jobs.extend((s, c, p, chunks.get(c)) for c, p in s.projections)
+    if partial:
+        indexes = _fetch_indexes(layout, partial)
+        wanted: list[tuple[_Shard, Coords, ChunkProjection, tuple[int, int] | None]] = []
+        for s in partial:
+            idx = indexes[s.key]
+            for c, p in s.projections:
+                wanted.append((s, c, p, None if idx is None else idx.byte_range(c)))
+        requests = [(s.key, r) for s, _, _, r in wanted if r is not None]
+        fetched = iter(layout.store.get_many(requests))
+        for s, c, p, r in wanted:
+            data = None if r is None else next(fetched)
+            if r is not None and (data is None or len(data) != r[1]):
+                raise CodecError("shard is shorter than its index says (truncated or rewritten)",
+                                 key=s.key, codec="sharding_indexed")
+            jobs.append((s, c, p, data))
+
+    def work(job: tuple[_Shard, Coords, ChunkProjection, bytes | memoryview | None]) -> None:
+        s, _, p, data = job
+        if data is None:
+            _paste(out, plan, p, None, layout.fill_value)
+            return
+        chunk_t = sharding.decode_inner(data, _inner_spec(layout, s.key))
+        _paste(out, plan, p, _to_array_axes(layout, chunk_t), layout.fill_value)
+
+    pmap(work, jobs, layout.workers)
+
+
+def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray) -> None:
+    sharding = layout.sharding
+    assert sharding is not None and layout.inner_shape is not None
+    shards = _group_by_shard(layout, projections)
+    with _locks.hold(layout.store, [s.key for s in shards]):
+        needs_read = []
+        for s in shards:
+            complete = {c for c, p in s.projections if p.complete}
+            if len(complete) < _inner_in_extent(layout, s) or len(complete) < len({c for c, _ in s.projections}):
+                needs_read.append(s)
+        old = dict(zip([s.key for s in needs_read],
+                       layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
+
+        def work(s: _Shard) -> tuple[str, bytes | None]:
+            stored = old.get(s.key)
+            existing: dict[Coords, memoryview] = {}
+            if stored is not None:
+                _, existing = sharding.split(stored, s.shape_t, key=s.key)
+            groups: dict[Coords, list[ChunkProjection]] = defaultdict(list)
+            for c, p in s.projections:
+                groups[c].append(p)
+            limit = _inner_limit(layout, s)
+            chunks: dict[Coords, np.ndarray | bytes | memoryview] = {
+                c: v for c, v in existing.items() if all(x < n for x, n in zip(c, limit, strict=True))
+            }
+            spec = _inner_spec(layout, s.key)
+            for c, group in groups.items():
+                array_coords = group[0].coords
+                if all(p.complete for p in group) or c not in existing:
+                    chunk = np.empty(layout.inner_shape, layout.dtype)  # type: ignore[arg-type]
+                    chunk[...] = layout.fill_value
+                else:
+                    chunk = np.array(_to_array_axes(layout, sharding.decode_inner(existing[c], spec)), copy=True)
+                    _clear_inner_outside(chunk, layout, array_coords)
+                for p in group:
+                    _put(chunk, plan, p, _take(value, plan, p))
+                if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
+                    chunks.pop(c, None)
+                else:
+                    chunks[c] = sharding.encode_inner(_to_codec_axes(layout, chunk), spec)
+            return s.key, sharding.assemble(s.shape_t, chunks)
+
+        results = pmap(work, shards, layout.workers)
+        _commit(layout.store, results, known_absent={s.key for s in needs_read if old[s.key] is None})
+
+
+def _clear_inner_outside(chunk: np.ndarray, layout: Layout, inner_coords: Coords) -> None:
+    assert layout.inner_shape is not None
+    for axis, d in enumerate(layout.grid.dims):
+        start = inner_coords[axis] * layout.inner_shape[axis]
+        n = max(0, min(layout.inner_shape[axis], d.extent - start))
+        if n < chunk.shape[axis]:
+            idx: list[slice] = [slice(None)] * chunk.ndim
+            idx[axis] = slice(n, None)
+            chunk[tuple(idx)] = layout.fill_value
+
+
+# ------------------------------------------------------------------------------------ maintenance
+
+
+def stored_chunk_keys(layout: Layout) -> Iterator[tuple[str, Coords]]:
+    """Every stored chunk key of the array that lies inside the grid, with its coords."""
+    grid_shape = layout.grid.grid_shape
+    for key in layout.store.list_prefix(layout.prefix):
+        rel = key[len(layout.prefix):]
+        if rel == "zarr.json" or "/zarr.json" in rel:
+            continue
+        coords = layout.key_encoding.decode(rel, len(grid_shape))
+        if coords is None or len(coords) != len(grid_shape):
+            continue
+        if all(0 <= c < n for c, n in zip(coords, grid_shape, strict=True)):
+            yield key, coords
+
+
+def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
+    """After a shrink: delete chunks wholly outside ``new_grid`` and clear the straddling chunks' tails.
+
+    Clearing means a later grow shows the fill value instead of stale data (a deliberate difference from
+    zarr-python and tensorstore, which keep the old values).
+    """
+    old_grid = layout.grid
+    doomed: list[str] = []
+    straddling: list[Coords] = []
+    new_shape = new_grid.grid_shape
+    for key, coords in stored_chunk_keys(layout):
+        if not all(c < n for c, n in zip(coords, new_shape, strict=True)):
+            doomed.append(key)
+            continue
+        region = old_grid.chunk_region(coords)
+        if any(r.stop > e for r, e in zip(region, new_grid.shape, strict=True)):
+            straddling.append(coords)
+    if doomed:
+        layout.store.delete_many(doomed)
+        for k in doomed:
+            _index_cache.invalidate(_cache_key(layout.store, k))
+    if not straddling:
+        return
+    from rectizarr.indexing import orthogonal_plan  # local: only needed after a shrink
+
+    for coords in straddling:
+        region = old_grid.chunk_region(coords)
+        clipped = tuple(slice(r.start, min(r.stop, e)) for r, e in zip(region, new_grid.shape, strict=True))
+        # Re-write the in-bounds part of the chunk under the new extent: the write path resets
+        # everything beyond the extent to the fill value.
+        new_layout = Layout.build(layout.store, layout.prefix, new_grid, layout.key_encoding, layout.pipeline,
+                                  layout.dtype, layout.fill_value, write_empty_chunks=layout.write_empty_chunks,
+                                  workers=layout.workers)
+        if any(s.stop <= s.start for s in clipped):
+            continue
+        rplan = orthogonal_plan(layout.dims, clipped)
+        data = np.empty(rplan.shape, layout.dtype)
+        read(layout, rplan, data)
+        wplan = orthogonal_plan(new_layout.dims, clipped)
+        _rewrite_full(new_layout, wplan, data)
+
+
+def _rewrite_full(layout: Layout, plan: Plan, value: np.ndarray) -> None:
+    """Write treating every touched chunk as incomplete-but-replaced: old data outside the plan is dropped."""
+    forced = _ForcedComplete(plan)
+    write(layout, forced, value)  # type: ignore[arg-type]
+
+
+class _ForcedComplete:
+    """A plan whose projections all claim to be complete (the chunk is rebuilt from fill + data)."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan = plan
+        self.kind = plan.kind
+        self.shape = plan.shape
+
+    def __iter__(self) -> Iterator[ChunkProjection]:
+        for p in self._plan:
+            yield ChunkProjection(p.coords, p.chunk_sel, p.out_sel, True)
+
+
+def nbytes_stored(layout: Layout) -> tuple[int, int]:
+    """(number of stored chunks, their total size in bytes)."""
+    n = total = 0
+    for key, _ in stored_chunk_keys(layout):
+        n += 1
+        total += layout.store.getsize(key) or 0
+    return n, total
+
+
+def chunk_count(grid: ChunkGrid) -> int:
+    return prod(grid.grid_shape)

@@ -1,0 +1,106 @@
+"""The rectizarr exception tree.
+
+Every error rectizarr raises on purpose is a :class:`RectizarrError`. Each class also subclasses the
+builtin exception that fits, so callers that already catch ``ValueError`` or ``FileNotFoundError``
+keep working::
+
+    RectizarrError(Exception)
+     +- MetadataError(RectizarrError, ValueError)      malformed or inconsistent zarr.json / create args
+     |   +- UnsupportedError(MetadataError)            valid Zarr that rectizarr does not implement
+     +- NodeNotFoundError(RectizarrError, FileNotFoundError)
+     +- NodeExistsError(RectizarrError, FileExistsError)
+     +- ReadOnlyError(RectizarrError, PermissionError)
+     +- StoreError(RectizarrError, OSError)            invalid key, escape attempt, backend failure
+     +- CodecError(RectizarrError)                     corrupt or undecodable chunk; names the store key
+     |   +- ChecksumError(CodecError)
+     +- SelectionError(RectizarrError, IndexError)
+
+A missing chunk is never an error: it reads as the fill value.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ChecksumError",
+    "CodecError",
+    "LenientMetadataWarning",
+    "MetadataError",
+    "NodeExistsError",
+    "NodeNotFoundError",
+    "ReadOnlyError",
+    "RectizarrError",
+    "SelectionError",
+    "StoreError",
+    "UnsupportedError",
+]
+
+
+class RectizarrError(Exception):
+    """Base class of every error rectizarr raises on purpose."""
+
+
+class MetadataError(RectizarrError, ValueError):
+    """A ``zarr.json`` document or a set of creation arguments is malformed or inconsistent.
+
+    ``path`` is the JSON path of the offending value (``$.codecs[1].configuration.level``) and
+    ``key`` the store key of the document, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
+        self.path = path
+        self.key = key
+        where = []
+        if key:
+            where.append(key)
+        if path:
+            where.append(path)
+        super().__init__(f"{': '.join(where)}: {message}" if where else message)
+
+
+class UnsupportedError(MetadataError):
+    """Valid Zarr that rectizarr does not implement; the message names the feature."""
+
+
+class NodeNotFoundError(RectizarrError, FileNotFoundError):
+    """No array or group (no ``zarr.json``) at the given path."""
+
+
+class NodeExistsError(RectizarrError, FileExistsError):
+    """A node already exists where one is being created without ``overwrite``."""
+
+
+class ReadOnlyError(RectizarrError, PermissionError):
+    """A mutating operation on a read-only store, array or group."""
+
+
+class StoreError(RectizarrError, OSError):
+    """An invalid store key (including escape attempts) or a failure of the storage backend."""
+
+
+class CodecError(RectizarrError):
+    """A chunk or shard could not be decoded or encoded; the message names the store key and codec."""
+
+    def __init__(self, message: str, *, key: str | None = None, codec: str | None = None) -> None:
+        self.key = key
+        self.codec = codec
+        where = []
+        if key:
+            where.append(f"chunk {key!r}")
+        if codec:
+            where.append(f"codec {codec!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+class ChecksumError(CodecError):
+    """A stored checksum (crc32c, or a zstd frame checksum) does not match the data."""
+
+
+class SelectionError(RectizarrError, IndexError):
+    """An out-of-bounds or malformed selection; the message names the axis and the bound."""
+
+
+class LenientMetadataWarning(UserWarning):
+    """Metadata outside the spec that other implementations write (read anyway; never written by us).
+
+    ``rectizarr.validate(..., strict=True)`` turns every one of these into a reported error.
+    """

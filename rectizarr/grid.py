@@ -1,0 +1,562 @@
+"""Chunk grids, rectilinear first.
+
+A grid is a tuple of per-dimension objects: :class:`FixedDim` (one chunk size, O(1) memory whatever the
+chunk count) or :class:`VaryingDim` (explicit edges with precomputed prefix sums). "Regular" is only a
+serialisation choice (:attr:`ChunkGrid.kind`): every regular grid is an all-``FixedDim`` grid.
+
+Vocabulary: *extent* = array length along an axis; *edge* = a chunk's declared (codec) length; *data_len*
+= the part of an edge inside the extent; *offset* = array index where a chunk starts. Explicit edges may
+run past the extent: only the chunks that overlap ``[0, extent)`` are addressable (``nchunks``), but every
+declared edge is kept, serialised and reported by ``unique_edges``.
+
+:func:`parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or as raw bytes; from raw
+bytes each flat list of integers is parsed with numpy, with no Python object per edge.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+
+from rectizarr._util import Shape, ceildiv, is_int, json_path, prod
+from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
+
+__all__ = [
+    "AxisResizePolicy",
+    "ChunkGrid",
+    "Dim",
+    "FixedDim",
+    "ResizePolicy",
+    "VaryingDim",
+    "compress_rle",
+    "expand_rle",
+    "parse_chunk_grid",
+]
+
+IntArray: TypeAlias = npt.NDArray[np.int64]
+ResizePolicy: TypeAlias = Literal["new_chunk", "repeat"]
+AxisResizePolicy: TypeAlias = ResizePolicy | Sequence[int] | npt.NDArray[np.integer[Any]] | None
+
+INT64_MAX = 2**63 - 1
+MAX_EDGES = 10**8  # explicit edges per dimension (800 MB as int64)
+_RESIZE_POLICIES = ("new_chunk", "repeat")
+_FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
+_JSON_STRING = re.compile(rb'\s*"')
+
+
+def _chunk(i: int, stop: int, what: str = "chunk index") -> int:
+    i = operator.index(i)
+    if not 0 <= i < stop:
+        raise SelectionError(f"{what} {i} is out of range [0, {stop})")
+    return i
+
+
+def _int_array(values: npt.ArrayLike, stop: int, what: str) -> IntArray:
+    """``values`` as int64, every one checked to lie in ``[0, stop)``."""
+    a = np.asarray(values)
+    if a.size == 0:
+        return a.astype(np.int64)
+    if a.dtype.kind not in "iu":
+        raise SelectionError(f"{what} must be integers, got dtype {a.dtype}")
+    lo, hi = int(a.min()), int(a.max())
+    if lo < 0 or hi >= stop:
+        raise SelectionError(f"{what} {lo if lo < 0 else hi} is out of range [0, {stop})")
+    return a.astype(np.int64, copy=False)
+
+
+def _check_count(n: int, path: str | None) -> None:
+    if n > MAX_EDGES:
+        raise UnsupportedError(f"{n} explicit chunk edges along one axis; at most {MAX_EDGES} are supported",
+                               path=path)
+
+
+@dataclass(frozen=True, slots=True)
+class FixedDim:
+    """A dimension with one chunk size (regular grid, or a rectilinear bare-int step); the last chunk
+    may overhang the extent and is still encoded at ``size``."""
+
+    size: int
+    extent: int
+
+    def __post_init__(self) -> None:
+        if not (is_int(self.size) and 1 <= self.size <= INT64_MAX):
+            raise MetadataError(f"chunk size must be an integer in [1, 2**63), got {self.size!r}")
+        if not (is_int(self.extent) and self.extent >= 0):
+            raise MetadataError(f"extent must be an integer >= 0, got {self.extent!r}")
+        object.__setattr__(self, "size", int(self.size))
+        object.__setattr__(self, "extent", int(self.extent))
+
+    @property
+    def nchunks(self) -> int:
+        return ceildiv(self.extent, self.size)
+
+    def offset(self, i: int) -> int:
+        return _chunk(i, self.nchunks) * self.size
+
+    def edge(self, i: int) -> int:
+        _chunk(i, self.nchunks)
+        return self.size
+
+    def data_len(self, i: int) -> int:
+        return min(self.size, self.extent - _chunk(i, self.nchunks) * self.size)
+
+    def chunk_of(self, idx: int) -> int:
+        return _chunk(idx, self.extent, "array index") // self.size
+
+    def chunks_of(self, idx: npt.ArrayLike) -> IntArray:
+        return _int_array(idx, self.extent, "array index") // self.size
+
+    def offsets_of(self, chunks: npt.ArrayLike) -> IntArray:
+        return _int_array(chunks, self.nchunks, "chunk index") * self.size
+
+    def edges_of(self, chunks: npt.ArrayLike) -> IntArray:
+        return np.full(_int_array(chunks, self.nchunks, "chunk index").shape, self.size, dtype=np.int64)
+
+    def data_lens_of(self, chunks: npt.ArrayLike) -> IntArray:
+        c = _int_array(chunks, self.nchunks, "chunk index")
+        out = np.full(c.shape, self.size, dtype=np.int64)
+        if c.size:  # only the last chunk can be short; no arithmetic on a possibly huge extent
+            last = self.nchunks - 1
+            out[c == last] = self.data_len(last)
+        return out
+
+    def unique_edges(self) -> IntArray:
+        return np.array([self.size], dtype=np.int64)
+
+    def data_lens(self) -> tuple[int, ...]:
+        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class VaryingDim:
+    """A dimension with explicit edges (read-only int64), ``cumsum`` = offsets ``[0, e0, e0+e1, ...]``.
+    Build it with :meth:`from_edges`. Edges may sum past the extent."""
+
+    edges: IntArray
+    extent: int
+    cumsum: IntArray
+
+    @classmethod
+    def from_edges(cls, edges: npt.ArrayLike, extent: int, *, path: str | None = None) -> VaryingDim:
+        """Validate ``edges`` (integers >= 1 summing to >= ``extent``) and precompute the offsets."""
+        a = np.asarray(edges)
+        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+            raise MetadataError(f"chunk edges must be a flat sequence of integers, got {a.dtype} "
+                                f"with shape {a.shape}", path=path)
+        _check_count(a.size, path)
+        if a.size and (int(a.min()) < 1 or int(a.max()) > INT64_MAX):
+            raise MetadataError("chunk edges must be integers in [1, 2**63)", path=path)
+        if not (is_int(extent) and extent >= 0):
+            raise MetadataError(f"extent must be an integer >= 0, got {extent!r}", path=path)
+        a = a.astype(np.int64)  # a private copy, frozen below
+        cumsum = np.zeros(a.size + 1, dtype=np.int64)
+        np.cumsum(a, out=cumsum[1:])
+        if a.size and int(a.max()) * a.size > INT64_MAX and bool(np.any(cumsum[1:] <= cumsum[:-1])):
+            raise MetadataError("chunk edges sum to 2**63 or more", path=path)
+        if int(cumsum[-1]) < extent:
+            raise MetadataError(f"chunk edges sum to {int(cumsum[-1])}, less than the extent {extent}",
+                                path=path)
+        a.flags.writeable = False
+        cumsum.flags.writeable = False
+        return cls(a, int(extent), cumsum)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, VaryingDim):
+            return NotImplemented
+        return self.extent == other.extent and np.array_equal(self.edges, other.edges)
+
+    def __hash__(self) -> int:
+        return hash((self.extent, self.edges.tobytes()))
+
+    @property
+    def nchunks(self) -> int:
+        return int(np.searchsorted(self.cumsum, self.extent, side="left"))
+
+    def offset(self, i: int) -> int:
+        return int(self.cumsum[_chunk(i, self.nchunks)])
+
+    def edge(self, i: int) -> int:
+        return int(self.edges[_chunk(i, self.nchunks)])
+
+    def data_len(self, i: int) -> int:
+        i = _chunk(i, self.nchunks)
+        return min(int(self.edges[i]), self.extent - int(self.cumsum[i]))
+
+    def chunk_of(self, idx: int) -> int:
+        return int(np.searchsorted(self.cumsum, _chunk(idx, self.extent, "array index"), side="right")) - 1
+
+    def chunks_of(self, idx: npt.ArrayLike) -> IntArray:
+        i = _int_array(idx, self.extent, "array index")
+        return np.searchsorted(self.cumsum, i, side="right").astype(np.int64) - 1
+
+    def offsets_of(self, chunks: npt.ArrayLike) -> IntArray:
+        return self.cumsum[_int_array(chunks, self.nchunks, "chunk index")]
+
+    def edges_of(self, chunks: npt.ArrayLike) -> IntArray:
+        return self.edges[_int_array(chunks, self.nchunks, "chunk index")]
+
+    def data_lens_of(self, chunks: npt.ArrayLike) -> IntArray:
+        c = _int_array(chunks, self.nchunks, "chunk index")
+        return np.minimum(self.edges[c], self.extent - self.cumsum[c])
+
+    def unique_edges(self) -> IntArray:
+        return np.unique(self.edges)
+
+    def data_lens(self) -> tuple[int, ...]:
+        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
+
+
+Dim: TypeAlias = FixedDim | VaryingDim
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkGrid:
+    """The chunk grid of an array: one :class:`FixedDim`/:class:`VaryingDim` per axis. ``kind`` is how
+    the grid is written to ``zarr.json``; ``"regular"`` requires every dimension to be fixed."""
+
+    dims: tuple[Dim, ...]
+    kind: Literal["regular", "rectilinear"]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dims", tuple(self.dims))
+        if self.kind not in ("regular", "rectilinear"):
+            raise MetadataError(f"grid kind must be 'regular' or 'rectilinear', got {self.kind!r}")
+        if self.kind == "regular" and self.regular_chunk_shape is None:
+            raise MetadataError("a regular grid needs a fixed chunk size on every axis")
+
+    @property
+    def shape(self) -> Shape:
+        return tuple(d.extent for d in self.dims)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+    @property
+    def grid_shape(self) -> tuple[int, ...]:
+        return tuple(d.nchunks for d in self.dims)
+
+    @property
+    def nchunks(self) -> int:
+        return prod(self.grid_shape)
+
+    @property
+    def regular_chunk_shape(self) -> Shape | None:
+        """The chunk shape when every dimension is fixed (whatever ``kind``), else None."""
+        sizes = [d.size for d in self.dims if isinstance(d, FixedDim)]
+        return tuple(sizes) if len(sizes) == len(self.dims) else None
+
+    def _coords(self, coords: Sequence[int]) -> Sequence[int]:
+        if len(coords) != len(self.dims):
+            raise SelectionError(f"chunk coords {tuple(coords)} do not have {len(self.dims)} entries")
+        return coords
+
+    def chunk_shape(self, coords: Sequence[int]) -> Shape:
+        """Declared (codec) shape of a chunk, also for chunks overhanging the extent."""
+        return tuple(d.edge(c) for d, c in zip(self.dims, self._coords(coords), strict=True))
+
+    def chunk_region(self, coords: Sequence[int]) -> tuple[slice, ...]:
+        """The array region a chunk holds, clipped to the extent."""
+        out = []
+        for d, c in zip(self.dims, self._coords(coords), strict=True):
+            start = d.offset(c)
+            out.append(slice(start, start + d.data_len(c)))
+        return tuple(out)
+
+    def is_in_grid(self, coords: Sequence[int]) -> bool:
+        return len(coords) == len(self.dims) and all(
+            is_int(c) and 0 <= c < d.nchunks for d, c in zip(self.dims, coords, strict=True))
+
+    def to_json(self) -> dict[str, Any]:
+        shape = self.regular_chunk_shape
+        if self.kind == "regular" and shape is not None:
+            return {"name": "regular", "configuration": {"chunk_shape": list(shape)}}
+        specs = [d.size if isinstance(d, FixedDim) else compress_rle(d.edges) for d in self.dims]
+        return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": specs}}
+
+    def resize(self, new_shape: Shape,
+               policy: ResizePolicy | Sequence[AxisResizePolicy] = "new_chunk") -> ChunkGrid:
+        """The grid for ``new_shape``. Fixed dimensions only change their extent. An explicit-edge axis
+        keeps its edges when it shrinks or stays within them; when it grows past them its policy adds
+        edges: ``"new_chunk"`` one edge for the whole growth (zarr-python), ``"repeat"`` copies of the last
+        edge until covered, or a sequence of new edges that must cover the growth. ``policy`` is one
+        string for all axes or one entry per axis (None: the default, ``"new_chunk"``)."""
+        extents = _extents(new_shape, "new_shape")
+        if len(extents) != self.ndim:
+            raise MetadataError(f"new shape {extents} has {len(extents)} dimensions, the grid {self.ndim}")
+        policies = [policy] * self.ndim if isinstance(policy, str) else list(policy)
+        if len(policies) != self.ndim:
+            raise MetadataError(f"{len(policies)} resize policies for {self.ndim} dimensions")
+        dims = tuple(_resize_dim(d, e, p, f"policy[{axis}]")
+                     for axis, (d, e, p) in enumerate(zip(self.dims, extents, policies, strict=True)))
+        return ChunkGrid(dims, self.kind)
+
+    @classmethod
+    def regular(cls, shape: Shape, chunk_shape: Sequence[int]) -> ChunkGrid:
+        extents = _extents(shape, "shape")
+        if len(chunk_shape) != len(extents):
+            raise MetadataError(f"chunk shape {tuple(chunk_shape)} does not match {len(extents)} dimensions")
+        sizes = [_positive_int(s, json_path("chunk_shape", axis)) for axis, s in enumerate(chunk_shape)]
+        return cls(tuple(FixedDim(s, e) for s, e in zip(sizes, extents, strict=True)), "regular")
+
+    @classmethod
+    def from_chunks(cls, shape: Shape, chunks: Sequence[int | Sequence[int] | npt.NDArray[Any]]) -> ChunkGrid:
+        """Grid from user-facing ``chunks``: per axis an int (fixed size) or a sequence of edges (>= 1
+        each, summing to >= the extent; dask-style tuples of tuples work). All ints -> a regular grid;
+        any sequence -> rectilinear, with int axes kept as bare-int steps."""
+        extents = _extents(shape, "shape")
+        if not isinstance(chunks, Sequence | np.ndarray) or isinstance(chunks, str | bytes) \
+                or len(chunks) != len(extents):
+            raise MetadataError(f"chunks {chunks!r} do not give one entry for each of {len(extents)} dimensions")
+        dims: list[Dim] = []
+        for axis, (spec, extent) in enumerate(zip(chunks, extents, strict=True)):
+            path = json_path("chunks", axis)
+            if is_int(spec):
+                dims.append(FixedDim(_positive_int(spec, path), extent))
+            elif isinstance(spec, Sequence | np.ndarray) and not isinstance(spec, str | bytes) and len(spec):
+                dims.append(VaryingDim.from_edges(_edge_array(spec, path), extent, path=path))
+            else:
+                raise MetadataError(f"expected a chunk size or a non-empty sequence of edges, got {spec!r}",
+                                    path=path)
+        return cls(tuple(dims), "rectilinear" if any(isinstance(d, VaryingDim) for d in dims) else "regular")
+
+
+def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim:
+    policy = "new_chunk" if policy is None else policy
+    if isinstance(policy, str) and policy not in _RESIZE_POLICIES:
+        raise MetadataError(f"unknown resize policy {policy!r}; use one of {_RESIZE_POLICIES} or a list of "
+                            "edges", path=path)
+    if isinstance(d, FixedDim):
+        if not isinstance(policy, str):
+            raise MetadataError("explicit edges given for an axis with a fixed chunk size", path=path)
+        return FixedDim(d.size, extent)
+    growth = extent - int(d.cumsum[-1])
+    explicit = None if isinstance(policy, str) else _edge_array(policy, path)
+    if growth <= 0:  # a policy only acts on an axis that grows past its edges
+        return VaryingDim(d.edges, extent, d.cumsum)
+    if explicit is not None:
+        if int(explicit.sum()) < growth:
+            raise MetadataError(f"new edges {explicit.tolist()} do not cover the growth of {growth}", path=path)
+        new = explicit
+    elif policy == "repeat":
+        if not d.edges.size:
+            raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)
+        last = int(d.edges[-1])
+        _check_count(d.edges.size + ceildiv(growth, last), path)
+        new = np.full(ceildiv(growth, last), last, dtype=np.int64)
+    else:
+        new = np.array([growth], dtype=np.int64)
+    return VaryingDim.from_edges(np.concatenate([d.edges, new]), extent, path=path)
+
+
+# --- JSON helpers ---------------------------------------------------------------------------------
+
+
+def _positive_int(x: Any, path: str) -> int:
+    if not (is_int(x) and 1 <= x <= INT64_MAX):
+        raise MetadataError(f"expected an integer >= 1, got {x!r}", path=path)
+    return int(x)
+
+
+def _extents(shape: Shape, path: str) -> Shape:
+    for axis, e in enumerate(shape):
+        if not (is_int(e) and e >= 0):
+            raise MetadataError(f"expected an integer >= 0, got {e!r}", path=json_path(path, axis))
+    return tuple(int(e) for e in shape)
+
+
+def _check_positive(a: IntArray, path: str) -> IntArray:
+    bad = np.flatnonzero(a < 1)
+    if bad.size:
+        k = int(bad[0])
+        raise MetadataError(f"expected an integer >= 1, got {int(a[k])}", path=json_path(path, k))
+    return a
+
+
+def _edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
+    """A flat sequence of integer edges (each >= 1) as int64, errors naming the offending item."""
+    if isinstance(spec, np.ndarray):
+        if spec.ndim != 1 or (spec.size and spec.dtype.kind not in "iu"):
+            raise MetadataError(f"expected a flat sequence of integers, got dtype {spec.dtype}", path=path)
+        if spec.size and int(spec.max()) > INT64_MAX:
+            k = int(np.argmax(spec))
+            raise MetadataError(f"edge {int(spec[k])} is too large", path=json_path(path, k))
+        return _check_positive(spec.astype(np.int64), path)
+    items = list(spec)
+    if not set(map(type, items)) <= {int}:  # bools, floats, lists or numpy scalars: check one by one
+        items = [_positive_int(x, json_path(path, k)) for k, x in enumerate(items)]
+    try:
+        a = np.array(items, dtype=np.int64)
+    except OverflowError:  # some item is outside int64: report the first invalid item
+        a = np.array([_positive_int(x, json_path(path, k)) for k, x in enumerate(items)], dtype=np.int64)
+    return _check_positive(a, path)
+
+
+def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
+    """Expand a rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs into int64 edges."""
+    values = np.empty(len(spec), dtype=np.int64)
+    counts = np.ones(len(spec), dtype=np.int64)
+    for k, item in enumerate(spec):
+        p = json_path(path, k)
+        if isinstance(item, list | tuple):
+            if len(item) != 2:
+                raise MetadataError(f"a run must be [edge, count], got {list(item)!r}", path=p)
+            values[k] = _positive_int(item[0], json_path(p, 0))
+            counts[k] = _positive_int(item[1], json_path(p, 1))
+        else:
+            values[k] = _positive_int(item, p)
+    if counts.size:
+        _check_count(int(np.max(counts)), path)
+        _check_count(int(counts.sum()), path)
+    return np.repeat(values, counts)
+
+
+def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
+    """Edges as written to JSON: ``[edge, count]`` runs (runs of 1 as bare ints) when that is shorter
+    than the plain list, else the plain list."""
+    a = np.asarray(edges, dtype=np.int64)
+    if a.size == 0:
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    if starts.size == a.size:
+        return a.tolist()  # type: ignore[no-any-return]
+    counts = np.diff(np.append(starts, a.size)).tolist()
+    return [v if n == 1 else [v, n] for v, n in zip(a[starts].tolist(), counts, strict=True)]
+
+
+_RAW = (msgspec.Raw, bytes, bytearray, memoryview)
+
+
+def _load(node: Any, path: str) -> Any:
+    """A node fully decoded (raw JSON bytes are decoded, anything else is returned as is)."""
+    if isinstance(node, _RAW):
+        try:
+            return msgspec.json.decode(node)
+        except msgspec.DecodeError as e:
+            raise MetadataError(f"invalid JSON: {e}", path=path) from None
+    return node
+
+
+def _open(node: Any, path: str, *, as_list: bool = False) -> Any:
+    """A JSON object (a dict) or, with ``as_list``, array (a list), opened one level deep: when ``node``
+    is raw bytes its members stay raw."""
+    if isinstance(node, _RAW):
+        try:
+            return msgspec.json.decode(node, type=list[msgspec.Raw] if as_list else dict[str, msgspec.Raw])
+        except msgspec.ValidationError:
+            node = _load(node, path)
+        except msgspec.DecodeError as e:
+            raise MetadataError(f"invalid JSON: {e}", path=path) from None
+    if as_list and isinstance(node, list | tuple):
+        return list(node)
+    if not as_list and isinstance(node, dict):
+        return node
+    raise MetadataError(f"expected {'a list' if as_list else 'an object'}, got {node!r}", path=path)
+
+
+def _check_keys(obj: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...], path: str) -> None:
+    for k in required:
+        if k not in obj:
+            raise MetadataError(f"missing required key {k!r}", path=path)
+    for k in obj:
+        if k not in required and k not in optional:
+            raise MetadataError(f"unknown key {k!r}", path=json_path(path, k))
+
+
+def _fast_int_list(raw: Any) -> IntArray | None:
+    """Parse raw bytes of a flat JSON list of non-negative ints with numpy, or None for any other form.
+    ``raw`` comes from msgspec, which has already checked it is valid JSON."""
+    buf = bytes(raw)
+    if not _FLAT_INT_LIST.fullmatch(buf):
+        return None
+    text = buf[1:-1].decode("ascii")
+    if not text.strip():
+        return np.empty(0, dtype=np.int64)
+    a = np.fromstring(text, dtype=np.int64, sep=",")
+    return None if bool(np.any(a == INT64_MAX)) else a  # saturated (too large): the generic path says so
+
+
+def _dim_from_json(node: Any, extent: int, path: str) -> Dim:
+    if isinstance(node, _RAW):
+        fast = _fast_int_list(node)
+        if fast is not None:
+            return VaryingDim.from_edges(_check_positive(fast, path), extent, path=path)
+        node = _load(node, path)
+    if isinstance(node, list | tuple):
+        flat = set(map(type, node)) <= {int}
+        edges = _edge_array(node, path) if flat else expand_rle(node, path)
+        return VaryingDim.from_edges(edges, extent, path=path)
+    if is_int(node):
+        return FixedDim(_positive_int(node, path), extent)
+    raise MetadataError(f"expected an integer or a list of edges, got {node!r}", path=path)
+
+
+def _parse_regular(config: dict[str, Any], extents: Shape, path: str) -> ChunkGrid:
+    _check_keys(config, ("chunk_shape",), (), path)
+    path = json_path(path, "chunk_shape")
+    sizes = _open(_load(config["chunk_shape"], path), path, as_list=True)
+    if len(sizes) != len(extents):
+        raise MetadataError(f"{len(sizes)} chunk sizes for {len(extents)} dimensions", path=path)
+    dims = []
+    for axis, (size, extent) in enumerate(zip(sizes, extents, strict=True)):
+        if isinstance(size, list | tuple):
+            raise MetadataError("a list in a regular chunk_shape is the legacy zarr-python 3.2 form of a "
+                                "rectilinear grid; rewrite it as {'name': 'rectilinear', ...}",
+                                path=json_path(path, axis))
+        if is_int(size) and size == 0 and extent == 0:
+            warnings.warn(f"{json_path(path, axis)}: chunk size 0 on an empty axis repaired to 1",
+                          UserWarning, stacklevel=3)
+            size = 1
+        dims.append(FixedDim(_positive_int(size, json_path(path, axis)), extent))
+    return ChunkGrid(tuple(dims), "regular")
+
+
+def _parse_rectilinear(config: dict[str, Any], extents: Shape, path: str) -> ChunkGrid:
+    _check_keys(config, ("kind", "chunk_shapes"), (), path)
+    kind = _load(config["kind"], json_path(path, "kind"))
+    if not isinstance(kind, str):
+        raise MetadataError(f"kind must be a string, got {kind!r}", path=json_path(path, "kind"))
+    if kind != "inline":
+        raise UnsupportedError(f"rectilinear grid kind {kind!r} (only 'inline' is supported)",
+                               path=json_path(path, "kind"))
+    path = json_path(path, "chunk_shapes")
+    specs = _open(config["chunk_shapes"], path, as_list=True)
+    if len(specs) != len(extents):
+        raise MetadataError(f"{len(specs)} dimension specs for {len(extents)} dimensions", path=path)
+    dims = tuple(_dim_from_json(s, e, json_path(path, axis))
+                 for axis, (s, e) in enumerate(zip(specs, extents, strict=True)))
+    return ChunkGrid(dims, "rectilinear")
+
+
+def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> ChunkGrid:
+    """Build the grid of an array of ``shape`` from its ``chunk_grid`` metadata: a decoded JSON value or
+    the raw JSON bytes of it (``msgspec.Raw``). Errors are :class:`MetadataError` naming the JSON path;
+    an unknown grid name or rectilinear kind is an :class:`UnsupportedError`."""
+    extents = _extents(shape, "$.shape")
+    if isinstance(value, _RAW) and _JSON_STRING.match(value):
+        value = _load(value, path)
+    obj = _open({"name": value} if isinstance(value, str) else value, path)  # str: short-hand name
+    _check_keys(obj, ("name",), ("configuration", "must_understand"), path)
+    name = _load(obj["name"], json_path(path, "name"))
+    if "must_understand" in obj and not isinstance(_load(obj["must_understand"], path), bool):
+        raise MetadataError("must_understand must be a boolean", path=json_path(path, "must_understand"))
+    if not isinstance(name, str):
+        raise MetadataError(f"name must be a string, got {name!r}", path=json_path(path, "name"))
+    if name not in ("regular", "rectilinear"):
+        raise UnsupportedError(f"chunk grid {name!r} (supported: 'regular', 'rectilinear')",
+                               path=json_path(path, "name"))
+    if "configuration" not in obj:
+        raise MetadataError(f"the {name} chunk grid needs a configuration", path=path)
+    cpath = json_path(path, "configuration")
+    config = _open(obj["configuration"], cpath)
+    if name == "regular":
+        return _parse_regular(config, extents, cpath)
+    return _parse_rectilinear(config, extents, cpath)

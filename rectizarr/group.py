@@ -1,0 +1,341 @@
+"""Groups and hierarchies, with consolidated metadata kept current under our own writes.
+
+Consolidated metadata uses zarr-python's inline form: the group's ``zarr.json`` holds
+``{"consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {rel_path: doc}}}``
+with every descendant's document under its path relative to the group. When present it answers listings
+and member opens without touching the store; every node rectizarr creates, deletes, resizes or
+re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never leave it stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from rectizarr import nodes
+from rectizarr.api import _store, create_array, open_array
+from rectizarr.array import Array, Attributes
+from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
+from rectizarr.metadata import (
+    ArrayMeta,
+    GroupMeta,
+    NodeMeta,
+    check_attributes,
+    decode_node,
+    node_from_json,
+    node_to_json,
+)
+from rectizarr.store import Store
+
+__all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"]
+
+
+class Group:
+    """A Zarr v3 group. Create with :func:`create_group`, open with :func:`open_group`."""
+
+    def __init__(self, store: Store, path: str, meta: GroupMeta, *, read_only: bool = False,
+                 use_consolidated: bool | None = None) -> None:
+        self._store = store
+        self._path = path
+        self._meta = meta
+        self._read_only = read_only or store.read_only
+        self._use_consolidated = use_consolidated
+
+    # ---------------------------------------------------------------------------------- metadata
+    @property
+    def metadata(self) -> GroupMeta:
+        return self._meta
+
+    @property
+    def store(self) -> Store:
+        return self._store
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def name(self) -> str:
+        return "/" + self._path
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    @property
+    def attrs(self) -> Attributes:
+        return Attributes(self)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"group {self.name!r} is read-only")
+
+    def _set_attributes(self, attrs: dict[str, Any]) -> None:
+        self._check_writable()
+        fresh = nodes.read_meta(self._store, self._path)
+        if not isinstance(fresh, GroupMeta):
+            raise NodeNotFoundError(f"{self.name!r} is no longer a group")
+        self._meta = GroupMeta(attributes=attrs, consolidated_metadata=fresh.consolidated_metadata,
+                               extra_fields=fresh.extra_fields)
+        nodes.write_meta(self._store, self._path, self._meta)
+
+    def _refresh(self) -> GroupMeta:
+        meta = nodes.read_meta(self._store, self._path)
+        if not isinstance(meta, GroupMeta):
+            raise NodeNotFoundError(f"{self.name!r} is no longer a group")
+        self._meta = meta
+        return meta
+
+    def _consolidated(self) -> dict[str, Any] | None:
+        if self._use_consolidated is False:
+            return None
+        cm = self._refresh().consolidated_metadata
+        if cm is None:
+            if self._use_consolidated:
+                raise MetadataError(f"group {self.name!r} has no consolidated metadata", path="$")
+            return None
+        if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
+            raise MetadataError("consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
+                                path="$.consolidated_metadata", key=nodes.meta_key(self._path))
+        return dict(cm["metadata"])
+
+    # ----------------------------------------------------------------------------------- members
+    def _child(self, rel: str, meta: NodeMeta) -> Array | Group:
+        path = nodes.join(self._path, rel)
+        if isinstance(meta, ArrayMeta):
+            return Array(self._store, path, meta, read_only=self._read_only)
+        return Group(self._store, path, meta, read_only=self._read_only, use_consolidated=False)
+
+    def _member_metas(self) -> dict[str, NodeMeta]:
+        consolidated = self._consolidated()
+        if consolidated is not None:
+            return {
+                k: node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
+                for k, v in sorted(consolidated.items())
+                if "/" not in k
+            }
+        prefix = nodes.prefix_of(self._path)
+        names = [n for n in self._store.list_dir(prefix) if not n.startswith("__") and n != nodes.META]
+        docs = self._store.get_many([(prefix + n + "/" + nodes.META, None) for n in names])
+        return {n: decode_node(d, prefix + n + "/" + nodes.META) for n, d in zip(names, docs, strict=True)
+                if d is not None}
+
+    def members(self) -> list[tuple[str, Array | Group]]:
+        """Immediate children as ``(name, node)`` pairs, sorted by name."""
+        return [(n, self._child(n, m)) for n, m in sorted(self._member_metas().items())]
+
+    def keys(self) -> list[str]:
+        return sorted(self._member_metas())
+
+    def arrays(self) -> list[tuple[str, Array]]:
+        return [(n, m) for n, m in self.members() if isinstance(m, Array)]
+
+    def groups(self) -> list[tuple[str, Group]]:
+        return [(n, m) for n, m in self.members() if isinstance(m, Group)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys())
+
+    def __len__(self) -> int:
+        return len(self.keys())
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        try:
+            self[name]
+        except (NodeNotFoundError, MetadataError):
+            return False
+        return True
+
+    def __getitem__(self, name: str) -> Array | Group:
+        rel = nodes.normalize_path(name)
+        if not rel:
+            return self
+        consolidated = self._consolidated()
+        if consolidated is not None:
+            doc = consolidated.get(rel)
+            if doc is None:
+                raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} (consolidated metadata)")
+            return self._child(rel, node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
+        return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
+
+    # ---------------------------------------------------------------------------------- creation
+    def create_group(self, name: str, *, attributes: Mapping[str, Any] | None = None,
+                     overwrite: bool = False) -> Group:
+        self._check_writable()
+        return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
+                            attributes=attributes, overwrite=overwrite)
+
+    def create_array(self, name: str, **kwargs: Any) -> Array:
+        """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
+        self._check_writable()
+        return create_array(self._store, name=nodes.join(self._path, _member_path(name)), **kwargs)
+
+    def require_group(self, name: str, **kwargs: Any) -> Group:
+        """Open the child group ``name``, creating it if it does not exist."""
+        try:
+            node = self[name]
+        except NodeNotFoundError:
+            return self.create_group(name, **kwargs)
+        if not isinstance(node, Group):
+            raise NodeExistsError(f"{name!r} in {self.name!r} is an array, not a group")
+        return node
+
+    def require_array(self, name: str, *, shape: Any, dtype: Any, **kwargs: Any) -> Array:
+        """Open the child array ``name`` if it exists with this shape and dtype, else create it."""
+        import numpy as np
+
+        from rectizarr.dtype import data_type_from_numpy
+
+        try:
+            node = self[name]
+        except NodeNotFoundError:
+            return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+        if not isinstance(node, Array):
+            raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
+        want_shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if node.shape != want_shape or node.dtype != data_type_from_numpy(dtype).numpy:
+            raise NodeExistsError(f"array {name!r} exists with shape {node.shape} and dtype {node.dtype}, "
+                                  f"not {want_shape} and {np.dtype(data_type_from_numpy(dtype).numpy)}")
+        return node
+
+    def delete(self, name: str) -> None:
+        """Remove the member ``name`` and its whole subtree."""
+        self._check_writable()
+        rel = nodes.normalize_path(name)
+        path = nodes.join(self._path, rel)
+        if not self._store.exists(nodes.meta_key(path)):
+            raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")
+        nodes.delete_node(self._store, path)
+
+    __delitem__ = delete
+
+    # ------------------------------------------------------------------------------------ display
+    def tree(self, *, max_depth: int | None = None) -> str:
+        """The hierarchy as indented text with shapes, dtypes and grid kinds."""
+        lines = [self.name]
+        self._tree_lines(lines, "", 0, max_depth)
+        return "\n".join(lines)
+
+    def _tree_lines(self, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
+        if max_depth is not None and depth >= max_depth:
+            return
+        members = self.members()
+        for i, (name, node) in enumerate(members):
+            last = i == len(members) - 1
+            branch = "└── " if last else "├── "
+            if isinstance(node, Array):
+                lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
+                             f"{', sharded' if node.is_sharded else ''})")
+            else:
+                lines.append(f"{indent}{branch}{name}/")
+                node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
+
+    @property
+    def info(self) -> str:
+        members = self._member_metas()
+        narrays = sum(isinstance(m, ArrayMeta) for m in members.values())
+        return "\n".join([
+            f"Name        : {self.name}",
+            "Type        : Group",
+            f"Members     : {len(members)} ({narrays} arrays, {len(members) - narrays} groups)",
+            f"Attributes  : {len(self._meta.attributes)} keys",
+            f"Consolidated: {self._meta.consolidated_metadata is not None}",
+            f"Store       : {type(self._store).__name__}",
+            f"Read-only   : {self._read_only}",
+        ])
+
+    def __repr__(self) -> str:
+        return f"<rectizarr.Group {self.name!r}>"
+
+
+def _member_path(name: str) -> str:
+    rel = nodes.normalize_path(name)
+    if not rel:
+        raise MetadataError(f"member name must be non-empty, got {name!r}")
+    return rel
+
+
+def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str, Any] | None = None,
+                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Group:
+    """Create a group (ancestors created as groups) and return it."""
+    s = _store(store, "w" if overwrite else "a", storage_options)
+    if s.read_only:
+        raise ReadOnlyError("cannot create a group in a read-only store")
+    p = nodes.normalize_path(path)
+    if s.exists(nodes.meta_key(p)):
+        if not overwrite:
+            raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
+        nodes.delete_node(s, p)
+    meta = GroupMeta(attributes=check_attributes(attributes or {}))
+    nodes.ensure_parents(s, p)
+    nodes.write_meta(s, p, meta)
+    return Group(s, p, meta)
+
+
+def open_group(store: Any = None, *, path: str | None = None, mode: str = "r+",
+               use_consolidated: bool | None = None, storage_options: Mapping[str, Any] | None = None,
+               attributes: Mapping[str, Any] | None = None) -> Group:
+    """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
+    requires it, ``False`` always lists the store. Modes as for :func:`rectizarr.open_array`;
+    ``"a"`` creates the group when missing, ``"w"`` replaces it."""
+    s = _store(store if store is not None else {}, mode, storage_options)
+    p = nodes.normalize_path(path)
+    if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
+        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"))
+        return g
+    if mode == "w-":
+        raise NodeExistsError(f"a node already exists at {p or '/'!r}")
+    meta = nodes.read_meta(s, p)
+    if not isinstance(meta, GroupMeta):
+        raise NodeNotFoundError(f"the node at {p or '/'!r} is an array, not a group")
+    return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
+
+
+def consolidate_metadata(store: Any, path: str | None = None, *,
+                         storage_options: Mapping[str, Any] | None = None) -> Group:
+    """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
+    s = _store(store, "r+", storage_options)
+    p = nodes.normalize_path(path)
+    meta = nodes.read_meta(s, p)
+    if not isinstance(meta, GroupMeta):
+        raise NodeNotFoundError(f"the node at {p or '/'!r} is an array; only groups consolidate")
+    prefix = nodes.prefix_of(p)
+    keys = [k for k in s.list_prefix(prefix)
+            if k.endswith("/" + nodes.META) and k != prefix + nodes.META]
+    rels = [k[len(prefix): -len(nodes.META) - 1] for k in keys]
+    docs = s.get_many([(k, None) for k in keys])
+    entries: dict[str, Any] = {}
+    for rel, key, data in zip(rels, keys, docs, strict=True):
+        if data is None or any(part.startswith("__") for part in rel.split("/")):
+            continue
+        doc = node_to_json(decode_node(data, key))
+        if doc.get("node_type") == "group":
+            doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+        entries[rel] = doc
+    # A prefix without zarr.json is not a node: drop documents below one.
+    entries = {rel: doc for rel, doc in entries.items()
+               if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))}
+    ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
+    new = GroupMeta(attributes=meta.attributes, extra_fields=meta.extra_fields,
+                    consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered})
+    nodes.write_meta(s, p, new)
+    return Group(s, p, new)
+
+
+def open(  # noqa: A001 - zarr-python's name
+    store: Any = None,
+    *,
+    path: str | None = None,
+    mode: str = "r+",
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Open the array or group at ``path``, dispatching on its ``node_type``."""
+    s = _store(store, mode, storage_options)
+    p = nodes.normalize_path(path)
+    meta = nodes.read_meta(s, p)
+    if isinstance(meta, ArrayMeta):
+        return open_array(s, path=p, mode=mode, **kwargs)
+    return open_group(s, path=p, mode=mode, **kwargs)

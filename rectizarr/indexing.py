@@ -1,0 +1,310 @@
+"""Selections -> vectorised chunk plans, with NumPy's exact semantics.
+
+Four entry points, one per way of indexing an array; each takes the grid's dims (any sequence of objects
+following :class:`Dim`) and the user's selection, and returns a :class:`Plan`:
+
+* :func:`basic_plan` — ``a[sel]``: ints (negatives wrap), slices with any step, ``...``, ``np.newaxis``
+  and at most one index array (integer of any shape, or boolean), exactly as numpy. Several arrays are
+  ambiguous between zarr's orthogonal and numpy's pointwise meaning and raise :class:`SelectionError`.
+* :func:`orthogonal_plan` — ``a.oindex[sel]``: per axis an int, a slice, a 1-D int array (any order,
+  repeats, negatives) or a 1-D boolean mask; arrays index their axis independently (like ``np.ix_``).
+* :func:`coordinate_plan` — ``a.vindex[sel]``: one int array per axis, broadcast together (numpy advanced
+  indexing), or a single boolean mask of the array's shape (selected in C order).
+* :func:`block_plan` — ``a.blocks[sel]``: ints and step-1 slices in chunk units; no axis is dropped.
+
+Errors are :class:`SelectionError` (an IndexError) naming the axis and the bound. Scalar boolean
+indices (``a[True]``) are not supported. See :mod:`rectizarr._index_plan` for the plan layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rectizarr._index_axis import (
+    AxisPlan,
+    Dim,
+    IntArray,
+    axis_from_array,
+    axis_from_int,
+    axis_from_mask,
+    axis_from_slice,
+    bad_index,
+    check_index,
+    check_index_array,
+    check_slice,
+)
+from rectizarr._index_plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
+from rectizarr._util import Shape, is_int, prod
+from rectizarr.errors import SelectionError
+
+__all__ = [
+    "ChunkProjection",
+    "Dim",
+    "Plan",
+    "basic_plan",
+    "block_plan",
+    "coordinate_plan",
+    "orthogonal_plan",
+]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Item:
+    pos: int  # position in the user's tuple (an Ellipsis is one position, even when it expands to none)
+    axis: int  # first grid axis consumed (for np.newaxis: the next one)
+    obj: Any  # None, slice, an integer, or an ndarray of integers or booleans
+
+
+def _canon(obj: object) -> object:
+    """Array-likes as ndarrays (an empty list is an empty int array, like numpy); 0-d int arrays as ints."""
+    if isinstance(obj, list | tuple):
+        try:
+            arr = np.asarray(obj)
+        except ValueError as e:
+            raise SelectionError(f"index {obj!r} is not a rectangular array: {e}") from None
+        obj = arr.astype(np.int64) if arr.size == 0 and arr.dtype.kind == "f" else arr
+    if isinstance(obj, np.ndarray) and obj.ndim == 0:
+        if obj.dtype == bool:
+            raise SelectionError("boolean scalar indices are not supported; use a boolean array")
+        return obj.item() if obj.dtype.kind in "iu" else obj[()]
+    return obj
+
+
+def _width(obj: object) -> int:
+    if obj is None or obj is Ellipsis:
+        return 0
+    if isinstance(obj, np.ndarray) and obj.dtype == bool:
+        return obj.ndim
+    return 1
+
+
+def _expand(selection: object, ndim: int) -> tuple[list[_Item], bool]:
+    """The selection as items over grid axes (Ellipsis and the implied trailing ``:`` expanded)."""
+    objs = [_canon(o) for o in (selection if isinstance(selection, tuple) else (selection,))]
+    ellipses = sum(o is Ellipsis for o in objs)
+    if ellipses > 1:
+        raise SelectionError("a selection can only have a single ellipsis ('...')")
+    used = sum(_width(o) for o in objs)
+    if used > ndim:
+        raise SelectionError(f"too many indices: the array is {ndim}-dimensional but {used} were indexed")
+    items, axis = [], 0
+    for pos, o in enumerate(objs):
+        if o is Ellipsis:
+            items += [_Item(pos, axis + k, slice(None)) for k in range(ndim - used)]
+            axis += ndim - used
+        else:
+            items.append(_Item(pos, axis, o))
+            axis += _width(o)
+    items += [_Item(len(objs), a, slice(None)) for a in range(axis, ndim)]
+    return items, ellipses > 0
+
+
+def _slice(dims: Sequence[Dim], it: _Item) -> tuple[int, int, int]:
+    return check_slice(it.obj, it.axis, dims[it.axis].extent)
+
+
+def _int(dims: Sequence[Dim], it: _Item) -> int:
+    return check_index(it.obj, it.axis, dims[it.axis].extent)
+
+
+def _array(dims: Sequence[Dim], it: _Item) -> IntArray:
+    return check_index_array(it.obj, it.axis, dims[it.axis].extent)
+
+
+def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
+    if fancy:
+        return "fancy"
+    return (
+        "view" if ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items) else "scalar"
+    )
+
+
+# ------------------------------------------------------------------------------------ a[...]
+
+
+def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
+    """Plan for ``a[selection]`` (numpy basic indexing plus at most one index array)."""
+    items, ellipsis = _expand(selection, len(dims))
+    arrays = [it for it in items if isinstance(it.obj, np.ndarray)]
+    if len(arrays) > 1:
+        raise SelectionError(
+            "more than one index array in a[...] is ambiguous: use .oindex[...] to index each axis "
+            "independently or .vindex[...] to select points"
+        )
+    if not arrays:
+        axes: list[AxisPlan] = []
+        final: list[int] = []
+        for it in items:
+            if it.obj is None:
+                final.append(1)
+            elif isinstance(it.obj, slice):
+                rng = _slice(dims, it)
+                axes.append(axis_from_slice(dims[it.axis], *rng))
+                final.append(axes[-1].length)
+            else:
+                axes.append(axis_from_int(dims[it.axis], _int(dims, it)))
+        return orthogonal(axes, tuple(final), _mode(items, ellipsis, False))
+    return _one_array(dims, items, arrays[0], ellipsis)
+
+
+def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bool) -> Plan:
+    """``a[sel]`` with one index array: the int indices become advanced too, as in numpy."""
+    a: npt.NDArray[Any] = arr.obj
+    mode: WriteMode = "mask" if a.dtype == bool and items == [arr] and not ellipsis else "fancy"
+    for it in items:
+        if not (it.obj is None or isinstance(it.obj, slice | np.ndarray) or is_int(it.obj)):
+            raise bad_index(it.obj, it.axis)
+    if a.dtype == bool:
+        extents = tuple(d.extent for d in dims[arr.axis : arr.axis + a.ndim])
+        if a.shape != extents:
+            raise SelectionError(
+                f"boolean index of shape {a.shape} does not match axes {arr.axis}..{arr.axis + a.ndim - 1} "
+                f"with extents {extents}"
+            )
+        idx = [x.astype(np.int64) for x in np.nonzero(a)]
+    else:
+        idx = [_array(dims, arr)]
+    bshape: Shape = idx[0].shape if a.dtype == bool else a.shape
+    ints = {it.axis: _int(dims, it) for it in items if is_int(it.obj)}
+    ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
+    advanced = sorted({arr.pos} | {it.pos for it in items if is_int(it.obj)})
+    adjacent = advanced[-1] - advanced[0] + 1 == len(advanced)
+    layout = [it for it in items if it is arr or it.obj is None or isinstance(it.obj, slice)]
+    pre = layout[: layout.index(arr)]
+    if not adjacent:  # numpy puts the broadcast index dims first
+        layout.remove(arr)
+        layout.insert(0, arr)
+
+    def lengths(it: _Item) -> Shape:
+        return bshape if it is arr else (1,) if it.obj is None else (len(range(*ranges[it.axis])),)
+
+    final = tuple(n for it in layout for n in lengths(it))
+    same_order = adjacent or prod(tuple(n for it in pre for n in lengths(it))) == 1 or prod(bshape) <= 1
+    if len(idx) == 1 and (same_order or prod(final) == 0):
+        axes = []
+        for j, dim in enumerate(dims):
+            if j in ints:
+                axes.append(axis_from_int(dim, ints[j]))
+            elif j in ranges:
+                axes.append(axis_from_slice(dim, *ranges[j]))
+            else:
+                axes.append(axis_from_array(dim, idx[0].reshape(-1)))
+        return orthogonal(axes, final, mode)
+    # Mixed layouts (a multi-dimensional mask beside other axes, or index dims moved to the front):
+    # enumerate the points in numpy's output order as a pointwise plan.
+    start = {id(it): sum(len(lengths(o)) for o in layout[:k]) for k, it in enumerate(layout)}
+    nd = len(final)
+
+    def placed(values: IntArray, at: int) -> IntArray:
+        return values.reshape((1,) * at + values.shape + (1,) * (nd - at - values.ndim))
+
+    points: list[IntArray] = []
+    for j in range(len(dims)):
+        if j in ints:
+            points.append(np.array(ints[j], dtype=np.int64))
+        elif j in ranges:
+            it = next(o for o in layout if o.axis == j and isinstance(o.obj, slice))
+            points.append(placed(np.arange(*ranges[j], dtype=np.int64), start[id(it)]))
+        else:
+            points.append(placed(idx[j - arr.axis], start[id(arr)]))
+    return coordinate(dims, points, final, mode)
+
+
+# ------------------------------------------------------------------------------------ oindex / vindex / blocks
+
+
+def orthogonal_plan(dims: Sequence[Dim], selection: object) -> Plan:
+    """Plan for ``a.oindex[selection]``: every axis indexed independently; int axes are dropped."""
+    items, ellipsis = _expand(selection, len(dims))
+    axes: list[AxisPlan] = []
+    final: list[int] = []
+    for it in items:
+        if it.obj is None:
+            raise SelectionError(f"np.newaxis is not supported in orthogonal selections (axis {it.axis})")
+        dim = dims[it.axis]
+        if isinstance(it.obj, slice):
+            axes.append(axis_from_slice(dim, *_slice(dims, it)))
+        elif isinstance(it.obj, np.ndarray):
+            if it.obj.dtype == bool:
+                idx = axis_from_mask(it.obj, it.axis, dim.extent)
+            elif it.obj.ndim != 1:
+                raise SelectionError(
+                    f"orthogonal index arrays must be 1-D; got shape {it.obj.shape} for axis {it.axis}"
+                )
+            else:
+                idx = _array(dims, it)
+            axes.append(axis_from_array(dim, idx))
+        else:
+            axes.append(axis_from_int(dim, _int(dims, it)))
+            continue
+        final.append(axes[-1].length)
+    fancy = any(isinstance(it.obj, np.ndarray) for it in items)
+    return orthogonal(axes, tuple(final), _mode(items, ellipsis, fancy))
+
+
+def coordinate_plan(dims: Sequence[Dim], selection: object) -> Plan:
+    """Plan for ``a.vindex[selection]``: int arrays (one per axis, broadcast together) or one full mask."""
+    ndim = len(dims)
+    objs = [_canon(o) for o in (selection if isinstance(selection, tuple) else (selection,))]
+    extents = tuple(d.extent for d in dims)
+    if ndim == 0 and not objs:  # the single element of a 0-d array, as a[()] selects it
+        return orthogonal([], (), "scalar")
+    if len(objs) == 1 and isinstance(objs[0], np.ndarray) and objs[0].dtype == bool:
+        if objs[0].shape != extents:
+            raise SelectionError(
+                f"boolean mask of shape {objs[0].shape} does not match the array shape {extents}"
+            )
+        points = [x.astype(np.int64) for x in np.nonzero(objs[0])]
+        return coordinate(dims, points, (points[0].size,), "mask")
+    if len(objs) != ndim:
+        raise SelectionError(
+            f"coordinate selections need one integer array per axis: got {len(objs)} for {ndim} axes"
+        )
+    arrays: list[IntArray] = []
+    for axis, o in enumerate(objs):
+        if isinstance(o, np.ndarray):
+            if o.dtype == bool:
+                raise SelectionError(f"boolean array for axis {axis}: a coordinate mask must cover all axes")
+            arrays.append(check_index_array(o, axis, extents[axis]))
+        elif is_int(o):
+            arrays.append(np.array(check_index(o, axis, extents[axis]), dtype=np.int64))
+        else:
+            raise bad_index(o, axis)
+    try:
+        final = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        shapes = " ".join(str(a.shape) for a in arrays)
+        raise SelectionError(f"index arrays could not be broadcast together with shapes {shapes}") from None
+    return coordinate(dims, arrays, final, "fancy" if final else "scalar")
+
+
+def block_plan(dims: Sequence[Dim], selection: object) -> Plan:
+    """Plan for ``a.blocks[selection]``: ints (wrapping over ``nchunks``) and step-1 slices of chunks."""
+    items, _ = _expand(selection, len(dims))
+    axes: list[AxisPlan] = []
+    for it in items:
+        o = it.obj
+        dim = dims[it.axis] if it.axis < len(dims) else None
+        if dim is None or not (isinstance(o, slice) or is_int(o)):
+            raise SelectionError(
+                f"block selections take integers and step-1 slices; got {o!r} for axis {it.axis}"
+            )
+        n = dim.nchunks
+        if isinstance(o, slice):
+            c0, c1, step = check_slice(o, it.axis, n)
+            if step != 1:
+                raise SelectionError(f"block slices must have step 1; got {o.step} for axis {it.axis}")
+        else:
+            c = int(o)
+            if not -n <= c < n:
+                raise SelectionError(f"block index {c} is out of bounds for axis {it.axis} with {n} chunks")
+            c0 = c + n if c < 0 else c
+            c1 = c0 + 1
+        start, stop = (dim.offset(c0), dim.offset(c1 - 1) + dim.data_len(c1 - 1)) if c1 > c0 else (0, 0)
+        axes.append(axis_from_slice(dim, start, stop, 1))
+    return orthogonal(axes, tuple(a.length for a in axes), "view")

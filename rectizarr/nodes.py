@@ -1,0 +1,137 @@
+"""Node paths and node metadata I/O shared by arrays and groups.
+
+* Node names are validated as the spec says (non-empty, no ``/``, not only periods, no ``__`` prefix,
+  not ``zarr.json``).
+* Creating a node writes explicit ancestor group documents where none exist (never overwriting).
+* Every metadata write or node deletion made through rectizarr refreshes the consolidated metadata held
+  by any ancestor group, so our own writes never leave a stale listing behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from rectizarr.errors import MetadataError, NodeNotFoundError, StoreError
+from rectizarr.metadata import GroupMeta, NodeMeta, decode_node, encode_json, node_to_json
+from rectizarr.store import Store
+
+META = "zarr.json"
+
+
+def check_name(name: str) -> str:
+    """Validate one node name; return it."""
+    if not isinstance(name, str) or not name:
+        raise MetadataError(f"node name must be a non-empty string, got {name!r}")
+    if "/" in name:
+        raise MetadataError(f"node name {name!r} must not contain '/'")
+    if set(name) == {"."}:
+        raise MetadataError(f"node name {name!r} must not consist only of periods")
+    if name.startswith("__"):
+        raise MetadataError(f"node name {name!r} must not start with '__' (reserved)")
+    if name == META:
+        raise MetadataError(f"node name {name!r} is reserved")
+    if "\\" in name or "\x00" in name:
+        raise MetadataError(f"node name {name!r} must not contain a backslash or NUL")
+    return name
+
+
+def normalize_path(path: str | None) -> str:
+    """``"/a/b/"`` -> ``"a/b"``; ``None``/``""``/``"/"`` -> ``""`` (the root); each name validated."""
+    if path is None:
+        return ""
+    if not isinstance(path, str):
+        raise MetadataError(f"node path must be a string, got {type(path).__name__}")
+    stripped = path.strip("/")
+    if not stripped:
+        return ""
+    for name in stripped.split("/"):
+        check_name(name)
+    return stripped
+
+
+def join(*parts: str) -> str:
+    return "/".join(p for p in parts if p)
+
+
+def prefix_of(path: str) -> str:
+    """Store key prefix of a node's children and chunks (``""`` for the root)."""
+    return f"{path}/" if path else ""
+
+
+def meta_key(path: str) -> str:
+    return prefix_of(path) + META
+
+
+def parent_paths(path: str) -> Iterator[str]:
+    """Ancestors of ``path`` from the root down (excluding ``path`` itself)."""
+    if not path:
+        return
+    names = path.split("/")
+    for i in range(len(names)):
+        yield "/".join(names[:i])
+
+
+def read_meta(store: Store, path: str) -> NodeMeta:
+    key = meta_key(path)
+    data = store.get(key)
+    if data is None:
+        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} (no {key!r} in the store)")
+    return decode_node(data, key)
+
+
+def try_read_meta(store: Store, path: str) -> NodeMeta | None:
+    data = store.get(meta_key(path))
+    return None if data is None else decode_node(data, meta_key(path))
+
+
+def ensure_parents(store: Store, path: str) -> None:
+    """Write ``{"zarr_format": 3, "node_type": "group"}`` for every missing ancestor of ``path``."""
+    for parent in parent_paths(path):
+        existing = store.get(meta_key(parent))
+        if existing is None:
+            store.set(meta_key(parent), encode_json(node_to_json(GroupMeta())))
+            _refresh_consolidated(store, parent, node_to_json(GroupMeta()))
+        elif decode_node(existing, meta_key(parent)).__class__ is not GroupMeta:
+            raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is an array, not a group")
+
+
+def write_meta(store: Store, path: str, meta: NodeMeta) -> None:
+    """Write a node's ``zarr.json`` and keep ancestors' consolidated metadata current."""
+    doc = node_to_json(meta)
+    store.set(meta_key(path), encode_json(doc))
+    _refresh_consolidated(store, path, doc)
+
+
+def delete_node(store: Store, path: str) -> None:
+    """Remove a node and its whole subtree; ancestors' consolidated metadata drop it too."""
+    if path:
+        store.delete_prefix(prefix_of(path))
+    else:
+        store.delete_prefix("")
+    _refresh_consolidated(store, path, None)
+
+
+def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None) -> None:
+    """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group."""
+    for parent in parent_paths(path):
+        data = store.get(meta_key(parent))
+        if data is None:
+            continue
+        meta = decode_node(data, meta_key(parent))
+        if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
+            continue
+        entries = dict(meta.consolidated_metadata.get("metadata") or {})
+        rel = path[len(parent) + 1 :] if parent else path
+        if doc is None:
+            entries = {k: v for k, v in entries.items() if k != rel and not k.startswith(rel + "/")}
+        else:
+            entry = dict(doc)
+            if entry.get("node_type") == "group":
+                entry.pop("consolidated_metadata", None)
+                entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+            entries[rel] = entry
+        updated = dict(meta.consolidated_metadata)
+        updated["metadata"] = entries
+        new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
+        store.set(meta_key(parent), encode_json(node_to_json(new)))

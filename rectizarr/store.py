@@ -1,0 +1,84 @@
+"""The store layer: every byte rectizarr reads or writes goes through a :class:`Store`.
+
+A store maps keys (``"/"``-separated, validated on every call, see :func:`validate_key`) to bytes::
+
+    store.get(key, byte_range=None) -> bytes | None     missing -> None; ranges past the end truncate
+    store.get_many([(key, range), ...])                 concurrent; neighbouring ranges coalesced
+    store.set / set_many / delete / delete_many / delete_prefix
+    store.exists / getsize / version / list_prefix / list_dir
+    store.with_read_only() / close()
+
+A byte range is ``(start, length)``: ``length`` None reads to the end, ``(-n, None)`` the last ``n``
+bytes. Mutating a read-only store raises :class:`~rectizarr.errors.ReadOnlyError`; invalid keys and
+backend failures raise :class:`~rectizarr.errors.StoreError`. Stores pickle (for dask workers).
+
+Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :class:`MemoryStore`,
+:class:`FsspecStore` (any fsspec URL or filesystem), :class:`ZipStore` (one ``.zip`` file) and
+:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import fsspec
+from fsspec.mapping import FSMap
+
+from rectizarr._stores.base import ByteRange, Store, validate_key, validate_prefix
+from rectizarr._stores.local import LocalStore
+from rectizarr._stores.memory import CountingStore, MemoryStore
+from rectizarr._stores.remote import FsspecStore
+from rectizarr._stores.zipstore import ZipStore
+from rectizarr.errors import StoreError
+
+__all__ = [
+    "ByteRange",
+    "CountingStore",
+    "FsspecStore",
+    "LocalStore",
+    "MemoryStore",
+    "Store",
+    "ZipStore",
+    "open_store",
+    "validate_key",
+    "validate_prefix",
+]
+
+_MODES = ("r", "r+", "a", "w", "w-")
+
+
+def open_store(
+    obj: str | os.PathLike[str] | Store | fsspec.AbstractFileSystem | FSMap,
+    *,
+    mode: str = "r+",
+    storage_options: dict[str, Any] | None = None,
+) -> Store:
+    """Make a store from a path, URL, fsspec filesystem or mapper, or pass a store through.
+
+    A plain path (or ``file://`` URL) ending in ``.zip`` is a :class:`ZipStore`, any other plain path a
+    :class:`LocalStore`; a URL
+    (``file://``, ``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``) or an fsspec
+    object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
+    ``"w-"`` a writable one (whether a node may be overwritten is decided above the store layer; only a
+    zip archive is truncated by ``"w"``). ``storage_options`` go to fsspec.
+    """
+    if mode not in _MODES:
+        raise StoreError(f"invalid mode {mode!r} for {obj!r}: expected one of {', '.join(_MODES)}")
+    read_only = mode == "r"
+    if isinstance(obj, Store):
+        return obj.with_read_only() if read_only and not obj.read_only else obj
+    if isinstance(obj, fsspec.AbstractFileSystem | FSMap):
+        return FsspecStore(obj, read_only=read_only)
+    if not isinstance(obj, str | os.PathLike):
+        raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object or Store")
+    text = os.fspath(obj)
+    if text.startswith("file://") and "::" not in text and text.endswith(".zip"):
+        text = text.removeprefix("file://")
+    if "://" in text or "::" in text:
+        return FsspecStore(text, storage_options=storage_options, read_only=read_only)
+    if storage_options:
+        raise StoreError(f"storage_options given for the local path {text!r}: they apply to fsspec URLs only")
+    if text.endswith(".zip"):
+        return ZipStore(text, mode="r" if read_only else "w" if mode == "w" else "a")
+    return LocalStore(text, read_only=read_only)

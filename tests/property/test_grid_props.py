@@ -1,0 +1,179 @@
+"""Properties of chunk grids and chunk keys, with plain numpy as the reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rectizarr._util import ceildiv
+from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle, parse_chunk_grid
+
+edge_lists = st.lists(st.integers(1, 12), min_size=1, max_size=25)
+
+
+@st.composite
+def varying_dims(draw: st.DrawFn) -> VaryingDim:
+    """Explicit edges with an extent anywhere up to their sum (overhang and unaddressable edges included)."""
+    edges = draw(edge_lists)
+    return VaryingDim.from_edges(edges, draw(st.integers(0, sum(edges))))
+
+
+fixed_dims = st.builds(FixedDim, st.integers(1, 12), st.integers(0, 150))
+dims = st.one_of(fixed_dims, varying_dims())
+
+
+@st.composite
+def grids(draw: st.DrawFn) -> ChunkGrid:
+    ds = tuple(draw(st.lists(dims, max_size=3)))
+    regular = all(isinstance(d, FixedDim) for d in ds) and draw(st.booleans())
+    return ChunkGrid(ds, "regular" if regular else "rectilinear")
+
+
+def reference_cumsum(d: FixedDim | VaryingDim) -> np.ndarray:
+    """Offsets from a plainly materialised edge list."""
+    edges = d.edges if isinstance(d, VaryingDim) else np.full(d.nchunks, d.size)
+    return np.concatenate([[0], np.cumsum(edges)])
+
+
+@settings(deadline=None)
+@given(dims)
+def test_offsets_and_lengths(d: FixedDim | VaryingDim) -> None:
+    n = d.nchunks
+    lens = d.data_lens()
+    assert len(lens) == n
+    assert sum(lens) == d.extent
+    assert all(x >= 1 for x in lens)
+    for i in range(n):
+        assert d.chunk_of(d.offset(i)) == i
+        assert d.chunk_of(d.offset(i) + d.data_len(i) - 1) == i
+        assert d.data_len(i) == min(d.edge(i), d.extent - d.offset(i))
+        assert d.offset(i) == sum(lens[:i])
+    assert set(d.edges_of(np.arange(n)).tolist()) <= set(d.unique_edges().tolist())
+
+
+@settings(deadline=None)
+@given(dims, st.data())
+def test_vectorised_matches_reference(d: FixedDim | VaryingDim, data: st.DataObject) -> None:
+    cumsum = reference_cumsum(d)
+    idx = np.arange(d.extent)
+    chunks = d.chunks_of(idx)
+    assert np.array_equal(chunks, np.searchsorted(cumsum, idx, side="right") - 1)
+    assert chunks.tolist() == [d.chunk_of(int(i)) for i in idx]
+    picks = np.array(data.draw(st.lists(st.integers(0, max(d.nchunks - 1, 0)),
+                                        max_size=10 if d.nchunks else 0)), dtype=np.int64)
+    assert np.array_equal(d.offsets_of(picks), cumsum[picks])
+    assert d.offsets_of(picks).tolist() == [d.offset(int(c)) for c in picks]
+    assert d.edges_of(picks).tolist() == [d.edge(int(c)) for c in picks]
+    assert d.data_lens_of(picks).tolist() == [d.data_len(int(c)) for c in picks]
+
+
+@settings(deadline=None)
+@given(st.integers(1, 12), st.integers(0, 150), st.integers(0, 3))
+def test_fixed_equals_varying_with_equal_edges(size: int, extent: int, extra: int) -> None:
+    f = FixedDim(size, extent)
+    v = VaryingDim.from_edges([size] * (ceildiv(extent, size) + extra), extent)
+    assert f.nchunks == v.nchunks
+    assert f.data_lens() == v.data_lens()
+    assert np.array_equal(f.unique_edges(), v.unique_edges()) or f.nchunks + extra == 0
+    for i in range(f.nchunks):
+        assert (f.offset(i), f.edge(i), f.data_len(i)) == (v.offset(i), v.edge(i), v.data_len(i))
+    idx = np.arange(extent)
+    assert np.array_equal(f.chunks_of(idx), v.chunks_of(idx))
+    assert [f.chunk_of(int(i)) for i in idx] == [v.chunk_of(int(i)) for i in idx]
+    c = np.arange(f.nchunks)
+    for name in ("offsets_of", "edges_of", "data_lens_of"):
+        assert np.array_equal(getattr(f, name)(c), getattr(v, name)(c))
+
+
+@settings(deadline=None)
+@given(st.lists(st.integers(1, 4), max_size=40))
+def test_rle_round_trip(edges: list[int]) -> None:
+    rle = compress_rle(np.array(edges, dtype=np.int64))
+    assert expand_rle(rle).tolist() == edges
+    assert len(rle) <= len(edges)
+    if len(rle) < len(edges):  # compressed: runs of one stay bare ints, real runs are pairs
+        assert all(isinstance(x, int) or x[1] >= 2 for x in rle)
+    else:
+        assert rle == edges
+
+
+@settings(deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 5)).map(list)),
+                max_size=12))
+def test_expand_any_rle_mix(spec: list[Any]) -> None:
+    expected = [x for item in spec for x in ([item] if isinstance(item, int) else [item[0]] * item[1])]
+    assert expand_rle(spec).tolist() == expected
+    assert expand_rle(compress_rle(expand_rle(spec))).tolist() == expected
+
+
+@settings(deadline=None)
+@given(grids())
+def test_json_round_trip(g: ChunkGrid) -> None:
+    doc = g.to_json()
+    assert doc["name"] == g.kind
+    for value in (doc, msgspec.json.decode(msgspec.json.encode(doc)), msgspec.Raw(msgspec.json.encode(doc))):
+        back = parse_chunk_grid(value, g.shape)
+        assert back == g
+        assert back.kind == g.kind
+        assert back.to_json() == doc
+
+
+@settings(deadline=None)
+@given(grids())
+def test_chunk_regions_tile_the_array(g: ChunkGrid) -> None:
+    covered = np.zeros(g.shape, dtype=np.int64)
+    for coords in np.ndindex(*g.grid_shape):
+        assert g.is_in_grid(coords)
+        region = g.chunk_region(coords)
+        assert all(r.stop - r.start <= e for r, e in zip(region, g.chunk_shape(coords), strict=True))
+        covered[region] += 1
+    assert bool(np.all(covered == 1))
+
+
+@settings(deadline=None)
+@given(varying_dims(), st.integers(0, 200), st.sampled_from(["new_chunk", "repeat", "explicit"]))
+def test_resize_keeps_edges(d: VaryingDim, extent: int, policy: str) -> None:
+    g = ChunkGrid((d,), "rectilinear")
+    total = int(d.cumsum[-1])
+    arg: Any = [[7] * ceildiv(max(extent - total, 0), 7)] if policy == "explicit" else policy
+    r = g.resize((extent,), arg).dims[0]
+    assert isinstance(r, VaryingDim)
+    assert r.edges[: d.edges.size].tolist() == d.edges.tolist()
+    assert sum(r.data_lens()) == extent
+    if extent <= total:
+        assert r.edges.tolist() == d.edges.tolist()
+    elif policy == "new_chunk":
+        assert r.edges[d.edges.size:].tolist() == [extent - total]
+    else:  # the new edges cover the growth, and the last one is needed
+        new = r.edges[d.edges.size:]
+        assert int(new.sum()) >= extent - total > int(new[:-1].sum())
+    assert parse_chunk_grid(ChunkGrid((r,), "rectilinear").to_json(), (extent,)).dims[0] == r
+
+
+coords_lists = st.lists(st.integers(0, 10**9), max_size=5).map(tuple)
+encodings = st.builds(ChunkKeyEncoding, st.sampled_from(["default", "v2"]), st.sampled_from(["/", "."]))
+
+
+@settings(deadline=None)
+@given(encodings, coords_lists)
+def test_key_round_trip(enc: ChunkKeyEncoding, coords: tuple[int, ...]) -> None:
+    key = enc.encode(coords)
+    assert enc.decode(key, ndim=len(coords)) == coords
+    if coords:
+        assert enc.decode(key) == coords
+    assert parse_chunk_key_encoding(enc.to_json()) == enc
+
+
+@settings(deadline=None)
+@given(encodings, st.integers(0, 4), st.lists(st.integers(0, 10**6), max_size=20))
+def test_encode_many_matches_encode(enc: ChunkKeyEncoding, ndim: int, flat: list[int]) -> None:
+    n = len(flat) // ndim if ndim else len(flat)
+    coords = np.array(flat[: n * ndim], dtype=np.int64).reshape(n, ndim)
+    keys = enc.encode_many(coords)
+    assert keys == [enc.encode(tuple(row)) for row in coords.tolist()]
+    assert [enc.decode(k, ndim=ndim) for k in keys] == [tuple(row) for row in coords.tolist()]

@@ -1,0 +1,219 @@
+"""Groups and hierarchies (issue 6): names, ancestors, listing, deletion, consolidated metadata."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
+from rectizarr.store import CountingStore, MemoryStore
+from tests.refs import zarr_python
+
+
+def doc(store: MemoryStore, key: str) -> dict:
+    return json.loads(store.get(key))
+
+
+def test_create_open_and_attrs_write_through() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s, attributes={"title": "t"})
+    assert doc(s, "zarr.json") == {"zarr_format": 3, "node_type": "group", "attributes": {"title": "t"}}
+    g.attrs["x"] = 1
+    assert rectizarr.open_group(s).attrs.asdict() == {"title": "t", "x": 1}
+    assert isinstance(rectizarr.open(s), rectizarr.Group)
+    with pytest.raises(NodeExistsError):
+        rectizarr.create_group(s)
+    rectizarr.create_group(s, overwrite=True)
+    assert rectizarr.open_group(s).attrs.asdict() == {}
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", ".", "..", "...", "__x", "zarr.json"])
+def test_invalid_node_names_rejected(bad: str) -> None:
+    g = rectizarr.create_group(MemoryStore())
+    with pytest.raises(MetadataError):
+        g.create_group(bad) if bad != "a/b" else rectizarr.nodes.check_name(bad)
+
+
+@pytest.mark.parametrize("good", ["ok.name", "ünï", "a-b_c"])
+def test_valid_node_names(good: str) -> None:
+    g = rectizarr.create_group(MemoryStore())
+    assert g.create_group(good).path == good
+    assert good in g
+
+
+def test_creating_nested_writes_explicit_ancestors_without_clobbering() -> None:
+    s = MemoryStore()
+    rectizarr.create_group(s, attributes={"keep": True})
+    rectizarr.create_array(s, name="a/b/c", shape=(2,), dtype="i1", chunks=(2,))
+    assert doc(s, "zarr.json")["attributes"] == {"keep": True}
+    assert doc(s, "a/zarr.json") == {"zarr_format": 3, "node_type": "group", "attributes": {}}
+    assert doc(s, "a/b/zarr.json")["node_type"] == "group"
+    assert doc(s, "a/b/c/zarr.json")["node_type"] == "array"
+    g = rectizarr.open_group(s)
+    assert isinstance(g["a/b/c"], rectizarr.Array) and isinstance(g["a"]["b"], rectizarr.Group)
+
+
+def test_members_skip_prefixes_without_metadata_and_dunder_children() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s)
+    g.create_array("arr", shape=(3,), dtype="f4", chunks=(2,))
+    g.create_group("sub")
+    s.set("implicit/deeper/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
+    s.set("__meta/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
+    assert g.keys() == ["arr", "sub"]
+    assert [n for n, _ in g.arrays()] == ["arr"] and [n for n, _ in g.groups()] == ["sub"]
+    assert list(g) == ["arr", "sub"] and len(g) == 2
+    assert "implicit" not in g
+    with pytest.raises(NodeNotFoundError):
+        g["implicit"]
+    with pytest.raises(NodeNotFoundError):
+        rectizarr.open_group(s, path="missing")
+
+
+def test_delete_subtree_and_array() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s)
+    a = g.create_array("x/y", shape=(4,), dtype="i4", chunks=(2,))
+    a[:] = 1
+    g.create_array("z", shape=(4,), dtype="i4", chunks=(2,))[:] = 2
+    g.delete("x")
+    assert not any(k.startswith("x/") for k in s.list_prefix(""))
+    del g["z"]
+    assert list(s.list_prefix("")) == ["zarr.json"]
+    with pytest.raises(NodeNotFoundError):
+        g.delete("nope")
+
+
+def test_require_group_and_array() -> None:
+    g = rectizarr.create_group(MemoryStore())
+    sub = g.require_group("s")
+    assert g.require_group("s").path == sub.path
+    a = g.require_array("a", shape=(3,), dtype="i2", chunks=(3,))
+    a[:] = 7
+    assert np.array_equal(g.require_array("a", shape=(3,), dtype="i2")[:], [7, 7, 7])
+    with pytest.raises(NodeExistsError):
+        g.require_array("a", shape=(4,), dtype="i2")
+    with pytest.raises(NodeExistsError):
+        g.require_group("a")
+
+
+def test_tree_and_info() -> None:
+    g = rectizarr.create_group(MemoryStore())
+    g.create_array("b", shape=(365,), dtype="f4", chunks=[[31, 28, 306]])
+    g.create_group("a").create_array("c", shape=(2, 2), dtype="u1", chunks=(1, 1), shards=(2, 2))
+    tree = g.tree()
+    assert tree.splitlines() == [
+        "/",
+        "├── a/",
+        "│   └── c (2, 2) uint8 (regular, sharded)",
+        "└── b (365,) float32 (rectilinear)",
+    ]
+    assert "Members     : 2 (1 arrays, 1 groups)" in g.info
+
+
+def test_read_only_group() -> None:
+    s = MemoryStore()
+    rectizarr.create_group(s).create_group("x")
+    r = rectizarr.open_group(s, mode="r")
+    with pytest.raises(ReadOnlyError):
+        r.create_group("y")
+    with pytest.raises(ReadOnlyError):
+        r.attrs["a"] = 1
+    with pytest.raises(ReadOnlyError):
+        r.delete("x")
+    assert r["x"].read_only
+
+
+def test_consolidated_metadata_layout_and_use() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s, attributes={"a": 1})
+    g.create_array("scalar", shape=(), dtype="i4", chunks=())
+    g.create_group("sub").create_array("arr", shape=(4,), dtype="f8", chunks=[[1, 3]])
+    rectizarr.consolidate_metadata(s)
+    cm = doc(s, "zarr.json")["consolidated_metadata"]
+    assert cm["kind"] == "inline" and cm["must_understand"] is False
+    assert list(cm["metadata"]) == ["scalar", "sub", "sub/arr"]
+    assert cm["metadata"]["sub"]["consolidated_metadata"] == {"kind": "inline", "must_understand": False,
+                                                            "metadata": {}}
+    assert cm["metadata"]["sub/arr"]["chunk_grid"]["name"] == "rectilinear"
+    spy = CountingStore(s)
+    g2 = rectizarr.open_group(spy, mode="r")
+    spy.reset()
+    assert g2.keys() == ["scalar", "sub"]
+    assert g2["sub/arr"].shape == (4,)
+    assert spy.lists == 0 and len(spy.requests) == 2  # one read of the root document per call, no listing
+
+
+def test_consolidated_metadata_stays_current_under_our_writes() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s)
+    g.create_array("a", shape=(4,), dtype="i4", chunks=(2,))
+    rectizarr.consolidate_metadata(s)
+    g.create_array("b", shape=(2,), dtype="i4", chunks=(2,))  # created after consolidation
+    rectizarr.create_array(s, name="deep/er/c", shape=(1,), dtype="i1", chunks=(1,))
+    r = rectizarr.open_group(s, mode="r")
+    assert r.keys() == ["a", "b", "deep"]
+    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {"a", "b", "deep", "deep/er",
+                                                                            "deep/er/c"}
+    g["a"].resize(10)
+    g["a"].attrs["units"] = "m"
+    assert r["a"].shape == (10,) and r["a"].attrs["units"] == "m"
+    g.delete("deep")
+    assert r.keys() == ["a", "b"]
+    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {"a", "b"}
+    g.attrs["title"] = "kept"
+    assert "consolidated_metadata" in doc(s, "zarr.json")
+    assert rectizarr.open_group(s, use_consolidated=False).keys() == ["a", "b"]
+
+
+def test_use_consolidated_flags() -> None:
+    s = MemoryStore()
+    g = rectizarr.create_group(s)
+    g.create_group("x")
+    with pytest.raises(MetadataError):
+        rectizarr.open_group(s, use_consolidated=True).keys()
+    rectizarr.consolidate_metadata(s)
+    # Someone else (not rectizarr) adds a node: only a listing sees it.
+    s.set("y/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
+    assert rectizarr.open_group(s).keys() == ["x"]
+    assert rectizarr.open_group(s, use_consolidated=False).keys() == ["x", "y"]
+
+
+def test_ten_thousand_children_listed_without_a_request_per_member() -> None:
+    s = MemoryStore()
+    rectizarr.create_group(s)
+    meta = json.dumps({"zarr_format": 3, "node_type": "array", "shape": [10], "data_type": "int32",
+                       "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10]}},
+                       "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
+                       "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}).encode()
+    s.set_many({f"a{i:05d}/zarr.json": meta for i in range(10_000)})
+    rectizarr.consolidate_metadata(s)
+    spy = CountingStore(s)
+    g = rectizarr.open_group(spy, mode="r")
+    spy.reset()
+    t0 = time.perf_counter()
+    members = g.arrays()
+    elapsed = time.perf_counter() - t0
+    assert len(members) == 10_000 and members[-1][1].shape == (10,)
+    assert len(spy.requests) == 1 and spy.lists == 0
+    print(f"10,000 consolidated members listed and opened in {elapsed:.2f} s with {len(spy.requests)} request")
+
+
+def test_zarr_python_consolidated_hierarchy(tmp_path) -> None:
+    zarr = zarr_python()
+    root = zarr.open_group(str(tmp_path / "h.zarr"), mode="w", attributes={"a": 1})
+    root.create_array("scalar", shape=(), dtype="i4", fill_value=3)
+    sub = root.create_group("sub")
+    arr = sub.create_array("arr", shape=(5, 4), chunks=(2, 2), dtype="f4")
+    arr[:] = np.arange(20, dtype="f4").reshape(5, 4)
+    zarr.consolidate_metadata(str(tmp_path / "h.zarr"))
+    g = rectizarr.open_group(str(tmp_path / "h.zarr"), mode="r")
+    assert g.metadata.consolidated_metadata is not None
+    assert g.keys() == ["scalar", "sub"]
+    assert g["scalar"][()] == 3
+    assert np.array_equal(g["sub/arr"][:], np.arange(20, dtype="f4").reshape(5, 4))
+    assert g.attrs["a"] == 1

@@ -1,0 +1,610 @@
+"""Unit tables for rectizarr.indexing: every selection form against numpy, errors, zero-size, 0-d, blocks.
+
+The module also holds the minimal test dims and the reference executor the property tests reuse: the
+array lives as a dict of numpy chunks of their declared edge shape (fill outside the extent), and plans are
+executed exactly as an engine would (``out[out_sel] = chunk[chunk_sel]`` and the inverse for writes).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from rectizarr.errors import SelectionError
+from rectizarr.indexing import (
+    ChunkProjection,
+    Dim,
+    Plan,
+    basic_plan,
+    block_plan,
+    coordinate_plan,
+    orthogonal_plan,
+)
+
+FILL = -1  # chunk tails outside the extent
+UNSET = -7  # output slots no projection wrote
+
+# ------------------------------------------------------------------------------------ minimal dims
+
+
+class FixedDim:
+    """One chunk size; strict: any out-of-range index or chunk id fails the test."""
+
+    def __init__(self, size: int, extent: int) -> None:
+        self.size, self.extent = size, extent
+        self.nchunks = -(-extent // size)
+
+    def _c(self, c: Any) -> npt.NDArray[np.int64]:
+        a = np.asarray(c, dtype=np.int64)
+        assert a.size == 0 or (a.min() >= 0 and a.max() < self.nchunks), (c, self.nchunks)
+        return a
+
+    def _i(self, i: Any) -> npt.NDArray[np.int64]:
+        a = np.asarray(i, dtype=np.int64)
+        assert a.size == 0 or (a.min() >= 0 and a.max() < self.extent), (i, self.extent)
+        return a
+
+    def offset(self, i: int) -> int:
+        return int(self._c(i)) * self.size
+
+    def edge(self, i: int) -> int:
+        self._c(i)
+        return self.size
+
+    def data_len(self, i: int) -> int:
+        return min(self.size, self.extent - self.offset(i))
+
+    def chunk_of(self, idx: int) -> int:
+        return int(self._i(idx)) // self.size
+
+    def chunks_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._i(idx) // self.size
+
+    def offsets_of(self, chunks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self._c(chunks) * self.size
+
+    def data_lens_of(self, chunks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return np.minimum(self.size, self.extent - self._c(chunks) * self.size)
+
+
+class VaryingDim(FixedDim):
+    """Explicit edges (they may run past the extent); only chunks overlapping the extent exist."""
+
+    def __init__(self, edges: Sequence[int], extent: int) -> None:
+        assert sum(edges) >= extent
+        self.edges = np.asarray(edges, dtype=np.int64)
+        self.cum = np.concatenate(([0], np.cumsum(self.edges)))
+        self.extent = extent
+        self.nchunks = int(np.count_nonzero(self.cum[:-1] < extent))
+
+    def offset(self, i: int) -> int:
+        return int(self.cum[self._c(i)])
+
+    def edge(self, i: int) -> int:
+        return int(self.edges[self._c(i)])
+
+    def data_len(self, i: int) -> int:
+        return min(self.edge(i), self.extent - self.offset(i))
+
+    def chunk_of(self, idx: int) -> int:
+        return int(np.searchsorted(self.cum, self._i(idx), side="right")) - 1
+
+    def chunks_of(self, idx: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return np.searchsorted(self.cum, self._i(idx), side="right").astype(np.int64) - 1
+
+    def offsets_of(self, chunks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return self.cum[self._c(chunks)]
+
+    def data_lens_of(self, chunks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        c = self._c(chunks)
+        out: npt.NDArray[np.int64] = np.minimum(self.edges[c], self.extent - self.cum[c])
+        return out
+
+
+# ------------------------------------------------------------------------------------ reference executor
+
+
+class ChunkStore:
+    """An array stored as a dict of chunks of their declared edge shape, FILL outside the extent."""
+
+    def __init__(self, dims: Sequence[FixedDim], data: npt.NDArray[np.int64]) -> None:
+        self.dims = dims
+        self.chunks: dict[tuple[int, ...], npt.NDArray[np.int64]] = {}
+        for coords in itertools.product(*(range(d.nchunks) for d in dims)):
+            chunk = np.full([d.edge(c) for d, c in zip(dims, coords, strict=True)], FILL, dtype=np.int64)
+            chunk[self.valid(coords)] = data[self.region(coords)]
+            self.chunks[coords] = chunk
+
+    def region(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(
+            slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(self.dims, coords, strict=True)
+        )
+
+    def valid(self, coords: tuple[int, ...]) -> tuple[slice, ...]:
+        return tuple(slice(0, d.data_len(c)) for d, c in zip(self.dims, coords, strict=True))
+
+    def to_array(self) -> npt.NDArray[np.int64]:
+        out = np.full([d.extent for d in self.dims], UNSET, dtype=np.int64)
+        for coords, chunk in self.chunks.items():
+            out[self.region(coords)] = chunk[self.valid(coords)]
+            tail = np.ones(chunk.shape, dtype=bool)
+            tail[self.valid(coords)] = False
+            assert (chunk[tail] == FILL).all(), f"chunk {coords}: the tail outside the extent was written"
+        return out
+
+
+def read(store: ChunkStore, plan: Plan) -> npt.NDArray[np.int64]:
+    out = np.full(plan.shape, UNSET, dtype=np.int64)
+    for p in plan:
+        chunk = store.chunks[p.coords]
+        if plan.kind == "coordinate":
+            out.reshape(-1)[p.out_sel] = chunk[p.chunk_sel]
+        else:
+            out[p.out_sel] = chunk[p.chunk_sel]
+    return out.reshape(plan.final_shape)
+
+
+def write(store: ChunkStore, plan: Plan, value: Any, *, trash_complete: bool = False) -> None:
+    """Write ``value``; with ``trash_complete`` complete chunks start as garbage (as if never read)."""
+    internal = plan.value_to_internal(value, np.dtype(np.int64))
+    assert internal.shape == plan.shape
+    for p in plan:
+        chunk = store.chunks[p.coords]
+        if trash_complete and p.complete:
+            chunk[store.valid(p.coords)] = -99
+        if plan.kind == "coordinate":
+            chunk[p.chunk_sel] = internal.reshape(-1)[p.out_sel]
+        else:
+            chunk[p.chunk_sel] = internal[p.out_sel]
+
+
+def _as_indices(sel: slice | npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    if isinstance(sel, slice):
+        assert sel.step > 0 and sel.start >= 0 and sel.stop is not None, sel
+        return np.arange(sel.start, sel.stop, sel.step)
+    assert sel.dtype == np.int64, sel.dtype
+    return sel
+
+
+def check_projections(dims: Sequence[FixedDim], plan: Plan) -> list[ChunkProjection]:
+    """Every chunk_sel stays inside [0, data_len); `complete` is exact; chunk_coords lists the projections."""
+    projections = list(plan)
+    assert plan.nchunks == len(projections)
+    assert plan.chunk_coords.dtype == np.int64 and plan.chunk_coords.shape == (len(projections), len(dims))
+    assert [p.coords for p in projections] == [tuple(r) for r in plan.chunk_coords.tolist()]
+    assert len({p.coords for p in projections}) == len(projections)
+    for p in projections:
+        lens = [d.data_len(c) for d, c in zip(dims, p.coords, strict=True)]
+        assert len(p.chunk_sel) == len(dims)
+        for sel, n in zip(p.chunk_sel, lens, strict=True):
+            idx = _as_indices(sel)
+            assert idx.size == 0 or (np.min(idx) >= 0 and np.max(idx) < n), (sel, n)
+        if plan.kind == "coordinate":
+            assert isinstance(p.out_sel, np.ndarray) and p.out_sel.dtype == np.int64
+        hits = np.zeros(lens, dtype=np.int64)
+        np.add.at(hits, p.chunk_sel, 1)
+        assert p.complete == bool((hits == 1).all()), (p, hits)
+    return projections
+
+
+def touched(dims: Sequence[FixedDim], select: Callable[[npt.NDArray[np.int64]], Any]) -> set[tuple[int, ...]]:
+    """The chunks holding at least one element numpy selects."""
+    if not dims:
+        return {()}
+    planes = np.meshgrid(*(d.chunks_of(np.arange(d.extent)) for d in dims), indexing="ij")
+    picked = [np.asarray(select(p)).reshape(-1).tolist() for p in planes]
+    return set(zip(*picked, strict=True))
+
+
+def roundtrip(
+    dims: Sequence[FixedDim],
+    plan: Plan,
+    select: Callable[[npt.NDArray[Any]], Any],
+    assign: Callable[[npt.NDArray[np.int64], Any], None],
+    value: Any,
+) -> None:
+    """Read and write through the plan and compare with numpy on the full array."""
+    data = np.arange(int(np.prod([d.extent for d in dims], dtype=np.int64))).reshape([d.extent for d in dims])
+    store = ChunkStore(dims, data)
+    check_projections(dims, plan)
+    expected = np.asarray(select(data))
+    got = read(store, plan)
+    assert got.shape == expected.shape == plan.final_shape
+    np.testing.assert_array_equal(got, expected)
+    assert {p.coords for p in plan} == touched(dims, select)
+    want = data.copy()
+    try:
+        assign(want, value)
+    except (ValueError, TypeError) as e:  # numpy rejects the value: so must value_to_internal
+        with pytest.raises(type(e)):
+            plan.value_to_internal(value, np.dtype(np.int64))
+        return
+    for trash in (False, True):
+        store = ChunkStore(dims, data)
+        write(store, plan, value, trash_complete=trash)
+        np.testing.assert_array_equal(store.to_array(), want)
+
+
+def values_for(shape: tuple[int, ...], seed: int = 0) -> npt.NDArray[np.int64]:
+    return np.random.default_rng(seed).integers(1000, 2000, size=shape)
+
+
+# ------------------------------------------------------------------------------------ tables
+
+DIMS2 = [FixedDim(3, 10), VaryingDim([2, 4, 5, 6], 7)]  # axis 1: rectilinear, edges overflow the extent
+
+
+def numpy_basic(sel: Any) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
+    def assign(a: Any, v: Any) -> None:
+        a[sel] = v
+
+    return (lambda a: a[sel]), assign
+
+
+BASIC = [
+    3,
+    -1,
+    (2, 4),
+    (-10, -7),
+    slice(None),
+    slice(2, 9, 2),
+    slice(None, None, -1),
+    slice(8, 1, -3),
+    slice(-2, None, -4),
+    slice(20, -20, -1),
+    (slice(1, 9), slice(6, 0, -2)),
+    (Ellipsis, 3),
+    (2, Ellipsis),
+    (None, 3, None, slice(1, 4), None),
+    (Ellipsis, None),
+    (),
+    Ellipsis,
+    [3, 1, 1, -1],
+    (slice(None, None, -2), [6, 0, 6]),
+    (4, [0, 5]),
+    ([[1, 2], [9, 0]], slice(None, None, -1)),
+    (None, [[1, 2], [9, 0]], None, 3),
+    (2, None, [1, 5]),  # None separates the advanced indices: numpy moves index dims first
+    (Ellipsis, [4, 4, 0]),
+    ([7, 2], slice(1, 5), ...),
+    (slice(0, 1), [5, 2, 5]),
+    np.array([True, False] * 5),
+    (slice(None), np.array([False, True, True, False, False, True, True])),
+    np.arange(70).reshape(10, 7) % 3 == 0,
+    (np.int64(2), np.array(-3)),
+]
+
+
+@pytest.mark.parametrize("sel", BASIC, ids=repr)
+def test_basic_matches_numpy(sel: Any) -> None:
+    plan = basic_plan(DIMS2, sel)
+    select, assign = numpy_basic(sel)
+    shape = np.arange(70).reshape(10, 7)[sel].shape
+    roundtrip(DIMS2, plan, select, assign, values_for(shape))
+    roundtrip(DIMS2, plan, select, assign, 5)
+
+
+def _ix(
+    sel: Sequence[Any], dims: Sequence[FixedDim]
+) -> tuple[tuple[npt.NDArray[np.int64], ...], tuple[int, ...]]:
+    """numpy's equivalent of an orthogonal selection: np.ix_ arrays and the result shape."""
+    sel = list(sel) + [slice(None)] * (len(dims) - len(sel))
+    arrays, final = [], []
+    for s, d in zip(sel, dims, strict=True):
+        if isinstance(s, slice):
+            a = np.arange(*s.indices(d.extent))
+        elif np.ndim(s) == 0:
+            a = np.array([s % d.extent])
+        else:
+            s = np.asarray(s)
+            a = np.flatnonzero(s) if s.dtype == bool else s.astype(np.int64)
+        arrays.append(a)
+        if isinstance(s, slice) or np.ndim(s):
+            final.append(a.size)
+    return np.ix_(*arrays), tuple(final)
+
+
+def numpy_orthogonal(
+    sel: Sequence[Any], dims: Sequence[FixedDim]
+) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
+    ix, final = _ix(sel, dims)
+
+    def assign(a: Any, v: Any) -> None:
+        a[ix] = np.broadcast_to(v, final).reshape(a[ix].shape)
+
+    return (lambda a: a[ix].reshape(final + a.shape[len(dims) :])), assign
+
+
+ORTHO = [
+    (),
+    (3, 4),
+    (slice(None, None, -3), [6, 0, 0, -1]),
+    ([9, 0, 4, 4], [1, 2, 3, 4, 5]),
+    ([[]][0], slice(None)),
+    (np.array([True] * 10), np.array([True, False, True, True, False, True, True])),
+    ([5, 4, 3], 2),
+    (-1, [6, 5, 4, 3, 2, 1, 0]),
+    (slice(1, 8, 3), slice(5, 0, -1)),
+]
+
+
+@pytest.mark.parametrize("sel", ORTHO, ids=repr)
+def test_orthogonal_matches_numpy(sel: Any) -> None:
+    plan = orthogonal_plan(DIMS2, sel)
+    select, assign = numpy_orthogonal(sel, DIMS2)
+    roundtrip(DIMS2, plan, select, assign, values_for(plan.final_shape))
+    roundtrip(DIMS2, plan, select, assign, 7)
+
+
+VINDEX = [
+    ([1, 2, 9], [0, 6, -1]),
+    ([[1], [9], [-3]], [0, 3, 6, 5]),
+    (4, [6, 1, 1, 6]),
+    (np.zeros((2, 0, 3), dtype=int), 0),
+    ([3, 3, 3], [2, 2, 2]),
+    (np.arange(70).reshape(10, 7) % 4 == 1,),
+    np.ones((10, 7), dtype=bool),
+]
+
+
+@pytest.mark.parametrize("sel", VINDEX, ids=repr)
+def test_coordinate_matches_numpy(sel: Any) -> None:
+    plan = coordinate_plan(DIMS2, sel)
+    key = sel if not isinstance(sel, tuple) or len(sel) > 1 else sel[0]
+    select, assign = numpy_basic(key if not isinstance(key, tuple) else tuple(np.asarray(k) for k in key))
+    roundtrip(DIMS2, plan, select, assign, values_for(plan.final_shape))
+    assert plan.kind == "coordinate" and plan.shape == (int(np.prod(plan.final_shape)),)
+
+
+def test_coordinate_duplicates_last_wins() -> None:
+    plan = coordinate_plan(DIMS2, ([3, 4, 3, 3], [2, 0, 2, 2]))
+    store = ChunkStore(DIMS2, np.zeros((10, 7), dtype=np.int64))
+    write(store, plan, [10, 20, 30, 40])
+    assert store.to_array()[3, 2] == 40 and store.to_array()[4, 0] == 20
+    assert not any(p.complete for p in plan)
+
+
+BLOCK_DIMS = [
+    VaryingDim([4, 1, 3, 5, 9], 10),
+    FixedDim(4, 6),
+]  # chunks: [0,4) [4,5) [5,8) [8,10) | [0,4) [4,6)
+BLOCKS = [
+    ((0, 0), (slice(0, 4), slice(0, 4))),
+    ((1,), (slice(4, 5), slice(0, 6))),
+    ((-1, -1), (slice(8, 10), slice(4, 6))),
+    ((slice(1, 3), 1), (slice(4, 8), slice(4, 6))),
+    ((slice(-2, None),), (slice(5, 10), slice(0, 6))),
+    ((slice(3, 1), ...), (slice(0, 0), slice(0, 6))),
+    ((Ellipsis, slice(None)), (slice(0, 10), slice(0, 6))),
+]
+
+
+@pytest.mark.parametrize(("sel", "elements"), BLOCKS, ids=repr)
+def test_block_selection_on_rectilinear_grid(sel: Any, elements: tuple[slice, ...]) -> None:
+    plan = block_plan(BLOCK_DIMS, sel)
+    roundtrip(BLOCK_DIMS, plan, *numpy_basic(elements), values_for(plan.final_shape))
+    assert all(p.complete for p in plan)
+
+
+ERRORS: list[tuple[Callable[[Sequence[Dim], Any], Plan], Any, str]] = [
+    (basic_plan, (0, 7), "index 7 is out of bounds for axis 1 with extent 7"),
+    (basic_plan, -11, "index -11 is out of bounds for axis 0 with extent 10"),
+    (basic_plan, (Ellipsis, [0, 7]), "index 7 is out of bounds for axis 1 with extent 7"),
+    (basic_plan, ([0, -12],), "index -12 is out of bounds for axis 0 with extent 10"),
+    (basic_plan, np.array([True] * 9), r"shape \(9,\) does not match axes 0..0 with extents \(10,\)"),
+    (basic_plan, (1, 2, 3), "too many indices: the array is 2-dimensional but 3 were indexed"),
+    (basic_plan, (Ellipsis, 1, Ellipsis), "single ellipsis"),
+    (basic_plan, (1, 2.5), r"non-integer \(float\) index 2.5 for axis 1"),
+    (basic_plan, (1.0,), "float.*axis 0"),
+    (basic_plan, "a", "unsupported index 'a'.*axis 0"),
+    (basic_plan, ([0.5, 1],), "dtype float64 for axis 0"),
+    (basic_plan, (True,), "boolean scalar"),
+    (basic_plan, ([0, 1], [1, 2]), "use .oindex"),
+    (basic_plan, (slice(None, None, 0),), "step cannot be zero"),
+    (basic_plan, (slice(0.5, None),), "slice bound 0.5 for axis 0"),
+    (basic_plan, ([[0], [1, 2]],), "not a rectangular array"),
+    (basic_plan, (2, None, [1, 7]), "index 7 is out of bounds for axis 1 with extent 7"),
+    (basic_plan, (np.array([18446744073709551615], dtype=np.uint64),), "index 18446744073709551615"),
+    (orthogonal_plan, (None, 1), "newaxis"),
+    (orthogonal_plan, ([[1]], 1), "must be 1-D"),
+    (orthogonal_plan, (1, np.array([True, False])), r"shape \(2,\) does not match axis 1 with extent 7"),
+    (orthogonal_plan, (1, [8]), "index 8 is out of bounds for axis 1 with extent 7"),
+    (orthogonal_plan, (1, 2, 3), "too many indices"),
+    (coordinate_plan, ([1],), "one integer array per axis: got 1 for 2 axes"),
+    (coordinate_plan, ([1], slice(None)), r"unsupported index slice.*axis 1"),
+    (coordinate_plan, ([1, 2], [1, 2, 3]), r"could not be broadcast together with shapes \(2,\) \(3,\)"),
+    (coordinate_plan, ([10], [0]), "index 10 is out of bounds for axis 0 with extent 10"),
+    (coordinate_plan, (3, -8), "index -8 is out of bounds for axis 1 with extent 7"),
+    (
+        coordinate_plan,
+        np.ones((10, 6), dtype=bool),
+        r"shape \(10, 6\) does not match the array shape \(10, 7\)",
+    ),
+    (coordinate_plan, ([1], np.array([True])), "must cover all axes"),
+    (block_plan, (4,), "block index 4 is out of bounds for axis 0 with 4 chunks"),
+    (block_plan, (0, -3), "block index -3 is out of bounds for axis 1 with 2 chunks"),
+    (block_plan, (slice(0, 4, 2),), "step 1; got 2 for axis 0"),
+    (block_plan, (None,), "integers and step-1 slices"),
+    (block_plan, ([0, 1],), "integers and step-1 slices"),
+]
+
+
+@pytest.mark.parametrize(("fn", "sel", "message"), ERRORS, ids=repr)
+def test_selection_errors(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, message: str) -> None:
+    dims = BLOCK_DIMS if fn is block_plan else DIMS2
+    with pytest.raises(SelectionError, match=message) as info:
+        fn(dims, sel)
+    assert isinstance(info.value, IndexError)
+
+
+ZERO = [
+    (basic_plan, (slice(3, 3),), (0, 7)),
+    (basic_plan, ([],), (0, 7)),
+    (basic_plan, (np.zeros(10, dtype=bool), 2), (0,)),
+    (basic_plan, (np.zeros((0, 2), dtype=np.int64), None), (0, 2, 1, 7)),
+    (orthogonal_plan, ([], [1, 2]), (0, 2)),
+    (coordinate_plan, (np.zeros(0, dtype=int), np.zeros(0, dtype=int)), (0,)),
+    (coordinate_plan, np.zeros((10, 7), dtype=bool), (0,)),
+    (block_plan, (slice(2, 2),), (0, 7)),
+]
+
+
+@pytest.mark.parametrize(("fn", "sel", "final"), ZERO, ids=repr)
+def test_zero_size_selections(
+    fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, final: tuple[int, ...]
+) -> None:
+    plan = fn(DIMS2, sel)
+    assert plan.final_shape == final and plan.nchunks == 0 and list(plan) == []
+    assert plan.chunk_coords.shape == (0, 2)
+    assert int(np.prod(plan.shape)) == 0
+    assert plan.value_to_internal(3, np.int64).shape == plan.shape
+
+
+def test_zero_extent_axis() -> None:
+    dims = [FixedDim(2, 0), VaryingDim([3], 3)]
+    for plan, final in [
+        (basic_plan(dims, (slice(None), 1)), (0,)),
+        (basic_plan(dims, (Ellipsis, None)), (0, 3, 1)),
+        (orthogonal_plan(dims, ()), (0, 3)),
+        (coordinate_plan(dims, np.zeros((0, 3), dtype=bool)), (0,)),
+        (block_plan(dims, (slice(None), 0)), (0, 3)),
+    ]:
+        assert plan.final_shape == final and plan.nchunks == 0
+    with pytest.raises(SelectionError, match="index 0 is out of bounds for axis 0 with extent 0"):
+        basic_plan(dims, 0)
+
+
+@pytest.mark.parametrize("fn", [basic_plan, orthogonal_plan, coordinate_plan, block_plan])
+@pytest.mark.parametrize("sel", [(), Ellipsis])
+def test_zero_dimensional(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any) -> None:
+    if fn is coordinate_plan and sel is Ellipsis:
+        with pytest.raises(SelectionError, match="got 1 for 0 axes"):
+            fn([], sel)
+        return
+    plan = fn([], sel)
+    assert plan.shape == plan.final_shape == () and plan.chunk_coords.shape == (1, 0)
+    (p,) = list(plan)
+    assert p.coords == () and p.chunk_sel == () and p.out_sel == () and p.complete
+    chunk, out = np.array(42), np.zeros((), dtype=np.int64)
+    out[p.out_sel] = chunk[p.chunk_sel]
+    assert out == 42
+    chunk[p.chunk_sel] = plan.value_to_internal(9, np.int64)[p.out_sel]
+    assert chunk == 9
+
+
+def test_zero_dimensional_write_modes() -> None:
+    with pytest.raises(ValueError, match="sequence"):
+        basic_plan([], ()).value_to_internal([1], np.float64)  # a[()] = [1]: element assignment
+    with pytest.raises(TypeError):  # numpy's own error for int arrays
+        basic_plan([], ()).value_to_internal([1], np.int64)
+    with pytest.raises(ValueError):
+        basic_plan([], Ellipsis).value_to_internal([1], np.int64)  # a[...] = [1]: more dims than the view
+    assert basic_plan([], Ellipsis).value_to_internal(np.array([5]), np.int64).reshape(()) == 5
+
+
+COMPLETE = [
+    (basic_plan, (slice(3, 6), slice(2, 6)), {(1, 1): True}),
+    (basic_plan, (slice(3, 5), slice(2, 6)), {(1, 1): False}),
+    (basic_plan, (9, slice(6, 7)), {(3, 2): True}),  # edge chunk: data_len 1 x 1 of edges 3 x 5
+    (basic_plan, (slice(9, 10), slice(6, 7)), {(3, 2): True}),
+    (basic_plan, (slice(None, None, -1), 0), {(0, 0): False, (1, 0): False, (2, 0): False, (3, 0): False}),
+    (orthogonal_plan, ([5, 3, 4], [1, 0]), {(1, 0): True}),
+    (orthogonal_plan, ([5, 3, 4, 4], [1, 0]), {(1, 0): False}),
+    (orthogonal_plan, ([9], [6]), {(3, 2): True}),
+    (orthogonal_plan, (slice(0, 10, 2), [6]), {(0, 2): False, (1, 2): False, (2, 2): False}),
+    (orthogonal_plan, (slice(0, 10, 2), [0, 1]), {(0, 0): False, (1, 0): False, (2, 0): False}),
+    (coordinate_plan, ([9], [6]), {(3, 2): True}),
+    (coordinate_plan, ([[3], [4], [5]], [0, 1]), {(1, 0): True}),
+    (coordinate_plan, ([3, 4, 5, 3, 4, 5, 5], [0, 0, 0, 1, 1, 1, 1]), {(1, 0): False}),
+    (coordinate_plan, ([3, 4, 5, 3, 4], [0, 0, 0, 1, 1]), {(1, 0): False}),
+]
+
+
+@pytest.mark.parametrize(("fn", "sel", "expected"), COMPLETE, ids=repr)
+def test_complete_flag(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, expected: dict[Any, bool]) -> None:
+    plan = fn(DIMS2, sel)
+    assert {p.coords: p.complete for p in check_projections(DIMS2, plan)} == expected
+
+
+def test_projection_forms() -> None:
+    # a contiguous run of an int array becomes a slice; a reversed slice has a negative-step out_sel
+    (p,) = list(orthogonal_plan([FixedDim(10, 10)], ([6, 5, 4, 3],)))
+    assert p.chunk_sel == (slice(3, 7, 1),) and p.out_sel == (slice(3, None, -1),)
+    (p,) = list(basic_plan([FixedDim(10, 10)], slice(8, 1, -3)))
+    assert p.chunk_sel == (slice(2, 9, 3),) and p.out_sel == (slice(2, None, -1),)
+    (p,) = list(basic_plan([FixedDim(10, 10)], [[2, 7], [2, 0]]))
+    assert isinstance(p.chunk_sel[0], np.ndarray) and p.chunk_sel[0].tolist() == [0, 2, 2, 7]
+    assert p.out_sel[0].tolist() == [3, 0, 2, 1]  # type: ignore[union-attr]
+    # two array axes: np.ix_ shapes, slices in the same tuple expanded
+    (p,) = list(orthogonal_plan([FixedDim(10, 10)] * 3, ([1, 1], slice(0, 2), [3, 0])))
+    assert [np.shape(s) for s in p.chunk_sel] == [(2, 1, 1), (1, 2, 1), (1, 1, 2)]
+    assert p.out_sel == (slice(0, 2, 1), slice(0, 2, 1), slice(1, None, -1))
+    (p,) = list(orthogonal_plan([FixedDim(10, 10)] * 2, ([1, 1, 0], [3, 0, 5])))
+    assert [np.shape(s) for s in p.out_sel] == [(3, 1), (1, 3)]  # positions [2, 0, 1] and [1, 0, 2]
+
+
+LAYOUTS = [
+    (DIMS2, (None, [[1, 2, 3]], None, 0), "orthogonal", (3, 1)),  # index dims moved first: still a reshape
+    (DIMS2, (1, None, [1, 2]), "orthogonal", (1, 2)),
+    ([FixedDim(2, 4)] * 3, (0, slice(None), [1, 2]), "coordinate", (8,)),  # moved first: pointwise plan
+    ([FixedDim(2, 4)] * 3, (np.ones((4, 4), dtype=bool), 1), "coordinate", (16,)),
+    ([FixedDim(2, 4)] * 3, (slice(0, 1), 2, [[1], [2]]), "orthogonal", (1, 1, 2)),
+]
+
+
+@pytest.mark.parametrize(("dims", "sel", "kind", "shape"), LAYOUTS, ids=repr)
+def test_plan_layouts(dims: Sequence[FixedDim], sel: Any, kind: str, shape: tuple[int, ...]) -> None:
+    plan = basic_plan(dims, sel)
+    assert (plan.kind, plan.shape) == (kind, shape)
+    roundtrip(dims, plan, *numpy_basic(sel), values_for(plan.final_shape))
+
+
+def test_orthogonal_chunk_coords_in_c_order() -> None:
+    plan = orthogonal_plan(DIMS2, (slice(1, 4), [0, 1, 2]))
+    assert plan.chunk_coords.tolist() == [[0, 0], [0, 1], [1, 0], [1, 1]]
+
+
+def test_huge_axes_plan_in_chunks_touched() -> None:
+    big = 2**40
+    plan = basic_plan([FixedDim(2**30, big)], slice(3, big - 3))
+    assert plan.nchunks == 1024 and plan.final_shape == (big - 6,)
+    first = next(iter(plan))
+    assert first.chunk_sel == (slice(3, 2**30, 1),) and not first.complete
+    plan = basic_plan([FixedDim(10, big)], slice(big - 1, None, -(2**35)))  # sparse step: 32 elements
+    assert plan.nchunks == 32 and plan.final_shape == (32,)
+    starts = [p.coords[0] * 10 + _as_indices(p.chunk_sel[0])[0] for p in plan]
+    assert starts[:2] == [big - 1 - 31 * 2**35, big - 1 - 30 * 2**35]
+    # coordinate keys over 2**120 possible chunks are compressed instead of overflowing
+    dims = [FixedDim(1, big)] * 3
+    pts = (np.array([big - 1, 0, big - 1, 5]), np.array([0, big - 1, 0, 5]), np.array([7, 7, 7, big - 2]))
+    plan = coordinate_plan(dims, pts)
+    assert plan.chunk_coords.tolist() == [[0, big - 1, 7], [5, 5, big - 2], [big - 1, 0, 7]]
+    assert [p.out_sel.tolist() for p in plan] == [[1], [3], [0, 2]]  # type: ignore[union-attr]
+
+
+def test_value_to_internal() -> None:
+    plan = basic_plan(DIMS2, (slice(0, 4), [1, 2]))
+    v = plan.value_to_internal(3.9, np.int64)
+    assert v.shape == (4, 2) and (v == 3).all() and not v.flags.writeable
+    arr = np.arange(8).reshape(4, 2)
+    assert np.shares_memory(plan.value_to_internal(arr, np.int64), arr)
+    assert plan.value_to_internal([[[1, 2]]], np.int64).tolist() == [[1, 2]] * 4  # advanced: leading 1s ok
+    with pytest.raises(ValueError, match="broadcast"):
+        plan.value_to_internal([1, 2, 3], np.int64)
+    with pytest.raises(OverflowError):
+        plan.value_to_internal(300, np.uint8)
+    view = basic_plan(DIMS2, (slice(0, 2), 0))
+    with pytest.raises(ValueError, match="sequence"):
+        view.value_to_internal([[1, 2]], np.int64)  # basic: a list may not have more dims than the view
+    assert view.value_to_internal(np.array([[1, 2]]), np.int64).tolist() == [[1], [2]]
+    scalar = basic_plan(DIMS2, (1, 2))
+    with pytest.raises(ValueError, match="sequence"):
+        scalar.value_to_internal([1], np.float64)
+    assert scalar.value_to_internal(np.float64(2.5), np.int64).tolist() == [[2]]
+    coord = coordinate_plan(DIMS2, ([[1], [2]], [0, 1, 2]))
+    assert coord.value_to_internal(np.arange(3), np.int64).tolist() == [0, 1, 2, 0, 1, 2]
