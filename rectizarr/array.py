@@ -7,64 +7,22 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from rectizarr import engine, nodes
-from rectizarr._util import Shape, is_int, prod
+from rectizarr._util import Shape, prod
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.sharding import ShardingCodec
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
 from rectizarr.grid import ChunkGrid
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
-from rectizarr.metadata import ArrayMeta, check_attributes
+from rectizarr.metadata import ArrayMeta
 from rectizarr.store import Store
 
-__all__ = ["Array", "Attributes"]
-
-
-class Attributes(MutableMapping[str, Any]):
-    """A node's attributes; every change is written through to its ``zarr.json``."""
-
-    def __init__(self, owner: Any) -> None:
-        self._owner = owner
-
-    def _get(self) -> dict[str, Any]:
-        return dict(self._owner.metadata.attributes)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._get()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._get())
-
-    def __len__(self) -> int:
-        return len(self._get())
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        self.update({key: value})
-
-    def __delitem__(self, key: str) -> None:
-        attrs = self._get()
-        del attrs[key]
-        self._owner._set_attributes(attrs)
-
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # one metadata write for many keys
-        attrs = self._get()
-        attrs.update(dict(other, **kwargs))
-        self._owner._set_attributes(check_attributes(attrs))
-
-    def put(self, attrs: Mapping[str, Any]) -> None:
-        """Replace all attributes at once."""
-        self._owner._set_attributes(check_attributes(attrs))
-
-    def asdict(self) -> dict[str, Any]:
-        return self._get()
-
-    def __repr__(self) -> str:
-        return f"Attributes({self._get()!r})"
+__all__ = ["Array"]
 
 
 def _has_array(sel: Any) -> bool:
@@ -84,9 +42,11 @@ class _Indexer:
         self._array._write(self._array._plan(self._kind, selection), value)
 
 
-class Array:
+class Array(nodes.Node):
     """A Zarr v3 array in a store. Create with :func:`rectizarr.create_array`, open with
     :func:`rectizarr.open_array`."""
+
+    kind = "array"
 
     def __init__(self, store: Store, path: str, meta: ArrayMeta, *, read_only: bool = False,
                  write_empty_chunks: bool = False, workers: int | None = None,
@@ -117,10 +77,6 @@ class Array:
             workers=self._workers,
         )
 
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"array {self._path or '/'!r} is read-only")
-
     def _replace_meta(self, **changes: Any) -> None:
         self._check_writable()
         import msgspec
@@ -137,22 +93,6 @@ class Array:
     @property
     def metadata(self) -> ArrayMeta:
         return self._meta
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def name(self) -> str:
-        return "/" + self._path
-
-    @property
-    def read_only(self) -> bool:
-        return self._read_only
 
     @property
     def shape(self) -> Shape:
@@ -177,10 +117,6 @@ class Array:
     @property
     def fill_value(self) -> Any:
         return self._meta.fill_value[()]
-
-    @property
-    def attrs(self) -> Attributes:
-        return Attributes(self)
 
     @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
@@ -352,12 +288,12 @@ class Array:
         straddling chunks to the fill value, so a later grow shows the fill value, not stale data.
         """
         self._check_writable()
-        new_shape = (int(new_shape),) if is_int(new_shape) else tuple(int(s) for s in new_shape)  # type: ignore[union-attr]
+        new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
         with self._lock:
             policy = "new_chunk" if chunks is None else chunks
-            new_grid = self.grid.resize(new_shape, policy)
+            new_grid = self.grid.resize(new_shape, policy)  # type: ignore[arg-type]
             CodecPipeline.build(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
                                 "$.codecs")  # e.g. a new edge not divisible by the inner chunk
             if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):

@@ -232,8 +232,11 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
 
 
 def _clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
-    """Reset the part of an edge chunk beyond the extent to the current fill value."""
-    for axis, d in enumerate(layout.grid.dims):
+    """Reset the part of an edge chunk beyond the extent to the current fill value.
+
+    ``coords`` are in the planning grid (``layout.dims``): chunks, or inner chunks when sharded.
+    """
+    for axis, d in enumerate(layout.dims):
         n = d.data_len(coords[axis])
         if n < chunk.shape[axis]:
             idx: list[slice] = [slice(None)] * chunk.ndim
@@ -306,13 +309,13 @@ def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[
     shard_coords = np.empty_like(inner)
     local = np.empty_like(inner)
     for axis, d in enumerate(layout.grid.dims):
-        sc = d.chunks_of(starts[:, axis])
-        shard_coords[:, axis] = sc
-        local[:, axis] = (starts[:, axis] - d.offsets_of(sc)) // layout.inner_shape[axis]
+        along = d.chunks_of(starts[:, axis])
+        shard_coords[:, axis] = along
+        local[:, axis] = (starts[:, axis] - d.offsets_of(along)) // layout.inner_shape[axis]
     perm = list(layout.perm)
     shards: dict[Coords, _Shard] = {}
     for i, p in enumerate(projections):
-        sc = tuple(int(x) for x in shard_coords[i])
+        sc: Coords = tuple(int(x) for x in shard_coords[i])
         shard = shards.get(sc)
         if shard is None:
             declared = layout.grid.chunk_shape(sc)
@@ -446,6 +449,7 @@ def _read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection]
 def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray) -> None:
     sharding = layout.sharding
     assert sharding is not None and layout.inner_shape is not None
+    inner_shape: Shape = layout.inner_shape
     shards = _group_by_shard(layout, projections)
     with _locks.hold(layout.store, [s.key for s in shards]):
         needs_read = []
@@ -465,18 +469,18 @@ def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection
             for c, p in s.projections:
                 groups[c].append(p)
             limit = _inner_limit(layout, s)
-            chunks: dict[Coords, np.ndarray | bytes | memoryview] = {
+            chunks: dict[Coords, bytes | memoryview] = {
                 c: v for c, v in existing.items() if all(x < n for x, n in zip(c, limit, strict=True))
             }
             spec = _inner_spec(layout, s.key)
             for c, group in groups.items():
                 array_coords = group[0].coords
                 if all(p.complete for p in group) or c not in existing:
-                    chunk = np.empty(layout.inner_shape, layout.dtype)  # type: ignore[arg-type]
+                    chunk = np.empty(inner_shape, layout.dtype)
                     chunk[...] = layout.fill_value
                 else:
                     chunk = np.array(_to_array_axes(layout, sharding.decode_inner(existing[c], spec)), copy=True)
-                    _clear_inner_outside(chunk, layout, array_coords)
+                    _clear_outside(chunk, layout, array_coords)
                 for p in group:
                     _put(chunk, plan, p, _take(value, plan, p))
                 if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
@@ -487,17 +491,6 @@ def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection
 
         results = pmap(work, shards, layout.workers)
         _commit(layout.store, results, known_absent={s.key for s in needs_read if old[s.key] is None})
-
-
-def _clear_inner_outside(chunk: np.ndarray, layout: Layout, inner_coords: Coords) -> None:
-    assert layout.inner_shape is not None
-    for axis, d in enumerate(layout.grid.dims):
-        start = inner_coords[axis] * layout.inner_shape[axis]
-        n = max(0, min(layout.inner_shape[axis], d.extent - start))
-        if n < chunk.shape[axis]:
-            idx: list[slice] = [slice(None)] * chunk.ndim
-            idx[axis] = slice(n, None)
-            chunk[tuple(idx)] = layout.fill_value
 
 
 # ------------------------------------------------------------------------------------ maintenance

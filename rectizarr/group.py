@@ -14,7 +14,7 @@ from typing import Any
 
 from rectizarr import nodes
 from rectizarr.api import _store, create_array, open_array
-from rectizarr.array import Array, Attributes
+from rectizarr.array import Array
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
 from rectizarr.metadata import (
     ArrayMeta,
@@ -30,8 +30,10 @@ from rectizarr.store import Store
 __all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"]
 
 
-class Group:
+class Group(nodes.Node):
     """A Zarr v3 group. Create with :func:`create_group`, open with :func:`open_group`."""
+
+    kind = "group"
 
     def __init__(self, store: Store, path: str, meta: GroupMeta, *, read_only: bool = False,
                  use_consolidated: bool | None = None) -> None:
@@ -45,30 +47,6 @@ class Group:
     @property
     def metadata(self) -> GroupMeta:
         return self._meta
-
-    @property
-    def store(self) -> Store:
-        return self._store
-
-    @property
-    def path(self) -> str:
-        return self._path
-
-    @property
-    def name(self) -> str:
-        return "/" + self._path
-
-    @property
-    def read_only(self) -> bool:
-        return self._read_only
-
-    @property
-    def attrs(self) -> Attributes:
-        return Attributes(self)
-
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"group {self.name!r} is read-only")
 
     def _set_attributes(self, attrs: dict[str, Any]) -> None:
         self._check_writable()
@@ -324,7 +302,7 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     return Group(s, p, new)
 
 
-def open(  # noqa: A001 - zarr-python's name
+def open(
     store: Any = None,
     *,
     path: str | None = None,

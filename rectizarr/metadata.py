@@ -97,7 +97,7 @@ def _split_document(data: bytes, key: str | None) -> tuple[dict[str, Any], bool]
         return top, True
     except msgspec.ValidationError as exc:
         raise MetadataError("the document is not a JSON object", path="$", key=key) from exc
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # re-diagnosed below
         pass
     # zarr-python writes bare NaN/Infinity tokens (invalid JSON) in attributes: read them, with a warning.
     try:

@@ -9,11 +9,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
-from rectizarr.errors import MetadataError, NodeNotFoundError, StoreError
-from rectizarr.metadata import GroupMeta, NodeMeta, decode_node, encode_json, node_to_json
+from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
+from rectizarr.metadata import GroupMeta, NodeMeta, check_attributes, decode_node, encode_json, node_to_json
 from rectizarr.store import Store
 
 META = "zarr.json"
@@ -135,3 +135,83 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None) -
         updated["metadata"] = entries
         new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
         store.set(meta_key(parent), encode_json(node_to_json(new)))
+
+
+class Attributes(MutableMapping[str, Any]):
+    """A node's attributes; every change is written through to its ``zarr.json``."""
+
+    def __init__(self, owner: Any) -> None:
+        self._owner = owner
+
+    def _get(self) -> dict[str, Any]:
+        return dict(self._owner.metadata.attributes)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        attrs = self._get()
+        del attrs[key]
+        self._owner._set_attributes(attrs)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # one metadata write for many keys
+        attrs = self._get()
+        attrs.update(dict(other, **kwargs))
+        self._owner._set_attributes(check_attributes(attrs))
+
+    def put(self, attrs: Mapping[str, Any]) -> None:
+        """Replace all attributes at once."""
+        self._owner._set_attributes(check_attributes(attrs))
+
+    def asdict(self) -> dict[str, Any]:
+        return self._get()
+
+    def __repr__(self) -> str:
+        return f"Attributes({self._get()!r})"
+
+
+class Node:
+    """What arrays and groups share: where they live, read-only-ness and write-through attributes."""
+
+    kind = "node"
+    _store: Store
+    _path: str
+    _read_only: bool
+
+    @property
+    def store(self) -> Store:
+        """The store holding the node."""
+        return self._store
+
+    @property
+    def path(self) -> str:
+        """The node path inside the store (``""`` for the root)."""
+        return self._path
+
+    @property
+    def name(self) -> str:
+        """The absolute node name (``/a/b``)."""
+        return "/" + self._path
+
+    @property
+    def read_only(self) -> bool:
+        """True when the node was opened read-only or lives in a read-only store."""
+        return self._read_only
+
+    @property
+    def attrs(self) -> Attributes:
+        """The attributes; every change is written through to ``zarr.json``."""
+        return Attributes(self)
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"{self.kind} {self.name!r} is read-only")

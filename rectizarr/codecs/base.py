@@ -51,7 +51,7 @@ class ChunkSpec:
         return out
 
 
-class Codec(ABC):
+class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the abstract methods
     """Common base: every codec knows its registered name (used in error messages)."""
 
     name: str = ""
@@ -83,7 +83,7 @@ class ArrayArrayCodec(Codec):
 class ArrayBytesCodec(Codec):
     """``array -> bytes``: exactly one per chain (``bytes``, ``vlen-*``, ``sharding_indexed`` ...)."""
 
-    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:  # noqa: B027
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
         """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
 
         Raises :class:`~rectizarr.errors.MetadataError`. The default accepts everything.
