@@ -9,8 +9,11 @@ NumPy-exact indexing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rectizarr.api import create_array, from_array, open_array
 from rectizarr.array import Array
+from rectizarr.engine import set_workers
 from rectizarr.errors import (
     ChecksumError,
     CodecError,
@@ -28,6 +31,15 @@ from rectizarr.group import Group, consolidate_metadata, create_group, open, ope
 from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore, open_store
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:  # the dask integration is imported only when used
+    if name in ("from_dask", "to_dask"):
+        from rectizarr import dask as _dask
+
+        return getattr(_dask, name)
+    raise AttributeError(f"module 'rectizarr' has no attribute {name!r}")
+
 
 __all__ = [
     "Array",
@@ -53,8 +65,11 @@ __all__ = [
     "create_array",
     "create_group",
     "from_array",
+    "from_dask",
     "open",
     "open_array",
     "open_group",
     "open_store",
+    "set_workers",
+    "to_dask",
 ]

@@ -98,58 +98,82 @@ class MemoryStore(Store):
         return None if entry is None else (len(entry[0]), entry[1])
 
 
+class _Counts:
+    """The counters of a CountingStore, shared with its read-only views."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, ByteRange | None]] = []
+        self.writes = self.deletes = self.lists = self.infos = 0
+
+
 class CountingStore(Store):
     """Wraps any store and records what reaches its backend, after coalescing.
 
     ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
     ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
     exists/getsize/version look-ups. :meth:`reset` zeroes them. Coalescing options and read-only-ness
-    follow the wrapped store.
+    follow the wrapped store; a read-only view (``open_array(spy, mode="r")``) counts into the same
+    counters.
     """
 
     def __init__(self, inner: Store) -> None:
         super().__init__(read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max)
         self.inner = inner
-        self.requests: list[tuple[str, ByteRange | None]] = []
-        self.writes = 0
-        self.deletes = 0
-        self.lists = 0
-        self.infos = 0
+        self._counts = _Counts()
 
     def __repr__(self) -> str:
         return f"CountingStore({self.inner!r})"
 
+    @property
+    def requests(self) -> list[tuple[str, ByteRange | None]]:
+        return self._counts.requests
+
+    @property
+    def writes(self) -> int:
+        return self._counts.writes
+
+    @property
+    def deletes(self) -> int:
+        return self._counts.deletes
+
+    @property
+    def lists(self) -> int:
+        return self._counts.lists
+
+    @property
+    def infos(self) -> int:
+        return self._counts.infos
+
     def reset(self) -> None:
-        """Forget everything recorded so far."""
-        self.requests = []
-        self.writes = self.deletes = self.lists = self.infos = 0
+        """Forget everything recorded so far (in this store and its views)."""
+        self._counts.__init__()  # type: ignore[misc]
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        self.requests.extend(requests)
+        self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
-        self.writes += len(items)
+        self._counts.writes += len(items)
         self.inner._set_batch(items)
 
     def _delete_batch(self, keys: Sequence[str]) -> None:
-        self.deletes += len(keys)
+        self._counts.deletes += len(keys)
         self.inner._delete_batch(keys)
 
     def _delete_prefix(self, prefix: str) -> None:
-        self.deletes += 1
+        self._counts.deletes += 1
         self.inner._delete_prefix(prefix)
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
-        self.lists += 1
+        self._counts.lists += 1
         return self.inner._list_prefix(prefix)
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        self.lists += 1
+        self._counts.lists += 1
         return self.inner._list_dir(prefix)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
-        self.infos += 1
+        self._counts.infos += 1
         return self.inner._info(key)
 
     def _close(self) -> None:

@@ -16,8 +16,8 @@ EXPECTED_ALL = {
     "Array", "ChecksumError", "CodecError", "FsspecStore", "Group", "LenientMetadataWarning", "LocalStore",
     "MemoryStore", "MetadataError", "NodeExistsError", "NodeNotFoundError", "ReadOnlyError", "RectizarrError",
     "SelectionError", "Store", "StoreError", "UnsupportedError", "ZipStore", "__version__",
-    "consolidate_metadata", "create_array", "create_group", "from_array", "open", "open_array", "open_group",
-    "open_store",
+    "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
+    "open_group", "open_store", "set_workers", "to_dask",
 }
 
 
@@ -65,6 +65,8 @@ RANK = {
 
 def _rank(module: str) -> int:
     head = module.split(".")[0]
+    if head not in RANK:  # private helpers rank with their public module: _cli_x -> cli
+        head = next(k for k in sorted(RANK, key=len, reverse=True) if head.lstrip("_").startswith(k.lstrip("_")))
     return RANK[head]
 
 
