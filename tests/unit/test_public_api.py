@@ -59,7 +59,7 @@ RANK = {
     "store": 1, "_stores": 1,
     "engine": 4, "nodes": 4,
     "_create": 5, "array": 5, "api": 6, "group": 7, "__init__": 9,
-    "cli": 9, "dask": 8, "xarray": 8, "validate": 8,
+    "cli": 9, "__main__": 9, "dask": 8, "xarray": 8, "validate": 8,
 }
 
 
