@@ -1,0 +1,388 @@
+"""Strict validation of a Zarr v3 store: metadata, hierarchy and every stored chunk.
+
+>>> report = rectizarr.validate("data.zarr")          # doctest: +SKIP
+>>> print(report.format_text())                       # doctest: +SKIP
+
+What is checked:
+
+* every ``zarr.json``, field by field, so that *every* deviation is reported with its JSON path and the
+  rule broken (not just the first one an open would stop at);
+* metadata that other implementations write and rectizarr reads leniently (a
+  :class:`~rectizarr.errors.LenientMetadataWarning` while decoding): an error when ``strict`` (the
+  default), a warning otherwise;
+* the hierarchy: every ancestor of a node has its own ``zarr.json`` (there are no implicit groups), node
+  names are legal (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is
+  well-formed and current;
+* every stored key of an array: it must be a chunk key of the array's encoding inside its grid (other keys
+  are *stray*: readers ignore them, so they are warnings in lenient mode and errors in strict mode), and
+  every chunk (every inner chunk of every shard) must decode: sizes, shard indexes, checksums.
+
+The report is data (:class:`ValidationReport`); printing and exit status are the CLI's business.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+
+from rectizarr import nodes
+from rectizarr.array import Array
+from rectizarr.chunk_keys import parse_chunk_key_encoding
+from rectizarr.codecs.meta import parse_codecs
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.dtype import DataType, parse_data_type
+from rectizarr.errors import (
+    ChecksumError,
+    CodecError,
+    LenientMetadataWarning,
+    MetadataError,
+    RectizarrError,
+    UnsupportedError,
+)
+from rectizarr.grid import ChunkGrid, parse_chunk_grid
+from rectizarr.metadata import (
+    _ARRAY_KEYS,
+    _GROUP_KEYS,
+    ArrayMeta,
+    _attributes,
+    _dimension_names,
+    _extra_fields,
+    _shape,
+    _storage_transformers,
+    node_from_json,
+    node_to_json,
+)
+from rectizarr.store import Store, open_store
+
+__all__ = ["Issue", "ValidationReport", "validate"]
+
+T = TypeVar("T")
+_REQUIRED_ARRAY = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+
+
+@dataclass(frozen=True, slots=True)
+class Issue:
+    """One finding: the store ``key`` it is about, the JSON path inside that document (``""`` for chunk
+    data), the ``rule`` broken (a stable dotted identifier) and a human-readable ``message``."""
+
+    key: str
+    json_path: str
+    rule: str
+    message: str
+
+
+@dataclass
+class ValidationReport:
+    """Errors and warnings found by :func:`validate`; ``ok`` means no errors."""
+
+    errors: list[Issue] = field(default_factory=list)
+    warnings: list[Issue] = field(default_factory=list)
+    nodes_checked: int = 0
+    chunks_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "ok": self.ok,
+            "errors": [asdict(i) for i in self.errors],
+            "warnings": [asdict(i) for i in self.warnings],
+            "nodes_checked": self.nodes_checked,
+            "chunks_checked": self.chunks_checked,
+        }, indent=2, ensure_ascii=False)
+
+    def format_text(self) -> str:
+        lines = []
+        for label, issues in (("error", self.errors), ("warning", self.warnings)):
+            for i in issues:
+                where = " ".join(x for x in (i.key or "/", i.json_path) if x)
+                lines.append(f"{label}: {where} [{i.rule}] {i.message}")
+        lines.append(f"{'OK' if self.ok else 'INVALID'}: {len(self.errors)} error(s), {len(self.warnings)} "
+                     f"warning(s); {self.nodes_checked} node(s), {self.chunks_checked} chunk(s) checked")
+        return "\n".join(lines)
+
+
+class _Checker:
+    def __init__(self, store: Store, strict: bool) -> None:
+        self.store = store
+        self.strict = strict
+        self.report = ValidationReport()
+
+    # ------------------------------------------------------------------------------------ reporting
+    def error(self, key: str, path: str, rule: str, message: str) -> None:
+        self.report.errors.append(Issue(key, path, rule, message))
+
+    def tolerated(self, key: str, path: str, rule: str, message: str) -> None:
+        """Readable but outside the spec: an error when strict, else a warning."""
+        issue = Issue(key, path, rule, message)
+        (self.report.errors if self.strict else self.report.warnings).append(issue)
+
+    def run(self, key: str, path: str, rule: str, fn: Callable[[], T]) -> T | None:
+        """Call ``fn``; report a MetadataError and every lenient warning under ``rule``."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", LenientMetadataWarning)
+            try:
+                result = fn()
+            except MetadataError as exc:
+                result = None
+                kind = "unsupported" if isinstance(exc, UnsupportedError) else "invalid"
+                self.error(key, exc.path or path, f"{rule}.{kind}", _bare(exc))
+        for w in caught:
+            if issubclass(w.category, LenientMetadataWarning):
+                self.tolerated(key, path, f"{rule}.lenient", str(w.message))
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return result
+
+    # ------------------------------------------------------------------------------------- metadata
+    def document(self, key: str) -> dict[str, Any] | None:
+        data = self.store.get(key)
+        if data is None:
+            return None
+        try:
+            doc = msgspec.json.decode(data)
+        except msgspec.DecodeError:
+            try:
+                doc = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                self.error(key, "$", "json.syntax", f"not valid JSON: {exc}")
+                return None
+            self.tolerated(key, "$", "json.nonfinite", "bare NaN/Infinity tokens are not valid JSON")
+        if not isinstance(doc, dict):
+            self.error(key, "$", "json.object", "the document is not a JSON object")
+            return None
+        return doc
+
+    def node(self, key: str, doc: dict[str, Any]) -> str | None:
+        """Validate one document field by field; the node type if it is usable."""
+        fmt = doc.get("zarr_format")
+        if type(fmt) is not int or fmt != 3:
+            self.error(key, "$.zarr_format", "zarr_format", f"zarr_format must be the integer 3, got {fmt!r}")
+            return None
+        node_type = doc.get("node_type")
+        if node_type not in ("array", "group"):
+            self.error(key, "$.node_type", "node_type", f"node_type must be 'array' or 'group', got {node_type!r}")
+            return None
+        known = _ARRAY_KEYS if node_type == "array" else _GROUP_KEYS
+        for name in doc:
+            if name not in known:
+                def extra(d: dict[str, Any] = {name: doc[name]}) -> Any:  # noqa: B006 - bound per key
+                    return _extra_fields(d, False, frozenset(), key)
+
+                self.run(key, f"$.{name}", "must_understand", extra)
+        self.run(key, "$.attributes", "attributes", lambda: _attributes(doc, False, key))
+        if node_type == "group":
+            return "group"
+        missing = [n for n in _REQUIRED_ARRAY if n not in doc]
+        for n in missing:
+            self.error(key, "$", "array.required", f"missing required key {n!r}")
+        shape = self.run(key, "$.shape", "shape", lambda: _shape(doc["shape"], key)) if "shape" in doc else None
+        dtype: DataType | None = None
+        if "data_type" in doc:
+            dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]))
+        grid: ChunkGrid | None = None
+        if "chunk_grid" in doc and shape is not None:
+            grid = self.run(key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape))
+        if "chunk_key_encoding" in doc:
+            self.run(key, "$.chunk_key_encoding", "chunk_key_encoding",
+                     lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]))
+        if "fill_value" in doc and dtype is not None:
+            self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
+        codecs = self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"])) if "codecs" in doc else None
+        if codecs == ():
+            self.error(key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec")
+        elif codecs and dtype is not None and grid is not None:
+            self.run(key, "$.codecs", "codecs", lambda: CodecPipeline.build(
+                codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"))
+        if shape is not None:
+            self.run(key, "$.dimension_names", "dimension_names",
+                     lambda: _dimension_names(doc, False, len(shape), key))
+        self.run(key, "$.storage_transformers", "storage_transformers",
+                 lambda: _storage_transformers(doc, False, key))
+        return "array"
+
+    def consolidated(self, key: str, path: str, doc: dict[str, Any], docs: Mapping[str, dict[str, Any]]) -> None:
+        cons = doc.get("consolidated_metadata")
+        if cons is None:
+            return
+        where = "$.consolidated_metadata"
+        if not isinstance(cons, dict) or cons.get("kind") != "inline" or cons.get("must_understand") is not False:
+            self.error(key, where, "consolidated.form",
+                       'consolidated_metadata must be {"kind": "inline", "must_understand": false, "metadata": {...}}')
+            return
+        entries = cons.get("metadata")
+        if not isinstance(entries, dict):
+            self.error(key, f"{where}.metadata", "consolidated.form", "metadata must be an object")
+            return
+        prefix = nodes.prefix_of(path)
+        for rel, entry in entries.items():
+            child_key = nodes.meta_key(prefix + rel)
+            def entry_meta(e: Any = entry, k: str = child_key) -> Any:
+                return node_from_json(e, k)
+
+            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
+            actual = docs.get(child_key)
+            if actual is None:
+                self.tolerated(key, f"{where}.metadata", "consolidated.stale",
+                               f"entry {rel!r} names a node that does not exist")
+            elif meta is not None and _comparable(node_to_json(meta)) != _comparable_doc(actual, child_key):
+                self.tolerated(key, f"{where}.metadata", "consolidated.stale",
+                               f"entry {rel!r} differs from {child_key!r}")
+        for child_key in docs:
+            if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
+                rel = child_key[len(prefix):-len("/zarr.json")]
+                if rel not in entries and not any(p.startswith("__") for p in rel.split("/")):
+                    self.tolerated(key, f"{where}.metadata", "consolidated.stale",
+                                   f"node {rel!r} is missing from the consolidated metadata")
+
+    # ------------------------------------------------------------------------------------- chunks
+    def chunks(self, path: str, meta: ArrayMeta, keys: list[str]) -> None:
+        try:
+            arr = Array(self.store, path, meta, read_only=True)
+        except RectizarrError:  # already reported field by field
+            return
+        grid, cke = meta.chunk_grid, meta.chunk_key_encoding
+        prefix = nodes.prefix_of(path)
+        meta_key = nodes.meta_key(path)
+        for key in keys:
+            if key == meta_key:
+                continue
+            rel = key[len(prefix):]
+            coords = cke.decode(rel, grid.ndim)
+            if coords is None:
+                self.tolerated(key, "", "chunks.stray_key",
+                               f"not a chunk key of this array (encoding {cke.name!r}, separator "
+                               f"{cke.separator!r}, {grid.ndim} dimension(s)); readers ignore it")
+                continue
+            if not grid.is_in_grid(coords):
+                self.tolerated(key, "", "chunks.outside_grid",
+                               f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it")
+                continue
+            self.report.chunks_checked += 1
+            try:
+                arr[grid.chunk_region(coords)]
+            except ChecksumError as exc:
+                self.error(key, "", "chunks.checksum", str(exc))
+            except CodecError as exc:
+                self.error(key, "", "chunks.decode", str(exc))
+            except RectizarrError as exc:
+                self.error(key, "", "chunks.read", f"{type(exc).__name__}: {exc}")
+
+
+def _bare(exc: MetadataError) -> str:
+    """The message without the ``key: path:`` prefix (an Issue carries both separately)."""
+    text = str(exc)
+    for part in (exc.key, exc.path):
+        if part and text.startswith(f"{part}: "):
+            text = text[len(part) + 2:]
+    return text
+
+
+def _comparable(doc: Any) -> Any:
+    return msgspec.json.decode(msgspec.json.encode(_drop_consolidated(doc)))
+
+
+def _comparable_doc(doc: dict[str, Any], key: str) -> Any:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LenientMetadataWarning)
+            return _comparable(node_to_json(node_from_json(doc, key)))
+    except (MetadataError, TypeError, msgspec.EncodeError):
+        return None
+
+
+def _drop_consolidated(doc: Any) -> Any:
+    if isinstance(doc, dict) and doc.get("node_type") == "group":
+        return {k: v for k, v in doc.items() if k != "consolidated_metadata"}
+    return doc
+
+
+def _parents(path: str) -> list[str]:
+    return list(nodes.parent_paths(path))
+
+
+def validate(
+    store_or_path: Any,
+    *,
+    path: str | None = None,
+    strict: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ValidationReport:
+    """Check the hierarchy at ``path`` (default: the root) of a store, path or URL; never raises for
+    problems in the data, only reports them. ``strict=False`` downgrades what the spec tolerates or other
+    implementations write (lenient metadata, stray keys, stale consolidated metadata) to warnings."""
+    if isinstance(store_or_path, str | os.PathLike) and not str(store_or_path).endswith(".zip") \
+            and "://" not in str(store_or_path) and not os.path.isdir(store_or_path):
+        raise FileNotFoundError(f"no such directory: {os.fspath(store_or_path)!r}")
+    store = open_store(store_or_path, mode="r", storage_options=dict(storage_options) if storage_options else None)
+    root = nodes.normalize_path(path)
+    check = _Checker(store, strict)
+    prefix = nodes.prefix_of(root)
+    keys = sorted(store.list_prefix(prefix))
+    meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
+    if nodes.meta_key(root) not in meta_keys:
+        check.error(nodes.meta_key(root), "$", "hierarchy.missing_node", f"no zarr.json at {root or '/'!r}")
+    docs: dict[str, dict[str, Any]] = {}
+    kinds: dict[str, str] = {}
+    for key in meta_keys:
+        node_path = key[: -len(nodes.META)].rstrip("/")
+        doc = check.document(key)
+        check.report.nodes_checked += 1
+        rel = node_path[len(root):].strip("/") if root else node_path
+        for name in rel.split("/") if rel else []:
+            try:
+                nodes.check_name(name)
+            except MetadataError as exc:
+                check.tolerated(key, "", "hierarchy.node_name",
+                                f"{exc}; readers do not treat it as a member of the hierarchy")
+        if doc is None:
+            continue
+        docs[key] = doc
+        kind = check.node(key, doc)
+        if kind is not None:
+            kinds[node_path] = kind
+    for node_path in kinds:
+        for parent in _parents(node_path):
+            if len(parent) < len(root):
+                continue
+            parent_kind = kinds.get(parent)
+            if parent_kind == "array":
+                check.error(nodes.meta_key(node_path), "", "hierarchy.inside_array",
+                            f"a node inside the array {parent or '/'!r}")
+            elif nodes.meta_key(parent) not in docs:
+                check.error(nodes.meta_key(node_path), "", "hierarchy.implicit_group",
+                            f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "
+                            "Zarr v3); readers will not find this node")
+    node_prefixes = sorted((nodes.prefix_of(p) for p in kinds), key=len, reverse=True)
+    owned: dict[str, list[str]] = {p: [] for p in kinds}
+    for key in keys:
+        if key in docs or key in meta_keys:
+            continue
+        owner = next((p for p in node_prefixes if key.startswith(p)), None)
+        owner_path = owner.rstrip("/") if owner is not None else None
+        if owner_path is not None and kinds.get(owner_path) == "array":
+            owned[owner_path].append(key)
+        else:
+            check.tolerated(key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it")
+    for node_path, kind in kinds.items():
+        key = nodes.meta_key(node_path)
+        if kind == "group":
+            check.consolidated(key, node_path, docs[key], docs)
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LenientMetadataWarning)
+            try:
+                meta = node_from_json(docs[key], key)
+            except MetadataError:
+                continue  # reported field by field
+        if isinstance(meta, ArrayMeta):
+            check.chunks(node_path, meta, owned[node_path])
+    return check.report
