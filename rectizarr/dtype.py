@@ -228,7 +228,8 @@ class DataType:
         if name == "bytes":
             if not isinstance(value, bytes):
                 raise MetadataError(f"bytes fill value must be bytes, got {value!r}")
-            return list(value)
+            # Both forms are valid; zarr-python reads only base64, so write that.
+            return base64.b64encode(value).decode("ascii")
         return list(arr.tobytes())
 
 
@@ -288,7 +289,8 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
         return _time_type(name, config, path)
     if name == _UTF32:
         return _utf32_type(config, path)
-    if config:
+    known = name in _CORE or name in _VARIABLE or name in ML_FLOATS or _RAW.fullmatch(name) is not None
+    if config and known:
         raise MetadataError(
             f"data type {name!r} takes no configuration", path=json_path(path, "configuration")
         )
@@ -329,7 +331,7 @@ def _time_type(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
     config = _checked_config(config, name, ("unit", "scale_factor"), path)
     where = json_path(path, "configuration")
     unit, scale = config["unit"], config["scale_factor"]
-    if unit not in _TIME_UNITS:
+    if not isinstance(unit, str) or unit not in _TIME_UNITS:
         raise MetadataError(
             f"unit must be one of {sorted(_TIME_UNITS)}, got {unit!r}", path=json_path(where, "unit")
         )
