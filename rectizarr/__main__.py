@@ -1,0 +1,10 @@
+"""``python -m rectizarr``: the same as the ``rectizarr`` command."""
+
+from __future__ import annotations
+
+import sys
+
+from rectizarr.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
