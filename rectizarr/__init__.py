@@ -29,6 +29,7 @@ from rectizarr.errors import (
 )
 from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
 from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore, open_store
+from rectizarr.validate import validate
 
 __version__ = "0.1.0"
 
@@ -72,4 +73,5 @@ __all__ = [
     "open_store",
     "set_workers",
     "to_dask",
+    "validate",
 ]
