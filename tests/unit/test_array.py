@@ -286,7 +286,7 @@ def test_partial_shard_read_requests() -> None:
 
 def test_partial_shard_write_reads_once_and_whole_shard_never_reads() -> None:
     inner = MemoryStore()
-    a = rectizarr.create_array(inner, shape=(16, 16), dtype="i4", shards=(8, 8), chunks=(4, 4))
+    rectizarr.create_array(inner, shape=(16, 16), dtype="i4", shards=(8, 8), chunks=(4, 4))
     spy = CountingStore(inner)
     b = rectizarr.open_array(spy)
     spy.reset()
