@@ -18,7 +18,7 @@ sorts), so writes keep numpy's last-wins for basic, orthogonal and coordinate se
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 from typing import Literal, TypeAlias
@@ -152,6 +152,21 @@ class OrthogonalPlan(Plan):
                 _ix(local) if sum(local_arrays) > 1 else local,
                 _ix(out) if sum(out_arrays) > 1 else out,
                 all(complete),
+            )
+
+    def projections_at(self, positions: Iterable[tuple[int, ...]]) -> Iterator[ChunkProjection]:
+        """The projections of the given combinations of entry positions (``axes[i].entries[pos[i]]``),
+        without iterating the others (a sparse read touches few of a huge number of chunks)."""
+        entries = [a.entries for a in self.axes]
+        for pos in positions:
+            combo = [entries[i][j] for i, j in enumerate(pos)]
+            local = tuple(e.local for e in combo)
+            out = tuple(e.out for e in combo)
+            yield ChunkProjection(
+                tuple(e.chunk for e in combo),
+                _ix(local) if sum(isinstance(x, np.ndarray) for x in local) > 1 else local,
+                _ix(out) if sum(isinstance(x, np.ndarray) for x in out) > 1 else out,
+                all(e.complete for e in combo),
             )
 
 

@@ -440,7 +440,7 @@ def _load(node: Any, path: str) -> Any:
     if isinstance(node, _RAW):
         try:
             return msgspec.json.decode(node)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as e:
             raise MetadataError(f"invalid JSON: {e}", path=path) from None
     return node
 
@@ -453,7 +453,7 @@ def _open(node: Any, path: str, *, as_list: bool = False) -> Any:
             return msgspec.json.decode(node, type=list[msgspec.Raw] if as_list else dict[str, msgspec.Raw])
         except msgspec.ValidationError:
             node = _load(node, path)
-        except msgspec.DecodeError as e:
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as e:
             raise MetadataError(f"invalid JSON: {e}", path=path) from None
     if as_list and isinstance(node, list | tuple):
         return list(node)

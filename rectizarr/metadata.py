@@ -103,6 +103,7 @@ def _split_document(data: bytes, key: str | None) -> tuple[dict[str, Any], bool]
     try:
         text = data.decode("utf-8")
         obj = json.loads(text)
+        json.dumps(obj, ensure_ascii=False, allow_nan=True).encode("utf-8")  # no lone surrogates ("\ud800")
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise MetadataError(f"not valid JSON ({exc})", path="$", key=key) from exc
     if not isinstance(obj, dict):

@@ -127,6 +127,10 @@ class BloscCodec(BytesBytesCodec):
         return _bytes(self._codec.encode(_as_bytes(data)))
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        # c-blosc trusts the header's compressed size and reads past a shorter buffer (a crash): check it.
+        if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data):
+            raise CodecError(f"not a whole blosc buffer: the header's compressed size does not match the "
+                             f"{len(data)}-byte value (truncated or corrupt)", key=key, codec=self.name)
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:

@@ -113,10 +113,10 @@ class ShardingCodec(ArrayBytesCodec):
                 f"the shards it codes have {len(edges_per_axis)}"
             )
         for axis, (edges, inner) in enumerate(zip(edges_per_axis, self.chunk_shape, strict=True)):
-            bad = np.asarray(edges)[np.asarray(edges) % inner != 0]
-            if bad.size:
+            bad = [e for e in np.asarray(edges).tolist() if e % inner]  # Python ints: inner may be > 2**63
+            if bad:
                 raise MetadataError(
-                    f"chunk edge length {int(bad[0])} in dimension {axis} is not divisible by the shard's "
+                    f"chunk edge length {bad[0]} in dimension {axis} is not divisible by the shard's "
                     f"inner chunk size {inner}"
                 )
 

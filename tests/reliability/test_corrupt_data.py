@@ -1,0 +1,46 @@
+"""Corrupted chunks and shards: right data, or a CodecError naming the key; never wrong data when every
+byte is covered by a checksum. Without one (plain ``bytes``, ``transpose``, zstd without ``checksum``,
+blosc, a shard without crc32c in both chains) wrong-but-well-formed data can come back and is tolerated."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from tests.reliability._corrupt import CHAINS, CHECKED, build, run_case
+
+CASES_PER_CHAIN = 30
+
+
+@pytest.mark.parametrize("chain", list(CHAINS))
+def test_corruption_is_detected_or_harmless(chain: str) -> None:
+    contents = build(chain)
+    seen = Counter(run_case(chain, contents, random.Random(f"{chain}-{i}")) for i in range(CASES_PER_CHAIN))
+    assert sum(seen.values()) == CASES_PER_CHAIN
+    if chain in CHECKED:
+        assert seen["wrong"] == 0
+        assert seen["error"] > 0
+
+
+def test_every_checked_chain_contains_a_checksum() -> None:
+    for chain in CHECKED:
+        assert any(word in chain for word in ("crc32c", "gzip", "checksum")), chain
+
+
+def test_blosc_header_claiming_more_bytes_than_stored_is_an_error_not_a_crash() -> None:
+    """Regression: c-blosc trusted the header's compressed size and read past the value (segfault)."""
+    import rectizarr
+    from rectizarr.errors import CodecError
+    from rectizarr.store import MemoryStore
+
+    contents = build("bytes+blosc")
+    key = "a/c/0/1"
+    bad = bytearray(contents[key])
+    bad[15] ^= 0x10  # compressed size (bytes 12..15) now 2**28 larger than the value
+    store = MemoryStore()
+    store.set_many({**contents, key: bytes(bad)})
+    with pytest.raises(CodecError, match="blosc") as info:
+        rectizarr.open_array(store, path="a", mode="r")[...]
+    assert info.value.key == key

@@ -1,0 +1,123 @@
+"""Hostile ``zarr.json``: every open either works or raises a RectizarrError with a message, quickly,
+and absurd size fields are refused before anything big is allocated."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.reliability._mutate import CASE_SECONDS, alarm, check_case, mutate, seed_stores
+
+SEEDS = seed_stores()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, len(SEEDS) - 1), rng_seed=st.integers(0, 2**32 - 1))
+def test_mutated_documents_fail_cleanly(seed: int, rng_seed: int) -> None:
+    contents, key, path = SEEDS[seed]
+    data = mutate(contents[key], random.Random(rng_seed))
+    with alarm(CASE_SECONDS):
+        outcomes = check_case(contents, key, path, data)
+    assert len(outcomes) == 4
+
+
+def _doc(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": 0, "codecs": [{"name": "bytes"}],
+    }
+    base.update(over)
+    return base
+
+
+_SHARD = {"name": "sharding_indexed", "configuration": {
+    "chunk_shape": [1], "codecs": [{"name": "bytes"}], "index_location": "end",
+    "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}
+
+
+# Regressions: each of these escaped as a non-RectizarrError before the fix.
+REGRESSIONS = {
+    "deep list in shape": b'{"zarr_format": 3, "node_type": "array", "shape": ' + b"[" * 10_000 + b"]" * 10_000 + b"}",
+    "deep object": b'{"zarr_format": 3, "attributes": ' + b'{"a":' * 10_000 + b"1" + b"}" * 10_000 + b"}",
+    "invalid utf-8 in a key": json.dumps(_doc()).encode().replace(b'"shape"', b'"sh\xffape"'),
+    "invalid utf-8 in the grid": json.dumps(_doc()).encode().replace(b'"regular"', b'"r\xe5gular"'),
+    "surrogate in the grid": json.dumps(_doc()).encode().replace(b'"configuration"', b'"\xed\xa0\x80configuration"'),
+    "list as datetime unit": json.dumps(_doc(
+        data_type={"name": "numpy.datetime64", "configuration": {"unit": ["s"], "scale_factor": 1}},
+        fill_value="NaT")).encode(),
+    "NaN tokens": json.dumps(_doc(shape=[float("nan")])).encode(),
+    "lone surrogate escape in a codec key": json.dumps(_doc(codecs=[
+        {"name": "bytes"}, {"name": "zstd", "configuration": {"level": 0, "chec\ud800ksum": False}}])).encode(),
+    "truncated": json.dumps(_doc()).encode()[:37],
+    "inner chunk_shape past int64": json.dumps(_doc(codecs=[{**_SHARD, "configuration": {
+        **_SHARD["configuration"], "chunk_shape": [2**64 + 1]}}])).encode(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSIONS))
+def test_regressions_raise_rectizarr_errors(name: str) -> None:
+    contents = {"a/zarr.json": REGRESSIONS[name], "zarr.json": b'{"zarr_format": 3, "node_type": "group"}'}
+    with alarm(CASE_SECONDS):
+        outcomes = check_case(contents, "a/zarr.json", "a", REGRESSIONS[name])
+    assert all(o is not None for o in outcomes[:3]), outcomes
+
+
+_HUGE_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))   # 1 GiB address space
+    import rectizarr
+    from rectizarr.store import MemoryStore
+    doc, chunks = json.loads(sys.argv[1])
+    store = MemoryStore()
+    store.set("zarr.json", json.dumps(doc).encode())
+    for k, v in chunks.items():
+        store.set(k, bytes.fromhex(v))
+    try:
+        a = rectizarr.open_array(store, mode="r")
+        a[(slice(0, 1),) * a.ndim]
+        print("OK")
+    except rectizarr.RectizarrError as e:
+        assert str(e)
+        print("ERR", type(e).__name__)
+""")
+
+def _regular(*cs: int) -> dict[str, object]:
+    return {"name": "regular", "configuration": {"chunk_shape": list(cs)}}
+
+
+HUGE = {
+    "shape 2**62, one-element read": (_doc(shape=[2**62], chunk_grid=_regular(1)), {"c/0": "01"}),
+    "shape 2**62 stored chunk of 2**61": (_doc(shape=[2**62], chunk_grid=_regular(2**61)), {"c/0": "01" * 64}),
+    "chunk_shape 2**40 on 3 axes": (_doc(shape=[4, 4, 4], chunk_grid=_regular(2**40, 2**40, 2**40)),
+                                    {"c/0/0/0": "01" * 64}),
+    "chunk_shape 2**40 on 3 axes, missing": (_doc(shape=[2**40] * 3, chunk_grid=_regular(2**40, 2**40, 2**40)), {}),
+    "shard index of 2**40 entries": (_doc(shape=[10], chunk_grid=_regular(2**40), codecs=[_SHARD]),
+                                     {"c/0": "01" * 64}),
+    "vlen length past the buffer": (_doc(data_type="string", fill_value="", codecs=[{"name": "vlen-utf8"}]),
+                                    {"c/0": "02000000" + "ffffff7f" + "6162"}),
+    "vlen count past the buffer": (_doc(data_type="string", fill_value="", codecs=[{"name": "vlen-utf8"}]),
+                                   {"c/0": "ffffff7f" + "01000000" + "61"}),
+    "rectilinear RLE [[1, 10**12]]": (_doc(shape=[10**12], chunk_grid={"name": "rectilinear", "configuration": {
+        "kind": "inline", "chunk_shapes": [[[1, 10**12]]]}}), {"c/0": "01"}),
+    "rectilinear RLE on 2 axes": (_doc(shape=[10, 10**12], chunk_grid={"name": "rectilinear", "configuration": {
+        "kind": "inline", "chunk_shapes": [[[1, 10**12]], [[1, 10**12]]]}}), {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HUGE))
+def test_absurd_sizes_do_not_allocate(name: str) -> None:
+    """Run under a 1 GiB address-space limit: an allocation of the declared size would die with
+    MemoryError (not a RectizarrError) or be killed; the case must finish with OK or a clean error."""
+    doc, chunks = HUGE[name]
+    proc = subprocess.run([sys.executable, "-c", _HUGE_SCRIPT, json.dumps([doc, chunks])],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[0] in ("OK", "ERR"), proc.stdout

@@ -1,0 +1,131 @@
+"""Names and keys that try to leave the store are refused everywhere; nothing appears outside the root."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rectizarr
+from rectizarr.errors import RectizarrError
+from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
+from tests.reliability._helpers import snapshot
+
+BAD = [
+    "..", "../x", "a/../../x", "a/..", "./x", "x/./y", "../../../../../../tmp/escape",
+    "%2e%2e", "%2e%2e/x", "a/%2e%2e/%2e%2e/x", "a%2f..%2f..%2fx", "%252e%252e/x", "%2E%2E%5cx",
+    "x\x00y", "\x00", "..\\x", "a\\..\\..\\x", "\\abs", "C:\\x\\..\\..",
+]
+# A leading '/' is the root in Zarr paths ("/a/b" == "a/b"): accepted, but it must stay inside the root.
+ROOTED = ["/x", "//x", "/tmp/escape"]
+
+KINDS = ["memory", "local", "zip", "fsspec-memory", "fsspec-file"]
+
+
+@pytest.fixture(params=KINDS)
+def store_in(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Path]]:
+    root = tmp_path / "inner" / "root"
+    root.mkdir(parents=True)
+    kind = request.param
+    store: Store
+    if kind == "memory":
+        store = MemoryStore()
+    elif kind == "local":
+        store = LocalStore(root)
+    elif kind == "zip":
+        store = ZipStore(root / "s.zip", mode="w")
+    elif kind == "fsspec-memory":
+        store = FsspecStore(f"memory://safety-{secrets.token_hex(6)}")
+    else:
+        store = FsspecStore(f"file://{root}")
+    rectizarr.create_group(store).create_group("g")
+    yield store, tmp_path
+    store.close()
+
+
+def _attempts(store: Store, name: str) -> list[tuple[str, Callable[[], Any]]]:
+    kw = dict(shape=(4,), dtype="i1", chunks=(2,))
+    g = rectizarr.open_group(store, path="g")
+    return [
+        ("create_array", lambda: rectizarr.create_array(store, name=name, **kw)),
+        ("open_array a", lambda: rectizarr.open_array(store, path=name, mode="a", **kw)),
+        ("open_array w", lambda: rectizarr.open_array(store, path=name, mode="w", **kw)),
+        ("open_array r", lambda: rectizarr.open_array(store, path=name, mode="r")),
+        ("create_group", lambda: rectizarr.create_group(store, path=name)),
+        ("open_group a", lambda: rectizarr.open_group(store, path=name, mode="a")),
+        ("open", lambda: rectizarr.open(store, path=name, mode="r")),
+        ("Group.create_group", lambda: g.create_group(name)),
+        ("Group.create_array", lambda: g.create_array(name, **kw)),
+        ("Group.require_group", lambda: g.require_group(name)),
+        ("Group[name]", lambda: g[name]),
+        ("Group.delete", lambda: g.delete(name)),
+        ("store.set", lambda: store.set(name, b"x")),
+        ("store.set zarr.json", lambda: store.set(f"{name}/zarr.json", b"{}")),
+        ("store.get", lambda: store.get(name)),
+        ("store.delete", lambda: store.delete(name)),
+        ("store.delete_prefix", lambda: store.delete_prefix(name + "/")),
+    ]
+
+
+@pytest.mark.parametrize("name", BAD)
+def test_escaping_names_are_refused(store_in: tuple[Store, Path], name: str) -> None:
+    store, outer = store_in
+    before_keys = sorted(store.list_prefix(""))
+    before = snapshot(outer)
+    for what, attempt in _attempts(store, name):
+        with pytest.raises(RectizarrError) as info:
+            attempt()
+        assert str(info.value), what
+    assert sorted(store.list_prefix("")) == before_keys
+    assert snapshot(outer) == before
+
+
+@pytest.mark.parametrize("name", ROOTED)
+def test_rooted_names_stay_inside(store_in: tuple[Store, Path], name: str) -> None:
+    store, outer = store_in
+    outside = {k: v for k, v in snapshot(outer).items() if not k.startswith("inner")}
+    a = rectizarr.create_array(store, name=name, shape=(4,), dtype="i1", chunks=(2,))
+    a[:] = 1
+    assert a.path == name.strip("/")
+    assert rectizarr.open_array(store, path=name.strip("/"), mode="r")[1] == 1
+    assert {k: v for k, v in snapshot(outer).items() if not k.startswith("inner")} == outside
+    assert not os.path.exists("/tmp/escape")
+
+
+def test_symlink_leading_outside_is_never_written_through(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "keep").write_bytes(b"precious")
+    store = LocalStore(root)
+    rectizarr.create_group(store)
+    os.symlink(outside, root / "link")
+    os.symlink(outside / "keep", root / "filelink")
+    before = snapshot(outside)
+    g = rectizarr.open_group(store)
+    attempts: list[Callable[[], Any]] = [
+        lambda: rectizarr.create_array(store, name="link/x", shape=(4,), dtype="i1", chunks=(2,)),
+        lambda: rectizarr.create_array(store, name="link", shape=(4,), dtype="i1", chunks=(2,), overwrite=True),
+        lambda: g.create_group("link/sub"),
+        lambda: store.set("link/zarr.json", b"{}"),
+        lambda: store.set("link/a/b", b"x"),
+        lambda: store.delete("link/keep"),
+        lambda: store.delete_prefix("link/"),
+        lambda: rectizarr.create_group(store, path="link", overwrite=True),
+    ]
+    for attempt in attempts:
+        with pytest.raises(RectizarrError):
+            attempt()
+    assert snapshot(outside) == before
+    assert (outside / "keep").read_bytes() == b"precious"
+    # A link to a file: replacing the key replaces the link, never the target.
+    try:
+        store.set("filelink", b"new")
+    except RectizarrError:
+        pass
+    assert (outside / "keep").read_bytes() == b"precious"
+    assert snapshot(outside) == before

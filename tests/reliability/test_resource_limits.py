@@ -1,0 +1,58 @@
+"""A huge selection of a mostly empty array: memory proportional to the output, no Python object per
+chunk that is not stored (the read lists the stored chunks and pre-fills the output)."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr.store import LocalStore, MemoryStore, Store
+
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("kind", ["memory", "local"])
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunked", "sharded"])
+def test_sparse_huge_read_memory_is_proportional_to_output(tmp_path: Path, kind: str, sharded: bool) -> None:
+    store: Store = MemoryStore() if kind == "memory" else LocalStore(tmp_path / "s.zarr")
+    layout = dict(shards=(100, 100), chunks=(1, 1)) if sharded else dict(chunks=(1, 1))
+    a = rectizarr.create_array(store, shape=(10**6, 10**6), dtype="f8", compressors=None, fill_value=-1.0,
+                               **layout)  # type: ignore[arg-type]
+    points = {(5, 7): 1.0, (500, 3): 2.0, (999, 999): 3.0, (5000, 5000): 4.0}
+    for (i, j), v in points.items():
+        a[i, j] = v
+    tracemalloc.start()
+    try:
+        out = a[:1000, :1000]  # 10**6 touched chunks (inner chunks when sharded), 3 of them stored
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    expected = np.full((1000, 1000), -1.0)
+    for (i, j), v in points.items():
+        if i < 1000 and j < 1000:
+            expected[i, j] = v
+    np.testing.assert_array_equal(out, expected)
+    # The plan's coords array (16 bytes per touched chunk here) and the output; nothing per chunk in Python
+    # (one ChunkProjection per touched chunk was ~300 bytes each: hundreds of MiB).
+    assert peak < 4 * out.nbytes + 10 * MiB, f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
+
+
+def test_sparse_read_path_matches_dense_path() -> None:
+    """Same answers whether the read goes through the stored-chunk listing or every projection."""
+    store = MemoryStore()
+    a = rectizarr.create_array(store, shape=(300, 300), dtype="i4", chunks=(3, 2), fill_value=7)
+    rng = np.random.default_rng(1)
+    model = np.full(a.shape, 7, dtype="i4")
+    for _ in range(20):
+        i, j = rng.integers(0, 300, 2)
+        a[i, j] = model[i, j] = int(rng.integers(0, 100))
+    np.testing.assert_array_equal(a[:], model)  # 15,000 chunks touched: sparse path
+    np.testing.assert_array_equal(a[::-7, 5:290:3], model[::-7, 5:290:3])
+    np.testing.assert_array_equal(a.oindex[[299, 0, 17], :], model[[299, 0, 17], :])
+    np.testing.assert_array_equal(a[10:40, 10:40], model[10:40, 10:40])  # few chunks: dense path
+    a[:] = model + 1  # dense now: more stored chunks than a quarter of those touched
+    np.testing.assert_array_equal(a[:], model + 1)
