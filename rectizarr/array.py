@@ -62,10 +62,17 @@ class Array(nodes.Node):
     # ------------------------------------------------------------------------------------ metadata
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
-            pipeline = CodecPipeline.build(
-                meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
-                "$.codecs",
-            )
+            try:
+                pipeline = CodecPipeline.build(
+                    meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
+                    "$.codecs",
+                )
+            except MetadataError as exc:  # name the document, like every other metadata error
+                if exc.key is not None:
+                    raise
+                text, where = str(exc), f"{exc.path}: " if exc.path else ""
+                raise type(exc)(text[len(where):] if where and text.startswith(where) else text,
+                                path=exc.path, key=nodes.meta_key(self._path)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
             import msgspec
 
@@ -92,38 +99,47 @@ class Array(nodes.Node):
     # -------------------------------------------------------------------------------- properties
     @property
     def metadata(self) -> ArrayMeta:
+        """The array's validated ``zarr.json`` (an :class:`~rectizarr.metadata.ArrayMeta`)."""
         return self._meta
 
     @property
     def shape(self) -> Shape:
+        """The array's shape: one extent per axis."""
         return self._meta.shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The NumPy dtype of the elements."""
         return self._meta.data_type.numpy
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self.shape)
 
     @property
     def size(self) -> int:
+        """The number of elements."""
         return prod(self.shape)
 
     @property
     def nbytes(self) -> int:
+        """The size in bytes of the whole array once decoded (not what is stored)."""
         return self.size * self.dtype.itemsize
 
     @property
     def fill_value(self) -> Any:
+        """The fill value (what never-written elements read as), as a NumPy scalar."""
         return self._meta.fill_value[()]
 
     @property
     def dimension_names(self) -> tuple[str | None, ...] | None:
+        """The ``dimension_names`` of ``zarr.json`` (``None`` when absent)."""
         return self._meta.dimension_names
 
     @property
     def grid(self) -> ChunkGrid:
+        """The chunk grid (:class:`~rectizarr.grid.ChunkGrid`) of the storage chunks, regular or rectilinear."""
         return self._meta.chunk_grid
 
     @property
@@ -167,14 +183,17 @@ class Array(nodes.Node):
 
     @property
     def nchunks(self) -> int:
+        """The number of storage chunks (shards when sharded) in the grid."""
         return self.grid.nchunks
 
     @property
     def nchunks_initialized(self) -> int:
+        """The number of storage chunks actually stored (lists the store)."""
         return sum(1 for _ in engine.stored_chunk_keys(self._layout))
 
     @property
     def info(self) -> str:
+        """A human-readable summary: shape, data type, grid, codecs, fill value and chunk counts."""
         return _info(self)
 
     def __repr__(self) -> str:
@@ -250,33 +269,43 @@ class Array(nodes.Node):
         return _Indexer(self, "block")
 
     def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None) -> Any:
+        """Read a basic (NumPy slicing) selection; ``out`` receives the result when given."""
         return self._read(basic_plan(self._layout.dims, selection), selection, out)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` (broadcast as NumPy does) to a basic selection."""
         self._write(basic_plan(self._layout.dims, selection), value)
 
     def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        """Read an orthogonal selection: integer or boolean arrays applied to each axis independently."""
         return self._read(self._plan("orthogonal", selection), selection, out)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` to an orthogonal selection."""
         self._write(self._plan("orthogonal", selection), value)
 
     def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        """Read the points given by one integer array per axis (pointwise)."""
         return self._read(self._plan("coordinate", selection), selection, out)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
+        """Write ``value`` at the points given by one integer array per axis."""
         self._write(self._plan("coordinate", selection), value)
 
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
+        """Read the elements where a boolean mask of the array's shape is true."""
         return self._read(self._plan("coordinate", _mask(mask, self.shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
+        """Write ``value`` where a boolean mask of the array's shape is true."""
         self._write(self._plan("coordinate", _mask(mask, self.shape)), value)
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
+        """Read whole storage chunks by chunk index (what ``a.blocks[...]`` does)."""
         return self._read(self._plan("block", selection), selection, out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
+        """Write whole storage chunks by chunk index."""
         self._write(self._plan("block", selection), value)
 
     # ------------------------------------------------------------------------------ resize/append

@@ -24,10 +24,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from itertools import product
 from typing import Any, TypeVar
 
 import numpy as np
 
+from rectizarr._index_plan import OrthogonalPlan
 from rectizarr._util import Coords, Shape, default_workers, prod
 from rectizarr.chunk_keys import ChunkKeyEncoding
 from rectizarr.codecs.array_to_array import TransposeCodec
@@ -37,7 +39,7 @@ from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec
 from rectizarr.errors import CodecError
 from rectizarr.grid import ChunkGrid, FixedDim
 from rectizarr.indexing import ChunkProjection, Plan
-from rectizarr.store import LocalStore, MemoryStore, Store
+from rectizarr.store import LocalStore, MemoryStore, Store, ZipStore
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -101,8 +103,21 @@ class _StripedLocks:
         self._locks = [threading.Lock() for _ in range(self.n)]
 
     def hold(self, store: Store, keys: Iterable[str]) -> _Held:
-        stripes = sorted({hash((id(store), k)) % self.n for k in keys})
+        base = _lock_base(store)
+        stripes = sorted({hash(base + k) % self.n for k in keys})
         return _Held([self._locks[s] for s in stripes])
+
+
+def _lock_base(store: Store) -> str:
+    """What the keys of ``store`` are relative to: two store objects on one directory (or fsspec path)
+    share their locks, so separately opened arrays on the same data do not lose each other's writes."""
+    inner = getattr(store, "inner", store)
+    if isinstance(inner, LocalStore):  # a store on a subdirectory shares the locks of the parent's
+        return f"local:{inner._real_root}/"
+    base, fs = getattr(inner, "_base", None), getattr(inner, "fs", None)
+    if isinstance(base, str) and fs is not None:
+        return f"fsspec:{type(fs).__name__}:{base}"
+    return f"id:{id(getattr(inner, '_data', inner))}:"
 
 
 class _Held:
@@ -211,7 +226,12 @@ def _put(chunk: np.ndarray, plan: Plan, p: ChunkProjection, data: np.ndarray) ->
 
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""
-    projections = list(plan)
+    sparse = _stored_projections(layout, plan) if plan.nchunks >= _SPARSE_MIN else None
+    if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
+        out[...] = layout.fill_value
+        projections = sparse
+    else:
+        projections = list(plan)
     if not projections:
         return
     if layout.sharding is not None:
@@ -229,6 +249,39 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
         _paste(out, plan, p, layout.pipeline.decode(value, spec), layout.fill_value)
 
     pmap(work, range(len(projections)), layout.workers)  # type: ignore[arg-type]
+
+
+_SPARSE_MIN = 4096  # touched chunks from which a read first lists which of them are stored
+
+
+def _stored_projections(layout: Layout, plan: Plan) -> list[ChunkProjection] | None:
+    """The projections of ``plan`` whose chunk (or shard) is stored, found with one listing of the array,
+    or ``None`` when that does not pay (more stored chunks than a quarter of the touched ones, a plan
+    that is not orthogonal, or a store whose listing may lag or be unavailable)."""
+    if not isinstance(plan, OrthogonalPlan) or not isinstance(getattr(layout.store, "inner", layout.store),
+                                                               LocalStore | MemoryStore | ZipStore):
+        return None
+    limit = plan.nchunks // 4
+    present: list[Coords] = []
+    for _, coords in stored_chunk_keys(layout):
+        if len(present) >= limit:
+            return None
+        present.append(coords)
+    where: list[dict[int, list[int]]] = []  # per axis: stored-grid index -> positions of plan entries
+    for axis, a in enumerate(plan.axes):
+        chunks = a.chunks
+        if layout.inner_shape is not None:
+            chunks = layout.grid.dims[axis].chunks_of(chunks * layout.inner_shape[axis])
+        positions: dict[int, list[int]] = defaultdict(list)
+        for pos, c in enumerate(chunks.tolist()):
+            positions[c].append(pos)
+        where.append(positions)
+    combos: list[tuple[int, ...]] = []
+    for coords in sorted(present):
+        lists = [where[axis].get(c) for axis, c in enumerate(coords)]
+        if all(lists):
+            combos.extend(product(*lists))  # type: ignore[arg-type]
+    return list(plan.projections_at(combos))
 
 
 def _clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:

@@ -46,6 +46,7 @@ class Group(nodes.Node):
     # ---------------------------------------------------------------------------------- metadata
     @property
     def metadata(self) -> GroupMeta:
+        """The group's validated ``zarr.json`` (a :class:`~rectizarr.metadata.GroupMeta`)."""
         return self._meta
 
     def _set_attributes(self, attrs: dict[str, Any]) -> None:
@@ -103,12 +104,15 @@ class Group(nodes.Node):
         return [(n, self._child(n, m)) for n, m in sorted(self._member_metas().items())]
 
     def keys(self) -> list[str]:
+        """Names of the immediate children, sorted."""
         return sorted(self._member_metas())
 
     def arrays(self) -> list[tuple[str, Array]]:
+        """Immediate child arrays as ``(name, array)`` pairs, sorted by name."""
         return [(n, m) for n, m in self.members() if isinstance(m, Array)]
 
     def groups(self) -> list[tuple[str, Group]]:
+        """Immediate child groups as ``(name, group)`` pairs, sorted by name."""
         return [(n, m) for n, m in self.members() if isinstance(m, Group)]
 
     def __iter__(self) -> Iterator[str]:
@@ -141,6 +145,7 @@ class Group(nodes.Node):
     # ---------------------------------------------------------------------------------- creation
     def create_group(self, name: str, *, attributes: Mapping[str, Any] | None = None,
                      overwrite: bool = False) -> Group:
+        """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
         self._check_writable()
         return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
                             attributes=attributes, overwrite=overwrite)
@@ -212,6 +217,7 @@ class Group(nodes.Node):
 
     @property
     def info(self) -> str:
+        """A human-readable summary: members, attributes, consolidation and store."""
         members = self._member_metas()
         narrays = sum(isinstance(m, ArrayMeta) for m in members.values())
         return "\n".join([

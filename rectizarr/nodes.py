@@ -173,6 +173,7 @@ class Attributes(MutableMapping[str, Any]):
         self._owner._set_attributes(check_attributes(attrs))
 
     def asdict(self) -> dict[str, Any]:
+        """A plain ``dict`` copy of the attributes."""
         return self._get()
 
     def __repr__(self) -> str:

@@ -72,8 +72,10 @@ class LocalStore(Store):
     Every write goes to a uniquely named temporary file in the destination directory
     (``.{name}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a crash
     only ever sees the old or the new value. With ``fsync=True`` the file and its directory are
-    flushed to disk before the write returns. Writes and deletes through a symbolic link that leads
-    outside ``root`` are refused. Pickles by path.
+    flushed to disk before the write returns. ``set_many`` checks and creates each directory once per
+    batch; deleting the last key of a directory removes the emptied directories. Writes and deletes
+    through a symbolic link that leads outside ``root`` are refused (reads follow links). The version of
+    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path.
     """
 
     def __init__(

@@ -126,22 +126,27 @@ class CountingStore(Store):
 
     @property
     def requests(self) -> list[tuple[str, ByteRange | None]]:
+        """One ``(key, byte_range)`` per read that reached the wrapped store."""
         return self._counts.requests
 
     @property
     def writes(self) -> int:
+        """The number of values written."""
         return self._counts.writes
 
     @property
     def deletes(self) -> int:
+        """The number of keys deleted, plus one per ``delete_prefix``."""
         return self._counts.deletes
 
     @property
     def lists(self) -> int:
+        """The number of listing calls."""
         return self._counts.lists
 
     @property
     def infos(self) -> int:
+        """The number of exists/getsize/version look-ups."""
         return self._counts.infos
 
     def reset(self) -> None:

@@ -32,9 +32,16 @@ class FsspecStore(Store):
 
     ``url_or_fs`` is a URL (``s3://bucket/x.zarr``, ``memory://a``, ``zip::file://data.zip`` ...; options
     in ``storage_options``), an ``AbstractFileSystem`` (then ``path`` is the root inside it) or an
-    ``FSMap``. HTTP(S) stores are always read-only. Batched reads use ``fs.cat_ranges`` and batched
-    writes ``fs.pipe``, which run concurrently on asynchronous filesystems. Pickles by filesystem and
-    root.
+    ``FSMap``. Batched reads use ``fs.cat_ranges`` and batched writes ``fs.pipe``, which run
+    concurrently on asynchronous filesystems (s3, gcs, http). Suffix ranges are sent as negative starts;
+    if a backend refuses a range (a suffix it cannot do, or a start past the end), the store asks for
+    the size and retries with an absolute range. Versions combine the backend's ETag/mtime/size with a
+    counter of writes made through this store. Writes are as atomic as the backend makes them (object
+    stores: yes; ``file://``: no, use :class:`LocalStore`).
+
+    HTTP(S) stores are always read-only; keys are percent-encoded into URLs and listings (from the
+    server's index pages) decoded. Over HTTP a directory URL that the server answers with an index
+    page cannot be told apart from a key, so ``exists`` is True for it. Pickles by filesystem and root.
     """
 
     def __init__(
