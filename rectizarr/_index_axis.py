@@ -1,15 +1,16 @@
 """One axis of a chunk plan: checking an axis's index values and mapping them to chunks.
 
-Everything here is vectorised over the selected indices or over the touched chunks; the only Python loop
-is over touched chunks (one :class:`AxisChunk` each). A slice never materialises its indices unless it
-selects fewer elements than the chunks its range spans.
+Everything here is vectorised over the selected indices or over the touched chunks; the per-chunk
+:class:`AxisChunk` objects are built lazily, only for the chunks a read or write visits. A slice never
+materialises its indices unless it selects fewer elements than the chunks its range spans.
 """
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -48,16 +49,49 @@ class AxisChunk:
     complete: bool  # local covers [0, data_len) exactly once
 
 
+class AxisEntries(Sequence[AxisChunk]):
+    """The :class:`AxisChunk` of each touched chunk, built only when asked for: a sparse read of a huge
+    selection looks at the few stored chunks and never builds the millions of others."""
+
+    __slots__ = ("_built", "_make", "_n")
+
+    def __init__(self, n: int, make: Callable[[int], AxisChunk]) -> None:
+        self._n = n
+        self._make = make
+        self._built: dict[int, AxisChunk] = {}  # visited entries, shared by every projection using them
+
+    def _get(self, j: int) -> AxisChunk:
+        entry = self._built.get(j)
+        if entry is None:
+            entry = self._built[j] = self._make(j)
+        return entry
+
+    def __len__(self) -> int:
+        return self._n
+
+    @overload
+    def __getitem__(self, i: int) -> AxisChunk: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[AxisChunk]: ...
+    def __getitem__(self, i: int | slice) -> AxisChunk | list[AxisChunk]:
+        if isinstance(i, slice):
+            return [self._get(j) for j in range(*i.indices(self._n))]
+        if not -self._n <= i < self._n:
+            raise IndexError(i)
+        return self._get(i % self._n)
+
+    def __iter__(self) -> Iterator[AxisChunk]:
+        return (self._get(j) for j in range(self._n))
+
+
 @dataclass(frozen=True, slots=True)
 class AxisPlan:
-    """The chunks one axis touches, in increasing chunk order, and its internal output length."""
+    """The chunks one axis touches (``chunks``, increasing), how to build each one's :class:`AxisChunk`
+    (``entries``, lazily), and the axis's internal output length."""
 
     length: int
-    entries: tuple[AxisChunk, ...]
-
-    @property
-    def chunks(self) -> IntArray:
-        return np.array([e.chunk for e in self.entries], dtype=np.int64)
+    chunks: IntArray
+    entries: Sequence[AxisChunk]
 
 
 # ------------------------------------------------------------------------------------ index checks
@@ -123,14 +157,15 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
 
 
 def empty_axis() -> AxisPlan:
-    return AxisPlan(0, ())
+    return AxisPlan(0, np.empty(0, dtype=np.int64), ())
 
 
 def axis_from_int(dim: Dim, i: int) -> AxisPlan:
     """An already checked integer: one chunk, one element, the output axis kept with length 1."""
     c = dim.chunk_of(i)
     local = i - dim.offset(c)
-    return AxisPlan(1, (AxisChunk(c, slice(local, local + 1, 1), slice(0, 1, 1), dim.data_len(c) == 1),))
+    entry = AxisChunk(c, slice(local, local + 1, 1), slice(0, 1, 1), dim.data_len(c) == 1)
+    return AxisPlan(1, np.array([c], dtype=np.int64), (entry,))
 
 
 def reversed_positions(top: int, count: int) -> slice:
@@ -161,13 +196,13 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)
     counts = k_hi - k_lo
     local_start = first + k_lo * s - offs
-    entries = []
-    for c, ls, cnt, kl, dl in zip(
-        chunks.tolist(), local_start.tolist(), counts.tolist(), k_lo.tolist(), lens.tolist(), strict=True
-    ):
+
+    def make(j: int) -> AxisChunk:
+        ls, cnt, kl = int(local_start[j]), int(counts[j]), int(k_lo[j])
         out = slice(kl, kl + cnt, 1) if step > 0 else reversed_positions(n - 1 - kl, cnt)
-        entries.append(AxisChunk(c, slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == dl))
-    return AxisPlan(n, tuple(entries))
+        return AxisChunk(int(chunks[j]), slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == int(lens[j]))
+
+    return AxisPlan(n, chunks, AxisEntries(chunks.size, make))
 
 
 def group_starts(keys: IntArray) -> IntArray:
@@ -209,11 +244,13 @@ def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
     distinct = np.add.reduceat(repeat, starts) == 0  # a run never straddles chunks, so no boundary fix
     run = distinct & (local[ends - 1] - local[starts] + 1 == counts)
     complete = distinct & (counts == lens)
-    entries = []
-    for g, (c, a, b) in enumerate(zip(chunks.tolist(), starts.tolist(), ends.tolist(), strict=True)):
+
+    def make(g: int) -> AxisChunk:
+        a, b = int(starts[g]), int(ends[g])
         loc: AxisSel = slice(int(local[a]), int(local[a]) + b - a, 1) if run[g] else local[a:b]
-        entries.append(AxisChunk(c, loc, positions(order[a:b]), bool(complete[g])))
-    return AxisPlan(n, tuple(entries))
+        return AxisChunk(int(chunks[g]), loc, positions(order[a:b]), bool(complete[g]))
+
+    return AxisPlan(n, chunks, AxisEntries(chunks.size, make))
 
 
 def axis_from_mask(mask: npt.NDArray[np.bool_], axis: int, extent: int) -> IntArray:

@@ -267,20 +267,18 @@ def _stored_projections(layout: Layout, plan: Plan) -> list[ChunkProjection] | N
         if len(present) >= limit:
             return None
         present.append(coords)
-    where: list[dict[int, list[int]]] = []  # per axis: stored-grid index -> positions of plan entries
+    per_axis = []  # per axis, the stored-grid index of each plan entry (non-decreasing: plans are sorted)
     for axis, a in enumerate(plan.axes):
         chunks = a.chunks
         if layout.inner_shape is not None:
             chunks = layout.grid.dims[axis].chunks_of(chunks * layout.inner_shape[axis])
-        positions: dict[int, list[int]] = defaultdict(list)
-        for pos, c in enumerate(chunks.tolist()):
-            positions[c].append(pos)
-        where.append(positions)
+        per_axis.append(chunks)
     combos: list[tuple[int, ...]] = []
     for coords in sorted(present):
-        lists = [where[axis].get(c) for axis, c in enumerate(coords)]
-        if all(lists):
-            combos.extend(product(*lists))  # type: ignore[arg-type]
+        spans = [range(int(np.searchsorted(k, c, "left")), int(np.searchsorted(k, c, "right")))
+                 for k, c in zip(per_axis, coords, strict=True)]
+        if all(spans):
+            combos.extend(product(*spans))
     return list(plan.projections_at(combos))
 
 

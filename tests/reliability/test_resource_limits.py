@@ -56,3 +56,22 @@ def test_sparse_read_path_matches_dense_path() -> None:
     np.testing.assert_array_equal(a[10:40, 10:40], model[10:40, 10:40])  # few chunks: dense path
     a[:] = model + 1  # dense now: more stored chunks than a quarter of those touched
     np.testing.assert_array_equal(a[:], model + 1)
+
+
+def test_sparse_huge_one_dimensional_read_builds_nothing_per_missing_chunk() -> None:
+    """shape (2**31,), chunks (1,), 3 chunks stored: ``a[:10**6]`` touches 10**6 chunks. Per-axis plans keep
+    numpy arrays (about six int64 per touched chunk) and build AxisChunk objects only for stored chunks."""
+    a = rectizarr.create_array(MemoryStore(), shape=(2**31,), dtype="f8", chunks=(1,), compressors=None,
+                               fill_value=-1.0)
+    for i in (5, 500, 999_999):
+        a[i] = 1.0
+    tracemalloc.start()
+    try:
+        out = a[: 10**6]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    expected = np.full(10**6, -1.0)
+    expected[[5, 500, 999_999]] = 1.0
+    np.testing.assert_array_equal(out, expected)
+    assert peak < 12 * out.nbytes + 10 * MiB, f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
