@@ -26,9 +26,11 @@ lint: $(STAMP)
 	$(PY) -m mypy rectizarr
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/run.py
 
 bench-quick: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/run.py --quick
 
 clean:

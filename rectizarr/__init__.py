@@ -9,7 +9,7 @@ NumPy-exact indexing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rectizarr.api import create_array, from_array, open_array
 from rectizarr.array import Array
@@ -28,13 +28,21 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
-from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore, open_store
+from rectizarr.store import LocalStore, MemoryStore, Store, ZipStore, open_store
 from rectizarr.validate import validate
 
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:  # the dask integration is imported only when used
+if TYPE_CHECKING:
+    from rectizarr.store import FsspecStore
+
+
+def __getattr__(name: str) -> Any:  # the dask integration and fsspec are imported only when used
+    if name == "FsspecStore":
+        from rectizarr._stores.remote import FsspecStore
+
+        return FsspecStore
     if name in ("from_dask", "to_dask"):
         from rectizarr import dask as _dask
 

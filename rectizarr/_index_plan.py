@@ -21,7 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
-from typing import Literal, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -38,9 +38,11 @@ _SCALARS = (int, float, complex, bool, np.generic)
 _KEY_LIMIT = 2**62
 
 
-@dataclass(frozen=True, slots=True)
-class ChunkProjection:
-    """One touched chunk: its coords, what to take inside it, and where that goes in the output."""
+class ChunkProjection(NamedTuple):
+    """One touched chunk: its coords, what to take inside it, and where that goes in the output.
+
+    A named tuple: one is built per touched chunk (100,000 for a large read), at a fraction of the cost
+    of a frozen dataclass."""
 
     coords: Coords
     chunk_sel: tuple[AxisSel, ...]
@@ -142,6 +144,12 @@ class OrthogonalPlan(Plan):
              for e in a.entries]
             for a in self.axes
         ]  # fmt: skip
+        if per_axis and not any(e[4] or e[5] for a in per_axis for e in a):
+            # Slices only (the common case): zip per-field products, no np.ix_ forms (100,000 chunks).
+            fields = [product(*[[e[k] for e in a] for a in per_axis]) for k in range(4)]
+            for coords, local, out, complete in zip(*fields, strict=True):
+                yield ChunkProjection(coords, local, out, all(complete))
+            return
         for combo in product(*per_axis):
             if not combo:  # a 0-d array: its single chunk
                 yield ChunkProjection((), (), (), True)

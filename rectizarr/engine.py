@@ -30,10 +30,13 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rectizarr._index_plan import OrthogonalPlan
+from rectizarr._stores.base import Buffer
 from rectizarr._util import Coords, Shape, default_workers, prod
 from rectizarr.chunk_keys import ChunkKeyEncoding
 from rectizarr.codecs.array_to_array import TransposeCodec
+from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.bytes_to_bytes import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
 from rectizarr.errors import CodecError
@@ -237,18 +240,121 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if layout.sharding is not None:
         _read_sharded(layout, plan, projections, out)
         return
-    keys = [layout.key(p.coords) for p in projections]
-    values = layout.store.get_many([(k, None) for k in keys])
+    coords = plan.chunk_coords if sparse is None else _coords_of(projections, layout.grid.ndim)
+    keys = _chunk_keys(layout, coords)
+    specs = _chunk_specs(layout, coords)
+    pipeline, fill = layout.pipeline, layout.fill_value
+    into = _can_decode_into(pipeline, layout.dtype)
 
-    def work(i: int) -> None:
-        p, value = projections[i], values[i]
+    def work(i: int, value: bytes | None) -> None:
+        p = projections[i]
         if value is None:
-            _paste(out, plan, p, None, layout.fill_value)
-            return
-        spec = ChunkSpec(layout.grid.chunk_shape(p.coords), layout.dtype, layout.fill_value, keys[i])
-        _paste(out, plan, p, layout.pipeline.decode(value, spec), layout.fill_value)
+            _paste(out, plan, p, None, fill)
+        elif not (into and _decode_in_place(out, plan, p, pipeline, value, specs[i], fill)):
+            _paste(out, plan, p, _decode(pipeline, value, specs[i], keys[i]), fill)
 
-    pmap(work, range(len(projections)), layout.workers)  # type: ignore[arg-type]
+    n = len(projections)
+    if _streams(layout.store):  # read, decode and paste chunk by chunk in the workers: memory stays flat
+        batch = layout.store._get_batch  # keys made by the key encoding need no validation
+        pmap(lambda i: work(i, batch([(keys[i], None)])[0]), range(n),  # type: ignore[arg-type]
+             _workers_for(layout, pipeline, specs[0]))
+        return
+    step = max(1, _WINDOW_BYTES // max(1, specs[0].nbytes))  # a bounded window of values in memory
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        values = layout.store.get_many([(k, None) for k in keys[start:stop]])
+        pmap(lambda i, start=start, values=values: work(i, values[i - start]),  # type: ignore[misc]
+             range(start, stop), layout.workers)  # type: ignore[arg-type]
+
+
+_WINDOW_BYTES = 64 << 20  # decoded bytes of the chunks a read fetches at once from a remote store
+_THREADED_BYTES = 256 << 10  # decoded chunk size from which threads pay (64 KiB with a compressor)
+
+
+def _workers_for(layout: Layout, pipeline: CodecPipeline, spec: ChunkSpec) -> int | None:
+    """Threads for per-chunk work on local data: one for small chunks, whose work is mostly Python
+    holding the GIL (two threads would only hand it back and forth), else the layout's setting."""
+    threshold = _THREADED_BYTES // 4 if pipeline.bytes_bytes else _THREADED_BYTES
+    return layout.workers if spec.nbytes >= threshold else 1
+
+
+def _streams(store: Store) -> bool:
+    """Local files and memory are read chunk by chunk inside the workers (a read costs no round trip);
+    other stores get batched requests, which they run concurrently and coalesce."""
+    return isinstance(getattr(store, "inner", store), LocalStore | MemoryStore)
+
+
+def _coords_of(projections: Sequence[ChunkProjection], ndim: int) -> np.ndarray:
+    return np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), ndim)
+
+
+def _chunk_keys(layout: Layout, coords: np.ndarray) -> list[str]:
+    """The store keys of the chunks at the rows of ``coords`` (one vectorised encoding)."""
+    keys = layout.key_encoding.encode_many(coords)
+    return [layout.prefix + k for k in keys] if layout.prefix else keys
+
+
+def _chunk_specs(layout: Layout, coords: np.ndarray) -> list[ChunkSpec]:
+    """The spec of each chunk at the rows of ``coords``, one shared object per distinct shape and no key
+    (:func:`_decode` names the key when decoding fails)."""
+    n = coords.shape[0]
+    dims = layout.grid.dims
+    shapes = zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True) if dims else [()] * n
+    cache: dict[Shape, ChunkSpec] = {}
+    out = []
+    for shape in shapes:
+        spec = cache.get(shape)
+        if spec is None:
+            spec = cache[shape] = ChunkSpec(shape, layout.dtype, layout.fill_value)
+        out.append(spec)
+    return out
+
+
+_SCRATCH_MAX = 16 << 20  # largest chunk decoded through a per-thread scratch buffer
+_PIECEWISE_BYTES = 64 << 10  # decoded inner chunk size from which local shards are read chunk by chunk
+_scratch = threading.local()
+
+
+def _can_decode_into(pipeline: CodecPipeline, dtype: np.dtype) -> bool:
+    """Whether chunks may decode into a given buffer (one compressor then ``bytes``, fixed-size data, see
+    :meth:`CodecPipeline.decode_into`): checked once per read, so other chains pay nothing per chunk."""
+    return (len(pipeline.bytes_bytes) == 1 and not pipeline.array_array and not dtype.hasobject
+            and isinstance(pipeline.array_bytes, BytesCodec))
+
+
+def _whole(sel: tuple[Any, ...], shape: Shape) -> bool:
+    """True when ``sel`` is ``0:n0, 0:n1, ...`` for ``shape``: the whole chunk, in order."""
+    return len(sel) == len(shape) and all(
+        isinstance(s, slice) and s.start == 0 and s.stop == n and s.step == 1 for s, n in zip(sel, shape, strict=True))
+
+
+def _decode_in_place(out: np.ndarray, plan: Plan, p: ChunkProjection, pipeline: CodecPipeline,
+                     value: bytes | memoryview, spec: ChunkSpec, fill: np.ndarray) -> bool:
+    """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a
+    C-contiguous block of it, else into a per-thread scratch chunk (reused, so no fresh memory per chunk)
+    pasted from. False when the codecs cannot (the caller then decodes the usual way)."""
+    if plan.kind == "orthogonal" and _whole(p.chunk_sel, spec.shape) \
+            and all(isinstance(s, slice) for s in p.out_sel):
+        region = out[(*p.out_sel, Ellipsis)]  # with the Ellipsis, a view even of a 0-d array
+        if region.shape == spec.shape and region.flags.c_contiguous and np.may_share_memory(region, out):
+            return pipeline.decode_into(value, spec, region)
+    if spec.nbytes > _SCRATCH_MAX:
+        return False
+    buf: np.ndarray | None = getattr(_scratch, "buf", None)
+    if buf is None or buf.nbytes < spec.nbytes:
+        buf = _scratch.buf = np.empty(spec.nbytes, np.uint8)
+    chunk = buf[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
+    if not pipeline.decode_into(value, spec, chunk):
+        return False
+    _paste(out, plan, p, chunk, fill)
+    return True
+
+
+def _decode(pipeline: CodecPipeline, value: bytes | memoryview, spec: ChunkSpec, key: str) -> np.ndarray:
+    try:
+        return pipeline.decode(value, spec)
+    except Exception:  # decode again with the key in the spec: the same error, naming the key
+        return pipeline.decode(value, spec.with_key(key))
 
 
 _SPARSE_MIN = 4096  # touched chunks from which a read first lists which of them are stored
@@ -261,18 +367,23 @@ def _stored_projections(layout: Layout, plan: Plan) -> list[ChunkProjection] | N
     if not isinstance(plan, OrthogonalPlan) or not isinstance(getattr(layout.store, "inner", layout.store),
                                                                LocalStore | MemoryStore | ZipStore):
         return None
-    limit = plan.nchunks // 4
-    present: list[Coords] = []
-    for _, coords in stored_chunk_keys(layout):
-        if len(present) >= limit:
-            return None
-        present.append(coords)
     per_axis = []  # per axis, the stored-grid index of each plan entry (non-decreasing: plans are sorted)
     for axis, a in enumerate(plan.axes):
         chunks = a.chunks
         if layout.inner_shape is not None:
             chunks = layout.grid.dims[axis].chunks_of(chunks * layout.inner_shape[axis])
         per_axis.append(chunks)
+    if layout.inner_shape is None:
+        if _mostly_stored(layout, plan):  # a dense read: a few existence checks instead of a listing
+            return None
+        limit = plan.nchunks // 4
+    else:  # shards are few next to their inner chunks: compare with the touched shards
+        limit = max(1, prod(tuple(int(np.unique(k).size) for k in per_axis)) // 4)
+    present: list[Coords] = []
+    for _, coords in stored_chunk_keys(layout):
+        if len(present) >= limit:
+            return None
+        present.append(coords)
     combos: list[tuple[int, ...]] = []
     for coords in sorted(present):
         spans = [range(int(np.searchsorted(k, c, "left")), int(np.searchsorted(k, c, "right")))
@@ -280,6 +391,16 @@ def _stored_projections(layout: Layout, plan: Plan) -> list[ChunkProjection] | N
         if all(spans):
             combos.extend(product(*spans))
     return list(plan.projections_at(combos))
+
+
+_PROBES = 16
+
+
+def _mostly_stored(layout: Layout, plan: Plan) -> bool:
+    """True when at least a quarter of a few touched chunks spread over the plan are stored: a dense read,
+    for which listing the array (one file per chunk) would not pay."""
+    keys = set(_chunk_keys(layout, plan.chunk_coords[np.linspace(0, plan.nchunks - 1, _PROBES).astype(np.int64)]))
+    return 4 * sum(layout.store.exists(k) for k in keys) >= len(keys)
 
 
 def _clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
@@ -316,22 +437,73 @@ def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
             coords = group[0].coords
             spec = layout.spec(coords)
             stored = old.get(key)
-            if stored is None:
-                chunk = spec.fill_chunk()
+            if stored is None and _replaces(plan, group, spec.shape):
+                chunk = value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
             else:
-                chunk = np.array(layout.pipeline.decode(stored, spec), copy=True)
-                _clear_outside(chunk, layout, coords)
-            for p in group:
-                _put(chunk, plan, p, _take(value, plan, p))
+                if stored is None:
+                    chunk = spec.fill_chunk()
+                else:
+                    chunk = np.array(layout.pipeline.decode(stored, spec), copy=True)
+                    _clear_outside(chunk, layout, coords)
+                for p in group:
+                    _put(chunk, plan, p, _take(value, plan, p))
             if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
                 return key, None
             return key, layout.pipeline.encode(chunk, spec)
 
-        results = pmap(work, keys, layout.workers)
-        _commit(layout.store, results, known_absent={k for k in partial if old[k] is None})
+        workers = _workers_for(layout, layout.pipeline, layout.spec(by_key[keys[0]][0].coords))
+        _encode_and_commit(layout, keys, work, {k for k in partial if old[k] is None}, workers)
 
 
-def _commit(store: Store, results: Iterable[tuple[str, bytes | None]], known_absent: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+def _replaces(plan: Plan, group: list[ChunkProjection], shape: Shape) -> bool:
+    """True when one orthogonal projection covers the whole chunk in order (``chunk[0:n0, 0:n1, ...]``):
+    the selected data then is the new chunk as it is, with no chunk to fill and copy into."""
+    return plan.kind == "orthogonal" and len(group) == 1 and _whole(group[0].chunk_sel, shape)
+
+
+def _encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], tuple[str, Buffer | None]],
+                       known_absent: set[str], workers: int | None) -> None:
+    """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
+    the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
+    encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
+    written at once, so an encoding error writes nothing."""
+    if not (_streams(layout.store) and _cannot_fail(layout.pipeline, layout.dtype)):
+        _commit(layout.store, pmap(work, items, workers), known_absent)
+        return
+    n_threads = _pool_size if workers is None else workers
+    per = max(1, -(-len(items) // (4 * n_threads)))
+
+    def run(batch: Sequence[T]) -> list[str]:
+        results = [work(item) for item in batch]
+        to_set = {k: v for k, v in results if v is not None}
+        if to_set:
+            layout.store.set_many(to_set)
+        for k in to_set:
+            _index_cache.invalidate(_cache_key(layout.store, k))
+        return [k for k, v in results if v is None]
+
+    empty = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
+             for k in part]
+    _commit(layout.store, [(k, None) for k in empty], known_absent)
+
+
+_SAFE_CODECS = (BytesCodec, TransposeCodec, ZstdCodec, BloscCodec, GzipCodec, Crc32cCodec)
+
+
+def _cannot_fail(pipeline: CodecPipeline, dtype: np.dtype) -> bool:
+    """True when encoding valid chunks of ``dtype`` cannot fail: fixed-size data and built-in codecs."""
+    if dtype.hasobject:
+        return False
+    for codec in (*pipeline.array_array, pipeline.array_bytes, *pipeline.bytes_bytes):
+        if isinstance(codec, ShardingCodec):
+            if not (_cannot_fail(codec.codecs, dtype) and _cannot_fail(codec.index_codecs, np.dtype(np.uint64))):
+                return False
+        elif not isinstance(codec, _SAFE_CODECS):
+            return False
+    return True
+
+
+def _commit(store: Store, results: Iterable[tuple[str, Buffer | None]], known_absent: set[str] = frozenset()) -> None:  # type: ignore[assignment]
     to_set = {k: v for k, v in results if v is not None}
     to_delete = [k for k, v in results if v is None and k not in known_absent]
     if to_set:
@@ -365,14 +537,18 @@ def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[
         local[:, axis] = (starts[:, axis] - d.offsets_of(along)) // layout.inner_shape[axis]
     perm = list(layout.perm)
     shards: dict[Coords, _Shard] = {}
-    for i, p in enumerate(projections):
-        sc: Coords = tuple(int(x) for x in shard_coords[i])
-        shard = shards.get(sc)
-        if shard is None:
-            declared = layout.grid.chunk_shape(sc)
-            shard = _Shard(sc, layout.key(sc), tuple(declared[a] for a in perm), [])
-            shards[sc] = shard
-        shard.projections.append((tuple(int(local[i, a]) for a in perm), p))
+    local = local[:, perm]
+    for start in range(0, len(projections), 4096):  # rows as Python ints, a block at a time
+        stop = start + 4096
+        for p, row, local_row in zip(projections[start:stop], shard_coords[start:stop].tolist(),
+                                     local[start:stop].tolist(), strict=True):
+            sc: Coords = tuple(row)
+            shard = shards.get(sc)
+            if shard is None:
+                declared = layout.grid.chunk_shape(sc)
+                shard = _Shard(sc, layout.key(sc), tuple(declared[a] for a in perm), [])
+                shards[sc] = shard
+            shard.projections.append((tuple(local_row), p))
     return list(shards.values())
 
 
@@ -461,40 +637,125 @@ def _read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection]
     sharding = layout.sharding
     assert sharding is not None
     shards = _group_by_shard(layout, projections)
-    whole = [s for s in shards if len({c for c, _ in s.projections}) == _inner_in_extent(layout, s)]
+    fill = layout.fill_value
+    inner_spec = ChunkSpec(sharding.chunk_shape, layout.dtype, fill)
+    # Large inner chunks of local data are read one by one, also from whole shards: one read of a
+    # 64 MiB shard costs more (fresh memory) than its 64 ranged reads, and memory stays flat.
+    piecewise = _streams(layout.store) and inner_spec.nbytes >= _PIECEWISE_BYTES
+    whole = [] if piecewise else [s for s in shards
+                                  if len({c for c, _ in s.projections}) == _inner_in_extent(layout, s)]
     partial = [s for s in shards if s not in whole]
-    jobs: list[tuple[_Shard, Coords, ChunkProjection, bytes | memoryview | None]] = []
-    for s, value in zip(whole, layout.store.get_many([(s.key, None) for s in whole]), strict=True):
+    transposed = layout.perm is not None and list(layout.perm) != list(range(len(layout.perm)))
+    specs = {s.key: _inner_spec(layout, s.key) for s in shards}  # one per shard: it names the shard
+    workers = _workers_for(layout, sharding.codecs, inner_spec)
+
+    into = not transposed and _can_decode_into(sharding.codecs, layout.dtype)
+
+    def paste(s: _Shard, p: ChunkProjection, data: bytes | memoryview | None) -> None:
+        if data is None:
+            _paste(out, plan, p, None, fill)
+            return
+        if into and _decode_in_place(out, plan, p, sharding.codecs, data, specs[s.key], fill):
+            return
+        chunk_t = sharding.decode_inner(data, specs[s.key])
+        _paste(out, plan, p, _to_array_axes(layout, chunk_t) if transposed else chunk_t, fill)
+
+    def whole_shard(s: _Shard, value: bytes | None) -> None:
         if value is None:
-            jobs.extend((s, c, p, None) for c, p in s.projections)
-            continue
+            for _, p in s.projections:
+                _paste(out, plan, p, None, fill)
+            return
+        if not transposed and isinstance(plan, OrthogonalPlan):
+            box = _shard_box(layout, plan, s)
+            block = None if box is None else sharding.dense(value, s.shape_t, layout.dtype, key=s.key)
+            if box is not None and block is not None:  # one copy for the whole shard
+                nd = len(s.shape_t)
+                target = out[box].reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True)
+                                           for n in pair])  # (shards-axis, inner-axis) pairs: a view
+                if np.may_share_memory(target, out):
+                    target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
+                    return
         _, chunks = sharding.split(value, s.shape_t, key=s.key)
-        jobs.extend((s, c, p, chunks.get(c)) for c, p in s.projections)
+        for c, p in s.projections:
+            paste(s, p, chunks.get(c))
+
+    jobs: list[tuple[_Shard, ChunkProjection, bytes | memoryview | None]] = []
+    n_threads = _pool_size if layout.workers is None else layout.workers
+    if whole and _streams(layout.store) and (workers == 1 or len(whole) >= 2 * n_threads):
+        # Shard by shard in the workers (read, split, decode, paste): at most one shard per worker in memory.
+        batch = layout.store._get_batch
+        pmap(lambda s: whole_shard(s, batch([(s.key, None)])[0]), whole, workers)
+    else:  # few shards: fetch them, then spread their inner chunks over the workers
+        for s, value in zip(whole, layout.store.get_many([(s.key, None) for s in whole]), strict=True):
+            if value is None:
+                jobs.extend((s, p, None) for _, p in s.projections)
+                continue
+            _, chunks = sharding.split(value, s.shape_t, key=s.key)
+            jobs.extend((s, p, chunks.get(c)) for c, p in s.projections)
     if partial:
         indexes = _fetch_indexes(layout, partial)
-        wanted: list[tuple[_Shard, Coords, ChunkProjection, tuple[int, int] | None]] = []
-        for s in partial:
-            idx = indexes[s.key]
-            for c, p in s.projections:
-                wanted.append((s, c, p, None if idx is None else idx.byte_range(c)))
-        requests = [(s.key, r) for s, _, _, r in wanted if r is not None]
-        fetched = iter(layout.store.get_many(requests))
-        for s, c, p, r in wanted:
-            data = None if r is None else next(fetched)
-            if r is not None and (data is None or len(data) != r[1]):
+
+        def wanted_of(shards: list[_Shard]) -> list[tuple[_Shard, ChunkProjection, tuple[int, int] | None]]:
+            wanted: list[tuple[_Shard, ChunkProjection, tuple[int, int] | None]] = []
+            for s in shards:
+                idx = indexes[s.key]
+                wanted.extend((s, p, None if idx is None else idx.byte_range(c)) for c, p in s.projections)
+            return wanted
+
+        def checked(s: _Shard, r: tuple[int, int], data: bytes | None) -> bytes:
+            if data is None or len(data) != r[1]:
                 raise CodecError("shard is shorter than its index says (truncated or rewritten)",
                                  key=s.key, codec="sharding_indexed")
-            jobs.append((s, c, p, data))
+            return data
 
-    def work(job: tuple[_Shard, Coords, ChunkProjection, bytes | memoryview | None]) -> None:
-        s, _, p, data = job
-        if data is None:
-            _paste(out, plan, p, None, layout.fill_value)
-            return
-        chunk_t = sharding.decode_inner(data, _inner_spec(layout, s.key))
-        _paste(out, plan, p, _to_array_axes(layout, chunk_t), layout.fill_value)
+        def fetch(shards: list[_Shard]) -> Iterator[tuple[_Shard, ChunkProjection, bytes | None]]:
+            wanted = wanted_of(shards)
+            fetched = iter(layout.store.get_many([(s.key, r) for s, _, r in wanted if r is not None]))
+            for s, p, r in wanted:
+                yield s, p, None if r is None else checked(s, r, next(fetched))
 
-    pmap(work, jobs, layout.workers)
+        def shard_task(s: _Shard) -> None:
+            for job in fetch([s]):
+                paste(*job)
+
+        def inner_task(job: tuple[_Shard, ChunkProjection, tuple[int, int] | None]) -> None:
+            s, p, r = job  # a range from a validated index: no coalescing into large reads
+            paste(s, p, None if r is None else checked(s, r, layout.store._get_batch([(s.key, r)])[0]))
+
+        if piecewise:  # inner chunk by inner chunk in the workers: read, decode, paste
+            pmap(inner_task, wanted_of(partial), workers)
+        elif _streams(layout.store) and (workers == 1 or len(partial) >= 2 * n_threads):
+            # Shard by shard in the workers (ranges of one shard coalesce alike): reads overlap decoding.
+            pmap(shard_task, partial, workers)
+        else:
+            jobs.extend(fetch(partial))
+    pmap(lambda job: paste(*job), jobs, workers)
+
+
+def _shard_box(layout: Layout, plan: OrthogonalPlan, s: _Shard) -> tuple[slice, ...] | None:
+    """The block of the output that shard ``s`` fills when the plan selects all of it, in order: along
+    every axis its inner chunks are selected whole (``0:n``, inside the extent) and go to consecutive
+    positions. None otherwise."""
+    assert layout.inner_shape is not None
+    box = []
+    for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
+        first = d.offset(s.coords[axis]) // inner
+        n = s.shape_t[axis] // inner
+        j = int(np.searchsorted(a.chunks, first))
+        if j + n > a.chunks.size or int(a.chunks[j]) != first or int(a.chunks[j + n - 1]) != first + n - 1:
+            return None
+        start = 0
+        for k in range(n):
+            e = a.entries[j + k]
+            if not (isinstance(e.local, slice) and isinstance(e.out, slice) and e.out.step == 1
+                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1):
+                return None
+            if k == 0:
+                start = e.out.start
+            elif e.out.start != start + k * inner:
+                return None
+        box.append(slice(start, start + n * inner))
+    return tuple(box)
 
 
 def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray) -> None:
@@ -511,7 +772,7 @@ def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection
         old = dict(zip([s.key for s in needs_read],
                        layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
 
-        def work(s: _Shard) -> tuple[str, bytes | None]:
+        def work(s: _Shard) -> tuple[str, Buffer | None]:
             stored = old.get(s.key)
             existing: dict[Coords, memoryview] = {}
             if stored is not None:
@@ -526,22 +787,26 @@ def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection
             spec = _inner_spec(layout, s.key)
             for c, group in groups.items():
                 array_coords = group[0].coords
-                if all(p.complete for p in group) or c not in existing:
-                    chunk = np.empty(inner_shape, layout.dtype)
-                    chunk[...] = layout.fill_value
+                if _replaces(plan, group, inner_shape):
+                    chunk = value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
                 else:
-                    chunk = np.array(_to_array_axes(layout, sharding.decode_inner(existing[c], spec)), copy=True)
-                    _clear_outside(chunk, layout, array_coords)
-                for p in group:
-                    _put(chunk, plan, p, _take(value, plan, p))
+                    if all(p.complete for p in group) or c not in existing:
+                        chunk = np.empty(inner_shape, layout.dtype)
+                        chunk[...] = layout.fill_value
+                    else:
+                        chunk = np.array(_to_array_axes(layout, sharding.decode_inner(existing[c], spec)),
+                                         copy=True)
+                        _clear_outside(chunk, layout, array_coords)
+                    for p in group:
+                        _put(chunk, plan, p, _take(value, plan, p))
                 if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
                     chunks.pop(c, None)
                 else:
                     chunks[c] = sharding.encode_inner(_to_codec_axes(layout, chunk), spec)
             return s.key, sharding.assemble(s.shape_t, chunks)
 
-        results = pmap(work, shards, layout.workers)
-        _commit(layout.store, results, known_absent={s.key for s in needs_read if old[s.key] is None})
+        workers = _workers_for(layout, sharding.codecs, ChunkSpec(inner_shape, layout.dtype, layout.fill_value))
+        _encode_and_commit(layout, shards, work, {s.key for s in needs_read if old[s.key] is None}, workers)
 
 
 # ------------------------------------------------------------------------------------ maintenance

@@ -208,7 +208,10 @@ class VaryingDim:
         return np.minimum(self.edges[c], self.extent - self.cumsum[c])
 
     def unique_edges(self) -> IntArray:
-        return np.unique(self.edges)
+        edges = self.edges
+        if edges.size > 4096 and int(np.max(edges)) <= 4 * edges.size:  # a million edges: 5x faster
+            return np.flatnonzero(np.bincount(edges)).astype(np.int64)
+        return np.unique(edges)
 
     def data_lens(self) -> tuple[int, ...]:
         return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
@@ -484,9 +487,53 @@ def _fast_int_list(raw: Any) -> IntArray | None:
     return None if bool(np.any(a == INT64_MAX)) else a  # saturated (too large): the generic path says so
 
 
+_RLE_BYTES = b"0123456789,[]"
+_WHITESPACE = b" \t\r\n"
+_OPEN, _CLOSE, _COMMA = ord("["), ord("]"), ord(",")
+
+
+def _fast_rle_list(raw: Any, path: str) -> IntArray | None:
+    """Expand the raw bytes of a JSON list of bare edges and ``[edge, count]`` pairs with numpy (a
+    million edges in a few tens of milliseconds), or None for any other form or any invalid value: the
+    generic path then parses it and names the offending item. ``raw`` is valid JSON (msgspec checked it)."""
+    text = bytes(raw).translate(None, _WHITESPACE)
+    if text.translate(None, _RLE_BYTES) or text[:1] != b"[" or text[-1:] != b"]" or len(text) < 2:
+        return None  # not a list; signs, decimals, strings, objects ...
+    b = np.frombuffer(text, dtype=np.uint8)
+    opens = b == _OPEN
+    brackets = np.flatnonzero(opens | (b == _CLOSE))
+    is_open = opens[brackets]
+    depth = np.cumsum(np.where(is_open, 1, -1), dtype=np.int64)  # after each bracket
+    if int(np.min(depth[:-1], initial=1)) < 1 or int(np.max(depth)) > 2:
+        return None  # not one list of ints and flat lists
+    pair_open = brackets[is_open & (depth == 2)]
+    pair_close = brackets[~is_open & (depth == 1)]
+    commas = np.flatnonzero(b == _COMMA)
+    if pair_open.size != pair_close.size or bool(np.any(
+            np.searchsorted(commas, pair_close) - np.searchsorted(commas, pair_open) != 1)):
+        return None  # some nested list is not a pair (exactly one comma between its brackets)
+    # "[5,2]" -> "-5,2 ": a minus marks the edge of a run, the number after it is the count.
+    marked = b.copy()
+    marked[pair_open] = ord("-")
+    marked[pair_close] = ord(" ")
+    marked[0] = marked[-1] = ord(" ")
+    a = np.fromstring(marked.tobytes().decode("ascii"), dtype=np.int64, sep=",")
+    if a.size != commas.size + 1 or bool(np.any((a == 0) | (a >= INT64_MAX) | (a <= -INT64_MAX))):
+        return None  # unparsed rest, a zero edge or count, or a value too large: the generic path says so
+    runs = np.flatnonzero(a < 0)
+    counts = np.ones(a.size, dtype=np.int64)
+    counts[runs] = a[runs + 1]
+    counts[runs + 1] = 0  # the count itself is no edge
+    _check_count(int(np.max(counts)), path)
+    _check_count(int(counts.sum()), path)
+    return np.repeat(np.abs(a), counts)
+
+
 def _dim_from_json(node: Any, extent: int, path: str) -> Dim:
     if isinstance(node, _RAW):
         fast = _fast_int_list(node)
+        if fast is None:
+            fast = _fast_rle_list(node, path)
         if fast is not None:
             return VaryingDim.from_edges(_check_positive(fast, path), extent, path=path)
         node = _load(node, path)

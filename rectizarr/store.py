@@ -20,17 +20,28 @@ Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :cla
 from __future__ import annotations
 
 import os
-from typing import Any
-
-import fsspec
-from fsspec.mapping import FSMap
+import sys
+from typing import TYPE_CHECKING, Any
 
 from rectizarr._stores.base import ByteRange, Store, validate_key, validate_prefix
 from rectizarr._stores.local import LocalStore
 from rectizarr._stores.memory import CountingStore, MemoryStore
-from rectizarr._stores.remote import FsspecStore
 from rectizarr._stores.zipstore import ZipStore
 from rectizarr.errors import StoreError
+
+if TYPE_CHECKING:
+    import fsspec
+    from fsspec.mapping import FSMap
+
+    from rectizarr._stores.remote import FsspecStore
+
+
+def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when an fsspec store is used
+    if name == "FsspecStore":
+        from rectizarr._stores.remote import FsspecStore
+
+        return FsspecStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "ByteRange",
@@ -68,7 +79,10 @@ def open_store(
     read_only = mode == "r"
     if isinstance(obj, Store):
         return obj.with_read_only() if read_only and not obj.read_only else obj
-    if isinstance(obj, fsspec.AbstractFileSystem | FSMap):
+    loaded = sys.modules.get("fsspec")  # an fsspec object exists only once fsspec is imported
+    if loaded is not None and isinstance(obj, loaded.AbstractFileSystem | loaded.FSMap):
+        from rectizarr._stores.remote import FsspecStore
+
         return FsspecStore(obj, read_only=read_only)
     if not isinstance(obj, str | os.PathLike):
         raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object or Store")
@@ -76,6 +90,8 @@ def open_store(
     if text.startswith("file://") and "::" not in text and text.endswith(".zip"):
         text = text.removeprefix("file://")
     if "://" in text or "::" in text:
+        from rectizarr._stores.remote import FsspecStore
+
         return FsspecStore(text, storage_options=storage_options, read_only=read_only)
     if storage_options:
         raise StoreError(f"storage_options given for the local path {text!r}: they apply to fsspec URLs only")

@@ -32,6 +32,7 @@ class BytesCodec(ArrayBytesCodec):
 
     def __init__(self, endian: Literal["little", "big"] | None) -> None:
         self.endian = endian
+        self._wires: dict[np.dtype, np.dtype] = {}  # dtype -> wire dtype (asked once per chunk)
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
         if dtype.hasobject:
@@ -45,7 +46,10 @@ class BytesCodec(ArrayBytesCodec):
     def _wire(self, dtype: np.dtype) -> np.dtype:
         if self.endian is None:
             return dtype
-        return dtype.newbyteorder("<" if self.endian == "little" else ">")
+        wire = self._wires.get(dtype)
+        if wire is None:
+            wire = self._wires[dtype] = dtype.newbyteorder("<" if self.endian == "little" else ">")
+        return wire
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         if chunk.size != spec.size:
@@ -61,8 +65,9 @@ class BytesCodec(ArrayBytesCodec):
                 key=spec.key,
                 codec=self.name,
             )
-        out = np.frombuffer(data, dtype=self._wire(spec.dtype)).reshape(spec.shape)
-        return out.astype(spec.dtype, copy=False)
+        wire = self._wire(spec.dtype)
+        out = np.frombuffer(data, dtype=wire).reshape(spec.shape)
+        return out if wire == spec.dtype else out.astype(spec.dtype)
 
     def encoded_size(self, spec: ChunkSpec) -> int:
         return spec.nbytes

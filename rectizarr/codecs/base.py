@@ -110,6 +110,12 @@ class BytesBytesCodec(Codec):
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes | memoryview:
         """Invert :meth:`encode`; ``key`` names the store key in error messages."""
 
+    def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
+        """Decode into ``out`` (a C-contiguous uint8 array) when ``data`` decodes to exactly ``out.nbytes``
+        bytes; False when it cannot (unsupported, another size, or invalid data: :meth:`decode` then says
+        why). ``out`` may be overwritten either way. The default supports nothing."""
+        return False
+
     def encoded_size(self, nbytes: int) -> int | None:
         """Encoded size for an input of ``nbytes``, or ``None`` when it depends on the data."""
         return None

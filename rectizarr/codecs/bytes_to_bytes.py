@@ -1,7 +1,7 @@
 """``bytes -> bytes`` codecs (``gzip``, ``zstd``, ``blosc``, ``crc32c``, ``numcodecs.*``).
 
-This is the only module that imports numcodecs: :func:`get_numcodec` hands numcodecs codec objects to the
-array->array and array->bytes wrappers.
+This is the only module that imports numcodecs, on first use (it is slow to import): :func:`get_numcodec`
+hands numcodecs codec objects to the array->array and array->bytes wrappers.
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ import struct
 import zlib
 from typing import Any, Literal
 
-import numcodecs
-import numcodecs.blosc
 import numpy as np
-from numcodecs.compat import ensure_bytes
-from numcodecs.errors import UnknownCodecError
 
 from rectizarr.codecs.base import BytesBytesCodec
 from rectizarr.codecs.crc32c import crc32c
@@ -28,6 +24,9 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 def get_numcodec(name: str, codec_id: str, configuration: dict[str, Any]) -> Any:
     """A numcodecs codec object for ``{"id": codec_id, **configuration}``; bad configurations raise."""
+    import numcodecs  # on first use: importing numcodecs costs more than the rest of rectizarr
+    from numcodecs.errors import UnknownCodecError
+
     try:
         return numcodecs.get_codec({"id": codec_id, **configuration})
     except UnknownCodecError as exc:
@@ -38,6 +37,10 @@ def get_numcodec(name: str, codec_id: str, configuration: dict[str, Any]) -> Any
 
 def _bytes(value: Any) -> bytes:
     """numcodecs' output (bytes or a buffer) as ``bytes``; no copy when it already is."""
+    if isinstance(value, bytes):
+        return value
+    from numcodecs.compat import ensure_bytes
+
     return bytes(ensure_bytes(value))
 
 
@@ -83,7 +86,9 @@ class ZstdCodec(BytesBytesCodec):
     def __init__(self, level: int, checksum: bool) -> None:
         self.level = level
         self.checksum = checksum
-        self._codec = numcodecs.Zstd(level=level, checksum=checksum)
+        from numcodecs import Zstd
+
+        self._codec = Zstd(level=level, checksum=checksum)
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return _bytes(self._codec.encode(_as_bytes(data)))
@@ -95,12 +100,36 @@ class ZstdCodec(BytesBytesCodec):
             cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
             raise cls(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
 
+    def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
+        if _zstd_content_size(data) != out.nbytes:  # numcodecs would fill only part of a larger buffer
+            return False
+        try:
+            self._codec.decode(_as_bytes(data), out=out)
+        except Exception:
+            return False
+        return True
 
-_SHUFFLE = {
-    "noshuffle": numcodecs.blosc.NOSHUFFLE,
-    "shuffle": numcodecs.blosc.SHUFFLE,
-    "bitshuffle": numcodecs.blosc.BITSHUFFLE,
-}
+
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_content_size(data: bytes | memoryview) -> int | None:
+    """The decompressed size a zstd frame header declares, or None (no frame, size not recorded)."""
+    head = bytes(data[:18])
+    if len(head) < 6 or head[:4] != _ZSTD_MAGIC:
+        return None
+    descriptor = head[4]
+    single_segment = (descriptor >> 5) & 1
+    size_flag = descriptor >> 6
+    pos = 5 + (1 - single_segment) + (0, 1, 2, 4)[descriptor & 3]  # window byte, dictionary id
+    width = (single_segment, 2, 4, 8)[size_flag]
+    if width == 0 or len(head) < pos + width:
+        return None
+    value = int.from_bytes(head[pos : pos + width], "little")
+    return value + 256 if width == 2 else value
+
+
+_SHUFFLE = {"noshuffle": "NOSHUFFLE", "shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE"}  # numcodecs.blosc names
 
 
 class BloscCodec(BytesBytesCodec):
@@ -116,11 +145,14 @@ class BloscCodec(BytesBytesCodec):
         typesize: int,
         blocksize: int,
     ) -> None:
-        if cname not in numcodecs.blosc.list_compressors():
+        from numcodecs import blosc
+
+        if cname not in blosc.list_compressors():
             raise UnsupportedError(f"blosc compressor {cname!r} is not built into this numcodecs")
         self.typesize = typesize
-        self._codec = numcodecs.Blosc(
-            cname=cname, clevel=clevel, shuffle=_SHUFFLE[shuffle], blocksize=blocksize, typesize=typesize
+        self._codec = blosc.Blosc(
+            cname=cname, clevel=clevel, shuffle=getattr(blosc, _SHUFFLE[shuffle]), blocksize=blocksize,
+            typesize=typesize,
         )
 
     def encode(self, data: bytes | memoryview) -> bytes:
@@ -135,6 +167,16 @@ class BloscCodec(BytesBytesCodec):
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
             raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+
+    def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
+        if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data) \
+                or int.from_bytes(bytes(data[4:8]), "little") != out.nbytes:  # compressed, decoded sizes
+            return False
+        try:
+            self._codec.decode(_as_bytes(data), out=out)
+        except Exception:
+            return False
+        return True
 
 
 class Crc32cCodec(BytesBytesCodec):

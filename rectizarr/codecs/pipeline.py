@@ -11,6 +11,7 @@ import numpy as np
 
 import rectizarr.codecs as _registry
 from rectizarr._util import json_path
+from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
 from rectizarr.codecs.meta import BloscMeta, CodecMeta, codecs_to_json
 from rectizarr.codecs.sharding import ShardingCodec
@@ -125,7 +126,19 @@ class CodecPipeline:
         """A chunk of ``spec.shape`` and ``spec.dtype`` (possibly read-only or a view of ``data``)."""
         for codec in reversed(self.bytes_bytes):
             data = codec.decode(data, spec.key)
+        if not self.array_array:  # the common chain: no spec to resolve
+            return self.array_bytes.decode(data, spec)
         return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
+
+    def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray) -> bool:
+        """Decode straight into ``out`` (C-contiguous, of ``spec``'s shape and dtype) when the chain is one
+        compressor that can write into a buffer before ``bytes`` in native order: no temporary chunk.
+        False when it cannot (then :meth:`decode`, which also reports invalid data); ``out`` may be
+        overwritten either way."""
+        if self.array_array or len(self.bytes_bytes) != 1 or not isinstance(self.array_bytes, BytesCodec) \
+                or self.array_bytes._wire(spec.dtype) != spec.dtype or spec.dtype.hasobject:
+            return False
+        return self.bytes_bytes[0].decode_into(data, out.reshape(-1).view(np.uint8))
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from rectizarr._util import MAX_U64, Coords, Shape
+from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.codecs.meta import ShardingMeta
 from rectizarr.errors import CodecError, MetadataError
@@ -29,6 +30,7 @@ __all__ = ["ShardIndex", "ShardIndexCache", "ShardingCodec", "is_fill"]
 
 _MAX = np.uint64(MAX_U64)
 _INDEX_DTYPE = np.dtype(np.uint64)
+_LARGE = 4 << 20  # shard size from which assemble() builds into a NumPy buffer
 
 
 def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
@@ -44,7 +46,10 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     size = dtype.itemsize
     if size in (1, 2, 4, 8):
         as_uint = np.dtype(f"u{size}")
-        return bool(np.all(chunk.view(as_uint) == value.view(as_uint)))
+        bits, target = chunk.view(as_uint), value.view(as_uint)
+        if bits.size and bits.flat[0] != target:  # most chunks with data differ at once: no full scan
+            return False
+        return bool(np.all(bits == target))
     rows = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1, size)
     return bool(np.all(rows == np.frombuffer(value.tobytes(), dtype=np.uint8)))
 
@@ -208,7 +213,34 @@ class ShardingCodec(ArrayBytesCodec):
         sizes = index.nbytes[present].tolist()
         return index, {c: mv[o : o + s] for c, o, s in zip(coords, starts, sizes, strict=True)}
 
-    def _build(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes:
+    def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
+              key: str | None) -> np.ndarray | None:
+        """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
+        when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
+        their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
+        inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
+        chain = self.codecs
+        if chain.array_array or chain.bytes_bytes or not isinstance(chain.array_bytes, BytesCodec) \
+                or dtype.hasobject or chain.array_bytes._wire(dtype) != dtype:
+            return None
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            return None  # split() reports it
+        raw = mv[:n] if self.index_location == "start" else mv[len(mv) - n :]
+        index = self.decode_index(raw, shard_shape, shard_nbytes=len(mv), key=key)
+        count = index.offsets.size
+        size = int(np.prod(self.chunk_shape, dtype=np.int64)) * dtype.itemsize
+        first = int(index.offsets.reshape(-1)[0])
+        expected = np.arange(count, dtype=np.uint64) * np.uint64(size) + np.uint64(first)
+        if size == 0 or first == MAX_U64 or bool(np.any(index.nbytes != size)) \
+                or not np.array_equal(index.offsets.reshape(-1), expected):
+            return None
+        block = np.frombuffer(mv, dtype=dtype, count=count * (size // dtype.itemsize), offset=first)
+        return block.reshape((*index.offsets.shape, *self.chunk_shape))
+
+    def _build(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview], *,
+               as_view: bool = False) -> bytes | memoryview:
         cps = self.chunks_per_shard(shard_shape)
         index_size = self.index_nbytes(shard_shape)
         table = np.full((*cps, 2), _MAX, dtype=np.uint64)
@@ -226,13 +258,25 @@ class ShardingCodec(ArrayBytesCodec):
             position += len(data)
             parts.append(data)
         index = self.index_codecs.encode(table, self._index_spec(cps, None))
-        return b"".join([index, *parts] if self.index_location == "start" else [*parts, index])
+        pieces = [index, *parts] if self.index_location == "start" else [*parts, index]
+        total = sum(len(x) for x in pieces)
+        if not as_view or total < _LARGE:
+            return b"".join(pieces)
+        # A large shard goes into a NumPy buffer: NumPy asks for huge pages, so the fresh memory costs far
+        # fewer page faults than a bytes object of the same size (a 64 MiB shard: 4x faster).
+        view = memoryview(np.empty(total, dtype=np.uint8)).cast("B")
+        position = 0
+        for piece in pieces:
+            view[position : position + len(piece)] = piece
+            position += len(piece)
+        return view
 
-    def assemble(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes | None:
-        """A shard holding the given encoded inner chunks, or ``None`` when there is nothing to store."""
+    def assemble(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes | memoryview | None:
+        """A shard holding the given encoded inner chunks (bytes, or a view of a buffer when it is large),
+        or ``None`` when there is nothing to store."""
         if not any(len(memoryview(v)) for v in chunks.values()):
             return None
-        return self._build(shard_shape, chunks)
+        return self._build(shard_shape, chunks, as_view=True)
 
     def _inner_slices(self, coords: Coords) -> tuple[slice | EllipsisType, ...]:
         return (*(slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)), Ellipsis)
@@ -249,7 +293,7 @@ class ShardingCodec(ArrayBytesCodec):
             sub = chunk[self._inner_slices(coords)]
             if not is_fill(sub, spec.fill_value):
                 chunks[coords] = self.encode_inner(sub, inner)
-        return self._build(spec.shape, chunks)
+        return bytes(self._build(spec.shape, chunks))  # bytes already: no copy
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         """A whole shard; empty inner chunks hold the fill value."""
