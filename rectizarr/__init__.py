@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from rectizarr._engine_pool import set_workers
 from rectizarr.api import create_array, from_array, open_array
 from rectizarr.array import Array
-from rectizarr.engine import set_workers
 from rectizarr.errors import (
     ChecksumError,
     CodecError,

@@ -17,129 +17,34 @@ before ``sharding_indexed``, or a bytes -> bytes codec after it) use the chunked
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import product
 from typing import Any, TypeVar
 
 import numpy as np
 
+from rectizarr._engine_pool import _locks, pmap, pool_size
 from rectizarr._index_plan import OrthogonalPlan
 from rectizarr._stores.base import Buffer
-from rectizarr._util import Coords, Shape, default_workers, prod
+from rectizarr._util import Coords, Shape, prod
 from rectizarr.chunk_keys import ChunkKeyEncoding
 from rectizarr.codecs.array_to_array import TransposeCodec
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
-from rectizarr.errors import CodecError
+from rectizarr.codecs.sharding import ShardIndexCache, ShardingCodec, is_fill
 from rectizarr.grid import ChunkGrid, FixedDim
 from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.store import LocalStore, MemoryStore, Store, ZipStore
 
 T = TypeVar("T")
-R = TypeVar("R")
 
-# ------------------------------------------------------------------------------------ thread pool
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = default_workers()
-_pool_lock = threading.Lock()
-
-
-def set_workers(n: int) -> None:
-    """Set the process-wide number of codec threads (default: the number of usable cores)."""
-    global _pool, _pool_size
-    with _pool_lock:
-        _pool_size = max(1, int(n))
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-            _pool = None
-
-
-def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-based tests
-    global _pool, _pool_lock
-    _pool = None
-    _pool_lock = threading.Lock()
-    _locks.reset()
-
-
-def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
-    """``map`` over a thread pool when it pays (several items and more than one worker)."""
-    n = _pool_size if workers is None else workers
-    if n <= 1 or len(items) <= 1:
-        return [fn(x) for x in items]
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
-        pool = _pool
-    # Batch small items so thread hand-off does not dominate (100,000 tiny chunks).
-    per = max(1, len(items) // (4 * n))
-    if per == 1:
-        return list(pool.map(fn, items))
-    batches = [items[i : i + per] for i in range(0, len(items), per)]
-    out: list[R] = []
-    for part in pool.map(lambda b: [fn(x) for x in b], batches):
-        out.extend(part)
-    return out
-
-
-# --------------------------------------------------------------------------------- per-key locks
-
-
-class _StripedLocks:
-    """Locks for read-modify-write of store keys inside this process (no lost writes between threads)."""
-
-    def __init__(self, n: int = 256) -> None:
-        self.n = n
-        self.reset()
-
-    def reset(self) -> None:
-        self._locks = [threading.Lock() for _ in range(self.n)]
-
-    def hold(self, store: Store, keys: Iterable[str]) -> _Held:
-        base = _lock_base(store)
-        stripes = sorted({hash(base + k) % self.n for k in keys})
-        return _Held([self._locks[s] for s in stripes])
-
-
-def _lock_base(store: Store) -> str:
-    """What the keys of ``store`` are relative to: two store objects on one directory (or fsspec path)
-    share their locks, so separately opened arrays on the same data do not lose each other's writes."""
-    inner = getattr(store, "inner", store)
-    if isinstance(inner, LocalStore):  # a store on a subdirectory shares the locks of the parent's
-        return f"local:{inner._real_root}/"
-    base, fs = getattr(inner, "_base", None), getattr(inner, "fs", None)
-    if isinstance(base, str) and fs is not None:
-        return f"fsspec:{type(fs).__name__}:{base}"
-    return f"id:{id(getattr(inner, '_data', inner))}:"
-
-
-class _Held:
-    def __init__(self, locks: list[threading.Lock]) -> None:
-        self.locks = locks
-
-    def __enter__(self) -> None:
-        for lock in self.locks:
-            lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        for lock in reversed(self.locks):
-            lock.release()
-
-
-_locks = _StripedLocks()
 _index_cache = ShardIndexCache()
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def index_cache() -> ShardIndexCache:
@@ -238,7 +143,9 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if not projections:
         return
     if layout.sharding is not None:
-        _read_sharded(layout, plan, projections, out)
+        from rectizarr._engine_shards import read_sharded
+
+        read_sharded(layout, plan, projections, out)
         return
     coords = plan.chunk_coords if sparse is None else _coords_of(projections, layout.grid.ndim)
     keys = _chunk_keys(layout, coords)
@@ -422,7 +329,9 @@ def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
     if not projections:
         return
     if layout.sharding is not None:
-        _write_sharded(layout, plan, projections, value)
+        from rectizarr._engine_shards import write_sharded
+
+        write_sharded(layout, plan, projections, value)
         return
     by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
     for p in projections:
@@ -470,7 +379,7 @@ def _encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], t
     if not (_streams(layout.store) and _cannot_fail(layout.pipeline, layout.dtype)):
         _commit(layout.store, pmap(work, items, workers), known_absent)
         return
-    n_threads = _pool_size if workers is None else workers
+    n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (4 * n_threads)))
 
     def run(batch: Sequence[T]) -> list[str]:
@@ -517,72 +426,6 @@ def _commit(store: Store, results: Iterable[tuple[str, Buffer | None]], known_ab
 # -------------------------------------------------------------------------------------- sharded I/O
 
 
-@dataclass
-class _Shard:
-    coords: Coords  # outer grid coords
-    key: str
-    shape_t: Shape  # declared shard shape in the transposed (codec) space
-    projections: list[tuple[Coords, ChunkProjection]]  # (inner coords in transposed space, projection)
-
-
-def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[_Shard]:
-    assert layout.inner_shape is not None and layout.perm is not None
-    inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
-    starts = inner * np.asarray(layout.inner_shape, dtype=np.int64)
-    shard_coords = np.empty_like(inner)
-    local = np.empty_like(inner)
-    for axis, d in enumerate(layout.grid.dims):
-        along = d.chunks_of(starts[:, axis])
-        shard_coords[:, axis] = along
-        local[:, axis] = (starts[:, axis] - d.offsets_of(along)) // layout.inner_shape[axis]
-    perm = list(layout.perm)
-    shards: dict[Coords, _Shard] = {}
-    local = local[:, perm]
-    for start in range(0, len(projections), 4096):  # rows as Python ints, a block at a time
-        stop = start + 4096
-        for p, row, local_row in zip(projections[start:stop], shard_coords[start:stop].tolist(),
-                                     local[start:stop].tolist(), strict=True):
-            sc: Coords = tuple(row)
-            shard = shards.get(sc)
-            if shard is None:
-                declared = layout.grid.chunk_shape(sc)
-                shard = _Shard(sc, layout.key(sc), tuple(declared[a] for a in perm), [])
-                shards[sc] = shard
-            shard.projections.append((tuple(local_row), p))
-    return list(shards.values())
-
-
-def _inner_limit(layout: Layout, shard: _Shard) -> Coords:
-    """Per transposed axis, how many inner chunks of ``shard`` overlap the array (the rest are never stored)."""
-    assert layout.inner_shape is not None and layout.perm is not None
-    per_axis = [-(-d.data_len(shard.coords[axis]) // layout.inner_shape[axis])
-                for axis, d in enumerate(layout.grid.dims)]
-    return tuple(per_axis[a] for a in layout.perm)
-
-
-def _inner_in_extent(layout: Layout, shard: _Shard) -> int:
-    return prod(_inner_limit(layout, shard))
-
-
-def _to_array_axes(layout: Layout, chunk_t: np.ndarray) -> np.ndarray:
-    perm = layout.perm
-    if perm is None or list(perm) == list(range(len(perm))):
-        return chunk_t
-    return chunk_t.transpose(np.argsort(perm))
-
-
-def _to_codec_axes(layout: Layout, chunk: np.ndarray) -> np.ndarray:
-    perm = layout.perm
-    if perm is None or list(perm) == list(range(len(perm))):
-        return chunk
-    return np.ascontiguousarray(chunk.transpose(perm))
-
-
-def _inner_spec(layout: Layout, key: str) -> ChunkSpec:
-    assert layout.sharding is not None
-    return ChunkSpec(layout.sharding.chunk_shape, layout.dtype, layout.fill_value, key)
-
-
 def _cache_key(store: Store, key: str) -> str:
     """Index-cache key: the store's identity (shared by its read-only views) plus the store key."""
     token = getattr(store, "_rectizarr_token", None)
@@ -597,219 +440,6 @@ def _cheap_versions(store: Store) -> bool:
     elsewhere (S3, HTTP, zip) a version check would cost a request, so only our own writes invalidate."""
     return isinstance(getattr(store, "inner", store), LocalStore | MemoryStore)
 
-
-def _cached_index(layout: Layout, key: str) -> tuple[Any, ShardIndex | None]:
-    version = layout.store.version(key) if _cheap_versions(layout.store) else 0
-    if version is None:  # the shard does not exist
-        return None, None
-    return version, _index_cache.get(_cache_key(layout.store, key), version)
-
-
-def _fetch_indexes(layout: Layout, shards: list[_Shard]) -> dict[str, ShardIndex | None]:
-    """Decoded index per shard key (``None`` = no shard); one batched request for the misses."""
-    sharding = layout.sharding
-    assert sharding is not None
-    out: dict[str, ShardIndex | None] = {}
-    misses: list[tuple[_Shard, Any]] = []
-    for s in shards:
-        version, idx = _cached_index(layout, s.key)
-        if version is None:
-            out[s.key] = None
-        elif idx is not None:
-            out[s.key] = idx
-        else:
-            misses.append((s, version))
-    if not misses:
-        return out
-    raw = layout.store.get_many([(s.key, sharding.index_byte_range(s.shape_t)) for s, _ in misses])
-    for (s, version), data in zip(misses, raw, strict=True):
-        if data is None:
-            out[s.key] = None
-            continue
-        size = layout.store.getsize(s.key) if sharding.index_location == "start" else None
-        idx = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
-        out[s.key] = idx
-        _index_cache.put(_cache_key(layout.store, s.key), version, idx)
-    return out
-
-
-def _read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], out: np.ndarray) -> None:
-    sharding = layout.sharding
-    assert sharding is not None
-    shards = _group_by_shard(layout, projections)
-    fill = layout.fill_value
-    inner_spec = ChunkSpec(sharding.chunk_shape, layout.dtype, fill)
-    # Large inner chunks of local data are read one by one, also from whole shards: one read of a
-    # 64 MiB shard costs more (fresh memory) than its 64 ranged reads, and memory stays flat.
-    piecewise = _streams(layout.store) and inner_spec.nbytes >= _PIECEWISE_BYTES
-    whole = [] if piecewise else [s for s in shards
-                                  if len({c for c, _ in s.projections}) == _inner_in_extent(layout, s)]
-    partial = [s for s in shards if s not in whole]
-    transposed = layout.perm is not None and list(layout.perm) != list(range(len(layout.perm)))
-    specs = {s.key: _inner_spec(layout, s.key) for s in shards}  # one per shard: it names the shard
-    workers = _workers_for(layout, sharding.codecs, inner_spec)
-
-    into = not transposed and _can_decode_into(sharding.codecs, layout.dtype)
-
-    def paste(s: _Shard, p: ChunkProjection, data: bytes | memoryview | None) -> None:
-        if data is None:
-            _paste(out, plan, p, None, fill)
-            return
-        if into and _decode_in_place(out, plan, p, sharding.codecs, data, specs[s.key], fill):
-            return
-        chunk_t = sharding.decode_inner(data, specs[s.key])
-        _paste(out, plan, p, _to_array_axes(layout, chunk_t) if transposed else chunk_t, fill)
-
-    def whole_shard(s: _Shard, value: bytes | None) -> None:
-        if value is None:
-            for _, p in s.projections:
-                _paste(out, plan, p, None, fill)
-            return
-        if not transposed and isinstance(plan, OrthogonalPlan):
-            box = _shard_box(layout, plan, s)
-            block = None if box is None else sharding.dense(value, s.shape_t, layout.dtype, key=s.key)
-            if box is not None and block is not None:  # one copy for the whole shard
-                nd = len(s.shape_t)
-                target = out[box].reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True)
-                                           for n in pair])  # (shards-axis, inner-axis) pairs: a view
-                if np.may_share_memory(target, out):
-                    target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
-                    return
-        _, chunks = sharding.split(value, s.shape_t, key=s.key)
-        for c, p in s.projections:
-            paste(s, p, chunks.get(c))
-
-    jobs: list[tuple[_Shard, ChunkProjection, bytes | memoryview | None]] = []
-    n_threads = _pool_size if layout.workers is None else layout.workers
-    if whole and _streams(layout.store) and (workers == 1 or len(whole) >= 2 * n_threads):
-        # Shard by shard in the workers (read, split, decode, paste): at most one shard per worker in memory.
-        batch = layout.store._get_batch
-        pmap(lambda s: whole_shard(s, batch([(s.key, None)])[0]), whole, workers)
-    else:  # few shards: fetch them, then spread their inner chunks over the workers
-        for s, value in zip(whole, layout.store.get_many([(s.key, None) for s in whole]), strict=True):
-            if value is None:
-                jobs.extend((s, p, None) for _, p in s.projections)
-                continue
-            _, chunks = sharding.split(value, s.shape_t, key=s.key)
-            jobs.extend((s, p, chunks.get(c)) for c, p in s.projections)
-    if partial:
-        indexes = _fetch_indexes(layout, partial)
-
-        def wanted_of(shards: list[_Shard]) -> list[tuple[_Shard, ChunkProjection, tuple[int, int] | None]]:
-            wanted: list[tuple[_Shard, ChunkProjection, tuple[int, int] | None]] = []
-            for s in shards:
-                idx = indexes[s.key]
-                wanted.extend((s, p, None if idx is None else idx.byte_range(c)) for c, p in s.projections)
-            return wanted
-
-        def checked(s: _Shard, r: tuple[int, int], data: bytes | None) -> bytes:
-            if data is None or len(data) != r[1]:
-                raise CodecError("shard is shorter than its index says (truncated or rewritten)",
-                                 key=s.key, codec="sharding_indexed")
-            return data
-
-        def fetch(shards: list[_Shard]) -> Iterator[tuple[_Shard, ChunkProjection, bytes | None]]:
-            wanted = wanted_of(shards)
-            fetched = iter(layout.store.get_many([(s.key, r) for s, _, r in wanted if r is not None]))
-            for s, p, r in wanted:
-                yield s, p, None if r is None else checked(s, r, next(fetched))
-
-        def shard_task(s: _Shard) -> None:
-            for job in fetch([s]):
-                paste(*job)
-
-        def inner_task(job: tuple[_Shard, ChunkProjection, tuple[int, int] | None]) -> None:
-            s, p, r = job  # a range from a validated index: no coalescing into large reads
-            paste(s, p, None if r is None else checked(s, r, layout.store._get_batch([(s.key, r)])[0]))
-
-        if piecewise:  # inner chunk by inner chunk in the workers: read, decode, paste
-            pmap(inner_task, wanted_of(partial), workers)
-        elif _streams(layout.store) and (workers == 1 or len(partial) >= 2 * n_threads):
-            # Shard by shard in the workers (ranges of one shard coalesce alike): reads overlap decoding.
-            pmap(shard_task, partial, workers)
-        else:
-            jobs.extend(fetch(partial))
-    pmap(lambda job: paste(*job), jobs, workers)
-
-
-def _shard_box(layout: Layout, plan: OrthogonalPlan, s: _Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the plan selects all of it, in order: along
-    every axis its inner chunks are selected whole (``0:n``, inside the extent) and go to consecutive
-    positions. None otherwise."""
-    assert layout.inner_shape is not None
-    box = []
-    for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
-        first = d.offset(s.coords[axis]) // inner
-        n = s.shape_t[axis] // inner
-        j = int(np.searchsorted(a.chunks, first))
-        if j + n > a.chunks.size or int(a.chunks[j]) != first or int(a.chunks[j + n - 1]) != first + n - 1:
-            return None
-        start = 0
-        for k in range(n):
-            e = a.entries[j + k]
-            if not (isinstance(e.local, slice) and isinstance(e.out, slice) and e.out.step == 1
-                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1):
-                return None
-            if k == 0:
-                start = e.out.start
-            elif e.out.start != start + k * inner:
-                return None
-        box.append(slice(start, start + n * inner))
-    return tuple(box)
-
-
-def _write_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray) -> None:
-    sharding = layout.sharding
-    assert sharding is not None and layout.inner_shape is not None
-    inner_shape: Shape = layout.inner_shape
-    shards = _group_by_shard(layout, projections)
-    with _locks.hold(layout.store, [s.key for s in shards]):
-        needs_read = []
-        for s in shards:
-            complete = {c for c, p in s.projections if p.complete}
-            if len(complete) < _inner_in_extent(layout, s) or len(complete) < len({c for c, _ in s.projections}):
-                needs_read.append(s)
-        old = dict(zip([s.key for s in needs_read],
-                       layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
-
-        def work(s: _Shard) -> tuple[str, Buffer | None]:
-            stored = old.get(s.key)
-            existing: dict[Coords, memoryview] = {}
-            if stored is not None:
-                _, existing = sharding.split(stored, s.shape_t, key=s.key)
-            groups: dict[Coords, list[ChunkProjection]] = defaultdict(list)
-            for c, p in s.projections:
-                groups[c].append(p)
-            limit = _inner_limit(layout, s)
-            chunks: dict[Coords, bytes | memoryview] = {
-                c: v for c, v in existing.items() if all(x < n for x, n in zip(c, limit, strict=True))
-            }
-            spec = _inner_spec(layout, s.key)
-            for c, group in groups.items():
-                array_coords = group[0].coords
-                if _replaces(plan, group, inner_shape):
-                    chunk = value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
-                else:
-                    if all(p.complete for p in group) or c not in existing:
-                        chunk = np.empty(inner_shape, layout.dtype)
-                        chunk[...] = layout.fill_value
-                    else:
-                        chunk = np.array(_to_array_axes(layout, sharding.decode_inner(existing[c], spec)),
-                                         copy=True)
-                        _clear_outside(chunk, layout, array_coords)
-                    for p in group:
-                        _put(chunk, plan, p, _take(value, plan, p))
-                if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
-                    chunks.pop(c, None)
-                else:
-                    chunks[c] = sharding.encode_inner(_to_codec_axes(layout, chunk), spec)
-            return s.key, sharding.assemble(s.shape_t, chunks)
-
-        workers = _workers_for(layout, sharding.codecs, ChunkSpec(inner_shape, layout.dtype, layout.fill_value))
-        _encode_and_commit(layout, shards, work, {s.key for s in needs_read if old[s.key] is None}, workers)
-
-
-# ------------------------------------------------------------------------------------ maintenance
 
 
 def stored_chunk_keys(layout: Layout) -> Iterator[tuple[str, Coords]]:
