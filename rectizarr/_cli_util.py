@@ -13,6 +13,7 @@ from itertools import pairwise, product
 from typing import Any, TextIO
 
 from rectizarr.errors import SelectionError
+from rectizarr.grid import compress_rle
 
 __all__ = [
     "Progress",
@@ -153,13 +154,7 @@ def parse_size(text: str) -> int:
 
 # ------------------------------------------------------------------------------------ formatting
 def _runs(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for s in sizes:
-        if runs and runs[-1][0] == s:
-            runs[-1] = (s, runs[-1][1] + 1)
-        else:
-            runs.append((s, 1))
-    return runs
+    return [(r[0], r[1]) if isinstance(r, list) else (r, 1) for r in compress_rle(sizes)]
 
 
 def compact_sizes(sizes: Sequence[int], max_runs: int = 16) -> str:

@@ -17,7 +17,7 @@ from rectizarr._util import Shape, prod
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.sharding import ShardingCodec
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
-from rectizarr.grid import ChunkGrid
+from rectizarr.grid import ChunkGrid, compress_rle
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
 from rectizarr.metadata import ArrayMeta
 from rectizarr.store import Store
@@ -393,13 +393,7 @@ def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
 def _compact(sizes: tuple[int, ...]) -> str:
     if not sizes:
         return "()"
-    runs: list[tuple[int, int]] = []
-    for s in sizes:
-        if runs and runs[-1][0] == s:
-            runs[-1] = (s, runs[-1][1] + 1)
-        else:
-            runs.append((s, 1))
-    parts = [f"{v}x{n}" if n > 1 else str(v) for v, n in runs]
+    parts = [f"{r[0]}x{r[1]}" if isinstance(r, list) else str(r) for r in compress_rle(sizes)]
     if len(parts) > 8:
         parts = [*parts[:4], "...", *parts[-3:]]
     return "[" + ", ".join(parts) + "]"
