@@ -70,9 +70,7 @@ class Array(nodes.Node):
             except MetadataError as exc:  # name the document, like every other metadata error
                 if exc.key is not None:
                     raise
-                text, where = str(exc), f"{exc.path}: " if exc.path else ""
-                raise type(exc)(text[len(where):] if where and text.startswith(where) else text,
-                                path=exc.path, key=nodes.meta_key(self._path)) from exc
+                raise exc.with_key(nodes.meta_key(self._path)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
             import msgspec
 

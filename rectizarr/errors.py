@@ -55,6 +55,11 @@ class MetadataError(RectizarrError, ValueError):
         if path:
             where.append(path)
         super().__init__(f"{': '.join(where)}: {message}" if where else message)
+        self.message = message
+
+    def with_key(self, key: str) -> MetadataError:
+        """The same error (same class, message and JSON path) naming the store key of the document."""
+        return type(self)(self.message, path=self.path, key=key)
 
 
 class UnsupportedError(MetadataError):

@@ -256,7 +256,7 @@ def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
         codecs = parse_codecs(_value(top, raw, "codecs", key), "$.codecs")
     except MetadataError as exc:
         if exc.key is None and key is not None:
-            raise type(exc)(_strip_where(exc), path=exc.path, key=key) from exc
+            raise exc.with_key(key) from exc
         raise
     if not codecs:
         raise MetadataError(
@@ -274,12 +274,6 @@ def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
         storage_transformers=_storage_transformers(top, raw, key),
         extra_fields=extras,
     )
-
-
-def _strip_where(exc: MetadataError) -> str:
-    text = str(exc)
-    prefix = f"{exc.path}: " if exc.path else ""
-    return text[len(prefix) :] if prefix and text.startswith(prefix) else text
 
 
 def _decode_group(top: dict[str, Any], raw: bool, key: str | None) -> GroupMeta:
