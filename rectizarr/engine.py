@@ -22,6 +22,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import product
 from typing import Any, TypeVar
 
@@ -81,7 +82,7 @@ class Layout:
         return cls(store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks,
                    workers, sharding, inner_shape, perm)
 
-    @property
+    @cached_property
     def dims(self) -> tuple[Any, ...]:
         """The grid selections are planned over: inner chunks when sharded, else the chunk grid."""
         if self.inner_shape is None:

@@ -78,6 +78,16 @@ class GzipCodec(BytesBytesCodec):
                 return b"".join(parts)
 
 
+def _decode_into(codec: Any, data: bytes | memoryview, out: np.ndarray) -> bool:
+    """numcodecs ``decode(out=...)`` after the caller checked the sizes; False (decode the usual way, which
+    names the key in its error) on any failure."""
+    try:
+        codec.decode(_as_bytes(data), out=out)
+    except Exception:
+        return False
+    return True
+
+
 class ZstdCodec(BytesBytesCodec):
     """A Zstandard frame; ``checksum`` adds the frame content checksum, verified on decode."""
 
@@ -101,13 +111,8 @@ class ZstdCodec(BytesBytesCodec):
             raise cls(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        if _zstd_content_size(data) != out.nbytes:  # numcodecs would fill only part of a larger buffer
-            return False
-        try:
-            self._codec.decode(_as_bytes(data), out=out)
-        except Exception:
-            return False
-        return True
+        # numcodecs would fill only part of a larger buffer: the frame must declare exactly out's size
+        return _zstd_content_size(data) == out.nbytes and _decode_into(self._codec, data, out)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -169,14 +174,9 @@ class BloscCodec(BytesBytesCodec):
             raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data) \
-                or int.from_bytes(bytes(data[4:8]), "little") != out.nbytes:  # compressed, decoded sizes
-            return False
-        try:
-            self._codec.decode(_as_bytes(data), out=out)
-        except Exception:
-            return False
-        return True
+        sizes_ok = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data) \
+            and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes  # compressed, decoded sizes
+        return sizes_ok and _decode_into(self._codec, data, out)
 
 
 class Crc32cCodec(BytesBytesCodec):
