@@ -52,21 +52,11 @@ class _Shard:
 
 def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[_Shard]:
     assert layout.inner_shape is not None and layout.perm is not None
-    inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
-    starts = inner * np.asarray(layout.inner_shape, dtype=np.int64)
-    shard_coords = np.empty_like(inner)
-    local = np.empty_like(inner)
-    for axis, d in enumerate(layout.grid.dims):
-        along = d.chunks_of(starts[:, axis])
-        shard_coords[:, axis] = along
-        local[:, axis] = (starts[:, axis] - d.offsets_of(along)) // layout.inner_shape[axis]
     perm = list(layout.perm)
     shards: dict[Coords, _Shard] = {}
-    local = local[:, perm]
     for start in range(0, len(projections), 4096):  # rows as Python ints, a block at a time
-        stop = start + 4096
-        for p, row, local_row in zip(projections[start:stop], shard_coords[start:stop].tolist(),
-                                     local[start:stop].tolist(), strict=True):
+        block = projections[start : start + 4096]
+        for p, row, local_row in zip(block, *_shard_rows(layout, block), strict=True):
             sc: Coords = tuple(row)
             shard = shards.get(sc)
             if shard is None:
@@ -75,6 +65,31 @@ def _group_by_shard(layout: Layout, projections: list[ChunkProjection]) -> list[
                 shards[sc] = shard
             shard.projections.append((tuple(local_row), p))
     return list(shards.values())
+
+
+def _shard_rows(layout: Layout, projections: list[ChunkProjection]) -> tuple[list[list[int]], list[list[int]]]:
+    """Per projection, its shard's coords (array axes) and its inner chunk's coords inside the shard
+    (transposed axes)."""
+    assert layout.inner_shape is not None and layout.perm is not None
+    sizes, dims = layout.inner_shape, layout.grid.dims
+    if len(projections) <= 8:  # a small read: integer arithmetic costs less than arrays
+        shard_rows, local_rows = [], []
+        for p in projections:
+            starts = [c * n for c, n in zip(p.coords, sizes, strict=True)]
+            row = [d.chunk_of(x) for d, x in zip(dims, starts, strict=True)]
+            shard_rows.append(row)
+            here = [(x - d.offset(c)) // n for d, x, c, n in zip(dims, starts, row, sizes, strict=True)]
+            local_rows.append([here[a] for a in layout.perm])
+        return shard_rows, local_rows
+    inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
+    starts_a = inner * np.asarray(sizes, dtype=np.int64)
+    shard_coords = np.empty_like(inner)
+    local = np.empty_like(inner)
+    for axis, d in enumerate(dims):
+        along = d.chunks_of(starts_a[:, axis])
+        shard_coords[:, axis] = along
+        local[:, axis] = (starts_a[:, axis] - d.offsets_of(along)) // sizes[axis]
+    return shard_coords.tolist(), local[:, list(layout.perm)].tolist()
 
 
 def _inner_limit(layout: Layout, shard: _Shard) -> Coords:
@@ -170,7 +185,7 @@ def read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection],
         chunk_t = sharding.decode_inner(data, specs[s.key])
         _paste(out, plan, p, _to_array_axes(layout, chunk_t) if transposed else chunk_t, fill)
 
-    def whole_shard(s: _Shard, value: bytes | None) -> None:
+    def whole_shard(s: _Shard, value: bytes | memoryview | None) -> None:
         if value is None:
             for _, p in s.projections:
                 _paste(out, plan, p, None, fill)
@@ -193,8 +208,8 @@ def read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection],
     n_threads = pool_size() if layout.workers is None else layout.workers
     if whole and _streams(layout.store) and (workers == 1 or len(whole) >= 2 * n_threads):
         # Shard by shard in the workers (read, split, decode, paste): at most one shard per worker in memory.
-        batch = layout.store._get_batch
-        pmap(lambda s: whole_shard(s, batch([(s.key, None)])[0]), whole, workers)
+        get = layout.store._get_transient
+        pmap(lambda s: whole_shard(s, get(s.key, None)), whole, workers)
     else:  # few shards: fetch them, then spread their inner chunks over the workers
         for s, value in zip(whole, layout.store.get_many([(s.key, None) for s in whole]), strict=True):
             if value is None:
@@ -212,13 +227,13 @@ def read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection],
                 wanted.extend((s, p, None if idx is None else idx.byte_range(c)) for c, p in s.projections)
             return wanted
 
-        def checked(s: _Shard, r: tuple[int, int], data: bytes | None) -> bytes:
+        def checked(s: _Shard, r: tuple[int, int], data: bytes | memoryview | None) -> bytes | memoryview:
             if data is None or len(data) != r[1]:
                 raise CodecError("shard is shorter than its index says (truncated or rewritten)",
                                  key=s.key, codec="sharding_indexed")
             return data
 
-        def fetch(shards: list[_Shard]) -> Iterator[tuple[_Shard, ChunkProjection, bytes | None]]:
+        def fetch(shards: list[_Shard]) -> Iterator[tuple[_Shard, ChunkProjection, bytes | memoryview | None]]:
             wanted = wanted_of(shards)
             fetched = iter(layout.store.get_many([(s.key, r) for s, _, r in wanted if r is not None]))
             for s, p, r in wanted:
@@ -230,7 +245,7 @@ def read_sharded(layout: Layout, plan: Plan, projections: list[ChunkProjection],
 
         def inner_task(job: tuple[_Shard, ChunkProjection, tuple[int, int] | None]) -> None:
             s, p, r = job  # a range from a validated index: no coalescing into large reads
-            paste(s, p, None if r is None else checked(s, r, layout.store._get_batch([(s.key, r)])[0]))
+            paste(s, p, None if r is None else checked(s, r, layout.store._get_transient(s.key, r)))
 
         if piecewise:  # inner chunk by inner chunk in the workers: read, decode, paste
             pmap(inner_task, wanted_of(partial), workers)

@@ -181,6 +181,11 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         return empty_axis()
     first, s = (start, step) if step > 0 else (start + (n - 1) * step, -step)
     c0, c1 = dim.chunk_of(first), dim.chunk_of(first + (n - 1) * s)
+    if c0 == c1:  # one chunk (a small read): plain integers
+        local = first - dim.offset(c0)
+        out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
+        entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
+        return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,))
     if s == 1 or n > c1 - c0 + 1:
         chunks = np.arange(c0, c1 + 1, dtype=np.int64)
         offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)

@@ -153,19 +153,25 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     specs = _chunk_specs(layout, coords)
     pipeline, fill = layout.pipeline, layout.fill_value
     into = _can_decode_into(pipeline, layout.dtype)
+    raw = _is_raw(pipeline, layout.dtype)
 
-    def work(i: int, value: bytes | None) -> None:
-        p = projections[i]
+    def work(i: int, value: bytes | memoryview | None) -> None:
+        p, spec = projections[i], specs[i]
         if value is None:
             _paste(out, plan, p, None, fill)
-        elif not (into and _decode_in_place(out, plan, p, pipeline, value, specs[i], fill)):
-            _paste(out, plan, p, _decode(pipeline, value, specs[i], keys[i]), fill)
+        elif raw and len(value) == spec.nbytes:  # stored as the chunk's own bytes: a view, pasted from
+            _paste(out, plan, p, np.frombuffer(value, spec.dtype).reshape(spec.shape), fill)
+        elif not (into and _decode_in_place(out, plan, p, pipeline, value, spec, fill)):
+            _paste(out, plan, p, _decode(pipeline, value, spec, keys[i]), fill)
 
     n = len(projections)
     if _streams(layout.store):  # read, decode and paste chunk by chunk in the workers: memory stays flat
-        batch = layout.store._get_batch  # keys made by the key encoding need no validation
-        pmap(lambda i: work(i, batch([(keys[i], None)])[0]), range(n),  # type: ignore[arg-type]
-             _workers_for(layout, pipeline, specs[0]))
+        get = layout.store._get_transient  # keys made by the key encoding need no validation
+        workers = _workers_for(layout, pipeline, specs[0])
+        if raw:  # the size of every stored chunk is known: no fstat per file
+            pmap(lambda i: work(i, get(keys[i], None, specs[i].nbytes)), range(n), workers)  # type: ignore[arg-type]
+        else:
+            pmap(lambda i: work(i, get(keys[i], None)), range(n), workers)  # type: ignore[arg-type]
         return
     step = max(1, _WINDOW_BYTES // max(1, specs[0].nbytes))  # a bounded window of values in memory
     for start in range(0, n, step):
@@ -230,6 +236,12 @@ def _can_decode_into(pipeline: CodecPipeline, dtype: np.dtype) -> bool:
             and isinstance(pipeline.array_bytes, BytesCodec))
 
 
+def _is_raw(pipeline: CodecPipeline, dtype: np.dtype) -> bool:
+    """Whether chunks are stored as their own bytes in native order (only the ``bytes`` codec)."""
+    return (not pipeline.array_array and not pipeline.bytes_bytes and not dtype.hasobject
+            and isinstance(pipeline.array_bytes, BytesCodec) and pipeline.array_bytes._wire(dtype) == dtype)
+
+
 def _whole(sel: tuple[Any, ...], shape: Shape) -> bool:
     """True when ``sel`` is ``0:n0, 0:n1, ...`` for ``shape``: the whole chunk, in order."""
     return len(sel) == len(shape) and all(
@@ -252,10 +264,39 @@ def _decode_in_place(out: np.ndarray, plan: Plan, p: ChunkProjection, pipeline: 
     if buf is None or buf.nbytes < spec.nbytes:
         buf = _scratch.buf = np.empty(spec.nbytes, np.uint8)
     chunk = buf[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
-    if not pipeline.decode_into(value, spec, chunk):
+    prefix = _prefix_bytes(plan, p, spec) if spec.nbytes >= _PREFIX_MIN else None
+    if not pipeline.decode_into(value, spec, chunk, prefix):
         return False
     _paste(out, plan, p, chunk, fill)
     return True
+
+
+_PREFIX_MIN = 64 << 10  # decoded chunk size from which a read that needs only its start may stop there
+_PREFIX_MAX = 0.6  # ... when it needs at most this fraction (a partial decode streams through a buffer)
+
+
+def _prefix_bytes(plan: Plan, p: ChunkProjection, spec: ChunkSpec) -> int | None:
+    """The leading bytes of the C-order chunk that hold every element ``p`` takes from it, when that is at
+    most :data:`_PREFIX_MAX` of the chunk; else None."""
+    shape = spec.shape
+    if plan.kind == "coordinate":
+        last = int(np.ravel_multi_index(p.chunk_sel, shape).max())  # type: ignore[arg-type]
+    else:  # orthogonal: every combination is taken, so the last element is at each axis's largest index
+        last, stride = 0, 1
+        for sel, n in zip(reversed(p.chunk_sel), reversed(shape), strict=True):
+            if isinstance(sel, slice):
+                r = range(*sel.indices(n))
+                if not r:
+                    return None
+                top = max(r[0], r[-1])
+            elif sel.size:
+                top = int(np.max(sel))
+            else:
+                return None
+            last += top * stride
+            stride *= n
+    needed = (last + 1) * spec.dtype.itemsize
+    return needed if needed <= _PREFIX_MAX * spec.nbytes else None
 
 
 def _decode(pipeline: CodecPipeline, value: bytes | memoryview, spec: ChunkSpec, key: str) -> np.ndarray:

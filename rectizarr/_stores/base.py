@@ -161,6 +161,14 @@ class Store(ABC):
     def _close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release backend resources (nothing by default)."""
 
+    def _get_transient(self, key: str, byte_range: ByteRange | None,
+                       size_hint: int | None = None) -> bytes | memoryview | None:
+        """One value for the engine, which uses it up before this thread reads again: it may be a view
+        of a per-thread buffer that the thread's next read overwrites (no fresh memory per read).
+        ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
+        The default is :meth:`_get_batch` of the one request."""
+        return self._get_batch([(key, byte_range)])[0]
+
     # ---- public API ---------------------------------------------------------------------------------
 
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:

@@ -85,8 +85,68 @@ def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
             os.lseek(fd, start, os.SEEK_SET)
         rest = os.read(fd, 1 << 20) if length is None else _read_exact(lambda n: os.read(fd, n), length)
         return _read_rest(fd, rest) if length is None and rest else rest
-    except IsADirectoryError:  # os.open opens a directory; reading it fails
+    except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            return None
+        raise
+    finally:
+        os.close(fd)
+
+
+_TRANSIENT_MAX = 16 << 20  # largest value read into a thread's reused buffer (larger ones get fresh memory)
+_transient = threading.local()
+_READV = hasattr(os, "preadv") and hasattr(os, "readv")
+
+
+def _buffer(size: int) -> memoryview:
+    """This thread's reused read buffer, at least ``size`` bytes (pages already touched: no page faults)."""
+    buf: bytearray | None = getattr(_transient, "buf", None)
+    if buf is None or len(buf) < size:
+        buf = _transient.buf = bytearray(max(size, 1 << 16))
+        _transient.view = memoryview(buf)
+    view: memoryview = _transient.view
+    return view
+
+
+def _read_transient(path: str, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview | None:
+    """:func:`_read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
+    a whole value is read with one ``read`` of ``size_hint + 1`` bytes and no ``fstat`` when exactly
+    ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
+    length = None if byte_range is None else byte_range[1]
+    if byte_range is not None and (byte_range[0] < 0 or length is None):
+        return _read_file(path, byte_range)
+    try:
+        fd = os.open(path, _O_READ)
+    except _MISSING:
         return None
+    try:
+        if byte_range is None:
+            if size_hint is not None and size_hint < _TRANSIENT_MAX:
+                view = _buffer(size_hint + 1)
+                n = os.readv(fd, [view[: size_hint + 1]])
+                if n == size_hint:
+                    return view[:n]
+                os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
+            size = os.fstat(fd).st_size
+            if size >= _TRANSIENT_MAX:
+                data = os.read(fd, size + 1)
+                return data if len(data) == size else _read_rest(fd, data)
+            view = _buffer(size + 1)
+            n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
+            return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
+        start = byte_range[0]
+        assert length is not None
+        if length >= _TRANSIENT_MAX or length == 0:  # (a read of 0 bytes would not see a directory)
+            return _read_range(fd, start, length)
+        view = _buffer(length)
+        got = 0
+        while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
+            got += n
+        return view[:got]
+    except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            return None
+        raise
     finally:
         os.close(fd)
 
@@ -162,6 +222,12 @@ class LocalStore(Store):
             key, byte_range = requests[0]
             return [_read_file(self._path(key), byte_range)]
         return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
+
+    def _get_transient(self, key: str, byte_range: ByteRange | None,
+                       size_hint: int | None = None) -> bytes | memoryview | None:
+        if not _READV:
+            return _read_file(self._path(key), byte_range)
+        return _read_transient(self._path(key), byte_range, size_hint)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         try:

@@ -157,6 +157,11 @@ class CountingStore(Store):
         self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
 
+    def _get_transient(self, key: str, byte_range: ByteRange | None,
+                       size_hint: int | None = None) -> bytes | memoryview | None:
+        self._counts.requests.append((key, byte_range))
+        return self.inner._get_transient(key, byte_range, size_hint)
+
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         self._counts.writes += len(items)
         self.inner._set_batch(items)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -29,14 +29,13 @@ class ChunkSpec:
     dtype: np.dtype
     fill_value: np.ndarray
     key: str | None = None
+    size: int = field(init=False, repr=False, compare=False)  # elements (computed once: asked per chunk)
+    nbytes: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def size(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
+    def __post_init__(self) -> None:
+        size = prod(self.shape)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "nbytes", size * self.dtype.itemsize)
 
     def with_shape(self, shape: Shape) -> ChunkSpec:
         return replace(self, shape=tuple(int(s) for s in shape))
@@ -114,6 +113,12 @@ class BytesBytesCodec(Codec):
         """Decode into ``out`` (a C-contiguous uint8 array) when ``data`` decodes to exactly ``out.nbytes``
         bytes; False when it cannot (unsupported, another size, or invalid data: :meth:`decode` then says
         why). ``out`` may be overwritten either way. The default supports nothing."""
+        return False
+
+    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray) -> bool:
+        """Decode only the first ``out.nbytes`` bytes of the decoded value into ``out`` (C-contiguous uint8),
+        when that costs less than decoding it all; False when it cannot (the caller then decodes the whole
+        value). The default supports nothing."""
         return False
 
     def encoded_size(self, nbytes: int) -> int | None:

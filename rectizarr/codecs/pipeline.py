@@ -130,15 +130,20 @@ class CodecPipeline:
             return self.array_bytes.decode(data, spec)
         return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
 
-    def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray) -> bool:
+    def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray, prefix: int | None = None) -> bool:
         """Decode straight into ``out`` (C-contiguous, of ``spec``'s shape and dtype) when the chain is one
         compressor that can write into a buffer before ``bytes`` in native order: no temporary chunk.
         False when it cannot (then :meth:`decode`, which also reports invalid data); ``out`` may be
-        overwritten either way."""
+        overwritten either way. With ``prefix``, only the first ``prefix`` bytes of ``out`` (in C order)
+        are wanted: the compressor may stop there, leaving the rest of ``out`` unspecified."""
         if self.array_array or len(self.bytes_bytes) != 1 or not isinstance(self.array_bytes, BytesCodec) \
                 or self.array_bytes._wire(spec.dtype) != spec.dtype or spec.dtype.hasobject:
             return False
-        return self.bytes_bytes[0].decode_into(data, out.reshape(-1).view(np.uint8))
+        flat = out.reshape(-1).view(np.uint8)
+        codec = self.bytes_bytes[0]
+        if prefix is not None and prefix < flat.size and codec.decode_prefix(data, flat[:prefix]):
+            return True
+        return codec.decode_into(data, flat)
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))

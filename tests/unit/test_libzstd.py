@@ -1,0 +1,241 @@
+"""Prefix decoding of zstd frames through the C library (``rectizarr.codecs._libzstd``), the zstd codec's
+``decode_prefix`` and ``CodecPipeline.decode_into(..., prefix=)``: always the leading bytes numcodecs gives,
+False (never an exception) for anything it cannot decode that far."""
+
+from __future__ import annotations
+
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numcodecs import Zstd
+
+import rectizarr.codecs._libzstd as libzstd
+from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
+from rectizarr.codecs.bytes_to_bytes import ZstdCodec
+
+BLOCK = 128 << 10  # zstd's largest block
+
+
+def payload(n: int, seed: int = 0, alphabet: int = 16) -> bytes:
+    """``n`` bytes: random over ``alphabet`` values (compressible below 256), runs of zeros every 4 KiB."""
+    a = np.random.default_rng(seed).integers(0, alphabet, n, dtype=np.uint8)
+    a[(np.arange(n) // 4096) % 3 == 0] = 0
+    return a.tobytes()
+
+
+def dec() -> libzstd.Decoder:
+    d = libzstd.decoder()
+    assert d is not None, "the test environment has numcodecs, so a zstd library is found"
+    return d
+
+
+def prefix_of(data: bytes | memoryview, n: int, decoder: libzstd.Decoder | None = None) -> bytes | None:
+    out = np.full(n, 0xAB, dtype=np.uint8)
+    ok = (decoder or dec()).decode_prefix(data, out)
+    return out.tobytes() if ok else None
+
+
+def raw_frame(content: bytes, *, declare: int | None = None) -> bytes:
+    """A hand-made zstd frame of raw blocks; with ``declare``, a 4-byte content size (else none at all)."""
+    descriptor = 0x00 if declare is None else 0x80  # FCS_flag 2 (4 bytes), not single segment, no checksum
+    head = b"\x28\xb5\x2f\xfd" + bytes([descriptor, 7 << 3])  # window 2**17: 128 KiB blocks
+    if declare is not None:
+        head += struct.pack("<I", declare)
+    blocks = [content[i : i + BLOCK] for i in range(0, len(content), BLOCK)] or [b""]
+    for i, block in enumerate(blocks):
+        last = i == len(blocks) - 1
+        head += (len(block) << 3 | int(last)).to_bytes(3, "little") + block  # type 0: raw
+    return head
+
+
+def skippable(payload_bytes: bytes) -> bytes:
+    return struct.pack("<II", 0x184D2A53, len(payload_bytes)) + payload_bytes
+
+
+# ------------------------------------------------------------------------------------------- Decoder
+
+
+@pytest.mark.parametrize("alphabet", [16, 256], ids=["compressible", "random"])
+def test_prefixes_match_numcodecs_at_block_boundaries(alphabet: int) -> None:
+    raw = payload(3 * BLOCK + 4321, seed=alphabet, alphabet=alphabet)
+    encoded = Zstd(level=3).encode(raw)
+    full = bytes(Zstd().decode(encoded))
+    assert full == raw
+    n = len(raw)
+    for size in [1, 2, 17, 4096, BLOCK - 1, BLOCK, BLOCK + 1, 2 * BLOCK, 2 * BLOCK + 7, n - 1, n]:
+        assert prefix_of(encoded, size) == full[:size], size
+    assert prefix_of(memoryview(encoded), BLOCK + 1) == full[: BLOCK + 1]  # a memoryview works as well
+    assert prefix_of(memoryview(bytearray(encoded)), 99) == full[:99]  # writable buffers too
+
+
+@pytest.mark.parametrize("level", range(-1, 20))
+def test_every_level(level: int) -> None:
+    raw = payload(BLOCK + 5000, seed=level + 1)
+    encoded = Zstd(level=level).encode(raw)
+    for size in (1, BLOCK - 3, BLOCK + 3, len(raw)):
+        assert prefix_of(encoded, size) == raw[:size]
+
+
+@settings(max_examples=40)
+@given(n=st.integers(1, 3 * BLOCK), cut=st.floats(0, 1), level=st.sampled_from([-1, 1, 5]),
+       alphabet=st.sampled_from([2, 16, 256]))
+def test_random_prefixes_and_truncations(n: int, cut: float, level: int, alphabet: int) -> None:
+    raw = payload(n, seed=n, alphabet=alphabet)
+    encoded = Zstd(level=level).encode(raw)
+    size = max(1, int(cut * n))
+    assert prefix_of(encoded, size) == raw[:size]
+    truncated = encoded[: int(cut * len(encoded))]
+    got = prefix_of(truncated, size)  # may succeed when the prefix lies in the blocks that are there
+    assert got is None or got == raw[:size]
+    assert prefix_of(encoded[:-1], n) is None  # the last byte is needed for the last element
+
+
+def test_concatenated_frames_and_skippable_frames() -> None:
+    parts = [payload(BLOCK // 2 + 11, seed=1), payload(BLOCK + 3, seed=2), payload(5, seed=3)]
+    encoded = b"".join(Zstd(level=i + 1).encode(p) for i, p in enumerate(parts))
+    full = bytes(Zstd().decode(encoded))
+    assert full == b"".join(parts)
+    for size in (1, len(parts[0]), len(parts[0]) + 1, len(full) - 5, len(full)):
+        assert prefix_of(encoded, size) == full[:size]
+    assert prefix_of(encoded, len(full) + 1) is None
+    with_skippable = skippable(b"metadata") + encoded + skippable(b"") + Zstd().encode(b"tail")
+    assert prefix_of(with_skippable, 10) == full[:10]
+    assert prefix_of(with_skippable, len(full) + 4) == full + b"tail"
+    assert prefix_of(skippable(b"x" * 100), 1) is None  # only a skippable frame: nothing to decode
+
+
+def test_hand_made_frames_without_and_with_content_size() -> None:
+    raw = payload(2 * BLOCK + 100, seed=4, alphabet=256)
+    for frame in (raw_frame(raw), raw_frame(raw, declare=len(raw))):
+        assert prefix_of(frame, BLOCK + 1) == raw[: BLOCK + 1]
+        assert prefix_of(frame, len(raw)) == raw
+        assert prefix_of(frame, len(raw) + 1) is None
+    # a header that declares more than the blocks hold: an error at the frame's end, never a crash
+    lying = raw_frame(raw[:1000], declare=5000)
+    assert prefix_of(lying, 500) in (None, raw[:500])  # zstd may report the mismatch before any output
+    assert prefix_of(lying, 2000) is None
+
+
+@settings(max_examples=50)
+@given(data=st.binary(max_size=300), size=st.integers(1, 5000))
+def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
+    assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
+    result = dec().decode_prefix(b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8))  # a header, then junk
+    assert result is True or result is False
+    codec_ok = ZstdCodec(1, False).decode_prefix(data, np.zeros(size, np.uint8))
+    assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
+
+
+@settings(max_examples=50)
+@given(pos=st.integers(0, 10**6), value=st.integers(0, 255), size=st.integers(1, 40000))
+def test_corrupted_frames_do_not_crash(pos: int, value: int, size: int) -> None:
+    raw = payload(40000, seed=5)
+    encoded = bytearray(Zstd(level=1).encode(raw))
+    encoded[pos % len(encoded)] = value
+    got = prefix_of(bytes(encoded), size)
+    assert got is None or len(got) == size
+
+
+def test_empty_and_truncated_input() -> None:
+    raw = payload(BLOCK + 10, seed=6)
+    encoded = Zstd(level=1).encode(raw)
+    assert prefix_of(b"", 1) is None
+    assert prefix_of(memoryview(b""), 10) is None
+    for cut in (1, 4, 5, 6, 8, 12):  # inside the magic number and the frame header
+        assert prefix_of(encoded[:cut], 1) is None
+    assert prefix_of(Zstd().encode(b""), 1) is None  # a frame of no content
+    assert prefix_of(Zstd().encode(b"abc"), 4) is None  # prefix longer than the content
+
+
+def test_threads_decode_concurrently() -> None:
+    datas = [payload(BLOCK + 1000 * i, seed=10 + i, alphabet=(16, 256)[i % 2]) for i in range(8)]
+    frames = [Zstd(level=1 + i % 3).encode(d) for i, d in enumerate(datas)]
+    jobs = [(i % 8, 1 + (i * 7919) % len(datas[i % 8])) for i in range(96)]
+    d = dec()
+
+    def work(job: tuple[int, int]) -> bool:
+        i, size = job
+        return prefix_of(frames[i], size, d) == datas[i][:size]
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, jobs))
+    assert prefix_of(frames[0], 10, d) == datas[0][:10]  # the main thread's context is still fine
+
+
+def test_env_var_disables_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    encoded = ZstdCodec(1, False).encode(payload(1000))
+    for value in ("0", "false", "No", " off "):
+        monkeypatch.setattr(libzstd, "_loaded", False)
+        monkeypatch.setattr(libzstd, "_decoder", None)
+        monkeypatch.setenv("RECTIZARR_LIBZSTD", value)
+        assert libzstd.decoder() is None
+        assert libzstd._loaded  # cached: no second look-up
+        assert not ZstdCodec(1, False).decode_prefix(encoded, np.zeros(10, np.uint8))
+    monkeypatch.setattr(libzstd, "_loaded", False)
+    monkeypatch.setenv("RECTIZARR_LIBZSTD", "1")
+    first = libzstd.decoder()
+    assert isinstance(first, libzstd.Decoder) and libzstd.decoder() is first
+
+
+# ----------------------------------------------------------------------------- ZstdCodec.decode_prefix
+
+
+def test_codec_decode_prefix_conditions() -> None:
+    raw = payload(BLOCK + 77, seed=7)
+    out = np.zeros(1000, np.uint8)
+    plain = ZstdCodec(1, False).encode(raw)
+    assert ZstdCodec(1, False).decode_prefix(plain, out) and out.tobytes() == raw[:1000]
+    assert ZstdCodec(1, True).decode_prefix(plain, out)  # the frame decides, not the codec's setting
+    checked = ZstdCodec(1, True).encode(raw)
+    assert checked[4] & 0x04
+    assert not ZstdCodec(1, False).decode_prefix(checked, out)  # checksum frames are decoded whole
+    assert not ZstdCodec(1, False).decode_prefix(plain, np.zeros(len(raw) + 1, np.uint8))  # past content
+    assert ZstdCodec(1, False).decode_prefix(plain, np.zeros(len(raw), np.uint8))
+    assert not ZstdCodec(1, False).decode_prefix(raw_frame(raw), out)  # no content size in the header
+    assert ZstdCodec(1, False).decode_prefix(raw_frame(raw, declare=len(raw)), out)
+    assert not ZstdCodec(1, False).decode_prefix(skippable(b"ab") + plain, out)
+    for junk in (b"", b"\x28\xb5", b"not zstd at all, not at all", raw[:100]):
+        assert not ZstdCodec(1, False).decode_prefix(junk, out)
+
+
+# ------------------------------------------------------------------------ CodecPipeline.decode_into
+
+
+def pipeline(checksum: bool) -> tuple[CodecPipeline, ChunkSpec]:
+    codecs: list[Any] = [{"name": "bytes", "configuration": {"endian": "little"}},
+                         {"name": "zstd", "configuration": {"level": 1, "checksum": checksum}}]
+    shape, dt = (64, 1024), np.dtype("<u2")
+    p = CodecPipeline.build(parse_codecs(codecs), dt, [np.array([s]) for s in shape])
+    return p, ChunkSpec(shape, dt, np.array(0, dtype=dt), "c/0")
+
+
+@pytest.mark.parametrize("checksum", [False, True])
+def test_pipeline_decode_into_with_prefix(monkeypatch: pytest.MonkeyPatch, checksum: bool) -> None:
+    calls: list[int] = []
+    original = libzstd.Decoder.decode_prefix
+
+    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray) -> bool:
+        calls.append(out.nbytes)
+        return original(self, data, out)
+
+    monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
+    p, s = pipeline(checksum)
+    data = np.random.default_rng(8).integers(0, 300, s.shape, dtype="<u2")
+    encoded = p.encode(data, s)
+    flat = data.reshape(-1).view(np.uint8)
+    for prefix in (1, 2, 3001, BLOCK - 1, 100_000):
+        out = np.zeros(s.shape, s.dtype)
+        assert p.decode_into(encoded, s, out, prefix)
+        assert out.reshape(-1).view(np.uint8)[:prefix].tobytes() == flat[:prefix].tobytes()
+    assert calls == ([] if checksum else [1, 2, 3001, BLOCK - 1, 100_000])
+    for whole in (None, flat.size, flat.size + 5):  # the whole chunk: no prefix decoding
+        out = np.zeros(s.shape, s.dtype)
+        assert p.decode_into(encoded, s, out, whole)
+        np.testing.assert_array_equal(out, data)
+    assert len(calls) == (0 if checksum else 5)
+    assert not p.decode_into(b"garbage", s, np.zeros(s.shape, s.dtype), 10)  # the caller then decodes
