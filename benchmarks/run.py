@@ -395,6 +395,32 @@ def bench_l1(res: Results, dataset: str, spec: Spec) -> None:
                 for sel in sels[start : start + batch]:
                     rows[name].samples.append(timed(lambda impl=impl, sel=sel: impl.read(handles[impl.name], sel)))
         _report(res, "L1", label)
+    _l1_decode_limit(res, dataset, spec, chunk_sels)
+
+
+def _l1_decode_limit(res: Results, dataset: str, spec: Spec, sels: list[tuple[slice, ...]]) -> None:
+    """The floor of L1: numcodecs decoding each inner chunk's stored bytes (read beforehand) into a fresh array."""
+    import numcodecs
+
+    assert spec.shards is not None and spec.codec == "zstd"
+    per_shard = [s // c for s, c in zip(spec.shards, spec.chunks, strict=True)]
+    index_bytes = 16 * int(np.prod(per_shard)) + 4  # (offset, length) uint64 pairs + crc32c, at the end
+    stored = []
+    for sel in sels:
+        inner = [s.start // c for s, c in zip(sel, spec.chunks, strict=True)]
+        shard = [i // n for i, n in zip(inner, per_shard, strict=True)]
+        local = [i % n for i, n in zip(inner, per_shard, strict=True)]
+        with open(os.path.join(dataset, "c", *map(str, shard)), "rb") as f:
+            f.seek(-index_bytes, os.SEEK_END)
+            index = np.frombuffer(f.read(index_bytes)[:-4], "<u8").reshape(-1, 2)
+            offset, length = index[int(np.ravel_multi_index(local, per_shard))]
+            f.seek(int(offset))
+            stored.append(f.read(int(length)))
+    codec = numcodecs.Zstd(level=1)
+    row = res.add(Row("L1", "one inner chunk (1 MiB) of a sharded array", "limit: decode alone (numcodecs zstd)",
+                      limit=True))
+    for data in stored:
+        row.samples.append(timed(lambda data=data: codec.decode(data, out=np.empty(spec.chunks, spec.dtype))))
 
 
 def _selector(method: Callable[[Any, Any], np.ndarray], handle: Any, sel: Any) -> Callable[[], float]:
