@@ -136,6 +136,8 @@ def _put(chunk: np.ndarray, plan: Plan, p: ChunkProjection, data: np.ndarray) ->
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""
     sparse = _stored_projections(layout, plan) if plan.nchunks >= _SPARSE_MIN else None
+    if sparse is None and _read_slabs(layout, plan, out):
+        return
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value
         projections = sparse
@@ -181,6 +183,28 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
              range(start, stop), layout.workers)  # type: ignore[arg-type]
 
 
+_SLAB_MIN = 64  # small raw chunks from which a dense local read goes slab by slab (engine_raw)
+
+
+def _read_slabs(layout: Layout, plan: Plan, out: np.ndarray) -> bool:
+    """A dense block of many small raw chunks of a local directory, slab by slab (:mod:`_engine_raw`);
+    False when the read is not one."""
+    if layout.sharding is not None or plan.nchunks < _SLAB_MIN or not isinstance(plan, OrthogonalPlan) \
+            or not _is_raw(layout.pipeline, layout.dtype) or not _streams(layout.store):
+        return False
+    coords = plan.chunk_coords
+    spec = layout.spec(tuple(int(c) for c in coords[0]))
+    if _workers_for(layout, layout.pipeline, spec) != 1:  # large chunks: the threaded general way
+        return False
+    from rectizarr._engine_raw import read_raw_slabs
+
+    keys = _chunk_keys(layout, coords)
+
+    def reread(i: int) -> np.ndarray | None:
+        value = layout.store.get(keys[i])
+        return None if value is None else _decode(layout.pipeline, value, spec, keys[i])
+
+    return read_raw_slabs(layout, plan, out, keys, spec.with_key(None), reread)
 _WINDOW_BYTES = 64 << 20  # decoded bytes of the chunks a read fetches at once from a remote store
 _THREADED_BYTES = 256 << 10  # decoded chunk size from which threads pay (64 KiB with a compressor)
 
