@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -62,26 +63,26 @@ def zarr_json(spec: Spec) -> dict[str, Any]:
                                  "chunk_key_encoding", "fill_value", "codecs")}
 
 
-class Impl:
+class Impl(ABC):
     name = ""
 
-    def open(self, path: str) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def open(self, path: str) -> Any: ...
 
-    def read(self, h: Any, sel: Any = Ellipsis) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def read(self, h: Any, sel: Any = Ellipsis) -> np.ndarray: ...
 
-    def oindex(self, h: Any, sel: Any) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def oindex(self, h: Any, sel: Any) -> np.ndarray: ...
 
-    def vindex(self, h: Any, sel: Any) -> np.ndarray:
-        raise NotImplementedError
+    @abstractmethod
+    def vindex(self, h: Any, sel: Any) -> np.ndarray: ...
 
-    def create(self, path: str, spec: Spec) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def create(self, path: str, spec: Spec) -> Any: ...
 
-    def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
-        raise NotImplementedError
+    @abstractmethod
+    def write(self, h: Any, data: np.ndarray, sharded: bool) -> None: ...
 
 
 class Rectizarr(Impl):

@@ -448,6 +448,23 @@ def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]]) -> None:
 # ------------------------------------------------------------------------------------------ T1 / T2 / T3
 
 
+def _t1_syscall_limit(res: Results, wl: str, case: str, path: str, nchunks: int) -> None:
+    """What one Python thread spends on the system calls alone: open, read, close of every chunk file."""
+    files = [os.path.join(d, f) for d, _, names in os.walk(os.path.join(path, "c")) for f in names]
+    assert len(files) == nchunks
+
+    def loop() -> None:
+        for name in files:
+            fd = os.open(name, os.O_RDONLY)
+            os.read(fd, 4096)
+            os.close(fd)
+
+    row = res.add(Row(wl, case, "limit: open+read+close each file, one Python thread", per=nchunks,
+                      per_label="per chunk", limit=True))
+    for _ in range(res.cfg.t_repeats):
+        row.samples.append(timed(loop))
+
+
 def bench_t(res: Results, root: str) -> None:
     cfg = res.cfg
     rows_n = cfg.t_rows
@@ -474,6 +491,8 @@ def bench_t(res: Results, root: str) -> None:
             return lambda: timed(lambda: impl.read(impl.open(path), sel))
 
         round_robin({impl.name: reader(impl) for impl in IMPLS}, cfg.t_repeats, rows)
+        if not sharded:
+            _t1_syscall_limit(res, wl, case, path, nchunks)
         out = BY_NAME[RZ].read(BY_NAME[RZ].open(path))
         assert np.array_equal(out, data)
         del out
