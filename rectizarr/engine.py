@@ -296,7 +296,7 @@ def _decode_in_place(out: np.ndarray, plan: Plan, p: ChunkProjection, pipeline: 
 
 
 _PREFIX_MIN = 64 << 10  # decoded chunk size from which a read that needs only its start may stop there
-_PREFIX_MAX = 0.6  # ... when it needs at most this fraction (a partial decode streams through a buffer)
+_PREFIX_MAX = 0.85  # ... when it needs at most this fraction (beyond, a whole decode costs no more)
 
 
 def _prefix_bytes(plan: Plan, p: ChunkProjection, spec: ChunkSpec) -> int | None:

@@ -24,6 +24,8 @@ __all__ = ["Decoder", "decoder"]
 
 _RESET_SESSION = 1  # ZSTD_reset_session_only
 _MIN_VERSION = 10400  # ZSTD_decompressStream and ZSTD_DCtx_reset are stable from 1.4.0
+_STABLE_OUT = 1001  # ZSTD_d_stableOutBuffer (ZSTD_d_experimentalParam2), from 1.4.4; else buffered
+_MORE_INPUT = 32 << 10  # compressed bytes given beyond the estimate, and per further step
 
 
 class _Buffer(ctypes.Structure):  # ZSTD_inBuffer and ZSTD_outBuffer share this layout
@@ -45,28 +47,70 @@ class Decoder:
         lib.ZSTD_decompressStream.argtypes = [ptr, ctypes.POINTER(_Buffer), ctypes.POINTER(_Buffer)]
         lib.ZSTD_isError.restype = ctypes.c_uint
         lib.ZSTD_isError.argtypes = [size_t]
+        lib.ZSTD_DCtx_setParameter.restype = size_t
+        lib.ZSTD_DCtx_setParameter.argtypes = [ptr, ctypes.c_int, ctypes.c_int]
         self._lib = lib
         self._local = threading.local()
+        probe = _Free(lib, self._new_dctx())
+        self._stable = not lib.ZSTD_isError(lib.ZSTD_DCtx_setParameter(probe.dctx, _STABLE_OUT, 1))
+        del probe
 
-    def _dctx(self) -> int:
-        dctx: int | None = getattr(self._local, "dctx", None)
-        if dctx is None:
-            dctx = self._lib.ZSTD_createDCtx()
-            if not dctx:
-                raise MemoryError("ZSTD_createDCtx failed")
-            self._local.dctx = dctx
-            self._local.owner = _Free(self._lib, dctx)  # freed with the thread's locals
+    def _new_dctx(self) -> int:
+        dctx: int | None = self._lib.ZSTD_createDCtx()
+        if not dctx:
+            raise MemoryError("ZSTD_createDCtx failed")
         return dctx
 
-    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        """Decode the first ``out.nbytes`` bytes of the frame(s) in ``data`` into ``out`` (C-contiguous
-        ``uint8``). False when the data is not valid zstd or decodes to fewer bytes (the caller then decodes
-        the usual way, which reports the error); ``out`` may be partly written either way."""
+    def _dctx(self, stable: bool) -> int:
+        name = "stable" if stable else "buffered"
+        dctx: int | None = getattr(self._local, name, None)
+        if dctx is None:
+            dctx = self._new_dctx()
+            setattr(self._local, name + "_owner", _Free(self._lib, dctx))  # freed with the thread's locals
+            if stable:
+                self._lib.ZSTD_DCtx_setParameter(dctx, _STABLE_OUT, 1)
+            setattr(self._local, name, dctx)
+        return dctx
+
+    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int | None = None) -> bool:
+        """Decode at least the first ``n`` bytes (default ``out.nbytes``) of the frame(s) in ``data`` into
+        ``out`` (C-contiguous ``uint8``); with ``n``, ``out`` must hold the whole first frame, of which the
+        bytes past ``n`` are unspecified. False when the data is not valid zstd or decodes to fewer bytes
+        (the caller then decodes the usual way, which reports the error); ``out`` may be partly written
+        either way."""
         if out.dtype != np.uint8 or not (out.flags.c_contiguous and out.flags.writeable):
-            return False  # the C library writes out.nbytes bytes from its first address
+            return False  # the C library writes up to out.nbytes bytes from its first address
+        if n is not None and n < out.nbytes:
+            return self._stable_prefix(data, out, n) if self._stable else self._buffered(data, out[:n])
+        return self._buffered(data, out)
+
+    def _stable_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
+        """Straight into ``out`` (zstd's stable output buffer: no copy through its own window), fed with about
+        as much input as ``n`` bytes of output need (at the frame's average ratio), then a little more at
+        a time until ``n`` bytes are out."""
+        src = np.frombuffer(data, np.uint8)
+        lib = self._lib
+        dctx = self._dctx(True)
+        if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
+            return False
+        total = src.nbytes
+        dst = _Buffer(out.ctypes.data, out.nbytes, 0)
+        inp = _Buffer(src.ctypes.data, min(total, n * total // out.nbytes + _MORE_INPUT), 0)
+        while dst.pos < n:
+            before = (inp.pos, dst.pos)
+            if lib.ZSTD_isError(lib.ZSTD_decompressStream(dctx, ctypes.byref(dst), ctypes.byref(inp))):
+                return False
+            if dst.pos >= n:
+                break
+            if inp.size == total and (inp.pos, dst.pos) == before:  # all input given, no progress
+                return False
+            inp.size = min(total, inp.size + _MORE_INPUT)
+        return True
+
+    def _buffered(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         src = np.frombuffer(data, np.uint8)  # no copy; keeps the buffer alive for the calls below
         lib = self._lib
-        dctx = self._dctx()
+        dctx = self._dctx(False)
         if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
             return False
         dst = _Buffer(out.ctypes.data, out.nbytes, 0)
@@ -86,11 +130,11 @@ class _Free:
     """Frees a thread's decompression context when the thread's locals go away."""
 
     def __init__(self, lib: Any, dctx: int) -> None:
-        self._lib, self._dctx = lib, dctx
+        self._lib, self.dctx = lib, dctx
 
     def __del__(self) -> None:
         try:
-            self._lib.ZSTD_freeDCtx(self._dctx)
+            self._lib.ZSTD_freeDCtx(self.dctx)
         except Exception:  # interpreter shutdown
             pass
 

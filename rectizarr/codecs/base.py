@@ -115,10 +115,11 @@ class BytesBytesCodec(Codec):
         why). ``out`` may be overwritten either way. The default supports nothing."""
         return False
 
-    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        """Decode only the first ``out.nbytes`` bytes of the decoded value into ``out`` (C-contiguous uint8),
-        when that costs less than decoding it all; False when it cannot (the caller then decodes the whole
-        value). The default supports nothing."""
+    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
+        """Decode at least the first ``n`` bytes of the decoded value into ``out`` (C-contiguous uint8 of the
+        whole decoded size; its bytes past ``n`` are then unspecified), when that costs less than decoding
+        it all; False when it cannot (the caller then decodes the whole value). The default supports
+        nothing."""
         return False
 
     def encoded_size(self, nbytes: int) -> int | None:

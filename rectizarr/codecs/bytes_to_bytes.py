@@ -114,16 +114,16 @@ class ZstdCodec(BytesBytesCodec):
         # numcodecs would fill only part of a larger buffer: the frame must declare exactly out's size
         return _zstd_content_size(data) == out.nbytes and _decode_into(self._codec, data, out)
 
-    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        # only within a first frame that declares at least that much content and carries no checksum: a
-        # checksum is verified only at the end of its frame, which a prefix never reaches
+    def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
+        # only within a first frame that declares exactly out's size and carries no checksum: a checksum
+        # is verified only at the end of its frame, which a prefix never reaches
         size = _zstd_content_size(data)  # also checks the magic number
-        if size is None or size < out.nbytes or bytes(data[4:5])[0] & 0x04:
+        if size != out.nbytes or bytes(data[4:5])[0] & 0x04:
             return False
         from rectizarr.codecs._libzstd import decoder
 
         dec = decoder()
-        return dec is not None and dec.decode_prefix(data, out)
+        return dec is not None and dec.decode_prefix(data, out, n)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

@@ -141,7 +141,7 @@ class CodecPipeline:
             return False
         flat = out.reshape(-1).view(np.uint8)
         codec = self.bytes_bytes[0]
-        if prefix is not None and prefix < flat.size and codec.decode_prefix(data, flat[:prefix]):
+        if prefix is not None and prefix < flat.size and codec.decode_prefix(data, flat, prefix):
             return True
         return codec.decode_into(data, flat)
 

@@ -127,7 +127,7 @@ def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
     result = dec().decode_prefix(b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8))  # a header, then junk
     assert result is True or result is False
-    codec_ok = ZstdCodec(1, False).decode_prefix(data, np.zeros(size, np.uint8))
+    codec_ok = ZstdCodec(1, False).decode_prefix(data, np.zeros(size, np.uint8), size // 2)
     assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
 
 
@@ -175,7 +175,7 @@ def test_env_var_disables_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("RECTIZARR_LIBZSTD", value)
         assert libzstd.decoder() is None
         assert libzstd._loaded  # cached: no second look-up
-        assert not ZstdCodec(1, False).decode_prefix(encoded, np.zeros(10, np.uint8))
+        assert not ZstdCodec(1, False).decode_prefix(encoded, np.zeros(1000, np.uint8), 10)
     monkeypatch.setattr(libzstd, "_loaded", False)
     monkeypatch.setenv("RECTIZARR_LIBZSTD", "1")
     first = libzstd.decoder()
@@ -187,20 +187,48 @@ def test_env_var_disables_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_codec_decode_prefix_conditions() -> None:
     raw = payload(BLOCK + 77, seed=7)
-    out = np.zeros(1000, np.uint8)
+    full = np.zeros(len(raw), np.uint8)  # the codec decodes into a buffer of the whole decoded size
     plain = ZstdCodec(1, False).encode(raw)
-    assert ZstdCodec(1, False).decode_prefix(plain, out) and out.tobytes() == raw[:1000]
-    assert ZstdCodec(1, True).decode_prefix(plain, out)  # the frame decides, not the codec's setting
+    assert ZstdCodec(1, False).decode_prefix(plain, full, 1000) and full[:1000].tobytes() == raw[:1000]
+    assert ZstdCodec(1, True).decode_prefix(plain, full, 1000)  # the frame decides, not the codec's setting
     checked = ZstdCodec(1, True).encode(raw)
     assert checked[4] & 0x04
-    assert not ZstdCodec(1, False).decode_prefix(checked, out)  # checksum frames are decoded whole
-    assert not ZstdCodec(1, False).decode_prefix(plain, np.zeros(len(raw) + 1, np.uint8))  # past content
-    assert ZstdCodec(1, False).decode_prefix(plain, np.zeros(len(raw), np.uint8))
-    assert not ZstdCodec(1, False).decode_prefix(raw_frame(raw), out)  # no content size in the header
-    assert ZstdCodec(1, False).decode_prefix(raw_frame(raw, declare=len(raw)), out)
-    assert not ZstdCodec(1, False).decode_prefix(skippable(b"ab") + plain, out)
+    assert not ZstdCodec(1, False).decode_prefix(checked, full, 1000)  # checksum frames are decoded whole
+    for wrong in (len(raw) + 1, len(raw) - 1):  # the frame must declare exactly the buffer's size
+        assert not ZstdCodec(1, False).decode_prefix(plain, np.zeros(wrong, np.uint8), 1000)
+    assert not ZstdCodec(1, False).decode_prefix(raw_frame(raw), full, 1000)  # no content size in the header
+    full[:] = 0
+    assert ZstdCodec(1, False).decode_prefix(raw_frame(raw, declare=len(raw)), full, 1000)
+    assert full[:1000].tobytes() == raw[:1000]
+    assert not ZstdCodec(1, False).decode_prefix(skippable(b"ab") + plain, full, 1000)
     for junk in (b"", b"\x28\xb5", b"not zstd at all, not at all", raw[:100]):
-        assert not ZstdCodec(1, False).decode_prefix(junk, out)
+        assert not ZstdCodec(1, False).decode_prefix(junk, full, 1000)
+
+
+@pytest.mark.parametrize("stable", [True, False])
+@settings(max_examples=30)
+@given(size=st.integers(1, 3 * BLOCK), frac=st.floats(0, 1), level=st.sampled_from([-1, 1, 3]),
+       alphabet=st.sampled_from([4, 256]))
+def test_prefix_into_a_whole_chunk_buffer(stable: bool, size: int, frac: float, level: int, alphabet: int) -> None:
+    """With ``n``, the decoder writes into a buffer of the whole frame (zstd's stable output buffer, or
+    the buffered way when the library lacks it): the first ``n`` bytes are right, the call never fails."""
+    raw = payload(size, alphabet=alphabet, seed=size)
+    encoded = ZstdCodec(level, False).encode(raw)
+    n = max(1, min(size - 1, int(size * frac))) if size > 1 else 1
+    d = dec()
+    saved = d._stable
+    try:
+        d._stable = stable and saved
+        out = np.full(size, 0xAB, np.uint8)
+        assert d.decode_prefix(encoded, out, n)
+        assert out[:n].tobytes() == raw[:n]
+        assert not d.decode_prefix(encoded[: len(encoded) // 3], np.zeros(size, np.uint8), size - 1) or size < 8
+    finally:
+        d._stable = saved
+
+
+def test_the_bundled_library_has_a_stable_output_buffer() -> None:
+    assert dec()._stable  # numcodecs bundles zstd >= 1.4.4
 
 
 # ------------------------------------------------------------------------ CodecPipeline.decode_into
@@ -219,9 +247,9 @@ def test_pipeline_decode_into_with_prefix(monkeypatch: pytest.MonkeyPatch, check
     calls: list[int] = []
     original = libzstd.Decoder.decode_prefix
 
-    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray) -> bool:
-        calls.append(out.nbytes)
-        return original(self, data, out)
+    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray, n: int | None = None) -> bool:
+        calls.append(out.nbytes if n is None else n)
+        return original(self, data, out, n)
 
     monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
     p, s = pipeline(checksum)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import rectizarr
 import rectizarr.codecs._libzstd as libzstd
+import rectizarr.engine as engine
 from rectizarr.store import LocalStore, MemoryStore
 
 SHAPE = (20, 70, 200)
@@ -46,16 +47,18 @@ def array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture
 def prefix_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, bool]]]:
-    """``(out.nbytes, result)`` of every ``Decoder.decode_prefix`` call (from any thread)."""
+    """``(bytes asked for, result)`` of every ``Decoder.decode_prefix`` call (from any thread), with the
+    prefix limit pinned at 60 % of a chunk (the tests below name the elements on either side of it)."""
     calls: list[tuple[int, bool]] = []
     original = libzstd.Decoder.decode_prefix
 
-    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray) -> bool:
-        ok = original(self, data, out)
-        calls.append((out.nbytes, ok))
+    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray, n: int | None = None) -> bool:
+        ok = original(self, data, out, n)
+        calls.append((out.nbytes if n is None else n, ok))
         return ok
 
     monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
+    monkeypatch.setattr(engine, "_PREFIX_MAX", 0.6)
     yield calls
 
 
