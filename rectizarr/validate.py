@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from rectizarr import nodes
+from rectizarr._grid_json import parse_chunk_grid
 from rectizarr.array import Array
 from rectizarr.chunk_keys import parse_chunk_key_encoding
 from rectizarr.codecs.meta import parse_codecs
@@ -45,7 +46,7 @@ from rectizarr.errors import (
     RectizarrError,
     UnsupportedError,
 )
-from rectizarr.grid import ChunkGrid, parse_chunk_grid
+from rectizarr.grid import ChunkGrid
 from rectizarr.metadata import (
     _ARRAY_KEYS,
     _GROUP_KEYS,

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 import rectizarr
+from rectizarr._grid_json import _fast_rle_list
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, ZstdCodec
-from rectizarr.grid import _fast_rle_list, expand_rle
+from rectizarr.grid import expand_rle
 from rectizarr.store import LocalStore, MemoryStore, Store
 
 ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
