@@ -427,8 +427,9 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
     existing = nodes.try_read_meta(store, path) if not overwrite else None
     if existing is not None or (not overwrite and store.exists(nodes.meta_key(path))):
         raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+    docs = nodes.AncestorDocs(store)
     if overwrite:
-        nodes.delete_node(store, path)
-    nodes.ensure_parents(store, path)
-    nodes.write_meta(store, path, meta)
+        nodes.delete_node(store, path, docs)
+    nodes.ensure_parents(store, path, docs)
+    nodes.write_meta(store, path, meta, docs)
     return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

@@ -248,13 +248,14 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
+    docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
     if s.exists(nodes.meta_key(p)):
         if not overwrite:
             raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
-        nodes.delete_node(s, p)
+        nodes.delete_node(s, p, docs)
     meta = GroupMeta(attributes=check_attributes(attributes or {}))
-    nodes.ensure_parents(s, p)
-    nodes.write_meta(s, p, meta)
+    nodes.ensure_parents(s, p, docs)
+    nodes.write_meta(s, p, meta, docs)
     return Group(s, p, meta)
 
 

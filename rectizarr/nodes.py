@@ -85,37 +85,60 @@ def try_read_meta(store: Store, path: str) -> NodeMeta | None:
     return None if data is None else decode_node(data, meta_key(path))
 
 
-def ensure_parents(store: Store, path: str) -> None:
-    """Write ``{"zarr_format": 3, "node_type": "group"}`` for every missing ancestor of ``path``."""
+class AncestorDocs:
+    """The ``zarr.json`` values of the ancestors of a node being created or deleted, each read at most once
+    (writes go through to the store and replace what was read)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._docs: dict[str, bytes | None] = {}
+
+    def get(self, path: str) -> bytes | None:
+        if path not in self._docs:
+            self._docs[path] = self.store.get(meta_key(path))
+        return self._docs[path]
+
+    def set(self, path: str, data: bytes) -> None:
+        self.store.set(meta_key(path), data)
+        self._docs[path] = data
+
+
+def ensure_parents(store: Store, path: str, docs: AncestorDocs | None = None) -> AncestorDocs:
+    """Write ``{"zarr_format": 3, "node_type": "group"}`` for every missing ancestor of ``path``; returns
+    the ancestors' documents read (pass them on to :func:`write_meta`)."""
+    docs = docs or AncestorDocs(store)
     for parent in parent_paths(path):
-        existing = store.get(meta_key(parent))
+        existing = docs.get(parent)
         if existing is None:
-            store.set(meta_key(parent), encode_json(node_to_json(GroupMeta())))
-            _refresh_consolidated(store, parent, node_to_json(GroupMeta()))
+            docs.set(parent, encode_json(node_to_json(GroupMeta())))
+            _refresh_consolidated(store, parent, node_to_json(GroupMeta()), docs)
         elif decode_node(existing, meta_key(parent)).__class__ is not GroupMeta:
             raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is an array, not a group")
+    return docs
 
 
-def write_meta(store: Store, path: str, meta: NodeMeta) -> None:
+def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
     """Write a node's ``zarr.json`` and keep ancestors' consolidated metadata current."""
     doc = node_to_json(meta)
     store.set(meta_key(path), encode_json(doc))
-    _refresh_consolidated(store, path, doc)
+    _refresh_consolidated(store, path, doc, docs)
 
 
-def delete_node(store: Store, path: str) -> None:
+def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
     """Remove a node and its whole subtree; ancestors' consolidated metadata drop it too."""
     if path:
         store.delete_prefix(prefix_of(path))
     else:
         store.delete_prefix("")
-    _refresh_consolidated(store, path, None)
+    _refresh_consolidated(store, path, None, docs)
 
 
-def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None) -> None:
+def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
+                          docs: AncestorDocs | None = None) -> None:
     """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group."""
+    docs = docs or AncestorDocs(store)
     for parent in parent_paths(path):
-        data = store.get(meta_key(parent))
+        data = docs.get(parent)
         if data is None:
             continue
         meta = decode_node(data, meta_key(parent))
@@ -134,7 +157,7 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None) -
         updated = dict(meta.consolidated_metadata)
         updated["metadata"] = entries
         new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
-        store.set(meta_key(parent), encode_json(node_to_json(new)))
+        docs.set(parent, encode_json(node_to_json(new)))
 
 
 class Attributes(MutableMapping[str, Any]):

@@ -170,6 +170,29 @@ def test_consolidated_metadata_stays_current_under_our_writes() -> None:
     assert rectizarr.open_group(s, use_consolidated=False).keys() == ["a", "b"]
 
 
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_creating_a_deep_node_reads_each_ancestor_once(overwrite: bool) -> None:
+    s = CountingStore(MemoryStore())
+    rectizarr.create_group(s)
+    rectizarr.consolidate_metadata(s)
+    if overwrite:
+        rectizarr.create_group(s, path="a/b/c/x")
+    s.reset()
+    rectizarr.create_array(s, name="a/b/c/x", shape=(4,), dtype="i4", chunks=(2,), overwrite=overwrite)
+    reads = [k for k, _ in s.requests]
+    for key in ("zarr.json", "a/zarr.json", "a/b/zarr.json", "a/b/c/zarr.json"):
+        assert reads.count(key) == 1, (key, reads)
+    listed = doc(s, "zarr.json")["consolidated_metadata"]["metadata"]
+    assert set(listed) == {"a", "a/b", "a/b/c", "a/b/c/x"}
+    assert listed["a/b/c/x"]["node_type"] == "array"
+    assert rectizarr.open_group(s, mode="r")["a/b/c/x"].shape == (4,)
+    s.reset()
+    rectizarr.create_group(s, path="a/b/d")  # ancestors exist now: one read each, still
+    assert [k for k, _ in s.requests].count("a/b/zarr.json") == 1
+    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {"a", "a/b", "a/b/c", "a/b/c/x",
+                                                                            "a/b/d"}
+
+
 def test_use_consolidated_flags() -> None:
     s = MemoryStore()
     g = rectizarr.create_group(s)
