@@ -62,35 +62,44 @@ def _read_range(fd: int, start: int, length: int) -> bytes:
     return _read_exact(lambda n: os.read(fd, n), length)
 
 
-def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
-    # Plain descriptors: an open file object costs more than the read of a small chunk.
+def _with_file(path: str, read: Callable[[int], _R]) -> _R | None:
+    """``read(fd)`` on the file at ``path``; None when it is missing or a directory. Plain descriptors:
+    an open file object costs more than the read of a small chunk."""
     try:
         fd = os.open(path, _O_READ)
     except _MISSING:
         return None
     try:
-        if byte_range is None:
-            size = os.fstat(fd).st_size
-            data = os.read(fd, size + 1)  # a regular file comes whole in one read; +1 sees it grow
-            return data if len(data) == size else _read_rest(fd, data)
-        start, length = byte_range
-        if start >= 0 and length is not None:
-            return _read_range(fd, start, length)
-        if start < 0:
-            try:
-                os.lseek(fd, start, os.SEEK_END)
-            except OSError:  # the suffix is longer than the file: read all of it
-                os.lseek(fd, 0, os.SEEK_SET)
-        else:
-            os.lseek(fd, start, os.SEEK_SET)
-        rest = os.read(fd, 1 << 20) if length is None else _read_exact(lambda n: os.read(fd, n), length)
-        return _read_rest(fd, rest) if length is None and rest else rest
+        return read(fd)
     except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
         if stat.S_ISDIR(os.fstat(fd).st_mode):
             return None
         raise
     finally:
         os.close(fd)
+
+
+def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
+    return _with_file(path, lambda fd: _read_fd(fd, byte_range))
+
+
+def _read_fd(fd: int, byte_range: ByteRange | None) -> bytes:
+    if byte_range is None:
+        size = os.fstat(fd).st_size
+        data = os.read(fd, size + 1)  # a regular file comes whole in one read; +1 sees it grow
+        return data if len(data) == size else _read_rest(fd, data)
+    start, length = byte_range
+    if start >= 0 and length is not None:
+        return _read_range(fd, start, length)
+    if start < 0:
+        try:
+            os.lseek(fd, start, os.SEEK_END)
+        except OSError:  # the suffix is longer than the file: read all of it
+            os.lseek(fd, 0, os.SEEK_SET)
+    else:
+        os.lseek(fd, start, os.SEEK_SET)
+    rest = os.read(fd, 1 << 20) if length is None else _read_exact(lambda n: os.read(fd, n), length)
+    return _read_rest(fd, rest) if length is None and rest else rest
 
 
 _TRANSIENT_MAX = 16 << 20  # largest value read into a thread's reused buffer (larger ones get fresh memory)
@@ -112,43 +121,35 @@ def _read_transient(path: str, byte_range: ByteRange | None, size_hint: int | No
     """:func:`_read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
     a whole value is read with one ``read`` of ``size_hint + 1`` bytes and no ``fstat`` when exactly
     ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
-    length = None if byte_range is None else byte_range[1]
-    if byte_range is not None and (byte_range[0] < 0 or length is None):
+    if byte_range is not None and (byte_range[0] < 0 or byte_range[1] is None):
         return _read_file(path, byte_range)
-    try:
-        fd = os.open(path, _O_READ)
-    except _MISSING:
-        return None
-    try:
-        if byte_range is None:
-            if size_hint is not None and size_hint < _TRANSIENT_MAX:
-                view = _buffer(size_hint + 1)
-                n = os.readv(fd, [view[: size_hint + 1]])
-                if n == size_hint:
-                    return view[:n]
-                os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
-            size = os.fstat(fd).st_size
-            if size >= _TRANSIENT_MAX:
-                data = os.read(fd, size + 1)
-                return data if len(data) == size else _read_rest(fd, data)
-            view = _buffer(size + 1)
-            n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
-            return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
-        start = byte_range[0]
-        assert length is not None
-        if length >= _TRANSIENT_MAX or length == 0:  # (a read of 0 bytes would not see a directory)
-            return _read_range(fd, start, length)
-        view = _buffer(length)
-        got = 0
-        while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
-            got += n
-        return view[:got]
-    except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            return None
-        raise
-    finally:
-        os.close(fd)
+    return _with_file(path, lambda fd: _read_fd_transient(fd, byte_range, size_hint))
+
+
+def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview:
+    if byte_range is None:
+        if size_hint is not None and size_hint < _TRANSIENT_MAX:
+            view = _buffer(size_hint + 1)
+            n = os.readv(fd, [view[: size_hint + 1]])
+            if n == size_hint:
+                return view[:n]
+            os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
+        size = os.fstat(fd).st_size
+        if size >= _TRANSIENT_MAX:
+            data = os.read(fd, size + 1)
+            return data if len(data) == size else _read_rest(fd, data)
+        view = _buffer(size + 1)
+        n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
+        return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
+    start, length = byte_range
+    assert length is not None
+    if length >= _TRANSIENT_MAX or length == 0:  # (a read of 0 bytes would not see a directory)
+        return _read_range(fd, start, length)
+    view = _buffer(length)
+    got = 0
+    while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
+        got += n
+    return view[:got]
 
 
 def _fsync_dir(path: str) -> None:
