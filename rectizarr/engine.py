@@ -169,11 +169,9 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     n = len(projections)
     if _streams(layout.store):  # read, decode and paste chunk by chunk in the workers: memory stays flat
         get = layout.store._get_transient  # keys made by the key encoding need no validation
-        workers = _workers_for(layout, pipeline, specs[0])
-        if raw:  # the size of every stored chunk is known: no fstat per file
-            pmap(lambda i: work(i, get(keys[i], None, specs[i].nbytes)), range(n), workers)  # type: ignore[arg-type]
-        else:
-            pmap(lambda i: work(i, get(keys[i], None)), range(n), workers)  # type: ignore[arg-type]
+        # raw chunks: the stored size is known (no fstat per file)
+        pmap(lambda i: work(i, get(keys[i], None, specs[i].nbytes if raw else None)), range(n),  # type: ignore[arg-type]
+             _workers_for(layout, pipeline, specs[0]))
         return
     step = max(1, _WINDOW_BYTES // max(1, specs[0].nbytes))  # a bounded window of values in memory
     for start in range(0, n, step):
@@ -205,6 +203,8 @@ def _read_slabs(layout: Layout, plan: Plan, out: np.ndarray) -> bool:
         return None if value is None else _decode(layout.pipeline, value, spec, keys[i])
 
     return read_raw_slabs(layout, plan, out, keys, spec.with_key(None), reread)
+
+
 _WINDOW_BYTES = 64 << 20  # decoded bytes of the chunks a read fetches at once from a remote store
 _THREADED_BYTES = 256 << 10  # decoded chunk size from which threads pay (64 KiB with a compressor)
 
