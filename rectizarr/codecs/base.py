@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from rectizarr._util import Shape, prod
+from rectizarr.errors import CodecError
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,11 @@ class ArrayBytesCodec(Codec):
         return None
 
 
+def too_large(codec: str, key: str | None, limit: int) -> CodecError:
+    return CodecError(f"decodes to more than {limit} bytes, more than the chunk can hold (corrupt or crafted data)",
+                      key=key, codec=codec)
+
+
 class BytesBytesCodec(Codec):
     """``bytes -> bytes``: compressors and checksums."""
 
@@ -108,6 +114,20 @@ class BytesBytesCodec(Codec):
     @abstractmethod
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes | memoryview:
         """Invert :meth:`encode`; ``key`` names the store key in error messages."""
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
+        """:meth:`decode`, refusing (``CodecError``) a value that decodes to more than ``limit`` bytes, the
+        most a valid chunk can hold. Compressors override it to stop before that much memory is used (a
+        few KiB of crafted data can claim gigabytes); the default checks afterwards."""
+        out = self.decode(data, key)
+        if len(out) > limit:
+            raise too_large(self.name, key, limit)
+        return out
+
+    def decoded_bound(self, nbytes: int) -> int:
+        """The most bytes an encoding of ``nbytes`` input bytes can take (a bound for decoding limits)."""
+        size = self.encoded_size(nbytes)
+        return nbytes + nbytes // 8 + (64 << 10) if size is None else size
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         """Decode into ``out`` (a C-contiguous uint8 array) when ``data`` decodes to exactly ``out.nbytes``

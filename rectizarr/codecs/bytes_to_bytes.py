@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rectizarr.codecs.base import BytesBytesCodec
+from rectizarr.codecs.base import BytesBytesCodec, too_large
 from rectizarr.codecs.crc32c import crc32c
 from rectizarr.errors import ChecksumError, CodecError, MetadataError, UnsupportedError
 
@@ -60,17 +60,29 @@ class GzipCodec(BytesBytesCodec):
         return gzip.compress(data, compresslevel=self.level, mtime=0)
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        return self._inflate(data, key, None)
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
+        return self._inflate(data, key, limit)
+
+    def _inflate(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
         rest = bytes(data)
         parts: list[bytes] = []
+        room = limit
         while True:
             if rest[:2] != _GZIP_MAGIC:
                 what = "a zlib stream" if rest[:1] == b"x" else "no gzip header"
                 raise CodecError(f"not a gzip member ({what} at a member start)", key=key, codec=self.name)
             inflater = zlib.decompressobj(wbits=31)
             try:
-                parts.append(inflater.decompress(rest))
+                part = inflater.decompress(rest) if room is None else inflater.decompress(rest, room + 1)
             except zlib.error as exc:
                 raise CodecError(f"corrupt gzip data: {exc}", key=key, codec=self.name) from exc
+            if room is not None:
+                room -= len(part)
+                if room < 0:  # stopped one byte past the limit: there is more
+                    raise too_large(self.name, key, limit or 0)
+            parts.append(part)
             if not inflater.eof:
                 raise CodecError("truncated gzip member", key=key, codec=self.name)
             rest = inflater.unused_data.lstrip(b"\x00")  # gzip tolerates zero padding between members
@@ -109,6 +121,15 @@ class ZstdCodec(BytesBytesCodec):
         except Exception as exc:
             cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
             raise cls(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
+        size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
+        if size is not None and size > limit:
+            raise too_large(self.name, key, limit)
+        out = self.decode(data, key)
+        if len(out) > limit:
+            raise too_large(self.name, key, limit)
+        return out
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         # numcodecs would fill only part of a larger buffer: the frame must declare exactly out's size
@@ -183,6 +204,11 @@ class BloscCodec(BytesBytesCodec):
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
             raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
+        if len(data) >= 8 and int.from_bytes(bytes(data[4:8]), "little") > limit:  # the header's decoded size
+            raise too_large(self.name, key, limit)
+        return self.decode(data, key)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         sizes_ok = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data) \

@@ -124,8 +124,9 @@ class CodecPipeline:
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         """A chunk of ``spec.shape`` and ``spec.dtype`` (possibly read-only or a view of ``data``)."""
-        for codec in reversed(self.bytes_bytes):
-            data = codec.decode(data, spec.key)
+        if self.bytes_bytes:
+            for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True):
+                data = codec.decode(data, spec.key) if limit is None else codec.decode_limited(data, spec.key, limit)
         if not self.array_array:  # the common chain: no spec to resolve
             return self.array_bytes.decode(data, spec)
         return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
@@ -144,6 +145,16 @@ class CodecPipeline:
         if prefix is not None and prefix < flat.size and codec.decode_prefix(data, flat, prefix):
             return True
         return codec.decode_into(data, flat)
+
+    def _limits(self, spec: ChunkSpec) -> list[int | None]:
+        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (None: no
+        bound, e.g. variable-length strings)."""
+        size = self.array_bytes.encoded_size(self.resolve(spec) if self.array_array else spec)
+        limits: list[int | None] = []
+        for codec in self.bytes_bytes:
+            limits.append(size)
+            size = None if size is None else codec.decoded_bound(size)
+        return limits
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))

@@ -1,0 +1,114 @@
+"""A few KiB of crafted chunk data that claims or inflates to gigabytes is refused with a ``CodecError``
+naming the key, before the memory is taken: every bytes -> bytes decode is bounded by what a valid chunk
+of the array can hold."""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import tracemalloc
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr.errors import CodecError
+from rectizarr.store import MemoryStore
+
+MiB = 1 << 20
+GZIP = [{"name": "gzip", "configuration": {"level": 1}}]
+ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
+BLOSC = [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1,
+                                            "blocksize": 0}}]
+
+
+def array(compressors: list[dict[str, Any]], **kw: Any) -> tuple[MemoryStore, Any]:
+    s = MemoryStore()
+    a = rectizarr.create_array(s, shape=(64, 64), dtype="u1", chunks=(32, 32), compressors=compressors,
+                               fill_value=0, **kw)
+    a[...] = np.arange(64 * 64, dtype=np.uint64).reshape(64, 64).astype("u1")
+    return s, a
+
+
+def peak_of(fn: Any) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    return peak
+
+
+def test_gzip_bomb_stops_at_the_chunk_size() -> None:
+    s, a = array(GZIP)
+    bomb = gzip.compress(b"\0" * (200 * MiB), compresslevel=9)  # ~200 KiB inflating to 200 MiB
+    assert len(bomb) < MiB
+    s.set("c/1/0", bomb)
+
+    def read() -> None:
+        with pytest.raises(CodecError, match="more than 1024 bytes") as info:
+            a[32:, :32]
+        assert "c/1/0" in str(info.value)
+
+    assert peak_of(read) < 4 * MiB  # stopped at the limit, not after inflating everything
+    np.testing.assert_array_equal(a[:32], np.arange(32 * 64, dtype=np.uint64).reshape(32, 64).astype("u1"))
+
+
+def test_gzip_members_within_the_limit_still_decode() -> None:
+    s, a = array(GZIP)
+    chunk = np.arange(32 * 32, dtype=np.uint64).astype("u1")
+    half = chunk.nbytes // 2
+    s.set("c/0/1", gzip.compress(chunk[:half].tobytes()) + gzip.compress(chunk[half:].tobytes()))
+    np.testing.assert_array_equal(a[:32, 32:].reshape(-1), chunk)
+    s.set("c/0/1", gzip.compress(chunk.tobytes()) + gzip.compress(b"x"))  # one byte too many
+    with pytest.raises(CodecError, match="more than 1024 bytes"):
+        a[:32, 32:]
+
+
+def zstd_header(content_size: int) -> bytes:
+    """A zstd frame header declaring ``content_size`` (8-byte field, single segment) and one empty raw block."""
+    return b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + struct.pack("<Q", content_size) + (1).to_bytes(3, "little")
+
+
+@pytest.mark.parametrize("claimed", [2 * 1024, 1 << 40])
+def test_zstd_header_claiming_more_than_a_chunk(claimed: int) -> None:
+    s, a = array(ZSTD)
+    s.set("c/0/0", zstd_header(claimed))
+
+    def read() -> None:
+        with pytest.raises(CodecError, match="more than 1024 bytes") as info:
+            a[:32, :32]
+        assert "c/0/0" in str(info.value)
+
+    assert peak_of(read) < 4 * MiB
+
+
+def test_blosc_header_claiming_more_than_a_chunk() -> None:
+    s, a = array(BLOSC)
+    good = bytearray(s.get("c/0/0") or b"")
+    good[4:8] = (1 << 31).to_bytes(4, "little")  # decoded size in the header
+    s.set("c/0/0", bytes(good))
+    with pytest.raises(CodecError, match="c/0/0"):
+        a[:32, :32]
+
+
+@pytest.mark.parametrize("compressors", [GZIP, ZSTD, BLOSC], ids=["gzip", "zstd", "blosc"])
+def test_bounded_decoding_keeps_valid_data_readable(compressors: list[dict[str, Any]]) -> None:
+    _, a = array(compressors)
+    expected = np.arange(64 * 64, dtype=np.uint64).reshape(64, 64).astype("u1")
+    np.testing.assert_array_equal(a[...], expected)
+    np.testing.assert_array_equal(a.oindex[[3, 40], [1, 63]], expected[[3, 40]][:, [1, 63]])
+    sharded_store = MemoryStore()
+    b = rectizarr.create_array(sharded_store, shape=(64, 64), dtype="u1", chunks=(16, 16), shards=(32, 32),
+                               compressors=compressors, fill_value=0)
+    b[...] = expected
+    np.testing.assert_array_equal(b[5:50, 7:60], expected[5:50, 7:60])
+
+
+def test_variable_length_chunks_have_no_bound_but_still_decode() -> None:
+    s = MemoryStore()
+    a = rectizarr.create_array(s, shape=(4,), dtype="str", chunks=(2,), compressors=GZIP)
+    a[...] = np.array(["a" * 5000, "b", "", "c" * 70000], dtype=object)
+    assert [len(x) for x in a[...]] == [5000, 1, 0, 70000]
