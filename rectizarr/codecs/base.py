@@ -125,9 +125,11 @@ class BytesBytesCodec(Codec):
         return out
 
     def decoded_bound(self, nbytes: int) -> int:
-        """The most bytes an encoding of ``nbytes`` input bytes can take (a bound for decoding limits)."""
+        """A bound on the bytes an encoding of ``nbytes`` input bytes can take (for decoding limits): the
+        exact size when known, else twice the input and 64 KiB (compressors expand incompressible data by
+        well under 1 %; a text encoding such as base64 by a third)."""
         size = self.encoded_size(nbytes)
-        return nbytes + nbytes // 8 + (64 << 10) if size is None else size
+        return 2 * nbytes + (64 << 10) if size is None else size
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         """Decode into ``out`` (a C-contiguous uint8 array) when ``data`` decodes to exactly ``out.nbytes``

@@ -112,3 +112,18 @@ def test_variable_length_chunks_have_no_bound_but_still_decode() -> None:
     a = rectizarr.create_array(s, shape=(4,), dtype="str", chunks=(2,), compressors=GZIP)
     a[...] = np.array(["a" * 5000, "b", "", "c" * 70000], dtype=object)
     assert [len(x) for x in a[...]] == [5000, 1, 0, 70000]
+
+
+def test_chains_of_two_compressors_are_bounded_at_each_step() -> None:
+    chain = ZSTD + GZIP + [{"name": "crc32c"}]  # bytes -> zstd -> gzip -> crc32c
+    s, a = array(chain)
+    expected = np.arange(64 * 64, dtype=np.uint64).reshape(64, 64).astype("u1")
+    np.testing.assert_array_equal(a[...], expected)
+    bomb = gzip.compress(b"\0" * (50 * MiB), compresslevel=9)  # the gzip step inflates far past its bound
+    from rectizarr.codecs.crc32c import crc32c
+
+    s.set("c/1/1", bomb + crc32c(bomb).to_bytes(4, "little"))
+    with pytest.raises(CodecError, match="more than") as info:
+        a[32:, 32:]
+    assert "c/1/1" in str(info.value) and "gzip" in str(info.value)
+    np.testing.assert_array_equal(a[:32, :32], expected[:32, :32])
