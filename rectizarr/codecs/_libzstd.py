@@ -125,6 +125,27 @@ class Decoder:
                 return False
         return True
 
+    def decode_bounded(self, data: bytes | memoryview, limit: int) -> bytes | int | None:
+        """All frames in ``data`` decoded; ``-1`` when they decode to more than ``limit`` bytes (decoding
+        stops one byte past it: at most ``limit + 1`` bytes of memory); None when they are invalid."""
+        src = np.frombuffer(data, np.uint8)
+        out = np.empty(limit + 1, np.uint8)
+        lib = self._lib
+        dctx = self._dctx(False)
+        if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
+            return None
+        dst = _Buffer(out.ctypes.data, out.nbytes, 0)
+        inp = _Buffer(src.ctypes.data, src.nbytes, 0)
+        left = 1  # ZSTD_decompressStream's hint: 0 once a frame is complete
+        while inp.pos < inp.size or left:
+            before = (inp.pos, dst.pos)
+            left = lib.ZSTD_decompressStream(dctx, ctypes.byref(dst), ctypes.byref(inp))
+            if dst.pos > limit:
+                return -1
+            if lib.ZSTD_isError(left) or (inp.pos, dst.pos) == before:
+                return None  # invalid, or truncated (no progress)
+        return out[: dst.pos].tobytes()
+
 
 class _Free:
     """Frees a thread's decompression context when the thread's locals go away."""

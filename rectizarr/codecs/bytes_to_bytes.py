@@ -126,6 +126,16 @@ class ZstdCodec(BytesBytesCodec):
         size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
         if size is not None and size > limit:
             raise too_large(self.name, key, limit)
+        if size is None:  # no declared size: numcodecs would grow its buffer as long as data comes
+            from rectizarr.codecs._libzstd import decoder
+
+            dec = decoder()
+            bounded = None if dec is None else dec.decode_bounded(data, limit)
+            if bounded == -1:
+                raise too_large(self.name, key, limit)
+            if isinstance(bounded, bytes):
+                return bounded
+            # invalid (numcodecs says why below), or no C library: numcodecs, checked afterwards
         out = self.decode(data, key)
         if len(out) > limit:
             raise too_large(self.name, key, limit)

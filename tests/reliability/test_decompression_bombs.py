@@ -127,3 +127,30 @@ def test_chains_of_two_compressors_are_bounded_at_each_step() -> None:
         a[32:, 32:]
     assert "c/1/1" in str(info.value) and "gzip" in str(info.value)
     np.testing.assert_array_equal(a[:32, :32], expected[:32, :32])
+
+
+def rle_frame(blocks: int, block_size: int, value: int) -> bytes:
+    """A zstd frame that declares no content size, of ``blocks`` RLE blocks of ``block_size`` bytes."""
+    head = b"\x28\xb5\x2f\xfd" + bytes([0x00, 7 << 3])  # no size field; window 2**17 (128 KiB blocks)
+    body = b""
+    for i in range(blocks):
+        last = int(i == blocks - 1)
+        body += (block_size << 3 | 1 << 1 | last).to_bytes(3, "little") + bytes([value])
+    return head + body
+
+
+def test_zstd_frame_without_a_size_is_bounded_while_decoding() -> None:
+    s, a = array(ZSTD)
+    s.set("c/0/1", rle_frame(1, 1024, 7))  # a valid chunk, its size not declared
+    assert (a[:32, 32:] == 7).all()
+    s.set("c/0/1", rle_frame(2000, 128 << 10, 0))  # 8 KiB of data, 250 MiB decoded
+
+    def read() -> None:
+        with pytest.raises(CodecError, match="more than 1024 bytes") as info:
+            a[:32, 32:]
+        assert "c/0/1" in str(info.value)
+
+    assert peak_of(read) < 4 * MiB
+    s.set("c/0/1", rle_frame(1, 1024, 7)[:-2])  # truncated: the usual error
+    with pytest.raises(CodecError, match="c/0/1"):
+        a[:32, 32:]
