@@ -235,21 +235,10 @@ class LocalStore(Store):
         plus one (more than the view holds: a larger value), or -1 when it is missing."""
         extra = bytearray(1)
         sizes = []
-        open_, readv, close, path = os.open, os.readv, os.close, self._path  # locals: this loop is the cost
+        readv, path = os.readv, self._path
         for key, view in zip(keys, views, strict=False):
-            try:
-                fd = open_(path(key), _O_READ)
-            except _MISSING:
-                sizes.append(-1)
-                continue
-            try:
-                sizes.append(readv(fd, [view, extra]))
-            except OSError:
-                if not stat.S_ISDIR(os.fstat(fd).st_mode):
-                    raise
-                sizes.append(-1)
-            finally:
-                close(fd)
+            n = _with_file(path(key), lambda fd, view=view: readv(fd, [view, extra]))  # type: ignore[misc]
+            sizes.append(-1 if n is None else n)
         return sizes
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:

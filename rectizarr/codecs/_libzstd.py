@@ -88,63 +88,70 @@ class Decoder:
         """Straight into ``out`` (zstd's stable output buffer: no copy through its own window), fed with about
         as much input as ``n`` bytes of output need (at the frame's average ratio), then a little more at
         a time until ``n`` bytes are out."""
-        src = np.frombuffer(data, np.uint8)
-        lib = self._lib
-        dctx = self._dctx(True)
-        if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
+        session = self._begin(data, out, stable=True)
+        if session is None:
             return False
-        total = src.nbytes
-        dst = _Buffer(out.ctypes.data, out.nbytes, 0)
-        inp = _Buffer(src.ctypes.data, min(total, n * total // out.nbytes + _MORE_INPUT), 0)
+        dst, inp = session
+        total = inp.size
+        inp.size = min(total, n * total // out.nbytes + _MORE_INPUT)
         while dst.pos < n:
-            before = (inp.pos, dst.pos)
-            if lib.ZSTD_isError(lib.ZSTD_decompressStream(dctx, ctypes.byref(dst), ctypes.byref(inp))):
+            step = self._step(dst, inp, stable=True)
+            if step is None:
                 return False
             if dst.pos >= n:
                 break
-            if inp.size == total and (inp.pos, dst.pos) == before:  # all input given, no progress
+            if inp.size == total and not step[1]:  # all input given, no progress
                 return False
             inp.size = min(total, inp.size + _MORE_INPUT)
         return True
 
     def _buffered(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        src = np.frombuffer(data, np.uint8)  # no copy; keeps the buffer alive for the calls below
-        lib = self._lib
-        dctx = self._dctx(False)
-        if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
+        session = self._begin(data, out, stable=False)
+        if session is None:
             return False
-        dst = _Buffer(out.ctypes.data, out.nbytes, 0)
-        inp = _Buffer(src.ctypes.data, src.nbytes, 0)
+        dst, inp = session
         while dst.pos < dst.size:
             if inp.pos == inp.size:  # frames ended (or truncated) before the prefix
                 return False
-            before = (inp.pos, dst.pos)
-            if lib.ZSTD_isError(lib.ZSTD_decompressStream(dctx, ctypes.byref(dst), ctypes.byref(inp))):
-                return False
-            if (inp.pos, dst.pos) == before:  # no progress: malformed input
+            step = self._step(dst, inp, stable=False)
+            if step is None or not step[1]:  # invalid, or no progress: malformed input
                 return False
         return True
 
     def decode_bounded(self, data: bytes | memoryview, limit: int) -> bytes | int | None:
         """All frames in ``data`` decoded; ``-1`` when they decode to more than ``limit`` bytes (decoding
         stops one byte past it: at most ``limit + 1`` bytes of memory); None when they are invalid."""
-        src = np.frombuffer(data, np.uint8)
         out = np.empty(limit + 1, np.uint8)
-        lib = self._lib
-        dctx = self._dctx(False)
-        if lib.ZSTD_isError(lib.ZSTD_DCtx_reset(dctx, _RESET_SESSION)):
+        session = self._begin(data, out, stable=False)
+        if session is None:
             return None
-        dst = _Buffer(out.ctypes.data, out.nbytes, 0)
-        inp = _Buffer(src.ctypes.data, src.nbytes, 0)
+        dst, inp = session
         left = 1  # ZSTD_decompressStream's hint: 0 once a frame is complete
         while inp.pos < inp.size or left:
-            before = (inp.pos, dst.pos)
-            left = lib.ZSTD_decompressStream(dctx, ctypes.byref(dst), ctypes.byref(inp))
+            step = self._step(dst, inp, stable=False)
             if dst.pos > limit:
                 return -1
-            if lib.ZSTD_isError(left) or (inp.pos, dst.pos) == before:
+            if step is None or not step[1]:
                 return None  # invalid, or truncated (no progress)
+            left = step[0]
         return out[: dst.pos].tobytes()
+
+    def _begin(self, data: bytes | memoryview, out: np.ndarray, *, stable: bool) -> tuple[_Buffer, _Buffer] | None:
+        """A new decompression session of this thread's context: the output and input buffers (None when the
+        context cannot be reset). The caller keeps ``data`` and ``out`` alive while it steps."""
+        if self._lib.ZSTD_isError(self._lib.ZSTD_DCtx_reset(self._dctx(stable), _RESET_SESSION)):
+            return None
+        src = np.frombuffer(data, np.uint8)  # no copy
+        return _Buffer(out.ctypes.data, out.nbytes, 0), _Buffer(src.ctypes.data, src.nbytes, 0)
+
+    def _step(self, dst: _Buffer, inp: _Buffer, *, stable: bool) -> tuple[int, bool] | None:
+        """One ``ZSTD_decompressStream`` call: its hint and whether it consumed or produced anything; None
+        on a zstd error."""
+        before = (inp.pos, dst.pos)
+        hint = self._lib.ZSTD_decompressStream(self._dctx(stable), ctypes.byref(dst), ctypes.byref(inp))
+        if self._lib.ZSTD_isError(hint):
+            return None
+        return hint, (inp.pos, dst.pos) != before
 
 
 class _Free:
