@@ -6,7 +6,7 @@ one day's worth, however long the year so far. For contrast, the same appends to
 366-day chunks rewrite the whole, growing, chunk of the current year every day. At the end of the year
 the daily chunks are compacted into one yearly chunk with ``rectizarr copy``, streaming chunk by chunk.
 
-Byte counts come from a :class:`rectizarr.store.CountingStore` that also adds up the bytes it writes.
+Byte counts come from a :class:`rectizarr.stores.CountingStore` that also adds up the bytes it writes.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 import rectizarr
 from rectizarr.cli import main as rectizarr_command
-from rectizarr.store import CountingStore, LocalStore
+from rectizarr.stores import CountingStore, LocalStore
 
 NY, NX = 40, 40
 DAY_BYTES = NY * NX * 4  # one float32 day

@@ -22,7 +22,7 @@ import xarray as xr
 from distributed import Client, LocalCluster
 
 import rectizarr
-from rectizarr.xarray import to_rectizarr
+from rectizarr.integrations.xarray import to_rectizarr
 
 
 def main(root: Path) -> None:

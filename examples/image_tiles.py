@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 import rectizarr
-from rectizarr.store import CountingStore, LocalStore
+from rectizarr.stores import CountingStore, LocalStore
 
 
 def main(root: Path) -> None:

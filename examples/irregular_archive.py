@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import rectizarr
-from rectizarr.store import CountingStore, LocalStore
+from rectizarr.stores import CountingStore, LocalStore
 
 
 def legacy_files(year: int, nstations: int) -> list[np.ndarray]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rectizarr._engine_pool import set_workers
 from rectizarr.api import create_array, from_array, open_array
 from rectizarr.array import Array
 from rectizarr.errors import (
@@ -28,23 +27,24 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
-from rectizarr.store import LocalStore, MemoryStore, Store, ZipStore, open_store
+from rectizarr.io.pool import set_workers
+from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store
 from rectizarr.validate import validate
 
 __version__ = "0.1.0"
 
 
 if TYPE_CHECKING:
-    from rectizarr.store import FsspecStore
+    from rectizarr.stores import FsspecStore
 
 
 def __getattr__(name: str) -> Any:  # the dask integration and fsspec are imported only when used
     if name == "FsspecStore":
-        from rectizarr._stores.remote import FsspecStore
+        from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore
     if name in ("from_dask", "to_dask"):
-        from rectizarr import dask as _dask
+        from rectizarr.integrations import dask as _dask
 
         return getattr(_dask, name)
     raise AttributeError(f"module 'rectizarr' has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from rectizarr.cli import main
+from rectizarr.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

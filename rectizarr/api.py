@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 
 from rectizarr import nodes
-from rectizarr._create import build_array_meta
 from rectizarr.array import Array, create
+from rectizarr.core.metadata import ArrayMeta
+from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeNotFoundError
-from rectizarr.metadata import ArrayMeta
-from rectizarr.store import Store, open_store
+from rectizarr.stores import Store, open_store
 
 __all__ = ["create_array", "from_array", "open_array"]
 

@@ -1,7 +1,7 @@
 """The user-facing :class:`Array`: open/create, NumPy-exact reads and writes, resize/append, info.
 
 This module is the API surface only: plans come from :mod:`rectizarr.indexing`, I/O and codecs run in
-:mod:`rectizarr.engine`.
+:mod:`rectizarr.io.engine`.
 """
 
 from __future__ import annotations
@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr import engine, nodes
+from rectizarr import nodes
 from rectizarr._util import Shape, prod
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.core.grid import ChunkGrid, compress_rle
+from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
-from rectizarr.grid import ChunkGrid, compress_rle
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
-from rectizarr.metadata import ArrayMeta
-from rectizarr.store import Store
+from rectizarr.io import engine
+from rectizarr.stores import Store
 
 __all__ = ["Array"]
 
@@ -97,7 +98,7 @@ class Array(nodes.Node):
     # -------------------------------------------------------------------------------- properties
     @property
     def metadata(self) -> ArrayMeta:
-        """The array's validated ``zarr.json`` (an :class:`~rectizarr.metadata.ArrayMeta`)."""
+        """The array's validated ``zarr.json`` (an :class:`~rectizarr.core.metadata.ArrayMeta`)."""
         return self._meta
 
     @property
@@ -137,7 +138,7 @@ class Array(nodes.Node):
 
     @property
     def grid(self) -> ChunkGrid:
-        """The chunk grid (:class:`~rectizarr.grid.ChunkGrid`) of the storage chunks, regular or rectilinear."""
+        """The chunk grid (:class:`~rectizarr.core.grid.ChunkGrid`) of the storage chunks, regular or rectilinear."""
         return self._meta.chunk_grid
 
     @property
@@ -398,7 +399,7 @@ def _compact(sizes: tuple[int, ...]) -> str:
 
 
 def _info(a: Array) -> str:
-    from rectizarr.codecs.meta import codecs_to_json
+    from rectizarr.core.codec_meta import codecs_to_json
 
     lines = [
         f"Name        : {a.name}",

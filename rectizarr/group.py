@@ -15,8 +15,7 @@ from typing import Any
 from rectizarr import nodes
 from rectizarr.api import _store, create_array, open_array
 from rectizarr.array import Array
-from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
-from rectizarr.metadata import (
+from rectizarr.core.metadata import (
     ArrayMeta,
     GroupMeta,
     NodeMeta,
@@ -25,7 +24,8 @@ from rectizarr.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.store import Store
+from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
+from rectizarr.stores import Store
 
 __all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"]
 
@@ -46,7 +46,7 @@ class Group(nodes.Node):
     # ---------------------------------------------------------------------------------- metadata
     @property
     def metadata(self) -> GroupMeta:
-        """The group's validated ``zarr.json`` (a :class:`~rectizarr.metadata.GroupMeta`)."""
+        """The group's validated ``zarr.json`` (a :class:`~rectizarr.core.metadata.GroupMeta`)."""
         return self._meta
 
     def _set_attributes(self, attrs: dict[str, Any]) -> None:
@@ -169,7 +169,7 @@ class Group(nodes.Node):
         """Open the child array ``name`` if it exists with this shape and dtype, else create it."""
         import numpy as np
 
-        from rectizarr.dtype import data_type_from_numpy
+        from rectizarr.core.dtype import data_type_from_numpy
 
         try:
             node = self[name]

@@ -12,9 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
+from rectizarr.core.metadata import (
+    GroupMeta,
+    NodeMeta,
+    check_attributes,
+    decode_node,
+    encode_json,
+    node_to_json,
+)
 from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
-from rectizarr.metadata import GroupMeta, NodeMeta, check_attributes, decode_node, encode_json, node_to_json
-from rectizarr.store import Store
+from rectizarr.stores import Store
 
 META = "zarr.json"
 

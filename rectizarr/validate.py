@@ -32,22 +32,14 @@ from typing import Any, TypeVar
 import msgspec
 
 from rectizarr import nodes
-from rectizarr._grid_json import parse_chunk_grid
 from rectizarr.array import Array
-from rectizarr.chunk_keys import parse_chunk_key_encoding
-from rectizarr.codecs.meta import parse_codecs
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.dtype import DataType, parse_data_type
-from rectizarr.errors import (
-    ChecksumError,
-    CodecError,
-    LenientMetadataWarning,
-    MetadataError,
-    RectizarrError,
-    UnsupportedError,
-)
-from rectizarr.grid import ChunkGrid
-from rectizarr.metadata import (
+from rectizarr.core.chunk_keys import parse_chunk_key_encoding
+from rectizarr.core.codec_meta import parse_codecs
+from rectizarr.core.dtype import DataType, parse_data_type
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.core.grid_json import parse_chunk_grid
+from rectizarr.core.metadata import (
     _ARRAY_KEYS,
     _GROUP_KEYS,
     ArrayMeta,
@@ -59,7 +51,15 @@ from rectizarr.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.store import Store, open_store
+from rectizarr.errors import (
+    ChecksumError,
+    CodecError,
+    LenientMetadataWarning,
+    MetadataError,
+    RectizarrError,
+    UnsupportedError,
+)
+from rectizarr.stores import Store, open_store
 
 __all__ = ["Issue", "ValidationReport", "validate"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
+from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from tests.servers import HttpServer, S3Server
 
 settings.register_profile("default", deadline=None, max_examples=50)

@@ -144,7 +144,7 @@ KILL_VALUES = (bytes([1]) * (4 << 20), bytes([2]) * (3 << 20))
 def write_forever(root: str, ready: Any) -> None:
     """Child-process body: set the ``ready`` event, then rewrite key ``k`` of a LocalStore with
     alternating ``KILL_VALUES`` until killed."""
-    from rectizarr.store import LocalStore
+    from rectizarr.stores import LocalStore
 
     store = LocalStore(root)
     ready.set()

@@ -18,7 +18,9 @@ from rectizarr.codecs.bytes_to_bytes import (
     ZstdCodec,
     get_numcodec,
 )
-from rectizarr.codecs.meta import (
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
+from rectizarr.core.codec_meta import (
     BloscMeta,
     BytesMeta,
     CodecMeta,
@@ -33,8 +35,6 @@ from rectizarr.codecs.meta import (
     codecs_to_json,
     parse_codecs,
 )
-from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
 from rectizarr.errors import MetadataError
 
 __all__ = [

@@ -13,8 +13,8 @@ import rectizarr.codecs as _registry
 from rectizarr._util import json_path
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
-from rectizarr.codecs.meta import BloscMeta, CodecMeta, codecs_to_json
 from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.core.codec_meta import BloscMeta, CodecMeta, codecs_to_json
 from rectizarr.errors import MetadataError
 
 __all__ = ["CodecPipeline"]

@@ -20,7 +20,7 @@ import numpy as np
 from rectizarr._util import MAX_U64, Coords, Shape
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
-from rectizarr.codecs.meta import ShardingMeta
+from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.errors import CodecError, MetadataError
 
 if TYPE_CHECKING:

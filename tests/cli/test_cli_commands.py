@@ -225,7 +225,7 @@ def test_copy_daily_to_monthly_and_back(capsys: pytest.CaptureFixture[str], dail
     assert main(["copy", daily, monthly, "--chunks", MONTHLY, "--compressor", "gzip"]) == 0
     m = rectizarr.open_array(monthly, mode="r")
     assert m.grid.kind == "rectilinear" and m.write_chunk_sizes[0] == tuple(DAYS)
-    assert json.dumps(rectizarr.codecs.meta.codecs_to_json(m.metadata.codecs)).count('"gzip"') == 1
+    assert json.dumps(rectizarr.core.codec_meta.codecs_to_json(m.metadata.codecs)).count('"gzip"') == 1
     assert m.attrs.asdict() == {"units": "K"} and m.dimension_names == ("time", "y", "x")
     assert np.asarray(m[...]).tobytes() == _data().tobytes()
     assert main(["copy", monthly, back, "--chunks", "1,6,5", "--compressor", "none"]) == 0

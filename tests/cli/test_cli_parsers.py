@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr._cli_util import (
+from rectizarr.cli.util import (
     Progress,
     compact_sizes,
     parse_chunks,

@@ -14,9 +14,9 @@ import pytest
 from distributed import Client, LocalCluster
 
 import rectizarr
-from rectizarr.dask import ArrayRef, aligned_chunks, store_dask, to_rectizarr, write_tasks
 from rectizarr.errors import MetadataError, ReadOnlyError
-from rectizarr.store import CountingStore, MemoryStore
+from rectizarr.integrations.dask import ArrayRef, aligned_chunks, store_dask, to_rectizarr, write_tasks
+from rectizarr.stores import CountingStore, MemoryStore
 
 RNG = np.random.default_rng(42)
 
@@ -194,7 +194,7 @@ def test_workers_reopen_once_per_process(client: Client, tmp_path: Path) -> None
     x = rectizarr.to_dask(arr)
     np.testing.assert_array_equal(client.compute(x).result(), data)
     token = x.name.removeprefix("rectizarr-read-")
-    count = functools.partial(eval, f"sum(k[1] == {token!r} for k in __import__('rectizarr.dask').dask._cache)")
+    count = functools.partial(eval, f"sum(k[1] == {token!r} for k in __import__('rectizarr.integrations.dask').integrations.dask._cache)")
     per_worker = client.run(count)
     assert len(_worker_pids(client)) == 2
     assert sum(per_worker.values()) >= 1 and max(per_worker.values()) == 1  # 20 tasks, one open per process

@@ -16,8 +16,8 @@ from distributed import Client, LocalCluster
 
 import rectizarr
 from rectizarr.errors import MetadataError, NodeExistsError
-from rectizarr.store import CountingStore, LocalStore
-from rectizarr.xarray import RectizarrBackendEntrypoint, to_rectizarr
+from rectizarr.integrations.xarray import RectizarrBackendEntrypoint, to_rectizarr
+from rectizarr.stores import CountingStore, LocalStore
 
 RNG = np.random.default_rng(7)
 MONTHS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]  # 2024

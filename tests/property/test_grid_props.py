@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rectizarr._util import ceildiv
-from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle, parse_chunk_grid
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle, parse_chunk_grid
 
 edge_lists = st.lists(st.integers(1, 12), min_size=1, max_size=25)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import rectizarr
 from rectizarr.errors import CodecError, RectizarrError
-from rectizarr.store import MemoryStore
+from rectizarr.stores import MemoryStore
 
 _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 _GZIP = {"name": "gzip", "configuration": {"level": 1}}

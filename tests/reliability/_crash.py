@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 import rectizarr
-from rectizarr.store import LocalStore
+from rectizarr.stores import LocalStore
 
 N = 60
 CHUNK = 10  # chunked array "c": chunks of 10

@@ -23,7 +23,7 @@ import numpy as np
 
 import rectizarr
 from rectizarr.errors import RectizarrError
-from rectizarr.store import MemoryStore
+from rectizarr.stores import MemoryStore
 
 CASE_SECONDS = 10
 

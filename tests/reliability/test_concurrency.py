@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.store import LocalStore, MemoryStore, Store
+from rectizarr.stores import LocalStore, MemoryStore, Store
 
 ROOT = Path(__file__).resolve().parents[2]
 

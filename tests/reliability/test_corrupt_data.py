@@ -33,7 +33,7 @@ def test_blosc_header_claiming_more_bytes_than_stored_is_an_error_not_a_crash() 
     """Regression: c-blosc trusted the header's compressed size and read past the value (segfault)."""
     import rectizarr
     from rectizarr.errors import CodecError
-    from rectizarr.store import MemoryStore
+    from rectizarr.stores import MemoryStore
 
     contents = build("bytes+blosc")
     key = "a/c/0/1"

@@ -14,7 +14,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import CodecError
-from rectizarr.store import MemoryStore
+from rectizarr.stores import MemoryStore
 
 MiB = 1 << 20
 GZIP = [{"name": "gzip", "configuration": {"level": 1}}]

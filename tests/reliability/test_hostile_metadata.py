@@ -74,7 +74,7 @@ _HUGE_SCRIPT = textwrap.dedent("""
     import json, resource, sys
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))   # 1 GiB address space
     import rectizarr
-    from rectizarr.store import MemoryStore
+    from rectizarr.stores import MemoryStore
     doc, chunks = json.loads(sys.argv[1])
     store = MemoryStore()
     store.set("zarr.json", json.dumps(doc).encode())

@@ -12,7 +12,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import RectizarrError
-from rectizarr.store import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
+from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from tests.reliability._helpers import snapshot
 
 BAD = [

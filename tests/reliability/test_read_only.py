@@ -11,7 +11,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import NodeNotFoundError, ReadOnlyError, RectizarrError
-from rectizarr.store import LocalStore, Store, ZipStore
+from rectizarr.stores import LocalStore, Store, ZipStore
 from tests.reliability._helpers import snapshot
 
 

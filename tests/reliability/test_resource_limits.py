@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.store import LocalStore, MemoryStore, Store
+from rectizarr.stores import LocalStore, MemoryStore, Store
 
 MiB = 1 << 20
 

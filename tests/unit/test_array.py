@@ -10,7 +10,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
-from rectizarr.store import CountingStore, MemoryStore
+from rectizarr.stores import CountingStore, MemoryStore
 
 MONTHS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 

@@ -21,7 +21,7 @@ from rectizarr.codecs import (
     parse_codecs,
 )
 from rectizarr.codecs.crc32c import crc32c, crc32c_numpy
-from rectizarr.codecs.meta import BloscMeta, BytesMeta, NumcodecsMeta, VlenUtf8Meta
+from rectizarr.core.codec_meta import BloscMeta, BytesMeta, NumcodecsMeta, VlenUtf8Meta
 from rectizarr.errors import (
     ChecksumError,
     CodecError,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rectizarr.dtype import DataType, LenientMetadataWarning, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype import DataType, LenientMetadataWarning, data_type_from_numpy, parse_data_type
 from rectizarr.errors import MetadataError, UnsupportedError
 
 ML_NAMES = [

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr._grid_json import _fast_rle_list
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, ZstdCodec
-from rectizarr.grid import expand_rle
-from rectizarr.store import LocalStore, MemoryStore, Store
+from rectizarr.core.grid import expand_rle
+from rectizarr.core.grid_json import _fast_rle_list
+from rectizarr.stores import LocalStore, MemoryStore, Store
 
 ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
 BLOSC = [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,

@@ -9,10 +9,9 @@ import msgspec
 import numpy as np
 import pytest
 
-from rectizarr import grid as grid_module
-from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
-from rectizarr.grid import (
+from rectizarr.core import grid as grid_module
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.core.grid import (
     ChunkGrid,
     FixedDim,
     VaryingDim,
@@ -20,6 +19,7 @@ from rectizarr.grid import (
     expand_rle,
     parse_chunk_grid,
 )
+from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
 
 def rect(*specs: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
-from rectizarr.store import CountingStore, MemoryStore
+from rectizarr.stores import CountingStore, MemoryStore
 from tests.refs import zarr_python
 
 

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr._engine_shards as engine_shards
-import rectizarr._stores.local as local
-from rectizarr.store import CountingStore, LocalStore, MemoryStore
+import rectizarr.io.sharded as engine_shards
+import rectizarr.stores.local as local
+from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 
 DATA = bytes(range(256)) * 40 + b"tail"  # 10244 bytes
 ZSTD_CHECKED = [{"name": "zstd", "configuration": {"level": 1, "checksum": True}}]

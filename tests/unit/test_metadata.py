@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rectizarr.core.metadata import ArrayMeta, GroupMeta, decode_node, encode_node, node_to_json
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
-from rectizarr.metadata import ArrayMeta, GroupMeta, decode_node, encode_node, node_to_json
 
 
 def doc(**over: Any) -> dict[str, Any]:

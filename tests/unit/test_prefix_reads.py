@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import rectizarr
 import rectizarr.codecs._libzstd as libzstd
-import rectizarr.engine as engine
-from rectizarr.store import LocalStore, MemoryStore
+import rectizarr.io.engine as engine
+from rectizarr.stores import LocalStore, MemoryStore
 
 SHAPE = (20, 70, 200)
 LAYOUTS: dict[str, dict[str, Any]] = {  # decoded (inner) chunks of at least 64 KiB

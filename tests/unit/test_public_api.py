@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import pathlib
 import subprocess
 import sys
@@ -48,51 +47,6 @@ def test_error_tree() -> None:
     assert "a/zarr.json" in str(e) and "$.codecs[1].configuration.level" in str(e)
     c = errors.CodecError("truncated", key="a/c/0/0", codec="zstd")
     assert "a/c/0/0" in str(c) and "zstd" in str(c)
-
-
-# Lower layers never import higher ones. Each module may import only modules of a lower or equal rank.
-RANK = {
-    "errors": 0, "_util": 0,
-    "dtype": 1, "_dtype_fill": 1,
-    "chunk_keys": 2, "grid": 2, "codecs": 2, "_index_axis": 3, "_index_plan": 3, "indexing": 3,
-    "metadata": 3,
-    "store": 1, "_stores": 1,
-    "engine": 4, "nodes": 4,
-    "_create": 5, "array": 5, "api": 6, "group": 7, "__init__": 9,
-    "cli": 9, "__main__": 9, "dask": 8, "xarray": 8, "validate": 8,
-}
-
-
-def _rank(module: str) -> int:
-    head = module.split(".")[0]
-    if head not in RANK:  # private helpers rank with their public module: _cli_x -> cli
-        head = next(k for k in sorted(RANK, key=len, reverse=True) if head.lstrip("_").startswith(k.lstrip("_")))
-    return RANK[head]
-
-
-def test_import_direction() -> None:
-    bad = []
-    for path in PKG.rglob("*.py"):
-        rel = path.relative_to(PKG).with_suffix("")
-        me = ".".join(rel.parts)
-        my_rank = _rank(me if me != "__init__" else "__init__")
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("rectizarr"):
-                target = node.module.removeprefix("rectizarr").lstrip(".") or "__init__"
-                names = [target] if target != "__init__" else [a.name for a in node.names]
-                for t in names:
-                    if t.split(".")[0] in RANK and _rank(t) > my_rank and me.split(".")[0] != t.split(".")[0]:
-                        bad.append(f"{me} imports {t}")
-    assert not bad, bad
-
-
-def test_store_is_used_only_by_engine_array_group() -> None:
-    for path in PKG.rglob("*.py"):
-        rel = ".".join(path.relative_to(PKG).with_suffix("").parts)
-        if rel.split(".")[0] in {"codecs", "grid", "chunk_keys", "dtype", "_dtype_fill", "metadata", "indexing",
-                                 "_index_axis"}:
-            assert "rectizarr.store" not in path.read_text(), rel
 
 
 def test_import_is_light() -> None:

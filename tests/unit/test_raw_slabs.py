@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr._engine_raw as engine_raw
+import rectizarr.io.slabs as engine_raw
 from rectizarr.errors import CodecError
-from rectizarr.store import CountingStore, LocalStore, MemoryStore
+from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 from tests.refs import zarr_python
 
 RAW: dict[str, Any] = {"compressors": []}  # only the bytes codec, little-endian: raw chunks

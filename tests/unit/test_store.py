@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from rectizarr.errors import ReadOnlyError, StoreError
-from rectizarr.store import (
+from rectizarr.stores import (
     CountingStore,
     FsspecStore,
     LocalStore,
@@ -464,7 +464,7 @@ def test_local_concurrent_reader_sees_only_whole_values(tmp_path: Path) -> None:
 def test_local_write_killed_midway_is_never_torn(tmp_path: Path) -> None:
     # forkserver: children fork from a clean single-threaded server with rectizarr already imported
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["rectizarr.store", "tests.servers"])
+    ctx.set_forkserver_preload(["rectizarr.stores", "tests.servers"])
     root = tmp_path / "root"
     LocalStore(root).set("k", KILL_VALUES[1])
     rng = random.Random(1234)

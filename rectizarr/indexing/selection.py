@@ -13,7 +13,7 @@ following :class:`Dim`) and the user's selection, and returns a :class:`Plan`:
 * :func:`block_plan` — ``a.blocks[sel]``: ints and step-1 slices in chunk units; no axis is dropped.
 
 Errors are :class:`SelectionError` (an IndexError) naming the axis and the bound. Scalar boolean
-indices (``a[True]``) are not supported. See :mod:`rectizarr._index_plan` for the plan layouts.
+indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for the plan layouts.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr._index_axis import (
+from rectizarr._util import Shape, is_int, prod
+from rectizarr.errors import SelectionError
+from rectizarr.indexing.axis import (
     AxisPlan,
     Dim,
     IntArray,
@@ -38,9 +40,7 @@ from rectizarr._index_axis import (
     check_index_array,
     check_slice,
 )
-from rectizarr._index_plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
-from rectizarr._util import Shape, is_int, prod
-from rectizarr.errors import SelectionError
+from rectizarr.indexing.plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
 
 __all__ = [
     "ChunkProjection",

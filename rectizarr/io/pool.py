@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from rectizarr._util import default_workers
-from rectizarr.store import LocalStore, Store
+from rectizarr.stores import LocalStore, Store
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -28,20 +28,20 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from rectizarr._engine_pool import _locks, pmap, pool_size
-from rectizarr._index_plan import OrthogonalPlan
-from rectizarr._stores.base import Buffer
 from rectizarr._util import Coords, Shape, prod
-from rectizarr.chunk_keys import ChunkKeyEncoding
 from rectizarr.codecs.array_to_array import TransposeCodec
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.sharding import ShardIndexCache, ShardingCodec, is_fill
-from rectizarr.grid import ChunkGrid, FixedDim
+from rectizarr.core.chunk_keys import ChunkKeyEncoding
+from rectizarr.core.grid import ChunkGrid, FixedDim
 from rectizarr.indexing import ChunkProjection, Plan
-from rectizarr.store import LocalStore, MemoryStore, Store, ZipStore
+from rectizarr.indexing.plan import OrthogonalPlan
+from rectizarr.io.pool import _locks, pmap, pool_size
+from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore
+from rectizarr.stores.base import Buffer
 
 T = TypeVar("T")
 
@@ -146,7 +146,7 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if not projections:
         return
     if layout.sharding is not None:
-        from rectizarr._engine_shards import read_sharded
+        from rectizarr.io.sharded import read_sharded
 
         read_sharded(layout, plan, projections, out)
         return
@@ -194,7 +194,7 @@ def _read_slabs(layout: Layout, plan: Plan, out: np.ndarray) -> bool:
     spec = layout.spec(tuple(int(c) for c in coords[0]))
     if _workers_for(layout, layout.pipeline, spec) != 1:  # large chunks: the threaded general way
         return False
-    from rectizarr._engine_raw import read_raw_slabs
+    from rectizarr.io.slabs import read_raw_slabs
 
     keys = _chunk_keys(layout, coords)
 
@@ -395,7 +395,7 @@ def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
     if not projections:
         return
     if layout.sharding is not None:
-        from rectizarr._engine_shards import write_sharded
+        from rectizarr.io.sharded import write_sharded
 
         write_sharded(layout, plan, projections, value)
         return

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from itertools import pairwise, product
 from typing import Any, TextIO
 
+from rectizarr.core.grid import compress_rle
 from rectizarr.errors import SelectionError
-from rectizarr.grid import compress_rle
 
 __all__ = [
     "Progress",

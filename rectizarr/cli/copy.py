@@ -10,16 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rectizarr._cli_util import Progress, plan_regions
 from rectizarr.api import create_array
 from rectizarr.array import Array
-from rectizarr.codecs.meta import codecs_to_json
+from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.core.codec_meta import codecs_to_json
+from rectizarr.core.grid import FixedDim
+from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeExistsError
-from rectizarr.grid import FixedDim
 from rectizarr.group import Group, open_group
-from rectizarr.metadata import node_to_json
-from rectizarr.store import Store
+from rectizarr.stores import Store
 
 __all__ = ["CopyOptions", "compressor_chain", "copy_node", "dest_layout"]
 

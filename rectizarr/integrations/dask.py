@@ -38,7 +38,7 @@ import numpy as np
 from rectizarr.api import create_array, open_array
 from rectizarr.array import Array
 from rectizarr.errors import MetadataError, ReadOnlyError
-from rectizarr.store import MemoryStore, Store
+from rectizarr.stores import MemoryStore, Store
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed

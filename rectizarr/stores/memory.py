@@ -7,7 +7,7 @@ import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rectizarr._stores.base import (
+from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
     DEFAULT_COALESCE_MAX,
     Buffer,

@@ -5,14 +5,14 @@ Reading: a group's arrays become the variables of a Dataset; dimensions come fro
 attribute) follow xarray's Zarr v3 conventions, so stores written by ``Dataset.to_zarr(zarr_format=3)``
 open identically. Data loads lazily, one orthogonal selection per access; with ``chunks={}`` the dask
 chunks are the storage chunks (shards when sharded; rectilinear grids give irregular dask chunks).
-Backend arrays hold a picklable :class:`~rectizarr.dask.ArrayRef`, so datasets run on distributed workers.
+Backend arrays hold a picklable :class:`~rectizarr.integrations.dask.ArrayRef`, so datasets run on distributed workers.
 
 Arrays without ``dimension_names`` raise, as xarray's own Zarr backend does for Zarr v3; pass
 ``unnamed_dims="dim_n"`` to name their missing dimensions ``dim_0``, ``dim_1``, ... by axis instead.
 
 Writing: :func:`to_rectizarr` encodes a Dataset exactly as ``to_zarr(zarr_format=3)`` would and writes
 every variable as an array with its dimension names; dask-backed variables are written one task per
-block through :func:`rectizarr.dask.from_dask` (one chunk per block, rectilinear when the dask chunks are
+block through :func:`rectizarr.integrations.dask.from_dask` (one chunk per block, rectilinear when the dask chunks are
 irregular; no storage unit is ever written by two tasks).
 """
 
@@ -32,10 +32,10 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
 from rectizarr.array import Array
-from rectizarr.dask import ArrayRef, from_dask
 from rectizarr.errors import MetadataError
 from rectizarr.group import Group, consolidate_metadata, open_group
-from rectizarr.store import Store
+from rectizarr.integrations.dask import ArrayRef, from_dask
+from rectizarr.stores import Store
 
 __all__ = ["RectizarrBackendArray", "RectizarrBackendEntrypoint", "RectizarrDataStore", "to_rectizarr"]
 

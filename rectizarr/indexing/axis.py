@@ -24,7 +24,7 @@ AxisSel: TypeAlias = slice | IntArray
 
 
 class Dim(Protocol):
-    """One axis of a chunk grid, as consumed by the indexers (``rectizarr.grid`` implements it)."""
+    """One axis of a chunk grid, as consumed by the indexers (``rectizarr.core.grid`` implements it)."""
 
     @property
     def extent(self) -> int: ...

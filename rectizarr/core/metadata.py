@@ -2,7 +2,7 @@
 
 The document is split at the top level into raw JSON values (``msgspec.Raw``) so that each field is
 validated on its own with a precise JSON path, and so that a rectilinear ``chunk_grid`` with a million
-edges reaches :func:`rectizarr._grid_json.parse_chunk_grid` as bytes and is parsed vectorised.
+edges reaches :func:`rectizarr.core.grid_json.parse_chunk_grid` as bytes and is parsed vectorised.
 
 Rules (spec-notes §1): unknown top-level keys fail unless their value is an object with
 ``"must_understand": false`` (those are kept verbatim and written back); non-empty storage transformers
@@ -21,13 +21,13 @@ from typing import Any, Literal
 import msgspec
 import numpy as np
 
-from rectizarr._grid_json import parse_chunk_grid
 from rectizarr._util import Shape, json_path
-from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.codecs.meta import BytesMeta, CodecMeta, ShardingMeta, codecs_to_json, parse_codecs
-from rectizarr.dtype import DataType, parse_data_type
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.core.codec_meta import BytesMeta, CodecMeta, ShardingMeta, codecs_to_json, parse_codecs
+from rectizarr.core.dtype import DataType, parse_data_type
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
-from rectizarr.grid import ChunkGrid
 
 __all__ = [
     "ArrayMeta",

@@ -10,7 +10,7 @@ run past the extent: only the chunks that overlap ``[0, extent)`` are addressabl
 declared edge is kept, serialised and reported by ``unique_edges``.
 
 :func:`parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or as raw bytes (the parser
-lives in :mod:`rectizarr._grid_json`); :meth:`ChunkGrid.to_json` writes it.
+lives in :mod:`rectizarr.core.grid_json`); :meth:`ChunkGrid.to_json` writes it.
 """
 
 from __future__ import annotations
@@ -432,7 +432,7 @@ def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
 
 def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> ChunkGrid:
     """The grid of a ``chunk_grid`` JSON value (decoded, or raw JSON bytes) for an array of ``shape``;
-    invalid values raise :class:`MetadataError` naming the JSON path (see :mod:`rectizarr._grid_json`)."""
-    from rectizarr._grid_json import parse_chunk_grid as parse
+    invalid values raise :class:`MetadataError` naming the JSON path (see :mod:`rectizarr.core.grid_json`)."""
+    from rectizarr.core.grid_json import parse_chunk_grid as parse
 
     return parse(value, shape, path)

@@ -1,4 +1,4 @@
-"""Sharded I/O for :mod:`rectizarr.engine`: selections planned over the inner-chunk grid, grouped per shard.
+"""Sharded I/O for :mod:`rectizarr.io.engine`: selections planned over the inner-chunk grid, grouped per shard.
 
 Reads fetch each shard's index with one ranged request (cached) and only the inner chunks they need, or
 the whole shard in one request when every inner chunk is needed; writes read a shard at most once,
@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr._engine_pool import _locks, pmap, pool_size
-from rectizarr._index_plan import OrthogonalPlan
-from rectizarr._stores.base import Buffer
 from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.sharding import ShardIndex, is_fill
-from rectizarr.engine import (
+from rectizarr.errors import CodecError
+from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.indexing.plan import OrthogonalPlan
+from rectizarr.io.engine import (
     _PIECEWISE_BYTES,
     Layout,
     _cache_key,
@@ -38,8 +38,8 @@ from rectizarr.engine import (
     _take,
     _workers_for,
 )
-from rectizarr.errors import CodecError
-from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.io.pool import _locks, pmap, pool_size
+from rectizarr.stores.base import Buffer
 
 
 @dataclass

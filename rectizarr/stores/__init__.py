@@ -23,22 +23,22 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from rectizarr._stores.base import ByteRange, Store, validate_key, validate_prefix
-from rectizarr._stores.local import LocalStore
-from rectizarr._stores.memory import CountingStore, MemoryStore
-from rectizarr._stores.zipstore import ZipStore
 from rectizarr.errors import StoreError
+from rectizarr.stores.base import ByteRange, Store, validate_key, validate_prefix
+from rectizarr.stores.local import LocalStore
+from rectizarr.stores.memory import CountingStore, MemoryStore
+from rectizarr.stores.zip import ZipStore
 
 if TYPE_CHECKING:
     import fsspec
     from fsspec.mapping import FSMap
 
-    from rectizarr._stores.remote import FsspecStore
+    from rectizarr.stores.fsspec import FsspecStore
 
 
 def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when an fsspec store is used
     if name == "FsspecStore":
-        from rectizarr._stores.remote import FsspecStore
+        from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -81,7 +81,7 @@ def open_store(
         return obj.with_read_only() if read_only and not obj.read_only else obj
     loaded = sys.modules.get("fsspec")  # an fsspec object exists only once fsspec is imported
     if loaded is not None and isinstance(obj, loaded.AbstractFileSystem | loaded.FSMap):
-        from rectizarr._stores.remote import FsspecStore
+        from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore(obj, read_only=read_only)
     if not isinstance(obj, str | os.PathLike):
@@ -90,7 +90,7 @@ def open_store(
     if text.startswith("file://") and "::" not in text and text.endswith(".zip"):
         text = text.removeprefix("file://")
     if "://" in text or "::" in text:
-        from rectizarr._stores.remote import FsspecStore
+        from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore(text, storage_options=storage_options, read_only=read_only)
     if storage_options:

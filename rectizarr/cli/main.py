@@ -27,17 +27,17 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr import engine
-from rectizarr._cli_copy import CopyOptions, copy_node
-from rectizarr._cli_diff import diff_nodes
-from rectizarr._cli_util import compact_sizes, parse_chunks, parse_selection, parse_size, rle_sizes
 from rectizarr.array import Array
-from rectizarr.codecs.meta import codecs_to_json
+from rectizarr.cli.copy import CopyOptions, copy_node
+from rectizarr.cli.diff import diff_nodes
+from rectizarr.cli.util import compact_sizes, parse_chunks, parse_selection, parse_size, rle_sizes
+from rectizarr.core.codec_meta import codecs_to_json
+from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeNotFoundError, RectizarrError
 from rectizarr.group import Group
 from rectizarr.group import open as open_node
-from rectizarr.metadata import node_to_json
-from rectizarr.store import open_store
+from rectizarr.io import engine
+from rectizarr.stores import open_store
 
 __all__ = ["build_parser", "info_json", "main"]
 

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 
 from rectizarr._util import Shape, is_int, prod
-from rectizarr.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.codecs.meta import CodecMeta, codecs_to_json, parse_codecs
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.dtype import DataType, data_type_from_numpy
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
+from rectizarr.core.dtype import DataType, data_type_from_numpy
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.core.metadata import ArrayMeta, check_attributes
 from rectizarr.errors import MetadataError
-from rectizarr.grid import ChunkGrid
-from rectizarr.metadata import ArrayMeta, check_attributes
 
 ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
 

@@ -1,6 +1,6 @@
 """Fill values of the numeric data types (bool, integers, floats): JSON <-> 0-d arrays, bit-exact.
 
-Helpers for :mod:`rectizarr.dtype`; the rules are in spec-notes §2.2-2.3. Float fill values are
+Helpers for :mod:`rectizarr.core.dtype`; the rules are in spec-notes §2.2-2.3. Float fill values are
 handled as bit patterns (``view`` as an unsigned integer of the same width) and never pass through
 a Python float when they are NaN, so payloads and signalling NaNs survive a read/write cycle.
 """

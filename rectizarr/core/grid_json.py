@@ -1,4 +1,4 @@
-"""Reading the ``chunk_grid`` JSON object into a :class:`~rectizarr.grid.ChunkGrid`.
+"""Reading the ``chunk_grid`` JSON object into a :class:`~rectizarr.core.grid.ChunkGrid`.
 
 Accepts the decoded object or raw JSON bytes; from raw bytes each flat list of integers (and each run-length
 list of a rectilinear dimension) is parsed with NumPy, with no Python object per edge. Every error names
@@ -15,8 +15,7 @@ import msgspec
 import numpy as np
 
 from rectizarr._util import Shape, is_int, json_path
-from rectizarr.errors import MetadataError, UnsupportedError
-from rectizarr.grid import (
+from rectizarr.core.grid import (
     INT64_MAX,
     ChunkGrid,
     Dim,
@@ -30,6 +29,7 @@ from rectizarr.grid import (
     _positive_int,
     expand_rle,
 )
+from rectizarr.errors import MetadataError, UnsupportedError
 
 __all__ = ["parse_chunk_grid"]
 

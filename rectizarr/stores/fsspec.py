@@ -12,8 +12,8 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
-from rectizarr._stores.base import Buffer, ByteRange, Store
 from rectizarr.errors import StoreError
+from rectizarr.stores.base import Buffer, ByteRange, Store
 
 __all__ = ["FsspecStore"]
 

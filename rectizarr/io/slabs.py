@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rectizarr._index_plan import OrthogonalPlan
 from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
-from rectizarr.grid import FixedDim
+from rectizarr.core.grid import FixedDim
+from rectizarr.indexing.plan import OrthogonalPlan
 
 if TYPE_CHECKING:
-    from rectizarr.engine import Layout
+    from rectizarr.io.engine import Layout
 
 __all__ = ["read_raw_slabs"]
 

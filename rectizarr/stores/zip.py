@@ -14,7 +14,8 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rectizarr._stores.base import (
+from rectizarr.errors import StoreError
+from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
     DEFAULT_COALESCE_MAX,
     Buffer,
@@ -22,7 +23,6 @@ from rectizarr._stores.base import (
     Store,
     slice_range,
 )
-from rectizarr.errors import StoreError
 
 __all__ = ["ZipStore"]
 

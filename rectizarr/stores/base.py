@@ -104,7 +104,7 @@ _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index,
 
 
 class Store(ABC):
-    """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.store`.
+    """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.stores`.
 
     ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
     ``coalesce_max``: a coalesced request never spans more than this many bytes.

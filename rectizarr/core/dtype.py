@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr._dtype_fill import (
+from rectizarr._util import is_int, json_path
+from rectizarr.core.fill import (
     FLOAT_SPECS,
     ML_FLOATS,
     float_to_json,
@@ -35,7 +36,6 @@ from rectizarr._dtype_fill import (
     parse_float,
     parse_int,
 )
-from rectizarr._util import is_int, json_path
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
 __all__ = ["DataType", "LenientMetadataWarning", "data_type_from_numpy", "parse_data_type"]

@@ -13,9 +13,9 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from rectizarr._stores.base import DEFAULT_COALESCE_GAP, DEFAULT_COALESCE_MAX, Buffer, ByteRange, Store
 from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
+from rectizarr.stores.base import DEFAULT_COALESCE_GAP, DEFAULT_COALESCE_MAX, Buffer, ByteRange, Store
 
 __all__ = ["LocalStore"]
 

@@ -1,1 +1,0 @@
-"""Store backends; import them from :mod:`rectizarr.store`."""

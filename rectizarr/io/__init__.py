@@ -1,0 +1,1 @@
+"""The I/O layer: the only one that knows both stores and codecs."""
