@@ -108,7 +108,7 @@ def from_array(
         src = data
         sharded = src.is_sharded
         if chunks == "keep":
-            chunks = src._layout.inner_shape if sharded else _edges_or_int(src.write_chunk_sizes, src.shape)
+            chunks = src.inner_chunk_shape if sharded else _edges_or_int(src.write_chunk_sizes, src.shape)
         if shards == "keep":
             shards = _edges_or_int(src.write_chunk_sizes, src.shape) if sharded else None
         kwargs.setdefault("dtype", src.metadata.data_type)

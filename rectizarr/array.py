@@ -20,7 +20,15 @@ from rectizarr.core.grid import ChunkGrid, compress_rle
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
-from rectizarr.io import engine
+from rectizarr.io import (
+    ShardedLayout,
+    build_layout,
+    delete_outside,
+    nbytes_stored,
+    read,
+    stored_chunk_keys,
+    write,
+)
 from rectizarr.stores import Store
 
 __all__ = ["Array"]
@@ -77,7 +85,7 @@ class Array(nodes.Node):
 
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
-        self._layout = engine.Layout.build(
+        self._layout = build_layout(
             self._store, nodes.prefix_of(self._path), meta.chunk_grid, meta.chunk_key_encoding, pipeline,
             meta.data_type.numpy, meta.fill_value, write_empty_chunks=self._write_empty_chunks,
             workers=self._workers,
@@ -144,14 +152,25 @@ class Array(nodes.Node):
     @property
     def chunks(self) -> Shape:
         """The read chunk shape (inner chunks when sharded) of a regular grid."""
-        if self._layout.inner_shape is not None:
-            return self._layout.inner_shape
+        if self.inner_chunk_shape is not None:
+            return self.inner_chunk_shape
         regular = self.grid.regular_chunk_shape
         if regular is None:
             raise MetadataError(
                 f"array {self.name!r} has a rectilinear chunk grid: use write_chunk_sizes / read_chunk_sizes"
             )
         return regular
+
+    @property
+    def inner_chunk_shape(self) -> Shape | None:
+        """The inner chunk shape when inner chunks of shards are read and written one by one (the units
+        of :attr:`chunks`); None for unsharded arrays, and for shards that are only read whole."""
+        return self._layout.inner_shape if isinstance(self._layout, ShardedLayout) else None
+
+    @property
+    def pipeline(self) -> CodecPipeline:
+        """The array's codec chain, as built from its metadata."""
+        return self._layout.pipeline
 
     @property
     def is_sharded(self) -> bool:
@@ -176,7 +195,7 @@ class Array(nodes.Node):
     @property
     def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
-        if self._layout.inner_shape is None:
+        if self.inner_chunk_shape is None:
             return self.write_chunk_sizes
         return tuple(d.data_lens() for d in self._layout.dims)
 
@@ -188,7 +207,12 @@ class Array(nodes.Node):
     @property
     def nchunks_initialized(self) -> int:
         """The number of storage chunks actually stored (lists the store)."""
-        return sum(1 for _ in engine.stored_chunk_keys(self._layout))
+        return sum(1 for _ in stored_chunk_keys(self._layout))
+
+    @property
+    def nbytes_stored(self) -> int:
+        """The total size in bytes of the stored chunks (lists the store)."""
+        return nbytes_stored(self._layout)[1]
 
     @property
     def info(self) -> str:
@@ -221,7 +245,7 @@ class Array(nodes.Node):
         if kind == "coordinate":
             return coordinate_plan(dims, selection)
         if kind == "block":
-            return block_plan(self.grid.dims, selection) if self._layout.inner_shape is None \
+            return block_plan(self.grid.dims, selection) if self.inner_chunk_shape is None \
                 else _block_plan_sharded(self, selection)
         raise SelectionError(f"unknown selection kind {kind!r}")
 
@@ -233,10 +257,10 @@ class Array(nodes.Node):
             internal = out.reshape(plan.shape)
             if not np.shares_memory(internal, out) and out.size:
                 raise SelectionError("out must be C-contiguous")
-            engine.read(self._layout, plan, internal)
+            read(self._layout, plan, internal)
             return out
         result = np.empty(plan.shape, dtype=self.dtype)
-        engine.read(self._layout, plan, result)
+        read(self._layout, plan, result)
         result = result.reshape(plan.final_shape)
         if result.shape == () and not _has_ellipsis(selection):
             return result[()]
@@ -244,7 +268,7 @@ class Array(nodes.Node):
 
     def _write(self, plan: Plan, value: Any) -> None:
         self._check_writable()
-        engine.write(self._layout, plan, plan.value_to_internal(value, self.dtype))
+        write(self._layout, plan, plan.value_to_internal(value, self.dtype))
 
     def __getitem__(self, selection: Any) -> Any:
         return self._read(self._plan("basic", selection), selection)
@@ -325,7 +349,7 @@ class Array(nodes.Node):
             CodecPipeline.build(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
                                 "$.codecs")  # e.g. a new edge not divisible by the inner chunk
             if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-                engine.delete_outside(self._layout, new_grid)
+                delete_outside(self._layout, new_grid)
             self._replace_meta(shape=new_shape, chunk_grid=new_grid)
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:

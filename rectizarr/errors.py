@@ -86,6 +86,7 @@ class CodecError(RectizarrError):
     """A chunk or shard could not be decoded or encoded; the message names the store key and codec."""
 
     def __init__(self, message: str, *, key: str | None = None, codec: str | None = None) -> None:
+        self.message = message
         self.key = key
         self.codec = codec
         where = []
@@ -94,6 +95,10 @@ class CodecError(RectizarrError):
         if codec:
             where.append(f"codec {codec!r}")
         super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+    def with_key(self, key: str) -> CodecError:
+        """The same error (same class, message and codec) naming the store key of the chunk."""
+        return type(self)(self.message, key=key, codec=self.codec)
 
 
 class ChecksumError(CodecError):

@@ -64,7 +64,7 @@ def _declared(src: Array) -> list[Any]:
 
 def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     """``(storage chunks, full codec chain JSON)`` of the destination of ``src`` under ``opts``."""
-    pipe = src._layout.pipeline
+    pipe = src.pipeline
     outer_a, serializer, outer_b = _split(codecs_to_json(src.metadata.codecs), len(pipe.array_array))
     keep_storage = _declared(src)
     if opts.codecs is not None:

@@ -36,7 +36,6 @@ from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeNotFoundError, RectizarrError
 from rectizarr.group import Group
 from rectizarr.group import open as open_node
-from rectizarr.io import engine
 from rectizarr.stores import open_store
 
 __all__ = ["build_parser", "info_json", "main"]
@@ -63,7 +62,7 @@ def info_json(node: Array | Group) -> dict[str, Any]:
             "members": [{"name": n, "node_type": "array" if isinstance(m, Array) else "group"}
                         for n, m in node.members()],
         }
-    stored, nbytes = engine.nbytes_stored(node._layout)
+    stored, nbytes = node.nchunks_initialized, node.nbytes_stored
     return {
         "node_type": "array",
         "path": "/" + node.path,

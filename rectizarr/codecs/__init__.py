@@ -19,7 +19,7 @@ from rectizarr.codecs.bytes_to_bytes import (
     get_numcodec,
 )
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardIndex, ShardIndexCache, ShardingCodec, is_fill
+from rectizarr.codecs.sharding import ShardIndex, ShardingCodec, is_fill
 from rectizarr.core.codec_meta import (
     BloscMeta,
     BytesMeta,
@@ -53,7 +53,6 @@ __all__ = [
     "NumcodecsArrayBytes",
     "NumcodecsBytesBytes",
     "ShardIndex",
-    "ShardIndexCache",
     "ShardingCodec",
     "TransposeCodec",
     "VlenBytesCodec",

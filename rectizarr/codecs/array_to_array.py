@@ -19,6 +19,7 @@ class TransposeCodec(ArrayArrayCodec):
     """Permute the axes: encoded axis ``i`` is decoded axis ``order[i]``."""
 
     name = "transpose"
+    infallible = True
 
     def __init__(self, order: Sequence[int]) -> None:
         self.order: tuple[int, ...] = tuple(int(o) for o in order)

@@ -29,6 +29,7 @@ class BytesCodec(ArrayBytesCodec):
     """Fixed-size elements in C order, little- or big-endian."""
 
     name = "bytes"
+    infallible = True
 
     def __init__(self, endian: Literal["little", "big"] | None) -> None:
         self.endian = endian
@@ -42,6 +43,10 @@ class BytesCodec(ArrayBytesCodec):
             )
         if self.endian is None and needs_endian(dtype):
             raise MetadataError(f"the 'bytes' codec needs an 'endian' configuration for dtype {dtype}")
+
+    def is_native(self, dtype: np.dtype) -> bool:
+        """Whether chunks of ``dtype`` are stored as their own bytes (native byte order, no objects)."""
+        return not dtype.hasobject and self._wire(dtype) == dtype
 
     def _wire(self, dtype: np.dtype) -> np.dtype:
         if self.endian is None:

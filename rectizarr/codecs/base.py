@@ -55,6 +55,9 @@ class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the ab
     """Common base: every codec knows its registered name (used in error messages)."""
 
     name: str = ""
+    infallible: bool = False
+    """Encoding a valid chunk of fixed-size data cannot fail (so encoded values may be written while
+    others are still being encoded)."""
 
     def map_axes(self, per_axis: Sequence[object]) -> list[object]:
         """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes.

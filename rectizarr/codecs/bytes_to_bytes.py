@@ -52,6 +52,7 @@ class GzipCodec(BytesBytesCodec):
     """DEFLATE in gzip members (RFC 1952); several concatenated members decode as one stream."""
 
     name = "gzip"
+    infallible = True
 
     def __init__(self, level: int) -> None:
         self.level = level
@@ -104,6 +105,7 @@ class ZstdCodec(BytesBytesCodec):
     """A Zstandard frame; ``checksum`` adds the frame content checksum, verified on decode."""
 
     name = "zstd"
+    infallible = True
 
     def __init__(self, level: int, checksum: bool) -> None:
         self.level = level
@@ -183,6 +185,7 @@ class BloscCodec(BytesBytesCodec):
     """Blosc; decoding reads every parameter from the blosc header."""
 
     name = "blosc"
+    infallible = True
 
     def __init__(
         self,
@@ -230,6 +233,7 @@ class Crc32cCodec(BytesBytesCodec):
     """Appends the CRC-32C of the data as 4 little-endian bytes; decode verifies and strips it."""
 
     name = "crc32c"
+    infallible = True
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return bytes(data) + struct.pack("<I", crc32c(data))

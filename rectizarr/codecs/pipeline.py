@@ -12,7 +12,7 @@ import numpy as np
 import rectizarr.codecs as _registry
 from rectizarr._util import json_path
 from rectizarr.codecs.array_to_bytes import BytesCodec
-from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
+from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from rectizarr.codecs.sharding import ShardingCodec
 from rectizarr.core.codec_meta import BloscMeta, CodecMeta, codecs_to_json
 from rectizarr.errors import MetadataError
@@ -131,20 +131,44 @@ class CodecPipeline:
             return self.array_bytes.decode(data, spec)
         return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
 
-    def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray, prefix: int | None = None) -> bool:
-        """Decode straight into ``out`` (C-contiguous, of ``spec``'s shape and dtype) when the chain is one
-        compressor that can write into a buffer before ``bytes`` in native order: no temporary chunk.
-        False when it cannot (then :meth:`decode`, which also reports invalid data); ``out`` may be
-        overwritten either way. With ``prefix``, only the first ``prefix`` bytes of ``out`` (in C order)
-        are wanted: the compressor may stop there, leaving the rest of ``out`` unspecified."""
-        if self.array_array or len(self.bytes_bytes) != 1 or not isinstance(self.array_bytes, BytesCodec) \
-                or self.array_bytes._wire(spec.dtype) != spec.dtype or spec.dtype.hasobject:
+    def is_raw(self, dtype: np.dtype) -> bool:
+        """Whether chunks of ``dtype`` are stored as their own bytes: only ``bytes``, in native order."""
+        return not self.array_array and not self.bytes_bytes and isinstance(self.array_bytes, BytesCodec) \
+            and self.array_bytes.is_native(dtype)
+
+    def can_decode_into(self, dtype: np.dtype) -> bool:
+        """Whether :meth:`decode_into` and :meth:`decode_prefix` may work for chunks of ``dtype``: one
+        compressor before ``bytes`` in native order (ask once per read; the calls still may say no)."""
+        return not self.array_array and len(self.bytes_bytes) == 1 and isinstance(self.array_bytes, BytesCodec) \
+            and self.array_bytes.is_native(dtype)
+
+    def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray) -> bool:
+        """Decode straight into ``out`` (C-contiguous, of ``spec``'s shape and dtype) when
+        :meth:`can_decode_into`: no temporary chunk. False when it cannot (then :meth:`decode`, which
+        also reports invalid data); ``out`` may be overwritten either way."""
+        if not self.can_decode_into(spec.dtype):
+            return False
+        return self.bytes_bytes[0].decode_into(data, out.reshape(-1).view(np.uint8))
+
+    def decode_prefix(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray, nbytes: int) -> bool:
+        """Like :meth:`decode_into`, but only the first ``nbytes`` of ``out`` (in C order) are wanted:
+        the compressor may stop there, leaving the rest of ``out`` unspecified."""
+        if not self.can_decode_into(spec.dtype):
             return False
         flat = out.reshape(-1).view(np.uint8)
         codec = self.bytes_bytes[0]
-        if prefix is not None and prefix < flat.size and codec.decode_prefix(data, flat, prefix):
+        if nbytes < flat.size and codec.decode_prefix(data, flat, nbytes):
             return True
         return codec.decode_into(data, flat)
+
+    def encode_cannot_fail(self, dtype: np.dtype) -> bool:
+        """Whether encoding valid chunks of ``dtype`` cannot fail: fixed-size data and infallible codecs."""
+        return not dtype.hasobject and all(c.infallible for c in self.codecs)
+
+    @property
+    def codecs(self) -> tuple[Codec, ...]:
+        """Every codec of the chain, in order."""
+        return (*self.array_array, self.array_bytes, *self.bytes_bytes)
 
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
         """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (None: no

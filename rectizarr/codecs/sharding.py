@@ -8,15 +8,14 @@ the index: gaps, overlaps and any physical order are accepted. This module does 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import EllipsisType
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from rectizarr import tuning
 from rectizarr._util import MAX_U64, Coords, Shape
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
@@ -26,11 +25,10 @@ from rectizarr.errors import CodecError, MetadataError
 if TYPE_CHECKING:
     from rectizarr.codecs.pipeline import CodecPipeline
 
-__all__ = ["ShardIndex", "ShardIndexCache", "ShardingCodec", "is_fill"]
+__all__ = ["ShardIndex", "ShardingCodec", "is_fill"]
 
 _MAX = np.uint64(MAX_U64)
 _INDEX_DTYPE = np.dtype(np.uint64)
-_LARGE = 4 << 20  # shard size from which assemble() builds into a NumPy buffer
 
 
 def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
@@ -95,6 +93,7 @@ class ShardingCodec(ArrayBytesCodec):
         self.codecs = codecs
         self.index_codecs = index_codecs
         self.index_location: Literal["start", "end"] = index_location
+        self.infallible = all(c.infallible for chain in (codecs, index_codecs) for c in chain.codecs)
         if index_codecs.encoded_size(self._index_spec((1,) * len(self.chunk_shape), None)) is None:
             raise MetadataError(
                 "index_codecs must produce a fixed-size encoding (no compressors); use bytes + crc32c",
@@ -260,7 +259,7 @@ class ShardingCodec(ArrayBytesCodec):
         index = self.index_codecs.encode(table, self._index_spec(cps, None))
         pieces = [index, *parts] if self.index_location == "start" else [*parts, index]
         total = sum(len(x) for x in pieces)
-        if not as_view or total < _LARGE:
+        if not as_view or total < tuning.current().assemble_numpy_bytes:
             return b"".join(pieces)
         # A large shard goes into a NumPy buffer: NumPy asks for huge pages, so the fresh memory costs far
         # fewer page faults than a bytes object of the same size (a 64 MiB shard: 4x faster).
@@ -303,35 +302,3 @@ class ShardingCodec(ArrayBytesCodec):
         for coords, view in views.items():
             out[self._inner_slices(coords)] = self.decode_inner(view, inner)
         return out
-
-
-class ShardIndexCache:
-    """A thread-safe LRU of decoded shard indexes, keyed by store key and checked against a version token.
-
-    The version (e.g. an ETag or a size/mtime pair) must match the stored one for a hit, so a shard
-    rewritten by someone else is never served from a stale index.
-    """
-
-    def __init__(self, maxsize: int = 1024) -> None:
-        self.maxsize = maxsize
-        self._entries: OrderedDict[str, tuple[Hashable, ShardIndex]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: str, version: Hashable) -> ShardIndex | None:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry[0] != version:
-                return None
-            self._entries.move_to_end(key)
-            return entry[1]
-
-    def put(self, key: str, version: Hashable, index: ShardIndex) -> None:
-        with self._lock:
-            self._entries[key] = (version, index)
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
-
-    def invalidate(self, key: str) -> None:
-        with self._lock:
-            self._entries.pop(key, None)

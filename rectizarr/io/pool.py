@@ -1,18 +1,21 @@
-"""The engine's concurrency: one process-wide thread pool for codec work and striped per-key locks.
+"""The I/O layer's concurrency: one process-wide thread pool for codec work and striped per-key locks.
 
 Nothing runs in the background: the pool is created on first use, and both are reset in a forked child.
+Work given to the pool runs in the caller's context (so the caller's :mod:`rectizarr.tuning` holds).
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from rectizarr import tuning
 from rectizarr._util import default_workers
-from rectizarr.stores import LocalStore, Store
+from rectizarr.stores import Store
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,12 +41,19 @@ def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-base
     global _pool, _pool_lock
     _pool = None
     _pool_lock = threading.Lock()
-    _locks.reset()
+    locks.reset()
 
 
 def pool_size() -> int:
     """The process-wide number of codec threads."""
     return _pool_size
+
+
+def workers_for(workers: int | None, coded: bool, nbytes: int, t: tuning.Tuning) -> int | None:
+    """Threads for per-chunk work on chunks of ``nbytes`` decoded bytes (``coded``: with a compressor):
+    one for small chunks, whose work is mostly Python holding the GIL (two threads would only hand it back
+    and forth), else ``workers`` (None: the pool's size)."""
+    return workers if nbytes >= (t.threaded_bytes_coded if coded else t.threaded_bytes) else 1
 
 
 def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
@@ -57,12 +67,13 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
             _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
         pool = _pool
     # Batch small items so thread hand-off does not dominate (100,000 tiny chunks).
-    per = max(1, len(items) // (4 * n))
+    per = max(1, len(items) // (tuning.current().batches_per_thread * n))
+    context = contextvars.copy_context()
     if per == 1:
-        return list(pool.map(fn, items))
+        return list(pool.map(lambda x: context.copy().run(fn, x), items))
     batches = [items[i : i + per] for i in range(0, len(items), per)]
     out: list[R] = []
-    for part in pool.map(lambda b: [fn(x) for x in b], batches):
+    for part in pool.map(lambda b: context.copy().run(lambda: [fn(x) for x in b]), batches):
         out.extend(part)
     return out
 
@@ -81,21 +92,12 @@ class _StripedLocks:
         self._locks = [threading.Lock() for _ in range(self.n)]
 
     def hold(self, store: Store, keys: Iterable[str]) -> _Held:
-        base = _lock_base(store)
+        """Hold the locks of ``keys`` of ``store`` (taken in a fixed order) for a ``with`` block. Keys are
+        named by the store's :attr:`~rectizarr.stores.Store.lock_identity`, so separately opened store
+        objects on the same data share them."""
+        base = store.lock_identity
         stripes = sorted({hash(base + k) % self.n for k in keys})
         return _Held([self._locks[s] for s in stripes])
-
-
-def _lock_base(store: Store) -> str:
-    """What the keys of ``store`` are relative to: two store objects on one directory (or fsspec path)
-    share their locks, so separately opened arrays on the same data do not lose each other's writes."""
-    inner = getattr(store, "inner", store)
-    if isinstance(inner, LocalStore):  # a store on a subdirectory shares the locks of the parent's
-        return f"local:{inner._real_root}/"
-    base, fs = getattr(inner, "_base", None), getattr(inner, "fs", None)
-    if isinstance(base, str) and fs is not None:
-        return f"fsspec:{type(fs).__name__}:{base}"
-    return f"id:{id(getattr(inner, '_data', inner))}:"
 
 
 class _Held:
@@ -111,7 +113,8 @@ class _Held:
             lock.release()
 
 
-_locks = _StripedLocks()
+locks = _StripedLocks()
+"""The process-wide per-key locks of read-modify-writes."""
 
 
 if hasattr(os, "register_at_fork"):

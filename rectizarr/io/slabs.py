@@ -10,74 +10,86 @@ else, or a chunk of the wrong size, goes the general way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.core.grid import FixedDim
-from rectizarr.indexing.plan import OrthogonalPlan
+from rectizarr.indexing import OrthogonalPlan, Plan
+from rectizarr.io.chunk import decode
+from rectizarr.io.layout import ChunkedLayout
+from rectizarr.io.pool import workers_for
+from rectizarr.tuning import Tuning
 
-if TYPE_CHECKING:
-    from rectizarr.io.engine import Layout
-
-__all__ = ["read_raw_slabs"]
-
-_SLAB_MAX = 64 << 20  # staging bytes per slab
+__all__ = ["read_slabs"]
 
 
-def read_raw_slabs(layout: Layout, plan: OrthogonalPlan, out: np.ndarray, keys: list[str], spec: ChunkSpec,
-                   reread: Callable[[int], np.ndarray | None]) -> bool:
-    """Fill ``out`` from the raw chunks at ``keys`` (C order of ``plan.chunk_coords``), all of ``spec``;
-    False (nothing read) when the selection is not a step-1 block of a regular grid. ``reread(i)`` reads
-    and decodes the i-th chunk the general way, for a chunk whose stored size is not the expected one
-    (it raises the usual error, or returns the chunk if it changed meanwhile; None: it is gone)."""
-    read_into = getattr(layout.store, "_read_into", None)
-    dims = layout.grid.dims
-    if read_into is None or not dims or not all(isinstance(d, FixedDim) for d in dims):
+def read_slabs(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
+    """Fill ``out`` slab by slab when the read is a dense step-1 block of at least ``t.slab_min_chunks``
+    small raw chunks of a regular grid, from a store that reads straight into buffers; False (nothing
+    read) when it is not such a read."""
+    if plan.nchunks < t.slab_min_chunks or not isinstance(plan, OrthogonalPlan) \
+            or not layout.store.capabilities.native_read_into or not layout.pipeline.is_raw(layout.dtype):
         return False
-    starts = []  # per axis: where the selection starts inside its first touched chunk
+    coords = plan.chunk_coords
+    spec = layout.spec(tuple(int(c) for c in coords[0])).with_key(None)
+    if workers_for(layout.workers, False, spec.nbytes, t) != 1:  # large chunks: the threaded general way
+        return False
+    dims = layout.grid.dims
+    if not dims or not all(isinstance(d, FixedDim) for d in dims):
+        return False
+    starts = _block_starts(plan, dims)  # type: ignore[arg-type]
+    if starts is None:
+        return False
+    counts = [int(a.chunks.size) for a in plan.axes]
+    if prod(tuple(counts[1:])) * spec.nbytes > t.slab_max_bytes:
+        return False
+    _read_block(layout, plan, out, layout.keys(coords), spec, starts, counts)
+    return True
+
+
+def _block_starts(plan: OrthogonalPlan, dims: list[FixedDim]) -> list[int] | None:
+    """Per axis, where the selection starts inside its first touched chunk; None unless the selection is
+    a step-1 block (later axes with no gaps, since their chunks are pasted whole)."""
+    starts = []
     for axis, (a, d) in enumerate(zip(plan.axes, dims, strict=True)):
-        assert isinstance(d, FixedDim)
         expect, at = 0, None  # next output position; where the previous entry ended in the array
         for e in a.entries:
             if not (isinstance(e.local, slice) and e.local.step == 1 and isinstance(e.out, slice)
                     and e.out.step == 1 and e.out.start == expect):
-                return False
+                return None
             begin = e.chunk * d.size + e.local.start
-            if axis and at is not None and begin != at:  # later axes are pasted whole: no gaps
-                return False
+            if axis and at is not None and begin != at:
+                return None
             expect, at = e.out.stop, e.chunk * d.size + e.local.stop
         first = a.entries[0].local
         assert isinstance(first, slice)
         starts.append(first.start)
-    counts = [int(a.chunks.size) for a in plan.axes]
-    per_slab = prod(tuple(counts[1:]))
-    nbytes = spec.nbytes
-    if per_slab * nbytes > _SLAB_MAX:
-        return False
-    inner = spec.shape
+    return starts
+
+
+def _read_block(layout: ChunkedLayout, plan: OrthogonalPlan, out: np.ndarray, keys: list[str], spec: ChunkSpec,
+                starts: list[int], counts: list[int]) -> None:
+    """Each slab (the touched chunks sharing a first-axis index): its files read into a staging buffer,
+    then pasted with two NumPy copies. A chunk of another stored size goes the general way (which reports
+    it, or finds it rewritten meanwhile)."""
+    per_slab, nbytes, inner, nd = prod(tuple(counts[1:])), spec.nbytes, spec.shape, len(spec.shape)
     stage = np.empty((per_slab, nbytes), np.uint8)
     views = [memoryview(row) for row in stage]
     blocks = stage.view(spec.dtype).reshape(*counts[1:], *inner)
-    nd = len(inner)
+    flat = blocks.reshape(per_slab, *inner)
     # staging axes (n1.., c0, c1..) -> image axes (c0, n1, c1, n2, c2, ...)
     order = [nd - 1] + [i for a in range(1, nd) for i in (a - 1, nd - 1 + a)]
     image = np.empty([inner[0]] + [n * c for n, c in zip(counts[1:], inner[1:], strict=True)], spec.dtype)
     image_split = image.reshape([inner[0]] + [x for n, c in zip(counts[1:], inner[1:], strict=True) for x in (n, c)])
     sel_rest = tuple(slice(s, s + a.length) for s, a in zip(starts[1:], plan.axes[1:], strict=True))
-    flat = blocks.reshape(per_slab, *inner)
     for j0, e0 in enumerate(plan.axes[0].entries):
         base = j0 * per_slab
-        sizes = read_into(keys[base : base + per_slab], views)
-        for j, n in enumerate(sizes):
-            if n == nbytes:
-                continue
-            chunk = None if n < 0 else reread(base + j)  # another size: the general way reports it
-            flat[j] = layout.fill_value if chunk is None else chunk
+        for j, n in enumerate(layout.store.read_into(keys[base : base + per_slab], views)):
+            if n != nbytes:
+                value = None if n < 0 else layout.store.get(keys[base + j])
+                chunk = None if value is None else decode(layout.pipeline, value, spec, keys[base + j])
+                flat[j] = layout.fill_value if chunk is None else chunk
         image_split[...] = blocks.transpose(order)
         assert isinstance(e0.local, slice) and isinstance(e0.out, slice)
         out[(e0.out, *(slice(None),) * (nd - 1))] = image[(e0.local, *sel_rest)]
-    return True

@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import ByteRange, Store, validate_key, validate_prefix
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key, validate_prefix
 from rectizarr.stores.local import LocalStore
 from rectizarr.stores.memory import CountingStore, MemoryStore
 from rectizarr.stores.zip import ZipStore
@@ -44,7 +44,9 @@ def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when a
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
+    "Buffer",
     "ByteRange",
+    "Capabilities",
     "CountingStore",
     "FsspecStore",
     "LocalStore",

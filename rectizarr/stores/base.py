@@ -7,15 +7,17 @@ Every public method is implemented here once; a backend implements a handful of 
 
 from __future__ import annotations
 
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Self, TypeAlias
+from dataclasses import dataclass
+from typing import ClassVar, Self, TypeAlias
 from urllib.parse import unquote
 
 from rectizarr._util import is_int
 from rectizarr.errors import ReadOnlyError, StoreError
 
-__all__ = ["Buffer", "ByteRange", "Store", "slice_range", "validate_key", "validate_prefix"]
+__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix"]
 
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
@@ -100,6 +102,25 @@ def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
     return data[start : start + length]
 
 
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the I/O layer may ask of a store, beyond reading and writing values. Every store answers
+    every question; a False only means "not cheaply" or "not at all"."""
+
+    low_latency: bool = False
+    """A read costs no round trip (local files, memory): the I/O layer reads value by value inside its
+    workers instead of batching requests."""
+    native_read_into: bool = False
+    """:meth:`Store.read_into` reads straight into the caller's buffers (else it copies from ``get``)."""
+    cheap_versions: bool = False
+    """:meth:`Store.version` costs no request, so caches may check it on every use."""
+    consistent_listing: bool = False
+    """A listing shows every completed write at once and is always available (no lag, no index pages)."""
+    conditional_writes: bool = False
+    """Writes can be conditioned on the version read (compare-and-swap). No backend offers it yet: the
+    consistency model (issue 16) builds on this flag."""
+
+
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
 
 
@@ -113,6 +134,7 @@ class Store(ABC):
     read_only: bool
     coalesce_gap: int
     coalesce_max: int
+    CAPABILITIES: ClassVar[Capabilities] = Capabilities()
     _is_view: bool = False
 
     def __init__(
@@ -127,6 +149,9 @@ class Store(ABC):
         self.read_only = read_only
         self.coalesce_gap = coalesce_gap
         self.coalesce_max = coalesce_max
+        self.cache_token = uuid.uuid4().hex
+        """Names this store (and its read-only views) in process-wide caches such as the shard-index
+        cache; every store object has its own."""
 
     # ---- backend primitives -------------------------------------------------------------------------
 
@@ -160,14 +185,6 @@ class Store(ABC):
 
     def _close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release backend resources (nothing by default)."""
-
-    def _get_transient(self, key: str, byte_range: ByteRange | None,
-                       size_hint: int | None = None) -> bytes | memoryview | None:
-        """One value for the engine, which uses it up before this thread reads again: it may be a view
-        of a per-thread buffer that the thread's next read overwrites (no fresh memory per read).
-        ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
-        The default is :meth:`_get_batch` of the one request."""
-        return self._get_batch([(key, byte_range)])[0]
 
     # ---- public API ---------------------------------------------------------------------------------
 
@@ -238,6 +255,40 @@ class Store(ABC):
             group = [(start, length, index)]
             span_start, span_end = start, end
         flush()
+
+    def get_transient(self, key: str, byte_range: ByteRange | None = None,
+                      size_hint: int | None = None) -> bytes | memoryview | None:
+        """One value (or range) for a caller that uses it up before this thread reads again: it may be
+        a view of a per-thread buffer that the thread's next read overwrites (no fresh memory per read).
+        ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
+        ``key`` is not validated: it must come from a chunk key encoding."""
+        return self._get_batch([(key, byte_range)])[0]
+
+    def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
+        """Read each key's value into the view beside it. Per key: the bytes it has up to the view's
+        size plus one (a larger number than the view holds means a larger value, whose first bytes are
+        in the view), or -1 when it is missing. Keys are not validated (chunk keys only)."""
+        sizes = []
+        for view, value in zip(views, self._get_batch([(k, None) for k in keys]), strict=True):
+            if value is None:
+                sizes.append(-1)
+                continue
+            n = min(len(value), len(view))
+            view[:n] = memoryview(value)[:n]
+            sizes.append(len(value) if len(value) <= len(view) else len(view) + 1)
+        return sizes
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this store can do (see :class:`Capabilities`)."""
+        return self.CAPABILITIES
+
+    @property
+    def lock_identity(self) -> str:
+        """Where this store's keys live, as a prefix of the key: ``lock_identity + key`` names a value
+        wherever it was opened from, so two store objects on the same data (a directory opened twice, a
+        store on a subdirectory, a read-only view) share their per-key locks."""
+        return f"object:{self.cache_token}:"
 
     def set(self, key: str, value: Buffer) -> None:
         """Store ``value`` under ``key``, replacing any previous value."""

@@ -77,6 +77,10 @@ class FsspecStore(Store):
         self._counter = itertools.count(1)
         self._writes: dict[str, int] = {}
 
+    @property
+    def lock_identity(self) -> str:
+        return f"fsspec:{type(self.fs).__name__}:{self._base}"
+
     def __repr__(self) -> str:
         return f"FsspecStore({self.fs.protocol!r}, {self.root!r}, read_only={self.read_only})"
 

@@ -13,9 +13,17 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from rectizarr import tuning
 from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import DEFAULT_COALESCE_GAP, DEFAULT_COALESCE_MAX, Buffer, ByteRange, Store
+from rectizarr.stores.base import (
+    DEFAULT_COALESCE_GAP,
+    DEFAULT_COALESCE_MAX,
+    Buffer,
+    ByteRange,
+    Capabilities,
+    Store,
+)
 
 __all__ = ["LocalStore"]
 
@@ -102,7 +110,6 @@ def _read_fd(fd: int, byte_range: ByteRange | None) -> bytes:
     return _read_rest(fd, rest) if length is None and rest else rest
 
 
-_TRANSIENT_MAX = 16 << 20  # largest value read into a thread's reused buffer (larger ones get fresh memory)
 _transient = threading.local()
 _READV = hasattr(os, "preadv") and hasattr(os, "readv")
 
@@ -128,14 +135,14 @@ def _read_transient(path: str, byte_range: ByteRange | None, size_hint: int | No
 
 def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview:
     if byte_range is None:
-        if size_hint is not None and size_hint < _TRANSIENT_MAX:
+        if size_hint is not None and size_hint < tuning.current().transient_max_bytes:
             view = _buffer(size_hint + 1)
             n = os.readv(fd, [view[: size_hint + 1]])
             if n == size_hint:
                 return view[:n]
             os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
         size = os.fstat(fd).st_size
-        if size >= _TRANSIENT_MAX:
+        if size >= tuning.current().transient_max_bytes:
             data = os.read(fd, size + 1)
             return data if len(data) == size else _read_rest(fd, data)
         view = _buffer(size + 1)
@@ -143,7 +150,7 @@ def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | N
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
     start, length = byte_range
     assert length is not None
-    if length >= _TRANSIENT_MAX or length == 0:  # (a read of 0 bytes would not see a directory)
+    if length >= tuning.current().transient_max_bytes or length == 0:  # (a read of 0 bytes would not see a directory)
         return _read_range(fd, start, length)
     view = _buffer(length)
     got = 0
@@ -224,15 +231,21 @@ class LocalStore(Store):
             return [_read_file(self._path(key), byte_range)]
         return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
 
-    def _get_transient(self, key: str, byte_range: ByteRange | None,
-                       size_hint: int | None = None) -> bytes | memoryview | None:
+    CAPABILITIES = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
+                                consistent_listing=True)
+
+    @property
+    def lock_identity(self) -> str:
+        return f"local:{self._real_root}/"
+
+    def get_transient(self, key: str, byte_range: ByteRange | None = None,
+                      size_hint: int | None = None) -> bytes | memoryview | None:
         if not _READV:
             return _read_file(self._path(key), byte_range)
         return _read_transient(self._path(key), byte_range, size_hint)
 
-    def _read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
-        """Read each key's value into the view beside it; per key, the bytes it has up to the view's size
-        plus one (more than the view holds: a larger value), or -1 when it is missing."""
+    def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
+        """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         extra = bytearray(1)
         sizes = []
         readv, path = os.readv, self._path

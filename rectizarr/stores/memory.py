@@ -12,6 +12,7 @@ from rectizarr.stores.base import (
     DEFAULT_COALESCE_MAX,
     Buffer,
     ByteRange,
+    Capabilities,
     Store,
     slice_range,
     validate_key,
@@ -42,6 +43,12 @@ class MemoryStore(Store):
         self._data: dict[str, tuple[bytes, int]] = {}
         for key, value in (data or {}).items():
             self._data[validate_key(key)] = (bytes(value), next(self._counter))
+
+    CAPABILITIES = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
+
+    @property
+    def lock_identity(self) -> str:
+        return f"memory:{id(self._data)}:"
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._data)} keys>, read_only={self.read_only})"
@@ -157,10 +164,22 @@ class CountingStore(Store):
         self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
 
-    def _get_transient(self, key: str, byte_range: ByteRange | None,
-                       size_hint: int | None = None) -> bytes | memoryview | None:
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.inner.capabilities
+
+    @property
+    def lock_identity(self) -> str:
+        return self.inner.lock_identity
+
+    def get_transient(self, key: str, byte_range: ByteRange | None = None,
+                      size_hint: int | None = None) -> bytes | memoryview | None:
         self._counts.requests.append((key, byte_range))
-        return self.inner._get_transient(key, byte_range, size_hint)
+        return self.inner.get_transient(key, byte_range, size_hint)
+
+    def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
+        self._counts.requests.extend((k, None) for k in keys)
+        return self.inner.read_into(keys, views)
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         self._counts.writes += len(items)

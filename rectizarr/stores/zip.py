@@ -20,6 +20,7 @@ from rectizarr.stores.base import (
     DEFAULT_COALESCE_MAX,
     Buffer,
     ByteRange,
+    Capabilities,
     Store,
     slice_range,
 )
@@ -72,6 +73,12 @@ class ZipStore(Store):
         except (OSError, zipfile.BadZipFile) as exc:
             raise StoreError(f"cannot open zip archive {self.path!r} in mode {mode!r}: {exc}") from exc
         self._archive = _Archive(zf)
+
+    CAPABILITIES = Capabilities(consistent_listing=True)
+
+    @property
+    def lock_identity(self) -> str:
+        return f"zip:{self.path}:"
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path!r}, mode={self.mode!r}, read_only={self.read_only})"

@@ -1,5 +1,5 @@
 """Prefix decoding of zstd frames through the C library (``rectizarr.codecs._libzstd``), the zstd codec's
-``decode_prefix`` and ``CodecPipeline.decode_into(..., prefix=)``: always the leading bytes numcodecs gives,
+``decode_prefix`` and ``CodecPipeline.decode_prefix``: always the leading bytes numcodecs gives,
 False (never an exception) for anything it cannot decode that far."""
 
 from __future__ import annotations
@@ -258,15 +258,18 @@ def test_pipeline_decode_into_with_prefix(monkeypatch: pytest.MonkeyPatch, check
     flat = data.reshape(-1).view(np.uint8)
     for prefix in (1, 2, 3001, BLOCK - 1, 100_000):
         out = np.zeros(s.shape, s.dtype)
-        assert p.decode_into(encoded, s, out, prefix)
+        assert p.decode_prefix(encoded, s, out, prefix)
         assert out.reshape(-1).view(np.uint8)[:prefix].tobytes() == flat[:prefix].tobytes()
     assert calls == ([] if checksum else [1, 2, 3001, BLOCK - 1, 100_000])
-    for whole in (None, flat.size, flat.size + 5):  # the whole chunk: no prefix decoding
+    for whole in (flat.size, flat.size + 5):  # the whole chunk: no prefix decoding
         out = np.zeros(s.shape, s.dtype)
-        assert p.decode_into(encoded, s, out, whole)
+        assert p.decode_prefix(encoded, s, out, whole)
         np.testing.assert_array_equal(out, data)
+    out = np.zeros(s.shape, s.dtype)
+    assert p.decode_into(encoded, s, out)
+    np.testing.assert_array_equal(out, data)
     assert len(calls) == (0 if checksum else 5)
-    assert not p.decode_into(b"garbage", s, np.zeros(s.shape, s.dtype), 10)  # the caller then decodes
+    assert not p.decode_prefix(b"garbage", s, np.zeros(s.shape, s.dtype), 10)  # the caller then decodes
 
 
 def test_corrupted_frames_decode_or_are_refused_never_crash() -> None:

@@ -1,4 +1,4 @@
-"""``Store._get_transient``: the engine's one-value read, which ``LocalStore`` may answer with a view of a
+"""``Store.get_transient``: the I/O layer's one-value read, which ``LocalStore`` may answer with a view of a
 per-thread buffer. Contract: it equals ``get(key, byte_range)``; a view stays valid only until the same
 thread's next transient read (consume or copy it first); other threads have buffers of their own."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.io.sharded as engine_shards
 import rectizarr.stores.local as local
+from rectizarr import tuning
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 
 DATA = bytes(range(256)) * 40 + b"tail"  # 10244 bytes
@@ -28,8 +29,8 @@ def as_bytes(value: bytes | memoryview | None) -> bytes | None:
 
 
 def same_as_get(store: Any, key: str, byte_range: tuple[int, int | None] | None) -> bytes | None:
-    """``_get_transient``'s answer (copied) after checking it equals ``get``'s."""
-    got = store._get_transient(key, byte_range)
+    """``get_transient``'s answer (copied) after checking it equals ``get``'s."""
+    got = store.get_transient(key, byte_range)
     assert got is None or isinstance(got, bytes | memoryview)
     copied = as_bytes(got)
     assert copied == store.get(key, byte_range), (key, byte_range)
@@ -95,15 +96,15 @@ def test_overwrites_are_seen(store: LocalStore) -> None:
 def test_view_is_reused_by_the_next_read(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
     monkeypatch.setattr(local, "_transient", threading.local())  # this thread's buffer from scratch
     store.set_many({"other": b"Z" * 2000, "big": DATA * 10})  # 102440 bytes: more than the first buffer
-    first = store._get_transient("k", (0, 1000))
+    first = store.get_transient("k", (0, 1000))
     assert isinstance(first, memoryview)  # the buffer path (POSIX readv)
     kept = bytes(first)  # the contract: copy (or consume) before this thread's next read
-    second = store._get_transient("other", None)
+    second = store.get_transient("other", None)
     assert isinstance(second, memoryview)
     assert kept == DATA[:1000] and bytes(second) == b"Z" * 2000
     assert bytes(first) == b"Z" * 1000  # the first view now shows the second read's bytes
     assert np.shares_memory(np.frombuffer(first, np.uint8), np.frombuffer(second, np.uint8))
-    big = store._get_transient("big", None)  # larger than the buffer so far: a new one, old views intact
+    big = store.get_transient("big", None)  # larger than the buffer so far: a new one, old views intact
     assert isinstance(big, memoryview)
     assert bytes(big) == DATA * 10 and bytes(second) == b"Z" * 2000
     assert not np.shares_memory(np.frombuffer(big, np.uint8), np.frombuffer(second, np.uint8))
@@ -116,8 +117,8 @@ def test_threads_have_their_own_buffers(store: LocalStore) -> None:
     def read(key: str) -> bool:
         ok = True
         for _ in range(20):  # interleaved with the other threads' reads
-            ok &= bytes(store._get_transient(key, None) or b"") == values[key]
-            ok &= bytes(store._get_transient(key, (3, 500)) or b"") == values[key][3:503]
+            ok &= bytes(store.get_transient(key, None) or b"") == values[key]
+            ok &= bytes(store.get_transient(key, (3, 500)) or b"") == values[key][3:503]
         return ok
 
     with ThreadPoolExecutor(8) as pool:
@@ -128,33 +129,36 @@ def test_threads_have_their_own_buffers(store: LocalStore) -> None:
 def test_size_hints_right_or_wrong(monkeypatch: pytest.MonkeyPatch, store: LocalStore, key: str) -> None:
     expected = store.get(key)
     for hint in (None, 0, 1, len(DATA) - 1, len(DATA), len(DATA) + 1, 1 << 20):
-        got = store._get_transient(key, None, hint)  # a hint only saves an fstat: any hint gives the value
+        got = store.get_transient(key, None, hint)  # a hint only saves an fstat: any hint gives the value
         assert as_bytes(got) == expected, hint
-        assert as_bytes(store._get_transient(key, (1, 3), hint)) == store.get(key, (1, 3))
-    monkeypatch.setattr(local, "_TRANSIENT_MAX", 5)
-    assert as_bytes(store._get_transient(key, None, len(DATA))) == expected
-    assert as_bytes(store._get_transient(key, None, 4)) == expected
+        assert as_bytes(store.get_transient(key, (1, 3), hint)) == store.get(key, (1, 3))
+    with tuning.use(replace(tuning.current(), transient_max_bytes=5)):
+        assert as_bytes(store.get_transient(key, None, len(DATA))) == expected
+        assert as_bytes(store.get_transient(key, None, 4)) == expected
 
 
-def test_values_from_the_size_limit_get_fresh_bytes(monkeypatch: pytest.MonkeyPatch,
-                                                    store: LocalStore) -> None:
-    monkeypatch.setattr(local, "_TRANSIENT_MAX", 100)
+def test_values_from_the_size_limit_get_fresh_bytes(store: LocalStore) -> None:
+    with tuning.use(replace(tuning.current(), transient_max_bytes=100)):
+        _check_fresh(store)
+
+
+def _check_fresh(store: LocalStore) -> None:
     for key, byte_range in [("k", None), ("k", (10, 100)), ("k", (len(DATA) - 50, 200)), ("dir", None),
                             ("dir", (0, 200)), ("missing", None)]:
-        got = store._get_transient(key, byte_range)
+        got = store.get_transient(key, byte_range)
         assert got is None or isinstance(got, bytes), (key, byte_range)
         assert got == store.get(key, byte_range)
-    small = store._get_transient("k", (0, 99))
+    small = store.get_transient("k", (0, 99))
     assert isinstance(small, memoryview) and bytes(small) == DATA[:99]
-    assert store._get_transient("empty", None) == b""
+    assert store.get_transient("empty", None) == b""
 
 
 def test_without_readv_the_plain_read(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
     monkeypatch.setattr(local, "_READV", False)
     for byte_range in RANGES:
-        got = store._get_transient("k", byte_range)
+        got = store.get_transient("k", byte_range)
         assert isinstance(got, bytes) and got == store.get("k", byte_range)
-    assert store._get_transient("missing", None) is None
+    assert store.get_transient("missing", None) is None
 
 
 def test_other_stores_and_counting(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
@@ -162,39 +166,38 @@ def test_other_stores_and_counting(monkeypatch: pytest.MonkeyPatch, store: Local
     memory.set("k", DATA)
     for byte_range in [None, (0, 5), (10240, 100), (-4, None), (3, None)]:
         assert same_as_get(memory, "k", byte_range) == store.get("k", byte_range)
-    assert memory._get_transient("missing", None) is None
+    assert memory.get_transient("missing", None) is None
     for inner in (store, memory):
         counting = CountingStore(inner)
-        assert as_bytes(counting._get_transient("k", (1, 2))) == DATA[1:3]
-        assert counting._get_transient("nope", None) is None
-        assert as_bytes(counting._get_transient("k", None)) == DATA
-        assert as_bytes(counting._get_transient("k", None, len(DATA))) == DATA
+        assert as_bytes(counting.get_transient("k", (1, 2))) == DATA[1:3]
+        assert counting.get_transient("nope", None) is None
+        assert as_bytes(counting.get_transient("k", None)) == DATA
+        assert as_bytes(counting.get_transient("k", None, len(DATA))) == DATA
         assert counting.requests == [("k", (1, 2)), ("nope", None), ("k", None), ("k", None)]
     hints: list[int | None] = []
-    original = LocalStore._get_transient
+    original = LocalStore.get_transient
 
     def spy(self: LocalStore, key: str, byte_range: Any, hint: int | None = None) -> Any:
         hints.append(hint)
         return original(self, key, byte_range, hint)
 
-    monkeypatch.setattr(LocalStore, "_get_transient", spy)
-    assert as_bytes(CountingStore(store)._get_transient("k", None, 12345)) == DATA
+    monkeypatch.setattr(LocalStore, "get_transient", spy)
+    assert as_bytes(CountingStore(store).get_transient("k", None, 12345)) == DATA
     assert hints == [12345]  # the size hint is passed on
 
 
 @pytest.mark.parametrize("shards", [None, (4, 8)], ids=["chunked", "sharded"])
 def test_array_reads_through_transient_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                               shards: tuple[int, int] | None) -> None:
-    """Chunks and shards of local data come through ``_get_transient`` (views of the reused buffers)."""
+    """Chunks and shards of local data come through ``get_transient`` (views of the reused buffers)."""
     seen: list[tuple[str, Any]] = []
-    original = LocalStore._get_transient
+    original = LocalStore.get_transient
 
     def spy(self: LocalStore, key: str, byte_range: Any, *args: Any) -> bytes | memoryview | None:
         seen.append((key, byte_range))
         return original(self, key, byte_range, *args)
 
-    monkeypatch.setattr(LocalStore, "_get_transient", spy)
-    monkeypatch.setattr(engine_shards, "_PIECEWISE_BYTES", 0)  # inner chunks of a shard read one by one
+    monkeypatch.setattr(LocalStore, "get_transient", spy)
     counting = CountingStore(LocalStore(tmp_path / "a.zarr"))
     extra: dict[str, Any] = {} if shards is None else {"shards": shards}
     a = rectizarr.create_array(counting, shape=(17, 30), dtype="<i4", chunks=(2, 4), fill_value=-1,
@@ -202,7 +205,9 @@ def test_array_reads_through_transient_values(monkeypatch: pytest.MonkeyPatch, t
     data = np.arange(17 * 30, dtype="<i4").reshape(17, 30) * 3
     data[8:12] = -1  # some chunks never stored
     a[...] = data
+    piecewise = replace(tuning.current(), piecewise_bytes=0)  # inner chunks of a shard read one by one
     for sel in [(...,), (slice(None, None, -1), slice(3, 29, 2)), (slice(1, 16, 5), [0, 29, 4])]:
         seen.clear()
-        np.testing.assert_array_equal(a[sel], data[sel])
+        with tuning.use(piecewise):
+            np.testing.assert_array_equal(a[sel], data[sel])
         assert seen and all(r is None if shards is None else r is not None for _, r in seen), sel

@@ -1,9 +1,10 @@
-"""Reads that need only the start of a zstd chunk decode only that far (``engine._prefix_bytes``) and still
+"""Reads that need only the start of a zstd chunk decode only that far (``rectizarr.io.chunk.prefix_bytes``) and still
 equal numpy, for chunked and sharded arrays in memory and on disk and every selection form."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,14 +14,15 @@ from hypothesis import strategies as st
 
 import rectizarr
 import rectizarr.codecs._libzstd as libzstd
-import rectizarr.io.engine as engine
+from rectizarr import tuning
+from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 from rectizarr.stores import LocalStore, MemoryStore
 
 SHAPE = (20, 70, 200)
 LAYOUTS: dict[str, dict[str, Any]] = {  # decoded (inner) chunks of at least 64 KiB
     "chunked": {"dtype": "<u2", "chunks": (8, 64, 128)},  # 128 KiB
     "sharded": {"dtype": "<u2", "chunks": (8, 64, 128), "shards": (16, 128, 256)},
-    "f8-64k": {"dtype": "<f8", "chunks": (4, 32, 64)},  # exactly engine._PREFIX_MIN
+    "f8-64k": {"dtype": "<f8", "chunks": (4, 32, 64)},  # exactly Tuning.prefix_min_bytes
 }
 CASES = [(store, layout, checksum) for store in ("memory", "local") for layout in LAYOUTS
          for checksum in (False, True)]
@@ -47,19 +49,20 @@ def array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture
 def prefix_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, bool]]]:
-    """``(bytes asked for, result)`` of every ``Decoder.decode_prefix`` call (from any thread), with the
-    prefix limit pinned at 60 % of a chunk (the tests below name the elements on either side of it)."""
+    """``(bytes asked for, True)`` of every prefix decode that took place (from any thread), with the
+    prefix limit set at 60 % of a chunk (the tests below name the elements on either side of it)."""
     calls: list[tuple[int, bool]] = []
-    original = libzstd.Decoder.decode_prefix
+    original = ZstdCodec.decode_prefix
 
-    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray, n: int | None = None) -> bool:
+    def spy(self: ZstdCodec, data: Any, out: np.ndarray, n: int) -> bool:
         ok = original(self, data, out, n)
-        calls.append((out.nbytes if n is None else n, ok))
+        if ok:
+            calls.append((n, ok))
         return ok
 
-    monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
-    monkeypatch.setattr(engine, "_PREFIX_MAX", 0.6)
-    yield calls
+    monkeypatch.setattr(ZstdCodec, "decode_prefix", spy)
+    with tuning.use(replace(tuning.current(), prefix_max_fraction=0.6)):
+        yield calls
 
 
 # ------------------------------------------------------------------------------------------ selections

@@ -1,5 +1,5 @@
-"""Dense reads of many small raw chunks of a local directory, slab by slab (``engine._read_slabs`` ->
-``_engine_raw.read_raw_slabs`` -> ``LocalStore._read_into``): they equal numpy, missing chunks read as the
+"""Dense reads of many small raw chunks of a local directory, slab by slab (``rectizarr.io.slabs.read_slabs``
+-> ``LocalStore.read_into``): they equal numpy, missing chunks read as the
 fill value, a chunk of the wrong size is a ``CodecError`` naming its key, and whatever the path does not
 handle goes the general way (a spy on ``read_raw_slabs`` shows which way each read took)."""
 
@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.io.slabs as engine_raw
+import rectizarr.io.slabs as slabs
+from rectizarr import tuning
 from rectizarr.errors import CodecError
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 from tests.refs import zarr_python
@@ -39,9 +41,10 @@ Array = tuple[Any, np.ndarray]  # an array and its data
 
 @contextmanager
 def slab_calls() -> Iterator[list[bool | str]]:
-    """What each ``read_raw_slabs`` call inside the block returned (or the name of what it raised)."""
+    """One entry per read inside the block that went slab by slab: True, or the name of what it raised
+    (``read_slabs`` is asked on every read of a chunked layout; a False, declined, is not recorded)."""
     calls: list[bool | str] = []
-    original = engine_raw.read_raw_slabs
+    original = slabs.read_slabs
 
     def spy(*args: Any) -> bool:
         try:
@@ -49,11 +52,12 @@ def slab_calls() -> Iterator[list[bool | str]]:
         except Exception as e:
             calls.append(type(e).__name__)
             raise
-        calls.append(ok)
+        if ok:
+            calls.append(ok)
         return ok
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(engine_raw, "read_raw_slabs", spy)
+        mp.setattr(slabs, "read_slabs", spy)
         yield calls
 
 
@@ -96,7 +100,7 @@ def selections(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[Any, ...]]:
 
 
 def slab_path(sel: tuple[Any, ...], a: Any) -> bool:
-    """Whether a step-1 selection touches engine._SLAB_MIN (64) chunks or more."""
+    """Whether a step-1 selection touches Tuning.slab_min_chunks (64) chunks or more."""
     total = 1
     for s, n, c in zip(sel, a.shape, a.chunks, strict=True):
         start, stop, _ = s.indices(n) if isinstance(s, slice) else (0, 1, 1)
@@ -139,9 +143,9 @@ def test_whole_inner_and_one_chunk_row(array: Array) -> None:
 def test_declined_selections(shared: Array) -> None:
     a, data = shared
     cases: list[Any] = [  # kind, selection, spy calls
-        ("basic", np.s_[::2, 1:50], [False]), ("basic", np.s_[3:, ::-1], [False]),  # steps 2 and -1
-        ("oindex", (np.arange(0, 43, 3), slice(None)), [False]),  # an int array
-        ("oindex", (slice(None), np.arange(57) % 3 > 0), [False]),  # a mask
+        ("basic", np.s_[::2, 1:50], []), ("basic", np.s_[3:, ::-1], []),  # steps 2 and -1
+        ("oindex", (np.arange(0, 43, 3), slice(None)), []),  # an int array
+        ("oindex", (slice(None), np.arange(57) % 3 > 0), []),  # a mask
         ("vindex", (np.arange(40), np.arange(40) % 7 * 8), []),
         ("basic", np.s_[0:28, 0:45], []), ("basic", np.s_[0:32, 0:40], [True]),  # 63 and 64 chunks
     ]
@@ -163,25 +167,37 @@ def test_index_arrays_on_later_axes_equal_numpy(shared: Array) -> None:
 
 BIG_ENDIAN = {"name": "bytes", "configuration": {"endian": "big"}}
 DECLINED: dict[str, tuple[dict[str, Any], list[bool]]] = {  # create keywords, spy calls
-    "rectilinear": ({"chunks": ([3, 5] * 5 + [3], 5)}, [False]), "sharded": ({"shards": (8, 10)}, []),
+    "rectilinear": ({"chunks": ([3, 5] * 5 + [3], 5)}, []), "sharded": ({"shards": (8, 10)}, []),
     "zstd": ({"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}, []),
-    "big-endian": ({"serializer": BIG_ENDIAN}, []), "memory": ({}, [False]),
-    "counting": ({}, [False]), "slab-max": ({}, [False]),  # no _read_into; a slab above the staging limit
+    "big-endian": ({"serializer": BIG_ENDIAN}, []), "memory": ({}, []),  # no native read_into
+    "slab-max": ({}, []),  # a slab above the staging limit
 }
 
 
 @pytest.mark.parametrize("case", list(DECLINED))
 def test_declined_layouts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: str) -> None:
     kw, expected = DECLINED[case]
-    if case in ("memory", "counting"):
-        kw = {"store": MemoryStore() if case == "memory" else CountingStore(LocalStore(tmp_path / "c"))}
-    monkeypatch.setattr(engine_raw, "_SLAB_MAX", 100 if case == "slab-max" else engine_raw._SLAB_MAX)
+    if case == "memory":
+        kw = {"store": MemoryStore()}
     a, data = base(tmp_path, **kw)
     sels: list[Any] = [np.s_[...], np.s_[0:32, 0:40], np.s_[2:, 1:]]
-    for sel in sels:
-        with slab_calls() as calls:
-            np.testing.assert_array_equal(a[sel], data[sel])
-        assert calls == expected
+    limit = 100 if case == "slab-max" else tuning.current().slab_max_bytes
+    with tuning.use(replace(tuning.current(), slab_max_bytes=limit)):
+        for sel in sels:
+            with slab_calls() as calls:
+                np.testing.assert_array_equal(a[sel], data[sel])
+            assert calls == expected
+
+
+def test_wrappers_forward_the_capability(tmp_path: Path) -> None:
+    """A CountingStore around a local directory reads slab by slab too, and records every file read."""
+    spy = CountingStore(LocalStore(tmp_path / "c"))
+    a, data = base(tmp_path, store=spy)
+    spy.reset()
+    with slab_calls() as calls:
+        np.testing.assert_array_equal(a[...], data)
+    assert calls == [True]
+    assert len(spy.requests) == a.nchunks and all(r is None for _, r in spy.requests)
 
 
 @pytest.mark.parametrize(("rows", "taken"), [(255, True), (256, False)])
@@ -254,7 +270,7 @@ def test_read_into(tmp_path_factory: pytest.TempPathFactory, sizes: list[tuple[i
     s.set_many({**values, "dir/x": b"1"})
     keys = [*values, "missing", "dir", "v0/below"]  # below a file: missing too
     stage = [np.full(m, 0xEE, np.uint8) for _, m in sizes] + [np.full(8, 0xEE, np.uint8)] * 3
-    sizes_read = s._read_into(keys, [memoryview(row) for row in stage])
+    sizes_read = s.read_into(keys, [memoryview(row) for row in stage])
     assert sizes_read == [min(n, m + 1) for n, m in sizes] + [-1, -1, -1]
     for row, value, (n, m) in zip(stage, values.values(), sizes, strict=False):
         assert row[: min(n, m)].tobytes() == value[:m] and (row[n:] == 0xEE).all()

@@ -14,12 +14,12 @@ from rectizarr.codecs import (
     ChunkSpec,
     CodecPipeline,
     ShardIndex,
-    ShardIndexCache,
     ShardingCodec,
     is_fill,
     parse_codecs,
 )
 from rectizarr.errors import ChecksumError, CodecError, MetadataError
+from rectizarr.io.cache import ShardIndexCache
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BE = {"name": "bytes", "configuration": {"endian": "big"}}
@@ -461,4 +461,4 @@ def test_index_cache_is_thread_safe() -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert len(cache._entries) <= 64
+    assert len(cache) <= 64

@@ -1,0 +1,122 @@
+"""Reads and writes of a :class:`~rectizarr.io.layout.ChunkedLayout`: one store value per chunk.
+
+Read: plan -> keys and specs -> fetch -> decode -> paste, by one of two strategies:
+
+* :func:`read_streamed` — stores with no round trip (local files, memory): each worker reads, decodes and
+  pastes its chunks one by one, so memory stays flat;
+* :func:`read_windowed` — other stores: a window of values is fetched with one batched request (the store
+  runs it concurrently and coalesces it), then decoded and pasted on the workers.
+
+Write: group projections by chunk, read the partially written chunks once under their locks, merge,
+encode and commit (:func:`write_chunked`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.sharding import is_fill
+from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.io.chunk import Data, clear_outside, decode, decode_in_place, paste, put, replaces, take
+from rectizarr.io.commit import Encoded, encode_and_commit
+from rectizarr.io.layout import ChunkedLayout
+from rectizarr.io.pool import locks, pmap, workers_for
+from rectizarr.tuning import Tuning
+
+__all__ = ["read_chunked", "write_chunked"]
+
+
+class _Chunks:
+    """The chunks of one read: their projections, keys and specs, and how one is pasted."""
+
+    def __init__(self, layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection],
+                 coords: np.ndarray, out: np.ndarray, t: Tuning) -> None:
+        self.layout, self.plan, self.projections, self.out, self.t = layout, plan, projections, out, t
+        self.keys = layout.keys(coords)
+        self.specs = layout.specs(coords)
+        self.into = layout.pipeline.can_decode_into(layout.dtype)
+        self.raw = layout.pipeline.is_raw(layout.dtype)
+        self.workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), self.specs[0].nbytes, t)
+
+    def paste(self, i: int, value: Data | None) -> None:
+        """Decode chunk ``i`` and paste its selected part (the fill value when it is not stored)."""
+        p, spec, layout, fill = self.projections[i], self.specs[i], self.layout, self.layout.fill_value
+        if value is None:
+            paste(self.out, self.plan, p, None, fill)
+        elif self.raw and len(value) == spec.nbytes:  # stored as the chunk's own bytes: a view, pasted from
+            paste(self.out, self.plan, p, np.frombuffer(value, spec.dtype).reshape(spec.shape), fill)
+        elif not (self.into and decode_in_place(self.out, self.plan, p, layout.pipeline, value, spec, fill, self.t)):
+            paste(self.out, self.plan, p, decode(layout.pipeline, value, spec, self.keys[i]), fill)
+
+
+def read_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], coords: np.ndarray,
+                 out: np.ndarray, t: Tuning) -> None:
+    """Fill ``out`` with the chunks of ``projections`` (whose chunk coords are the rows of ``coords``)."""
+    chunks = _Chunks(layout, plan, projections, coords, out, t)
+    if layout.store.capabilities.low_latency:
+        read_streamed(chunks)
+    else:
+        read_windowed(chunks)
+
+
+def read_streamed(chunks: _Chunks) -> None:
+    """Read, decode and paste chunk by chunk in the workers; a raw chunk is read with no size look-up."""
+    get, keys, specs = chunks.layout.store.get_transient, chunks.keys, chunks.specs
+    sizes = [s.nbytes for s in specs] if chunks.raw else [None] * len(keys)
+    pmap(lambda i: chunks.paste(i, get(keys[i], None, sizes[i])), range(len(keys)), chunks.workers)
+
+
+def read_windowed(chunks: _Chunks) -> None:
+    """Fetch ``t.window_bytes`` of chunks at a time with one batched request, then decode and paste them
+    in the workers: memory stays bounded next to the output."""
+    n, keys = len(chunks.keys), chunks.keys
+    step = max(1, chunks.t.window_bytes // max(1, chunks.specs[0].nbytes))
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        values = chunks.layout.store.get_many([(k, None) for k in keys[start:stop]])
+        pmap(lambda i, start=start, values=values: chunks.paste(i, values[i - start]),  # type: ignore[misc]
+             range(start, stop), chunks.layout.workers)
+
+
+def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,
+                  t: Tuning) -> None:
+    """Write ``value`` into the chunks of ``projections``: each chunk read (if partly written), merged,
+    encoded and stored once, under its lock."""
+    by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
+    for p in projections:
+        by_key[layout.key(p.coords)].append(p)
+    keys = list(by_key)
+    with locks.hold(layout.store, keys):
+        partial = [k for k in keys if not all(p.complete for p in by_key[k])]
+        old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
+
+        def work(key: str) -> Encoded:
+            group = by_key[key]
+            spec = layout.spec(group[0].coords)
+            chunk = _merged(layout, plan, group, value, spec, old.get(key))
+            if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
+                return key, None
+            return key, layout.pipeline.encode(chunk, spec)
+
+        spec = layout.spec(by_key[keys[0]][0].coords)
+        workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
+        encode_and_commit(layout, keys, work, {k for k in partial if old[k] is None}, workers, t)
+
+
+def _merged(layout: ChunkedLayout, plan: Plan, group: list[ChunkProjection], value: np.ndarray, spec: ChunkSpec,
+            stored: Data | None) -> np.ndarray:
+    """The new content of one chunk: the stored chunk (or the fill value) with ``group``'s data written."""
+    if stored is None and replaces(plan, group, spec.shape):
+        return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
+    if stored is None:
+        chunk = spec.fill_chunk()
+    else:
+        chunk = np.array(layout.pipeline.decode(stored, spec), copy=True)
+        clear_outside(chunk, layout, group[0].coords)
+    for p in group:
+        put(chunk, p, take(value, plan, p))
+    return chunk

@@ -1,0 +1,137 @@
+"""Where an array's chunks live and how they are coded: a :data:`Layout` is one of two shapes.
+
+* :class:`ChunkedLayout` — one store value per chunk of the grid; selections are planned over the grid.
+* :class:`ShardedLayout` — ``sharding_indexed`` whose inner chunks can be read and written in place:
+  selections are planned over the *inner* chunk grid, which is always regular (every shard edge is a
+  multiple of the inner chunk, validated at open, so inner chunk boundaries fall on multiples of the inner
+  size along each axis whatever the outer grid). A ``transpose`` before the sharding codec is handled by
+  permuting axes; any other array -> array codec before it, or a bytes -> bytes codec after it, makes the
+  shards plain chunks (a :class:`ChunkedLayout` of whole shards).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TypeAlias
+
+import numpy as np
+
+from rectizarr._util import Coords, Shape
+from rectizarr.codecs.array_to_array import TransposeCodec
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.core.chunk_keys import ChunkKeyEncoding
+from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
+from rectizarr.stores import Store
+
+__all__ = ["ChunkedLayout", "Layout", "LayoutCommon", "ShardedLayout", "build_layout"]
+
+
+@dataclass(frozen=True)
+class LayoutCommon:
+    """What both layouts have: everything needed to move chunks between a store and numpy arrays."""
+
+    store: Store
+    prefix: str  # node path + "/" ("" for the root)
+    grid: ChunkGrid
+    key_encoding: ChunkKeyEncoding
+    pipeline: CodecPipeline
+    dtype: np.dtype
+    fill_value: np.ndarray
+    write_empty_chunks: bool = False
+    workers: int | None = None
+
+    def key(self, coords: Coords) -> str:
+        """The store key of the chunk (shard) at ``coords`` of the outer grid."""
+        return self.prefix + self.key_encoding.encode(coords)
+
+    def keys(self, coords: np.ndarray) -> list[str]:
+        """The store keys of the chunks at the rows of ``coords`` (one vectorised encoding)."""
+        keys = self.key_encoding.encode_many(coords)
+        return [self.prefix + k for k in keys] if self.prefix else keys
+
+    def spec(self, coords: Coords) -> ChunkSpec:
+        """The spec of the chunk at ``coords`` of the outer grid, naming its key."""
+        return ChunkSpec(self.grid.chunk_shape(coords), self.dtype, self.fill_value, self.key(coords))
+
+    def specs(self, coords: np.ndarray) -> list[ChunkSpec]:
+        """The spec of each chunk at the rows of ``coords``: one shared object per distinct shape and no
+        key (a decode error is given the key by the caller)."""
+        n = coords.shape[0]
+        dims = self.grid.dims
+        shapes = zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True) if dims \
+            else [()] * n
+        cache: dict[Shape, ChunkSpec] = {}
+        out = []
+        for shape in shapes:
+            spec = cache.get(shape)
+            if spec is None:
+                spec = cache[shape] = ChunkSpec(shape, self.dtype, self.fill_value)
+            out.append(spec)
+        return out
+
+
+@dataclass(frozen=True)
+class ChunkedLayout(LayoutCommon):
+    """One store value per chunk of the grid."""
+
+    @property
+    def dims(self) -> tuple[Dim, ...]:
+        """The grid selections are planned over: the chunk grid."""
+        return self.grid.dims
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShardedLayout(LayoutCommon):
+    """Shards whose inner chunks are read and written in place (see the module docstring)."""
+
+    sharding: ShardingCodec
+    inner_shape: Shape  # inner chunk shape in ARRAY axis order
+    perm: tuple[int, ...]  # transposed axis i = array axis perm[i]
+
+    @cached_property
+    def dims(self) -> tuple[Dim, ...]:
+        """The grid selections are planned over: inner chunks."""
+        return tuple(FixedDim(c, d.extent) for c, d in zip(self.inner_shape, self.grid.dims, strict=True))
+
+    @cached_property
+    def transposed(self) -> bool:
+        """Whether inner chunks are coded in another axis order than the array's."""
+        return list(self.perm) != list(range(len(self.perm)))
+
+    def inner_spec(self, key: str | None) -> ChunkSpec:
+        """The spec of an inner chunk (in the codec's axis order) of the shard at ``key``."""
+        return ChunkSpec(self.sharding.chunk_shape, self.dtype, self.fill_value, key)
+
+    def to_array_axes(self, chunk_t: np.ndarray) -> np.ndarray:
+        """An inner chunk decoded in the codec's axis order, in the array's (a view)."""
+        return chunk_t.transpose(np.argsort(self.perm)) if self.transposed else chunk_t
+
+    def to_codec_axes(self, chunk: np.ndarray) -> np.ndarray:
+        """An inner chunk in the array's axis order, in the codec's (C-contiguous)."""
+        return np.ascontiguousarray(chunk.transpose(self.perm)) if self.transposed else chunk
+
+
+Layout: TypeAlias = ChunkedLayout | ShardedLayout
+"""The two layouts, matched with ``match``."""
+
+
+def build_layout(store: Store, prefix: str, grid: ChunkGrid, key_encoding: ChunkKeyEncoding,
+                 pipeline: CodecPipeline, dtype: np.dtype, fill_value: np.ndarray, *,
+                 write_empty_chunks: bool = False, workers: int | None = None) -> Layout:
+    """The layout of an array: sharded when the chain allows inner chunks in place, else chunked."""
+    common = (store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks, workers)
+    sharding = pipeline.sharding
+    if sharding is None:
+        return ChunkedLayout(*common)
+    perm = list(range(grid.ndim))
+    for codec in pipeline.array_array:
+        if not isinstance(codec, TransposeCodec):
+            return ChunkedLayout(*common)
+        perm = [perm[o] for o in codec.order]
+    inner = [0] * grid.ndim
+    for t_axis, a_axis in enumerate(perm):
+        inner[a_axis] = sharding.chunk_shape[t_axis]
+    return ShardedLayout(*common, sharding=sharding, inner_shape=tuple(inner), perm=tuple(perm))
