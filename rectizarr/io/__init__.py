@@ -4,7 +4,7 @@ A read goes plan -> requests (keys, byte ranges) -> fetch -> decode -> paste; a 
 modules, top-down:
 
 * :mod:`.engine` — :func:`read` and :func:`write`: pick the strategy for the layout;
-* :mod:`.chunked`, :mod:`.sharded` (with :mod:`.shards`), :mod:`.slabs`, :mod:`.sparse` — the strategies;
+* :mod:`.chunked`, :mod:`.sharded`, :mod:`.slabs`, :mod:`.sparse` — the strategies;
 * :mod:`.chunk` — one chunk: decode, paste, merge; :mod:`.commit` — encode and store;
 * :mod:`.layout` — :data:`Layout` (``ChunkedLayout | ShardedLayout``); :mod:`.cache` — shard indexes by
   version; :mod:`.pool` — threads and per-key locks; :mod:`.maintenance` — shrink and stored-chunk counts.

@@ -26,7 +26,7 @@ __all__ = ["read", "write"]
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""
     t = tuning.current()
-    sparse = stored_projections(layout, plan, t)
+    sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
     if sparse is None and isinstance(layout, ChunkedLayout) and slabs.read_slabs(layout, plan, out, t):
         return
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones

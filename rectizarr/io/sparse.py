@@ -36,11 +36,10 @@ def stored_chunk_keys(layout: Layout) -> Iterator[tuple[str, Coords]]:
 
 def stored_projections(layout: Layout, plan: Plan, t: Tuning) -> list[ChunkProjection] | None:
     """The projections of ``plan`` whose chunk (or shard) is stored, found with one listing of the array,
-    or ``None`` when that does not pay (a plan of fewer than ``t.sparse_min_chunks``, more stored chunks
-    than ``t.sparse_max_fraction`` of the touched ones, a plan that is not orthogonal, or a store whose
-    listing may lag or be unavailable)."""
-    if plan.nchunks < t.sparse_min_chunks or not isinstance(plan, OrthogonalPlan) \
-            or not layout.store.capabilities.consistent_listing:
+    or ``None`` when that does not pay (more stored chunks than ``t.sparse_max_fraction`` of the touched
+    ones, a plan that is not orthogonal, or a store whose listing may lag or be unavailable). For plans of
+    at least ``t.sparse_min_chunks``."""
+    if not isinstance(plan, OrthogonalPlan) or not layout.store.capabilities.consistent_listing:
         return None
     match layout:
         case ShardedLayout():  # shards are few next to their inner chunks: compare with the touched shards
