@@ -14,8 +14,7 @@ import numpy as np
 
 from rectizarr import nodes
 from rectizarr._util import Shape, prod
-from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, compress_rle
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError

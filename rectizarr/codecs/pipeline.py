@@ -1,23 +1,51 @@
-"""A codec chain: ``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs."""
+"""A codec chain (``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs), the
+``sharding_indexed`` codec, which nests two chains, and :func:`build_codec`, which builds codecs and their
+chains from metadata. The three refer to each other, so they share this module; the shard format's data
+(index, cache, byte layout) is in :mod:`.shard_index`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from types import EllipsisType
+from typing import Any, Literal, assert_never, cast
 
 import msgspec
 import numpy as np
 
-import rectizarr.codecs as _registry
-from rectizarr._util import json_path
-from rectizarr.codecs.array_to_bytes import BytesCodec
-from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec
-from rectizarr.codecs.sharding import ShardingCodec
-from rectizarr.core.codec_meta import BloscMeta, CodecMeta, codecs_to_json
-from rectizarr.errors import MetadataError
+from rectizarr._util import Coords, Shape, json_path
+from rectizarr.codecs.array_to_array import NumcodecsArrayArray, TransposeCodec
+from rectizarr.codecs.array_to_bytes import BytesCodec, NumcodecsArrayBytes, VlenBytesCodec, VlenUtf8Codec
+from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from rectizarr.codecs.bytes_to_bytes import (
+    BloscCodec,
+    Crc32cCodec,
+    GzipCodec,
+    NumcodecsBytesBytes,
+    ZstdCodec,
+    get_numcodec,
+)
+from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
+from rectizarr.core.codec_meta import (
+    BloscMeta,
+    BytesMeta,
+    CodecMeta,
+    Crc32cMeta,
+    GzipMeta,
+    NumcodecsMeta,
+    ShardingMeta,
+    TransposeMeta,
+    VlenBytesMeta,
+    VlenUtf8Meta,
+    ZstdMeta,
+    codecs_to_json,
+)
+from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["CodecPipeline"]
+__all__ = ["CodecPipeline", "ShardingCodec", "build_codec"]
+
+_INDEX_DTYPE = np.dtype(np.uint64)
 
 
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
@@ -60,8 +88,8 @@ class CodecPipeline:
         for i, meta in enumerate(metas):
             where = json_path(path, i)
             try:
-                codec = _registry.build_codec(meta, spec.dtype, where)
-                if isinstance(meta, BloscMeta) and isinstance(codec, _registry.BloscCodec):
+                codec = build_codec(meta, spec.dtype, where)
+                if isinstance(meta, BloscMeta) and isinstance(codec, BloscCodec):
                     meta = msgspec.structs.replace(meta, typesize=codec.typesize)
                 if isinstance(codec, ShardingCodec):
                     meta = codec.meta
@@ -173,3 +201,239 @@ class CodecPipeline:
 
     def to_json(self) -> list[dict[str, Any]]:
         return codecs_to_json(self.metas)
+
+
+class ShardingCodec(ArrayBytesCodec):
+    """``sharding_indexed``: inner chunks of ``chunk_shape`` coded by ``codecs``, an index by ``index_codecs``.
+
+    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it).
+    """
+
+    name = "sharding_indexed"
+
+    def __init__(
+        self,
+        chunk_shape: Sequence[int],
+        codecs: CodecPipeline,
+        index_codecs: CodecPipeline,
+        index_location: Literal["start", "end"],
+        *,
+        path: str | None = None,
+    ) -> None:
+        self.chunk_shape: Shape = tuple(int(c) for c in chunk_shape)
+        self.codecs = codecs
+        self.index_codecs = index_codecs
+        self.index_location: Literal["start", "end"] = index_location
+        if index_codecs.encoded_size(self._index_spec((1,) * len(self.chunk_shape), None)) is None:
+            raise MetadataError(
+                "index_codecs must produce a fixed-size encoding (no compressors); use bytes + crc32c",
+                path=f"{path}.configuration.index_codecs" if path else None,
+            )
+
+    @property
+    def meta(self) -> ShardingMeta:
+        """The metadata of this codec, with the inner chains as their pipelines resolved them."""
+        return ShardingMeta(
+            chunk_shape=self.chunk_shape,
+            codecs=self.codecs.metas,
+            index_codecs=self.index_codecs.metas,
+            index_location=self.index_location,
+        )
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        if len(edges_per_axis) != len(self.chunk_shape):
+            raise MetadataError(
+                f"sharding chunk_shape {list(self.chunk_shape)} has {len(self.chunk_shape)} dimensions but "
+                f"the shards it codes have {len(edges_per_axis)}"
+            )
+        for axis, (edges, inner) in enumerate(zip(edges_per_axis, self.chunk_shape, strict=True)):
+            bad = [e for e in np.asarray(edges).tolist() if e % inner]  # Python ints: inner may be > 2**63
+            if bad:
+                raise MetadataError(
+                    f"chunk edge length {bad[0]} in dimension {axis} is not divisible by the shard's "
+                    f"inner chunk size {inner}"
+                )
+
+    def chunks_per_shard(self, shard_shape: Shape) -> Shape:
+        if len(shard_shape) != len(self.chunk_shape) or any(
+            s % c for s, c in zip(shard_shape, self.chunk_shape, strict=True)
+        ):
+            raise MetadataError(
+                f"shard shape {list(shard_shape)} is not a multiple of the inner chunk shape {list(self.chunk_shape)}"
+            )
+        return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape, strict=True))
+
+    def _index_spec(self, cps: Shape, key: str | None) -> ChunkSpec:
+        return ChunkSpec((*cps, 2), _INDEX_DTYPE, np.array(EMPTY, dtype=_INDEX_DTYPE), key)
+
+    def index_nbytes(self, shard_shape: Shape) -> int:
+        size = self.index_codecs.encoded_size(self._index_spec(self.chunks_per_shard(shard_shape), None))
+        if size is None:  # pragma: no cover - excluded at construction
+            raise MetadataError("index_codecs have no fixed encoded size")
+        return size
+
+    def index_byte_range(self, shard_shape: Shape) -> tuple[int, int | None]:
+        """The index's byte range: ``(0, n)`` at the start, or the suffix ``(-n, None)`` at the end."""
+        n = self.index_nbytes(shard_shape)
+        return (0, n) if self.index_location == "start" else (-n, None)
+
+    def _index_bytes(self, shard: memoryview, n: int) -> memoryview:
+        return shard[:n] if self.index_location == "start" else shard[len(shard) - n :]
+
+    def decode_index(
+        self, data: bytes | memoryview, shard_shape: Shape, *, shard_nbytes: int | None, key: str | None
+    ) -> ShardIndex:
+        """Decode and validate an index (``shard_nbytes``, when known, bounds every byte range)."""
+        cps = self.chunks_per_shard(shard_shape)
+        expected = self.index_nbytes(shard_shape)
+        if len(data) != expected:
+            raise CodecError(
+                f"shard index is {len(data)} bytes, expected {expected}", key=key, codec=self.name
+            )
+        table = self.index_codecs.decode(data, self._index_spec(cps, key))
+        return ShardIndex.checked(table, shard_nbytes, key=key, codec=self.name)
+
+    def inner_spec(self, shard_spec: ChunkSpec) -> ChunkSpec:
+        return shard_spec.with_shape(self.chunk_shape)
+
+    def decode_inner(self, data: bytes | memoryview, inner_spec: ChunkSpec) -> np.ndarray:
+        return self.codecs.decode(data, inner_spec)
+
+    def encode_inner(self, chunk: np.ndarray, inner_spec: ChunkSpec) -> bytes:
+        return self.codecs.encode(chunk, inner_spec)
+
+    def split(
+        self, shard: bytes | memoryview, shard_shape: Shape, *, key: str | None
+    ) -> tuple[ShardIndex, dict[Coords, memoryview]]:
+        """The index and zero-copy views of every stored inner chunk's bytes."""
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            raise CodecError(
+                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
+            )
+        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        present = index.present()
+        coords = [tuple(c) for c in np.argwhere(present).tolist()]
+        starts = index.offsets[present].tolist()
+        sizes = index.nbytes[present].tolist()
+        return index, {c: mv[o : o + s] for c, o, s in zip(coords, starts, sizes, strict=True)}
+
+    def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
+              key: str | None) -> np.ndarray | None:
+        """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
+        when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
+        their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
+        inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
+        chain = self.codecs
+        if chain.array_array or chain.bytes_bytes or not isinstance(chain.array_bytes, BytesCodec) \
+                or dtype.hasobject or chain.array_bytes._wire(dtype) != dtype:
+            return None
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            return None  # split() reports it
+        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        return index.block(mv, dtype, self.chunk_shape)
+
+    def _build(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview], *,
+               as_view: bool = False) -> bytes | memoryview:
+        cps = self.chunks_per_shard(shard_shape)
+        start = self.index_nbytes(shard_shape) if self.index_location == "start" else 0
+        table, parts = pack(cps, chunks, start, codec=self.name)
+        index = self.index_codecs.encode(table, self._index_spec(cps, None))
+        pieces: list[bytes | memoryview] = [index, *parts] if self.index_location == "start" else [*parts, index]
+        return concat(pieces, as_view=as_view)
+
+    def assemble(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes | memoryview | None:
+        """A shard holding the given encoded inner chunks (bytes, or a view of a buffer when it is large),
+        or ``None`` when there is nothing to store."""
+        if not any(len(memoryview(v)) for v in chunks.values()):
+            return None
+        return self._build(shard_shape, chunks, as_view=True)
+
+    def _inner_slices(self, coords: Coords) -> tuple[slice | EllipsisType, ...]:
+        return (*(slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)), Ellipsis)
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        """A whole shard; inner chunks equal to the fill value (bit for bit) are left out."""
+        if chunk.shape != spec.shape:
+            raise CodecError(
+                f"shard of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
+            )
+        inner = self.inner_spec(spec)
+        chunks: dict[Coords, bytes | memoryview] = {}
+        for coords in np.ndindex(*self.chunks_per_shard(spec.shape)):
+            sub = chunk[self._inner_slices(coords)]
+            if not is_fill(sub, spec.fill_value):
+                chunks[coords] = self.encode_inner(sub, inner)
+        return bytes(self._build(spec.shape, chunks))  # bytes already: no copy
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        """A whole shard; empty inner chunks hold the fill value."""
+        _, views = self.split(data, spec.shape, key=spec.key)
+        out = spec.fill_chunk()
+        inner = self.inner_spec(spec)
+        for coords, view in views.items():
+            out[self._inner_slices(coords)] = self.decode_inner(view, inner)
+        return out
+
+
+def _build_numcodecs(meta: NumcodecsMeta, path: str) -> Codec:
+    try:
+        obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
+    except MetadataError as exc:
+        raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+    match meta.kind:
+        case "array_array":
+            return NumcodecsArrayArray(meta.name, meta.codec_id, obj)
+        case "array_bytes":
+            return NumcodecsArrayBytes(meta.name, obj)
+        case "bytes_bytes":
+            return NumcodecsBytesBytes(meta.name, obj)
+        case _:
+            assert_never(meta.kind)
+
+
+def build_codec(meta: CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
+    """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
+    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize).
+    """
+    match meta:
+        case BytesMeta():
+            return BytesCodec(meta.endian)
+        case TransposeMeta():
+            try:
+                return TransposeCodec(meta.order)
+            except MetadataError as exc:
+                raise MetadataError(str(exc), path=json_path(path, "configuration", "order")) from exc
+        case GzipMeta():
+            return GzipCodec(meta.level)
+        case ZstdMeta():
+            return ZstdCodec(meta.level, meta.checksum)
+        case BloscMeta():
+            typesize = meta.typesize or (1 if dtype.hasobject else dtype.itemsize)
+            return BloscCodec(meta.cname, meta.clevel, meta.shuffle, typesize, meta.blocksize)
+        case Crc32cMeta():
+            return Crc32cCodec()
+        case VlenUtf8Meta():
+            return VlenUtf8Codec()
+        case VlenBytesMeta():
+            return VlenBytesCodec()
+        case ShardingMeta():
+            config = json_path(path, "configuration")
+            ndim = len(meta.chunk_shape)
+            inner = CodecPipeline.build(
+                meta.codecs, dtype, [np.array([c]) for c in meta.chunk_shape], json_path(config, "codecs")
+            )
+            index = CodecPipeline.build(
+                meta.index_codecs,
+                np.dtype(np.uint64),
+                [np.array([1])] * ndim + [np.array([2])],
+                json_path(config, "index_codecs"),
+            )
+            return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
+        case NumcodecsMeta():
+            return _build_numcodecs(meta, path)
+        case _:
+            assert_never(meta)
