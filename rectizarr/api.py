@@ -12,18 +12,8 @@ from rectizarr.array import Array, create
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeNotFoundError
-from rectizarr.stores import Store, open_store
 
 __all__ = ["create_array", "from_array", "open_array"]
-
-_MODES = ("r", "r+", "a", "w", "w-")
-
-
-def _store(store: Any, mode: str, storage_options: Mapping[str, Any] | None) -> Store:
-    if mode not in _MODES:
-        raise MetadataError(f"mode must be one of {_MODES}, got {mode!r}")
-    return open_store(store, mode=mode, storage_options=dict(storage_options) if storage_options else None)
-
 
 def create_array(
     store: Any,
@@ -55,7 +45,7 @@ def create_array(
     (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``.
     """
-    s = _store(store, "w" if overwrite else "a", storage_options)
+    s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     meta, pipeline = build_array_meta(
         shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
         serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
@@ -77,7 +67,7 @@ def open_array(
 ) -> Array:
     """Open an existing array (``mode`` ``"r"`` read-only, ``"r+"`` read/write); ``"a"`` opens or, given
     creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists."""
-    s = _store(store, mode, storage_options)
+    s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode in ("w", "w-") or (mode == "a" and create_kwargs and not s.exists(nodes.meta_key(p))):
         return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,

@@ -14,8 +14,8 @@ import numpy as np
 
 from rectizarr import nodes
 from rectizarr._util import Shape, prod
-from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.codecs.build import build_pipeline
+from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, compress_rle
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
@@ -72,7 +72,7 @@ class Array(nodes.Node):
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
             try:
-                pipeline = CodecPipeline.build(
+                pipeline = build_pipeline(
                     meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
                     "$.codecs",
                 )
@@ -346,7 +346,7 @@ class Array(nodes.Node):
         with self._lock:
             policy = "new_chunk" if chunks is None else chunks
             new_grid = self.grid.resize(new_shape, policy)  # type: ignore[arg-type]
-            CodecPipeline.build(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
+            build_pipeline(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
                                 "$.codecs")  # e.g. a new edge not divisible by the inner chunk
             if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
                 delete_outside(self._layout, new_grid)

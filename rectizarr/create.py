@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr._util import Shape, is_int, prod
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
@@ -142,7 +143,7 @@ def build_array_meta(
         grid = _grid(shape, chunks, itemsize)
         chain_json = build_chain(dt, filters, serializer, compressors)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
-    pipeline = CodecPipeline.build(metas, dt.numpy, [d.unique_edges() for d in grid.dims], "codecs")
+    pipeline = build_pipeline(metas, dt.numpy, [d.unique_edges() for d in grid.dims], "codecs")
     fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
     if dimension_names is not None:
         dimension_names = tuple(dimension_names)

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import _store, create_array, open_array
+from rectizarr.api import create_array, open_array
 from rectizarr.array import Array
 from rectizarr.core.metadata import (
     ArrayMeta,
@@ -244,7 +244,7 @@ def _member_path(name: str) -> str:
 def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str, Any] | None = None,
                  overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Group:
     """Create a group (ancestors created as groups) and return it."""
-    s = _store(store, "w" if overwrite else "a", storage_options)
+    s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
@@ -265,7 +265,7 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "r+",
     """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
     requires it, ``False`` always lists the store. Modes as for :func:`rectizarr.open_array`;
     ``"a"`` creates the group when missing, ``"w"`` replaces it."""
-    s = _store(store if store is not None else {}, mode, storage_options)
+    s = nodes.store_for(store if store is not None else {}, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
         g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"))
@@ -281,7 +281,7 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "r+",
 def consolidate_metadata(store: Any, path: str | None = None, *,
                          storage_options: Mapping[str, Any] | None = None) -> Group:
     """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
-    s = _store(store, "r+", storage_options)
+    s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
     meta = nodes.read_meta(s, p)
     if not isinstance(meta, GroupMeta):
@@ -318,7 +318,7 @@ def open(
     **kwargs: Any,
 ) -> Any:
     """Open the array or group at ``path``, dispatching on its ``node_type``."""
-    s = _store(store, mode, storage_options)
+    s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     meta = nodes.read_meta(s, p)
     if isinstance(meta, ArrayMeta):

@@ -21,9 +21,17 @@ from rectizarr.core.metadata import (
     node_to_json,
 )
 from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
-from rectizarr.stores import Store
+from rectizarr.stores import Store, open_store
 
 META = "zarr.json"
+_MODES = ("r", "r+", "a", "w", "w-")
+
+
+def store_for(store: Any, mode: str, storage_options: Mapping[str, Any] | None) -> Store:
+    """The store a node function was given (path, URL, fsspec object or store) opened for ``mode``."""
+    if mode not in _MODES:
+        raise MetadataError(f"mode must be one of {_MODES}, got {mode!r}")
+    return open_store(store, mode=mode, storage_options=dict(storage_options) if storage_options else None)
 
 
 def check_name(name: str) -> str:

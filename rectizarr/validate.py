@@ -33,23 +33,23 @@ import msgspec
 
 from rectizarr import nodes
 from rectizarr.array import Array
-from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.chunk_keys import parse_chunk_key_encoding
 from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.core.dtype import DataType, parse_data_type
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.core.metadata import (
-    _ARRAY_KEYS,
-    _GROUP_KEYS,
+    ARRAY_KEYS,
+    GROUP_KEYS,
     ArrayMeta,
-    _attributes,
-    _dimension_names,
-    _extra_fields,
-    _shape,
-    _storage_transformers,
+    extra_fields,
     node_from_json,
     node_to_json,
+    parse_attributes,
+    parse_dimension_names,
+    parse_shape,
+    parse_storage_transformers,
 )
 from rectizarr.errors import (
     ChecksumError,
@@ -172,20 +172,20 @@ class _Checker:
         if node_type not in ("array", "group"):
             self.error(key, "$.node_type", "node_type", f"node_type must be 'array' or 'group', got {node_type!r}")
             return None
-        known = _ARRAY_KEYS if node_type == "array" else _GROUP_KEYS
+        known = ARRAY_KEYS if node_type == "array" else GROUP_KEYS
         for name in doc:
             if name not in known:
                 def extra(d: dict[str, Any] = {name: doc[name]}) -> Any:  # noqa: B006 - bound per key
-                    return _extra_fields(d, False, frozenset(), key)
+                    return extra_fields(d, False, frozenset(), key)
 
                 self.run(key, f"$.{name}", "must_understand", extra)
-        self.run(key, "$.attributes", "attributes", lambda: _attributes(doc, False, key))
+        self.run(key, "$.attributes", "attributes", lambda: parse_attributes(doc, False, key))
         if node_type == "group":
             return "group"
         missing = [n for n in _REQUIRED_ARRAY if n not in doc]
         for n in missing:
             self.error(key, "$", "array.required", f"missing required key {n!r}")
-        shape = self.run(key, "$.shape", "shape", lambda: _shape(doc["shape"], key)) if "shape" in doc else None
+        shape = self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key)) if "shape" in doc else None
         dtype: DataType | None = None
         if "data_type" in doc:
             dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]))
@@ -201,13 +201,13 @@ class _Checker:
         if codecs == ():
             self.error(key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec")
         elif codecs and dtype is not None and grid is not None:
-            self.run(key, "$.codecs", "codecs", lambda: CodecPipeline.build(
+            self.run(key, "$.codecs", "codecs", lambda: build_pipeline(
                 codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"))
         if shape is not None:
             self.run(key, "$.dimension_names", "dimension_names",
-                     lambda: _dimension_names(doc, False, len(shape), key))
+                     lambda: parse_dimension_names(doc, False, len(shape), key))
         self.run(key, "$.storage_transformers", "storage_transformers",
-                 lambda: _storage_transformers(doc, False, key))
+                 lambda: parse_storage_transformers(doc, False, key))
         return "array"
 
     def consolidated(self, key: str, path: str, doc: dict[str, Any], docs: Mapping[str, dict[str, Any]]) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from rectizarr.api import create_array
 from rectizarr.array import Array
 from rectizarr.cli.util import Progress, plan_regions
-from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json
 from rectizarr.core.grid import FixedDim
 from rectizarr.core.metadata import node_to_json

@@ -1,30 +1,32 @@
-"""A codec chain: ``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs."""
+"""A codec chain (``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs) and the
+``sharding_indexed`` codec, which nests two chains: the two refer to each other, so they share this module.
+They are built from metadata by :mod:`.build`; the shard format's data (index, byte layout) is in
+:mod:`.shard_index`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from types import EllipsisType
+from typing import Any, Literal
 
-import msgspec
 import numpy as np
 
-import rectizarr.codecs as _registry
-from rectizarr._util import json_path
+from rectizarr._util import Coords, Shape
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
-from rectizarr.codecs.sharding import ShardingCodec
-from rectizarr.core.codec_meta import BloscMeta, CodecMeta, codecs_to_json
-from rectizarr.errors import MetadataError
+from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
+from rectizarr.core.codec_meta import (
+    CodecMeta,
+    ShardingMeta,
+    codecs_to_json,
+)
+from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["CodecPipeline"]
+__all__ = ["CodecPipeline", "ShardingCodec"]
 
-
-def _with_path(exc: MetadataError, path: str) -> MetadataError:
-    """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
-    if exc.path is not None:
-        return exc
-    return type(exc)(str(exc), path=path, key=exc.key)
+_INDEX_DTYPE = np.dtype(np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,59 +39,6 @@ class CodecPipeline:
     array_array: tuple[ArrayArrayCodec, ...]
     array_bytes: ArrayBytesCodec
     bytes_bytes: tuple[BytesBytesCodec, ...]
-
-    @classmethod
-    def build(
-        cls,
-        metas: Sequence[CodecMeta],
-        dtype: np.dtype,
-        edges_per_axis: Sequence[np.ndarray],
-        path: str = "$.codecs",
-    ) -> CodecPipeline:
-        """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
-
-        Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
-        array->bytes codec sees, i.e. after any ``transpose``.
-        """
-        edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
-        spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
-        array_array: list[ArrayArrayCodec] = []
-        array_bytes: ArrayBytesCodec | None = None
-        bytes_bytes: list[BytesBytesCodec] = []
-        resolved: list[CodecMeta] = []
-        for i, meta in enumerate(metas):
-            where = json_path(path, i)
-            try:
-                codec = _registry.build_codec(meta, spec.dtype, where)
-                if isinstance(meta, BloscMeta) and isinstance(codec, _registry.BloscCodec):
-                    meta = msgspec.structs.replace(meta, typesize=codec.typesize)
-                if isinstance(codec, ShardingCodec):
-                    meta = codec.meta
-                resolved.append(meta)
-                if isinstance(codec, ArrayArrayCodec):
-                    if array_bytes is not None:
-                        raise MetadataError(f"array->array codec {codec.name!r} after the array->bytes codec")
-                    spec = codec.resolve(spec)
-                    edges = codec.map_axes(edges)
-                    array_array.append(codec)
-                elif isinstance(codec, ArrayBytesCodec):
-                    if array_bytes is not None:
-                        raise MetadataError(
-                            f"only one array->bytes codec is allowed ({array_bytes.name!r} and {codec.name!r})"
-                        )
-                    codec.validate(spec.dtype, edges)
-                    array_bytes = codec
-                else:
-                    if array_bytes is None:
-                        raise MetadataError(
-                            f"bytes->bytes codec {codec.name!r} before the array->bytes codec (invalid codec order)"
-                        )
-                    bytes_bytes.append(cast(BytesBytesCodec, codec))  # the third and last kind
-            except MetadataError as exc:
-                raise _with_path(exc, where) from exc
-        if array_bytes is None:
-            raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
-        return cls(tuple(resolved), tuple(array_array), array_bytes, tuple(bytes_bytes))
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The representation the array->bytes codec sees for chunks of ``spec``."""
@@ -197,3 +146,180 @@ class CodecPipeline:
 
     def to_json(self) -> list[dict[str, Any]]:
         return codecs_to_json(self.metas)
+
+
+class ShardingCodec(ArrayBytesCodec):
+    """``sharding_indexed``: inner chunks of ``chunk_shape`` coded by ``codecs``, an index by ``index_codecs``.
+
+    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it).
+    """
+
+    name = "sharding_indexed"
+
+    def __init__(
+        self,
+        chunk_shape: Sequence[int],
+        codecs: CodecPipeline,
+        index_codecs: CodecPipeline,
+        index_location: Literal["start", "end"],
+        *,
+        path: str | None = None,
+    ) -> None:
+        self.chunk_shape: Shape = tuple(int(c) for c in chunk_shape)
+        self.codecs = codecs
+        self.index_codecs = index_codecs
+        self.index_location: Literal["start", "end"] = index_location
+        self.infallible = all(c.infallible for chain in (codecs, index_codecs) for c in chain.codecs)
+        if index_codecs.encoded_size(self._index_spec((1,) * len(self.chunk_shape), None)) is None:
+            raise MetadataError(
+                "index_codecs must produce a fixed-size encoding (no compressors); use bytes + crc32c",
+                path=f"{path}.configuration.index_codecs" if path else None,
+            )
+
+    @property
+    def meta(self) -> ShardingMeta:
+        """The metadata of this codec, with the inner chains as their pipelines resolved them."""
+        return ShardingMeta(
+            chunk_shape=self.chunk_shape,
+            codecs=self.codecs.metas,
+            index_codecs=self.index_codecs.metas,
+            index_location=self.index_location,
+        )
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        if len(edges_per_axis) != len(self.chunk_shape):
+            raise MetadataError(
+                f"sharding chunk_shape {list(self.chunk_shape)} has {len(self.chunk_shape)} dimensions but "
+                f"the shards it codes have {len(edges_per_axis)}"
+            )
+        for axis, (edges, inner) in enumerate(zip(edges_per_axis, self.chunk_shape, strict=True)):
+            bad = [e for e in np.asarray(edges).tolist() if e % inner]  # Python ints: inner may be > 2**63
+            if bad:
+                raise MetadataError(
+                    f"chunk edge length {bad[0]} in dimension {axis} is not divisible by the shard's "
+                    f"inner chunk size {inner}"
+                )
+
+    def chunks_per_shard(self, shard_shape: Shape) -> Shape:
+        if len(shard_shape) != len(self.chunk_shape) or any(
+            s % c for s, c in zip(shard_shape, self.chunk_shape, strict=True)
+        ):
+            raise MetadataError(
+                f"shard shape {list(shard_shape)} is not a multiple of the inner chunk shape {list(self.chunk_shape)}"
+            )
+        return tuple(s // c for s, c in zip(shard_shape, self.chunk_shape, strict=True))
+
+    def _index_spec(self, cps: Shape, key: str | None) -> ChunkSpec:
+        return ChunkSpec((*cps, 2), _INDEX_DTYPE, np.array(EMPTY, dtype=_INDEX_DTYPE), key)
+
+    def index_nbytes(self, shard_shape: Shape) -> int:
+        size = self.index_codecs.encoded_size(self._index_spec(self.chunks_per_shard(shard_shape), None))
+        if size is None:  # pragma: no cover - excluded at construction
+            raise MetadataError("index_codecs have no fixed encoded size")
+        return size
+
+    def index_byte_range(self, shard_shape: Shape) -> tuple[int, int | None]:
+        """The index's byte range: ``(0, n)`` at the start, or the suffix ``(-n, None)`` at the end."""
+        n = self.index_nbytes(shard_shape)
+        return (0, n) if self.index_location == "start" else (-n, None)
+
+    def _index_bytes(self, shard: memoryview, n: int) -> memoryview:
+        return shard[:n] if self.index_location == "start" else shard[len(shard) - n :]
+
+    def decode_index(
+        self, data: bytes | memoryview, shard_shape: Shape, *, shard_nbytes: int | None, key: str | None
+    ) -> ShardIndex:
+        """Decode and validate an index (``shard_nbytes``, when known, bounds every byte range)."""
+        cps = self.chunks_per_shard(shard_shape)
+        expected = self.index_nbytes(shard_shape)
+        if len(data) != expected:
+            raise CodecError(
+                f"shard index is {len(data)} bytes, expected {expected}", key=key, codec=self.name
+            )
+        table = self.index_codecs.decode(data, self._index_spec(cps, key))
+        return ShardIndex.checked(table, shard_nbytes, key=key, codec=self.name)
+
+    def inner_spec(self, shard_spec: ChunkSpec) -> ChunkSpec:
+        return shard_spec.with_shape(self.chunk_shape)
+
+    def decode_inner(self, data: bytes | memoryview, inner_spec: ChunkSpec) -> np.ndarray:
+        return self.codecs.decode(data, inner_spec)
+
+    def encode_inner(self, chunk: np.ndarray, inner_spec: ChunkSpec) -> bytes:
+        return self.codecs.encode(chunk, inner_spec)
+
+    def split(
+        self, shard: bytes | memoryview, shard_shape: Shape, *, key: str | None
+    ) -> tuple[ShardIndex, dict[Coords, memoryview]]:
+        """The index and zero-copy views of every stored inner chunk's bytes."""
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            raise CodecError(
+                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
+            )
+        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        present = index.present()
+        coords = [tuple(c) for c in np.argwhere(present).tolist()]
+        starts = index.offsets[present].tolist()
+        sizes = index.nbytes[present].tolist()
+        return index, {c: mv[o : o + s] for c, o, s in zip(coords, starts, sizes, strict=True)}
+
+    def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
+              key: str | None) -> np.ndarray | None:
+        """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
+        when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
+        their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
+        inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
+        chain = self.codecs
+        if chain.array_array or chain.bytes_bytes or not isinstance(chain.array_bytes, BytesCodec) \
+                or dtype.hasobject or chain.array_bytes._wire(dtype) != dtype:
+            return None
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            return None  # split() reports it
+        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        return index.block(mv, dtype, self.chunk_shape)
+
+    def _build(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview], *,
+               as_view: bool = False) -> bytes | memoryview:
+        cps = self.chunks_per_shard(shard_shape)
+        start = self.index_nbytes(shard_shape) if self.index_location == "start" else 0
+        table, parts = pack(cps, chunks, start, codec=self.name)
+        index = self.index_codecs.encode(table, self._index_spec(cps, None))
+        pieces: list[bytes | memoryview] = [index, *parts] if self.index_location == "start" else [*parts, index]
+        return concat(pieces, as_view=as_view)
+
+    def assemble(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes | memoryview | None:
+        """A shard holding the given encoded inner chunks (bytes, or a view of a buffer when it is large),
+        or ``None`` when there is nothing to store."""
+        if not any(len(memoryview(v)) for v in chunks.values()):
+            return None
+        return self._build(shard_shape, chunks, as_view=True)
+
+    def _inner_slices(self, coords: Coords) -> tuple[slice | EllipsisType, ...]:
+        return (*(slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)), Ellipsis)
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        """A whole shard; inner chunks equal to the fill value (bit for bit) are left out."""
+        if chunk.shape != spec.shape:
+            raise CodecError(
+                f"shard of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
+            )
+        inner = self.inner_spec(spec)
+        chunks: dict[Coords, bytes | memoryview] = {}
+        for coords in np.ndindex(*self.chunks_per_shard(spec.shape)):
+            sub = chunk[self._inner_slices(coords)]
+            if not is_fill(sub, spec.fill_value):
+                chunks[coords] = self.encode_inner(sub, inner)
+        return bytes(self._build(spec.shape, chunks))  # bytes already: no copy
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        """A whole shard; empty inner chunks hold the fill value."""
+        _, views = self.split(data, spec.shape, key=spec.key)
+        out = spec.fill_chunk()
+        inner = self.inner_spec(spec)
+        for coords, view in views.items():
+            out[self._inner_slices(coords)] = self.decode_inner(view, inner)
+        return out

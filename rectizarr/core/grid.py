@@ -9,8 +9,8 @@ Vocabulary: *extent* = array length along an axis; *edge* = a chunk's declared (
 run past the extent: only the chunks that overlap ``[0, extent)`` are addressable (``nchunks``), but every
 declared edge is kept, serialised and reported by ``unique_edges``.
 
-:func:`parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or as raw bytes (the parser
-lives in :mod:`rectizarr.core.grid_json`); :meth:`ChunkGrid.to_json` writes it.
+:func:`rectizarr.core.grid_json.parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or
+as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_json` writes it.
 """
 
 from __future__ import annotations
@@ -34,9 +34,13 @@ __all__ = [
     "FixedDim",
     "ResizePolicy",
     "VaryingDim",
+    "as_extents",
+    "check_edge_count",
+    "check_positive",
     "compress_rle",
+    "edge_array",
     "expand_rle",
-    "parse_chunk_grid",
+    "positive_int",
 ]
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
@@ -68,7 +72,8 @@ def _int_array(values: npt.ArrayLike, stop: int, what: str) -> IntArray:
     return a.astype(np.int64, copy=False)
 
 
-def _check_count(n: int, path: str | None) -> None:
+def check_edge_count(n: int, path: str | None) -> None:
+    """Refuse (``UnsupportedError`` at ``path``) more than ``MAX_EDGES`` explicit edges along one axis."""
     if n > MAX_EDGES:
         raise UnsupportedError(f"{n} explicit chunk edges along one axis; at most {MAX_EDGES} are supported",
                                path=path)
@@ -147,7 +152,7 @@ class VaryingDim:
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
             raise MetadataError(f"chunk edges must be a flat sequence of integers, got {a.dtype} "
                                 f"with shape {a.shape}", path=path)
-        _check_count(a.size, path)
+        check_edge_count(a.size, path)
         if a.size and (int(a.min()) < 1 or int(a.max()) > INT64_MAX):
             raise MetadataError("chunk edges must be integers in [1, 2**63)", path=path)
         if not (is_int(extent) and extent >= 0):
@@ -288,7 +293,7 @@ class ChunkGrid:
         edges: ``"new_chunk"`` one edge for the whole growth (zarr-python), ``"repeat"`` copies of the last
         edge until covered, or a sequence of new edges that must cover the growth. ``policy`` is one
         string for all axes or one entry per axis (None: the default, ``"new_chunk"``)."""
-        extents = _extents(new_shape, "new_shape")
+        extents = as_extents(new_shape, "new_shape")
         if len(extents) != self.ndim:
             raise MetadataError(f"new shape {extents} has {len(extents)} dimensions, the grid {self.ndim}")
         policies = [policy] * self.ndim if isinstance(policy, str) else list(policy)
@@ -300,10 +305,10 @@ class ChunkGrid:
 
     @classmethod
     def regular(cls, shape: Shape, chunk_shape: Sequence[int]) -> ChunkGrid:
-        extents = _extents(shape, "shape")
+        extents = as_extents(shape, "shape")
         if len(chunk_shape) != len(extents):
             raise MetadataError(f"chunk shape {tuple(chunk_shape)} does not match {len(extents)} dimensions")
-        sizes = [_positive_int(s, json_path("chunk_shape", axis)) for axis, s in enumerate(chunk_shape)]
+        sizes = [positive_int(s, json_path("chunk_shape", axis)) for axis, s in enumerate(chunk_shape)]
         return cls(tuple(FixedDim(s, e) for s, e in zip(sizes, extents, strict=True)), "regular")
 
     @classmethod
@@ -311,7 +316,7 @@ class ChunkGrid:
         """Grid from user-facing ``chunks``: per axis an int (fixed size) or a sequence of edges (>= 1
         each, summing to >= the extent; dask-style tuples of tuples work). All ints -> a regular grid;
         any sequence -> rectilinear, with int axes kept as bare-int steps."""
-        extents = _extents(shape, "shape")
+        extents = as_extents(shape, "shape")
         if not isinstance(chunks, Sequence | np.ndarray) or isinstance(chunks, str | bytes) \
                 or len(chunks) != len(extents):
             raise MetadataError(f"chunks {chunks!r} do not give one entry for each of {len(extents)} dimensions")
@@ -319,9 +324,9 @@ class ChunkGrid:
         for axis, (spec, extent) in enumerate(zip(chunks, extents, strict=True)):
             path = json_path("chunks", axis)
             if is_int(spec):
-                dims.append(FixedDim(_positive_int(spec, path), extent))
+                dims.append(FixedDim(positive_int(spec, path), extent))
             elif isinstance(spec, Sequence | np.ndarray) and not isinstance(spec, str | bytes) and len(spec):
-                dims.append(VaryingDim.from_edges(_edge_array(spec, path), extent, path=path))
+                dims.append(VaryingDim.from_edges(edge_array(spec, path), extent, path=path))
             else:
                 raise MetadataError(f"expected a chunk size or a non-empty sequence of edges, got {spec!r}",
                                     path=path)
@@ -338,7 +343,7 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
             raise MetadataError("explicit edges given for an axis with a fixed chunk size", path=path)
         return FixedDim(d.size, extent)
     growth = extent - int(d.cumsum[-1])
-    explicit = None if isinstance(policy, str) else _edge_array(policy, path)
+    explicit = None if isinstance(policy, str) else edge_array(policy, path)
     if growth <= 0:  # a policy only acts on an axis that grows past its edges
         return VaryingDim(d.edges, extent, d.cumsum)
     if explicit is not None:
@@ -349,7 +354,7 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
         if not d.edges.size:
             raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)
         last = int(d.edges[-1])
-        _check_count(d.edges.size + ceildiv(growth, last), path)
+        check_edge_count(d.edges.size + ceildiv(growth, last), path)
         new = np.full(ceildiv(growth, last), last, dtype=np.int64)
     else:
         new = np.array([growth], dtype=np.int64)
@@ -359,20 +364,23 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
 # --- JSON helpers ---------------------------------------------------------------------------------
 
 
-def _positive_int(x: Any, path: str) -> int:
+def positive_int(x: Any, path: str) -> int:
+    """``x`` as an int when it is an integer in ``[1, 2**63)``, else ``MetadataError`` at ``path``."""
     if not (is_int(x) and 1 <= x <= INT64_MAX):
         raise MetadataError(f"expected an integer >= 1, got {x!r}", path=path)
     return int(x)
 
 
-def _extents(shape: Shape, path: str) -> Shape:
+def as_extents(shape: Shape, path: str) -> Shape:
+    """``shape`` as a tuple of ints when every one is an integer >= 0, else ``MetadataError`` at ``path[axis]``."""
     for axis, e in enumerate(shape):
         if not (is_int(e) and e >= 0):
             raise MetadataError(f"expected an integer >= 0, got {e!r}", path=json_path(path, axis))
     return tuple(int(e) for e in shape)
 
 
-def _check_positive(a: IntArray, path: str) -> IntArray:
+def check_positive(a: IntArray, path: str) -> IntArray:
+    """``a`` when every edge is >= 1, else ``MetadataError`` at ``path[k]`` of the first that is not."""
     bad = np.flatnonzero(a < 1)
     if bad.size:
         k = int(bad[0])
@@ -380,7 +388,7 @@ def _check_positive(a: IntArray, path: str) -> IntArray:
     return a
 
 
-def _edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
+def edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
     """A flat sequence of integer edges (each >= 1) as int64, errors naming the offending item."""
     if isinstance(spec, np.ndarray):
         if spec.ndim != 1 or (spec.size and spec.dtype.kind not in "iu"):
@@ -388,15 +396,15 @@ def _edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
         if spec.size and int(spec.max()) > INT64_MAX:
             k = int(np.argmax(spec))
             raise MetadataError(f"edge {int(spec[k])} is too large", path=json_path(path, k))
-        return _check_positive(spec.astype(np.int64), path)
+        return check_positive(spec.astype(np.int64), path)
     items = list(spec)
     if not set(map(type, items)) <= {int}:  # bools, floats, lists or numpy scalars: check one by one
-        items = [_positive_int(x, json_path(path, k)) for k, x in enumerate(items)]
+        items = [positive_int(x, json_path(path, k)) for k, x in enumerate(items)]
     try:
         a = np.array(items, dtype=np.int64)
     except OverflowError:  # some item is outside int64: report the first invalid item
-        a = np.array([_positive_int(x, json_path(path, k)) for k, x in enumerate(items)], dtype=np.int64)
-    return _check_positive(a, path)
+        a = np.array([positive_int(x, json_path(path, k)) for k, x in enumerate(items)], dtype=np.int64)
+    return check_positive(a, path)
 
 
 def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
@@ -408,13 +416,13 @@ def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
         if isinstance(item, list | tuple):
             if len(item) != 2:
                 raise MetadataError(f"a run must be [edge, count], got {list(item)!r}", path=p)
-            values[k] = _positive_int(item[0], json_path(p, 0))
-            counts[k] = _positive_int(item[1], json_path(p, 1))
+            values[k] = positive_int(item[0], json_path(p, 0))
+            counts[k] = positive_int(item[1], json_path(p, 1))
         else:
-            values[k] = _positive_int(item, p)
+            values[k] = positive_int(item, p)
     if counts.size:
-        _check_count(int(np.max(counts)), path)
-        _check_count(int(counts.sum()), path)
+        check_edge_count(int(np.max(counts)), path)
+        check_edge_count(int(counts.sum()), path)
     return np.repeat(values, counts)
 
 
@@ -429,11 +437,3 @@ def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
         return a.tolist()  # type: ignore[no-any-return]
     counts = np.diff(np.append(starts, a.size)).tolist()
     return [v if n == 1 else [v, n] for v, n in zip(a[starts].tolist(), counts, strict=True)]
-
-
-def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> ChunkGrid:
-    """The grid of a ``chunk_grid`` JSON value (decoded, or raw JSON bytes) for an array of ``shape``;
-    invalid values raise :class:`MetadataError` naming the JSON path (see :mod:`rectizarr.core.grid_json`)."""
-    from rectizarr.core.grid_json import parse_chunk_grid as parse
-
-    return parse(value, shape, path)

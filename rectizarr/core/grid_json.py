@@ -22,12 +22,12 @@ from rectizarr.core.grid import (
     FixedDim,
     IntArray,
     VaryingDim,
-    _check_count,
-    _check_positive,
-    _edge_array,
-    _extents,
-    _positive_int,
+    as_extents,
+    check_edge_count,
+    check_positive,
+    edge_array,
     expand_rle,
+    positive_int,
 )
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -126,8 +126,8 @@ def _fast_rle_list(raw: Any, path: str) -> IntArray | None:
     counts = np.ones(a.size, dtype=np.int64)
     counts[runs] = a[runs + 1]
     counts[runs + 1] = 0  # the count itself is no edge
-    _check_count(int(np.max(counts)), path)
-    _check_count(int(counts.sum()), path)
+    check_edge_count(int(np.max(counts)), path)
+    check_edge_count(int(counts.sum()), path)
     return np.repeat(np.abs(a), counts)
 
 
@@ -137,14 +137,14 @@ def _dim_from_json(node: Any, extent: int, path: str) -> Dim:
         if fast is None:
             fast = _fast_rle_list(node, path)
         if fast is not None:
-            return VaryingDim.from_edges(_check_positive(fast, path), extent, path=path)
+            return VaryingDim.from_edges(check_positive(fast, path), extent, path=path)
         node = _load(node, path)
     if isinstance(node, list | tuple):
         flat = set(map(type, node)) <= {int}
-        edges = _edge_array(node, path) if flat else expand_rle(node, path)
+        edges = edge_array(node, path) if flat else expand_rle(node, path)
         return VaryingDim.from_edges(edges, extent, path=path)
     if is_int(node):
-        return FixedDim(_positive_int(node, path), extent)
+        return FixedDim(positive_int(node, path), extent)
     raise MetadataError(f"expected an integer or a list of edges, got {node!r}", path=path)
 
 
@@ -164,7 +164,7 @@ def _parse_regular(config: dict[str, Any], extents: Shape, path: str) -> ChunkGr
             warnings.warn(f"{json_path(path, axis)}: chunk size 0 on an empty axis repaired to 1",
                           UserWarning, stacklevel=3)
             size = 1
-        dims.append(FixedDim(_positive_int(size, json_path(path, axis)), extent))
+        dims.append(FixedDim(positive_int(size, json_path(path, axis)), extent))
     return ChunkGrid(tuple(dims), "regular")
 
 
@@ -189,7 +189,7 @@ def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> Ch
     """Build the grid of an array of ``shape`` from its ``chunk_grid`` metadata: a decoded JSON value or
     the raw JSON bytes of it (``msgspec.Raw``). Errors are :class:`MetadataError` naming the JSON path;
     an unknown grid name or rectilinear kind is an :class:`UnsupportedError`."""
-    extents = _extents(shape, "$.shape")
+    extents = as_extents(shape, "$.shape")
     if isinstance(value, _RAW) and _JSON_STRING.match(value):
         value = _load(value, path)
     obj = _open({"name": value} if isinstance(value, str) else value, path)  # str: short-hand name

@@ -30,15 +30,22 @@ from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
 __all__ = [
+    "ARRAY_KEYS",
+    "GROUP_KEYS",
     "ArrayMeta",
     "GroupMeta",
     "NodeMeta",
     "decode_node",
     "encode_node",
+    "extra_fields",
     "node_to_json",
+    "parse_attributes",
+    "parse_dimension_names",
+    "parse_shape",
+    "parse_storage_transformers",
 ]
 
-_ARRAY_KEYS = frozenset(
+ARRAY_KEYS = frozenset(
     {
         "zarr_format",
         "node_type",
@@ -53,7 +60,7 @@ _ARRAY_KEYS = frozenset(
         "dimension_names",
     }
 )
-_GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
+GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})  # others: extra_fields
 
 
 class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_field="node_type"):
@@ -147,7 +154,10 @@ def _check_format(top: dict[str, Any], raw: bool, key: str | None) -> str:
     return str(node_type)
 
 
-def _extra_fields(top: dict[str, Any], raw: bool, known: frozenset[str], key: str | None) -> dict[str, Any]:
+# The field parsers (validate.py runs them one by one) read ``top``, a document's top-level object, whose
+# values are raw JSON when ``raw``; ``key`` names the document in errors.
+def extra_fields(top: dict[str, Any], raw: bool, known: frozenset[str], key: str | None) -> dict[str, Any]:
+    """The fields not in ``known``, kept when each is an object with ``"must_understand": false``."""
     extras: dict[str, Any] = {}
     for name in top:
         if name in known:
@@ -165,7 +175,8 @@ def _extra_fields(top: dict[str, Any], raw: bool, known: frozenset[str], key: st
     return extras
 
 
-def _attributes(top: dict[str, Any], raw: bool, key: str | None) -> dict[str, Any]:
+def parse_attributes(top: dict[str, Any], raw: bool, key: str | None) -> dict[str, Any]:
+    """``attributes`` (``{}`` when absent, or null with a warning)."""
     if "attributes" not in top:
         return {}
     attrs = _value(top, raw, "attributes", key)
@@ -179,7 +190,8 @@ def _attributes(top: dict[str, Any], raw: bool, key: str | None) -> dict[str, An
     return attrs
 
 
-def _shape(value: Any, key: str | None) -> Shape:
+def parse_shape(value: Any, key: str | None) -> Shape:
+    """A decoded ``shape`` value: non-negative integers below ``2**63``."""
     if not isinstance(value, list):
         raise MetadataError("shape must be a list of non-negative integers", path="$.shape", key=key)
     for i, s in enumerate(value):
@@ -194,7 +206,8 @@ def _shape(value: Any, key: str | None) -> Shape:
     return tuple(value)
 
 
-def _dimension_names(top: dict[str, Any], raw: bool, ndim: int, key: str | None) -> tuple[str | None, ...] | None:
+def parse_dimension_names(top: dict[str, Any], raw: bool, ndim: int, key: str | None) -> tuple[str | None, ...] | None:
+    """``dimension_names``: ``ndim`` strings or nulls, or None when absent (or null, with a warning)."""
     if "dimension_names" not in top:
         return None
     names = _value(top, raw, "dimension_names", key)
@@ -218,7 +231,8 @@ def _dimension_names(top: dict[str, Any], raw: bool, ndim: int, key: str | None)
     return tuple(names)
 
 
-def _storage_transformers(top: dict[str, Any], raw: bool, key: str | None) -> tuple[dict[str, Any], ...]:
+def parse_storage_transformers(top: dict[str, Any], raw: bool, key: str | None) -> tuple[dict[str, Any], ...]:
+    """``storage_transformers``: only entries with ``"must_understand": false`` (kept verbatim)."""
     if "storage_transformers" not in top:
         return ()
     value = _value(top, raw, "storage_transformers", key)
@@ -246,8 +260,8 @@ def _require(top: dict[str, Any], name: str, key: str | None) -> None:
 def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
     for name in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
         _require(top, name, key)
-    extras = _extra_fields(top, raw, _ARRAY_KEYS, key)
-    shape = _shape(_value(top, raw, "shape", key), key)
+    extras = extra_fields(top, raw, ARRAY_KEYS, key)
+    shape = parse_shape(_value(top, raw, "shape", key), key)
     try:
         dtype = parse_data_type(_value(top, raw, "data_type", key), "$.data_type")
         grid_value = top["chunk_grid"] if not raw else bytes(top["chunk_grid"])
@@ -270,22 +284,22 @@ def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
         chunk_key_encoding=cke,
         fill_value=fill,
         codecs=codecs,
-        attributes=_attributes(top, raw, key),
-        dimension_names=_dimension_names(top, raw, len(shape), key),
-        storage_transformers=_storage_transformers(top, raw, key),
+        attributes=parse_attributes(top, raw, key),
+        dimension_names=parse_dimension_names(top, raw, len(shape), key),
+        storage_transformers=parse_storage_transformers(top, raw, key),
         extra_fields=extras,
     )
 
 
 def _decode_group(top: dict[str, Any], raw: bool, key: str | None) -> GroupMeta:
-    extras = _extra_fields(top, raw, _GROUP_KEYS, key)
+    extras = extra_fields(top, raw, GROUP_KEYS, key)
     consolidated = _value(top, raw, "consolidated_metadata", key) if "consolidated_metadata" in top else None
     if consolidated is not None and not isinstance(consolidated, dict):
         raise MetadataError(
             "consolidated_metadata must be an object", path="$.consolidated_metadata", key=key
         )
     return GroupMeta(
-        attributes=_attributes(top, raw, key),
+        attributes=parse_attributes(top, raw, key),
         consolidated_metadata=consolidated or None,
         extra_fields=extras,
     )

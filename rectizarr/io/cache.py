@@ -12,7 +12,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
-from rectizarr.codecs.sharding import ShardIndex
+from rectizarr.codecs.shard_index import ShardIndex
 from rectizarr.stores import Store
 
 __all__ = ["ShardIndexCache", "index_cache", "invalidate"]

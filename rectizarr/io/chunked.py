@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rectizarr.codecs.base import ChunkSpec
-from rectizarr.codecs.sharding import is_fill
+from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io.chunk import Data, clear_outside, decode, decode_in_place, paste, put, replaces, take
 from rectizarr.io.commit import Encoded, encode_and_commit

@@ -20,8 +20,7 @@ import numpy as np
 from rectizarr._util import Coords, Shape
 from rectizarr.codecs.array_to_array import TransposeCodec
 from rectizarr.codecs.base import ChunkSpec
-from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.codecs.sharding import ShardingCodec
+from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
 from rectizarr.stores import Store

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rectizarr._util import Coords, Shape, prod
-from rectizarr.codecs.sharding import ShardIndex, is_fill
+from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.cache import index_cache

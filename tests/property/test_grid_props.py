@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from rectizarr._util import ceildiv
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle, parse_chunk_grid
+from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle
+from rectizarr.core.grid_json import parse_chunk_grid
 
 edge_lists = st.lists(st.integers(1, 12), min_size=1, max_size=25)
 

@@ -20,6 +20,7 @@ from rectizarr.codecs import (
     codecs_to_json,
     parse_codecs,
 )
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.crc32c import crc32c, crc32c_numpy
 from rectizarr.core.codec_meta import BloscMeta, BytesMeta, NumcodecsMeta, VlenUtf8Meta
 from rectizarr.errors import (
@@ -40,7 +41,7 @@ def spec(shape: tuple[int, ...], dtype: Any, fill: Any = 0, key: str | None = "c
 
 
 def build(codecs: list[Any], dtype: Any, shape: tuple[int, ...]) -> CodecPipeline:
-    return CodecPipeline.build(parse_codecs(codecs), np.dtype(dtype), [np.array([s]) for s in shape])
+    return build_pipeline(parse_codecs(codecs), np.dtype(dtype), [np.array([s]) for s in shape])
 
 
 def roundtrip(codecs: list[Any], data: np.ndarray, fill: Any = 0) -> bytes:
@@ -264,7 +265,7 @@ def test_blosc_lenient_defaults_are_written_back() -> None:
     with pytest.warns(LenientMetadataWarning, match="typesize"):
         metas = parse_codecs([LE, {"name": "blosc", "configuration": {"cname": "lz4", "shuffle": "shuffle"}}])
     assert metas[1] == BloscMeta(cname="lz4", shuffle="shuffle", clevel=5, typesize=None, blocksize=0)
-    p = CodecPipeline.build(metas, np.dtype("float64"), [np.array([10])])
+    p = build_pipeline(metas, np.dtype("float64"), [np.array([10])])
     assert p.to_json()[1] == {
         "name": "blosc",
         "configuration": {"cname": "lz4", "shuffle": "shuffle", "clevel": 5, "typesize": 8, "blocksize": 0},

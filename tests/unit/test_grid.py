@@ -9,16 +9,10 @@ import msgspec
 import numpy as np
 import pytest
 
-from rectizarr.core import grid as grid_module
+from rectizarr.core import grid_json
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.core.grid import (
-    ChunkGrid,
-    FixedDim,
-    VaryingDim,
-    compress_rle,
-    expand_rle,
-    parse_chunk_grid,
-)
+from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle
+from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
 
@@ -290,8 +284,8 @@ def test_large_raw_document(monkeypatch: pytest.MonkeyPatch) -> None:
     def per_item_path(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a flat list of edges in raw JSON must not be parsed item by item")
 
-    monkeypatch.setattr(grid_module, "_edge_array", per_item_path)
-    monkeypatch.setattr(grid_module, "expand_rle", per_item_path)
+    monkeypatch.setattr(grid_json, "edge_array", per_item_path)
+    monkeypatch.setattr(grid_json, "expand_rle", per_item_path)
     rng = np.random.default_rng(0)
     edges = rng.integers(1, 1000, 10**6)
     doc = msgspec.json.encode(rect(edges.tolist(), 7))

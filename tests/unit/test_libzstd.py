@@ -16,6 +16,7 @@ from numcodecs import Zstd
 
 import rectizarr.codecs._libzstd as libzstd
 from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 
 BLOCK = 128 << 10  # zstd's largest block
@@ -238,7 +239,7 @@ def pipeline(checksum: bool) -> tuple[CodecPipeline, ChunkSpec]:
     codecs: list[Any] = [{"name": "bytes", "configuration": {"endian": "little"}},
                          {"name": "zstd", "configuration": {"level": 1, "checksum": checksum}}]
     shape, dt = (64, 1024), np.dtype("<u2")
-    p = CodecPipeline.build(parse_codecs(codecs), dt, [np.array([s]) for s in shape])
+    p = build_pipeline(parse_codecs(codecs), dt, [np.array([s]) for s in shape])
     return p, ChunkSpec(shape, dt, np.array(0, dtype=dt), "c/0")
 
 

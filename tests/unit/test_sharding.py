@@ -18,6 +18,7 @@ from rectizarr.codecs import (
     is_fill,
     parse_codecs,
 )
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.errors import ChecksumError, CodecError, MetadataError
 from rectizarr.io.cache import ShardIndexCache
 
@@ -44,7 +45,7 @@ def sharding_json(
 
 
 def pipeline(codecs: list[Any], dtype: Any, edges: list[list[int]]) -> CodecPipeline:
-    return CodecPipeline.build(parse_codecs(codecs), np.dtype(dtype), [np.array(e) for e in edges])
+    return build_pipeline(parse_codecs(codecs), np.dtype(dtype), [np.array(e) for e in edges])
 
 
 def sharding(codecs: list[Any], dtype: Any, edges: list[list[int]]) -> ShardingCodec:

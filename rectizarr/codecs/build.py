@@ -1,0 +1,158 @@
+"""Codecs and codec chains built from their metadata (:mod:`rectizarr.core.codec_meta`), validated."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, assert_never, cast
+
+import msgspec
+import numpy as np
+
+from rectizarr._util import json_path
+from rectizarr.codecs.array_to_array import NumcodecsArrayArray, TransposeCodec
+from rectizarr.codecs.array_to_bytes import BytesCodec, NumcodecsArrayBytes, VlenBytesCodec, VlenUtf8Codec
+from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from rectizarr.codecs.bytes_to_bytes import (
+    BloscCodec,
+    Crc32cCodec,
+    GzipCodec,
+    NumcodecsBytesBytes,
+    ZstdCodec,
+    get_numcodec,
+)
+from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.core.codec_meta import (
+    BloscMeta,
+    BytesMeta,
+    CodecMeta,
+    Crc32cMeta,
+    GzipMeta,
+    NumcodecsMeta,
+    ShardingMeta,
+    TransposeMeta,
+    VlenBytesMeta,
+    VlenUtf8Meta,
+    ZstdMeta,
+)
+from rectizarr.errors import MetadataError
+
+__all__ = ["build_codec", "build_pipeline"]
+
+
+def build_pipeline(
+    metas: Sequence[CodecMeta],
+    dtype: np.dtype,
+    edges_per_axis: Sequence[np.ndarray],
+    path: str = "$.codecs",
+) -> CodecPipeline:
+    """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
+
+    Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
+    array->bytes codec sees, i.e. after any ``transpose``.
+    """
+    edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
+    spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
+    array_array: list[ArrayArrayCodec] = []
+    array_bytes: ArrayBytesCodec | None = None
+    bytes_bytes: list[BytesBytesCodec] = []
+    resolved: list[CodecMeta] = []
+    for i, meta in enumerate(metas):
+        where = json_path(path, i)
+        try:
+            codec = build_codec(meta, spec.dtype, where)
+            if isinstance(meta, BloscMeta) and isinstance(codec, BloscCodec):
+                meta = msgspec.structs.replace(meta, typesize=codec.typesize)
+            if isinstance(codec, ShardingCodec):
+                meta = codec.meta
+            resolved.append(meta)
+            if isinstance(codec, ArrayArrayCodec):
+                if array_bytes is not None:
+                    raise MetadataError(f"array->array codec {codec.name!r} after the array->bytes codec")
+                spec = codec.resolve(spec)
+                edges = codec.map_axes(edges)
+                array_array.append(codec)
+            elif isinstance(codec, ArrayBytesCodec):
+                if array_bytes is not None:
+                    raise MetadataError(
+                        f"only one array->bytes codec is allowed ({array_bytes.name!r} and {codec.name!r})"
+                    )
+                codec.validate(spec.dtype, edges)
+                array_bytes = codec
+            else:
+                if array_bytes is None:
+                    raise MetadataError(
+                        f"bytes->bytes codec {codec.name!r} before the array->bytes codec (invalid codec order)"
+                    )
+                bytes_bytes.append(cast(BytesBytesCodec, codec))  # the third and last kind
+        except MetadataError as exc:
+            raise _with_path(exc, where) from exc
+    if array_bytes is None:
+        raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
+    return CodecPipeline(tuple(resolved), tuple(array_array), array_bytes, tuple(bytes_bytes))
+
+
+def _with_path(exc: MetadataError, path: str) -> MetadataError:
+    """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
+    if exc.path is not None:
+        return exc
+    return type(exc)(str(exc), path=path, key=exc.key)
+
+
+def _build_numcodecs(meta: NumcodecsMeta, path: str) -> Codec:
+    try:
+        obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
+    except MetadataError as exc:
+        raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+    match meta.kind:
+        case "array_array":
+            return NumcodecsArrayArray(meta.name, meta.codec_id, obj)
+        case "array_bytes":
+            return NumcodecsArrayBytes(meta.name, obj)
+        case "bytes_bytes":
+            return NumcodecsBytesBytes(meta.name, obj)
+        case _:
+            assert_never(meta.kind)
+
+
+def build_codec(meta: CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
+    """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
+    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize).
+    """
+    match meta:
+        case BytesMeta():
+            return BytesCodec(meta.endian)
+        case TransposeMeta():
+            try:
+                return TransposeCodec(meta.order)
+            except MetadataError as exc:
+                raise MetadataError(str(exc), path=json_path(path, "configuration", "order")) from exc
+        case GzipMeta():
+            return GzipCodec(meta.level)
+        case ZstdMeta():
+            return ZstdCodec(meta.level, meta.checksum)
+        case BloscMeta():
+            typesize = meta.typesize or (1 if dtype.hasobject else dtype.itemsize)
+            return BloscCodec(meta.cname, meta.clevel, meta.shuffle, typesize, meta.blocksize)
+        case Crc32cMeta():
+            return Crc32cCodec()
+        case VlenUtf8Meta():
+            return VlenUtf8Codec()
+        case VlenBytesMeta():
+            return VlenBytesCodec()
+        case ShardingMeta():
+            config = json_path(path, "configuration")
+            ndim = len(meta.chunk_shape)
+            inner = build_pipeline(
+                meta.codecs, dtype, [np.array([c]) for c in meta.chunk_shape], json_path(config, "codecs")
+            )
+            index = build_pipeline(
+                meta.index_codecs,
+                np.dtype(np.uint64),
+                [np.array([1])] * ndim + [np.array([2])],
+                json_path(config, "index_codecs"),
+            )
+            return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
+        case NumcodecsMeta():
+            return _build_numcodecs(meta, path)
+        case _:
+            assert_never(meta)
