@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.codecs._libzstd as libzstd
+import rectizarr.codecs.zstd as rzstd
 import rectizarr.io.engine as engine
 from rectizarr.stores import LocalStore, MemoryStore
 
@@ -47,17 +47,17 @@ def array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 
 @pytest.fixture
 def prefix_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, bool]]]:
-    """``(bytes asked for, result)`` of every ``Decoder.decode_prefix`` call (from any thread), with the
+    """``(bytes asked for, result)`` of every ``rzstd.decode_prefix`` call (from any thread), with the
     prefix limit pinned at 60 % of a chunk (the tests below name the elements on either side of it)."""
     calls: list[tuple[int, bool]] = []
-    original = libzstd.Decoder.decode_prefix
+    original = rzstd.decode_prefix
 
-    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray, n: int | None = None) -> bool:
-        ok = original(self, data, out, n)
-        calls.append((out.nbytes if n is None else n, ok))
+    def spy(data: Any, out: np.ndarray, n: int) -> bool:
+        ok = original(data, out, n)
+        calls.append((n, ok))
         return ok
 
-    monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
+    monkeypatch.setattr(rzstd, "decode_prefix", spy)
     monkeypatch.setattr(engine, "_PREFIX_MAX", 0.6)
     yield calls
 
@@ -197,10 +197,9 @@ def test_no_prefix_decoding_with_checksums(tmp_path: Any, prefix_calls: list[tup
 
 
 @pytest.mark.parametrize("store", ["memory", "local"])
-def test_reads_without_the_library(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
-                                   prefix_calls: list[tuple[int, bool]], store: str) -> None:
-    monkeypatch.setattr(libzstd, "_loaded", True)  # as with RECTIZARR_LIBZSTD=0
-    monkeypatch.setattr(libzstd, "_decoder", None)
+def test_reads_with_prefix_decoding_off(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                       prefix_calls: list[tuple[int, bool]], store: str) -> None:
+    monkeypatch.setattr(rzstd, "prefix_enabled", lambda: False)  # as with RECTIZARR_ZSTD_PREFIX=0
     for layout in ("chunked", "sharded"):
         a, data = make(tmp_path, store, layout, False)
         np.testing.assert_array_equal(a[0], data[0])
