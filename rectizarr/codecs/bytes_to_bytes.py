@@ -121,27 +121,24 @@ class ZstdCodec(BytesBytesCodec):
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
-            cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-            raise cls(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+            raise self._error(exc, key) from exc
 
-    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
+    def _error(self, exc: Exception, key: str | None) -> CodecError:
+        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+        return cls(f"cannot decompress: {exc}", key=key, codec=self.name)
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
         size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
-        if size is not None and size > limit:
-            raise too_large(self.name, key, limit)
         if size is None:  # no declared size: numcodecs would grow its buffer as long as data comes
-            from rectizarr.codecs._libzstd import decoder
+            from rectizarr.codecs import zstd
 
-            dec = decoder()
-            bounded = None if dec is None else dec.decode_bounded(data, limit)
-            if bounded == -1:
-                raise too_large(self.name, key, limit)
-            if isinstance(bounded, bytes):
-                return bounded
-            # invalid (numcodecs says why below), or no C library: numcodecs, checked afterwards
-        out = self.decode(data, key)
-        if len(out) > limit:
+            try:
+                size = zstd.decoded_size(data, limit)  # decoding stops one byte past the limit
+            except zstd.ZstdError as exc:
+                raise self._error(exc, key) from exc
+        if size > limit:
             raise too_large(self.name, key, limit)
-        return out
+        return super().decode_limited(data, key, limit)  # bounded now; numcodecs reports truncation
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         # numcodecs would fill only part of a larger buffer: the frame must declare exactly out's size
@@ -153,10 +150,9 @@ class ZstdCodec(BytesBytesCodec):
         size = _zstd_content_size(data)  # also checks the magic number
         if size != out.nbytes or bytes(data[4:5])[0] & 0x04:
             return False
-        from rectizarr.codecs._libzstd import decoder
+        from rectizarr.codecs import zstd
 
-        dec = decoder()
-        return dec is not None and dec.decode_prefix(data, out, n)
+        return zstd.prefix_enabled() and zstd.decode_prefix(data, out, n)
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

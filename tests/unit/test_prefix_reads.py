@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.codecs._libzstd as libzstd
+import rectizarr.codecs.zstd as rzstd
 from rectizarr import tuning
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 from rectizarr.stores import LocalStore, MemoryStore
@@ -200,10 +200,9 @@ def test_no_prefix_decoding_with_checksums(tmp_path: Any, prefix_calls: list[tup
 
 
 @pytest.mark.parametrize("store", ["memory", "local"])
-def test_reads_without_the_library(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
-                                   prefix_calls: list[tuple[int, bool]], store: str) -> None:
-    monkeypatch.setattr(libzstd, "_loaded", True)  # as with RECTIZARR_LIBZSTD=0
-    monkeypatch.setattr(libzstd, "_decoder", None)
+def test_reads_with_prefix_decoding_off(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                       prefix_calls: list[tuple[int, bool]], store: str) -> None:
+    monkeypatch.setattr(rzstd, "prefix_enabled", lambda: False)  # as with RECTIZARR_ZSTD_PREFIX=0
     for layout in ("chunked", "sharded"):
         a, data = make(tmp_path, store, layout, False)
         np.testing.assert_array_equal(a[0], data[0])

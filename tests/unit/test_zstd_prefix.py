@@ -1,6 +1,7 @@
-"""Prefix decoding of zstd frames through the C library (``rectizarr.codecs._libzstd``), the zstd codec's
+"""Prefix decoding of zstd frames (``rectizarr.codecs.zstd``, through ``zstandard``), the zstd codec's
 ``decode_prefix`` and ``CodecPipeline.decode_prefix``: always the leading bytes numcodecs gives,
-False (never an exception) for anything it cannot decode that far."""
+False (never an exception) for anything it cannot decode that far. Then the bounded decode of frames that
+declare no size (``zstd.decoded_size``, ``ZstdCodec.decode_limited``)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numcodecs import Zstd
 
-import rectizarr.codecs._libzstd as libzstd
+import rectizarr.codecs.zstd as zstd
 from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
+from rectizarr.errors import ChecksumError, CodecError
 
 BLOCK = 128 << 10  # zstd's largest block
 
@@ -29,16 +32,9 @@ def payload(n: int, seed: int = 0, alphabet: int = 16) -> bytes:
     return a.tobytes()
 
 
-def dec() -> libzstd.Decoder:
-    d = libzstd.decoder()
-    assert d is not None, "the test environment has numcodecs, so a zstd library is found"
-    return d
-
-
-def prefix_of(data: bytes | memoryview, n: int, decoder: libzstd.Decoder | None = None) -> bytes | None:
+def prefix_of(data: bytes | memoryview, n: int) -> bytes | None:
     out = np.full(n, 0xAB, dtype=np.uint8)
-    ok = (decoder or dec()).decode_prefix(data, out)
-    return out.tobytes() if ok else None
+    return out.tobytes() if zstd.decode_prefix(data, out, n) else None
 
 
 def raw_frame(content: bytes, *, declare: int | None = None) -> bytes:
@@ -58,7 +54,7 @@ def skippable(payload_bytes: bytes) -> bytes:
     return struct.pack("<II", 0x184D2A53, len(payload_bytes)) + payload_bytes
 
 
-# ------------------------------------------------------------------------------------------- Decoder
+# -------------------------------------------------------------------------------------- decode_prefix
 
 
 @pytest.mark.parametrize("alphabet", [16, 256], ids=["compressible", "random"])
@@ -126,7 +122,7 @@ def test_hand_made_frames_without_and_with_content_size() -> None:
 @given(data=st.binary(max_size=300), size=st.integers(1, 5000))
 def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
-    result = dec().decode_prefix(b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8))  # a header, then junk
+    result = zstd.decode_prefix(b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8), size)  # a header, then junk
     assert result is True or result is False
     codec_ok = ZstdCodec(1, False).decode_prefix(data, np.zeros(size, np.uint8), size // 2)
     assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
@@ -157,30 +153,50 @@ def test_threads_decode_concurrently() -> None:
     datas = [payload(BLOCK + 1000 * i, seed=10 + i, alphabet=(16, 256)[i % 2]) for i in range(8)]
     frames = [Zstd(level=1 + i % 3).encode(d) for i, d in enumerate(datas)]
     jobs = [(i % 8, 1 + (i * 7919) % len(datas[i % 8])) for i in range(96)]
-    d = dec()
 
-    def work(job: tuple[int, int]) -> bool:
+    def work(job: tuple[int, int]) -> tuple[bool, int]:
         i, size = job
-        return prefix_of(frames[i], size, d) == datas[i][:size]
+        return prefix_of(frames[i], size) == datas[i][:size], id(zstd._decompressor())
 
     with ThreadPoolExecutor(8) as pool:
-        assert all(pool.map(work, jobs))
-    assert prefix_of(frames[0], 10, d) == datas[0][:10]  # the main thread's context is still fine
+        results = list(pool.map(work, jobs))
+    assert all(ok for ok, _ in results)
+    mine = zstd._decompressor()
+    assert zstd._decompressor() is mine and id(mine) not in {d for _, d in results}  # one per thread, reused
+    assert prefix_of(frames[0], 10) == datas[0][:10]  # the main thread's decompressor is still fine
 
 
-def test_env_var_disables_the_library(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def fresh_switch() -> Any:
+    zstd.prefix_enabled.cache_clear()
+    yield
+    zstd.prefix_enabled.cache_clear()
+
+
+def test_env_var_turns_prefix_decoding_off(monkeypatch: pytest.MonkeyPatch, fresh_switch: None) -> None:
     encoded = ZstdCodec(1, False).encode(payload(1000))
     for value in ("0", "false", "No", " off "):
-        monkeypatch.setattr(libzstd, "_loaded", False)
-        monkeypatch.setattr(libzstd, "_decoder", None)
-        monkeypatch.setenv("RECTIZARR_LIBZSTD", value)
-        assert libzstd.decoder() is None
-        assert libzstd._loaded  # cached: no second look-up
+        zstd.prefix_enabled.cache_clear()
+        monkeypatch.setenv("RECTIZARR_ZSTD_PREFIX", value)
+        assert not zstd.prefix_enabled()
         assert not ZstdCodec(1, False).decode_prefix(encoded, np.zeros(1000, np.uint8), 10)
-    monkeypatch.setattr(libzstd, "_loaded", False)
-    monkeypatch.setenv("RECTIZARR_LIBZSTD", "1")
-    first = libzstd.decoder()
-    assert isinstance(first, libzstd.Decoder) and libzstd.decoder() is first
+        monkeypatch.setenv("RECTIZARR_ZSTD_PREFIX", "1")
+        assert not zstd.prefix_enabled()  # read once: no look-up per chunk
+    zstd.prefix_enabled.cache_clear()
+    assert zstd.prefix_enabled()
+    assert ZstdCodec(1, False).decode_prefix(encoded, np.zeros(1000, np.uint8), 10)
+    zstd.prefix_enabled.cache_clear()
+    monkeypatch.delenv("RECTIZARR_ZSTD_PREFIX")
+    assert zstd.prefix_enabled()  # on by default
+
+
+def test_unsuitable_output_buffers_are_false() -> None:
+    encoded = Zstd(level=1).encode(payload(1000))
+    read_only = np.zeros(1000, np.uint8)
+    read_only.flags.writeable = False
+    assert not zstd.decode_prefix(encoded, read_only, 10)
+    assert not zstd.decode_prefix(encoded, np.zeros((1000, 2), np.uint8)[:, 0], 10)  # not contiguous
+    assert not zstd.decode_prefix(encoded, np.zeros((10, 100), np.uint8), 10)  # not flat
 
 
 # ----------------------------------------------------------------------------- ZstdCodec.decode_prefix
@@ -206,30 +222,19 @@ def test_codec_decode_prefix_conditions() -> None:
         assert not ZstdCodec(1, False).decode_prefix(junk, full, 1000)
 
 
-@pytest.mark.parametrize("stable", [True, False])
-@settings(max_examples=30)
+@settings(max_examples=40)
 @given(size=st.integers(1, 3 * BLOCK), frac=st.floats(0, 1), level=st.sampled_from([-1, 1, 3]),
        alphabet=st.sampled_from([4, 256]))
-def test_prefix_into_a_whole_chunk_buffer(stable: bool, size: int, frac: float, level: int, alphabet: int) -> None:
-    """With ``n``, the decoder writes into a buffer of the whole frame (zstd's stable output buffer, or
-    the buffered way when the library lacks it): the first ``n`` bytes are right, the call never fails."""
+def test_prefix_into_a_whole_chunk_buffer(size: int, frac: float, level: int, alphabet: int) -> None:
+    """The codec hands the decoder a buffer of the whole frame: the first ``n`` bytes are right, nothing
+    past them is written, and a frame cut before ``n`` is False."""
     raw = payload(size, alphabet=alphabet, seed=size)
     encoded = ZstdCodec(level, False).encode(raw)
     n = max(1, min(size - 1, int(size * frac))) if size > 1 else 1
-    d = dec()
-    saved = d._stable
-    try:
-        d._stable = stable and saved
-        out = np.full(size, 0xAB, np.uint8)
-        assert d.decode_prefix(encoded, out, n)
-        assert out[:n].tobytes() == raw[:n]
-        assert not d.decode_prefix(encoded[: len(encoded) // 3], np.zeros(size, np.uint8), size - 1) or size < 8
-    finally:
-        d._stable = saved
-
-
-def test_the_bundled_library_has_a_stable_output_buffer() -> None:
-    assert dec()._stable  # numcodecs bundles zstd >= 1.4.4
+    out = np.full(size, 0xAB, np.uint8)
+    assert zstd.decode_prefix(encoded, out, n)
+    assert out[:n].tobytes() == raw[:n] and (out[n:] == 0xAB).all()
+    assert not zstd.decode_prefix(encoded[: len(encoded) // 3], np.zeros(size, np.uint8), size - 1) or size < 8
 
 
 # ------------------------------------------------------------------------ CodecPipeline.decode_into
@@ -246,13 +251,13 @@ def pipeline(checksum: bool) -> tuple[CodecPipeline, ChunkSpec]:
 @pytest.mark.parametrize("checksum", [False, True])
 def test_pipeline_decode_into_with_prefix(monkeypatch: pytest.MonkeyPatch, checksum: bool) -> None:
     calls: list[int] = []
-    original = libzstd.Decoder.decode_prefix
+    original = zstd.decode_prefix
 
-    def spy(self: libzstd.Decoder, data: Any, out: np.ndarray, n: int | None = None) -> bool:
-        calls.append(out.nbytes if n is None else n)
-        return original(self, data, out, n)
+    def spy(data: Any, out: np.ndarray, n: int) -> bool:
+        calls.append(n)
+        return original(data, out, n)
 
-    monkeypatch.setattr(libzstd.Decoder, "decode_prefix", spy)
+    monkeypatch.setattr(zstd, "decode_prefix", spy)
     p, s = pipeline(checksum)
     data = np.random.default_rng(8).integers(0, 300, s.shape, dtype="<u2")
     encoded = p.encode(data, s)
@@ -274,27 +279,87 @@ def test_pipeline_decode_into_with_prefix(monkeypatch: pytest.MonkeyPatch, check
 
 
 def test_corrupted_frames_decode_or_are_refused_never_crash() -> None:
-    """Random byte changes, truncations and insertions in a frame, decoded by prefix through both ways."""
+    """Random byte changes, truncations and insertions in a frame, decoded by prefix."""
     rng = np.random.default_rng(0)
     raw = rng.integers(0, 50, 200_000, dtype=np.uint8).tobytes()
     encoded = ZstdCodec(1, False).encode(raw)
-    d = dec()
-    saved = d._stable
     outcomes = set()
-    try:
-        for i in range(400):
-            b = bytearray(encoded)
-            for _ in range(int(rng.integers(1, 6))):
-                kind, j = rng.random(), int(rng.integers(len(b)))
-                if kind < 0.6:
-                    b[j] = int(rng.integers(256))
-                elif kind < 0.8:
-                    b = b[:j]
-                else:
-                    b[j:j] = rng.bytes(int(rng.integers(1, 20)))
-            d._stable = saved and i % 3 != 0
-            n = int(rng.integers(1, len(raw)))
-            outcomes.add(ZstdCodec(1, False).decode_prefix(bytes(b), np.zeros(len(raw), np.uint8), n))
-    finally:
-        d._stable = saved
+    for _ in range(400):
+        b = bytearray(encoded)
+        for _ in range(int(rng.integers(1, 6))):
+            kind, j = rng.random(), int(rng.integers(len(b)))
+            if kind < 0.6:
+                b[j] = int(rng.integers(256))
+            elif kind < 0.8:
+                b = b[:j]
+            else:
+                b[j:j] = rng.bytes(int(rng.integers(1, 20)))
+        n = int(rng.integers(1, len(raw)))
+        outcomes.add(ZstdCodec(1, False).decode_prefix(bytes(b), np.zeros(len(raw), np.uint8), n))
     assert outcomes == {True, False}  # some damage lies past the prefix, some is detected
+
+
+# ------------------------------------------------------------- frames without a size: bounded decoding
+
+
+def sizeless(raw: bytes, *, checksum: bool = False, level: int = 1) -> bytes:
+    """A frame as a streaming compressor writes it: no content size in the header."""
+    frame = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=checksum).compress(raw)
+    assert frame[4] & 0xE0 == 0  # no size field, not a single segment
+    return frame
+
+
+def rle_bomb(blocks: int) -> bytes:
+    """A frame of ``blocks`` RLE blocks of 128 KiB zeros that declares no size: 4 bytes per 128 KiB."""
+    block = ((128 << 10) << 3 | 1 << 1).to_bytes(3, "little") + b"\0"
+    last = ((128 << 10) << 3 | 1 << 1 | 1).to_bytes(3, "little") + b"\0"
+    return b"\x28\xb5\x2f\xfd" + bytes([0x00, 7 << 3]) + block * (blocks - 1) + last
+
+
+def test_decoded_size_counts_up_to_one_past_the_limit() -> None:
+    raw = payload(3 * BLOCK + 5, seed=11)
+    frame = sizeless(raw)
+    assert zstd.decoded_size(frame, len(raw)) == len(raw)
+    assert zstd.decoded_size(frame, len(raw) - 1) == len(raw)  # one past: too large
+    assert zstd.decoded_size(frame, 10) == 11
+    assert zstd.decoded_size(frame + sizeless(b"tail") + skippable(b"x"), 10**7) == len(raw) + 4  # every frame
+    assert zstd.decoded_size(rle_bomb(8000), 1 << 20) == (1 << 20) + 1  # 1 GiB claimed, 1 MiB + 1 made
+    assert zstd.decoded_size(frame[: len(frame) // 2], len(raw)) < len(raw)  # truncated: what was there
+    with pytest.raises(zstd.ZstdError):
+        zstd.decoded_size(b"not zstd at all", 100)
+
+
+def test_codec_decode_limited_without_a_declared_size() -> None:
+    raw = payload(2 * BLOCK + 3, seed=12)
+    codec = ZstdCodec(1, False)
+    for frame in (sizeless(raw), sizeless(raw, checksum=True), sizeless(raw[:BLOCK]) + sizeless(raw[BLOCK:]),
+                  skippable(b"meta") + sizeless(raw)):
+        assert codec.decode_limited(frame, "c/0", len(raw)) == raw
+        with pytest.raises(CodecError, match=f"more than {len(raw) - 1} bytes") as info:
+            codec.decode_limited(frame, "c/0", len(raw) - 1)
+        assert info.value.key == "c/0"
+    with pytest.raises(CodecError, match="more than 4096 bytes"):
+        codec.decode_limited(rle_bomb(8000), "c/1", 4096)
+    with pytest.raises(CodecError, match="c/2"):
+        codec.decode_limited(sizeless(raw)[:-3], "c/2", len(raw))  # truncated
+    damaged = bytearray(sizeless(raw, checksum=True))
+    damaged[-1] ^= 1
+    with pytest.raises(ChecksumError, match="c/3"):
+        codec.decode_limited(bytes(damaged), "c/3", len(raw))
+    for junk in (b"", b"\x28\xb5\x2f\xfd", b"not zstd at all"):
+        with pytest.raises(CodecError, match="c/4"):
+            codec.decode_limited(junk, "c/4", len(raw))
+
+
+@settings(max_examples=60)
+@given(pos=st.integers(0, 10**6), value=st.integers(0, 255), cut=st.integers(0, 10**6))
+def test_corrupted_sizeless_frames_decode_or_are_refused(pos: int, value: int, cut: int) -> None:
+    raw = payload(40000, seed=13)
+    frame = bytearray(sizeless(raw))
+    frame[pos % len(frame)] = value
+    frame = frame[: len(frame) - cut % 8]
+    try:
+        out = ZstdCodec(1, False).decode_limited(bytes(frame), "c/0", len(raw))
+    except CodecError:
+        return
+    assert len(out) <= len(raw)
