@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 
 Shape: TypeAlias = tuple[int, ...]
 Coords: TypeAlias = tuple[int, ...]
-JSON: TypeAlias = Any
 
 MAX_U64 = 2**64 - 1
 

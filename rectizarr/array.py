@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+import rectizarr.io as rio
 from rectizarr import nodes
 from rectizarr._util import Shape, prod
 from rectizarr.codecs.build import build_pipeline
@@ -20,23 +21,9 @@ from rectizarr.core.grid import ChunkGrid, compress_rle
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
-from rectizarr.io import (
-    ShardedLayout,
-    build_layout,
-    delete_outside,
-    nbytes_stored,
-    read,
-    stored_chunk_keys,
-    write,
-)
 from rectizarr.stores import Store
 
 __all__ = ["Array"]
-
-
-def _has_array(sel: Any) -> bool:
-    items = sel if isinstance(sel, tuple) else (sel,)
-    return any(isinstance(s, np.ndarray | list) for s in items)
 
 
 class _Indexer:
@@ -85,7 +72,7 @@ class Array(nodes.Node):
 
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
-        self._layout = build_layout(
+        self._layout = rio.build_layout(
             self._store, nodes.prefix_of(self._path), meta.chunk_grid, meta.chunk_key_encoding, pipeline,
             meta.data_type.numpy, meta.fill_value, write_empty_chunks=self._write_empty_chunks,
             workers=self._workers,
@@ -165,7 +152,7 @@ class Array(nodes.Node):
     def inner_chunk_shape(self) -> Shape | None:
         """The inner chunk shape when inner chunks of shards are read and written one by one (the units
         of :attr:`chunks`); None for unsharded arrays, and for shards that are only read whole."""
-        return self._layout.inner_shape if isinstance(self._layout, ShardedLayout) else None
+        return self._layout.inner_shape if isinstance(self._layout, rio.ShardedLayout) else None
 
     @property
     def pipeline(self) -> CodecPipeline:
@@ -207,12 +194,12 @@ class Array(nodes.Node):
     @property
     def nchunks_initialized(self) -> int:
         """The number of storage chunks actually stored (lists the store)."""
-        return sum(1 for _ in stored_chunk_keys(self._layout))
+        return sum(1 for _ in rio.stored_chunk_keys(self._layout))
 
     @property
     def nbytes_stored(self) -> int:
         """The total size in bytes of the stored chunks (lists the store)."""
-        return nbytes_stored(self._layout)[1]
+        return rio.nbytes_stored(self._layout)[1]
 
     @property
     def info(self) -> str:
@@ -257,10 +244,10 @@ class Array(nodes.Node):
             internal = out.reshape(plan.shape)
             if not np.shares_memory(internal, out) and out.size:
                 raise SelectionError("out must be C-contiguous")
-            read(self._layout, plan, internal)
+            rio.read(self._layout, plan, internal)
             return out
         result = np.empty(plan.shape, dtype=self.dtype)
-        read(self._layout, plan, result)
+        rio.read(self._layout, plan, result)
         result = result.reshape(plan.final_shape)
         if result.shape == () and not _has_ellipsis(selection):
             return result[()]
@@ -268,7 +255,7 @@ class Array(nodes.Node):
 
     def _write(self, plan: Plan, value: Any) -> None:
         self._check_writable()
-        write(self._layout, plan, plan.value_to_internal(value, self.dtype))
+        rio.write(self._layout, plan, plan.value_to_internal(value, self.dtype))
 
     def __getitem__(self, selection: Any) -> Any:
         return self._read(self._plan("basic", selection), selection)
@@ -349,7 +336,7 @@ class Array(nodes.Node):
             build_pipeline(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
                                 "$.codecs")  # e.g. a new edge not divisible by the inner chunk
             if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-                delete_outside(self._layout, new_grid)
+                rio.delete_outside(self._layout, new_grid)
             self._replace_meta(shape=new_shape, chunk_grid=new_grid)
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:

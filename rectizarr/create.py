@@ -160,7 +160,7 @@ def build_array_meta(
         fill_value=fill,
         codecs=pipeline.metas,
         attributes=check_attributes(attributes or {}),
-        dimension_names=dimension_names,  # type: ignore[arg-type]
+        dimension_names=dimension_names,
     )
     return meta, pipeline
 

@@ -20,6 +20,7 @@ class TransposeCodec(ArrayArrayCodec):
 
     name = "transpose"
     infallible = True
+    axes_only = True
 
     def __init__(self, order: Sequence[int]) -> None:
         self.order: tuple[int, ...] = tuple(int(o) for o in order)

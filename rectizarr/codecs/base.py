@@ -71,6 +71,8 @@ class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the ab
 class ArrayArrayCodec(Codec):
     """``array -> array``: may change the shape (``transpose``) or dtype (``numcodecs.astype``)."""
 
+    axes_only: bool = False  # its output is its input with the axes reordered (map_axes says how)
+
     @abstractmethod
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         """The encoded representation this codec produces from ``spec``."""

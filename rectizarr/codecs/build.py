@@ -21,26 +21,14 @@ from rectizarr.codecs.bytes_to_bytes import (
     get_numcodec,
 )
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
-from rectizarr.core.codec_meta import (
-    BloscMeta,
-    BytesMeta,
-    CodecMeta,
-    Crc32cMeta,
-    GzipMeta,
-    NumcodecsMeta,
-    ShardingMeta,
-    TransposeMeta,
-    VlenBytesMeta,
-    VlenUtf8Meta,
-    ZstdMeta,
-)
+from rectizarr.core import codec_meta as cm
 from rectizarr.errors import MetadataError
 
 __all__ = ["build_codec", "build_pipeline"]
 
 
 def build_pipeline(
-    metas: Sequence[CodecMeta],
+    metas: Sequence[cm.CodecMeta],
     dtype: np.dtype,
     edges_per_axis: Sequence[np.ndarray],
     path: str = "$.codecs",
@@ -55,12 +43,12 @@ def build_pipeline(
     array_array: list[ArrayArrayCodec] = []
     array_bytes: ArrayBytesCodec | None = None
     bytes_bytes: list[BytesBytesCodec] = []
-    resolved: list[CodecMeta] = []
+    resolved: list[cm.CodecMeta] = []
     for i, meta in enumerate(metas):
         where = json_path(path, i)
         try:
             codec = build_codec(meta, spec.dtype, where)
-            if isinstance(meta, BloscMeta) and isinstance(codec, BloscCodec):
+            if isinstance(meta, cm.BloscMeta) and isinstance(codec, BloscCodec):
                 meta = msgspec.structs.replace(meta, typesize=codec.typesize)
             if isinstance(codec, ShardingCodec):
                 meta = codec.meta
@@ -98,7 +86,7 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
     return type(exc)(str(exc), path=path, key=exc.key)
 
 
-def _build_numcodecs(meta: NumcodecsMeta, path: str) -> Codec:
+def _build_numcodecs(meta: cm.NumcodecsMeta, path: str) -> Codec:
     try:
         obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
     except MetadataError as exc:
@@ -114,32 +102,32 @@ def _build_numcodecs(meta: NumcodecsMeta, path: str) -> Codec:
             assert_never(meta.kind)
 
 
-def build_codec(meta: CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
+def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
     """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
     point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize).
     """
     match meta:
-        case BytesMeta():
+        case cm.BytesMeta():
             return BytesCodec(meta.endian)
-        case TransposeMeta():
+        case cm.TransposeMeta():
             try:
                 return TransposeCodec(meta.order)
             except MetadataError as exc:
                 raise MetadataError(str(exc), path=json_path(path, "configuration", "order")) from exc
-        case GzipMeta():
+        case cm.GzipMeta():
             return GzipCodec(meta.level)
-        case ZstdMeta():
+        case cm.ZstdMeta():
             return ZstdCodec(meta.level, meta.checksum)
-        case BloscMeta():
+        case cm.BloscMeta():
             typesize = meta.typesize or (1 if dtype.hasobject else dtype.itemsize)
             return BloscCodec(meta.cname, meta.clevel, meta.shuffle, typesize, meta.blocksize)
-        case Crc32cMeta():
+        case cm.Crc32cMeta():
             return Crc32cCodec()
-        case VlenUtf8Meta():
+        case cm.VlenUtf8Meta():
             return VlenUtf8Codec()
-        case VlenBytesMeta():
+        case cm.VlenBytesMeta():
             return VlenBytesCodec()
-        case ShardingMeta():
+        case cm.ShardingMeta():
             config = json_path(path, "configuration")
             ndim = len(meta.chunk_shape)
             inner = build_pipeline(
@@ -152,7 +140,7 @@ def build_codec(meta: CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Cod
                 json_path(config, "index_codecs"),
             )
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
-        case NumcodecsMeta():
+        case cm.NumcodecsMeta():
             return _build_numcodecs(meta, path)
         case _:
             assert_never(meta)

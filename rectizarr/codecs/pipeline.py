@@ -144,6 +144,16 @@ class CodecPipeline:
             return self.array_bytes
         return None
 
+    def sharding_axes(self, ndim: int) -> tuple[int, ...] | None:
+        """When :attr:`sharding` applies after codecs that only reorder axes: the array axis of each axis
+        the sharding codec sees (its inner chunks can then be read and written in place); else None."""
+        if self.sharding is None or not all(c.axes_only for c in self.array_array):
+            return None
+        perm: list[Any] = list(range(ndim))
+        for codec in self.array_array:
+            perm = codec.map_axes(perm)
+        return tuple(perm)
+
     def to_json(self) -> list[dict[str, Any]]:
         return codecs_to_json(self.metas)
 

@@ -1,10 +1,5 @@
-"""The process-wide cache of decoded shard indexes, keyed by store and key and checked against versions.
-
-An entry is served only when the version it was read at matches the shard's current one, so a shard
-rewritten by someone else is never read through a stale index. Stores whose versions are cheap (local
-files, memory) are checked on every use; elsewhere a version costs a request, so only our own writes
-invalidate entries (the consistency work of issue 16 conditions those reads on the version instead).
-"""
+"""The process-wide LRU of decoded shard indexes, each served only at the version it was read at (stores
+whose versions cost a request are invalidated only by our own writes, until issue 16's conditional reads)."""
 
 from __future__ import annotations
 
@@ -19,47 +14,36 @@ __all__ = ["ShardIndexCache", "index_cache", "invalidate"]
 
 
 class ShardIndexCache:
-    """A thread-safe LRU of decoded shard indexes, keyed by a string and checked against a version token."""
+    """A thread-safe LRU of shard indexes by ``(store, key)``, each valid at one version token."""
 
     def __init__(self, maxsize: int = 1024) -> None:
         self.maxsize = maxsize
-        self._entries: OrderedDict[str, tuple[Hashable, ShardIndex]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], tuple[Hashable, ShardIndex]] = OrderedDict()
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, key: str, version: Hashable) -> ShardIndex | None:
-        """The index cached for ``key`` at ``version``; None when absent or cached at another version."""
+    def get(self, store: Store, key: str, version: Hashable) -> ShardIndex | None:
+        """The index of ``key`` cached at ``version``; None when absent or cached at another version."""
         with self._lock:
-            entry = self._entries.get(key)
+            entry = self._entries.get((store.cache_token, key))
             if entry is None or entry[0] != version:
                 return None
-            self._entries.move_to_end(key)
+            self._entries.move_to_end((store.cache_token, key))
             return entry[1]
 
-    def put(self, key: str, version: Hashable, index: ShardIndex) -> None:
+    def put(self, store: Store, key: str, version: Hashable, index: ShardIndex) -> None:
         with self._lock:
-            self._entries[key] = (version, index)
-            self._entries.move_to_end(key)
+            self._entries[store.cache_token, key] = (version, index)
+            self._entries.move_to_end((store.cache_token, key))
             while len(self._entries) > self.maxsize:
                 self._entries.popitem(last=False)
 
-    def invalidate(self, key: str) -> None:
+    def invalidate(self, store: Store, keys: Iterable[str]) -> None:
         with self._lock:
-            self._entries.pop(key, None)
-
-    # ---- by store --------------------------------------------------------------------------------------
-
-    def get_for(self, store: Store, key: str, version: Hashable) -> ShardIndex | None:
-        return self.get(_name(store, key), version)
-
-    def put_for(self, store: Store, key: str, version: Hashable, index: ShardIndex) -> None:
-        self.put(_name(store, key), version, index)
-
-
-def _name(store: Store, key: str) -> str:
-    return f"{store.cache_token}\x00{key}"
+            for key in keys:
+                self._entries.pop((store.cache_token, key), None)
 
 
 _cache = ShardIndexCache()
@@ -72,5 +56,4 @@ def index_cache() -> ShardIndexCache:
 
 def invalidate(store: Store, keys: Iterable[str]) -> None:
     """Forget the cached indexes of ``keys`` of ``store`` (after writing or deleting them)."""
-    for key in keys:
-        _cache.invalidate(_name(store, key))
+    _cache.invalidate(store, keys)

@@ -1,13 +1,12 @@
-"""One chunk between its bytes and the caller's array: decode, paste into the output, take from a value.
-
-Every strategy of the read and write paths ends here. A projection's ``chunk_sel`` indexes the chunk and
-its ``out_sel`` the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.indexing.plan`).
-"""
+"""Where every strategy ends: one chunk decoded and pasted into the output, or merged with a written value,
+and encoded chunks committed to the store. A projection's ``chunk_sel`` indexes the chunk, its ``out_sel``
+the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.indexing.plan`)."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -16,13 +15,18 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.io import cache
 from rectizarr.io.layout import Layout
+from rectizarr.io.pool import pmap, pool_size
+from rectizarr.stores import Buffer, Store
 from rectizarr.tuning import Tuning
 
-__all__ = ["clear_outside", "decode", "decode_in_place", "paste", "prefix_bytes", "put", "replaces", "take",
-           "whole"]
+__all__ = ["clear_outside", "commit", "decode", "decode_in_place", "encode_and_commit", "merge", "paste",
+           "prefix_bytes", "whole"]
 
+T = TypeVar("T")
 Data = bytes | memoryview
+Encoded = tuple[str, Buffer | None]  # (key, value); None: the chunk is empty (delete it)
 
 
 def paste(out: np.ndarray, plan: Plan, p: ChunkProjection, src: np.ndarray | None, fill: np.ndarray) -> None:
@@ -34,28 +38,28 @@ def paste(out: np.ndarray, plan: Plan, p: ChunkProjection, src: np.ndarray | Non
         out[p.out_sel] = fill if src is None else src[p.chunk_sel]
 
 
-def take(value: np.ndarray, plan: Plan, p: ChunkProjection) -> np.ndarray:
-    """The part of the value being written that goes to ``p``'s chunk."""
-    if plan.kind == "coordinate":
-        return value.reshape(-1)[p.out_sel]
-    return value[p.out_sel]
-
-
-def put(chunk: np.ndarray, p: ChunkProjection, data: np.ndarray) -> None:
-    """Write ``data`` (from :func:`take`) into ``p``'s part of ``chunk``."""
-    chunk[p.chunk_sel] = data
-
-
 def whole(sel: tuple[Any, ...], shape: Shape) -> bool:
     """True when ``sel`` is ``0:n0, 0:n1, ...`` for ``shape``: the whole chunk, in order."""
     return len(sel) == len(shape) and all(
         isinstance(s, slice) and s.start == 0 and s.stop == n and s.step == 1 for s, n in zip(sel, shape, strict=True))
 
 
-def replaces(plan: Plan, group: list[ChunkProjection], shape: Shape) -> bool:
-    """True when one orthogonal projection covers the whole chunk in order (``chunk[0:n0, 0:n1, ...]``):
-    the selected data then is the new chunk as it is, with no chunk to fill and copy into."""
-    return plan.kind == "orthogonal" and len(group) == 1 and whole(group[0].chunk_sel, shape)
+def merge(layout: Layout, plan: Plan, group: list[ChunkProjection], value: np.ndarray, shape: Shape,
+          stored: Callable[[], np.ndarray] | None) -> np.ndarray:
+    """The new content of one chunk: ``group``'s part of ``value`` written over the stored chunk (decoded
+    by ``stored``; None: not stored) or over the fill value. When one orthogonal projection covers the
+    whole chunk in order, the selected data is the new chunk as it is (no chunk to fill and copy into)."""
+    if plan.kind == "orthogonal" and len(group) == 1 and whole(group[0].chunk_sel, shape):
+        return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
+    if stored is None or all(p.complete for p in group):
+        chunk = np.empty(shape, layout.dtype)
+        chunk[...] = layout.fill_value
+    else:
+        chunk = np.array(stored(), copy=True)
+        clear_outside(chunk, layout, group[0].coords)
+    for p in group:
+        chunk[p.chunk_sel] = value.reshape(-1)[p.out_sel] if plan.kind == "coordinate" else value[p.out_sel]
+    return chunk
 
 
 def decode(pipeline: CodecPipeline, value: Data, spec: ChunkSpec, key: str) -> np.ndarray:
@@ -134,3 +138,40 @@ def clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
             idx: list[slice] = [slice(None)] * chunk.ndim
             idx[axis] = slice(n, None)
             chunk[tuple(idx)] = layout.fill_value
+
+
+def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
+                      workers: int | None, t: Tuning) -> None:
+    """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
+    the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
+    encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
+    written at once, so an encoding error writes nothing. ``known_absent`` keys need no delete."""
+    if not (layout.store.capabilities.low_latency and layout.pipeline.encode_cannot_fail(layout.dtype)):
+        commit(layout.store, pmap(work, items, workers), known_absent)
+        return
+    n_threads = pool_size() if workers is None else workers
+    per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
+
+    def run(batch: Sequence[T]) -> list[str]:
+        results = [work(item) for item in batch]
+        to_set = {k: v for k, v in results if v is not None}
+        if to_set:
+            layout.store.set_many(to_set)
+        cache.invalidate(layout.store, to_set)
+        return [k for k, v in results if v is None]
+
+    empty = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
+             for k in part]
+    commit(layout.store, [(k, None) for k in empty], known_absent)
+
+
+def commit(store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()) -> None:
+    """Store every value of ``results`` and delete every key whose value is None (unless known absent)."""
+    results = list(results)
+    to_set = {k: v for k, v in results if v is not None}
+    to_delete = [k for k, v in results if v is None and k not in known_absent]
+    if to_set:
+        store.set_many(to_set)
+    if to_delete:
+        store.delete_many(to_delete)
+    cache.invalidate(store, (*to_set, *to_delete))

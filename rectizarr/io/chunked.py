@@ -18,11 +18,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
-from rectizarr.io.chunk import Data, clear_outside, decode, decode_in_place, paste, put, replaces, take
-from rectizarr.io.commit import Encoded, encode_and_commit
+from rectizarr.io.chunk import Data, Encoded, decode, decode_in_place, encode_and_commit, merge, paste
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import locks, pmap, workers_for
 from rectizarr.tuning import Tuning
@@ -95,9 +93,10 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
 
         def work(key: str) -> Encoded:
-            group = by_key[key]
+            group, stored = by_key[key], old.get(key)
             spec = layout.spec(group[0].coords)
-            chunk = _merged(layout, plan, group, value, spec, old.get(key))
+            chunk = merge(layout, plan, group, value, spec.shape,
+                          None if stored is None else lambda: layout.pipeline.decode(stored, spec))
             if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
                 return key, None
             return key, layout.pipeline.encode(chunk, spec)
@@ -106,17 +105,3 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
         workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
         encode_and_commit(layout, keys, work, {k for k in partial if old[k] is None}, workers, t)
 
-
-def _merged(layout: ChunkedLayout, plan: Plan, group: list[ChunkProjection], value: np.ndarray, spec: ChunkSpec,
-            stored: Data | None) -> np.ndarray:
-    """The new content of one chunk: the stored chunk (or the fill value) with ``group``'s data written."""
-    if stored is None and replaces(plan, group, spec.shape):
-        return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
-    if stored is None:
-        chunk = spec.fill_chunk()
-    else:
-        chunk = np.array(layout.pipeline.decode(stored, spec), copy=True)
-        clear_outside(chunk, layout, group[0].coords)
-    for p in group:
-        put(chunk, p, take(value, plan, p))
-    return chunk

@@ -1,26 +1,27 @@
-"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan.
-
-Each takes the active :mod:`rectizarr.tuning` once and hands the plan to the strategy of the layout:
-chunked (:mod:`rectizarr.io.chunked`, with the slab reads of :mod:`rectizarr.io.slabs`) or sharded
-(:mod:`rectizarr.io.sharded`). A read of very many chunks may first list which are stored
-(:mod:`rectizarr.io.sparse`).
+"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan, and the upkeep of
+a shrink (:func:`delete_outside`). A read or write takes the active :mod:`rectizarr.tuning` once and
+hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.slabs`) or sharded
+(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import assert_never
 
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr.indexing import Plan
-from rectizarr.io import slabs
+from rectizarr._util import Coords
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.indexing import Plan, orthogonal_plan
+from rectizarr.io import cache, slabs
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.io.sharded import read_sharded, write_sharded
-from rectizarr.io.sparse import stored_projections
+from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 
-__all__ = ["read", "write"]
+__all__ = ["delete_outside", "nbytes_stored", "read", "write"]
 
 
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
@@ -59,3 +60,42 @@ def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
             write_chunked(layout, plan, projections, value, t)
         case _:
             assert_never(layout)
+
+
+def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
+    """After a shrink: delete chunks wholly outside ``new_grid`` and clear the straddling chunks' tails.
+
+    Clearing means a later grow shows the fill value instead of stale data (a deliberate difference from
+    zarr-python and tensorstore, which keep the old values).
+    """
+    doomed: list[str] = []
+    straddling: list[Coords] = []
+    for key, coords in stored_chunk_keys(layout):
+        if not all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True)):
+            doomed.append(key)
+        elif any(r.stop > e for r, e in zip(layout.grid.chunk_region(coords), new_grid.shape, strict=True)):
+            straddling.append(coords)
+    if doomed:
+        layout.store.delete_many(doomed)
+        cache.invalidate(layout.store, doomed)
+    new_layout = replace(layout, grid=new_grid)
+    for coords in straddling:
+        # Re-write the in-bounds part of the chunk under the new extent: the write path resets
+        # everything beyond the extent to the fill value.
+        region = layout.grid.chunk_region(coords)
+        clipped = tuple(slice(r.start, min(r.stop, e)) for r, e in zip(region, new_grid.shape, strict=True))
+        if any(s.stop <= s.start for s in clipped):
+            continue
+        rplan = orthogonal_plan(layout.dims, clipped)
+        data = np.empty(rplan.shape, layout.dtype)
+        read(layout, rplan, data)
+        write(new_layout, orthogonal_plan(new_layout.dims, clipped), data)  # complete: no old value is read
+
+
+def nbytes_stored(layout: Layout) -> tuple[int, int]:
+    """(number of stored chunks, their total size in bytes)."""
+    n = total = 0
+    for key, _ in stored_chunk_keys(layout):
+        n += 1
+        total += layout.store.getsize(key) or 0
+    return n, total

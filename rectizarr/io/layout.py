@@ -18,7 +18,6 @@ from typing import TypeAlias
 import numpy as np
 
 from rectizarr._util import Coords, Shape
-from rectizarr.codecs.array_to_array import TransposeCodec
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
@@ -58,18 +57,11 @@ class LayoutCommon:
     def specs(self, coords: np.ndarray) -> list[ChunkSpec]:
         """The spec of each chunk at the rows of ``coords``: one shared object per distinct shape and no
         key (a decode error is given the key by the caller)."""
-        n = coords.shape[0]
         dims = self.grid.dims
         shapes = zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True) if dims \
-            else [()] * n
+            else [()] * coords.shape[0]
         cache: dict[Shape, ChunkSpec] = {}
-        out = []
-        for shape in shapes:
-            spec = cache.get(shape)
-            if spec is None:
-                spec = cache[shape] = ChunkSpec(shape, self.dtype, self.fill_value)
-            out.append(spec)
-        return out
+        return [cache.get(s) or cache.setdefault(s, ChunkSpec(s, self.dtype, self.fill_value)) for s in shapes]
 
 
 @dataclass(frozen=True)
@@ -122,15 +114,10 @@ def build_layout(store: Store, prefix: str, grid: ChunkGrid, key_encoding: Chunk
                  write_empty_chunks: bool = False, workers: int | None = None) -> Layout:
     """The layout of an array: sharded when the chain allows inner chunks in place, else chunked."""
     common = (store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks, workers)
-    sharding = pipeline.sharding
-    if sharding is None:
+    sharding, perm = pipeline.sharding, pipeline.sharding_axes(grid.ndim)
+    if sharding is None or perm is None:
         return ChunkedLayout(*common)
-    perm = list(range(grid.ndim))
-    for codec in pipeline.array_array:
-        if not isinstance(codec, TransposeCodec):
-            return ChunkedLayout(*common)
-        perm = [perm[o] for o in codec.order]
     inner = [0] * grid.ndim
     for t_axis, a_axis in enumerate(perm):
         inner[a_axis] = sharding.chunk_shape[t_axis]
-    return ShardedLayout(*common, sharding=sharding, inner_shape=tuple(inner), perm=tuple(perm))
+    return ShardedLayout(*common, sharding=sharding, inner_shape=tuple(inner), perm=perm)

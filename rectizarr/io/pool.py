@@ -1,16 +1,14 @@
-"""The I/O layer's concurrency: one process-wide thread pool for codec work and striped per-key locks.
-
-Nothing runs in the background: the pool is created on first use, and both are reset in a forked child.
-Work given to the pool runs in the caller's context (so the caller's :mod:`rectizarr.tuning` holds).
-"""
+"""One process-wide thread pool (created on first use, running work in the caller's context so its
+:mod:`rectizarr.tuning` holds) and striped per-key locks; both are reset in a forked child."""
 
 from __future__ import annotations
 
 import contextvars
 import os
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
 from rectizarr import tuning
@@ -19,8 +17,6 @@ from rectizarr.stores import Store
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-# ------------------------------------------------------------------------------------ thread pool
 
 _pool: ThreadPoolExecutor | None = None
 _pool_size = default_workers()
@@ -78,9 +74,6 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
     return out
 
 
-# --------------------------------------------------------------------------------- per-key locks
-
-
 class _StripedLocks:
     """Locks for read-modify-write of store keys inside this process (no lost writes between threads)."""
 
@@ -91,26 +84,15 @@ class _StripedLocks:
     def reset(self) -> None:
         self._locks = [threading.Lock() for _ in range(self.n)]
 
-    def hold(self, store: Store, keys: Iterable[str]) -> _Held:
-        """Hold the locks of ``keys`` of ``store`` (taken in a fixed order) for a ``with`` block. Keys are
-        named by the store's :attr:`~rectizarr.stores.Store.lock_identity`, so separately opened store
-        objects on the same data share them."""
-        base = store.lock_identity
-        stripes = sorted({hash(base + k) % self.n for k in keys})
-        return _Held([self._locks[s] for s in stripes])
-
-
-class _Held:
-    def __init__(self, locks: list[threading.Lock]) -> None:
-        self.locks = locks
-
-    def __enter__(self) -> None:
-        for lock in self.locks:
-            lock.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        for lock in reversed(self.locks):
-            lock.release()
+    @contextmanager
+    def hold(self, store: Store, keys: Iterable[str]) -> Iterator[None]:
+        """Hold the locks of ``keys`` of ``store``, taken in a fixed order, for a ``with`` block. Keys are
+        named by ``store.lock_identity``: separately opened store objects on the same data share them."""
+        held = [self._locks[s] for s in sorted({hash(store.lock_identity + k) % self.n for k in keys})]
+        with ExitStack() as stack:
+            for lock in held:
+                stack.enter_context(lock)
+            yield
 
 
 locks = _StripedLocks()

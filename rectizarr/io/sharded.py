@@ -19,16 +19,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from rectizarr._util import Coords, Shape, prod
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.cache import index_cache
-from rectizarr.io.chunk import Data, clear_outside, decode_in_place, paste, put, replaces, take
-from rectizarr.io.commit import Encoded, encode_and_commit
+from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import locks, pmap, pool_size, workers_for
 from rectizarr.tuning import Tuning
@@ -112,7 +113,7 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> dict[str, Shard
     cheap = layout.store.capabilities.cheap_versions
     for s in shards:
         version = layout.store.version(s.key) if cheap else 0
-        idx = None if version is None else index_cache().get_for(layout.store, s.key, version)
+        idx = None if version is None else index_cache().get(layout.store, s.key, version)
         if version is None:
             out[s.key] = None
         elif idx is not None:
@@ -129,7 +130,7 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> dict[str, Shard
             continue
         size = layout.store.getsize(s.key) if sharding.index_location == "start" else None
         idx = out[s.key] = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
-        index_cache().put_for(layout.store, s.key, version, idx)
+        index_cache().put(layout.store, s.key, version, idx)
     return out
 
 
@@ -330,6 +331,10 @@ def _replaced_whole(layout: ShardedLayout, s: Shard) -> bool:
     return len(complete) >= s.inner_in_extent(layout) and len(complete) >= len({c for c, _ in s.projections})
 
 
+def _inner(layout: ShardedLayout, data: Data, spec: ChunkSpec) -> np.ndarray:
+    return layout.to_array_axes(layout.sharding.decode_inner(data, spec))
+
+
 def _merged_inner(layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray,
                   stored: Data | None) -> dict[Coords, Data]:
     """The inner chunks' bytes of the shard after the write: untouched ones as stored, touched ones merged
@@ -344,17 +349,8 @@ def _merged_inner(layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray
                                   if all(x < n for x, n in zip(c, limit, strict=True))}
     spec = layout.inner_spec(s.key)
     for c, group in groups.items():
-        if replaces(plan, group, inner_shape):
-            chunk = value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
-        else:
-            if all(p.complete for p in group) or c not in existing:
-                chunk = np.empty(inner_shape, layout.dtype)
-                chunk[...] = layout.fill_value
-            else:
-                chunk = np.array(layout.to_array_axes(sharding.decode_inner(existing[c], spec)), copy=True)
-                clear_outside(chunk, layout, group[0].coords)
-            for p in group:
-                put(chunk, p, take(value, plan, p))
+        old = existing.get(c)
+        chunk = merge(layout, plan, group, value, inner_shape, None if old is None else partial(_inner, layout, old, spec))
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             chunks.pop(c, None)
         else:

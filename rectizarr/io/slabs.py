@@ -1,12 +1,7 @@
-"""Dense reads of many small uncompressed chunks from a local directory, slab by slab.
-
-A read of a block of an array stored as thousands of small raw chunks (one file each) spends its time on
-the system calls and on per-chunk Python. Here each chunk file is read straight into its place in a staging
-buffer (``readv``: no bytes object, no decode, no projection), and a whole slab of chunks (every touched
-chunk that shares its first-axis index) is pasted into the output with two NumPy copies. Used only when
-the selection is a step-1 block of a regular grid (every chunk has the same stored shape); anything
-else, or a chunk of the wrong size, goes the general way.
-"""
+"""Dense reads of many small raw chunks of a local directory, slab by slab: each chunk file read straight
+into its place in a staging buffer (no bytes object, decode or projection), and each slab (the touched
+chunks sharing a first-axis index) pasted with two NumPy copies. Only for a step-1 block of a regular grid;
+a chunk of another stored size goes the general way."""
 
 from __future__ import annotations
 

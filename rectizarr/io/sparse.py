@@ -1,9 +1,5 @@
-"""Which chunks are stored: listings of an array, and sparse reads that visit only the stored chunks.
-
-A read touching very many chunks of a mostly empty array first lists what is stored (one listing instead
-of one request per touched chunk), when the store's listing is consistent and a probe says the read is
-not dense.
-"""
+"""Which chunks are stored: listings of an array, and reads of very many chunks of a mostly empty array
+that list what is stored and visit only that (when the store's listing is consistent and not dense)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Self, TypeAlias
+from typing import Self, TypeAlias
 from urllib.parse import unquote
 
 from rectizarr._util import is_int
@@ -104,21 +104,13 @@ def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What the I/O layer may ask of a store, beyond reading and writing values. Every store answers
-    every question; a False only means "not cheaply" or "not at all"."""
+    """What the I/O layer may ask of a store beyond values; False means "not cheaply" or "not at all"."""
 
-    low_latency: bool = False
-    """A read costs no round trip (local files, memory): the I/O layer reads value by value inside its
-    workers instead of batching requests."""
-    native_read_into: bool = False
-    """:meth:`Store.read_into` reads straight into the caller's buffers (else it copies from ``get``)."""
-    cheap_versions: bool = False
-    """:meth:`Store.version` costs no request, so caches may check it on every use."""
-    consistent_listing: bool = False
-    """A listing shows every completed write at once and is always available (no lag, no index pages)."""
-    conditional_writes: bool = False
-    """Writes can be conditioned on the version read (compare-and-swap). No backend offers it yet: the
-    consistency model (issue 16) builds on this flag."""
+    low_latency: bool = False  # a read costs no round trip (local, memory): read value by value in workers
+    native_read_into: bool = False  # read_into() fills the caller's buffers directly (else copies from get)
+    cheap_versions: bool = False  # version() costs no request: caches may check it on every use
+    consistent_listing: bool = False  # a listing shows every completed write at once and never fails
+    conditional_writes: bool = False  # compare-and-swap writes on the version read (none yet: issue 16)
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
@@ -134,7 +126,10 @@ class Store(ABC):
     read_only: bool
     coalesce_gap: int
     coalesce_max: int
-    CAPABILITIES: ClassVar[Capabilities] = Capabilities()
+    capabilities: Capabilities = Capabilities()  # what this store can do (see Capabilities)
+    lock_identity: str
+    """Where the keys live, as a prefix of the key: ``lock_identity + key`` names a value wherever it was
+    opened from, so store objects on the same data (opened twice, a subdirectory, a view) share locks."""
     _is_view: bool = False
 
     def __init__(
@@ -149,9 +144,8 @@ class Store(ABC):
         self.read_only = read_only
         self.coalesce_gap = coalesce_gap
         self.coalesce_max = coalesce_max
-        self.cache_token = uuid.uuid4().hex
-        """Names this store (and its read-only views) in process-wide caches such as the shard-index
-        cache; every store object has its own."""
+        self.cache_token = uuid.uuid4().hex  # this store (and its views) in process-wide caches
+        self.lock_identity = f"object:{self.cache_token}:"
 
     # ---- backend primitives -------------------------------------------------------------------------
 
@@ -277,18 +271,6 @@ class Store(ABC):
             view[:n] = memoryview(value)[:n]
             sizes.append(len(value) if len(value) <= len(view) else len(view) + 1)
         return sizes
-
-    @property
-    def capabilities(self) -> Capabilities:
-        """What this store can do (see :class:`Capabilities`)."""
-        return self.CAPABILITIES
-
-    @property
-    def lock_identity(self) -> str:
-        """Where this store's keys live, as a prefix of the key: ``lock_identity + key`` names a value
-        wherever it was opened from, so two store objects on the same data (a directory opened twice, a
-        store on a subdirectory, a read-only view) share their per-key locks."""
-        return f"object:{self.cache_token}:"
 
     def set(self, key: str, value: Buffer) -> None:
         """Store ``value`` under ``key``, replacing any previous value."""

@@ -74,12 +74,9 @@ class FsspecStore(Store):
         self.root = f"{root}/{path.lstrip('/')}" if root and path else root or path
         # Stripped form of root-relative paths, as listings return them.
         self._base = fs._strip_protocol(self._full("x"))[:-1]
+        self.lock_identity = f"fsspec:{type(fs).__name__}:{self._base}"
         self._counter = itertools.count(1)
         self._writes: dict[str, int] = {}
-
-    @property
-    def lock_identity(self) -> str:
-        return f"fsspec:{type(self.fs).__name__}:{self._base}"
 
     def __repr__(self) -> str:
         return f"FsspecStore({self.fs.protocol!r}, {self.root!r}, read_only={self.read_only})"

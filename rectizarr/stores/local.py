@@ -195,6 +195,7 @@ class LocalStore(Store):
         self.fsync = fsync
         self.workers = workers or default_workers()
         self._real_root = os.path.realpath(self.root)
+        self.lock_identity = f"local:{self._real_root}/"  # a store on a subdirectory shares the parent's
         self._root_slash = os.path.join(self.root, "")
 
     def __repr__(self) -> str:
@@ -231,12 +232,8 @@ class LocalStore(Store):
             return [_read_file(self._path(key), byte_range)]
         return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
 
-    CAPABILITIES = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
+    capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
                                 consistent_listing=True)
-
-    @property
-    def lock_identity(self) -> str:
-        return f"local:{self._real_root}/"
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:

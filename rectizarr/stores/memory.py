@@ -41,14 +41,11 @@ class MemoryStore(Store):
         self._lock = threading.Lock()
         self._counter = itertools.count(1)
         self._data: dict[str, tuple[bytes, int]] = {}
+        self.lock_identity = f"memory:{id(self._data)}:"
         for key, value in (data or {}).items():
             self._data[validate_key(key)] = (bytes(value), next(self._counter))
 
-    CAPABILITIES = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
-
-    @property
-    def lock_identity(self) -> str:
-        return f"memory:{id(self._data)}:"
+    capabilities = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._data)} keys>, read_only={self.read_only})"
@@ -127,6 +124,7 @@ class CountingStore(Store):
         super().__init__(read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max)
         self.inner = inner
         self._counts = _Counts()
+        self.capabilities, self.lock_identity = inner.capabilities, inner.lock_identity
 
     def __repr__(self) -> str:
         return f"CountingStore({self.inner!r})"
@@ -163,14 +161,6 @@ class CountingStore(Store):
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
-
-    @property
-    def capabilities(self) -> Capabilities:
-        return self.inner.capabilities
-
-    @property
-    def lock_identity(self) -> str:
-        return self.inner.lock_identity
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:

@@ -66,6 +66,7 @@ class ZipStore(Store):
         super().__init__(read_only=mode == "r", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
+        self.lock_identity = f"zip:{self.path}:"
         if mode == "a" and os.path.isfile(self.path) and not zipfile.is_zipfile(self.path):
             raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
         try:
@@ -74,11 +75,7 @@ class ZipStore(Store):
             raise StoreError(f"cannot open zip archive {self.path!r} in mode {mode!r}: {exc}") from exc
         self._archive = _Archive(zf)
 
-    CAPABILITIES = Capabilities(consistent_listing=True)
-
-    @property
-    def lock_identity(self) -> str:
-        return f"zip:{self.path}:"
+    capabilities = Capabilities(consistent_listing=True)
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path!r}, mode={self.mode!r}, read_only={self.read_only})"

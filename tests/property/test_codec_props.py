@@ -9,9 +9,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.crc32c import crc32c
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.errors import ChecksumError, CodecError
 
 DTYPES = [

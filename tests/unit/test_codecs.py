@@ -12,17 +12,19 @@ import numcodecs
 import numpy as np
 import pytest
 
-from rectizarr.codecs import (
-    ChunkSpec,
-    CodecPipeline,
-    NumcodecsArrayBytes,
-    build_codec,
+from rectizarr.codecs.array_to_bytes import NumcodecsArrayBytes
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.build import build_codec, build_pipeline
+from rectizarr.codecs.crc32c import crc32c
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.core.codec_meta import (
+    BloscMeta,
+    BytesMeta,
+    NumcodecsMeta,
+    VlenUtf8Meta,
     codecs_to_json,
     parse_codecs,
 )
-from rectizarr.codecs.build import build_pipeline
-from rectizarr.codecs.crc32c import crc32c
-from rectizarr.core.codec_meta import BloscMeta, BytesMeta, NumcodecsMeta, VlenUtf8Meta
 from rectizarr.errors import (
     ChecksumError,
     CodecError,

@@ -10,17 +10,14 @@ import numpy as np
 import pytest
 
 from rectizarr._util import MAX_U64
-from rectizarr.codecs import (
-    ChunkSpec,
-    CodecPipeline,
-    ShardIndex,
-    ShardingCodec,
-    is_fill,
-    parse_codecs,
-)
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
+from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.codecs.shard_index import ShardIndex, is_fill
+from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.errors import ChecksumError, CodecError, MetadataError
 from rectizarr.io.cache import ShardIndexCache
+from rectizarr.stores import MemoryStore
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 BE = {"name": "bytes", "configuration": {"endian": "big"}}
@@ -422,22 +419,26 @@ def small_index(value: int) -> ShardIndex:
     return ShardIndex(np.array([value], np.uint64), np.array([1], np.uint64))
 
 
+S = MemoryStore()  # the store the cache entries below belong to
+
+
 def test_index_cache_versions_and_lru() -> None:
     cache = ShardIndexCache(maxsize=2)
     a, b, c = small_index(1), small_index(2), small_index(3)
-    cache.put("a", "v1", a)
-    assert cache.get("a", "v1") is a
-    assert cache.get("a", "v2") is None  # rewritten externally: never stale
-    assert cache.get("missing", "v1") is None
-    cache.put("b", 7, b)
-    cache.get("a", "v1")  # a is now most recent
-    cache.put("c", (1, 2), c)
-    assert cache.get("b", 7) is None and cache.get("a", "v1") is a and cache.get("c", (1, 2)) is c
-    cache.invalidate("a")
-    cache.invalidate("never-there")
-    assert cache.get("a", "v1") is None
-    cache.put("c", "new", a)
-    assert cache.get("c", (1, 2)) is None and cache.get("c", "new") is a
+    cache.put(S, "a", "v1", a)
+    assert cache.get(S, "a", "v1") is a
+    assert cache.get(S, "a", "v2") is None  # rewritten externally: never stale
+    assert cache.get(S, "missing", "v1") is None
+    cache.put(S, "b", 7, b)
+    cache.get(S, "a", "v1")  # a is now most recent
+    cache.put(S, "c", (1, 2), c)
+    assert cache.get(S, "b", 7) is None and cache.get(S, "a", "v1") is a and cache.get(S, "c", (1, 2)) is c
+    cache.invalidate(S, ["a"])
+    cache.invalidate(S, ["never-there"])
+    assert cache.get(S, "a", "v1") is None
+    cache.put(S, "c", "new", a)
+    assert cache.get(S, "c", (1, 2)) is None and cache.get(S, "c", "new") is a
+    assert cache.get(MemoryStore(), "c", "new") is None  # another store: another entry
 
 
 def test_index_cache_is_thread_safe() -> None:
@@ -448,11 +449,11 @@ def test_index_cache_is_thread_safe() -> None:
         try:
             for i in range(500):
                 key = f"k{(i * 7 + t) % 100}"
-                cache.put(key, i, small_index(i))
-                hit = cache.get(key, i)
+                cache.put(S, key, i, small_index(i))
+                hit = cache.get(S, key, i)
                 assert hit is None or int(hit.offsets[0]) == i
                 if i % 13 == 0:
-                    cache.invalidate(key)
+                    cache.invalidate(S, [key])
         except BaseException as exc:  # collected for the main thread
             errors.append(exc)
 

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from numcodecs import Zstd
 
 import rectizarr.codecs.zstd as zstd
-from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.errors import ChecksumError, CodecError
 
 BLOCK = 128 << 10  # zstd's largest block
