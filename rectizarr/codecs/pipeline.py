@@ -281,9 +281,7 @@ class ShardingCodec(ArrayBytesCodec):
         when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
         their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
         inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
-        chain = self.codecs
-        if chain.array_array or chain.bytes_bytes or not isinstance(chain.array_bytes, BytesCodec) \
-                or dtype.hasobject or chain.array_bytes._wire(dtype) != dtype:
+        if not self.codecs.is_raw(dtype):
             return None
         mv = memoryview(shard).cast("B")
         n = self.index_nbytes(shard_shape)
