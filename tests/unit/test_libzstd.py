@@ -10,13 +10,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from numcodecs import Zstd
 
 import rectizarr.codecs._libzstd as libzstd
 from rectizarr.codecs import ChunkSpec, CodecPipeline, parse_codecs
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
+from tests.strategies import examples
 
 BLOCK = 128 << 10  # zstd's largest block
 
@@ -81,7 +82,7 @@ def test_every_level(level: int) -> None:
         assert prefix_of(encoded, size) == raw[:size]
 
 
-@settings(max_examples=40)
+@examples(0.8)
 @given(n=st.integers(1, 3 * BLOCK), cut=st.floats(0, 1), level=st.sampled_from([-1, 1, 5]),
        alphabet=st.sampled_from([2, 16, 256]))
 def test_random_prefixes_and_truncations(n: int, cut: float, level: int, alphabet: int) -> None:
@@ -121,7 +122,6 @@ def test_hand_made_frames_without_and_with_content_size() -> None:
     assert prefix_of(lying, 2000) is None
 
 
-@settings(max_examples=50)
 @given(data=st.binary(max_size=300), size=st.integers(1, 5000))
 def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
@@ -131,7 +131,6 @@ def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
 
 
-@settings(max_examples=50)
 @given(pos=st.integers(0, 10**6), value=st.integers(0, 255), size=st.integers(1, 40000))
 def test_corrupted_frames_do_not_crash(pos: int, value: int, size: int) -> None:
     raw = payload(40000, seed=5)
@@ -206,7 +205,7 @@ def test_codec_decode_prefix_conditions() -> None:
 
 
 @pytest.mark.parametrize("stable", [True, False])
-@settings(max_examples=30)
+@examples(0.6)
 @given(size=st.integers(1, 3 * BLOCK), frac=st.floats(0, 1), level=st.sampled_from([-1, 1, 3]),
        alphabet=st.sampled_from([4, 256]))
 def test_prefix_into_a_whole_chunk_buffer(stable: bool, size: int, frac: float, level: int, alphabet: int) -> None:
