@@ -515,19 +515,20 @@ def codec_cases(draw: st.DrawFn) -> tuple[list[dict[str, Any]], np.ndarray, Chun
 @st.composite
 def array_kwargs(draw: st.DrawFn) -> dict[str, Any]:
     """``rectizarr.create_array`` keywords: 1-3 dims of 0-12, a core dtype, 0-2 bytes->bytes codecs, maybe a
-    transpose, fill None/0/1, write_empty_chunks either way; regular or rectilinear chunks per axis, or
+    transpose, fill None, 0, 1 or any bit pattern of the dtype (NaN payloads, -0.0, ...), write_empty_chunks
+    either way; regular or rectilinear chunks per axis, or
     inner chunks of 1-3 in shards (regular or rectilinear, multiples of the inner chunk) indexed at either
     end."""
     shape = draw(shapes(min_dims=1, max_dims=3, max_side=12))
     ndim = len(shape)
     dtype = draw(core_dtypes)
-    fill = draw(st.sampled_from([None, 0, 1]))
+    fill = draw(st.none() | st.sampled_from([0, 1]) | bit_patterns(np.dtype(dtype)).map(lambda a: a[()]))
     kwargs: dict[str, Any] = {
         "shape": shape,
         "dtype": dtype,
         "compressors": draw(st.lists(bytes_codecs(), max_size=2)),
         "filters": [draw(transpose_codecs(ndim))] if draw(st.booleans()) else [],
-        "fill_value": (fill if dtype != "bool" else bool(fill)) if fill is not None else None,
+        "fill_value": fill if dtype != "bool" or fill is None else bool(fill),
         "write_empty_chunks": draw(st.booleans()),
     }
     if draw(st.booleans()):  # sharded
