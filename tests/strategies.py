@@ -516,9 +516,8 @@ def codec_cases(draw: st.DrawFn) -> tuple[list[dict[str, Any]], np.ndarray, Chun
 def array_kwargs(draw: st.DrawFn) -> dict[str, Any]:
     """``rectizarr.create_array`` keywords: 1-3 dims of 0-12, a core dtype, 0-2 bytes->bytes codecs, maybe a
     transpose, fill None, 0, 1 or any bit pattern of the dtype (NaN payloads, -0.0, ...), write_empty_chunks
-    either way; regular or rectilinear chunks per axis, or
-    inner chunks of 1-3 in shards (regular or rectilinear, multiples of the inner chunk) indexed at either
-    end."""
+    either way; regular or rectilinear chunks per axis, or inner chunks of 1-3 in shards (regular or
+    rectilinear, multiples of the inner chunk) indexed at either end."""
     shape = draw(shapes(min_dims=1, max_dims=3, max_side=12))
     ndim = len(shape)
     dtype = draw(core_dtypes)
