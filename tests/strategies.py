@@ -51,6 +51,7 @@ def examples(scale: float = 1.0, **kwargs: Any) -> settings:
 def shapes(
     *, min_dims: int = 0, max_dims: int = 3, min_side: int = 0, max_side: int = 12
 ) -> st.SearchStrategy[tuple[int, ...]]:
+    """Array shapes: ``min_dims``..``max_dims`` sides of ``min_side``..``max_side``."""
     return st.lists(st.integers(min_side, max_side), min_size=min_dims, max_size=max_dims).map(tuple)
 
 
