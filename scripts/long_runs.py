@@ -1,18 +1,24 @@
-"""Long reliability runs (not part of CI): hostile metadata, corrupt data, crash safety.
+"""Long reliability runs (not part of CI): hostile metadata, corrupt data, crash safety, property tests.
 
     .venv/bin/python scripts/long_runs.py metadata --cases 100000 --jobs 2
     .venv/bin/python scripts/long_runs.py corrupt --cases 1000          # per codec chain
     .venv/bin/python scripts/long_runs.py crash --kills 100
+    .venv/bin/python scripts/long_runs.py properties                    # extra arguments go to pytest
     .venv/bin/python scripts/long_runs.py all
 
 Each prints its case counts and exits non-zero on the first violation (with a seed to replay it). The
-generators are the ones the bounded tests in ``tests/reliability/`` use.
+generators are the ones the bounded tests in ``tests/reliability/`` use. ``properties`` runs every
+hypothesis test (``pytest -m hypothesis``) under the "long" hypothesis profile of ``tests/conftest.py``
+(20 times the examples of ``make test``; ``--profile`` picks another); a failure prints the blob that
+replays it (``@reproduce_failure``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import subprocess
 import sys
 import tempfile
 import time
@@ -85,20 +91,36 @@ def run_crash(kills: int, base: int) -> None:
     print(f"crash: {done} SIGKILLs, every key whole after each (newest round {newest}), {time.time() - t0:.0f} s")
 
 
+def run_properties(profile: str, pytest_args: list[str]) -> None:
+    t0 = time.time()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--hypothesis-profile={profile}",
+           "-m", "hypothesis", *pytest_args]
+    code = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
+    if code:
+        raise SystemExit(f"properties: pytest exited with {code} under the {profile!r} profile")
+    print(f"properties: every hypothesis test passed under the {profile!r} profile, {time.time() - t0:.0f} s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["metadata", "corrupt", "crash", "all"])
+    p.add_argument("what", choices=["metadata", "corrupt", "crash", "properties", "all"])
     p.add_argument("--cases", type=int, default=None, help="metadata: total; corrupt: per chain")
     p.add_argument("--kills", type=int, default=100)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=12345)
-    a = p.parse_args()
+    p.add_argument("--profile", default="long", help="properties: the hypothesis profile")
+    a, pytest_args = p.parse_known_args()
+    if pytest_args and a.what not in ("properties", "all"):
+        p.error(f"unrecognized arguments: {' '.join(pytest_args)}")
     if a.what in ("metadata", "all"):
         run_metadata(a.cases or 100_000, a.jobs, a.seed)
     if a.what in ("corrupt", "all"):
         run_corrupt(a.cases or 1000, a.seed)
     if a.what in ("crash", "all"):
         run_crash(a.kills, a.seed)
+    if a.what in ("properties", "all"):
+        run_properties(a.profile, pytest_args)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,16 @@ from hypothesis import settings
 from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from tests.servers import HttpServer, S3Server
 
-settings.register_profile("default", deadline=None, max_examples=50)
-settings.register_profile("ci", deadline=None, max_examples=50, derandomize=True)
-settings.load_profile("ci" if os.environ.get("CI") else "default")
+# Hypothesis profiles, the one place example counts are set: "default" (``make test``), "ci" (the same,
+# derandomized; loaded when CI is set) and "long" (LONG times the examples: ``scripts/long_runs.py
+# properties``). ``HYPOTHESIS_PROFILE=<name>`` or ``pytest --hypothesis-profile=<name>`` picks one. A test
+# that needs more or fewer examples than the base scales it with ``tests.strategies.examples(scale)``.
+BASE_EXAMPLES = 50
+LONG = 20
+settings.register_profile("default", deadline=None, max_examples=BASE_EXAMPLES)
+settings.register_profile("ci", deadline=None, max_examples=BASE_EXAMPLES, derandomize=True)
+settings.register_profile("long", deadline=None, max_examples=LONG * BASE_EXAMPLES, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "default"))
 
 
 @pytest.fixture(scope="session")

@@ -6,33 +6,22 @@ from typing import Any
 
 import msgspec
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from rectizarr._util import ceildiv
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle
 from rectizarr.core.grid_json import parse_chunk_grid
-
-edge_lists = st.lists(st.integers(1, 12), min_size=1, max_size=25)
-
-
-@st.composite
-def varying_dims(draw: st.DrawFn) -> VaryingDim:
-    """Explicit edges with an extent anywhere up to their sum (overhang and unaddressable edges included)."""
-    edges = draw(edge_lists)
-    return VaryingDim.from_edges(edges, draw(st.integers(0, sum(edges))))
-
-
-fixed_dims = st.builds(FixedDim, st.integers(1, 12), st.integers(0, 150))
-dims = st.one_of(fixed_dims, varying_dims())
-
-
-@st.composite
-def grids(draw: st.DrawFn) -> ChunkGrid:
-    ds = tuple(draw(st.lists(dims, max_size=3)))
-    regular = all(isinstance(d, FixedDim) for d in ds) and draw(st.booleans())
-    return ChunkGrid(ds, "regular" if regular else "rectilinear")
+from tests.strategies import (
+    chunk_coords,
+    chunk_grids,
+    chunk_key_encodings,
+    grid_dims,
+    rle_specs,
+    run_edge_lists,
+    varying_dims,
+)
 
 
 def reference_cumsum(d: FixedDim | VaryingDim) -> np.ndarray:
@@ -41,8 +30,7 @@ def reference_cumsum(d: FixedDim | VaryingDim) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(edges)])
 
 
-@settings(deadline=None)
-@given(dims)
+@given(grid_dims)
 def test_offsets_and_lengths(d: FixedDim | VaryingDim) -> None:
     n = d.nchunks
     lens = d.data_lens()
@@ -57,8 +45,7 @@ def test_offsets_and_lengths(d: FixedDim | VaryingDim) -> None:
     assert set(d.edges_of(np.arange(n)).tolist()) <= set(d.unique_edges().tolist())
 
 
-@settings(deadline=None)
-@given(dims, st.data())
+@given(grid_dims, st.data())
 def test_vectorised_matches_reference(d: FixedDim | VaryingDim, data: st.DataObject) -> None:
     cumsum = reference_cumsum(d)
     idx = np.arange(d.extent)
@@ -73,7 +60,6 @@ def test_vectorised_matches_reference(d: FixedDim | VaryingDim, data: st.DataObj
     assert d.data_lens_of(picks).tolist() == [d.data_len(int(c)) for c in picks]
 
 
-@settings(deadline=None)
 @given(st.integers(1, 12), st.integers(0, 150), st.integers(0, 3))
 def test_fixed_equals_varying_with_equal_edges(size: int, extent: int, extra: int) -> None:
     f = FixedDim(size, extent)
@@ -91,8 +77,7 @@ def test_fixed_equals_varying_with_equal_edges(size: int, extent: int, extra: in
         assert np.array_equal(getattr(f, name)(c), getattr(v, name)(c))
 
 
-@settings(deadline=None)
-@given(st.lists(st.integers(1, 4), max_size=40))
+@given(run_edge_lists)
 def test_rle_round_trip(edges: list[int]) -> None:
     rle = compress_rle(np.array(edges, dtype=np.int64))
     assert expand_rle(rle).tolist() == edges
@@ -103,17 +88,14 @@ def test_rle_round_trip(edges: list[int]) -> None:
         assert rle == edges
 
 
-@settings(deadline=None)
-@given(st.lists(st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 5)).map(list)),
-                max_size=12))
+@given(rle_specs)
 def test_expand_any_rle_mix(spec: list[Any]) -> None:
     expected = [x for item in spec for x in ([item] if isinstance(item, int) else [item[0]] * item[1])]
     assert expand_rle(spec).tolist() == expected
     assert expand_rle(compress_rle(expand_rle(spec))).tolist() == expected
 
 
-@settings(deadline=None)
-@given(grids())
+@given(chunk_grids())
 def test_json_round_trip(g: ChunkGrid) -> None:
     doc = g.to_json()
     assert doc["name"] == g.kind
@@ -124,8 +106,7 @@ def test_json_round_trip(g: ChunkGrid) -> None:
         assert back.to_json() == doc
 
 
-@settings(deadline=None)
-@given(grids())
+@given(chunk_grids())
 def test_chunk_regions_tile_the_array(g: ChunkGrid) -> None:
     covered = np.zeros(g.shape, dtype=np.int64)
     for coords in np.ndindex(*g.grid_shape):
@@ -136,7 +117,6 @@ def test_chunk_regions_tile_the_array(g: ChunkGrid) -> None:
     assert bool(np.all(covered == 1))
 
 
-@settings(deadline=None)
 @given(varying_dims(), st.integers(0, 200), st.sampled_from(["new_chunk", "repeat", "explicit"]))
 def test_resize_keeps_edges(d: VaryingDim, extent: int, policy: str) -> None:
     g = ChunkGrid((d,), "rectilinear")
@@ -156,12 +136,7 @@ def test_resize_keeps_edges(d: VaryingDim, extent: int, policy: str) -> None:
     assert parse_chunk_grid(ChunkGrid((r,), "rectilinear").to_json(), (extent,)).dims[0] == r
 
 
-coords_lists = st.lists(st.integers(0, 10**9), max_size=5).map(tuple)
-encodings = st.builds(ChunkKeyEncoding, st.sampled_from(["default", "v2"]), st.sampled_from(["/", "."]))
-
-
-@settings(deadline=None)
-@given(encodings, coords_lists)
+@given(chunk_key_encodings, chunk_coords)
 def test_key_round_trip(enc: ChunkKeyEncoding, coords: tuple[int, ...]) -> None:
     key = enc.encode(coords)
     assert enc.decode(key, ndim=len(coords)) == coords
@@ -170,8 +145,7 @@ def test_key_round_trip(enc: ChunkKeyEncoding, coords: tuple[int, ...]) -> None:
     assert parse_chunk_key_encoding(enc.to_json()) == enc
 
 
-@settings(deadline=None)
-@given(encodings, st.integers(0, 4), st.lists(st.integers(0, 10**6), max_size=20))
+@given(chunk_key_encodings, st.integers(0, 4), st.lists(st.integers(0, 10**6), max_size=20))
 def test_encode_many_matches_encode(enc: ChunkKeyEncoding, ndim: int, flat: list[int]) -> None:
     n = len(flat) // ndim if ndim else len(flat)
     coords = np.array(flat[: n * ndim], dtype=np.int64).reshape(n, ndim)

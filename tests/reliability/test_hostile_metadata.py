@@ -10,15 +10,16 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from tests.reliability._mutate import CASE_SECONDS, alarm, check_case, mutate, seed_stores
+from tests.strategies import examples
 
 SEEDS = seed_stores()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@examples(3, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, len(SEEDS) - 1), rng_seed=st.integers(0, 2**32 - 1))
 def test_mutated_documents_fail_cleanly(seed: int, rng_seed: int) -> None:
     contents, key, path = SEEDS[seed]

@@ -25,6 +25,7 @@ from rectizarr.indexing import (
     coordinate_plan,
     orthogonal_plan,
 )
+from tests.strategies import numpy_basic, numpy_orthogonal
 
 FILL = -1  # chunk tails outside the extent
 UNSET = -7  # output slots no projection wrote
@@ -239,13 +240,6 @@ def values_for(shape: tuple[int, ...], seed: int = 0) -> npt.NDArray[np.int64]:
 DIMS2 = [FixedDim(3, 10), VaryingDim([2, 4, 5, 6], 7)]  # axis 1: rectilinear, edges overflow the extent
 
 
-def numpy_basic(sel: Any) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
-    def assign(a: Any, v: Any) -> None:
-        a[sel] = v
-
-    return (lambda a: a[sel]), assign
-
-
 BASIC = [
     3,
     -1,
@@ -289,37 +283,6 @@ def test_basic_matches_numpy(sel: Any) -> None:
     roundtrip(DIMS2, plan, select, assign, 5)
 
 
-def _ix(
-    sel: Sequence[Any], dims: Sequence[FixedDim]
-) -> tuple[tuple[npt.NDArray[np.int64], ...], tuple[int, ...]]:
-    """numpy's equivalent of an orthogonal selection: np.ix_ arrays and the result shape."""
-    sel = list(sel) + [slice(None)] * (len(dims) - len(sel))
-    arrays, final = [], []
-    for s, d in zip(sel, dims, strict=True):
-        if isinstance(s, slice):
-            a = np.arange(*s.indices(d.extent))
-        elif np.ndim(s) == 0:
-            a = np.array([s % d.extent])
-        else:
-            s = np.asarray(s)
-            a = np.flatnonzero(s) if s.dtype == bool else s.astype(np.int64)
-        arrays.append(a)
-        if isinstance(s, slice) or np.ndim(s):
-            final.append(a.size)
-    return np.ix_(*arrays), tuple(final)
-
-
-def numpy_orthogonal(
-    sel: Sequence[Any], dims: Sequence[FixedDim]
-) -> tuple[Callable[[Any], Any], Callable[[Any, Any], None]]:
-    ix, final = _ix(sel, dims)
-
-    def assign(a: Any, v: Any) -> None:
-        a[ix] = np.broadcast_to(v, final).reshape(a[ix].shape)
-
-    return (lambda a: a[ix].reshape(final + a.shape[len(dims) :])), assign
-
-
 ORTHO = [
     (),
     (3, 4),
@@ -336,7 +299,7 @@ ORTHO = [
 @pytest.mark.parametrize("sel", ORTHO, ids=repr)
 def test_orthogonal_matches_numpy(sel: Any) -> None:
     plan = orthogonal_plan(DIMS2, sel)
-    select, assign = numpy_orthogonal(sel, DIMS2)
+    select, assign = numpy_orthogonal(sel, [d.extent for d in DIMS2])
     roundtrip(DIMS2, plan, select, assign, values_for(plan.final_shape))
     roundtrip(DIMS2, plan, select, assign, 7)
 

@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
 import rectizarr.stores.local as local
 from rectizarr import tuning
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
+from tests.strategies import examples
 
 DATA = bytes(range(256)) * 40 + b"tail"  # 10244 bytes
 ZSTD_CHECKED = [{"name": "zstd", "configuration": {"level": 1, "checksum": True}}]
@@ -71,7 +72,7 @@ def test_slices_of_known_values(store: LocalStore) -> None:
     assert same_as_get(store, "dir/inner", None) == b"x"
 
 
-@settings(max_examples=40)
+@examples(0.8)
 @given(size=st.integers(0, 70_000), start=st.integers(0, 80_000), length=st.integers(0, 80_000) | st.none(),
        whole=st.booleans())
 def test_random_sizes_and_ranges(tmp_path_factory: pytest.TempPathFactory, size: int, start: int,

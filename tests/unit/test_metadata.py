@@ -10,11 +10,11 @@ from typing import Any
 import msgspec
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, decode_node, encode_node, node_to_json
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
+from tests.strategies import attribute_dicts, dimension_names, dtypes_with_fills, examples
 
 
 def doc(**over: Any) -> dict[str, Any]:
@@ -223,20 +223,12 @@ def test_million_edge_document_decodes_vectorised() -> None:
     assert dec(again).chunk_grid.grid_shape == (n, 2)
 
 
-json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.text(max_size=5),
-                         st.floats(allow_nan=False, allow_infinity=False))
-json_values = st.recursive(json_scalars, lambda c: st.one_of(st.lists(c, max_size=3),
-                                                             st.dictionaries(st.text(max_size=4), c, max_size=3)),
-                           max_leaves=10)
-
-
-@given(attrs=st.dictionaries(st.text(max_size=6), json_values, max_size=4),
-       names=st.one_of(st.none(), st.lists(st.one_of(st.none(), st.text(max_size=3)), min_size=2, max_size=2)),
-       dtype=st.sampled_from(["int8", "uint64", "float16", "float64", "complex128", "bool"]))
-@settings(max_examples=80, deadline=None)
-def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] | None, dtype: str) -> None:
-    d = doc(attributes=attrs, data_type=dtype, fill_value=[0, 0] if dtype.startswith("complex") else (
-        False if dtype == "bool" else 0))
+@given(attrs=attribute_dicts, names=dimension_names(2), dtype_fill=dtypes_with_fills())
+@examples(1.6)
+def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] | None,
+                                dtype_fill: tuple[str, Any]) -> None:
+    dtype, fill = dtype_fill
+    d = doc(attributes=attrs, data_type=dtype, fill_value=fill)
     if names is not None:
         d["dimension_names"] = names
     with warnings.catch_warnings():
@@ -244,4 +236,5 @@ def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] |
         meta = dec(d)
         again = dec(encode_node(meta))
     assert node_to_json(again) == node_to_json(meta)
+    assert node_to_json(meta)["fill_value"] == fill  # canonical fills are written back as they came
     assert again.attributes == attrs

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
@@ -17,6 +17,7 @@ import rectizarr.codecs.zstd as rzstd
 from rectizarr import tuning
 from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 from rectizarr.stores import LocalStore, MemoryStore
+from tests.strategies import basic_selections, coordinate_selections, examples, orthogonal_selections
 
 SHAPE = (20, 70, 200)
 LAYOUTS: dict[str, dict[str, Any]] = {  # decoded (inner) chunks of at least 64 KiB
@@ -68,21 +69,6 @@ def prefix_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[int, bo
 # ------------------------------------------------------------------------------------------ selections
 
 
-def slices(n: int) -> st.SearchStrategy[slice]:
-    bound = st.none() | st.integers(-n - 3, n + 3)
-    return st.builds(slice, bound, bound, st.none() | st.integers(-9, 9).filter(bool))
-
-
-def basic_axis(n: int) -> st.SearchStrategy[Any]:
-    return st.integers(-n, n - 1) | slices(n)
-
-
-def ortho_axis(n: int) -> st.SearchStrategy[Any]:
-    arrays = st.lists(st.integers(-n, n - 1), max_size=6).map(lambda v: np.array(v, dtype=np.int64))
-    masks = st.lists(st.booleans(), min_size=n, max_size=n).map(np.array)
-    return basic_axis(n) | arrays | masks
-
-
 def numpy_oindex(data: np.ndarray, sel: tuple[Any, ...]) -> np.ndarray:
     sel = sel + (slice(None),) * (data.ndim - len(sel))
     idx = [np.arange(n)[s] for s, n in zip(sel, data.shape, strict=True)]
@@ -90,38 +76,34 @@ def numpy_oindex(data: np.ndarray, sel: tuple[Any, ...]) -> np.ndarray:
     return out.reshape([np.size(i) for i, s in zip(idx, sel, strict=True) if np.ndim(i)])
 
 
-@st.composite
-def coordinates(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
-    shape = draw(st.sampled_from([(0,), (1,), (5,), (2, 3)]))
-    size = int(np.prod(shape))
-    rows = draw(st.integers(1, SHAPE[0]))  # often only the first rows of a chunk
-    return tuple(np.array(draw(st.lists(st.integers(-lim, lim - 1), min_size=size, max_size=size)),
-                          dtype=np.int64).reshape(shape)
-                 for lim in (rows, SHAPE[1], SHAPE[2]))
+def coordinates() -> st.SearchStrategy[tuple[np.ndarray, ...]]:
+    """Often only the first rows of a chunk."""
+    return st.integers(1, SHAPE[0]).flatmap(
+        lambda rows: coordinate_selections((rows, *SHAPE[1:]), full_masks=False, max_side=5))
 
 
-@settings(max_examples=25)
-@given(sel=st.tuples(*[basic_axis(n) for n in SHAPE]))
+@examples(0.5)
+@given(sel=basic_selections(SHAPE, advanced=False, ellipsis=False, newaxis=False))
 def test_basic_selections(array: tuple[Any, np.ndarray], sel: tuple[Any, ...]) -> None:
     a, data = array
     np.testing.assert_array_equal(a[sel], data[sel])
 
 
-@settings(max_examples=25)
-@given(sel=st.tuples(*[ortho_axis(n) for n in SHAPE]))
+@examples(0.5)
+@given(sel=orthogonal_selections(SHAPE, ellipsis=False))
 def test_orthogonal_selections(array: tuple[Any, np.ndarray], sel: tuple[Any, ...]) -> None:
     a, data = array
     np.testing.assert_array_equal(a.oindex[sel], numpy_oindex(data, sel))
 
 
-@settings(max_examples=25)
+@examples(0.5)
 @given(coords=coordinates())
 def test_coordinate_selections(array: tuple[Any, np.ndarray], coords: tuple[np.ndarray, ...]) -> None:
     a, data = array
     np.testing.assert_array_equal(a.vindex[coords], data[coords])
 
 
-@settings(max_examples=10)
+@examples(0.2)
 @given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, SHAPE[0]),
        density=st.sampled_from([0.0, 1e-4, 0.01]))
 def test_mask_selections(array: tuple[Any, np.ndarray], seed: int, rows: int, density: float) -> None:

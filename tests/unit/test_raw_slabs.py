@@ -5,7 +5,6 @@ handle goes the general way (a spy on ``read_raw_slabs`` shows which way each re
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 import threading
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
@@ -27,6 +26,7 @@ from rectizarr import tuning
 from rectizarr.errors import CodecError
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 from tests.refs import zarr_python
+from tests.strategies import basic_selections, examples
 
 RAW: dict[str, Any] = {"compressors": []}  # only the bytes codec, little-endian: raw chunks
 CASES: dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]] = {  # dtype, shape, chunks (edges overhang)
@@ -91,12 +91,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Array:  # read only
     return base(tmp_path_factory.mktemp("shared"))
 
 
-@functools.cache
 def selections(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[Any, ...]]:
     """Per axis an int or a slice of step None or 1 (bounds may be negative or out of range)."""
-    bounds = [st.none() | st.integers(-n - 2, n + 2) for n in shape]
-    return st.tuples(*[st.integers(-n, n - 1) | st.builds(slice, b, b, st.sampled_from([None, 1]))
-                       for n, b in zip(shape, bounds, strict=True)])
+    return basic_selections(shape, steps=st.sampled_from([None, 1]), advanced=False, ellipsis=False, newaxis=False)
 
 
 def slab_path(sel: tuple[Any, ...], a: Any) -> bool:
@@ -108,7 +105,7 @@ def slab_path(sel: tuple[Any, ...], a: Any) -> bool:
     return total >= 64
 
 
-@settings(max_examples=30, deadline=None)
+@examples(0.6)
 @given(data=st.data())
 def test_step1_blocks_equal_numpy(array: Array, data: st.DataObject) -> None:
     a, expected = array
@@ -261,7 +258,7 @@ def test_wrong_sizes_raise_naming_the_key(tmp_path: Path) -> None:
     assert calls == [True] * 2
 
 
-@settings(max_examples=30, deadline=None)
+@examples(0.6)
 @given(sizes=st.lists(st.tuples(st.integers(0, 300), st.integers(0, 300)), min_size=1, max_size=6))
 def test_read_into(tmp_path_factory: pytest.TempPathFactory, sizes: list[tuple[int, int]]) -> None:
     """Per key the bytes it has up to the view's size plus one, -1 when missing (or not a file)."""

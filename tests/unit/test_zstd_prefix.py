@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zstandard
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from numcodecs import Zstd
 
@@ -23,6 +23,7 @@ from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.errors import ChecksumError, CodecError
+from tests.strategies import examples
 
 BLOCK = 128 << 10  # zstd's largest block
 
@@ -80,7 +81,7 @@ def test_every_level(level: int) -> None:
         assert prefix_of(encoded, size) == raw[:size]
 
 
-@settings(max_examples=40)
+@examples(0.8)
 @given(n=st.integers(1, 3 * BLOCK), cut=st.floats(0, 1), level=st.sampled_from([-1, 1, 5]),
        alphabet=st.sampled_from([2, 16, 256]))
 def test_random_prefixes_and_truncations(n: int, cut: float, level: int, alphabet: int) -> None:
@@ -120,7 +121,6 @@ def test_hand_made_frames_without_and_with_content_size() -> None:
     assert prefix_of(lying, 2000) is None
 
 
-@settings(max_examples=50)
 @given(data=st.binary(max_size=300), size=st.integers(1, 5000))
 def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
@@ -130,7 +130,6 @@ def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
 
 
-@settings(max_examples=50)
 @given(pos=st.integers(0, 10**6), value=st.integers(0, 255), size=st.integers(1, 40000))
 def test_corrupted_frames_do_not_crash(pos: int, value: int, size: int) -> None:
     raw = payload(40000, seed=5)
@@ -224,7 +223,7 @@ def test_codec_decode_prefix_conditions() -> None:
         assert not ZstdCodec(1, False).decode_prefix(junk, full, 1000)
 
 
-@settings(max_examples=40)
+@examples(0.8)
 @given(size=st.integers(1, 3 * BLOCK), frac=st.floats(0, 1), level=st.sampled_from([-1, 1, 3]),
        alphabet=st.sampled_from([4, 256]))
 def test_prefix_into_a_whole_chunk_buffer(size: int, frac: float, level: int, alphabet: int) -> None:
@@ -353,7 +352,7 @@ def test_codec_decode_limited_without_a_declared_size() -> None:
             codec.decode_limited(junk, "c/4", len(raw))
 
 
-@settings(max_examples=60)
+@examples(1.2)
 @given(pos=st.integers(0, 10**6), value=st.integers(0, 255), cut=st.integers(0, 10**6))
 def test_corrupted_sizeless_frames_decode_or_are_refused(pos: int, value: int, cut: int) -> None:
     raw = payload(40000, seed=13)
