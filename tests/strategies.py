@@ -30,7 +30,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rectizarr.codecs import ChunkSpec
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.dtype import parse_data_type
 from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim

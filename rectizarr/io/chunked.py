@@ -54,6 +54,8 @@ class _Chunks:
 def read_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], coords: np.ndarray,
                  out: np.ndarray, t: Tuning) -> None:
     """Fill ``out`` with the chunks of ``projections`` (whose chunk coords are the rows of ``coords``)."""
+    if not projections:
+        return
     chunks = _Chunks(layout, plan, projections, coords, out, t)
     if layout.store.capabilities.low_latency:
         read_streamed(chunks)

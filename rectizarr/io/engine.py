@@ -28,21 +28,17 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""
     t = tuning.current()
     sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
-    if sparse is None and isinstance(layout, ChunkedLayout) and slabs.read_slabs(layout, plan, out, t):
-        return
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value
-        projections = sparse
-        coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(len(sparse), layout.grid.ndim)
-    else:
-        projections, coords = list(plan), plan.chunk_coords
-    if not projections:
-        return
     match layout:
         case ShardedLayout():
-            read_sharded(layout, plan, projections, out, t)
+            read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
-            read_chunked(layout, plan, projections, coords, out, t)
+            if sparse is None and not slabs.read_slabs(layout, plan, out, t):
+                read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)
+            elif sparse is not None:
+                coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(len(sparse), layout.grid.ndim)
+                read_chunked(layout, plan, sparse, coords, out, t)
         case _:
             assert_never(layout)
 

@@ -183,6 +183,8 @@ class _Read:
 def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProjection], out: np.ndarray,
                  t: Tuning) -> None:
     """Fill ``out`` with the inner chunks of ``projections``, choosing a strategy per group of shards."""
+    if not projections:
+        return
     r = _Read(layout, plan, out, t)
     shards = group_by_shard(layout, projections, t)
     # Large inner chunks of local data are read one by one, also from whole shards: one read of a
