@@ -7,7 +7,8 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, compress_rle
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
+from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
 from rectizarr.stores import Store
 
@@ -78,17 +79,32 @@ class Array(nodes.Node):
             workers=self._workers,
         )
 
-    def _replace_meta(self, **changes: Any) -> None:
+    @contextmanager
+    def _meta_update(self) -> Iterator[tuple[ArrayMeta, Callable[[ArrayMeta], None]]]:
+        """A read-modify-write of ``zarr.json``: yields the document as stored now, read again under its
+        lock (another handle, thread or process may have changed it), and a function that writes the new
+        one. Chunk writes may happen inside the block (metadata locks come before value locks)."""
         self._check_writable()
+        key = nodes.meta_key(self._path)
+        with self._lock, self._store.lock([key]):
+            fresh = nodes.read_meta(self._store, self._path)
+            if not isinstance(fresh, ArrayMeta):
+                raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more ({key!r} is a group)")
+            if fresh != self._meta:
+                self._set_meta(fresh)
+
+            def commit(meta: ArrayMeta) -> None:
+                nodes.write_meta(self._store, self._path, meta)
+                self._set_meta(meta, self._layout.pipeline if meta.codecs == self._meta.codecs
+                               and meta.chunk_grid == self._meta.chunk_grid else None)
+
+            yield self._meta, commit
+
+    def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
 
-        meta = msgspec.structs.replace(self._meta, **changes)
-        nodes.write_meta(self._store, self._path, meta)
-        self._set_meta(meta)
-
-    def _set_attributes(self, attrs: dict[str, Any]) -> None:
-        with self._lock:
-            self._replace_meta(attributes=attrs)
+        with self._meta_update() as (meta, commit):
+            commit(msgspec.structs.replace(meta, attributes=change(dict(meta.attributes))))
 
     # -------------------------------------------------------------------------------- properties
     @property
@@ -330,14 +346,19 @@ class Array(nodes.Node):
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
-        with self._lock:
-            policy = "new_chunk" if chunks is None else chunks
-            new_grid = self.grid.resize(new_shape, policy)  # type: ignore[arg-type]
-            build_pipeline(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
-                                "$.codecs")  # e.g. a new edge not divisible by the inner chunk
-            if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-                rio.delete_outside(self._layout, new_grid)
-            self._replace_meta(shape=new_shape, chunk_grid=new_grid)
+        with self._meta_update() as (_, commit):
+            self._resize(new_shape, chunks, commit)
+
+    def _resize(self, new_shape: Shape, chunks: Any, commit: Callable[[ArrayMeta], None]) -> None:
+        import msgspec
+
+        policy = "new_chunk" if chunks is None else chunks
+        new_grid = self.grid.resize(new_shape, policy)  # type: ignore[arg-type]
+        build_pipeline(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
+                       "$.codecs")  # e.g. a new edge not divisible by the inner chunk
+        if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
+            rio.delete_outside(self._layout, new_grid)
+        commit(msgspec.structs.replace(self._meta, shape=new_shape, chunk_grid=new_grid))
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:
         """Append ``data`` along ``axis`` (grows the array, then writes the new region)."""
@@ -347,21 +368,21 @@ class Array(nodes.Node):
         axis = axis + self.ndim if axis < 0 else axis
         if not 0 <= axis < self.ndim:
             raise SelectionError(f"axis {axis} is out of range for {self.ndim} dimensions")
-        if data.ndim != self.ndim or any(
-            d != s for i, (d, s) in enumerate(zip(data.shape, self.shape, strict=True)) if i != axis
-        ):
-            raise SelectionError(f"cannot append data of shape {data.shape} to an array of shape {self.shape} "
-                                 f"along axis {axis}")
-        old = self.shape[axis]
-        new_shape = list(self.shape)
-        new_shape[axis] = old + data.shape[axis]
         axis_chunks = None
         if chunks is not None:
             axis_chunks = [None] * self.ndim
             axis_chunks[axis] = chunks
-        self.resize(new_shape, chunks=axis_chunks)
-        region = tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))
-        self[region] = data
+        with self._meta_update() as (_, commit):  # the end as stored now; the data lands before others append
+            if data.ndim != self.ndim or any(
+                d != s for i, (d, s) in enumerate(zip(data.shape, self.shape, strict=True)) if i != axis
+            ):
+                raise SelectionError(f"cannot append data of shape {data.shape} to an array of shape "
+                                     f"{self.shape} along axis {axis}")
+            old = self.shape[axis]
+            new_shape = list(self.shape)
+            new_shape[axis] = old + data.shape[axis]
+            self._resize(tuple(new_shape), axis_chunks, commit)
+            self[tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))] = data
 
 
 def _has_ellipsis(selection: Any) -> bool:

@@ -9,7 +9,7 @@ re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never lea
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
@@ -49,14 +49,16 @@ class Group(nodes.Node):
         """The group's validated ``zarr.json`` (a :class:`~rectizarr.core.metadata.GroupMeta`)."""
         return self._meta
 
-    def _set_attributes(self, attrs: dict[str, Any]) -> None:
+    def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Apply ``change`` to the attributes as stored now, read again under the lock of ``zarr.json``."""
         self._check_writable()
-        fresh = nodes.read_meta(self._store, self._path)
-        if not isinstance(fresh, GroupMeta):
-            raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-        self._meta = GroupMeta(attributes=attrs, consolidated_metadata=fresh.consolidated_metadata,
-                               extra_fields=fresh.extra_fields)
-        nodes.write_meta(self._store, self._path, self._meta)
+        with self._store.lock([nodes.meta_key(self._path)]):
+            fresh = nodes.read_meta(self._store, self._path)
+            if not isinstance(fresh, GroupMeta):
+                raise NodeNotFoundError(f"{self.name!r} is no longer a group")
+            self._meta = GroupMeta(attributes=change(dict(fresh.attributes)),
+                                   consolidated_metadata=fresh.consolidated_metadata, extra_fields=fresh.extra_fields)
+            nodes.write_meta(self._store, self._path, self._meta)
 
     def _refresh(self) -> GroupMeta:
         meta = nodes.read_meta(self._store, self._path)

@@ -197,18 +197,19 @@ class Attributes(MutableMapping[str, Any]):
         self.update({key: value})
 
     def __delitem__(self, key: str) -> None:
-        attrs = self._get()
-        del attrs[key]
-        self._owner._set_attributes(attrs)
+        if key not in self._get():
+            raise KeyError(key)
+        self._owner._update_attributes(lambda attrs: {k: v for k, v in attrs.items() if k != key})
 
     def update(self, other: Any = (), /, **kwargs: Any) -> None:  # one metadata write for many keys
-        attrs = self._get()
-        attrs.update(dict(other, **kwargs))
-        self._owner._set_attributes(check_attributes(attrs))
+        """Set these keys, keeping the others as stored now (changes by other handles are merged)."""
+        changes = check_attributes(dict(other, **kwargs))
+        self._owner._update_attributes(lambda attrs: {**attrs, **changes})
 
     def put(self, attrs: Mapping[str, Any]) -> None:
         """Replace all attributes at once."""
-        self._owner._set_attributes(check_attributes(attrs))
+        new = check_attributes(attrs)
+        self._owner._update_attributes(lambda _: new)
 
     def asdict(self) -> dict[str, Any]:
         """A plain ``dict`` copy of the attributes."""

@@ -22,7 +22,7 @@ from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io.chunk import Data, Encoded, decode, decode_in_place, encode_and_commit, merge, paste
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import locks, pmap, workers_for
+from rectizarr.io.pool import pmap, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_chunked", "write_chunked"]
@@ -90,7 +90,7 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
     keys = list(by_key)
-    with locks.hold(layout.store, keys):
+    with layout.store.lock(keys):
         partial = [k for k in keys if not all(p.complete for p in by_key[k])]
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
 

@@ -1,19 +1,17 @@
-"""One process-wide thread pool (created on first use, running work in the caller's context so its
-:mod:`rectizarr.tuning` holds) and striped per-key locks; both are reset in a forked child."""
+"""One process-wide thread pool, created on first use (reset in a forked child), that runs work in the
+caller's context so its :mod:`rectizarr.tuning` holds; and how many threads a read or write uses."""
 
 from __future__ import annotations
 
 import contextvars
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
 from typing import TypeVar
 
 from rectizarr import tuning
 from rectizarr._util import default_workers
-from rectizarr.stores import Store
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -37,7 +35,6 @@ def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-base
     global _pool, _pool_lock
     _pool = None
     _pool_lock = threading.Lock()
-    locks.reset()
 
 
 def pool_size() -> int:
@@ -74,29 +71,6 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
     return out
 
 
-class _StripedLocks:
-    """Locks for read-modify-write of store keys inside this process (no lost writes between threads)."""
-
-    def __init__(self, n: int = 256) -> None:
-        self.n = n
-        self.reset()
-
-    def reset(self) -> None:
-        self._locks = [threading.Lock() for _ in range(self.n)]
-
-    @contextmanager
-    def hold(self, store: Store, keys: Iterable[str]) -> Iterator[None]:
-        """Hold the locks of ``keys`` of ``store``, taken in a fixed order, for a ``with`` block. Keys are
-        named by ``store.lock_identity``: separately opened store objects on the same data share them."""
-        held = [self._locks[s] for s in sorted({hash(store.lock_identity + k) % self.n for k in keys})]
-        with ExitStack() as stack:
-            for lock in held:
-                stack.enter_context(lock)
-            yield
-
-
-locks = _StripedLocks()
-"""The process-wide per-key locks of read-modify-writes."""
 
 
 if hasattr(os, "register_at_fork"):

@@ -31,7 +31,7 @@ from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste
 from rectizarr.io.layout import ShardedLayout
-from rectizarr.io.pool import locks, pmap, pool_size, workers_for
+from rectizarr.io.pool import pmap, pool_size, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["Shard", "fetch_indexes", "group_by_shard", "read_sharded", "write_sharded"]
@@ -314,7 +314,7 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
     written once, under its lock."""
     shards = group_by_shard(layout, projections, t)
-    with locks.hold(layout.store, [s.key for s in shards]):
+    with layout.store.lock([s.key for s in shards]):
         needs_read = [s for s in shards if not _replaced_whole(layout, s)]
         old = dict(zip([s.key for s in needs_read],
                        layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))

@@ -10,12 +10,14 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Self, TypeAlias
 from urllib.parse import unquote
 
 from rectizarr._util import is_int
 from rectizarr.errors import ReadOnlyError, StoreError
+from rectizarr.stores import locks
 
 __all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix"]
 
@@ -111,6 +113,7 @@ class Capabilities:
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
     conditional_writes: bool = False  # compare-and-swap writes on the version read (none yet: issue 16)
+    process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
@@ -257,6 +260,13 @@ class Store(ABC):
         ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
         ``key`` is not validated: it must come from a chunk key encoding."""
         return self._get_batch([(key, byte_range)])[0]
+
+    def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
+        """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread
+        of this process and, where ``capabilities.process_locks``, every process, whichever store object
+        they use on the same data. Re-read what you change inside the block. Do not take more locks inside
+        it (only keys already held), so that holds never wait on each other in a circle."""
+        return locks.hold(self.lock_identity, keys, self.capabilities.process_locks)
 
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """Read each key's value into the view beside it. Per key: the bytes it has up to the view's

@@ -233,7 +233,7 @@ class LocalStore(Store):
         return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
 
     capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
-                                consistent_listing=True)
+                                consistent_listing=True, process_locks=True)
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:

@@ -38,7 +38,7 @@ def test_capabilities_by_backend(tmp_path: Path) -> None:
     local, memory = LocalStore(tmp_path / "l"), MemoryStore()
     zipped = ZipStore(tmp_path / "z.zip", mode="w")
     remote = FsspecStore("memory://caps")
-    assert local.capabilities == Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
+    assert local.capabilities == Capabilities(low_latency=True, native_read_into=True, cheap_versions=True, process_locks=True,
                                               consistent_listing=True)
     assert memory.capabilities == Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
     assert zipped.capabilities == Capabilities(consistent_listing=True)
