@@ -86,7 +86,7 @@ class Array(nodes.Node):
         one. Chunk writes may happen inside the block (metadata locks come before value locks)."""
         self._check_writable()
         key = nodes.meta_key(self._path)
-        with self._lock, self._store.lock([key]):
+        with self._lock, nodes.locked(self._store, self._path):
             fresh = nodes.read_meta(self._store, self._path)
             if not isinstance(fresh, ArrayMeta):
                 raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more ({key!r} is a group)")
@@ -457,12 +457,13 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
     """Write a new array node (ancestors created as groups) and return it."""
     if store.read_only:
         raise ReadOnlyError("cannot create an array in a read-only store")
-    existing = nodes.try_read_meta(store, path) if not overwrite else None
-    if existing is not None or (not overwrite and store.exists(nodes.meta_key(path))):
-        raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
-    docs = nodes.AncestorDocs(store)
-    if overwrite:
-        nodes.delete_node(store, path, docs)
-    nodes.ensure_parents(store, path, docs)
-    nodes.write_meta(store, path, meta, docs)
+    with nodes.locked(store, path):
+        existing = nodes.try_read_meta(store, path) if not overwrite else None
+        if existing is not None or (not overwrite and store.exists(nodes.meta_key(path))):
+            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+        docs = nodes.AncestorDocs(store)
+        if overwrite:
+            nodes.delete_node(store, path, docs)
+        nodes.ensure_parents(store, path, docs)
+        nodes.write_meta(store, path, meta, docs)
     return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

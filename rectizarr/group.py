@@ -52,7 +52,7 @@ class Group(nodes.Node):
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """Apply ``change`` to the attributes as stored now, read again under the lock of ``zarr.json``."""
         self._check_writable()
-        with self._store.lock([nodes.meta_key(self._path)]):
+        with nodes.locked(self._store, self._path):
             fresh = nodes.read_meta(self._store, self._path)
             if not isinstance(fresh, GroupMeta):
                 raise NodeNotFoundError(f"{self.name!r} is no longer a group")
@@ -190,9 +190,10 @@ class Group(nodes.Node):
         self._check_writable()
         rel = nodes.normalize_path(name)
         path = nodes.join(self._path, rel)
-        if not self._store.exists(nodes.meta_key(path)):
-            raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")
-        nodes.delete_node(self._store, path)
+        with nodes.locked(self._store, path):
+            if not self._store.exists(nodes.meta_key(path)):
+                raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")
+            nodes.delete_node(self._store, path)
 
     __delitem__ = delete
 
@@ -250,14 +251,15 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
-    docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
-    if s.exists(nodes.meta_key(p)):
-        if not overwrite:
-            raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
-        nodes.delete_node(s, p, docs)
     meta = GroupMeta(attributes=check_attributes(attributes or {}))
-    nodes.ensure_parents(s, p, docs)
-    nodes.write_meta(s, p, meta, docs)
+    with nodes.locked(s, p):
+        docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
+        if s.exists(nodes.meta_key(p)):
+            if not overwrite:
+                raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
+            nodes.delete_node(s, p, docs)
+        nodes.ensure_parents(s, p, docs)
+        nodes.write_meta(s, p, meta, docs)
     return Group(s, p, meta)
 
 
@@ -285,6 +287,31 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
     s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
+    with nodes.locked(s, p):  # the group's document and its ancestors' (which may consolidate it)
+        new = _consolidated(s, p)
+        nodes.write_meta(s, p, new)
+    return Group(s, p, new)
+
+
+def open(
+    store: Any = None,
+    *,
+    path: str | None = None,
+    mode: str = "r+",
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> Any:
+    """Open the array or group at ``path``, dispatching on its ``node_type``."""
+    s = nodes.store_for(store, mode, storage_options)
+    p = nodes.normalize_path(path)
+    meta = nodes.read_meta(s, p)
+    if isinstance(meta, ArrayMeta):
+        return open_array(s, path=p, mode=mode, **kwargs)
+    return open_group(s, path=p, mode=mode, **kwargs)
+
+
+def _consolidated(s: Store, p: str) -> GroupMeta:
+    """The group at ``p`` with every descendant's document inline, as stored now."""
     meta = nodes.read_meta(s, p)
     if not isinstance(meta, GroupMeta):
         raise NodeNotFoundError(f"the node at {p or '/'!r} is an array; only groups consolidate")
@@ -307,22 +334,4 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
     new = GroupMeta(attributes=meta.attributes, extra_fields=meta.extra_fields,
                     consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered})
-    nodes.write_meta(s, p, new)
-    return Group(s, p, new)
-
-
-def open(
-    store: Any = None,
-    *,
-    path: str | None = None,
-    mode: str = "r+",
-    storage_options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
-    """Open the array or group at ``path``, dispatching on its ``node_type``."""
-    s = nodes.store_for(store, mode, storage_options)
-    p = nodes.normalize_path(path)
-    meta = nodes.read_meta(s, p)
-    if isinstance(meta, ArrayMeta):
-        return open_array(s, path=p, mode=mode, **kwargs)
-    return open_group(s, path=p, mode=mode, **kwargs)
+    return new

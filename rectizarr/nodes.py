@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from typing import Any
 
 from rectizarr.core.metadata import (
@@ -130,6 +131,12 @@ def ensure_parents(store: Store, path: str, docs: AncestorDocs | None = None) ->
         elif decode_node(existing, meta_key(parent)).__class__ is not GroupMeta:
             raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is an array, not a group")
     return docs
+
+
+def locked(store: Store, path: str) -> AbstractContextManager[None]:
+    """The locks of a node's ``zarr.json`` and its ancestors' (whose consolidated metadata a change of the
+    node rewrites), taken at once: hold them around any read-modify-write of node documents."""
+    return store.lock([meta_key(p) for p in (path, *parent_paths(path))])
 
 
 def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:

@@ -133,3 +133,49 @@ def test_processes_appending(tmp_path: Path) -> None:
     back = rectizarr.open_array(path, path="x", mode="r")
     assert back.shape == (workers * n, 3)  # 0 lost appends
     assert rows_of(back) == sorted(1000 * w + j for w in range(workers) for j in range(n))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_threads_creating_in_a_consolidated_group(tmp_path: Path, kind: str) -> None:
+    store = stores(tmp_path)[kind]
+    rectizarr.create_group(store)
+    rectizarr.consolidate_metadata(store)
+
+    def work(i: int) -> None:
+        rectizarr.open_group(store).create_array(f"a{i}", shape=(4,), dtype="i2", chunks=(2,))
+
+    run_threads(THREADS, work)
+    g = rectizarr.open_group(store)
+    assert sorted(g.keys()) == sorted(f"a{i}" for i in range(THREADS))  # 0 lost entries
+    assert all(g[f"a{i}"].shape == (4,) for i in range(THREADS))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_threads_writing_inner_chunks_of_one_shard(tmp_path: Path, kind: str) -> None:
+    store = stores(tmp_path)[kind]
+    rectizarr.create_array(store, name="x", shape=(8, 8), dtype="i4", chunks=(1, 2), shards=(8, 8), fill_value=0)
+
+    def work(i: int) -> None:  # row i: the thread's own inner chunks, all in the one shard
+        mine = rectizarr.open_array(store, path="x")
+        for j in range(8):
+            mine[i, j] = 10 * i + j + 1
+
+    run_threads(THREADS, work)
+    back = rectizarr.open_array(store, path="x", mode="r")[...]
+    assert back.tolist() == [[10 * i + j + 1 for j in range(8)] for i in range(THREADS)]  # 0 lost, 0 wrong
+
+
+def _write_cells(path: str, worker: int) -> None:
+    a = rectizarr.open_array(path, path="x")
+    for j in range(8):
+        a[worker, j] = 10 * worker + j + 1  # row `worker`: its own inner chunks, all in one shard
+
+
+def test_processes_writing_inner_chunks_of_one_shard(tmp_path: Path) -> None:
+    path = str(tmp_path / "s")
+    rectizarr.create_array(path, name="x", shape=(4, 8), dtype="i4", chunks=(1, 2), shards=(4, 8), fill_value=0)
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for f in [pool.submit(_write_cells, path, w) for w in range(4)]:
+            f.result(timeout=120)
+    back = rectizarr.open_array(path, path="x", mode="r")[...]
+    assert back.tolist() == [[10 * w + j + 1 for j in range(8)] for w in range(4)]  # 0 lost, 0 wrong
