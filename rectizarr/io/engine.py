@@ -84,8 +84,9 @@ def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
             continue
         rplan = orthogonal_plan(layout.dims, clipped)
         data = np.empty(rplan.shape, layout.dtype)
-        read(layout, rplan, data)
-        write(new_layout, orthogonal_plan(new_layout.dims, clipped), data)  # complete: no old value is read
+        with layout.store.lock([layout.key(coords)]):  # no write to the chunk between reading and rewriting
+            read(layout, rplan, data)
+            write(new_layout, orthogonal_plan(new_layout.dims, clipped), data)  # complete: no old value read
 
 
 def nbytes_stored(layout: Layout) -> tuple[int, int]:

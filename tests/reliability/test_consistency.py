@@ -98,7 +98,7 @@ def test_shrink_racing_a_write(tmp_path: Path, kind: str) -> None:
     lost = 0
     for trial in range(40):
         store = stores(tmp_path / str(trial))[kind]
-        a = rectizarr.create_array(store, name="x", shape=(1000,), dtype="i4", chunks=(64,), fill_value=0)
+        a = rectizarr.create_array(store, name="x", shape=(1000,), dtype="i4", chunks=(1000,), fill_value=0)
         a[...] = 1
         writer = rectizarr.open_array(store, path="x")
         value = np.arange(100, 110, dtype="i4")
