@@ -1,5 +1,5 @@
-"""The process-wide LRU of decoded shard indexes, each served only at the version it was read at (stores
-whose versions cost a request are invalidated only by our own writes, until issue 16's conditional reads)."""
+"""The process-wide LRU of decoded shard indexes, each served only at the version it was read at. Only
+stores whose versions are cheap to check (local files, memory) cache indexes (see ``sharded.fetch_indexes``)."""
 
 from __future__ import annotations
 

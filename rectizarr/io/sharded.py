@@ -107,13 +107,14 @@ def _shard_rows(layout: ShardedLayout, projections: list[ChunkProjection]) -> tu
 
 def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> dict[str, ShardIndex | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses. On stores with cheap versions a cached index is used only at the shard's current version."""
+    misses. Only stores with cheap versions cache indexes, each used only at the shard's current version;
+    elsewhere (S3, HTTP) another writer may rewrite a shard at any time, so its index is read every time."""
     out: dict[str, ShardIndex | None] = {}
     misses: list[tuple[Shard, Hashable]] = []
     cheap = layout.store.capabilities.cheap_versions
     for s in shards:
         version = layout.store.version(s.key) if cheap else 0
-        idx = None if version is None else index_cache().get(layout.store, s.key, version)
+        idx = None if version is None or not cheap else index_cache().get(layout.store, s.key, version)
         if version is None:
             out[s.key] = None
         elif idx is not None:
@@ -130,7 +131,8 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> dict[str, Shard
             continue
         size = layout.store.getsize(s.key) if sharding.index_location == "start" else None
         idx = out[s.key] = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
-        index_cache().put(layout.store, s.key, version, idx)
+        if cheap:
+            index_cache().put(layout.store, s.key, version, idx)
     return out
 
 

@@ -179,3 +179,22 @@ def test_processes_writing_inner_chunks_of_one_shard(tmp_path: Path) -> None:
             f.result(timeout=120)
     back = rectizarr.open_array(path, path="x", mode="r")[...]
     assert back.tolist() == [[10 * w + j + 1 for j in range(8)] for w in range(4)]  # 0 lost, 0 wrong
+
+
+def test_a_cached_remote_reader_never_reads_another_chunk(s3_store: Any) -> None:
+    """A reader keeps its handle on S3 while another client rewrites the shard (inner chunks moved): its
+    next read returns the new values, never the bytes of a different inner chunk."""
+    from rectizarr.stores import FsspecStore
+
+    other = FsspecStore(s3_store.fs, path=s3_store.root)  # a second client of the same bucket path
+    shape, kw = (32, 8), {"dtype": "i4", "chunks": (8, 8), "shards": (32, 8), "fill_value": 0}
+    first = np.arange(32 * 8, dtype="i4").reshape(shape)
+    rectizarr.create_array(s3_store, name="x", shape=shape, **kw)[...] = first
+    reader = rectizarr.open_array(s3_store, path="x", mode="r")
+    assert np.array_equal(reader[0:8], first[0:8])
+    second = -first
+    second[0:8] = 7  # a repeating chunk compresses differently: every later inner chunk moves
+    writer = rectizarr.open_array(other, path="x")
+    writer[...] = second
+    assert np.array_equal(reader[8:16], second[8:16])
+    assert np.array_equal(reader[...], second)
