@@ -55,6 +55,7 @@ class Array(nodes.Node):
         self._workers = workers
         self._lock = threading.RLock()
         self._set_meta(meta, pipeline)
+        self._meta_version = self._stored_version()
 
     # ------------------------------------------------------------------------------------ metadata
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
@@ -79,6 +80,24 @@ class Array(nodes.Node):
             workers=self._workers,
         )
 
+    def _stored_version(self) -> Any:
+        """The version of ``zarr.json`` where versions are cheap to check; None elsewhere (not checked)."""
+        if not self._store.capabilities.cheap_versions:
+            return None
+        return self._store.version(nodes.meta_key(self._path))
+
+    def _revalidate(self) -> None:
+        """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
+        (one version check, where versions are cheap: local files, memory)."""
+        version = self._stored_version()
+        if version != self._meta_version:
+            with self._lock:
+                fresh = nodes.read_meta(self._store, self._path)
+                if not isinstance(fresh, ArrayMeta):
+                    raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more (it is a group)")
+                self._meta_version = version
+                self._set_meta(fresh)
+
     @contextmanager
     def _meta_update(self) -> Iterator[tuple[ArrayMeta, Callable[[ArrayMeta], None]]]:
         """A read-modify-write of ``zarr.json``: yields the document as stored now, read again under its
@@ -92,11 +111,13 @@ class Array(nodes.Node):
                 raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more ({key!r} is a group)")
             if fresh != self._meta:
                 self._set_meta(fresh)
+            self._meta_version = self._stored_version()
 
             def commit(meta: ArrayMeta) -> None:
                 nodes.write_meta(self._store, self._path, meta)
                 self._set_meta(meta, self._layout.pipeline if meta.codecs == self._meta.codecs
                                and meta.chunk_grid == self._meta.chunk_grid else None)
+                self._meta_version = self._stored_version()
 
             yield self._meta, commit
 
@@ -236,6 +257,7 @@ class Array(nodes.Node):
 
     # ------------------------------------------------------------------------------- selections
     def _plan(self, kind: str, selection: Any) -> Plan:
+        self._revalidate()
         dims = self._layout.dims
         if kind == "basic":
             sel = selection if isinstance(selection, tuple) else (selection,)

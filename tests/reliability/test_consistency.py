@@ -198,3 +198,18 @@ def test_a_cached_remote_reader_never_reads_another_chunk(s3_store: Any) -> None
     writer[...] = second
     assert np.array_equal(reader[8:16], second[8:16])
     assert np.array_equal(reader[...], second)
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
+def test_a_handle_takes_up_another_handles_changes(tmp_path: Path, kind: str) -> None:
+    store = stores(tmp_path)[kind]
+    one = rectizarr.create_array(store, name="x", shape=(10,), dtype="i4", chunks=(4,), fill_value=0)
+    two = rectizarr.open_array(store, path="x")
+    one[...] = np.arange(10)
+    one.resize((4,))
+    with pytest.raises(IndexError):  # two knew a shape of 10: it now sees 4
+        two[8] = 99
+    one.resize((10,))
+    assert rectizarr.open_array(store, path="x")[...].tolist() == [0, 1, 2, 3] + [0] * 6  # nothing came back
+    one.append(np.array([5, 6], "i4"))
+    assert two[...].tolist() == [0, 1, 2, 3] + [0] * 6 + [5, 6] and two.shape == (12,)
