@@ -5,6 +5,7 @@ Each test counts lost updates and wrong values; the bar is 0 of each."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -213,3 +214,38 @@ def test_a_handle_takes_up_another_handles_changes(tmp_path: Path, kind: str) ->
     assert rectizarr.open_array(store, path="x")[...].tolist() == [0, 1, 2, 3] + [0] * 6  # nothing came back
     one.append(np.array([5, 6], "i4"))
     assert two[...].tolist() == [0, 1, 2, 3] + [0] * 6 + [5, 6] and two.shape == (12,)
+
+
+def _hold_forever(path: str, ready: str) -> None:
+    store = LocalStore(path)
+    with store.lock(["x/zarr.json", "x/c/0"]):
+        Path(ready).write_text("held")
+        threading.Event().wait(120)
+
+
+def test_a_killed_holder_never_blocks_the_others(tmp_path: Path) -> None:
+    import signal
+
+    path, ready = str(tmp_path / "s"), tmp_path / "ready"
+    a = rectizarr.create_array(path, name="x", shape=(4,), dtype="i4", chunks=(4,), fill_value=0)
+    proc = multiprocessing.get_context("spawn").Process(target=_hold_forever, args=(path, str(ready)))
+    proc.start()
+    for _ in range(600):  # up to 60 s for the child to start and take the locks
+        if ready.exists() or not proc.is_alive():
+            break
+        threading.Event().wait(0.1)
+    assert ready.exists()
+    done = threading.Event()
+
+    def append() -> None:
+        a.append(np.array([1, 2], "i4"))  # needs both locks the child holds
+        done.set()
+
+    t = threading.Thread(target=append)
+    t.start()
+    assert not done.wait(0.5)  # blocked while the child lives
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(30)
+    assert done.wait(30)  # the OS released the child's locks
+    t.join()
+    assert rectizarr.open_array(path, path="x").shape == (6,)
