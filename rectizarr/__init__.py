@@ -16,6 +16,7 @@ from rectizarr.array import Array
 from rectizarr.errors import (
     ChecksumError,
     CodecError,
+    ConflictError,
     LenientMetadataWarning,
     MetadataError,
     NodeExistsError,
@@ -53,6 +54,7 @@ def __getattr__(name: str) -> Any:  # the dask integration and fsspec are import
 __all__ = [
     "Array",
     "ChecksumError",
+    "ConflictError",
     "CodecError",
     "FsspecStore",
     "Group",

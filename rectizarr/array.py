@@ -7,8 +7,7 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,34 +97,41 @@ class Array(nodes.Node):
                 self._meta_version = version
                 self._set_meta(fresh)
 
-    @contextmanager
-    def _meta_update(self) -> Iterator[tuple[ArrayMeta, Callable[[ArrayMeta], None]]]:
-        """A read-modify-write of ``zarr.json``: yields the document as stored now, read again under its
-        lock (another handle, thread or process may have changed it), and a function that writes the new
-        one. Chunk writes may happen inside the block (metadata locks come before value locks)."""
+    def _take_up(self, stored: Any) -> ArrayMeta:
+        """Make ``stored`` (a document just read) the handle's metadata, if it changed."""
+        if not isinstance(stored, ArrayMeta):
+            raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more")
+        if stored != self._meta:
+            self._set_meta(stored)
+        return self._meta
+
+    def _change_meta(self, change: Callable[[ArrayMeta], ArrayMeta],
+                     then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None) -> None:
+        """A read-modify-write of ``zarr.json`` (:func:`nodes.update_meta`): ``change`` maps the document
+        as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
+        after it is written (a shrink's clean-up, an append's data)."""
         self._check_writable()
-        key = nodes.meta_key(self._path)
-        with self._lock, nodes.locked(self._store, self._path):
-            fresh = nodes.read_meta(self._store, self._path)
-            if not isinstance(fresh, ArrayMeta):
-                raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more ({key!r} is a group)")
-            if fresh != self._meta:
-                self._set_meta(fresh)
+        before: list[rio.Layout] = []
+
+        def apply(stored: Any) -> Any:
+            meta = self._take_up(stored)
+            before[:] = [self._layout]
+            return change(meta)
+
+        def after(old: Any, new: Any) -> None:
+            self._set_meta(new, self._layout.pipeline if new.codecs == self._meta.codecs
+                           and new.chunk_grid == self._meta.chunk_grid else None)
             self._meta_version = self._stored_version()
+            if then is not None:
+                then(before[0], old, new)
 
-            def commit(meta: ArrayMeta) -> None:
-                nodes.write_meta(self._store, self._path, meta)
-                self._set_meta(meta, self._layout.pipeline if meta.codecs == self._meta.codecs
-                               and meta.chunk_grid == self._meta.chunk_grid else None)
-                self._meta_version = self._stored_version()
-
-            yield self._meta, commit
+        with self._lock:
+            nodes.update_meta(self._store, self._path, apply, after)
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
 
-        with self._meta_update() as (meta, commit):
-            commit(msgspec.structs.replace(meta, attributes=change(dict(meta.attributes))))
+        self._change_meta(lambda m: msgspec.structs.replace(m, attributes=change(dict(m.attributes))))
 
     # -------------------------------------------------------------------------------- properties
     @property
@@ -368,19 +374,7 @@ class Array(nodes.Node):
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
-        with self._meta_update() as (_, commit):
-            self._resize(new_shape, chunks, commit)
-
-    def _resize(self, new_shape: Shape, chunks: Any, commit: Callable[[ArrayMeta], None]) -> None:
-        import msgspec
-
-        policy = "new_chunk" if chunks is None else chunks
-        new_grid = self.grid.resize(new_shape, policy)  # type: ignore[arg-type]
-        build_pipeline(self._meta.codecs, self.dtype, [d.unique_edges() for d in new_grid.dims],
-                       "$.codecs")  # e.g. a new edge not divisible by the inner chunk
-        if any(n < o for n, o in zip(new_shape, self.shape, strict=True)):
-            rio.delete_outside(self._layout, new_grid)
-        commit(msgspec.structs.replace(self._meta, shape=new_shape, chunk_grid=new_grid))
+        self._change_meta(lambda m: _resized(m, new_shape, chunks), _clean_up_shrink)
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:
         """Append ``data`` along ``axis`` (grows the array, then writes the new region)."""
@@ -394,17 +388,37 @@ class Array(nodes.Node):
         if chunks is not None:
             axis_chunks = [None] * self.ndim
             axis_chunks[axis] = chunks
-        with self._meta_update() as (_, commit):  # the end as stored now; the data lands before others append
-            if data.ndim != self.ndim or any(
-                d != s for i, (d, s) in enumerate(zip(data.shape, self.shape, strict=True)) if i != axis
+
+        def grow(m: ArrayMeta) -> ArrayMeta:  # from the end as stored now
+            if data.ndim != len(m.shape) or any(
+                d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
             ):
                 raise SelectionError(f"cannot append data of shape {data.shape} to an array of shape "
-                                     f"{self.shape} along axis {axis}")
-            old = self.shape[axis]
-            new_shape = list(self.shape)
-            new_shape[axis] = old + data.shape[axis]
-            self._resize(tuple(new_shape), axis_chunks, commit)
-            self[tuple(slice(old, None) if i == axis else slice(None) for i in range(self.ndim))] = data
+                                     f"{m.shape} along axis {axis}")
+            return _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
+                            axis_chunks)
+
+        def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for this append
+            self[tuple(slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
+                       for i in range(self.ndim))] = data
+
+        self._change_meta(grow, write)
+
+
+def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
+    """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
+    import msgspec
+
+    new_grid = meta.chunk_grid.resize(new_shape, "new_chunk" if chunks is None else chunks)
+    build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims],
+                   "$.codecs")  # e.g. a new edge not divisible by the inner chunk
+    return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
+
+
+def _clean_up_shrink(old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
+    """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent."""
+    if any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
+        rio.delete_outside(old_layout, new.chunk_grid)
 
 
 def _has_ellipsis(selection: Any) -> bool:

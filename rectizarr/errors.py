@@ -13,6 +13,7 @@ keep working::
      +- StoreError(RectizarrError, OSError)            invalid key, escape attempt, backend failure
      +- CodecError(RectizarrError)                     corrupt or undecodable chunk; names the store key
      |   +- ChecksumError(CodecError)
+     +- ConflictError(RectizarrError)                  a read-modify-write lost to other writers every retry
      +- SelectionError(RectizarrError, IndexError)
 
 A missing chunk is never an error: it reads as the fill value.
@@ -23,6 +24,7 @@ from __future__ import annotations
 __all__ = [
     "ChecksumError",
     "CodecError",
+    "ConflictError",
     "LenientMetadataWarning",
     "MetadataError",
     "NodeExistsError",
@@ -99,6 +101,10 @@ class CodecError(RectizarrError):
     def with_key(self, key: str) -> CodecError:
         """The same error (same class, message and codec) naming the store key of the chunk."""
         return type(self)(self.message, key=key, codec=self.codec)
+
+
+class ConflictError(RectizarrError):
+    """A read-modify-write kept losing to other writers (conditional writes failed every retry)."""
 
 
 class ChecksumError(CodecError):

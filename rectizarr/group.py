@@ -50,15 +50,16 @@ class Group(nodes.Node):
         return self._meta
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        """Apply ``change`` to the attributes as stored now, read again under the lock of ``zarr.json``."""
+        """Apply ``change`` to the attributes as stored now (:func:`nodes.update_meta`)."""
         self._check_writable()
-        with nodes.locked(self._store, self._path):
-            fresh = nodes.read_meta(self._store, self._path)
+
+        def apply(fresh: Any) -> GroupMeta:
             if not isinstance(fresh, GroupMeta):
                 raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-            self._meta = GroupMeta(attributes=change(dict(fresh.attributes)),
-                                   consolidated_metadata=fresh.consolidated_metadata, extra_fields=fresh.extra_fields)
-            nodes.write_meta(self._store, self._path, self._meta)
+            return GroupMeta(attributes=change(dict(fresh.attributes)),
+                             consolidated_metadata=fresh.consolidated_metadata, extra_fields=fresh.extra_fields)
+
+        self._meta = nodes.update_meta(self._store, self._path, apply)  # type: ignore[assignment]
 
     def _refresh(self) -> GroupMeta:
         meta = nodes.read_meta(self._store, self._path)

@@ -9,10 +9,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rectizarr import tuning
 from rectizarr.core.metadata import (
     GroupMeta,
     NodeMeta,
@@ -21,7 +22,7 @@ from rectizarr.core.metadata import (
     encode_json,
     node_to_json,
 )
-from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
+from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
 from rectizarr.stores import Store, open_store
 
 META = "zarr.json"
@@ -144,6 +145,35 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
     doc = node_to_json(meta)
     store.set(meta_key(path), encode_json(doc))
     _refresh_consolidated(store, path, doc, docs)
+
+
+def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
+                then: Callable[[NodeMeta | None, NodeMeta], None] | None = None) -> NodeMeta:
+    """A read-modify-write of a node's ``zarr.json``: ``change`` maps the document as stored now (None:
+    missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
+    document's locks where the store has no conditional writes (``then`` inside them); else a conditional
+    write, re-read and re-applied on conflict (``change`` may run again; ``then`` runs once, after it)."""
+    key = meta_key(path)
+    if not store.capabilities.conditional_writes:
+        with locked(store, path):
+            old = try_read_meta(store, path)
+            new = change(old)
+            write_meta(store, path, new)
+            if then is not None:
+                then(old, new)
+            return new
+    for _ in range(tuning.current().conflict_retries):
+        data, version = store.get_versioned(key)
+        old = None if data is None else decode_node(data, key)
+        new = change(old)
+        doc = node_to_json(new)
+        if store.set_if(key, encode_json(doc), version):
+            _refresh_consolidated(store, path, doc)
+            if then is not None:
+                then(old, new)
+            return new
+    raise ConflictError(f"{key!r} was changed by other writers during each of "
+                        f"{tuning.current().conflict_retries} attempts to update it; try again")
 
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:

@@ -59,6 +59,8 @@ class Tuning:
     """Shard size from which a shard is assembled in a NumPy buffer instead of joined bytes [W1 sharded]."""
     transient_max_bytes: int = 16 * MiB
     """Largest value a local read puts in its thread's reused buffer (fresh memory costs 4x) [R1, L1]."""
+    conflict_retries: int = 16
+    """Conditional writes of a document (S3) re-read and re-applied this often before a ConflictError."""
     bincount_edges: int = 4096
     """Edges of a rectilinear axis from which distinct edges are counted, not sorted: 5x faster [M2]."""
 

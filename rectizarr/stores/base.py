@@ -112,7 +112,7 @@ class Capabilities:
     native_read_into: bool = False  # read_into() fills the caller's buffers directly (else copies from get)
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
-    conditional_writes: bool = False  # compare-and-swap writes on the version read (none yet: issue 16)
+    conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
 
 
@@ -260,6 +260,24 @@ class Store(ABC):
         ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
         ``key`` is not validated: it must come from a chunk key encoding."""
         return self._get_batch([(key, byte_range)])[0]
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
+        """The value of ``key`` and the version it was read at (for :meth:`set_if`); ``(None, None)`` when
+        the key is missing."""
+        with self.lock([key]):
+            return self.get(key), self.version(key)
+
+    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        """Store ``value`` only if ``key`` is still at ``version`` (None: only if it does not exist); False,
+        writing nothing, when it is not. A compare-and-swap among all users of :meth:`lock` (the backend's
+        own where ``capabilities.conditional_writes``)."""
+        validate_key(key)
+        self._check_writable("set")
+        with self.lock([key]):
+            if self.version(key) != version:
+                return False
+            self._set_batch({key: value})
+            return True
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread

@@ -13,7 +13,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Store
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key
 
 __all__ = ["FsspecStore"]
 
@@ -64,6 +64,8 @@ class FsspecStore(Store):
             raise StoreError(f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem")
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         self._urls = bool(protocols & _URL_PROTOCOLS)  # keys travel percent-encoded in URL paths
+        if protocols & {"s3", "s3a"} and hasattr(fs, "call_s3"):  # S3 (and the moto server): If-Match writes
+            self.capabilities = Capabilities(conditional_writes=True)
         super().__init__(
             read_only=read_only or self._urls,
             coalesce_gap=coalesce_gap,
@@ -187,6 +189,37 @@ class FsspecStore(Store):
         return names
 
     # ---- writes --------------------------------------------------------------------------------------
+
+    def _s3_path(self, key: str) -> tuple[str, str]:
+        bucket, _, name = self.fs._strip_protocol(self._full(key)).partition("/")
+        return bucket, name
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
+        if not self.capabilities.conditional_writes:
+            return super().get_versioned(key)
+        try:  # the ETag first: a value newer than it only makes the conditional write fail and retry
+            etag = self.fs.info(self._full(validate_key(key)), refresh=True)["ETag"]
+        except FileNotFoundError:
+            return None, None
+        data = self.get(key)
+        return (None, None) if data is None else (data, etag)
+
+    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        if not self.capabilities.conditional_writes:
+            return super().set_if(key, value, version)
+        validate_key(key)
+        self._check_writable("set")
+        bucket, name = self._s3_path(key)
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        try:
+            self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value), **condition)
+        except OSError as exc:  # s3fs: FileExistsError (If-None-Match), EINVAL "pre-conditions" (If-Match)
+            if isinstance(exc, FileExistsError) or "pre-condition" in str(exc):
+                return False
+            raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
+        self.fs.invalidate_cache(self._full(key))
+        self._writes[key] = next(self._counter)
+        return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}

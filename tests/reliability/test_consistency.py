@@ -249,3 +249,45 @@ def test_a_killed_holder_never_blocks_the_others(tmp_path: Path) -> None:
     assert done.wait(30)  # the OS released the child's locks
     t.join()
     assert rectizarr.open_array(path, path="x").shape == (6,)
+
+
+# ------------------------------------------------------------------ S3: conditional writes (moto server)
+
+
+def test_threads_appending_on_s3(s3_store: Any) -> None:
+    assert s3_store.capabilities.conditional_writes
+    a = rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
+
+    def work(i: int) -> None:
+        mine = rectizarr.open_array(s3_store, path="x")
+        for j in range(3):
+            mine.append(np.full((1, 2), 10 * i + j, "i4"))
+        mine.attrs[f"k{i}"] = i
+
+    run_threads(4, work)
+    back = rectizarr.open_array(s3_store, path="x", mode="r")
+    assert back.shape == (12, 2)  # 0 lost appends
+    assert rows_of(back) == sorted(10 * i + j for i in range(4) for j in range(3))
+    assert dict(back.attrs) == {f"k{i}": i for i in range(4)}  # 0 lost attributes
+    assert a.shape == (0, 2)  # the first handle has not been asked anything since
+
+
+def test_conflicts_end_in_conflict_error(s3_store: Any) -> None:
+    from dataclasses import replace
+
+    from rectizarr import tuning
+    from rectizarr.errors import ConflictError
+
+    a = rectizarr.create_array(s3_store, name="x", shape=(4,), dtype="i4", chunks=(2,))
+    other = rectizarr.open_array(s3_store, path="x")
+    calls = 0
+
+    def meddle(attrs: dict[str, Any]) -> dict[str, Any]:  # another writer wins every round
+        nonlocal calls
+        calls += 1
+        other.attrs[f"other{calls}"] = calls
+        return {**attrs, "mine": 1}
+
+    with tuning.use(replace(tuning.current(), conflict_retries=3)), pytest.raises(ConflictError, match=r"x/zarr\.json"):
+        a._update_attributes(meddle)
+    assert calls == 3 and "mine" not in rectizarr.open_array(s3_store, path="x").attrs

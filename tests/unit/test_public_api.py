@@ -12,7 +12,7 @@ import rectizarr.errors as errors
 PKG = pathlib.Path(rectizarr.__file__).parent
 
 EXPECTED_ALL = {
-    "Array", "ChecksumError", "CodecError", "FsspecStore", "Group", "LenientMetadataWarning", "LocalStore",
+    "Array", "ChecksumError", "CodecError", "ConflictError", "FsspecStore", "Group", "LenientMetadataWarning", "LocalStore",
     "MemoryStore", "MetadataError", "NodeExistsError", "NodeNotFoundError", "ReadOnlyError", "RectizarrError",
     "SelectionError", "Store", "StoreError", "UnsupportedError", "ZipStore", "__version__",
     "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
@@ -28,7 +28,7 @@ def test_all_is_pinned() -> None:
 
 def test_error_tree() -> None:
     assert set(errors.__all__) == {
-        "ChecksumError", "CodecError", "LenientMetadataWarning", "MetadataError", "NodeExistsError",
+        "ChecksumError", "CodecError", "ConflictError", "LenientMetadataWarning", "MetadataError", "NodeExistsError",
         "NodeNotFoundError", "ReadOnlyError", "RectizarrError", "SelectionError", "StoreError",
         "UnsupportedError",
     }
