@@ -33,6 +33,7 @@ __all__ = [
     "Dim",
     "FixedDim",
     "ResizePolicy",
+    "Runs",
     "VaryingDim",
     "as_extents",
     "check_edge_count",
@@ -41,15 +42,24 @@ __all__ = [
     "edge_array",
     "expand_rle",
     "positive_int",
+    "runs_of",
 ]
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
 ResizePolicy: TypeAlias = Literal["new_chunk", "repeat"]
+Runs: TypeAlias = tuple[tuple[int, int], ...]  # (value, count) pairs
 AxisResizePolicy: TypeAlias = ResizePolicy | Sequence[int] | npt.NDArray[np.integer[Any]] | None
 
 INT64_MAX = 2**63 - 1
 MAX_EDGES = 10**8  # explicit edges per dimension (800 MB as int64)
 _RESIZE_POLICIES = ("new_chunk", "repeat")
+
+
+def _listable(n: int) -> int:
+    """``n`` when that many chunks along one axis can be listed one by one, else ``UnsupportedError``."""
+    if n > MAX_EDGES:
+        raise UnsupportedError(f"{n} chunks along one axis are too many to list one by one (at most {MAX_EDGES})")
+    return n
 
 
 def _chunk(i: int, stop: int, what: str = "chunk index") -> int:
@@ -133,7 +143,15 @@ class FixedDim:
         return np.array([self.size], dtype=np.int64)
 
     def data_lens(self) -> tuple[int, ...]:
-        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
+        return tuple(self.data_lens_of(np.arange(_listable(self.nchunks))).tolist())
+
+    def data_len_runs(self) -> Runs:
+        """``(data_len, count)`` runs of the chunks in order, in O(1) whatever the chunk count."""
+        n = self.nchunks
+        last = self.data_len(n - 1) if n else self.size
+        if last == self.size:
+            return ((self.size, n),) if n else ()
+        return ((self.size, n - 1), (last, 1)) if n > 1 else ((last, 1),)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -216,6 +234,10 @@ class VaryingDim:
 
     def data_lens(self) -> tuple[int, ...]:
         return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
+
+    def data_len_runs(self) -> Runs:
+        """``(data_len, count)`` runs of the chunks in order."""
+        return runs_of(self.data_lens_of(np.arange(self.nchunks)))
 
 
 Dim: TypeAlias = FixedDim | VaryingDim
@@ -426,14 +448,21 @@ def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
     return np.repeat(values, counts)
 
 
+def runs_of(values: npt.ArrayLike) -> Runs:
+    """``(value, count)`` runs of equal neighbours."""
+    a = np.asarray(values, dtype=np.int64)
+    if a.size == 0:
+        return ()
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    counts = np.diff(np.append(starts, a.size)).tolist()
+    return tuple(zip(a[starts].tolist(), counts, strict=True))
+
+
 def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
     """Edges as written to JSON: ``[edge, count]`` runs (runs of 1 as bare ints) when that is shorter
     than the plain list, else the plain list."""
     a = np.asarray(edges, dtype=np.int64)
-    if a.size == 0:
-        return []
-    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
-    if starts.size == a.size:
+    runs = runs_of(a)
+    if len(runs) == a.size:
         return a.tolist()  # type: ignore[no-any-return]
-    counts = np.diff(np.append(starts, a.size)).tolist()
-    return [v if n == 1 else [v, n] for v, n in zip(a[starts].tolist(), counts, strict=True)]
+    return [v if n == 1 else [v, n] for v, n in runs]

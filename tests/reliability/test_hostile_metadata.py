@@ -8,11 +8,19 @@ import random
 import subprocess
 import sys
 import textwrap
+import zipfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+import rectizarr
+from rectizarr.cli import main
+from rectizarr.cli.main import info_text
+from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
+from rectizarr.stores import MemoryStore
 from tests.reliability._mutate import CASE_SECONDS, alarm, check_case, mutate, seed_stores
 from tests.strategies import examples
 
@@ -122,3 +130,63 @@ def test_absurd_sizes_do_not_allocate(name: str) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[0] in ("OK", "ERR"), proc.stdout
+
+
+# Issue 16, "also close": numpy or OS errors that escaped instead of a RectizarrError.
+def _open_doc(doc: dict[str, object], chunks: dict[str, bytes] | None = None) -> rectizarr.Array:
+    store = MemoryStore()
+    store.set("zarr.json", json.dumps(doc).encode())
+    for k, v in (chunks or {}).items():
+        store.set(k, v)
+    return rectizarr.open_array(store, mode="r")
+
+
+@pytest.mark.parametrize("ndim", [33, 64, 65])
+def test_more_than_32_dimensions_are_refused_at_open_and_create(ndim: int) -> None:
+    doc = _doc(shape=[1] * ndim, chunk_grid=_regular(*[1] * ndim))
+    with pytest.raises(UnsupportedError, match="at most 32") as exc:
+        _open_doc(doc)
+    assert exc.value.path == "$.shape"
+    with pytest.raises(UnsupportedError, match="at most 32"):
+        rectizarr.create_array(MemoryStore(), shape=(1,) * ndim, dtype="i4", chunks=(1,) * ndim)
+
+
+def test_32_dimensions_read_and_write() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(3,) + (1,) * 31, dtype="i4", chunks=(2,) + (1,) * 31)
+    a[...] = np.arange(3).reshape(a.shape)
+    np.testing.assert_array_equal(a[...].ravel(), np.arange(3))
+
+
+@pytest.mark.parametrize("name", ["r17179869184", "r" + "8" * 5000])
+def test_raw_type_larger_than_numpy_is_a_metadata_error(name: str) -> None:
+    with pytest.raises(MetadataError, match="bytes per element") as exc:
+        _open_doc(_doc(data_type=name, fill_value=[0]))
+    assert exc.value.path == "$.data_type"
+
+
+def test_stray_key_with_a_5000_digit_coordinate_is_not_a_chunk_key(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store = MemoryStore()
+    a = rectizarr.create_array(store, shape=(4,), dtype="u1", chunks=(2,), fill_value=7, compressors=None)
+    a[:2] = 1
+    path = tmp_path / "a.zip"  # a 5000-character file name is too long for a local file system
+    with zipfile.ZipFile(path, "w") as z:
+        for key in [*store.list_prefix(""), "c/" + "9" * 5000]:
+            z.writestr(key, bytes(store.get(key) or b"\0\0"))
+    a = rectizarr.open_array(str(path), mode="r")
+    np.testing.assert_array_equal(a[...], [1, 1, 7, 7])
+    assert a.nchunks_initialized == 1
+    assert "1 stored" in a.info
+    assert main(["validate", str(path), "--lenient", "--json"]) == 0
+    assert "chunks.stray_key" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("chunk", [2**62, 1])
+def test_huge_valid_shape_info_works_and_full_read_is_a_clear_error(chunk: int) -> None:
+    a = _open_doc(_doc(shape=[2**62, 2**62], chunk_grid=_regular(chunk, chunk)))
+    assert f"[{chunk}x{2**62 // chunk}]" in a.info or f"[{chunk}]" in a.info
+    assert f"{2**62 // chunk}" in info_text(a)
+    assert a.write_chunk_runs == (((chunk, 2**62 // chunk),),) * 2
+    with pytest.raises(SelectionError, match="select less"):
+        a[...]
+    assert a[5, 7:9].tolist() == [0, 0]
