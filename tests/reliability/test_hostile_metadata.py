@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -190,3 +191,31 @@ def test_huge_valid_shape_info_works_and_full_read_is_a_clear_error(chunk: int) 
     with pytest.raises(SelectionError, match="select less"):
         a[...]
     assert a[5, 7:9].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({"offset": 0, "scale": 1, "dtype": "<f8", "astype": "V2000000000"}, "astype"),
+    ({"offset": 0, "scale": 1, "dtype": "V2000000000", "astype": "<f8"}, "dtype"),
+])
+def test_numcodecs_filter_declaring_huge_elements_is_refused_at_open(config: dict[str, object], field: str) -> None:
+    """``astype: "V2000000000"`` took 10-18 s and 3.85 GB to open and read one element."""
+    doc = _doc(data_type="float64", codecs=[
+        {"name": "numcodecs.fixedscaleoffset", "configuration": config}, {"name": "bytes"}])
+    tracemalloc.start()
+    try:
+        with pytest.raises(MetadataError, match="at most 128 bytes") as exc:
+            _open_doc(doc)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert exc.value.path == f"$.codecs[0].configuration.{field}"
+    assert peak < 16 << 20
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # numcodecs decodes c16 -> i1 with astype
+def test_numcodecs_filter_growing_elements_sixteen_times_still_works() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(4,), dtype="i1", chunks=(2,), codecs=[
+        {"name": "numcodecs.astype", "configuration": {"encode_dtype": "<c16", "decode_dtype": "|i1"}},
+        {"name": "bytes", "configuration": {"endian": "little"}}])
+    a[:] = np.arange(4, dtype="i1")
+    np.testing.assert_array_equal(a[:], np.arange(4))
