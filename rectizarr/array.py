@@ -18,7 +18,7 @@ from rectizarr import nodes
 from rectizarr._util import Shape, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
-from rectizarr.core.grid import ChunkGrid, Runs
+from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, ReadOnlyError, SelectionError
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
@@ -178,14 +178,14 @@ class Array(nodes.Node):
     @property
     def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the storage chunks (shards) covering the array (dask convention)."""
-        return tuple(d.data_lens() for d in self.grid.dims)
+        return all_data_lens(self.grid.dims)
 
     @property
     def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
         if self.inner_chunk_shape is None:
             return self.write_chunk_sizes
-        return tuple(d.data_lens() for d in self._layout.dims)
+        return all_data_lens(self._layout.dims)
 
     @property
     def write_chunk_runs(self) -> tuple[Runs, ...]:

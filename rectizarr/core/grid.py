@@ -23,12 +23,12 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr import tuning
 from rectizarr._util import Shape, ceildiv, is_int, json_path, prod
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
 __all__ = [
     "AxisResizePolicy",
+    "all_data_lens",
     "ChunkGrid",
     "Dim",
     "FixedDim",
@@ -42,6 +42,7 @@ __all__ = [
     "edge_array",
     "expand_rle",
     "positive_int",
+    "rle_runs",
     "runs_of",
 ]
 
@@ -156,16 +157,22 @@ class FixedDim:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class VaryingDim:
-    """A dimension with explicit edges (read-only int64), ``cumsum`` = offsets ``[0, e0, e0+e1, ...]``.
-    Build it with :meth:`from_edges`. Edges may sum past the extent."""
+    """A dimension with explicit edges kept as runs: edge ``values[r]`` repeated ``counts[r]`` times
+    (neighbouring runs differ), so ``[[1, 10**8]]`` costs two numbers, not 10**8 edges. ``starts`` and
+    ``offsets`` (one more entry than runs) are the chunk index and the array index where each run starts
+    and the last one ends. Build it with :meth:`from_edges` or :meth:`from_runs`. Edges may sum past the
+    extent; :attr:`edges` and :attr:`cumsum` expand them (at most ``MAX_EDGES``)."""
 
-    edges: IntArray
+    values: IntArray
+    counts: IntArray
     extent: int
-    cumsum: IntArray
+    starts: IntArray
+    offsets: IntArray
+    nchunks: int
 
     @classmethod
     def from_edges(cls, edges: npt.ArrayLike, extent: int, *, path: str | None = None) -> VaryingDim:
-        """Validate ``edges`` (integers >= 1 summing to >= ``extent``) and precompute the offsets."""
+        """Validate ``edges`` (integers >= 1 summing to >= ``extent``) and keep them as runs."""
         a = np.asarray(edges)
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
             raise MetadataError(f"chunk edges must be a flat sequence of integers, got {a.dtype} "
@@ -173,74 +180,165 @@ class VaryingDim:
         check_edge_count(a.size, path)
         if a.size and (int(a.min()) < 1 or int(a.max()) > INT64_MAX):
             raise MetadataError("chunk edges must be integers in [1, 2**63)", path=path)
+        a = a.astype(np.int64)
+        firsts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1]))) if a.size else a
+        return cls._build(a[firsts], np.diff(np.append(firsts, a.size)), extent, path)
+
+    @classmethod
+    def from_runs(cls, values: npt.ArrayLike, counts: npt.ArrayLike, extent: int, *,
+                  path: str | None = None) -> VaryingDim:
+        """Edge ``values[r]`` repeated ``counts[r]`` times (integers >= 1 each), summing to >= ``extent``."""
+        v, c = np.asarray(values), np.asarray(counts)
+        if v.ndim != 1 or v.shape != c.shape or (v.size and not (v.dtype.kind in "iu" and c.dtype.kind in "iu")):
+            raise MetadataError("chunk edge runs must be two flat integer sequences of one length", path=path)
+        if v.size and (min(int(v.min()), int(c.min())) < 1 or max(int(v.max()), int(c.max())) > INT64_MAX):
+            raise MetadataError("chunk edges and their counts must be integers in [1, 2**63)", path=path)
+        return cls._build(v.astype(np.int64), c.astype(np.int64), extent, path)
+
+    @classmethod
+    def _build(cls, v: IntArray, c: IntArray, extent: int, path: str | None) -> VaryingDim:
         if not (is_int(extent) and extent >= 0):
             raise MetadataError(f"extent must be an integer >= 0, got {extent!r}", path=path)
-        a = a.astype(np.int64)  # a private copy, frozen below
-        cumsum = np.zeros(a.size + 1, dtype=np.int64)
-        np.cumsum(a, out=cumsum[1:])
-        if a.size and int(a.max()) * a.size > INT64_MAX and bool(np.any(cumsum[1:] <= cumsum[:-1])):
+        starts = _checked_cumsum(c, "there are 2**63 chunk edges or more", path)
+        if v.size > 1 and bool(np.any(v[1:] == v[:-1])):  # merge equal neighbours: one form per edge list
+            firsts = np.flatnonzero(np.concatenate(([True], v[1:] != v[:-1])))
+            v, c = v[firsts], np.diff(starts[np.append(firsts, v.size)])
+            starts = _checked_cumsum(c, "", path)
+        if v.size and bool(np.any(v > INT64_MAX // c)):
             raise MetadataError("chunk edges sum to 2**63 or more", path=path)
-        if int(cumsum[-1]) < extent:
-            raise MetadataError(f"chunk edges sum to {int(cumsum[-1])}, less than the extent {extent}",
+        offsets = _checked_cumsum(v * c, "chunk edges sum to 2**63 or more", path)
+        if int(offsets[-1]) < extent:
+            raise MetadataError(f"chunk edges sum to {int(offsets[-1])}, less than the extent {extent}",
                                 path=path)
-        a.flags.writeable = False
-        cumsum.flags.writeable = False
-        return cls(a, int(extent), cumsum)
+        for a in (v, c, starts, offsets):
+            a.flags.writeable = False
+        extent = int(extent)
+        n = 0
+        if extent:
+            r = int(np.searchsorted(offsets, extent - 1, side="right")) - 1
+            n = int(starts[r]) + (extent - 1 - int(offsets[r])) // int(v[r]) + 1
+        return cls(v, c, extent, starts, offsets, n)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, VaryingDim):
             return NotImplemented
-        return self.extent == other.extent and np.array_equal(self.edges, other.edges)
+        return (self.extent == other.extent and np.array_equal(self.values, other.values)
+                and np.array_equal(self.counts, other.counts))
 
     def __hash__(self) -> int:
-        return hash((self.extent, self.edges.tobytes()))
+        return hash((self.extent, self.values.tobytes(), self.counts.tobytes()))
 
     @property
-    def nchunks(self) -> int:
-        return int(np.searchsorted(self.cumsum, self.extent, side="left"))
+    def total(self) -> int:
+        """The sum of every declared edge (>= the extent)."""
+        return int(self.offsets[-1])
+
+    @property
+    def edges(self) -> IntArray:
+        """Every declared edge, expanded (read-only; ``UnsupportedError`` past ``MAX_EDGES``)."""
+        _listable(int(self.starts[-1]))
+        out = np.repeat(self.values, self.counts)
+        out.flags.writeable = False
+        return out
+
+    @property
+    def cumsum(self) -> IntArray:
+        """The offsets ``[0, e0, e0+e1, ...]`` of every declared edge, expanded (read-only)."""
+        out = np.concatenate(([0], np.cumsum(self.edges))).astype(np.int64)
+        out.flags.writeable = False
+        return out
+
+    def _offsets(self, c: Any) -> Any:
+        r = np.searchsorted(self.starts, c, side="right") - 1
+        return self.offsets[r] + (c - self.starts[r]) * self.values[r]
+
+    def _chunks(self, idx: Any) -> Any:
+        r = np.searchsorted(self.offsets, idx, side="right") - 1
+        return self.starts[r] + (idx - self.offsets[r]) // self.values[r]
+
+    def _edges(self, c: Any) -> Any:
+        return self.values[np.searchsorted(self.starts, c, side="right") - 1]
 
     def offset(self, i: int) -> int:
-        return int(self.cumsum[_chunk(i, self.nchunks)])
+        return int(self._offsets(_chunk(i, self.nchunks)))
 
     def edge(self, i: int) -> int:
-        return int(self.edges[_chunk(i, self.nchunks)])
+        return int(self._edges(_chunk(i, self.nchunks)))
 
     def data_len(self, i: int) -> int:
         i = _chunk(i, self.nchunks)
-        return min(int(self.edges[i]), self.extent - int(self.cumsum[i]))
+        return min(int(self._edges(i)), self.extent - int(self._offsets(i)))
 
     def chunk_of(self, idx: int) -> int:
-        return int(np.searchsorted(self.cumsum, _chunk(idx, self.extent, "array index"), side="right")) - 1
+        return int(self._chunks(_chunk(idx, self.extent, "array index")))
 
     def chunks_of(self, idx: npt.ArrayLike) -> IntArray:
-        i = _int_array(idx, self.extent, "array index")
-        return np.searchsorted(self.cumsum, i, side="right").astype(np.int64) - 1
+        return np.asarray(self._chunks(_int_array(idx, self.extent, "array index")), dtype=np.int64)
 
     def offsets_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return self.cumsum[_int_array(chunks, self.nchunks, "chunk index")]
+        return np.asarray(self._offsets(_int_array(chunks, self.nchunks, "chunk index")), dtype=np.int64)
 
     def edges_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return self.edges[_int_array(chunks, self.nchunks, "chunk index")]
+        return np.asarray(self._edges(_int_array(chunks, self.nchunks, "chunk index")), dtype=np.int64)
 
     def data_lens_of(self, chunks: npt.ArrayLike) -> IntArray:
         c = _int_array(chunks, self.nchunks, "chunk index")
-        return np.minimum(self.edges[c], self.extent - self.cumsum[c])
+        return np.asarray(np.minimum(self._edges(c), self.extent - self._offsets(c)), dtype=np.int64)
 
     def unique_edges(self) -> IntArray:
-        edges = self.edges
-        if edges.size > tuning.current().bincount_edges and int(np.max(edges)) <= 4 * edges.size:
-            return np.flatnonzero(np.bincount(edges)).astype(np.int64)
-        return np.unique(edges)
+        return np.unique(self.values)
 
     def data_lens(self) -> tuple[int, ...]:
-        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
+        return tuple(self.data_lens_of(np.arange(_listable(self.nchunks))).tolist())
 
     def data_len_runs(self) -> Runs:
-        """``(data_len, count)`` runs of the chunks in order."""
-        return runs_of(self.data_lens_of(np.arange(self.nchunks)))
+        """``(data_len, count)`` runs of the chunks in order, in O(runs)."""
+        n = self.nchunks
+        if not n:
+            return ()
+        r = int(np.searchsorted(self.starts, n - 1, side="right"))  # runs up to the last chunk's
+        values, counts = self.values[:r].tolist(), self.counts[:r].tolist()
+        counts[-1] = n - int(self.starts[r - 1])
+        last = self.data_len(n - 1)
+        if last != values[-1]:
+            counts[-1] -= 1
+            values.append(last)
+            counts.append(1)
+        out: list[tuple[int, int]] = []
+        for v, c in zip(values, counts, strict=True):
+            if out and out[-1][0] == v:
+                out[-1] = (v, out[-1][1] + c)
+            elif c:
+                out.append((v, c))
+        return tuple(out)
+
+    def runs_json(self) -> list[int | list[int]]:
+        """The edges as written to JSON (see :func:`compress_rle`), without expanding them."""
+        if bool(np.all(self.counts == 1)):
+            return self.values.tolist()  # type: ignore[no-any-return]
+        return [v if n == 1 else [v, n] for v, n in zip(self.values.tolist(), self.counts.tolist(), strict=True)]
+
+
+def _checked_cumsum(a: IntArray, message: str, path: str | None) -> IntArray:
+    """``[0, a0, a0+a1, ...]`` of positive int64 values, ``MetadataError(message)`` when it overflows."""
+    out = np.zeros(a.size + 1, dtype=np.int64)
+    np.cumsum(a, out=out[1:])
+    if a.size > 1 and bool(np.any(out[1:] <= out[:-1])):  # each step adds < 2**63: the first wrap decreases
+        raise MetadataError(message, path=path)
+    return out
 
 
 Dim: TypeAlias = FixedDim | VaryingDim
+
+
+def all_data_lens(dims: Sequence[Dim]) -> tuple[tuple[int, ...], ...]:
+    """Every chunk's data_len, per axis; ``UnsupportedError`` past ``MAX_EDGES`` chunks in total across
+    the axes (four axes of ``[[1, 10**8]]`` would be 3 GB of Python tuples: use ``data_len_runs``)."""
+    total = sum(d.nchunks for d in dims)
+    if total > MAX_EDGES:
+        raise UnsupportedError(f"{total} chunks in total across the axes are too many to list one by one (at "
+                               f"most {MAX_EDGES}); ask for their runs instead")
+    return tuple(d.data_lens() for d in dims)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +403,7 @@ class ChunkGrid:
         shape = self.regular_chunk_shape
         if self.kind == "regular" and shape is not None:
             return {"name": "regular", "configuration": {"chunk_shape": list(shape)}}
-        specs = [d.size if isinstance(d, FixedDim) else compress_rle(d.edges) for d in self.dims]
+        specs = [d.size if isinstance(d, FixedDim) else d.runs_json() for d in self.dims]
         return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": specs}}
 
     def resize(self, new_shape: Shape,
@@ -364,23 +462,23 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
         if not isinstance(policy, str):
             raise MetadataError("explicit edges given for an axis with a fixed chunk size", path=path)
         return FixedDim(d.size, extent)
-    growth = extent - int(d.cumsum[-1])
-    explicit = None if isinstance(policy, str) else edge_array(policy, path)
+    growth = extent - d.total
     if growth <= 0:  # a policy only acts on an axis that grows past its edges
-        return VaryingDim(d.edges, extent, d.cumsum)
-    if explicit is not None:
-        if int(explicit.sum()) < growth:
-            raise MetadataError(f"new edges {explicit.tolist()} do not cover the growth of {growth}", path=path)
-        new = explicit
+        return VaryingDim.from_runs(d.values, d.counts, extent, path=path)
+    if not isinstance(policy, str):
+        new = edge_array(policy, path)
+        if int(new.sum()) < growth:
+            raise MetadataError(f"new edges {new.tolist()} do not cover the growth of {growth}", path=path)
+        counts = np.ones(new.size, dtype=np.int64)
     elif policy == "repeat":
-        if not d.edges.size:
+        if not d.values.size:
             raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)
-        last = int(d.edges[-1])
-        check_edge_count(d.edges.size + ceildiv(growth, last), path)
-        new = np.full(ceildiv(growth, last), last, dtype=np.int64)
+        last = int(d.values[-1])
+        new, counts = np.array([last], dtype=np.int64), np.array([ceildiv(growth, last)], dtype=np.int64)
     else:
-        new = np.array([growth], dtype=np.int64)
-    return VaryingDim.from_edges(np.concatenate([d.edges, new]), extent, path=path)
+        new, counts = np.array([growth], dtype=np.int64), np.ones(1, dtype=np.int64)
+    return VaryingDim.from_runs(np.concatenate([d.values, new]), np.concatenate([d.counts, counts]), extent,
+                                path=path)
 
 
 # --- JSON helpers ---------------------------------------------------------------------------------
@@ -429,8 +527,8 @@ def edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
     return check_positive(a, path)
 
 
-def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
-    """Expand a rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs into int64 edges."""
+def rle_runs(spec: Sequence[Any], path: str = "$") -> tuple[IntArray, IntArray]:
+    """A rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs as ``(values, counts)``."""
     values = np.empty(len(spec), dtype=np.int64)
     counts = np.ones(len(spec), dtype=np.int64)
     for k, item in enumerate(spec):
@@ -442,6 +540,12 @@ def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
             counts[k] = positive_int(item[1], json_path(p, 1))
         else:
             values[k] = positive_int(item, p)
+    return values, counts
+
+
+def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
+    """Expand a rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs into int64 edges."""
+    values, counts = rle_runs(spec, path)
     if counts.size:
         check_edge_count(int(np.max(counts)), path)
         check_edge_count(int(counts.sum()), path)
