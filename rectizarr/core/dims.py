@@ -14,6 +14,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from rectizarr import tuning
 from rectizarr._util import ceildiv, is_int
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
@@ -270,7 +271,10 @@ class VaryingDim:
         return np.asarray(np.minimum(self._edges(c), self.extent - self._offsets(c)), dtype=np.int64)
 
     def unique_edges(self) -> IntArray:
-        return np.unique(self.values)
+        values = self.values
+        if values.size > tuning.current().bincount_edges and int(np.max(values)) <= 4 * values.size:
+            return np.flatnonzero(np.bincount(values)).astype(np.int64)
+        return np.unique(values)
 
     def data_lens(self) -> tuple[int, ...]:
         return tuple(self.data_lens_of(np.arange(_listable(self.nchunks))).tolist())
