@@ -6,6 +6,7 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -17,7 +18,7 @@ from rectizarr import nodes
 from rectizarr._util import Shape, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
-from rectizarr.core.grid import ChunkGrid, compress_rle
+from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
@@ -220,14 +221,24 @@ class Array(nodes.Node):
     @property
     def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the storage chunks (shards) covering the array (dask convention)."""
-        return tuple(d.data_lens() for d in self.grid.dims)
+        return all_data_lens(self.grid.dims)
 
     @property
     def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
         if self.inner_chunk_shape is None:
             return self.write_chunk_sizes
-        return tuple(d.data_lens() for d in self._layout.dims)
+        return all_data_lens(self._layout.dims)
+
+    @property
+    def write_chunk_runs(self) -> tuple[Runs, ...]:
+        """:attr:`write_chunk_sizes` as ``(size, count)`` runs per axis, without listing every chunk."""
+        return tuple(d.data_len_runs() for d in self.grid.dims)
+
+    @property
+    def read_chunk_runs(self) -> tuple[Runs, ...]:
+        """:attr:`read_chunk_sizes` as ``(size, count)`` runs per axis, without listing every chunk."""
+        return tuple(d.data_len_runs() for d in self._layout.dims)
 
     @property
     def nchunks(self) -> int:
@@ -290,6 +301,10 @@ class Array(nodes.Node):
                 raise SelectionError("out must be C-contiguous")
             rio.read(self._layout, plan, internal)
             return out
+        nbytes = prod(plan.shape) * self.dtype.itemsize
+        if nbytes > sys.maxsize:
+            raise SelectionError(f"the selection has shape {plan.final_shape}: {nbytes} bytes, more than one "
+                                 "numpy array can hold; select less")
         result = np.empty(plan.shape, dtype=self.dtype)
         rio.read(self._layout, plan, result)
         result = result.reshape(plan.final_shape)
@@ -457,10 +472,10 @@ def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
                  for d, a, b in zip(array.grid.dims, lo, hi, strict=True))
 
 
-def _compact(sizes: tuple[int, ...]) -> str:
-    if not sizes:
+def _compact(runs: Runs) -> str:
+    if not runs:
         return "()"
-    parts = [f"{r[0]}x{r[1]}" if isinstance(r, list) else str(r) for r in compress_rle(sizes)]
+    parts = [f"{v}x{n}" if n > 1 else str(v) for v, n in runs]
     if len(parts) > 8:
         parts = [*parts[:4], "...", *parts[-3:]]
     return "[" + ", ".join(parts) + "]"
@@ -475,8 +490,8 @@ def _info(a: Array) -> str:
         f"Shape       : {a.shape}",
         f"Data type   : {a.metadata.data_type.to_json()}",
         f"Chunk grid  : {a.grid.kind}",
-        f"Write chunks: {', '.join(_compact(s) for s in a.write_chunk_sizes) or '()'}",
-        f"Read chunks : {', '.join(_compact(s) for s in a.read_chunk_sizes) or '()'}",
+        f"Write chunks: {', '.join(_compact(r) for r in a.write_chunk_runs) or '()'}",
+        f"Read chunks : {', '.join(_compact(r) for r in a.read_chunk_runs) or '()'}",
         f"Fill value  : {a.metadata.data_type.fill_to_json(a.metadata.fill_value)!r}",
         f"Codecs      : {codecs_to_json(a.metadata.codecs)}",
         f"Dimensions  : {a.dimension_names}",

@@ -14,7 +14,7 @@ from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.grid import ChunkGrid
-from rectizarr.core.metadata import ArrayMeta, check_attributes
+from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
 from rectizarr.errors import MetadataError
 
 ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
@@ -119,7 +119,7 @@ def build_array_meta(
         shape = (int(shape),)
     if not all(is_int(s) and int(s) >= 0 for s in shape):
         raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
-    shape = tuple(int(s) for s in shape)
+    shape = parse_shape([int(s) for s in shape], None)
     dt = data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype
     itemsize = dt.itemsize or 16
     if codecs is not None:

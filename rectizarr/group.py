@@ -9,6 +9,8 @@ re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never lea
 
 from __future__ import annotations
 
+import json
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -24,7 +26,13 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
+from rectizarr.errors import (
+    LenientMetadataWarning,
+    MetadataError,
+    NodeExistsError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from rectizarr.stores import Store
 
 __all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"]
@@ -79,7 +87,7 @@ class Group(nodes.Node):
         if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
             raise MetadataError("consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
                                 path="$.consolidated_metadata", key=nodes.meta_key(self._path))
-        return dict(cm["metadata"])
+        return _valid_entries(cm["metadata"], nodes.meta_key(self._path))
 
     # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta) -> Array | Group:
@@ -336,3 +344,18 @@ def _consolidated(s: Store, p: str) -> GroupMeta:
     new = GroupMeta(attributes=meta.attributes, extra_fields=meta.extra_fields,
                     consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered})
     return new
+
+
+def _valid_entries(entries: dict[str, Any], key: str) -> dict[str, Any]:
+    """The consolidated entries whose path can name a node. Others (``""``, ``"__x"``, ``".."``: no stored
+    node can have such a path, and listing the store ignores such names too) are skipped with a warning
+    rather than refusing the group: consolidated metadata is an optional cache of the hierarchy."""
+    out = {}
+    for rel, doc in entries.items():
+        problem = nodes.member_path_problem(rel)
+        if problem is None:
+            out[rel] = doc
+        else:
+            warnings.warn(f"{key}: $.consolidated_metadata.metadata[{json.dumps(rel)}]: {problem}; "
+                          "entry ignored", LenientMetadataWarning, stacklevel=4)
+    return out

@@ -53,6 +53,19 @@ def check_name(name: str) -> str:
     return name
 
 
+def member_path_problem(rel: Any) -> str | None:
+    """Why ``rel`` (a path relative to a group, as in consolidated metadata) cannot name a node, or None
+    when every name in it is valid (``""``, ``"__x"``, ``"a//b"`` or ``"a/.."`` cannot)."""
+    if not isinstance(rel, str):
+        return f"node path must be a string, got {rel!r}"
+    try:
+        for name in rel.split("/"):
+            check_name(name)
+    except MetadataError as exc:
+        return exc.message
+    return None
+
+
 def normalize_path(path: str | None) -> str:
     """``"/a/b/"`` -> ``"a/b"``; ``None``/``""``/``"/"`` -> ``""`` (the root); each name validated."""
     if path is None:

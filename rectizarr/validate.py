@@ -225,6 +225,11 @@ class _Checker:
             return
         prefix = nodes.prefix_of(path)
         for rel, entry in entries.items():
+            problem = nodes.member_path_problem(rel)
+            if problem is not None:
+                self.error(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry_name",
+                           f"{problem}; readers ignore this entry")
+                continue
             child_key = nodes.meta_key(prefix + rel)
             def entry_meta(e: Any = entry, k: str = child_key) -> Any:
                 return node_from_json(e, k)

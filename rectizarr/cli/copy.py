@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.array import Array
 from rectizarr.cli.util import Progress, plan_regions
@@ -21,7 +22,7 @@ from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.group import Group, open_group
 from rectizarr.stores import Store
 
-__all__ = ["CopyOptions", "compressor_chain", "copy_node", "dest_layout"]
+__all__ = ["CopyOptions", "check_apart", "compressor_chain", "copy_node", "dest_layout"]
 
 _DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
 
@@ -133,8 +134,20 @@ def _create_dest(src: Array, store: Store, path: str, opts: CopyOptions, chunks:
     )
 
 
+def check_apart(src: Array | Group, store: Store, path: str) -> None:
+    """Refuse (``MetadataError``) a destination that is the source, lies inside it (the copy would copy
+    itself without end) or holds it (``--overwrite`` would delete the source before reading it)."""
+    a = src.store.lock_identity + nodes.prefix_of(src.path)
+    b = store.lock_identity + nodes.prefix_of(path)
+    if a.startswith(b) or b.startswith(a):
+        where = "is the source" if a == b else "lies inside the source" if b.startswith(a) else "holds the source"
+        raise MetadataError(f"cannot copy {a!r} to {b!r}: the destination {where}; copy to another location")
+
+
 def copy_node(src: Array | Group, store: Store, path: str, opts: CopyOptions) -> Array | Group:
-    """Copy an array, or a group recursively with its attributes, to ``path`` in ``store``."""
+    """Copy an array, or a group recursively with its attributes, to ``path`` in ``store`` (a location
+    apart from the source's)."""
+    check_apart(src, store, path)
     if isinstance(src, Array):
         return copy_array(src, store, path, opts)
     try:

@@ -32,6 +32,7 @@ from rectizarr.cli.copy import CopyOptions, copy_node
 from rectizarr.cli.diff import diff_nodes
 from rectizarr.cli.util import compact_sizes, parse_chunks, parse_selection, parse_size, rle_sizes
 from rectizarr.core.codec_meta import codecs_to_json
+from rectizarr.core.grid import Runs
 from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeNotFoundError, RectizarrError
 from rectizarr.group import Group
@@ -72,8 +73,8 @@ def info_json(node: Array | Group) -> dict[str, Any]:
         "chunk_grid": {
             "kind": node.grid.kind,
             "sharded": node.is_sharded,
-            "write_chunk_sizes": [rle_sizes(s) for s in node.write_chunk_sizes],
-            "read_chunk_sizes": [rle_sizes(s) for s in node.read_chunk_sizes],
+            "write_chunk_sizes": [rle_sizes(r) for r in node.write_chunk_runs],
+            "read_chunk_sizes": [rle_sizes(r) for r in node.read_chunk_runs],
             "metadata": doc["chunk_grid"],
         },
         "codecs": doc["codecs"],
@@ -99,7 +100,7 @@ def _codec_text(c: dict[str, Any]) -> str:
     return f"{c['name']}({', '.join(f'{k}={json.dumps(v)}' for k, v in cfg.items())})"
 
 
-def _sizes_text(sizes: tuple[tuple[int, ...], ...], names: Sequence[str | None] | None) -> str:
+def _sizes_text(sizes: tuple[Runs, ...], names: Sequence[str | None] | None) -> str:
     labels = [n if n else f"axis {i}" for i, n in enumerate(names or [None] * len(sizes))]
     return "; ".join(f"{label} {compact_sizes(s)}" for label, s in zip(labels, sizes, strict=True)) or "()"
 
@@ -122,8 +123,8 @@ def info_text(node: Array | Group) -> str:
         f"shape         : {tuple(node.shape)}",
         f"data type     : {json.dumps(j['data_type'])}",
         f"chunk grid    : {node.grid.kind}{' (sharded)' if node.is_sharded else ''}",
-        f"write chunks  : {_sizes_text(node.write_chunk_sizes, names)}",
-        f"read chunks   : {_sizes_text(node.read_chunk_sizes, names)}",
+        f"write chunks  : {_sizes_text(node.write_chunk_runs, names)}",
+        f"read chunks   : {_sizes_text(node.read_chunk_runs, names)}",
         f"codecs        : {' -> '.join(_codec_text(c) for c in codecs_to_json(node.metadata.codecs))}",
         f"fill value    : {json.dumps(j['fill_value'])}",
         f"dimensions    : {', '.join(str(n) for n in names) if names else '-'}",

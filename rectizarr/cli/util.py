@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from itertools import pairwise, product
 from typing import Any, TextIO
 
-from rectizarr.core.grid import compress_rle
+from rectizarr.core.grid import Runs, runs_of
 from rectizarr.errors import SelectionError
 
 __all__ = [
@@ -153,13 +153,15 @@ def parse_size(text: str) -> int:
 
 
 # ------------------------------------------------------------------------------------ formatting
-def _runs(sizes: Sequence[int]) -> list[tuple[int, int]]:
-    return [(r[0], r[1]) if isinstance(r, list) else (r, 1) for r in compress_rle(sizes)]
+def _runs(sizes: Sequence[int] | Runs) -> Runs:
+    if sizes and isinstance(sizes[0], tuple):  # already runs
+        return sizes  # type: ignore[return-value]
+    return runs_of(sizes)
 
 
-def compact_sizes(sizes: Sequence[int], max_runs: int = 16) -> str:
-    """Chunk sizes of one axis in the ``copy --chunks`` syntax: ``[31,28,31,30,31,30,31x2,30,31,30,31]``.
-    More than ``max_runs`` runs are elided in the middle (``...``)."""
+def compact_sizes(sizes: Sequence[int] | Runs, max_runs: int = 16) -> str:
+    """Chunk sizes of one axis (or their ``(size, count)`` runs) in the ``copy --chunks`` syntax:
+    ``[31,28,31,30,31,30,31x2,30,31,30,31]``. More than ``max_runs`` runs are elided in the middle (``...``)."""
     parts = [f"{v}x{n}" if n > 1 else str(v) for v, n in _runs(sizes)]
     if len(parts) > max_runs:
         keep = max_runs // 2
@@ -167,8 +169,9 @@ def compact_sizes(sizes: Sequence[int], max_runs: int = 16) -> str:
     return "[" + ",".join(parts) + "]"
 
 
-def rle_sizes(sizes: Sequence[int]) -> list[int | list[int]]:
-    """Sizes in the spec's run-length form: bare ints, ``[value, count]`` for repeats."""
+def rle_sizes(sizes: Sequence[int] | Runs) -> list[int | list[int]]:
+    """Sizes (or their ``(size, count)`` runs) in the spec's run-length form: bare ints, ``[value, count]``
+    for repeats."""
     return [v if n == 1 else [v, n] for v, n in _runs(sizes)]
 
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from rectizarr._util import Shape, prod
+from rectizarr._util import Shape, json_path, prod
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["NumcodecsArrayArray", "TransposeCodec"]
+__all__ = ["MAX_GROWTH", "NumcodecsArrayArray", "TransposeCodec"]
+
+MAX_GROWTH = 16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
+_DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")  # numcodecs configuration keys naming dtypes
 
 
 class TransposeCodec(ArrayArrayCodec):
@@ -62,6 +65,24 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         self.codec_id = codec_id
         self.codec = codec
         self._dtypes: dict[np.dtype, tuple[np.dtype, np.ndarray]] = {}
+
+    @staticmethod
+    def check_declared(config: Mapping[str, Any], dtype: np.dtype, path: str) -> None:
+        """Refuse (``MetadataError`` at ``path.<field>``) a declared dtype of elements more than
+        ``MAX_GROWTH`` times as large as those of the input ``dtype`` (at least 16 bytes allowed), before
+        numcodecs codes anything: ``astype: "V2000000000"`` would make every chunk 2 GB per element."""
+        limit = max(16, MAX_GROWTH * dtype.itemsize)
+        for field in _DTYPE_FIELDS:
+            if field not in config:
+                continue
+            try:
+                declared = np.dtype(config[field])
+            except (TypeError, ValueError) as exc:
+                raise MetadataError(f"{config[field]!r} is not a numpy dtype", path=json_path(path, field)) from exc
+            if declared.itemsize > limit:
+                raise MetadataError(
+                    f"{field} {config[field]!r} has {declared.itemsize}-byte elements for {dtype} input; at most "
+                    f"{limit} bytes ({MAX_GROWTH} times the input's) are supported", path=json_path(path, field))
 
     def _flat_size(self, n: int) -> int:
         return -(-n // 8) + 1

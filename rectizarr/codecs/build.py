@@ -86,7 +86,9 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
     return type(exc)(str(exc), path=path, key=exc.key)
 
 
-def _build_numcodecs(meta: cm.NumcodecsMeta, path: str) -> Codec:
+def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
+    if meta.kind == "array_array":
+        NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     try:
         obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
     except MetadataError as exc:
@@ -141,6 +143,6 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             )
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
         case cm.NumcodecsMeta():
-            return _build_numcodecs(meta, path)
+            return _build_numcodecs(meta, dtype, path)
         case _:
             assert_never(meta)

@@ -21,7 +21,9 @@ from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 __all__ = ["ChunkKeyEncoding", "parse_chunk_key_encoding"]
 
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
-_DECIMAL = re.compile(r"0|[1-9][0-9]*")
+# A coordinate has at most 19 digits: grids have fewer than 2**63 chunks per axis, and longer keys are
+# stray keys (never an int() of thousands of digits).
+_DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 
 
 @dataclass(frozen=True, slots=True)

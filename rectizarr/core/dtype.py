@@ -66,6 +66,7 @@ _TIME_UNITS = frozenset(
 )
 _UTF32 = "fixed_length_utf32"
 _MAX_UTF32_BYTES = 2_147_483_644
+_MAX_ITEMSIZE = 2**31 - 1  # numpy's largest element size
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
 
@@ -302,8 +303,14 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
         return DataType(name, None, _ml_dtype(name, path))
     m = _RAW.fullmatch(name)
     if m:
-        bits = int(m.group(1))
-        if bits == 0 or bits % 8 or m.group(1) != str(bits):
+        digits = m.group(1)
+        if len(digits) > 11 or int(digits) // 8 > _MAX_ITEMSIZE:  # no int() of thousands of digits
+            raise MetadataError(
+                f"raw data type {name[:24]!r}: more than {_MAX_ITEMSIZE} bytes per element (numpy's limit)",
+                path=path,
+            )
+        bits = int(digits)
+        if bits == 0 or bits % 8 or digits != str(bits):
             raise MetadataError(
                 f"raw data type {name!r}: the bit count must be a positive multiple of 8", path=path
             )

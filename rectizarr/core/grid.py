@@ -1,7 +1,7 @@
 """Chunk grids, rectilinear first.
 
-A grid is a tuple of per-dimension objects: :class:`FixedDim` (one chunk size, O(1) memory whatever the
-chunk count) or :class:`VaryingDim` (explicit edges with precomputed prefix sums). "Regular" is only a
+A grid is a tuple of per-dimension objects (:mod:`rectizarr.core.dims`): :class:`FixedDim` (one chunk size,
+O(1) memory whatever the chunk count) or :class:`VaryingDim` (explicit edges, kept as runs). "Regular" is only a
 serialisation choice (:attr:`ChunkGrid.kind`): every regular grid is an all-``FixedDim`` grid.
 
 Vocabulary: *extent* = array length along an axis; *edge* = a chunk's declared (codec) length; *data_len*
@@ -15,7 +15,6 @@ as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_jso
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -23,17 +22,32 @@ from typing import Any, Literal, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr import tuning
 from rectizarr._util import Shape, ceildiv, is_int, json_path, prod
-from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
+from rectizarr.core.dims import (
+    INT64_MAX,
+    MAX_EDGES,
+    Dim,
+    FixedDim,
+    IntArray,
+    Runs,
+    VaryingDim,
+    all_data_lens,
+    check_edge_count,
+)
+from rectizarr.errors import MetadataError, SelectionError
 
 __all__ = [
+    "INT64_MAX",
+    "MAX_EDGES",
     "AxisResizePolicy",
     "ChunkGrid",
     "Dim",
     "FixedDim",
+    "IntArray",
     "ResizePolicy",
+    "Runs",
     "VaryingDim",
+    "all_data_lens",
     "as_extents",
     "check_edge_count",
     "check_positive",
@@ -41,184 +55,13 @@ __all__ = [
     "edge_array",
     "expand_rle",
     "positive_int",
+    "rle_runs",
+    "runs_of",
 ]
 
-IntArray: TypeAlias = npt.NDArray[np.int64]
 ResizePolicy: TypeAlias = Literal["new_chunk", "repeat"]
 AxisResizePolicy: TypeAlias = ResizePolicy | Sequence[int] | npt.NDArray[np.integer[Any]] | None
-
-INT64_MAX = 2**63 - 1
-MAX_EDGES = 10**8  # explicit edges per dimension (800 MB as int64)
 _RESIZE_POLICIES = ("new_chunk", "repeat")
-
-
-def _chunk(i: int, stop: int, what: str = "chunk index") -> int:
-    i = operator.index(i)
-    if not 0 <= i < stop:
-        raise SelectionError(f"{what} {i} is out of range [0, {stop})")
-    return i
-
-
-def _int_array(values: npt.ArrayLike, stop: int, what: str) -> IntArray:
-    """``values`` as int64, every one checked to lie in ``[0, stop)``."""
-    a = np.asarray(values)
-    if a.size == 0:
-        return a.astype(np.int64)
-    if a.dtype.kind not in "iu":
-        raise SelectionError(f"{what} must be integers, got dtype {a.dtype}")
-    lo, hi = int(a.min()), int(a.max())
-    if lo < 0 or hi >= stop:
-        raise SelectionError(f"{what} {lo if lo < 0 else hi} is out of range [0, {stop})")
-    return a.astype(np.int64, copy=False)
-
-
-def check_edge_count(n: int, path: str | None) -> None:
-    """Refuse (``UnsupportedError`` at ``path``) more than ``MAX_EDGES`` explicit edges along one axis."""
-    if n > MAX_EDGES:
-        raise UnsupportedError(f"{n} explicit chunk edges along one axis; at most {MAX_EDGES} are supported",
-                               path=path)
-
-
-@dataclass(frozen=True, slots=True)
-class FixedDim:
-    """A dimension with one chunk size (regular grid, or a rectilinear bare-int step); the last chunk
-    may overhang the extent and is still encoded at ``size``."""
-
-    size: int
-    extent: int
-
-    def __post_init__(self) -> None:
-        if not (is_int(self.size) and 1 <= self.size <= INT64_MAX):
-            raise MetadataError(f"chunk size must be an integer in [1, 2**63), got {self.size!r}")
-        if not (is_int(self.extent) and self.extent >= 0):
-            raise MetadataError(f"extent must be an integer >= 0, got {self.extent!r}")
-        object.__setattr__(self, "size", int(self.size))
-        object.__setattr__(self, "extent", int(self.extent))
-
-    @property
-    def nchunks(self) -> int:
-        return ceildiv(self.extent, self.size)
-
-    def offset(self, i: int) -> int:
-        return _chunk(i, self.nchunks) * self.size
-
-    def edge(self, i: int) -> int:
-        _chunk(i, self.nchunks)
-        return self.size
-
-    def data_len(self, i: int) -> int:
-        return min(self.size, self.extent - _chunk(i, self.nchunks) * self.size)
-
-    def chunk_of(self, idx: int) -> int:
-        return _chunk(idx, self.extent, "array index") // self.size
-
-    def chunks_of(self, idx: npt.ArrayLike) -> IntArray:
-        return _int_array(idx, self.extent, "array index") // self.size
-
-    def offsets_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return _int_array(chunks, self.nchunks, "chunk index") * self.size
-
-    def edges_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return np.full(_int_array(chunks, self.nchunks, "chunk index").shape, self.size, dtype=np.int64)
-
-    def data_lens_of(self, chunks: npt.ArrayLike) -> IntArray:
-        c = _int_array(chunks, self.nchunks, "chunk index")
-        out = np.full(c.shape, self.size, dtype=np.int64)
-        if c.size:  # only the last chunk can be short; no arithmetic on a possibly huge extent
-            last = self.nchunks - 1
-            out[c == last] = self.data_len(last)
-        return out
-
-    def unique_edges(self) -> IntArray:
-        return np.array([self.size], dtype=np.int64)
-
-    def data_lens(self) -> tuple[int, ...]:
-        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class VaryingDim:
-    """A dimension with explicit edges (read-only int64), ``cumsum`` = offsets ``[0, e0, e0+e1, ...]``.
-    Build it with :meth:`from_edges`. Edges may sum past the extent."""
-
-    edges: IntArray
-    extent: int
-    cumsum: IntArray
-
-    @classmethod
-    def from_edges(cls, edges: npt.ArrayLike, extent: int, *, path: str | None = None) -> VaryingDim:
-        """Validate ``edges`` (integers >= 1 summing to >= ``extent``) and precompute the offsets."""
-        a = np.asarray(edges)
-        if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-            raise MetadataError(f"chunk edges must be a flat sequence of integers, got {a.dtype} "
-                                f"with shape {a.shape}", path=path)
-        check_edge_count(a.size, path)
-        if a.size and (int(a.min()) < 1 or int(a.max()) > INT64_MAX):
-            raise MetadataError("chunk edges must be integers in [1, 2**63)", path=path)
-        if not (is_int(extent) and extent >= 0):
-            raise MetadataError(f"extent must be an integer >= 0, got {extent!r}", path=path)
-        a = a.astype(np.int64)  # a private copy, frozen below
-        cumsum = np.zeros(a.size + 1, dtype=np.int64)
-        np.cumsum(a, out=cumsum[1:])
-        if a.size and int(a.max()) * a.size > INT64_MAX and bool(np.any(cumsum[1:] <= cumsum[:-1])):
-            raise MetadataError("chunk edges sum to 2**63 or more", path=path)
-        if int(cumsum[-1]) < extent:
-            raise MetadataError(f"chunk edges sum to {int(cumsum[-1])}, less than the extent {extent}",
-                                path=path)
-        a.flags.writeable = False
-        cumsum.flags.writeable = False
-        return cls(a, int(extent), cumsum)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, VaryingDim):
-            return NotImplemented
-        return self.extent == other.extent and np.array_equal(self.edges, other.edges)
-
-    def __hash__(self) -> int:
-        return hash((self.extent, self.edges.tobytes()))
-
-    @property
-    def nchunks(self) -> int:
-        return int(np.searchsorted(self.cumsum, self.extent, side="left"))
-
-    def offset(self, i: int) -> int:
-        return int(self.cumsum[_chunk(i, self.nchunks)])
-
-    def edge(self, i: int) -> int:
-        return int(self.edges[_chunk(i, self.nchunks)])
-
-    def data_len(self, i: int) -> int:
-        i = _chunk(i, self.nchunks)
-        return min(int(self.edges[i]), self.extent - int(self.cumsum[i]))
-
-    def chunk_of(self, idx: int) -> int:
-        return int(np.searchsorted(self.cumsum, _chunk(idx, self.extent, "array index"), side="right")) - 1
-
-    def chunks_of(self, idx: npt.ArrayLike) -> IntArray:
-        i = _int_array(idx, self.extent, "array index")
-        return np.searchsorted(self.cumsum, i, side="right").astype(np.int64) - 1
-
-    def offsets_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return self.cumsum[_int_array(chunks, self.nchunks, "chunk index")]
-
-    def edges_of(self, chunks: npt.ArrayLike) -> IntArray:
-        return self.edges[_int_array(chunks, self.nchunks, "chunk index")]
-
-    def data_lens_of(self, chunks: npt.ArrayLike) -> IntArray:
-        c = _int_array(chunks, self.nchunks, "chunk index")
-        return np.minimum(self.edges[c], self.extent - self.cumsum[c])
-
-    def unique_edges(self) -> IntArray:
-        edges = self.edges
-        if edges.size > tuning.current().bincount_edges and int(np.max(edges)) <= 4 * edges.size:
-            return np.flatnonzero(np.bincount(edges)).astype(np.int64)
-        return np.unique(edges)
-
-    def data_lens(self) -> tuple[int, ...]:
-        return tuple(self.data_lens_of(np.arange(self.nchunks)).tolist())
-
-
-Dim: TypeAlias = FixedDim | VaryingDim
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +126,7 @@ class ChunkGrid:
         shape = self.regular_chunk_shape
         if self.kind == "regular" and shape is not None:
             return {"name": "regular", "configuration": {"chunk_shape": list(shape)}}
-        specs = [d.size if isinstance(d, FixedDim) else compress_rle(d.edges) for d in self.dims]
+        specs = [d.size if isinstance(d, FixedDim) else d.runs_json() for d in self.dims]
         return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": specs}}
 
     def resize(self, new_shape: Shape,
@@ -342,23 +185,23 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
         if not isinstance(policy, str):
             raise MetadataError("explicit edges given for an axis with a fixed chunk size", path=path)
         return FixedDim(d.size, extent)
-    growth = extent - int(d.cumsum[-1])
-    explicit = None if isinstance(policy, str) else edge_array(policy, path)
+    growth = extent - d.total
     if growth <= 0:  # a policy only acts on an axis that grows past its edges
-        return VaryingDim(d.edges, extent, d.cumsum)
-    if explicit is not None:
-        if int(explicit.sum()) < growth:
-            raise MetadataError(f"new edges {explicit.tolist()} do not cover the growth of {growth}", path=path)
-        new = explicit
+        return VaryingDim.from_runs(d.values, d.counts, extent, path=path)
+    if not isinstance(policy, str):
+        new = edge_array(policy, path)
+        if int(new.sum()) < growth:
+            raise MetadataError(f"new edges {new.tolist()} do not cover the growth of {growth}", path=path)
+        counts = np.ones(new.size, dtype=np.int64)
     elif policy == "repeat":
-        if not d.edges.size:
+        if not d.values.size:
             raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)
-        last = int(d.edges[-1])
-        check_edge_count(d.edges.size + ceildiv(growth, last), path)
-        new = np.full(ceildiv(growth, last), last, dtype=np.int64)
+        last = int(d.values[-1])
+        new, counts = np.array([last], dtype=np.int64), np.array([ceildiv(growth, last)], dtype=np.int64)
     else:
-        new = np.array([growth], dtype=np.int64)
-    return VaryingDim.from_edges(np.concatenate([d.edges, new]), extent, path=path)
+        new, counts = np.array([growth], dtype=np.int64), np.ones(1, dtype=np.int64)
+    return VaryingDim.from_runs(np.concatenate([d.values, new]), np.concatenate([d.counts, counts]), extent,
+                                path=path)
 
 
 # --- JSON helpers ---------------------------------------------------------------------------------
@@ -407,8 +250,8 @@ def edge_array(spec: Sequence[Any] | npt.NDArray[Any], path: str) -> IntArray:
     return check_positive(a, path)
 
 
-def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
-    """Expand a rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs into int64 edges."""
+def rle_runs(spec: Sequence[Any], path: str = "$") -> tuple[IntArray, IntArray]:
+    """A rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs as ``(values, counts)``."""
     values = np.empty(len(spec), dtype=np.int64)
     counts = np.ones(len(spec), dtype=np.int64)
     for k, item in enumerate(spec):
@@ -420,20 +263,33 @@ def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
             counts[k] = positive_int(item[1], json_path(p, 1))
         else:
             values[k] = positive_int(item, p)
+    return values, counts
+
+
+def expand_rle(spec: Sequence[Any], path: str = "$") -> IntArray:
+    """Expand a rectilinear dim-spec list of bare edges and ``[edge, count]`` pairs into int64 edges."""
+    values, counts = rle_runs(spec, path)
     if counts.size:
         check_edge_count(int(np.max(counts)), path)
         check_edge_count(int(counts.sum()), path)
     return np.repeat(values, counts)
 
 
+def runs_of(values: npt.ArrayLike) -> Runs:
+    """``(value, count)`` runs of equal neighbours."""
+    a = np.asarray(values, dtype=np.int64)
+    if a.size == 0:
+        return ()
+    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
+    counts = np.diff(np.append(starts, a.size)).tolist()
+    return tuple(zip(a[starts].tolist(), counts, strict=True))
+
+
 def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
     """Edges as written to JSON: ``[edge, count]`` runs (runs of 1 as bare ints) when that is shorter
     than the plain list, else the plain list."""
     a = np.asarray(edges, dtype=np.int64)
-    if a.size == 0:
-        return []
-    starts = np.flatnonzero(np.concatenate(([True], a[1:] != a[:-1])))
-    if starts.size == a.size:
+    runs = runs_of(a)
+    if len(runs) == a.size:
         return a.tolist()  # type: ignore[no-any-return]
-    counts = np.diff(np.append(starts, a.size)).tolist()
-    return [v if n == 1 else [v, n] for v, n in zip(a[starts].tolist(), counts, strict=True)]
+    return [v if n == 1 else [v, n] for v, n in runs]

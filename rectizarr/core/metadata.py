@@ -32,6 +32,7 @@ from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedE
 __all__ = [
     "ARRAY_KEYS",
     "GROUP_KEYS",
+    "MAX_NDIM",
     "ArrayMeta",
     "GroupMeta",
     "NodeMeta",
@@ -45,6 +46,7 @@ __all__ = [
     "parse_storage_transformers",
 ]
 
+MAX_NDIM = 32  # NPY_MAXDIMS_LEGACY_ITERS: nditer, ``.flat`` and fancy indexing refuse more operand dimensions
 ARRAY_KEYS = frozenset(
     {
         "zarr_format",
@@ -191,9 +193,13 @@ def parse_attributes(top: dict[str, Any], raw: bool, key: str | None) -> dict[st
 
 
 def parse_shape(value: Any, key: str | None) -> Shape:
-    """A decoded ``shape`` value: non-negative integers below ``2**63``."""
+    """A decoded ``shape`` value: at most ``MAX_NDIM`` non-negative integers below ``2**63``."""
     if not isinstance(value, list):
         raise MetadataError("shape must be a list of non-negative integers", path="$.shape", key=key)
+    if len(value) > MAX_NDIM:
+        raise UnsupportedError(
+            f"arrays of {len(value)} dimensions; at most {MAX_NDIM} are supported (numpy's iterators "
+            f"handle no more)", path="$.shape", key=key)
     for i, s in enumerate(value):
         if type(s) is not int or s < 0:
             raise MetadataError(

@@ -8,6 +8,7 @@ materialises its indices unless it selects fewer elements than the chunks its ra
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, overload
@@ -19,6 +20,7 @@ from rectizarr._util import is_int
 from rectizarr.errors import SelectionError
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
+_MAX_PLANNED = sys.maxsize // 64  # chunks (or elements) of one axis: past this numpy cannot hold their arrays
 AxisSel: TypeAlias = slice | IntArray
 """A per-axis selection inside a chunk or the output: a slice or a 1-D int64 index array."""
 
@@ -186,6 +188,9 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
         return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,))
+    if min(n, c1 - c0 + 1) > _MAX_PLANNED:
+        raise SelectionError(f"the selection of {n} elements along axis of extent {dim.extent} touches "
+                             f"{c1 - c0 + 1} chunks: too many to plan; select less")
     if s == 1 or n > c1 - c0 + 1:
         chunks = np.arange(c0, c1 + 1, dtype=np.int64)
         offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)

@@ -365,3 +365,27 @@ def test_copy_and_diff_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: 
     a[:] = b[:] = np.arange(95)
     status, out, _ = run(capsys, "diff", str(tmp_path / "r.zarr"), str(tmp_path / "q.zarr"))
     assert status == 0 and "summary: equivalent" in out
+
+
+def test_copy_refuses_a_destination_overlapping_the_source(capsys: pytest.CaptureFixture[str],
+                                                          tmp_path: Path) -> None:
+    """``copy SRC SRC --overwrite`` deleted the source and exited 0; ``copy SRC SRC/sub`` never stopped."""
+    src = tmp_path / "s.zarr"
+    g = rectizarr.create_group(str(src))
+    g.create_array("x", shape=(4,), dtype="i4", chunks=(2,))[:] = np.arange(4, dtype="i4")
+    cases = [
+        ([str(src), str(src), "--overwrite"], "is the source"),
+        ([str(src), str(src / "sub")], "lies inside the source"),
+        ([str(src), str(src), "--dst-path", "sub", "--overwrite"], "lies inside the source"),
+        ([str(src), str(src), "--src-path", "x", "--overwrite"], "holds the source"),
+        ([str(src / "x"), str(src), "--overwrite"], "holds the source"),
+        ([str(src), str(src), "--src-path", "x", "--dst-path", "x", "--overwrite"], "is the source"),
+    ]
+    for argv, why in cases:
+        status, _, err = run(capsys, "copy", *argv)
+        assert status == 2 and why in err and err.count("\n") == 1, (argv, err)
+    assert rectizarr.open_group(str(src)).keys() == ["x"]
+    np.testing.assert_array_equal(rectizarr.open_array(str(src / "x"))[:], np.arange(4))
+    status, _, _ = run(capsys, "copy", str(src), str(src), "--src-path", "x", "--dst-path", "y")
+    assert status == 0
+    np.testing.assert_array_equal(rectizarr.open_array(str(src / "y"))[:], np.arange(4))

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from rectizarr._util import ceildiv
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
-from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle
+from rectizarr.core.grid import ChunkGrid, FixedDim, VaryingDim, compress_rle, expand_rle, rle_runs, runs_of
 from rectizarr.core.grid_json import parse_chunk_grid
 from tests.strategies import (
     chunk_coords,
@@ -152,3 +152,28 @@ def test_encode_many_matches_encode(enc: ChunkKeyEncoding, ndim: int, flat: list
     keys = enc.encode_many(coords)
     assert keys == [enc.encode(tuple(row)) for row in coords.tolist()]
     assert [enc.decode(k, ndim=ndim) for k in keys] == [tuple(row) for row in coords.tolist()]
+
+
+@given(rle_specs, st.data())
+def test_runs_answer_like_their_expanded_edges(spec: list[Any], data: st.DataObject) -> None:
+    """A run-length axis is kept as runs; every answer equals that of the plainly expanded edge list."""
+    values, counts = rle_runs(spec)
+    edges = np.repeat(values, counts)
+    extent = data.draw(st.integers(0, int(edges.sum())))
+    d = VaryingDim.from_runs(values, counts, extent)
+    assert d == VaryingDim.from_edges(edges, extent) and hash(d) == hash(VaryingDim.from_edges(edges, extent))
+    ref = np.concatenate([[0], np.cumsum(edges)])
+    n = int(np.searchsorted(ref, extent, side="left"))
+    c = np.arange(n)
+    assert d.nchunks == n
+    assert d.offsets_of(c).tolist() == ref[:n].tolist()
+    assert d.edges_of(c).tolist() == edges[:n].tolist()
+    lens = np.minimum(edges[:n], extent - ref[:n])
+    assert d.data_lens_of(c).tolist() == lens.tolist() == list(d.data_lens())
+    assert [(d.offset(i), d.edge(i), d.data_len(i)) for i in range(n)] == list(zip(ref[:n], edges[:n], lens, strict=True))
+    idx = np.arange(extent)
+    assert d.chunks_of(idx).tolist() == (np.searchsorted(ref, idx, side="right") - 1).tolist()
+    assert d.data_len_runs() == runs_of(lens)
+    assert d.runs_json() == compress_rle(edges)
+    assert d.unique_edges().tolist() == sorted(set(edges.tolist()))
+    assert d.edges.tolist() == edges.tolist() and d.cumsum.tolist() == ref.tolist()

@@ -8,11 +8,20 @@ import random
 import subprocess
 import sys
 import textwrap
+import tracemalloc
+import zipfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
+import rectizarr
+from rectizarr.cli import main
+from rectizarr.cli.main import info_text
+from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
+from rectizarr.stores import MemoryStore
 from tests.reliability._mutate import CASE_SECONDS, alarm, check_case, mutate, seed_stores
 from tests.strategies import examples
 
@@ -122,3 +131,129 @@ def test_absurd_sizes_do_not_allocate(name: str) -> None:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[0] in ("OK", "ERR"), proc.stdout
+
+
+# Issue 16, "also close": numpy or OS errors that escaped instead of a RectizarrError.
+def _open_doc(doc: dict[str, object], chunks: dict[str, bytes] | None = None) -> rectizarr.Array:
+    store = MemoryStore()
+    store.set("zarr.json", json.dumps(doc).encode())
+    for k, v in (chunks or {}).items():
+        store.set(k, v)
+    return rectizarr.open_array(store, mode="r")
+
+
+@pytest.mark.parametrize("ndim", [33, 64, 65])
+def test_more_than_32_dimensions_are_refused_at_open_and_create(ndim: int) -> None:
+    doc = _doc(shape=[1] * ndim, chunk_grid=_regular(*[1] * ndim))
+    with pytest.raises(UnsupportedError, match="at most 32") as exc:
+        _open_doc(doc)
+    assert exc.value.path == "$.shape"
+    with pytest.raises(UnsupportedError, match="at most 32"):
+        rectizarr.create_array(MemoryStore(), shape=(1,) * ndim, dtype="i4", chunks=(1,) * ndim)
+
+
+def test_32_dimensions_read_and_write() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(3,) + (1,) * 31, dtype="i4", chunks=(2,) + (1,) * 31)
+    a[...] = np.arange(3).reshape(a.shape)
+    np.testing.assert_array_equal(a[...].ravel(), np.arange(3))
+
+
+@pytest.mark.parametrize("name", ["r17179869184", "r" + "8" * 5000])
+def test_raw_type_larger_than_numpy_is_a_metadata_error(name: str) -> None:
+    with pytest.raises(MetadataError, match="bytes per element") as exc:
+        _open_doc(_doc(data_type=name, fill_value=[0]))
+    assert exc.value.path == "$.data_type"
+
+
+def test_stray_key_with_a_5000_digit_coordinate_is_not_a_chunk_key(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    store = MemoryStore()
+    a = rectizarr.create_array(store, shape=(4,), dtype="u1", chunks=(2,), fill_value=7, compressors=None)
+    a[:2] = 1
+    path = tmp_path / "a.zip"  # a 5000-character file name is too long for a local file system
+    with zipfile.ZipFile(path, "w") as z:
+        for key in [*store.list_prefix(""), "c/" + "9" * 5000]:
+            z.writestr(key, bytes(store.get(key) or b"\0\0"))
+    a = rectizarr.open_array(str(path), mode="r")
+    np.testing.assert_array_equal(a[...], [1, 1, 7, 7])
+    assert a.nchunks_initialized == 1
+    assert "1 stored" in a.info
+    assert main(["validate", str(path), "--lenient", "--json"]) == 0
+    assert "chunks.stray_key" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("chunk", [2**62, 1])
+def test_huge_valid_shape_info_works_and_full_read_is_a_clear_error(chunk: int) -> None:
+    a = _open_doc(_doc(shape=[2**62, 2**62], chunk_grid=_regular(chunk, chunk)))
+    assert f"[{chunk}x{2**62 // chunk}]" in a.info or f"[{chunk}]" in a.info
+    assert f"{2**62 // chunk}" in info_text(a)
+    assert a.write_chunk_runs == (((chunk, 2**62 // chunk),),) * 2
+    with pytest.raises(SelectionError, match="select less"):
+        a[...]
+    assert a[5, 7:9].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({"offset": 0, "scale": 1, "dtype": "<f8", "astype": "V2000000000"}, "astype"),
+    ({"offset": 0, "scale": 1, "dtype": "V2000000000", "astype": "<f8"}, "dtype"),
+])
+def test_numcodecs_filter_declaring_huge_elements_is_refused_at_open(config: dict[str, object], field: str) -> None:
+    """``astype: "V2000000000"`` took 10-18 s and 3.85 GB to open and read one element."""
+    doc = _doc(data_type="float64", codecs=[
+        {"name": "numcodecs.fixedscaleoffset", "configuration": config}, {"name": "bytes"}])
+    tracemalloc.start()
+    try:
+        with pytest.raises(MetadataError, match="at most 128 bytes") as exc:
+            _open_doc(doc)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert exc.value.path == f"$.codecs[0].configuration.{field}"
+    assert peak < 16 << 20
+
+
+@pytest.mark.filterwarnings("ignore::numpy.exceptions.ComplexWarning")  # numcodecs decodes c16 -> i1 with astype
+def test_numcodecs_filter_growing_elements_sixteen_times_still_works() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(4,), dtype="i1", chunks=(2,), codecs=[
+        {"name": "numcodecs.astype", "configuration": {"encode_dtype": "<c16", "decode_dtype": "|i1"}},
+        {"name": "bytes", "configuration": {"endian": "little"}}])
+    a[:] = np.arange(4, dtype="i1")
+    np.testing.assert_array_equal(a[:], np.arange(4))
+
+
+_RLE_SCRIPT = textwrap.dedent("""
+    import json, resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))   # 1 GiB address space
+    import rectizarr
+    from rectizarr.cli.main import info_json, info_text
+    from rectizarr.stores import MemoryStore
+    store = MemoryStore()
+    store.set("zarr.json", sys.argv[1].encode())
+    a = rectizarr.open_array(store)
+    assert "[1x100000000]" in a.info and "[1x100000000]" in info_text(a), a.info
+    assert info_json(a)["chunk_grid"]["write_chunk_sizes"] == [[[1, 10**8]]] * a.ndim
+    assert a.write_chunk_runs == (((1, 10**8),),) * a.ndim
+    last = (10**8 - 1,) * a.ndim
+    a[last] = 9
+    assert a[last] == 9 and a[(slice(10**8 - 2, None),) * a.ndim].sum() == 9 and a.nchunks_initialized == 1
+    assert a.grid.to_json() == json.loads(sys.argv[1])["chunk_grid"]
+    if a.ndim > 1:  # listing 10**8 chunks per axis as Python ints: refused past 10**8 in total
+        try:
+            a.write_chunk_sizes
+        except rectizarr.MetadataError as e:
+            print("ERR", e)
+    print("OK")
+""")
+
+
+@pytest.mark.parametrize("ndim", [1, 4])
+def test_run_length_edges_stay_compressed(ndim: int) -> None:
+    """``[[1, 10**8]]`` in a 287-byte zarr.json: open took 12-14 s and 2.3 GB, ``info`` 60 s and 4.6 GB;
+    four such axes ended in a raw MemoryError. Runs stay runs: open, info and reads fit in 1 GiB."""
+    doc = _doc(shape=[10**8] * ndim, chunk_grid={"name": "rectilinear", "configuration": {
+        "kind": "inline", "chunk_shapes": [[[1, 10**8]]] * ndim}})
+    proc = subprocess.run([sys.executable, "-c", _RLE_SCRIPT, json.dumps(doc)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2] == "OK"
+    assert ("too many to list" in proc.stdout) == (ndim == 4)

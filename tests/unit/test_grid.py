@@ -285,7 +285,7 @@ def test_large_raw_document(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("a flat list of edges in raw JSON must not be parsed item by item")
 
     monkeypatch.setattr(grid_json, "edge_array", per_item_path)
-    monkeypatch.setattr(grid_json, "expand_rle", per_item_path)
+    monkeypatch.setattr(grid_json, "rle_runs", per_item_path)
     rng = np.random.default_rng(0)
     edges = rng.integers(1, 1000, 10**6)
     doc = msgspec.json.encode(rect(edges.tolist(), 7))

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError
+from rectizarr.errors import (
+    LenientMetadataWarning,
+    MetadataError,
+    NodeExistsError,
+    NodeNotFoundError,
+    ReadOnlyError,
+)
 from rectizarr.stores import CountingStore, MemoryStore
 from tests.refs import zarr_python
 
@@ -240,3 +247,24 @@ def test_zarr_python_consolidated_hierarchy(tmp_path) -> None:
     assert g["scalar"][()] == 3
     assert np.array_equal(g["sub/arr"][:], np.arange(20, dtype="f4").reshape(5, 4))
     assert g.attrs["a"] == 1
+
+
+@pytest.mark.parametrize("bad", ["", "__x", ".", "..", "zarr.json", "x/", "x//y", "x/__y"])
+def test_consolidated_entries_with_invalid_names_are_ignored_and_reported(bad: str) -> None:
+    """An entry whose name cannot be a node's (``""`` made the root group list itself as an array) is
+    skipped with a warning naming the JSON path, like the listing skips such names; validate reports it."""
+    store = MemoryStore()
+    g = rectizarr.create_group(store)
+    g.create_array("x", shape=(2,), dtype="u1", chunks=(1,))
+    rectizarr.consolidate_metadata(store)
+    doc = json.loads(bytes(store.get("zarr.json") or b""))
+    entries = doc["consolidated_metadata"]["metadata"]
+    entries[bad] = entries["x"]
+    store.set("zarr.json", json.dumps(doc).encode())
+    g = rectizarr.open_group(store, mode="r")
+    with pytest.warns(LenientMetadataWarning, match=re.escape(f"metadata[{json.dumps(bad)}]")):
+        members = g.members()
+    assert [(n, type(m).__name__, m.path) for n, m in members] == [("x", "Array", "x")]
+    report = rectizarr.validate(store)
+    assert [(i.rule, i.json_path) for i in report.errors] == [
+        ("consolidated.entry_name", f"$.consolidated_metadata.metadata[{json.dumps(bad)}]")]
