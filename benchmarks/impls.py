@@ -84,6 +84,10 @@ class Impl(ABC):
     @abstractmethod
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None: ...
 
+    def set_point(self, h: Any, index: tuple[int, ...], value: Any) -> None:
+        """One element written through a handle kept open (a read-modify-write of its chunk)."""
+        h[index] = value
+
 
 class Rectizarr(Impl):
     name = "rectizarr"
@@ -167,6 +171,10 @@ class ZarrPython(Impl):
         with self._ctx():
             h[...] = data
 
+    def set_point(self, h: Any, index: tuple[int, ...], value: Any) -> None:
+        with self._ctx():
+            h[index] = value
+
 
 class ZarrsPipeline(ZarrPython):
     name = "zarr-python+zarrs"
@@ -199,6 +207,9 @@ class TensorStore(Impl):
 
     def vindex(self, h: Any, sel: Any) -> np.ndarray:
         return np.asarray(h.vindex[sel].read().result())
+
+    def set_point(self, h: Any, index: tuple[int, ...], value: Any) -> None:
+        h[index].write(value).result()
 
     def create(self, path: str, spec: Spec) -> Any:
         import tensorstore as ts

@@ -604,6 +604,41 @@ def bench_m2(res: Results, root: str) -> None:
     rmtree(path)
 
 
+def bench_c1(res: Results, root: str) -> None:
+    """C1: what the consistency checks cost. Single elements written and read through a handle kept open,
+    on a (512, 512) uint16 array of raw (64, 64) chunks: each write is a read-modify-write of its chunk
+    (rectizarr: under the chunk's lock, a flock, after one version check of zarr.json); each read is one
+    chunk (rectizarr: after one version check)."""
+    n = 100 if res.cfg.quick else 500
+    spec = Spec((512, 512), "uint16", (64, 64), None, "raw")
+    points = [tuple(int(x) for x in p) for p in np.random.default_rng(11).integers(0, 512, size=(n, 2))]
+    handles = {}
+    for impl in IMPLS:
+        handles[impl.name] = impl.create(os.path.join(root, f"C1-{impl.name}.zarr"), spec)
+        impl.write(handles[impl.name], np.zeros(spec.shape, np.uint16), False)
+
+    def writes(impl: Impl) -> Callable[[], float]:
+        def run() -> float:
+            t0 = time.perf_counter()
+            for k, p in enumerate(points):
+                impl.set_point(handles[impl.name], p, k % 60000)
+            return time.perf_counter() - t0
+        return run
+
+    def reads(impl: Impl) -> Callable[[], float]:
+        def run() -> float:
+            t0 = time.perf_counter()
+            for p in points:
+                impl.read(handles[impl.name], p)
+            return time.perf_counter() - t0
+        return run
+
+    for case, make in ((f"{n} single-element writes, one handle", writes), (f"{n} single-element reads, one handle", reads)):
+        rows = {impl.name: res.add(Row("C1", case, impl.name, per=n, per_label="per element")) for impl in IMPLS}
+        round_robin({impl.name: make(impl) for impl in IMPLS}, res.cfg.t_repeats + 1, rows)
+        _report(res, "C1", case)
+
+
 class _Snapshot:
     """Bytes written between two calls, measured on the files (new or changed size/mtime/inode)."""
 
@@ -1002,7 +1037,7 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
 # ------------------------------------------------------------------------------------------ main
 
 
-WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "M2", "A1", "P1")
+WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "M2", "A1", "P1", "C1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1072,6 +1107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             phase("M2", lambda: bench_m2(res, root))
         if "A1" in only:
             phase("A1", lambda: bench_a1(res, root))
+        if "C1" in only:
+            phase("C1", lambda: bench_c1(res, root))
     finally:
         if not args.keep:
             rmtree(root)
