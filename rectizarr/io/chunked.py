@@ -20,7 +20,16 @@ import numpy as np
 
 from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
-from rectizarr.io.chunk import Data, Encoded, decode, decode_in_place, encode_and_commit, merge, paste
+from rectizarr.io.chunk import (
+    Data,
+    Encoded,
+    decode,
+    decode_in_place,
+    encode_and_commit,
+    merge,
+    paste,
+    swap_each,
+)
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import pmap, workers_for
 from rectizarr.tuning import Tuning
@@ -90,20 +99,26 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
     keys = list(by_key)
+    partial = [k for k in keys if not all(p.complete for p in by_key[k])]
+
+    def work(key: str, stored: Data | None) -> Encoded:
+        group = by_key[key]
+        spec = layout.spec(group[0].coords)
+        chunk = merge(layout, plan, group, value, spec.shape,
+                      None if stored is None else lambda: layout.pipeline.decode(stored, spec))
+        if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
+            return key, None
+        return key, layout.pipeline.encode(chunk, spec)
+
+    spec = layout.spec(by_key[keys[0]][0].coords)
+    workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
     with layout.store.lock(keys):
-        partial = [k for k in keys if not all(p.complete for p in by_key[k])]
+        if layout.store.capabilities.conditional_writes:  # partly written chunks: compare-and-swap each
+            whole = [k for k in keys if k not in set(partial)]
+            encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t)
+            swap_each(layout, partial, lambda k: k, work, workers, t)
+            return
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
-
-        def work(key: str) -> Encoded:
-            group, stored = by_key[key], old.get(key)
-            spec = layout.spec(group[0].coords)
-            chunk = merge(layout, plan, group, value, spec.shape,
-                          None if stored is None else lambda: layout.pipeline.decode(stored, spec))
-            if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
-                return key, None
-            return key, layout.pipeline.encode(chunk, spec)
-
-        spec = layout.spec(by_key[keys[0]][0].coords)
-        workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
-        encode_and_commit(layout, keys, work, {k for k in partial if old[k] is None}, workers, t)
+        encode_and_commit(layout, keys, lambda k: work(k, old.get(k)), {k for k in partial if old[k] is None},
+                          workers, t)
 

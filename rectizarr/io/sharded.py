@@ -29,7 +29,7 @@ from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.cache import index_cache
-from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste
+from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import pmap, pool_size, workers_for
 from rectizarr.tuning import Tuning
@@ -316,17 +316,23 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
     written once, under its lock."""
     shards = group_by_shard(layout, projections, t)
+    needs_read = [s for s in shards if not _replaced_whole(layout, s)]
+
+    def work(s: Shard, stored: Data | None) -> Encoded:
+        return s.key, layout.sharding.assemble(s.shape_t, _merged_inner(layout, plan, s, value, stored))
+
+    spec = layout.inner_spec(None)
+    workers = workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
-        needs_read = [s for s in shards if not _replaced_whole(layout, s)]
+        if layout.store.capabilities.conditional_writes:  # partly written shards: compare-and-swap each
+            whole = [s for s in shards if s not in needs_read]
+            encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t)
+            swap_each(layout, needs_read, lambda s: s.key, work, workers, t)
+            return
         old = dict(zip([s.key for s in needs_read],
                        layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
-
-        def work(s: Shard) -> Encoded:
-            return s.key, layout.sharding.assemble(s.shape_t, _merged_inner(layout, plan, s, value, old.get(s.key)))
-
-        spec = layout.inner_spec(None)
-        workers = workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
-        encode_and_commit(layout, shards, work, {s.key for s in needs_read if old[s.key] is None}, workers, t)
+        encode_and_commit(layout, shards, lambda s: work(s, old.get(s.key)),
+                          {s.key for s in needs_read if old[s.key] is None}, workers, t)
 
 
 def _replaced_whole(layout: ShardedLayout, s: Shard) -> bool:

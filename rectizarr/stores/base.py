@@ -279,6 +279,16 @@ class Store(ABC):
             self._set_batch({key: value})
             return True
 
+    def delete_if(self, key: str, version: Hashable) -> bool:
+        """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""
+        validate_key(key)
+        self._check_writable("delete")
+        with self.lock([key]):
+            if self.version(key) != version:
+                return False
+            self._delete_batch([key])
+            return True
+
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread
         of this process and, where ``capabilities.process_locks``, every process, whichever store object

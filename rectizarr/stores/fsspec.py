@@ -197,12 +197,16 @@ class FsspecStore(Store):
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         if not self.capabilities.conditional_writes:
             return super().get_versioned(key)
-        try:  # the ETag first: a value newer than it only makes the conditional write fail and retry
-            etag = self.fs.info(self._full(validate_key(key)), refresh=True)["ETag"]
-        except FileNotFoundError:
-            return None, None
-        data = self.get(key)
+        etag = self._etag(key)  # first: a value newer than it only makes the conditional write fail and retry
+        data = None if etag is None else self.get(key)
         return (None, None) if data is None else (data, etag)
+
+    def _etag(self, key: str) -> Hashable:
+        try:
+            etag: Hashable = self.fs.info(self._full(validate_key(key)), refresh=True)["ETag"]
+            return etag
+        except FileNotFoundError:
+            return None
 
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         if not self.capabilities.conditional_writes:
@@ -219,6 +223,14 @@ class FsspecStore(Store):
             raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
         self.fs.invalidate_cache(self._full(key))
         self._writes[key] = next(self._counter)
+        return True
+
+    def delete_if(self, key: str, version: Hashable) -> bool:
+        if not self.capabilities.conditional_writes:
+            return super().delete_if(key, version)
+        if self._etag(key) != version:  # then the delete: a writer in between is not seen
+            return False
+        self.delete(key)
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:

@@ -291,3 +291,38 @@ def test_conflicts_end_in_conflict_error(s3_store: Any) -> None:
     with tuning.use(replace(tuning.current(), conflict_retries=3)), pytest.raises(ConflictError, match=r"x/zarr\.json"):
         a._update_attributes(meddle)
     assert calls == 3 and "mine" not in rectizarr.open_array(s3_store, path="x").attrs
+
+
+def _s3_store(endpoint: str, root: str) -> Any:
+    import s3fs
+
+    from rectizarr.stores import FsspecStore
+
+    fs = s3fs.S3FileSystem(key="testing", secret="testing", skip_instance_cache=True,
+                           client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"})
+    return FsspecStore(fs, path=root)
+
+
+def _s3_worker(endpoint: str, root: str, worker: int, n: int) -> None:
+    store = _s3_store(endpoint, root)  # a client of its own: only the server's conditions order the writes
+    a = rectizarr.open_array(store, path="x")
+    s = rectizarr.open_array(store, path="s")
+    for j in range(n):
+        a.append(np.full((1, 2), 100 * worker + j, "i4"))
+        s[worker, j] = 100 * worker + j + 1  # its own inner chunk of the one shard
+
+
+def test_processes_on_s3(s3_server: Any, s3_store: Any) -> None:
+    workers, n = 3, 4
+    rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
+    rectizarr.create_array(s3_store, name="s", shape=(workers, n), dtype="i4", chunks=(1, 1), shards=(workers, n),
+                           fill_value=0)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for f in [pool.submit(_s3_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)]:
+            f.result(timeout=180)
+    fresh = _s3_store(s3_server.endpoint_url, s3_store.root)
+    back = rectizarr.open_array(fresh, path="x", mode="r")
+    assert back.shape == (workers * n, 2)  # 0 lost appends
+    assert rows_of(back) == sorted(100 * w + j for w in range(workers) for j in range(n))
+    shard = rectizarr.open_array(fresh, path="s", mode="r")[...]
+    assert shard.tolist() == [[100 * w + j + 1 for j in range(n)] for w in range(workers)]  # 0 lost inner chunks
