@@ -200,29 +200,46 @@ def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> No
 
 def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
                           docs: AncestorDocs | None = None) -> None:
-    """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group."""
+    """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group: under
+    the ancestors' locks (:func:`locked`, held by the caller), or as conditional writes where the store
+    has them (re-read and re-applied on conflict)."""
     docs = docs or AncestorDocs(store)
     for parent in parent_paths(path):
-        data = docs.get(parent)
-        if data is None:
-            continue
-        meta = decode_node(data, meta_key(parent))
-        if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
-            continue
-        entries = dict(meta.consolidated_metadata.get("metadata") or {})
         rel = path[len(parent) + 1 :] if parent else path
-        if doc is None:
-            entries = {k: v for k, v in entries.items() if k != rel and not k.startswith(rel + "/")}
+        if not store.capabilities.conditional_writes:
+            data = docs.get(parent)
+            new = None if data is None else _with_entry(decode_node(data, meta_key(parent)), rel, doc)
+            if new is not None:
+                docs.set(parent, new)
+            continue
+        for _ in range(tuning.current().conflict_retries):
+            data, version = store.get_versioned(meta_key(parent))
+            new = None if data is None else _with_entry(decode_node(data, meta_key(parent)), rel, doc)
+            if new is None or store.set_if(meta_key(parent), new, version):
+                break
         else:
-            entry = dict(doc)
-            if entry.get("node_type") == "group":
-                entry.pop("consolidated_metadata", None)
-                entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
-            entries[rel] = entry
-        updated = dict(meta.consolidated_metadata)
-        updated["metadata"] = entries
-        new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
-        docs.set(parent, encode_json(node_to_json(new)))
+            raise ConflictError(f"{meta_key(parent)!r} was changed by other writers during each of "
+                                f"{tuning.current().conflict_retries} attempts to update its consolidated metadata")
+
+
+def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:
+    """The encoded group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with
+    its descendants); None when ``meta`` does not consolidate."""
+    if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
+        return None
+    entries = dict(meta.consolidated_metadata.get("metadata") or {})
+    if doc is None:
+        entries = {k: v for k, v in entries.items() if k != rel and not k.startswith(rel + "/")}
+    else:
+        entry = dict(doc)
+        if entry.get("node_type") == "group":
+            entry.pop("consolidated_metadata", None)
+            entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+        entries[rel] = entry
+    updated = dict(meta.consolidated_metadata)
+    updated["metadata"] = entries
+    new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
+    return encode_json(node_to_json(new))
 
 
 class Attributes(MutableMapping[str, Any]):

@@ -326,3 +326,18 @@ def test_processes_on_s3(s3_server: Any, s3_store: Any) -> None:
     assert rows_of(back) == sorted(100 * w + j for w in range(workers) for j in range(n))
     shard = rectizarr.open_array(fresh, path="s", mode="r")[...]
     assert shard.tolist() == [[100 * w + j + 1 for j in range(n)] for w in range(workers)]  # 0 lost inner chunks
+
+
+def _s3_create(endpoint: str, root: str, name: str) -> None:
+    rectizarr.open_group(_s3_store(endpoint, root)).create_array(name, shape=(4,), dtype="i2", chunks=(2,))
+
+
+def test_processes_creating_in_a_consolidated_group_on_s3(s3_server: Any, s3_store: Any) -> None:
+    rectizarr.create_group(s3_store)
+    rectizarr.consolidate_metadata(s3_store)
+    names = [f"a{i}" for i in range(6)]
+    with ProcessPoolExecutor(3, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for f in [pool.submit(_s3_create, s3_server.endpoint_url, s3_store.root, n) for n in names]:
+            f.result(timeout=180)
+    g = rectizarr.open_group(_s3_store(s3_server.endpoint_url, s3_store.root))
+    assert sorted(g.keys()) == names  # 0 lost consolidated entries
