@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import re
 import secrets
@@ -47,7 +49,8 @@ def _read_exact(f: Callable[[int], bytes | None], length: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+# O_NONBLOCK: opening a named pipe must not wait for a writer (regular files ignore the flag).
+_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 _PREAD = hasattr(os, "pread")
 
 
@@ -70,30 +73,56 @@ def _read_range(fd: int, start: int, length: int) -> bytes:
     return _read_exact(lambda n: os.read(fd, n), length)
 
 
-def _with_file(path: str, read: Callable[[int], _R]) -> _R | None:
-    """``read(fd)`` on the file at ``path``; None when it is missing or a directory. Plain descriptors:
-    an open file object costs more than the read of a small chunk."""
+def _open(path: str) -> int | None:
     try:
-        fd = os.open(path, _O_READ)
+        return os.open(path, _O_READ)
     except _MISSING:
         return None
-    try:
-        return read(fd)
-    except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket
             return None
         raise
+
+
+def _with_file(path: str, read: Callable[[int, int | None], _R], guess: bool = False) -> _R | None:
+    """``read(fd, size)`` on the regular file at ``path``; None when it is missing or is not a regular file
+    (a directory, a device, a named pipe: opened without blocking and never read, so a link to ``/dev/zero``
+    or a pipe holds no value, as ``exists`` and listings say). Plain descriptors: an open file object costs
+    more than the read of a small chunk.
+
+    With ``guess``, ``read(fd, None)`` comes first, without the ``fstat`` (it costs as much as a small
+    read), and its answer is taken unless it is None: it must take only a read of exactly the size it
+    expected, one byte short of what it asked for, which a regular file of that size gives and
+    ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
+    Otherwise the file is checked and read again from its start."""
+    fd = _open(path)
+    if fd is None:
+        return None
+    try:
+        if guess:
+            try:
+                got = read(fd, None)
+            except OSError:  # a directory (EISDIR), a pipe with a writer but no data (EAGAIN): checked below
+                got = None
+            if got is not None:
+                return got
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if guess:
+            os.lseek(fd, 0, os.SEEK_SET)
+        return read(fd, st.st_size)
     finally:
         os.close(fd)
 
 
 def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
-    return _with_file(path, lambda fd: _read_fd(fd, byte_range))
+    return _with_file(path, lambda fd, size: _read_fd(fd, size, byte_range))
 
 
-def _read_fd(fd: int, byte_range: ByteRange | None) -> bytes:
+def _read_fd(fd: int, size: int | None, byte_range: ByteRange | None) -> bytes:
     if byte_range is None:
-        size = os.fstat(fd).st_size
+        assert size is not None
         data = os.read(fd, size + 1)  # a regular file comes whole in one read; +1 sees it grow
         return data if len(data) == size else _read_rest(fd, data)
     start, length = byte_range
@@ -130,18 +159,18 @@ def _read_transient(path: str, byte_range: ByteRange | None, size_hint: int | No
     ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
     if byte_range is not None and (byte_range[0] < 0 or byte_range[1] is None):
         return _read_file(path, byte_range)
-    return _with_file(path, lambda fd: _read_fd_transient(fd, byte_range, size_hint))
+    guess = byte_range is None and size_hint is not None and size_hint < tuning.current().transient_max_bytes
+    return _with_file(path, functools.partial(_read_fd_transient, byte_range, size_hint), guess)
 
 
-def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview:
+def _read_fd_transient(byte_range: ByteRange | None, size_hint: int | None, fd: int,
+                       size: int | None) -> bytes | memoryview | None:
+    if size is None:  # a guess: a value of ``size_hint`` bytes, or None
+        assert size_hint is not None
+        view = _buffer(size_hint + 1)
+        n = os.readv(fd, [view[: size_hint + 1]])
+        return view[:n] if n == size_hint else None
     if byte_range is None:
-        if size_hint is not None and size_hint < tuning.current().transient_max_bytes:
-            view = _buffer(size_hint + 1)
-            n = os.readv(fd, [view[: size_hint + 1]])
-            if n == size_hint:
-                return view[:n]
-            os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
-        size = os.fstat(fd).st_size
         if size >= tuning.current().transient_max_bytes:
             data = os.read(fd, size + 1)
             return data if len(data) == size else _read_rest(fd, data)
@@ -150,13 +179,19 @@ def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | N
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
     start, length = byte_range
     assert length is not None
-    if length >= tuning.current().transient_max_bytes or length == 0:  # (a read of 0 bytes would not see a directory)
+    if length >= tuning.current().transient_max_bytes or length == 0:
         return _read_range(fd, start, length)
     view = _buffer(length)
     got = 0
     while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
         got += n
     return view[:got]
+
+
+def _readv_into(view: memoryview, extra: bytearray, fd: int, size: int | None) -> int | None:
+    """What ``read_into`` reads of one file: a guess (``size`` None) takes only a value of the view's size."""
+    n = os.readv(fd, [view, extra])
+    return n if size is not None or n == len(view) else None
 
 
 def _fsync_dir(path: str) -> None:
@@ -245,9 +280,9 @@ class LocalStore(Store):
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         extra = bytearray(1)
         sizes = []
-        readv, path = os.readv, self._path
+        path, partial = self._path, functools.partial
         for key, view in zip(keys, views, strict=False):
-            n = _with_file(path(key), lambda fd, view=view: readv(fd, [view, extra]))  # type: ignore[misc]
+            n = _with_file(path(key), partial(_readv_into, view, extra), True)
             sizes.append(-1 if n is None else n)
         return sizes
 
