@@ -22,7 +22,6 @@ from rectizarr.stores.base import (
     ByteRange,
     Capabilities,
     Store,
-    slice_range,
 )
 
 __all__ = ["ZipStore"]
@@ -109,13 +108,17 @@ class ZipStore(Store):
         info = self._entry(key)
         if info is None:
             return None
+        # Never an unbounded ``read()``: that inflates a whole deflated entry, however far past its declared
+        # size it goes. ``read(n)`` inflates about n bytes, and zipfile stops at the declared size and
+        # checks the CRC there, so an entry that inflates past it is refused (a bad CRC).
+        size = info.file_size
+        start, length = byte_range or (0, None)
+        start = max(0, size + start) if start < 0 else min(start, size)
         try:
             with self._zf().open(info) as f:
-                if byte_range is None or info.compress_type != zipfile.ZIP_STORED:
-                    return slice_range(f.read(), byte_range)
-                start, length = byte_range
-                f.seek(max(0, info.file_size + start) if start < 0 else min(start, info.file_size))
-                return f.read() if length is None else f.read(length)
+                if start:
+                    f.seek(start)
+                return f.read(size - start if length is None else min(length, size - start))
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
             raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {exc}") from exc
 
