@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,30 +17,12 @@ import pytest
 import rectizarr
 from rectizarr.errors import NodeNotFoundError
 from rectizarr.stores import LocalStore
+from tests.reliability._helpers import bounded
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
                                 reason="POSIX special files")
 
 DEVICES = ["/dev/zero", "/dev/urandom"]
-
-
-def bounded(fn: Callable[[], Any], seconds: float = 10.0) -> Any:
-    """``fn()`` in a daemon thread; fails (instead of hanging the suite) if it has not returned in time."""
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["value"] = fn()
-        except BaseException as exc:  # handed back to the test
-            out["error"] = exc
-
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), "the read blocked"
-    if "error" in out:
-        raise out["error"]
-    return out["value"]
 
 
 def special(root: Path, key: str, kind: str) -> None:
