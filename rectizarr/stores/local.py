@@ -26,12 +26,15 @@ from rectizarr.stores.base import (
     Capabilities,
     Store,
 )
+from rectizarr.stores.dirfd import O_NOFOLLOW, Directories, name_too_long
 
 __all__ = ["LocalStore"]
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 _MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
-_O_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+_O_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+            | getattr(os, "O_CLOEXEC", 0))
+_OPEN_DIRS = 256  # directory descriptors a batch write holds at once
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -194,14 +197,6 @@ def _readv_into(view: memoryview, extra: bytearray, fd: int, size: int | None) -
     return n if size is not None or n == len(view) else None
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class LocalStore(Store):
     """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``.
 
@@ -209,9 +204,11 @@ class LocalStore(Store):
     Every write goes to a uniquely named temporary file in the destination directory
     (``.{name}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a crash
     only ever sees the old or the new value. With ``fsync=True`` the file and its directory are
-    flushed to disk before the write returns. ``set_many`` checks and creates each directory once per
-    batch; deleting the last key of a directory removes the emptied directories. Writes and deletes
-    through a symbolic link that leads outside ``root`` are refused (reads follow links). The version of
+    flushed to disk before the write returns. ``set_many`` opens (and makes) each directory once per
+    batch, segment by segment from the root, and writes by name in the opened directory; deleting the
+    last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
+    that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
+    follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
     a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path.
     """
 
@@ -251,13 +248,6 @@ class LocalStore(Store):
         slices = [args[i : i + step] for i in range(0, len(args), step)]
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return [r for part in pool.map(lambda part: [fn(a) for a in part], slices) for r in part]
-
-    def _check_inside(self, path: str, key: str) -> None:
-        real = os.path.realpath(path)
-        if real != self._real_root and not real.startswith(self._real_root + os.sep):
-            raise StoreError(
-                f"refusing to touch key {key!r}: {path!r} resolves to {real!r}, outside the store root {self.root!r}"
-            )
 
     # ---- reads ---------------------------------------------------------------------------------------
 
@@ -324,46 +314,48 @@ class LocalStore(Store):
 
     # ---- writes --------------------------------------------------------------------------------------
 
+    def _dirs(self, *, create: bool) -> Directories:
+        return Directories(self.root, self._real_root, create=create)
+
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
-        work: list[tuple[str, str, Buffer]] = []
+        work: list[tuple[str, str, str, Buffer]] = []  # (directory, name, key, value)
         for key, value in items.items():
-            if _TMP_NAME.match(key.rsplit("/", 1)[-1]):
+            directory, _, name = key.rpartition("/")
+            if _TMP_NAME.match(name):
                 raise StoreError(f"cannot store key {key!r}: the name is reserved for LocalStore temporary files")
-            work.append((key, self._path(key), value))
-        directories = {os.path.dirname(path): key for key, path, _ in work}
-        self._make_dirs(directories)
-        self._map(self._write_one, work)
-        if self.fsync:
-            for directory in directories:
-                _fsync_dir(directory)
+            work.append((directory, name, key, value))
+        work.sort(key=lambda w: w[0])
+        start = 0
+        while start < len(work):  # in runs holding at most _OPEN_DIRS directory descriptors
+            with self._dirs(create=True) as dirs:
+                run: list[tuple[int, str, str, Buffer]] = []
+                leaves: set[int] = set()
+                while start < len(work) and (len(dirs) < _OPEN_DIRS or work[start][0] == work[start - 1][0]):
+                    directory, name, key, value = work[start]
+                    fd = dirs.open(directory, key)
+                    assert fd is not None  # made when missing
+                    run.append((fd, name, key, value))
+                    leaves.add(fd)
+                    start += 1
+                self._map(self._write_one, run)
+                if self.fsync:
+                    for fd in leaves:
+                        os.fsync(fd)
 
-    def _make_dirs(self, directories: dict[str, str]) -> None:
-        """Check then create each directory of a batch once (``directories`` maps dir -> a key in it)."""
-        known = {self.root}
-        for directory in sorted(directories):
-            if directory in known:
-                continue
-            key = directories[directory]
-            self._check_inside(directory, key)
-            try:
-                os.makedirs(directory, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise StoreError(
-                    f"cannot store key {key!r}: a parent of it in {self.root!r} is a value, not a directory"
-                ) from None
-            while directory not in known and directory.startswith(self.root):
-                known.add(directory)
-                directory = os.path.dirname(directory)
-
-    def _write_one(self, item: tuple[str, str, Buffer]) -> None:
-        key, path, value = item
-        directory, name = os.path.split(path)
-        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
+    def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
+        dir_fd, name, key, value = item
+        tmp = f".{name if len(name.encode()) <= 200 else 'long'}.{secrets.token_hex(8)}.tmp"  # fits if the name does
         try:
-            fd = os.open(tmp, _O_FLAGS, 0o666)
-        except FileNotFoundError:  # a concurrent delete pruned the directory; recreate it once
-            os.makedirs(directory, exist_ok=True)
-            fd = os.open(tmp, _O_FLAGS, 0o666)
+            fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
+        except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once
+            if not again:
+                raise self._removed(key) from None
+            with self._dirs(create=True) as dirs:
+                fresh = dirs.open(key.rpartition("/")[0], key)
+                assert fresh is not None
+                return self._write_one((fresh, name, key, value), again=False)
+        except OSError as exc:
+            raise name_too_long(exc, key) or exc from None
         try:
             with open(fd, "wb", buffering=0) as f:
                 view = memoryview(value).cast("B")
@@ -371,38 +363,37 @@ class LocalStore(Store):
                     view = view[f.write(view) or 0 :]
                 if self.fsync:
                     os.fsync(fd)
-            os.replace(tmp, path)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException as exc:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             if isinstance(exc, IsADirectoryError):
-                raise StoreError(f"cannot store key {key!r}: {path!r} is a directory (it has keys below it)") from exc
+                raise StoreError(
+                    f"cannot store key {key!r}: {self._path(key)!r} is a directory (it has keys below it)"
+                ) from exc
+            if isinstance(exc, FileNotFoundError):
+                raise self._removed(key) from exc
             raise
 
-    def _delete_batch(self, keys: Sequence[str]) -> None:
-        checked: set[str] = set()
-        for key in keys:
-            path = self._path(key)
-            directory = os.path.dirname(path)
-            if directory not in checked:
-                self._check_inside(directory, key)
-                checked.add(directory)
-            try:
-                if os.path.isfile(path) or os.path.islink(path):
-                    os.unlink(path)
-            except FileNotFoundError:
-                pass
-        for directory in checked:
-            self._prune(directory)
+    def _removed(self, key: str) -> StoreError:
+        return StoreError(f"cannot store key {key!r} in {self.root!r}: its directory was removed while writing")
 
-    def _prune(self, directory: str) -> None:
-        """Remove now-empty directories from ``directory`` up to (not including) the root."""
-        while directory != self.root and directory.startswith(self.root):
-            try:
-                os.rmdir(directory)
-            except OSError:
-                return
-            directory = os.path.dirname(directory)
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        with self._dirs(create=False) as dirs:
+            touched = set()
+            for key in keys:
+                directory, _, name = key.rpartition("/")
+                dir_fd = dirs.open(directory, key)
+                if dir_fd is None:
+                    continue
+                touched.add(directory)
+                try:
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    pass
+            for directory in sorted(touched, reverse=True):
+                dirs.prune(directory)
 
     def _delete_prefix(self, prefix: str) -> None:
         if not prefix:  # everything but in-flight temporary files; links are removed, never followed
@@ -417,10 +408,14 @@ class LocalStore(Store):
                 else:
                     os.unlink(entry.path)
             return
-        path = self._path(prefix[:-1])
-        self._check_inside(path, prefix)
-        if os.path.islink(path):  # a link to a directory inside the root: drop the link only
-            os.unlink(path)
-        elif os.path.isdir(path):
-            shutil.rmtree(path)
-        self._prune(os.path.dirname(path))
+        directory, _, name = prefix[:-1].rpartition("/")
+        with self._dirs(create=False) as dirs:
+            dir_fd = dirs.open(directory, prefix)
+            if dir_fd is None:
+                return
+            if dirs.is_link_inside(dir_fd, name, prefix[:-1], prefix):  # drop the link only
+                os.unlink(name, dir_fd=dir_fd)
+            else:
+                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                    shutil.rmtree(name, dir_fd=dir_fd)
+            dirs.prune(directory)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -129,3 +132,55 @@ def test_symlink_leading_outside_is_never_written_through(tmp_path: Path) -> Non
         pass
     assert (outside / "keep").read_bytes() == b"precious"
     assert snapshot(outside) == before
+
+
+def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_outside(tmp_path: Path) -> None:
+    """One thread keeps swapping ``root/c`` between a real directory and a link to a directory outside the
+    root while another writes keys under ``c/`` (a few hundred times): every write lands inside the root or
+    is refused, never outside (the check and the write go through the same directory descriptor)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    store = LocalStore(root)
+    store.set("c/first", b"v")
+    done = threading.Event()
+    swaps = 0
+
+    def swap() -> None:
+        nonlocal swaps
+        real, aside = root / "c", root / "c.real"
+        while not done.is_set():
+            try:
+                os.rename(real, aside)  # the directory aside, a link to outside in its place, and back
+                os.symlink(outside, real, target_is_directory=True)
+                os.unlink(real)
+                os.rename(aside, real)
+                swaps += 1
+            except OSError:  # the writer made "c" again meanwhile: drop that one, put the directory back
+                with contextlib.suppress(OSError):
+                    if os.path.islink(real):
+                        os.unlink(real)
+                    elif aside.exists():
+                        shutil.rmtree(real, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    os.rename(aside, real)
+
+    thread = threading.Thread(target=swap, daemon=True)
+    thread.start()
+    refused = 0
+    try:
+        for i in range(3000):  # at least 300 writes and 20 swaps
+            if i >= 300 and swaps >= 20:
+                break
+            try:
+                if i % 3:
+                    store.set(f"c/k{i}", b"x")
+                else:
+                    store.set_many({f"c/m{i}": b"y", f"c/d{i}/n": b"z"})
+            except RectizarrError:
+                refused += 1
+            assert not any(outside.iterdir()), f"a file appeared outside the root at write {i}"
+    finally:
+        done.set()
+        thread.join(10)
+    assert not any(outside.iterdir())
+    assert swaps >= 20 and refused < i
