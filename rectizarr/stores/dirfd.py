@@ -16,7 +16,7 @@ import stat
 
 from rectizarr.errors import StoreError
 
-__all__ = ["Directories", "name_too_long"]
+__all__ = ["NAME_MAX", "PATH_MAX", "Directories", "name_too_long", "too_long"]
 
 O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -24,14 +24,20 @@ _FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None
 _TRIES = 8  # a concurrent delete may remove a directory between its creation and its opening
 
 
+NAME_MAX = 255  # bytes in a name, on every common file system
+PATH_MAX = 4096  # bytes in a path (Linux); a longer one could be written step by step but never read
+
+
+def too_long(key: str) -> StoreError:
+    return StoreError(
+        f"cannot store key {key!r}: it is longer than the file system allows (usually {NAME_MAX} bytes per name "
+        f"and {PATH_MAX} per path); choose a shorter node or key name"
+    )
+
+
 def name_too_long(exc: OSError, key: str) -> StoreError | None:
     """A StoreError naming ``key`` for a name or path longer than the file system allows, else None."""
-    if exc.errno != errno.ENAMETOOLONG:
-        return None
-    return StoreError(
-        f"cannot store key {key!r}: a name in it is longer than the file system allows "
-        "(usually 255 bytes per name); choose a shorter node or key name"
-    )
+    return too_long(key) if exc.errno == errno.ENAMETOOLONG else None
 
 
 class _Vanished(Exception):
@@ -128,6 +134,8 @@ class Directories:
                 continue
             except OSError as exc:  # a symbolic link (ELOOP) or a value (ENOTDIR), or a name too long
                 if (error := name_too_long(exc, key)) is not None:
+                    if not self.create:
+                        return None
                     raise error from None
             try:
                 mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
@@ -171,8 +179,10 @@ class Directories:
         of it raises :class:`StoreError`; False for anything else."""
         try:
             mode = os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
-            return False
+        except OSError as exc:
+            if isinstance(exc, FileNotFoundError) or exc.errno == errno.ENAMETOOLONG:
+                return False
+            raise
         if not stat.S_ISLNK(mode):
             return False
         fd = self._follow(parent_fd, name, directory, key)

@@ -26,7 +26,7 @@ from rectizarr.stores.base import (
     Capabilities,
     Store,
 )
-from rectizarr.stores.dirfd import O_NOFOLLOW, Directories, name_too_long
+from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, PATH_MAX, Directories, name_too_long, too_long
 
 __all__ = ["LocalStore"]
 
@@ -76,13 +76,21 @@ def _read_range(fd: int, start: int, length: int) -> bytes:
     return _read_exact(lambda n: os.read(fd, n), length)
 
 
+def _too_long(path: str) -> bool:
+    """True if the file system cannot hold ``path``: a name over NAME_MAX bytes, or the whole over PATH_MAX."""
+    return len(encoded := os.fsencode(path)) >= PATH_MAX or any(len(n) > NAME_MAX for n in encoded.split(b"/"))
+
+
+def _missing(exc: OSError) -> bool:
+    """True for a failed open or stat that means "no value there": a socket, or a name too long to exist."""
+    return isinstance(exc, _MISSING) or exc.errno in (errno.ENXIO, errno.ENAMETOOLONG)
+
+
 def _open(path: str) -> int | None:
     try:
         return os.open(path, _O_READ)
-    except _MISSING:
-        return None
     except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a socket
+        if _missing(exc):
             return None
         raise
 
@@ -279,8 +287,10 @@ class LocalStore(Store):
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         try:
             st = os.stat(self._path(key))
-        except _MISSING:
-            return None
+        except OSError as exc:
+            if _missing(exc):
+                return None
+            raise
         if not stat.S_ISREG(st.st_mode):
             return None
         return st.st_size, (st.st_size, st.st_mtime_ns, st.st_ino)
@@ -292,8 +302,10 @@ class LocalStore(Store):
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
-        except _MISSING:
-            return
+        except OSError as exc:
+            if _missing(exc):
+                return
+            raise
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 yield from self._walk(entry.path, f"{prefix}{entry.name}/")
@@ -304,8 +316,10 @@ class LocalStore(Store):
         try:
             with os.scandir(self._path(prefix[:-1]) if prefix else self.root) as it:
                 entries = list(it)
-        except _MISSING:
-            return []
+        except OSError as exc:
+            if _missing(exc):
+                return []
+            raise
         return [
             e.name
             for e in entries
@@ -323,6 +337,8 @@ class LocalStore(Store):
             directory, _, name = key.rpartition("/")
             if _TMP_NAME.match(name):
                 raise StoreError(f"cannot store key {key!r}: the name is reserved for LocalStore temporary files")
+            if len(key) > NAME_MAX // 4 and _too_long(self._path(key)):
+                raise too_long(key)
             work.append((directory, name, key, value))
         work.sort(key=lambda w: w[0])
         start = 0
@@ -373,6 +389,8 @@ class LocalStore(Store):
                 ) from exc
             if isinstance(exc, FileNotFoundError):
                 raise self._removed(key) from exc
+            if isinstance(exc, OSError) and (error := name_too_long(exc, key)) is not None:
+                raise error from exc
             raise
 
     def _removed(self, key: str) -> StoreError:
@@ -390,8 +408,9 @@ class LocalStore(Store):
                 try:
                     if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
                         os.unlink(name, dir_fd=dir_fd)
-                except FileNotFoundError:
-                    pass
+                except OSError as exc:
+                    if not _missing(exc):
+                        raise
             for directory in sorted(touched, reverse=True):
                 dirs.prune(directory)
 
@@ -416,6 +435,9 @@ class LocalStore(Store):
             if dirs.is_link_inside(dir_fd, name, prefix[:-1], prefix):  # drop the link only
                 os.unlink(name, dir_fd=dir_fd)
             else:
-                with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                try:
                     shutil.rmtree(name, dir_fd=dir_fd)
+                except OSError as exc:
+                    if not _missing(exc):
+                        raise
             dirs.prune(directory)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import rectizarr
-from rectizarr.errors import RectizarrError
+from rectizarr.errors import RectizarrError, StoreError
 from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from tests.reliability._helpers import snapshot
 
@@ -184,3 +184,27 @@ def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_out
         thread.join(10)
     assert not any(outside.iterdir())
     assert swaps >= 20 and refused < i
+
+
+@pytest.mark.parametrize("name", ["x" * 300, "é" * 200, "a/" + "b" * 256 + "/c", "/".join(["d" * 250] * 20)],
+                         ids=["300 bytes", "400 bytes utf-8", "long inner segment", "long path"])
+def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> None:
+    """A node name or key the file system cannot hold: reads find nothing there, writes raise a StoreError
+    naming the key, never a bare OSError."""
+    store = LocalStore(tmp_path / "root")
+    g = rectizarr.create_group(store)
+    assert store.get(name) is None and store.get(name, (0, 4)) is None and store.get_transient(name) is None
+    assert not store.exists(name) and store.getsize(name) is None
+    assert store.list_dir(name + "/") == [] and list(store.list_prefix(name + "/")) == []
+    assert name not in g
+    with pytest.raises(rectizarr.errors.NodeNotFoundError):
+        rectizarr.open_array(store, path=name, mode="r")
+    for attempt in [lambda: rectizarr.create_array(store, name=name, shape=(4,), dtype="i1", chunks=(2,)),
+                    lambda: g.create_group(name), lambda: store.set(name, b"x"),
+                    lambda: store.set_many({"ok": b"1", name: b"x"})]:
+        with pytest.raises(StoreError, match="longer than the file system allows") as info:
+            attempt()
+        assert repr(name)[:40] in str(info.value)
+    assert store.get("ok") is None  # a batch is refused before anything of it is written
+    store.delete(name)  # nothing there: nothing to do
+    store.delete_prefix(name + "/")
