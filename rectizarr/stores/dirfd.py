@@ -16,7 +16,7 @@ import stat
 
 from rectizarr.errors import StoreError
 
-__all__ = ["NAME_MAX", "PATH_MAX", "Directories", "name_too_long", "too_long"]
+__all__ = ["NAME_MAX", "PATH_MAX", "Directories", "name_too_long", "path_too_long", "too_long"]
 
 O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -33,6 +33,11 @@ def too_long(key: str) -> StoreError:
         f"cannot store key {key!r}: it is longer than the file system allows (usually {NAME_MAX} bytes per name "
         f"and {PATH_MAX} per path); choose a shorter node or key name"
     )
+
+
+def path_too_long(path: str) -> bool:
+    """True if the file system cannot hold ``path``: a name over NAME_MAX bytes, or the whole over PATH_MAX."""
+    return len(encoded := os.fsencode(path)) >= PATH_MAX or any(len(n) > NAME_MAX for n in encoded.split(b"/"))
 
 
 def name_too_long(exc: OSError, key: str) -> StoreError | None:
