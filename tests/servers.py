@@ -9,8 +9,9 @@ import logging
 import os
 import re
 import secrets
+import socket
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 LOOPBACK = "127.0.0.1"
@@ -131,6 +132,61 @@ class HttpServer:
         token = secrets.token_hex(6)
         self._roots[token] = os.fspath(directory)
         return f"{self.base_url}/{token}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+class SilentServer:
+    """A TCP listener on 127.0.0.1 that never accepts: connections complete (the kernel's backlog) and
+    requests are never answered."""
+
+    def __init__(self) -> None:
+        self._sock = socket.socket()
+        self._sock.bind((LOOPBACK, 0))
+        self._sock.listen(64)
+        self.base_url = f"http://{LOOPBACK}:{self._sock.getsockname()[1]}"
+
+    def stop(self) -> None:
+        self._sock.close()
+
+
+class _GzipHandler(BaseHTTPRequestHandler):
+    body: bytes  # set on a subclass per server
+    seen: list[str]  # the Accept-Encoding of every request
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    def do_GET(self) -> None:
+        self._answer(send_body=True)
+
+    def _answer(self, send_body: bool) -> None:
+        self.seen.append(self.headers.get("Accept-Encoding", ""))
+        self.send_response(200)
+        self.send_header("Content-Encoding", "gzip")  # whatever the client accepts
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(self.body)
+
+
+class GzipServer:
+    """An HTTP server on 127.0.0.1 answering every GET with ``body`` sent as ``Content-Encoding: gzip``."""
+
+    def __init__(self, body: bytes) -> None:
+        self.seen: list[str] = []
+        handler = type("Handler", (_GzipHandler,), {"body": body, "seen": self.seen})
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.base_url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
 
     def stop(self) -> None:
         self._server.shutdown()

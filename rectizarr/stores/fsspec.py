@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -19,12 +20,36 @@ __all__ = ["FsspecStore"]
 
 REMOTE_COALESCE_GAP = 1 << 20
 REMOTE_COALESCE_MAX = 1 << 25
+HTTP_TIMEOUT = 30.0
 _VERSION_FIELDS = ("ETag", "etag", "md5", "generation", "LastModified", "last_modified", "Last-Modified", "mtime", "created", "ino")
 _URL_PROTOCOLS = {"http", "https"}
 
 
 def _token(value: Any) -> Hashable:
     return value if isinstance(value, Hashable) else repr(value)
+
+
+def _http_options(url: str, options: dict[str, Any] | None,
+                  timeout: float | None) -> tuple[dict[str, Any], float | None]:
+    """``storage_options`` for an http(s) URL, and the timeout in effect: bounded waits (``timeout``
+    seconds to connect and between bytes; a ``timeout`` option wins, a ``client_kwargs`` timeout wins over
+    both) and bodies as sent, never inflated (``Accept-Encoding: identity``, and no decompression if a
+    server compresses anyway), unless the options say otherwise."""
+    options = dict(options or {})
+    if url.split("://", 1)[0].lower() not in _URL_PROTOCOLS:
+        return options, None
+    import aiohttp  # fsspec's HTTP client
+
+    timeout = options.pop("timeout", timeout)
+    client = dict(options.get("client_kwargs") or {})
+    if "timeout" in client:
+        timeout = None
+    elif timeout is not None:
+        client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout)
+    client.setdefault("auto_decompress", False)
+    options["client_kwargs"] = client
+    options["headers"] = {"Accept-Encoding": "identity", **(options.get("headers") or {})}
+    return options, timeout
 
 
 class FsspecStore(Store):
@@ -40,7 +65,11 @@ class FsspecStore(Store):
     stores: yes; ``file://``: no, use :class:`LocalStore`).
 
     HTTP(S) stores are always read-only; keys are percent-encoded into URLs and listings (from the
-    server's index pages) decoded. Over HTTP a directory URL that the server answers with an index
+    server's index pages) decoded. A request waits at most ``timeout`` seconds (default 30; also the
+    ``timeout`` storage option) to connect and for each part of the answer, then raises
+    :class:`StoreError` naming the URL; bodies are asked for and kept as stored (``Accept-Encoding:
+    identity``): a server that compresses them anyway is never inflated (``client_kwargs=
+    {"auto_decompress": True}`` in ``storage_options`` allows it). Both apply to stores made from a URL. Over HTTP a directory URL that the server answers with an index
     page cannot be told apart from a key, so ``exists`` is True for it. Pickles by filesystem and root.
     """
 
@@ -53,13 +82,17 @@ class FsspecStore(Store):
         read_only: bool = False,
         coalesce_gap: int = REMOTE_COALESCE_GAP,
         coalesce_max: int = REMOTE_COALESCE_MAX,
+        timeout: float | None = HTTP_TIMEOUT,
     ) -> None:
+        self.timeout: float | None = None  # seconds, when this store set the HTTP timeout
         if isinstance(url_or_fs, FSMap):
             fs, root = url_or_fs.fs, url_or_fs.root
         elif isinstance(url_or_fs, fsspec.AbstractFileSystem):
             fs, root = url_or_fs, ""
         elif isinstance(url_or_fs, str | os.PathLike):
-            fs, root = fsspec.core.url_to_fs(os.fspath(url_or_fs), **(storage_options or {}))
+            url = os.fspath(url_or_fs)
+            options, self.timeout = _http_options(url, storage_options, timeout)
+            fs, root = fsspec.core.url_to_fs(url, **options)
         else:
             raise StoreError(f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem")
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
@@ -97,6 +130,23 @@ class FsspecStore(Store):
         if self._urls:
             key = quote(key, safe="/")
         return f"{self.root}/{key}" if self.root else key
+
+    @contextlib.contextmanager
+    def _answered(self, what: str, url: str) -> Iterator[None]:
+        """Turns a request that timed out into a StoreError naming ``url`` (fsspec's HTTP ``info`` reports
+        any failure as a missing file, the timeout being its cause)."""
+        try:
+            yield
+        except TimeoutError as exc:
+            raise self._timed_out(what, url, exc) from exc
+        except FileNotFoundError as exc:
+            if isinstance(exc.__cause__, TimeoutError):
+                raise self._timed_out(what, url, exc.__cause__) from exc
+            raise
+
+    def _timed_out(self, what: str, url: str, error: BaseException) -> StoreError:
+        limit = f"{self.timeout:g} s" if self.timeout is not None else "the client's timeout"
+        return StoreError(f"{what} {url} timed out: no answer within {limit} ({error!r})")
 
     def _key_of(self, path: str) -> str | None:
         stripped = self.fs._strip_protocol(path).rstrip("/")
@@ -137,14 +187,18 @@ class FsspecStore(Store):
         key, byte_range = request
         if isinstance(error, FileNotFoundError):
             return None
+        if isinstance(error, TimeoutError):
+            raise self._timed_out(f"reading key {key!r} from", path, error) from error
         if byte_range is None:
-            raise StoreError(f"reading key {key!r} from {self!r} failed: {error!r}") from error
+            raise StoreError(f"reading key {key!r} from {path} failed: {error!r}") from error
         try:
             size = int(self.fs.size(path))
         except FileNotFoundError:
             return None
+        except TimeoutError as exc:
+            raise self._timed_out(f"reading key {key!r} from", path, exc) from exc
         except Exception as exc:
-            raise StoreError(f"reading key {key!r} range {byte_range} from {self!r} failed: {error!r}") from exc
+            raise StoreError(f"reading key {key!r} range {byte_range} from {path} failed: {error!r}") from exc
         start, length = byte_range
         start = max(0, size + start) if start < 0 else min(start, size)
         end = size if length is None else min(size, start + length)
@@ -153,11 +207,13 @@ class FsspecStore(Store):
         try:
             return bytes(self.fs.cat_file(path, start=start, end=end))
         except Exception as exc:
-            raise StoreError(f"reading key {key!r} range {byte_range} from {self!r} failed: {exc!r}") from exc
+            raise StoreError(f"reading key {key!r} range {byte_range} from {path} failed: {exc!r}") from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
+        url = self._full(key)
         try:
-            info = self.fs.info(self._full(key))
+            with self._answered(f"looking up key {key!r} at", url):
+                info = self.fs.info(url)
         except FileNotFoundError:
             return None
         if info.get("type") == "directory":
@@ -167,8 +223,10 @@ class FsspecStore(Store):
         return size, (size, token, self._writes.get(key, 0))
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
+        url = self._full(prefix[:-1]) if prefix else self.root
         try:
-            paths = self.fs.find(self._full(prefix[:-1]) if prefix else self.root)
+            with self._answered("listing", url):
+                paths = self.fs.find(url)
         except FileNotFoundError:
             return
         for path in paths:
@@ -177,8 +235,10 @@ class FsspecStore(Store):
                 yield key
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
+        url = self._full(prefix[:-1]) if prefix else self.root
         try:
-            entries = self.fs.ls(self._full(prefix[:-1]) if prefix else self.root, detail=False)
+            with self._answered("listing", url):
+                entries = self.fs.ls(url, detail=False)
         except FileNotFoundError:
             return []
         names = []

@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from rectizarr import tuning
 from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
@@ -24,147 +23,18 @@ from rectizarr.stores.base import (
     Capabilities,
     Store,
 )
+from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
+from rectizarr.stores.fileread import MISSING, READV, missing, read_file, read_into, read_transient
 
 __all__ = ["LocalStore"]
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
-_MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
-_O_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+_O_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | getattr(os, "O_BINARY", 0)
+            | getattr(os, "O_CLOEXEC", 0))
+_OPEN_DIRS = 256  # directory descriptors a batch write holds at once
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-
-def _read_exact(f: Callable[[int], bytes | None], length: int) -> bytes:
-    parts: list[bytes] = []
-    remaining = length
-    while remaining > 0:
-        chunk = f(remaining)
-        if not chunk:
-            break
-        parts.append(chunk)
-        remaining -= len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
-_PREAD = hasattr(os, "pread")
-
-
-def _read_rest(fd: int, first: bytes) -> bytes:
-    """``first`` plus everything after it up to the end of the file."""
-    parts = [first]
-    while part := os.read(fd, 1 << 20):
-        parts.append(part)
-    return b"".join(parts)
-
-
-def _read_range(fd: int, start: int, length: int) -> bytes:
-    """Up to ``length`` bytes from ``start`` (fewer at the end of the file)."""
-    if _PREAD:
-        data = os.pread(fd, length, start)
-        if len(data) == length or not data:
-            return data
-        return data + _read_exact(lambda n: os.pread(fd, n, start + len(data)), length - len(data))
-    os.lseek(fd, start, os.SEEK_SET)
-    return _read_exact(lambda n: os.read(fd, n), length)
-
-
-def _with_file(path: str, read: Callable[[int], _R]) -> _R | None:
-    """``read(fd)`` on the file at ``path``; None when it is missing or a directory. Plain descriptors:
-    an open file object costs more than the read of a small chunk."""
-    try:
-        fd = os.open(path, _O_READ)
-    except _MISSING:
-        return None
-    try:
-        return read(fd)
-    except OSError:  # os.open opens a directory; reading it fails (EISDIR, or EINVAL past a seek)
-        if stat.S_ISDIR(os.fstat(fd).st_mode):
-            return None
-        raise
-    finally:
-        os.close(fd)
-
-
-def _read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
-    return _with_file(path, lambda fd: _read_fd(fd, byte_range))
-
-
-def _read_fd(fd: int, byte_range: ByteRange | None) -> bytes:
-    if byte_range is None:
-        size = os.fstat(fd).st_size
-        data = os.read(fd, size + 1)  # a regular file comes whole in one read; +1 sees it grow
-        return data if len(data) == size else _read_rest(fd, data)
-    start, length = byte_range
-    if start >= 0 and length is not None:
-        return _read_range(fd, start, length)
-    if start < 0:
-        try:
-            os.lseek(fd, start, os.SEEK_END)
-        except OSError:  # the suffix is longer than the file: read all of it
-            os.lseek(fd, 0, os.SEEK_SET)
-    else:
-        os.lseek(fd, start, os.SEEK_SET)
-    rest = os.read(fd, 1 << 20) if length is None else _read_exact(lambda n: os.read(fd, n), length)
-    return _read_rest(fd, rest) if length is None and rest else rest
-
-
-_transient = threading.local()
-_READV = hasattr(os, "preadv") and hasattr(os, "readv")
-
-
-def _buffer(size: int) -> memoryview:
-    """This thread's reused read buffer, at least ``size`` bytes (pages already touched: no page faults)."""
-    buf: bytearray | None = getattr(_transient, "buf", None)
-    if buf is None or len(buf) < size:
-        buf = _transient.buf = bytearray(max(size, 1 << 16))
-        _transient.view = memoryview(buf)
-    view: memoryview = _transient.view
-    return view
-
-
-def _read_transient(path: str, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview | None:
-    """:func:`_read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
-    a whole value is read with one ``read`` of ``size_hint + 1`` bytes and no ``fstat`` when exactly
-    ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
-    if byte_range is not None and (byte_range[0] < 0 or byte_range[1] is None):
-        return _read_file(path, byte_range)
-    return _with_file(path, lambda fd: _read_fd_transient(fd, byte_range, size_hint))
-
-
-def _read_fd_transient(fd: int, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview:
-    if byte_range is None:
-        if size_hint is not None and size_hint < tuning.current().transient_max_bytes:
-            view = _buffer(size_hint + 1)
-            n = os.readv(fd, [view[: size_hint + 1]])
-            if n == size_hint:
-                return view[:n]
-            os.lseek(fd, 0, os.SEEK_SET)  # another size: read it the usual way
-        size = os.fstat(fd).st_size
-        if size >= tuning.current().transient_max_bytes:
-            data = os.read(fd, size + 1)
-            return data if len(data) == size else _read_rest(fd, data)
-        view = _buffer(size + 1)
-        n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
-        return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
-    start, length = byte_range
-    assert length is not None
-    if length >= tuning.current().transient_max_bytes or length == 0:  # (a read of 0 bytes would not see a directory)
-        return _read_range(fd, start, length)
-    view = _buffer(length)
-    got = 0
-    while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
-        got += n
-    return view[:got]
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class LocalStore(Store):
@@ -174,9 +44,11 @@ class LocalStore(Store):
     Every write goes to a uniquely named temporary file in the destination directory
     (``.{name}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a crash
     only ever sees the old or the new value. With ``fsync=True`` the file and its directory are
-    flushed to disk before the write returns. ``set_many`` checks and creates each directory once per
-    batch; deleting the last key of a directory removes the emptied directories. Writes and deletes
-    through a symbolic link that leads outside ``root`` are refused (reads follow links). The version of
+    flushed to disk before the write returns. ``set_many`` opens (and makes) each directory once per
+    batch, segment by segment from the root, and writes by name in the opened directory; deleting the
+    last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
+    that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
+    follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
     a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path.
     """
 
@@ -217,45 +89,40 @@ class LocalStore(Store):
         with ThreadPoolExecutor(max_workers=workers) as pool:
             return [r for part in pool.map(lambda part: [fn(a) for a in part], slices) for r in part]
 
-    def _check_inside(self, path: str, key: str) -> None:
-        real = os.path.realpath(path)
-        if real != self._real_root and not real.startswith(self._real_root + os.sep):
-            raise StoreError(
-                f"refusing to touch key {key!r}: {path!r} resolves to {real!r}, outside the store root {self.root!r}"
-            )
-
     # ---- reads ---------------------------------------------------------------------------------------
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         if len(requests) == 1:  # the engine reads local chunks one by one in its workers
             key, byte_range = requests[0]
-            return [_read_file(self._path(key), byte_range)]
-        return self._map(lambda r: _read_file(self._path(r[0]), r[1]), requests)
+            return [read_file(self._path(key), byte_range)]
+        return self._map(lambda r: read_file(self._path(r[0]), r[1]), requests)
 
     capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
                                 consistent_listing=True, process_locks=True)
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:
-        if not _READV:
-            return _read_file(self._path(key), byte_range)
-        return _read_transient(self._path(key), byte_range, size_hint)
+        if not READV:
+            return read_file(self._path(key), byte_range)
+        return read_transient(self._path(key), byte_range, size_hint)
 
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         extra = bytearray(1)
         sizes = []
-        readv, path = os.readv, self._path
+        path = self._path
         for key, view in zip(keys, views, strict=False):
-            n = _with_file(path(key), lambda fd, view=view: readv(fd, [view, extra]))  # type: ignore[misc]
+            n = read_into(path(key), view, extra)
             sizes.append(-1 if n is None else n)
         return sizes
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         try:
             st = os.stat(self._path(key))
-        except _MISSING:
-            return None
+        except OSError as exc:
+            if missing(exc):
+                return None
+            raise
         if not stat.S_ISREG(st.st_mode):
             return None
         return st.st_size, (st.st_size, st.st_mtime_ns, st.st_ino)
@@ -267,8 +134,10 @@ class LocalStore(Store):
         try:
             with os.scandir(directory) as it:
                 entries = list(it)
-        except _MISSING:
-            return
+        except OSError as exc:
+            if missing(exc):
+                return
+            raise
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 yield from self._walk(entry.path, f"{prefix}{entry.name}/")
@@ -279,8 +148,10 @@ class LocalStore(Store):
         try:
             with os.scandir(self._path(prefix[:-1]) if prefix else self.root) as it:
                 entries = list(it)
-        except _MISSING:
-            return []
+        except OSError as exc:
+            if missing(exc):
+                return []
+            raise
         return [
             e.name
             for e in entries
@@ -289,46 +160,50 @@ class LocalStore(Store):
 
     # ---- writes --------------------------------------------------------------------------------------
 
+    def _dirs(self, *, create: bool) -> Directories:
+        return Directories(self.root, self._real_root, create=create)
+
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
-        work: list[tuple[str, str, Buffer]] = []
+        work: list[tuple[str, str, str, Buffer]] = []  # (directory, name, key, value)
         for key, value in items.items():
-            if _TMP_NAME.match(key.rsplit("/", 1)[-1]):
+            directory, _, name = key.rpartition("/")
+            if _TMP_NAME.match(name):
                 raise StoreError(f"cannot store key {key!r}: the name is reserved for LocalStore temporary files")
-            work.append((key, self._path(key), value))
-        directories = {os.path.dirname(path): key for key, path, _ in work}
-        self._make_dirs(directories)
-        self._map(self._write_one, work)
-        if self.fsync:
-            for directory in directories:
-                _fsync_dir(directory)
+            if len(key) > NAME_MAX // 4 and path_too_long(self._path(key)):
+                raise too_long(key)
+            work.append((directory, name, key, value))
+        work.sort(key=lambda w: w[0])
+        start = 0
+        while start < len(work):  # in runs holding at most _OPEN_DIRS directory descriptors
+            with self._dirs(create=True) as dirs:
+                run: list[tuple[int, str, str, Buffer]] = []
+                leaves: set[int] = set()
+                while start < len(work) and (len(dirs) < _OPEN_DIRS or work[start][0] == work[start - 1][0]):
+                    directory, name, key, value = work[start]
+                    fd = dirs.open(directory, key)
+                    assert fd is not None  # made when missing
+                    run.append((fd, name, key, value))
+                    leaves.add(fd)
+                    start += 1
+                self._map(self._write_one, run)
+                if self.fsync:
+                    for fd in leaves:
+                        os.fsync(fd)
 
-    def _make_dirs(self, directories: dict[str, str]) -> None:
-        """Check then create each directory of a batch once (``directories`` maps dir -> a key in it)."""
-        known = {self.root}
-        for directory in sorted(directories):
-            if directory in known:
-                continue
-            key = directories[directory]
-            self._check_inside(directory, key)
-            try:
-                os.makedirs(directory, exist_ok=True)
-            except (FileExistsError, NotADirectoryError):
-                raise StoreError(
-                    f"cannot store key {key!r}: a parent of it in {self.root!r} is a value, not a directory"
-                ) from None
-            while directory not in known and directory.startswith(self.root):
-                known.add(directory)
-                directory = os.path.dirname(directory)
-
-    def _write_one(self, item: tuple[str, str, Buffer]) -> None:
-        key, path, value = item
-        directory, name = os.path.split(path)
-        tmp = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
+    def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
+        dir_fd, name, key, value = item
+        tmp = f".{name if len(name.encode()) <= 200 else 'long'}.{secrets.token_hex(8)}.tmp"  # fits if the name does
         try:
-            fd = os.open(tmp, _O_FLAGS, 0o666)
-        except FileNotFoundError:  # a concurrent delete pruned the directory; recreate it once
-            os.makedirs(directory, exist_ok=True)
-            fd = os.open(tmp, _O_FLAGS, 0o666)
+            fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
+        except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once
+            if not again:
+                raise self._removed(key) from None
+            with self._dirs(create=True) as dirs:
+                fresh = dirs.open(key.rpartition("/")[0], key)
+                assert fresh is not None
+                return self._write_one((fresh, name, key, value), again=False)
+        except OSError as exc:
+            raise name_too_long(exc, key) or exc from None
         try:
             with open(fd, "wb", buffering=0) as f:
                 view = memoryview(value).cast("B")
@@ -336,45 +211,47 @@ class LocalStore(Store):
                     view = view[f.write(view) or 0 :]
                 if self.fsync:
                     os.fsync(fd)
-            os.replace(tmp, path)
+            os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException as exc:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dir_fd)
             if isinstance(exc, IsADirectoryError):
-                raise StoreError(f"cannot store key {key!r}: {path!r} is a directory (it has keys below it)") from exc
+                raise StoreError(
+                    f"cannot store key {key!r}: {self._path(key)!r} is a directory (it has keys below it)"
+                ) from exc
+            if isinstance(exc, FileNotFoundError):
+                raise self._removed(key) from exc
+            if isinstance(exc, OSError) and (error := name_too_long(exc, key)) is not None:
+                raise error from exc
             raise
 
-    def _delete_batch(self, keys: Sequence[str]) -> None:
-        checked: set[str] = set()
-        for key in keys:
-            path = self._path(key)
-            directory = os.path.dirname(path)
-            if directory not in checked:
-                self._check_inside(directory, key)
-                checked.add(directory)
-            try:
-                if os.path.isfile(path) or os.path.islink(path):
-                    os.unlink(path)
-            except FileNotFoundError:
-                pass
-        for directory in checked:
-            self._prune(directory)
+    def _removed(self, key: str) -> StoreError:
+        return StoreError(f"cannot store key {key!r} in {self.root!r}: its directory was removed while writing")
 
-    def _prune(self, directory: str) -> None:
-        """Remove now-empty directories from ``directory`` up to (not including) the root."""
-        while directory != self.root and directory.startswith(self.root):
-            try:
-                os.rmdir(directory)
-            except OSError:
-                return
-            directory = os.path.dirname(directory)
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        with self._dirs(create=False) as dirs:
+            touched = set()
+            for key in keys:
+                directory, _, name = key.rpartition("/")
+                dir_fd = dirs.open(directory, key)
+                if dir_fd is None:
+                    continue
+                touched.add(directory)
+                try:
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                        os.unlink(name, dir_fd=dir_fd)
+                except OSError as exc:
+                    if not missing(exc):
+                        raise
+            for directory in sorted(touched, reverse=True):
+                dirs.prune(directory)
 
     def _delete_prefix(self, prefix: str) -> None:
         if not prefix:  # everything but in-flight temporary files; links are removed, never followed
             try:
                 with os.scandir(self.root) as it:
                     entries = [e for e in it if not _TMP_NAME.match(e.name)]
-            except _MISSING:
+            except MISSING:
                 return
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
@@ -382,10 +259,17 @@ class LocalStore(Store):
                 else:
                     os.unlink(entry.path)
             return
-        path = self._path(prefix[:-1])
-        self._check_inside(path, prefix)
-        if os.path.islink(path):  # a link to a directory inside the root: drop the link only
-            os.unlink(path)
-        elif os.path.isdir(path):
-            shutil.rmtree(path)
-        self._prune(os.path.dirname(path))
+        directory, _, name = prefix[:-1].rpartition("/")
+        with self._dirs(create=False) as dirs:
+            dir_fd = dirs.open(directory, prefix)
+            if dir_fd is None:
+                return
+            if dirs.is_link_inside(dir_fd, name, prefix[:-1], prefix):  # drop the link only
+                os.unlink(name, dir_fd=dir_fd)
+            else:
+                try:
+                    shutil.rmtree(name, dir_fd=dir_fd)
+                except OSError as exc:
+                    if not missing(exc):
+                        raise
+            dirs.prune(directory)

@@ -22,7 +22,6 @@ from rectizarr.stores.base import (
     ByteRange,
     Capabilities,
     Store,
-    slice_range,
 )
 
 __all__ = ["ZipStore"]
@@ -35,6 +34,7 @@ class _Archive:
     zf: zipfile.ZipFile | None
     lock: threading.RLock = field(default_factory=threading.RLock)
     deleted: set[str] = field(default_factory=set)
+    dirty: bool = False  # written or deleted since the central directory was last written
 
 
 class ZipStore(Store):
@@ -50,7 +50,9 @@ class ZipStore(Store):
 
     :meth:`close` (or leaving the ``with`` block) writes the zip central directory; an archive that was
     written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
-    copy is read-only. All operations on one archive are serialised by a lock.
+    copy is read-only. A read-only view (:meth:`with_read_only`) never writes the archive, not even to
+    pickle: it pickles once the store that writes is flushed, else it raises :class:`StoreError`. All
+    operations on one archive are serialised by a lock.
     """
 
     def __init__(
@@ -81,8 +83,13 @@ class ZipStore(Store):
         return f"ZipStore({self.path!r}, mode={self.mode!r}, read_only={self.read_only})"
 
     def __getstate__(self) -> dict[str, Any]:
-        if self.mode != "r":
+        if not self.read_only:
             self.flush()
+        elif self._archive.dirty:
+            raise StoreError(
+                f"cannot pickle a read-only view of zip archive {self.path!r}: it has changes the copy could not "
+                "read; flush() or close() the writable store first"
+            )
         return {"path": self.path, "coalesce_gap": self.coalesce_gap, "coalesce_max": self.coalesce_max}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -109,13 +116,17 @@ class ZipStore(Store):
         info = self._entry(key)
         if info is None:
             return None
+        # Never an unbounded ``read()``: that inflates a whole deflated entry, however far past its declared
+        # size it goes. ``read(n)`` inflates about n bytes, and zipfile stops at the declared size and
+        # checks the CRC there, so an entry that inflates past it is refused (a bad CRC).
+        size = info.file_size
+        start, length = byte_range or (0, None)
+        start = max(0, size + start) if start < 0 else min(start, size)
         try:
             with self._zf().open(info) as f:
-                if byte_range is None or info.compress_type != zipfile.ZIP_STORED:
-                    return slice_range(f.read(), byte_range)
-                start, length = byte_range
-                f.seek(max(0, info.file_size + start) if start < 0 else min(start, info.file_size))
-                return f.read() if length is None else f.read(length)
+                if start:
+                    f.seek(start)
+                return f.read(size - start if length is None else min(length, size - start))
         except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
             raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {exc}") from exc
 
@@ -149,6 +160,7 @@ class ZipStore(Store):
                 info.file_size = view.nbytes
                 with warnings.catch_warnings():
                     warnings.filterwarnings("ignore", "Duplicate name", UserWarning)
+                    self._archive.dirty = True
                     with zf.open(info, "w") as dst:
                         dst.write(view)
                 self._archive.deleted.discard(key)
@@ -156,20 +168,25 @@ class ZipStore(Store):
     def _delete_batch(self, keys: Sequence[str]) -> None:
         with self._archive.lock:
             names = self._zf().NameToInfo
-            self._archive.deleted.update(k for k in keys if k in names)
+            gone = [k for k in keys if k in names]
+            self._archive.deleted.update(gone)
+            self._archive.dirty |= bool(gone)
 
     def _delete_prefix(self, prefix: str) -> None:
         with self._archive.lock:
-            self._archive.deleted.update(k for k in self._keys() if k.startswith(prefix))
+            gone = [k for k in self._keys() if k.startswith(prefix)]
+            self._archive.deleted.update(gone)
+            self._archive.dirty |= bool(gone)
 
     # ---- finalising ----------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the central directory (and drop deleted entries) now; the store stays writable."""
+        """Write the central directory (and drop deleted entries) now; the store stays writable. Nothing
+        for a read-only store or view."""
+        if self.read_only:
+            return
         with self._archive.lock:
             self._finalise()
-            if self.mode == "r":
-                return
             self._archive.zf = zipfile.ZipFile(self.path, "a", compression=zipfile.ZIP_STORED, allowZip64=True)
 
     def _close(self) -> None:
@@ -182,6 +199,7 @@ class ZipStore(Store):
 
     def _finalise(self) -> None:
         zf = self._zf()
+        self._archive.dirty = False
         if not self._archive.deleted:
             if self.mode != "r":
                 zf.close()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def snapshot(root: str | os.PathLike[str]) -> dict[str, tuple[str, int, int, str]]:
@@ -23,3 +26,22 @@ def snapshot(root: str | os.PathLike[str]) -> dict[str, tuple[str, int, int, str
             else:
                 out[rel] = ("file", st.st_size, st.st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
     return out
+
+
+def bounded(fn: Callable[[], Any], seconds: float = 10.0) -> Any:
+    """``fn()`` in a daemon thread; fails (instead of hanging the suite) if it has not returned in time."""
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # handed back to the test
+            out["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), "the read blocked"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

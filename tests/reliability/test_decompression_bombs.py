@@ -5,16 +5,19 @@ of the array can hold."""
 from __future__ import annotations
 
 import gzip
+import json
 import struct
 import tracemalloc
+import zipfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.errors import CodecError
-from rectizarr.stores import MemoryStore
+from rectizarr.errors import CodecError, RectizarrError
+from rectizarr.stores import MemoryStore, ZipStore
 
 MiB = 1 << 20
 GZIP = [{"name": "gzip", "configuration": {"level": 1}}]
@@ -154,3 +157,52 @@ def test_zstd_frame_without_a_size_is_bounded_while_decoding() -> None:
     s.set("c/0/1", rle_frame(1, 1024, 7)[:-2])  # truncated: the usual error
     with pytest.raises(CodecError, match="c/0/1"):
         a[:32, 32:]
+
+
+def zip_bomb(path: Path, inflated: int, declared: int) -> None:
+    """A zip archive whose deflated entry ``c/0`` inflates to ``inflated`` zero bytes while its headers
+    declare ``declared`` (a few hundred KiB on disk), beside a valid stored array."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("zarr.json", json.dumps({
+            "zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "uint8",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": 0, "codecs": [{"name": "bytes"}]}))
+        zf.writestr("c/1", b"\1\2\3\4")
+        info = zipfile.ZipInfo("c/0")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with zf.open(info, "w") as f:
+            for _ in range(inflated // MiB):
+                f.write(bytes(MiB))
+    raw = bytearray(path.read_bytes())
+    # (signature, offset of the file size, of the name length, of the name): central and local headers
+    for signature, size_at, len_at, name_at in ((b"PK\x01\x02", 24, 28, 46), (b"PK\x03\x04", 22, 26, 30)):
+        start = raw.find(signature)
+        while start >= 0:
+            name_len = struct.unpack_from("<H", raw, start + len_at)[0]
+            if raw[start + name_at : start + name_at + name_len] == b"c/0":
+                struct.pack_into("<I", raw, start + size_at, declared)
+            start = raw.find(signature, start + 4)
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("declared", [4, 4 << 20], ids=["declared-4", "declared-4MiB"])
+def test_zip_entry_inflating_past_its_declared_size(tmp_path: Path, declared: int) -> None:
+    path = tmp_path / "bomb.zip"
+    zip_bomb(path, 64 * MiB, declared)
+    assert path.stat().st_size < MiB
+    store = ZipStore(path)
+    a = rectizarr.open_array(store, mode="r")
+
+    def read() -> None:
+        for attempt in (lambda: store.get("c/0"), lambda: store.get("c/0", (-4, None)),
+                        lambda: store.get("c/0", (2, None)), lambda: a[:]):
+            with pytest.raises(RectizarrError, match="c/0"):
+                attempt()
+
+    assert peak_of(read) < 16 * MiB  # not the 64 MiB the entry inflates to
+    if declared > MiB:  # a range well short of the declared end reads only what it asks for (no CRC yet)
+        assert store.get("c/0", (0, 2)) == bytes(2)
+    assert store.get("c/1") == b"\1\2\3\4"
+    np.testing.assert_array_equal(a[4:], [1, 2, 3, 4])
+    store.close()

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ from typing import Any
 import pytest
 
 import rectizarr
-from rectizarr.errors import RectizarrError
+from rectizarr.errors import RectizarrError, StoreError
 from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipStore
 from tests.reliability._helpers import snapshot
 
@@ -129,3 +132,112 @@ def test_symlink_leading_outside_is_never_written_through(tmp_path: Path) -> Non
         pass
     assert (outside / "keep").read_bytes() == b"precious"
     assert snapshot(outside) == before
+
+
+class Swapper:
+    """A thread that keeps swapping ``root/c`` between a real directory and a link to ``outside``."""
+
+    def __init__(self, root: Path, outside: Path) -> None:
+        self.root, self.outside, self.swaps = root, outside, 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Swapper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join(10)
+
+    def _run(self) -> None:
+        real, aside = self.root / "c", self.root / "c.real"
+        while not self._done.is_set():
+            try:
+                os.rename(real, aside)  # the directory aside, a link to outside in its place, and back
+                os.symlink(self.outside, real, target_is_directory=True)
+                os.unlink(real)
+                os.rename(aside, real)
+                self.swaps += 1
+            except OSError:  # the store made "c" again meanwhile: drop that one, put the directory back
+                with contextlib.suppress(OSError):
+                    if os.path.islink(real):
+                        os.unlink(real)
+                    elif aside.exists():
+                        shutil.rmtree(real, ignore_errors=True)
+                with contextlib.suppress(OSError):
+                    os.rename(aside, real)
+
+
+def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_outside(tmp_path: Path) -> None:
+    """One thread keeps swapping ``root/c`` between a real directory and a link to a directory outside the
+    root while another writes keys under ``c/`` (a few hundred times): every write lands inside the root or
+    is refused, never outside (the check and the write go through the same directory descriptor)."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    store = LocalStore(root)
+    store.set("c/first", b"v")
+    refused = 0
+    with Swapper(root, outside) as swapper:
+        for i in range(3000):  # at least 300 writes and 20 swaps
+            if i >= 300 and swapper.swaps >= 20:
+                break
+            try:
+                if i % 3:
+                    store.set(f"c/k{i}", b"x")
+                else:
+                    store.set_many({f"c/m{i}": b"y", f"c/d{i}/n": b"z"})
+            except RectizarrError:
+                refused += 1
+            assert not any(outside.iterdir()), f"a file appeared outside the root at write {i}"
+    assert not any(outside.iterdir())
+    assert swapper.swaps >= 20 and refused < i
+
+
+def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_outside(tmp_path: Path) -> None:
+    """The same swapping while keys under ``c/`` are deleted one by one and by prefix: what lies outside
+    under the same names is never removed."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    outside.mkdir()
+    names = [f"k{i}" for i in range(50)]
+    for name in names:
+        (outside / name).write_bytes(b"precious")
+        (outside / f"d{name}").mkdir()
+        (outside / f"d{name}" / "n").write_bytes(b"precious")
+    before = snapshot(outside)
+    store = LocalStore(root)
+    with Swapper(root, outside) as swapper:
+        for i in range(3000):  # at least 300 deletes and 20 swaps
+            if i >= 300 and swapper.swaps >= 20:
+                break
+            name = names[i % len(names)]
+            try:
+                store.set_many({f"c/{name}": b"x", f"c/d{name}/n": b"y"})
+            except RectizarrError:
+                pass
+            with contextlib.suppress(RectizarrError):
+                store.delete(f"c/{name}") if i % 2 else store.delete_prefix(f"c/d{name}/")
+            assert snapshot(outside) == before, f"something outside the root changed at delete {i}"
+    assert swapper.swaps >= 20
+@pytest.mark.parametrize("name", ["x" * 300, "é" * 200, "a/" + "b" * 256 + "/c", "/".join(["d" * 250] * 20)],
+                         ids=["300 bytes", "400 bytes utf-8", "long inner segment", "long path"])
+def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> None:
+    """A node name or key the file system cannot hold: reads find nothing there, writes raise a StoreError
+    naming the key, never a bare OSError."""
+    store = LocalStore(tmp_path / "root")
+    g = rectizarr.create_group(store)
+    assert store.get(name) is None and store.get(name, (0, 4)) is None and store.get_transient(name) is None
+    assert not store.exists(name) and store.getsize(name) is None
+    assert store.list_dir(name + "/") == [] and list(store.list_prefix(name + "/")) == []
+    assert name not in g
+    with pytest.raises(rectizarr.errors.NodeNotFoundError):
+        rectizarr.open_array(store, path=name, mode="r")
+    for attempt in [lambda: rectizarr.create_array(store, name=name, shape=(4,), dtype="i1", chunks=(2,)),
+                    lambda: g.create_group(name), lambda: store.set(name, b"x"),
+                    lambda: store.set_many({"ok": b"1", name: b"x"})]:
+        with pytest.raises(StoreError, match="longer than the file system allows") as info:
+            attempt()
+        assert repr(name)[:40] in str(info.value)
+    assert store.get("ok") is None  # a batch is refused before anything of it is written
+    store.delete(name)  # nothing there: nothing to do
+    store.delete_prefix(name + "/")

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
+import rectizarr.stores.fileread as fileread
 import rectizarr.stores.local as local
 from rectizarr import tuning
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
@@ -95,7 +96,7 @@ def test_overwrites_are_seen(store: LocalStore) -> None:
 
 
 def test_view_is_reused_by_the_next_read(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
-    monkeypatch.setattr(local, "_transient", threading.local())  # this thread's buffer from scratch
+    monkeypatch.setattr(fileread, "_transient", threading.local())  # this thread's buffer from scratch
     store.set_many({"other": b"Z" * 2000, "big": DATA * 10})  # 102440 bytes: more than the first buffer
     first = store.get_transient("k", (0, 1000))
     assert isinstance(first, memoryview)  # the buffer path (POSIX readv)
@@ -155,7 +156,7 @@ def _check_fresh(store: LocalStore) -> None:
 
 
 def test_without_readv_the_plain_read(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
-    monkeypatch.setattr(local, "_READV", False)
+    monkeypatch.setattr(local, "READV", False)
     for byte_range in RANGES:
         got = store.get_transient("k", byte_range)
         assert isinstance(got, bytes) and got == store.get("k", byte_range)

@@ -678,3 +678,27 @@ def test_local_get_many_uses_no_lingering_threads(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "root", workers=4)
     store.set_many({f"k{i}": bytes([i]) * 10 for i in range(20)})
     assert store.get_many([(f"k{i}", (1, 2)) for i in range(20)]) == [bytes([i]) * 2 for i in range(20)]
+
+
+def test_zip_read_only_view_never_writes_the_archive(tmp_path: Path) -> None:
+    path = tmp_path / "data.zip"
+    store = ZipStore(path, mode="w")
+    store.set_many({"a": b"1", "b": b"2"})
+    store.delete("a")
+    view = store.with_read_only()
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    with pytest.raises(StoreError, match="flush"):  # the copy could not read "b": refused, not written
+        pickle.dumps(view)
+    view.flush()  # nothing for a view
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    store.flush()
+    flushed = path.read_bytes(), path.stat().st_mtime_ns
+    clone = pickle.loads(pickle.dumps(view))
+    assert clone.read_only and clone.get("b") == b"2" and clone.get("a") is None
+    clone.close()
+    view.close()
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == flushed
+    store.set("c", b"3")  # the writer is untouched by its view's pickling and closing
+    store.close()
+    with zipfile.ZipFile(path) as zf:
+        assert sorted(zf.namelist()) == ["b", "c"]
