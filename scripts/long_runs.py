@@ -4,6 +4,7 @@
     .venv/bin/python scripts/long_runs.py corrupt --cases 1000          # per codec chain
     .venv/bin/python scripts/long_runs.py crash --kills 100
     .venv/bin/python scripts/long_runs.py properties                    # extra arguments go to pytest
+    .venv/bin/python scripts/long_runs.py consistency --scale 10        # lost-update stress, 10x the counts
     .venv/bin/python scripts/long_runs.py all
 
 Each prints its case counts and exits non-zero on the first violation (with a seed to replay it). The
@@ -102,16 +103,29 @@ def run_properties(profile: str, pytest_args: list[str]) -> None:
     print(f"properties: every hypothesis test passed under the {profile!r} profile, {time.time() - t0:.0f} s")
 
 
+def run_consistency(scale: int, pytest_args: list[str]) -> None:
+    t0 = time.time()
+    env = {**os.environ, "RECTIZARR_STRESS_SCALE": str(scale),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability/test_consistency.py",
+           *pytest_args]
+    code = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
+    if code:
+        raise SystemExit(f"consistency: pytest exited with {code} at {scale}x the counts")
+    print(f"consistency: 0 lost updates and 0 wrong values at {scale}x the counts, {time.time() - t0:.0f} s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["metadata", "corrupt", "crash", "properties", "all"])
+    p.add_argument("what", choices=["metadata", "corrupt", "crash", "properties", "consistency", "all"])
     p.add_argument("--cases", type=int, default=None, help="metadata: total; corrupt: per chain")
     p.add_argument("--kills", type=int, default=100)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--seed", type=int, default=12345)
     p.add_argument("--profile", default="long", help="properties: the hypothesis profile")
+    p.add_argument("--scale", type=int, default=10, help="consistency: multiple of the stress counts")
     a, pytest_args = p.parse_known_args()
-    if pytest_args and a.what not in ("properties", "all"):
+    if pytest_args and a.what not in ("properties", "consistency", "all"):
         p.error(f"unrecognized arguments: {' '.join(pytest_args)}")
     if a.what in ("metadata", "all"):
         run_metadata(a.cases or 100_000, a.jobs, a.seed)
@@ -121,6 +135,8 @@ def main() -> None:
         run_crash(a.kills, a.seed)
     if a.what in ("properties", "all"):
         run_properties(a.profile, pytest_args)
+    if a.what in ("consistency", "all"):
+        run_consistency(a.scale, pytest_args)
 
 
 if __name__ == "__main__":

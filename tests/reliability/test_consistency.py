@@ -19,6 +19,7 @@ import rectizarr
 from rectizarr.stores import LocalStore, MemoryStore, Store
 
 THREADS = 8
+SCALE = int(os.environ.get("RECTIZARR_STRESS_SCALE", "1"))  # scripts/long_runs.py consistency raises it
 
 
 def run_threads(n: int, work: Callable[[int], None]) -> None:
@@ -56,13 +57,13 @@ def test_threads_appending(tmp_path: Path, kind: str, handles: str) -> None:
 
     def work(i: int) -> None:
         mine = a if handles == "one" else rectizarr.open_array(store, path="x")
-        for j in range(3):
-            mine.append(np.full((1, 4), 10 * i + j, "i4"))
+        for j in range(3 * SCALE):
+            mine.append(np.full((1, 4), 1000 * i + j, "i4"))
 
     run_threads(THREADS, work)
     back = rectizarr.open_array(store, path="x", mode="r")
-    assert back.shape == (THREADS * 3, 4)  # 0 lost appends
-    assert rows_of(back) == sorted(10 * i + j for i in range(THREADS) for j in range(3))  # 0 wrong rows
+    assert back.shape == (THREADS * 3 * SCALE, 4)  # 0 lost appends
+    assert rows_of(back) == sorted(1000 * i + j for i in range(THREADS) for j in range(3 * SCALE))  # 0 wrong
     assert (back[...] == back[:, :1]).all()
 
 
@@ -97,7 +98,7 @@ def test_handles_one_after_the_other(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_shrink_racing_a_write(tmp_path: Path, kind: str) -> None:
     lost = 0
-    for trial in range(40):
+    for trial in range(40 * SCALE):
         store = stores(tmp_path / str(trial))[kind]
         a = rectizarr.create_array(store, name="x", shape=(1000,), dtype="i4", chunks=(1000,), fill_value=0)
         a[...] = 1
@@ -127,7 +128,7 @@ def _append_many(path: str, worker: int, n: int) -> None:
 def test_processes_appending(tmp_path: Path) -> None:
     path = str(tmp_path / "s")
     rectizarr.create_array(path, name="x", shape=(0, 3), dtype="i4", chunks=(4, 3), fill_value=-1)
-    workers, n = 4, 20
+    workers, n = 4, 20 * SCALE
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for f in [pool.submit(_append_many, path, w, n) for w in range(workers)]:
             f.result(timeout=120)
