@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tempfile
 import threading
+import warnings
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ except ImportError:  # pragma: no cover - not POSIX: thread locks only
 META_NAMES = frozenset({"zarr.json"})
 _threads = [threading.Lock() for _ in range(2 * STRIPES)]  # metadata stripes, then value stripes
 _held = threading.local()
+_warned: list[bool] = []
 _DIR = os.path.join(tempfile.gettempdir(), f"rectizarr-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
 
 
@@ -46,9 +48,17 @@ def _stripe(identity: str, key: str) -> int:
     return level + zlib.crc32((identity + key).encode("utf-8", "surrogateescape")) % STRIPES
 
 
-def _os_lock(stripe: int) -> int:
-    os.makedirs(_DIR, mode=0o700, exist_ok=True)
-    fd = os.open(os.path.join(_DIR, f"{stripe}.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+def _os_lock(stripe: int) -> int | None:
+    """An flock on the stripe's lock file; None (with one warning) when the lock directory is unusable."""
+    try:
+        os.makedirs(_DIR, mode=0o700, exist_ok=True)
+        fd = os.open(os.path.join(_DIR, f"{stripe}.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError as exc:
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(f"rectizarr cannot use its lock directory {_DIR!r} ({exc}): writes of other "
+                          "processes to the same data are not excluded", RuntimeWarning, stacklevel=4)
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
     except BaseException:
@@ -70,8 +80,9 @@ def hold(identity: str, keys: Iterable[str], across_processes: bool) -> Iterator
         for s in stripes:
             _threads[s].acquire()
             taken.append(s)
-            if across_processes and fcntl is not None:
-                fds.append(_os_lock(s))
+            fd = _os_lock(s) if across_processes and fcntl is not None else None
+            if fd is not None:
+                fds.append(fd)
         held.update(stripes)
         yield
     finally:

@@ -342,3 +342,16 @@ def test_processes_creating_in_a_consolidated_group_on_s3(s3_server: Any, s3_sto
             f.result(timeout=180)
     g = rectizarr.open_group(_s3_store(s3_server.endpoint_url, s3_store.root))
     assert sorted(g.keys()) == names  # 0 lost consolidated entries
+
+
+def test_an_unusable_lock_directory_warns_and_writes_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rectizarr.stores.locks as locks
+
+    a = rectizarr.create_array(tmp_path / "s", shape=(4,), dtype="i4", chunks=(2,), fill_value=0)
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("x")
+    monkeypatch.setattr(locks, "_DIR", str(blocker / "locks"))
+    monkeypatch.setattr(locks, "_warned", [])
+    with pytest.warns(RuntimeWarning, match="lock directory"):
+        a[1:3] = 7
+    assert a[...].tolist() == [0, 7, 7, 0]
