@@ -45,18 +45,21 @@ def whole(sel: tuple[Any, ...], shape: Shape) -> bool:
 
 
 def merge(layout: Layout, plan: Plan, group: list[ChunkProjection], value: np.ndarray, shape: Shape,
-          stored: Callable[[], np.ndarray] | None) -> np.ndarray:
+          stored: Callable[[], np.ndarray] | None, keep: bool = False) -> np.ndarray:
     """The new content of one chunk: ``group``'s part of ``value`` written over the stored chunk (decoded
     by ``stored``; None: not stored) or over the fill value. When one orthogonal projection covers the
-    whole chunk in order, the selected data is the new chunk as it is (no chunk to fill and copy into)."""
+    whole chunk in order, the selected data is the new chunk as it is (no chunk to fill and copy into).
+    ``keep``: an edge chunk that others may be extending (conditional writes, no lock on the shape):
+    everything stored is kept, also past the extent this handle knows."""
     if plan.kind == "orthogonal" and len(group) == 1 and whole(group[0].chunk_sel, shape):
         return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
-    if stored is None or all(p.complete for p in group):
+    if stored is None or (all(p.complete for p in group) and not keep):
         chunk = np.empty(shape, layout.dtype)
         chunk[...] = layout.fill_value
     else:
         chunk = np.array(stored(), copy=True)
-        clear_outside(chunk, layout, group[0].coords)
+        if not keep:
+            clear_outside(chunk, layout, group[0].coords)
     for p in group:
         chunk[p.chunk_sel] = value.reshape(-1)[p.out_sel] if plan.kind == "coordinate" else value[p.out_sel]
     return chunk

@@ -99,13 +99,16 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
     keys = list(by_key)
-    partial = [k for k in keys if not all(p.complete for p in by_key[k])]
+    conditional = layout.store.capabilities.conditional_writes
+    # With conditional writes nothing locks the shape: another client may be appending to an edge chunk.
+    edges = {k for k in keys if conditional and layout.at_edge(by_key[k][0].coords)}
+    partial = [k for k in keys if k in edges or not all(p.complete for p in by_key[k])]
 
     def work(key: str, stored: Data | None) -> Encoded:
         group = by_key[key]
         spec = layout.spec(group[0].coords)
         chunk = merge(layout, plan, group, value, spec.shape,
-                      None if stored is None else lambda: layout.pipeline.decode(stored, spec))
+                      None if stored is None else lambda: layout.pipeline.decode(stored, spec), key in edges)
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             return key, None
         return key, layout.pipeline.encode(chunk, spec)
@@ -113,7 +116,7 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     spec = layout.spec(by_key[keys[0]][0].coords)
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
     with layout.store.lock(keys):
-        if layout.store.capabilities.conditional_writes:  # partly written chunks: compare-and-swap each
+        if conditional:  # partly written chunks: compare-and-swap each
             whole = [k for k in keys if k not in set(partial)]
             encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t)
             swap_each(layout, partial, lambda k: k, work, workers, t)

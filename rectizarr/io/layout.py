@@ -50,6 +50,10 @@ class LayoutCommon:
         keys = self.key_encoding.encode_many(coords)
         return [self.prefix + k for k in keys] if self.prefix else keys
 
+    def at_edge(self, coords: Coords) -> bool:
+        """Whether the chunk (shard) at ``coords`` of the outer grid reaches past the array's extent."""
+        return any(d.data_len(c) < d.edge(c) for d, c in zip(self.grid.dims, coords, strict=True))
+
     def spec(self, coords: Coords) -> ChunkSpec:
         """The spec of the chunk at ``coords`` of the outer grid, naming its key."""
         return ChunkSpec(self.grid.chunk_shape(coords), self.dtype, self.fill_value, self.key(coords))

@@ -316,15 +316,19 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
     written once, under its lock."""
     shards = group_by_shard(layout, projections, t)
-    needs_read = [s for s in shards if not _replaced_whole(layout, s)]
+    conditional = layout.store.capabilities.conditional_writes
+    # With conditional writes nothing locks the shape: another client may be appending to an edge shard.
+    edges = {s.key for s in shards if conditional and layout.at_edge(s.coords)}
+    needs_read = [s for s in shards if s.key in edges or not _replaced_whole(layout, s)]
 
     def work(s: Shard, stored: Data | None) -> Encoded:
-        return s.key, layout.sharding.assemble(s.shape_t, _merged_inner(layout, plan, s, value, stored))
+        chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
+        return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
     spec = layout.inner_spec(None)
     workers = workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
-        if layout.store.capabilities.conditional_writes:  # partly written shards: compare-and-swap each
+        if conditional:  # partly written shards: compare-and-swap each
             whole = [s for s in shards if s not in needs_read]
             encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t)
             swap_each(layout, needs_read, lambda s: s.key, work, workers, t)
@@ -346,9 +350,10 @@ def _inner(layout: ShardedLayout, data: Data, spec: ChunkSpec) -> np.ndarray:
 
 
 def _merged_inner(layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray,
-                  stored: Data | None) -> dict[Coords, Data]:
+                  stored: Data | None, keep: bool = False) -> dict[Coords, Data]:
     """The inner chunks' bytes of the shard after the write: untouched ones as stored, touched ones merged
-    and re-encoded, empty ones dropped (unless ``write_empty_chunks``)."""
+    and re-encoded, empty ones dropped (unless ``write_empty_chunks``). ``keep``: see :func:`chunk.merge`
+    (inner chunks past the extent this handle knows are kept too)."""
     sharding, inner_shape = layout.sharding, layout.inner_shape
     existing: dict[Coords, memoryview] = {} if stored is None else sharding.split(stored, s.shape_t, key=s.key)[1]
     groups: dict[Coords, list[ChunkProjection]] = defaultdict(list)
@@ -356,11 +361,12 @@ def _merged_inner(layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray
         groups[c].append(p)
     limit = s.inner_limit(layout)
     chunks: dict[Coords, Data] = {c: v for c, v in existing.items()
-                                  if all(x < n for x, n in zip(c, limit, strict=True))}
+                                  if keep or all(x < n for x, n in zip(c, limit, strict=True))}
     spec = layout.inner_spec(s.key)
     for c, group in groups.items():
         old = existing.get(c)
-        chunk = merge(layout, plan, group, value, inner_shape, None if old is None else partial(_inner, layout, old, spec))
+        chunk = merge(layout, plan, group, value, inner_shape,
+                      None if old is None else partial(_inner, layout, old, spec), keep)
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             chunks.pop(c, None)
         else:

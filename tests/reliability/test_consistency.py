@@ -314,7 +314,7 @@ def _s3_worker(endpoint: str, root: str, worker: int, n: int) -> None:
 
 
 def test_processes_on_s3(s3_server: Any, s3_store: Any) -> None:
-    workers, n = 3, 4
+    workers, n = 4, 4 * SCALE
     rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
     rectizarr.create_array(s3_store, name="s", shape=(workers, n), dtype="i4", chunks=(1, 1), shards=(workers, n),
                            fill_value=0)
