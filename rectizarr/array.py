@@ -92,11 +92,8 @@ class Array(nodes.Node):
         version = self._stored_version()
         if version != self._meta_version:
             with self._lock:
-                fresh = nodes.read_meta(self._store, self._path)
-                if not isinstance(fresh, ArrayMeta):
-                    raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more (it is a group)")
+                self._take_up(nodes.read_meta(self._store, self._path))
                 self._meta_version = version
-                self._set_meta(fresh)
 
     def _take_up(self, stored: Any) -> ArrayMeta:
         """Make ``stored`` (a document just read) the handle's metadata, if it changed."""

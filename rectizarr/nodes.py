@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
 
-from rectizarr import tuning
 from rectizarr.core.metadata import (
     GroupMeta,
     NodeMeta,
@@ -22,7 +21,7 @@ from rectizarr.core.metadata import (
     encode_json,
     node_to_json,
 )
-from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
+from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
 from rectizarr.stores import Store, open_store
 
 META = "zarr.json"
@@ -175,18 +174,19 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
             if then is not None:
                 then(old, new)
             return new
-    for _ in range(tuning.current().conflict_retries):
-        data, version = store.get_versioned(key)
+    rounds: list[tuple[NodeMeta | None, NodeMeta]] = []
+
+    def make(data: bytes | None) -> bytes:  # may run again on a conflict
         old = None if data is None else decode_node(data, key)
-        new = change(old)
-        doc = node_to_json(new)
-        if store.set_if(key, encode_json(doc), version):
-            _refresh_consolidated(store, path, doc)
-            if then is not None:
-                then(old, new)
-            return new
-    raise ConflictError(f"{key!r} was changed by other writers during each of "
-                        f"{tuning.current().conflict_retries} attempts to update it; try again")
+        rounds.append((old, change(old)))
+        return encode_json(node_to_json(rounds[-1][1]))
+
+    store.swap(key, make)
+    old, new = rounds[-1]
+    _refresh_consolidated(store, path, node_to_json(new))
+    if then is not None:
+        then(old, new)
+    return new
 
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
@@ -212,14 +212,9 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
             if new is not None:
                 docs.set(parent, new)
             continue
-        for _ in range(tuning.current().conflict_retries):
-            data, version = store.get_versioned(meta_key(parent))
-            new = None if data is None else _with_entry(decode_node(data, meta_key(parent)), rel, doc)
-            if new is None or store.set_if(meta_key(parent), new, version):
-                break
-        else:
-            raise ConflictError(f"{meta_key(parent)!r} was changed by other writers during each of "
-                                f"{tuning.current().conflict_retries} attempts to update its consolidated metadata")
+        key = meta_key(parent)
+        store.swap(key, lambda data, key=key, rel=rel: data if data is None  # type: ignore[misc]
+                   else _with_entry(decode_node(data, key), rel, doc) or data)
 
 
 def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:

@@ -13,7 +13,7 @@ import numpy as np
 from rectizarr._util import Coords, Shape
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.errors import CodecError, ConflictError
+from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io import cache
 from rectizarr.io.layout import Layout
@@ -169,25 +169,15 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
 
 
 def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],
-              make: Callable[[T, Data | None], Encoded], workers: int | None, t: Tuning) -> None:
-    """Stores with conditional writes (S3): each item's value read with its version, the new one made from
-    it and written only if the stored one is unchanged since; else read and made again, up to
-    ``t.conflict_retries`` times, then :class:`ConflictError`. A value that becomes empty is deleted after
-    a version check (not atomic with it)."""
+              make: Callable[[T, Data | None], Encoded], workers: int | None) -> None:
+    """Stores with conditional writes (S3): each item's value made from the stored one and written with
+    :meth:`~rectizarr.stores.Store.swap` (made again on a conflict)."""
     store = layout.store
 
     def one(item: T) -> None:
         key = key_of(item)
-        for _ in range(t.conflict_retries):
-            stored, version = store.get_versioned(key)
-            _, value = make(item, stored)
-            done = (stored is None or store.delete_if(key, version)) if value is None \
-                else store.set_if(key, value, version)
-            if done:
-                cache.invalidate(store, [key])
-                return
-        raise ConflictError(f"{key!r} was changed by other writers during each of {t.conflict_retries} "
-                            "attempts to update it; try again")
+        store.swap(key, lambda stored: make(item, stored)[1])
+        cache.invalidate(store, [key])
 
     pmap(one, items, workers)
 

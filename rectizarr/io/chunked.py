@@ -103,6 +103,7 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     # With conditional writes nothing locks the shape: another client may be appending to an edge chunk.
     edges = {k for k in keys if conditional and layout.at_edge(by_key[k][0].coords)}
     partial = [k for k in keys if k in edges or not all(p.complete for p in by_key[k])]
+    partial_set = set(partial)
 
     def work(key: str, stored: Data | None) -> Encoded:
         group = by_key[key]
@@ -117,9 +118,9 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
     with layout.store.lock(keys):
         if conditional:  # partly written chunks: compare-and-swap each
-            whole = [k for k in keys if k not in set(partial)]
+            whole = [k for k in keys if k not in partial_set]
             encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t)
-            swap_each(layout, partial, lambda k: k, work, workers, t)
+            swap_each(layout, partial, lambda k: k, work, workers)
             return
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
         encode_and_commit(layout, keys, lambda k: work(k, old.get(k)), {k for k in partial if old[k] is None},

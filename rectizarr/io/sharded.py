@@ -331,7 +331,7 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
         if conditional:  # partly written shards: compare-and-swap each
             whole = [s for s in shards if s not in needs_read]
             encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t)
-            swap_each(layout, needs_read, lambda s: s.key, work, workers, t)
+            swap_each(layout, needs_read, lambda s: s.key, work, workers)
             return
         old = dict(zip([s.key for s in needs_read],
                        layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Self, TypeAlias
 from urllib.parse import unquote
 
+from rectizarr import tuning
 from rectizarr._util import is_int
-from rectizarr.errors import ReadOnlyError, StoreError
+from rectizarr.errors import ConflictError, ReadOnlyError, StoreError
 from rectizarr.stores import locks
 
 __all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix"]
@@ -288,6 +289,21 @@ class Store(ABC):
                 return False
             self._delete_batch([key])
             return True
+
+    def swap(self, key: str, make: Callable[[bytes | None], Buffer | None]) -> tuple[bytes | None, Buffer | None]:
+        """A compare-and-swap read-modify-write of one value: ``make(stored)`` gives the new value (None:
+        delete it; ``stored`` itself: leave it), written only if the stored value is unchanged since it was
+        read (:meth:`set_if`, :meth:`delete_if`); else it is read and made again, up to
+        ``tuning.conflict_retries`` times, then :class:`ConflictError`. Returns the winning round's
+        ``(stored, new)``."""
+        retries = tuning.current().conflict_retries
+        for _ in range(retries):
+            stored, version = self.get_versioned(key)
+            new = make(stored)
+            if new is stored or (self.delete_if(key, version) if new is None else self.set_if(key, new, version)):
+                return stored, new
+        raise ConflictError(f"{key!r} was changed by other writers during each of {retries} attempts to "
+                            "update it; try again")
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread

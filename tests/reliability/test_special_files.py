@@ -19,9 +19,6 @@ from rectizarr.errors import NodeNotFoundError
 from rectizarr.stores import LocalStore
 from tests.reliability._helpers import bounded
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo") or not os.path.exists("/dev/zero"),
-                                reason="POSIX special files")
-
 DEVICES = ["/dev/zero", "/dev/urandom"]
 
 
