@@ -14,6 +14,7 @@ keep working::
      +- CodecError(RectizarrError)                     corrupt or undecodable chunk; names the store key
      |   +- ChecksumError(CodecError)
      +- ConflictError(RectizarrError)                  a read-modify-write lost to other writers every retry
+     |   +- VersionChanged(ConflictError)               a value changed between two reads that must agree
      +- SelectionError(RectizarrError, IndexError)
 
 A missing chunk is never an error: it reads as the fill value.
@@ -25,6 +26,7 @@ __all__ = [
     "ChecksumError",
     "CodecError",
     "ConflictError",
+    "VersionChanged",
     "LenientMetadataWarning",
     "MetadataError",
     "NodeExistsError",
@@ -105,6 +107,15 @@ class CodecError(RectizarrError):
 
 class ConflictError(RectizarrError):
     """A read-modify-write kept losing to other writers (conditional writes failed every retry)."""
+
+
+class VersionChanged(ConflictError):
+    """``key`` no longer holds the version a read was conditioned on (an S3 ``If-Match`` answered 412, or
+    the version after the read differs): what was read with it (a shard index) is stale; read it again."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"{key!r} was rewritten by another writer during the read")
+        self.key = key
 
 
 class ChecksumError(CodecError):

@@ -267,8 +267,7 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
             if not overwrite:
                 raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
             nodes.delete_node(s, p, docs)
-        nodes.ensure_parents(s, p, docs)
-        nodes.write_meta(s, p, meta, docs)
+        nodes.create_node(s, p, meta, docs)
     return Group(s, p, meta)
 
 

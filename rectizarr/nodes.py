@@ -132,18 +132,22 @@ class AncestorDocs:
         self._docs[path] = data
 
 
-def ensure_parents(store: Store, path: str, docs: AncestorDocs | None = None) -> AncestorDocs:
-    """Write ``{"zarr_format": 3, "node_type": "group"}`` for every missing ancestor of ``path``; returns
-    the ancestors' documents read (pass them on to :func:`write_meta`)."""
+def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
+    """Write a new node's ``zarr.json`` and ``{"zarr_format": 3, "node_type": "group"}`` for each missing
+    ancestor, keeping ancestors' consolidated metadata current. The node's own document goes first, so
+    a key the store refuses (a name too long for the file system) leaves nothing behind."""
     docs = docs or AncestorDocs(store)
+    missing = []
     for parent in parent_paths(path):
         existing = docs.get(parent)
         if existing is None:
-            docs.set(parent, encode_json(node_to_json(GroupMeta())))
-            _refresh_consolidated(store, parent, node_to_json(GroupMeta()), docs)
+            missing.append(parent)
         elif decode_node(existing, meta_key(parent)).__class__ is not GroupMeta:
             raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is an array, not a group")
-    return docs
+    write_meta(store, path, meta, docs)
+    for parent in missing:  # from the root down
+        docs.set(parent, encode_json(node_to_json(GroupMeta())))
+        _refresh_consolidated(store, parent, node_to_json(GroupMeta()), docs)
 
 
 def locked(store: Store, path: str) -> AbstractContextManager[None]:

@@ -59,8 +59,11 @@ def _split(chain_json: list[dict[str, Any]], n_array_array: int) -> tuple[list[A
 
 
 def _declared(src: Array) -> list[Any]:
-    """The source's storage chunks as declared in its grid (ints and edge lists, overhang kept)."""
-    return [d.size if isinstance(d, FixedDim) else [int(e) for e in d.edges] for d in src.grid.dims]
+    """The source's storage chunks as declared in its grid (ints, and edges as ``[edge, count]`` runs
+    where they repeat: never expanded, overhang kept)."""
+    return [d.size if isinstance(d, FixedDim) else
+            [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
+            for d in src.grid.dims]
 
 
 def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:

@@ -157,8 +157,9 @@ class ChunkGrid:
     @classmethod
     def from_chunks(cls, shape: Shape, chunks: Sequence[int | Sequence[int] | npt.NDArray[Any]]) -> ChunkGrid:
         """Grid from user-facing ``chunks``: per axis an int (fixed size) or a sequence of edges (>= 1
-        each, summing to >= the extent; dask-style tuples of tuples work). All ints -> a regular grid;
-        any sequence -> rectilinear, with int axes kept as bare-int steps."""
+        each, summing to >= the extent; dask-style tuples of tuples work), where ``[edge, count]`` pairs
+        stand for ``count`` edges (the run-length form of the JSON: ``[[10, 10**8], 3]``, kept as runs).
+        All ints -> a regular grid; any sequence -> rectilinear, with int axes kept as bare-int steps."""
         extents = as_extents(shape, "shape")
         if not isinstance(chunks, Sequence | np.ndarray) or isinstance(chunks, str | bytes) \
                 or len(chunks) != len(extents):
@@ -168,6 +169,8 @@ class ChunkGrid:
             path = json_path("chunks", axis)
             if is_int(spec):
                 dims.append(FixedDim(positive_int(spec, path), extent))
+            elif isinstance(spec, Sequence) and any(isinstance(x, list | tuple) for x in spec):
+                dims.append(VaryingDim.from_runs(*rle_runs(spec, path), extent, path=path))
             elif isinstance(spec, Sequence | np.ndarray) and not isinstance(spec, str | bytes) and len(spec):
                 dims.append(VaryingDim.from_edges(edge_array(spec, path), extent, path=path))
             else:

@@ -26,15 +26,15 @@ import numpy as np
 from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import ShardIndex, is_fill
-from rectizarr.errors import CodecError
+from rectizarr.errors import CodecError, ConflictError, VersionChanged
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
-from rectizarr.io.cache import index_cache
+from rectizarr.io.cache import index_cache, invalidate
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import pmap, pool_size, workers_for
 from rectizarr.tuning import Tuning
 
-__all__ = ["Shard", "fetch_indexes", "group_by_shard", "read_sharded", "write_sharded"]
+__all__ = ["Shard", "checked_versions", "fetch_indexes", "group_by_shard", "read_sharded", "write_sharded"]
 
 @dataclass
 class Shard:
@@ -105,35 +105,54 @@ def _shard_rows(layout: ShardedLayout, projections: list[ChunkProjection]) -> tu
     return shard_coords.tolist(), local[:, list(layout.perm)].tolist()
 
 
-def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> dict[str, ShardIndex | None]:
+Indexes = dict[str, ShardIndex | None]
+Versions = dict[str, Hashable]  # the version each shard's index was read at, where reads can be checked
+
+
+def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses. Only stores with cheap versions cache indexes, each used only at the shard's current version;
-    elsewhere (S3, HTTP) another writer may rewrite a shard at any time, so its index is read every time."""
-    out: dict[str, ShardIndex | None] = {}
-    misses: list[tuple[Shard, Hashable]] = []
-    cheap = layout.store.capabilities.cheap_versions
+    misses, and the version each was read at, which the reads of the shard's inner chunks are checked
+    against (:func:`checked_versions`). Only stores with cheap versions cache indexes, each used only at
+    the shard's current version; elsewhere (S3, HTTP) another writer may rewrite a shard at any time, so
+    its index is read every time, with its version (ETag) where the store can read conditionally."""
+    store, sharding = layout.store, layout.sharding
+    out: Indexes = {}
+    versions: Versions = {}
+    misses: list[Shard] = []
+    cheap = store.capabilities.cheap_versions
     for s in shards:
-        version = layout.store.version(s.key) if cheap else 0
-        idx = None if version is None or not cheap else index_cache().get(layout.store, s.key, version)
+        version = store.version(s.key) if cheap else 0
+        idx = None if version is None or not cheap else index_cache().get(store, s.key, version)
         if version is None:
             out[s.key] = None
         elif idx is not None:
-            out[s.key] = idx
+            out[s.key], versions[s.key] = idx, version
         else:
-            misses.append((s, version))
+            misses.append(s)
     if not misses:
-        return out
-    sharding = layout.sharding
-    raw = layout.store.get_many([(s.key, sharding.index_byte_range(s.shape_t)) for s, _ in misses])
-    for (s, version), data in zip(misses, raw, strict=True):
+        return out, versions
+    requests = [(s.key, sharding.index_byte_range(s.shape_t)) for s in misses]
+    checked = cheap or store.capabilities.conditional_reads
+    raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
+    for s, (data, version) in zip(misses, raw, strict=True):
         if data is None:
             out[s.key] = None
             continue
-        size = layout.store.getsize(s.key) if sharding.index_location == "start" else None
+        size = store.getsize(s.key) if sharding.index_location == "start" else None
         idx = out[s.key] = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
+        if checked:
+            versions[s.key] = version
         if cheap:
-            index_cache().put(layout.store, s.key, version, idx)
-    return out
+            index_cache().put(store, s.key, version, idx)
+    return out, versions
+
+
+def checked_versions(layout: ShardedLayout, shards: list[Shard], versions: Versions) -> None:
+    """After reading inner chunks of ``shards`` by ranges of their indexes: :class:`VersionChanged` if
+    a shard is no longer at the version its index was read at (its bytes may be another index's)."""
+    for s in shards:
+        if s.key in versions and layout.store.version(s.key) != versions[s.key]:
+            raise VersionChanged(s.key)
 
 
 Job = tuple[Shard, ChunkProjection, Data | None]  # an inner chunk to paste: its shard, projection, bytes
@@ -199,14 +218,36 @@ def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProje
     elif whole:
         jobs.extend(read_whole_fetched(r, whole))
     if partial:
-        indexes = fetch_indexes(layout, partial)
-        if r.piecewise:
-            read_inner_streamed(r, _wanted(partial, indexes))
-        elif r.in_workers(len(partial)):
-            read_partial_streamed(r, partial, indexes)
-        else:
-            jobs.extend(read_partial_fetched(r, _wanted(partial, indexes)))
+        jobs.extend(_read_partial(r, partial))
     pmap(lambda job: r.paste(*job), jobs, r.workers)
+
+
+def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
+    """Read the inner chunks of ``shards`` through their indexes; again, with fresh indexes, when a shard
+    was rewritten between the reads of its index and its inner chunks (never a stale index's ranges)."""
+    retries = r.t.conflict_retries
+    for _ in range(retries):
+        indexes, versions = fetch_indexes(r.layout, shards)
+        try:
+            try:
+                return _read_partial_at(r, shards, indexes, versions)
+            except CodecError:  # bytes that are not what the index says: stale, or corrupt
+                checked_versions(r.layout, shards, versions)
+                raise
+        except VersionChanged as exc:
+            invalidate(r.layout.store, [exc.key])
+    raise ConflictError(f"shards of {r.layout.store!r} were rewritten during each of {retries} reads; try again")
+
+
+def _read_partial_at(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions) -> list[Job]:
+    if r.piecewise:
+        read_inner_streamed(r, _wanted(shards, indexes))
+        checked_versions(r.layout, shards, versions)
+    elif r.in_workers(len(shards)):
+        read_partial_streamed(r, shards, indexes, versions)
+    else:
+        return list(read_partial_fetched(r, _wanted(shards, indexes), versions))
+    return []
 
 
 def read_whole_streamed(r: _Read, shards: list[Shard]) -> None:
@@ -234,25 +275,28 @@ def read_inner_streamed(r: _Read, wanted: list[Wanted]) -> None:
          wanted, r.workers)
 
 
-def read_partial_streamed(r: _Read, shards: list[Shard], indexes: dict[str, ShardIndex | None]) -> None:
+def read_partial_streamed(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions) -> None:
     """Shard by shard in the workers: each shard's ranges in one batched request (they coalesce), then
     decoded and pasted by the same worker, so reads overlap decoding."""
 
     def one(s: Shard) -> None:
-        for job in read_partial_fetched(r, _wanted([s], indexes)):
+        for job in read_partial_fetched(r, _wanted([s], indexes), versions):
             r.paste(*job)
 
     pmap(one, shards, r.workers)
 
 
-def read_partial_fetched(r: _Read, wanted: list[Wanted]) -> Iterator[Job]:
-    """The wanted inner chunks' bytes, fetched with one batched request (neighbouring ranges coalesce)."""
-    fetched = iter(r.layout.store.get_many([(s.key, rng) for s, _, rng in wanted if rng is not None]))
+def read_partial_fetched(r: _Read, wanted: list[Wanted], versions: Versions) -> Iterator[Job]:
+    """The wanted inner chunks' bytes, fetched with one batched request (neighbouring ranges coalesce),
+    each shard's at the version of its index."""
+    requests = [(s.key, rng) for s, _, rng in wanted if rng is not None]
+    at = {k: versions[k] for k, _ in requests if k in versions}
+    fetched = iter(r.layout.store.get_many(requests, versions=at))
     for s, p, rng in wanted:
         yield s, p, None if rng is None else _checked(s, rng, next(fetched))
 
 
-def _wanted(shards: list[Shard], indexes: dict[str, ShardIndex | None]) -> list[Wanted]:
+def _wanted(shards: list[Shard], indexes: Indexes) -> list[Wanted]:
     """Each projection of ``shards`` with the byte range of its inner chunk (None: not stored)."""
     out: list[Wanted] = []
     for s in shards:

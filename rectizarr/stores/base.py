@@ -17,10 +17,10 @@ from urllib.parse import unquote
 
 from rectizarr import tuning
 from rectizarr._util import is_int
-from rectizarr.errors import ConflictError, ReadOnlyError, StoreError
+from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks
 
-__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix"]
+__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix", "validate_range"]
 
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
@@ -79,7 +79,9 @@ def validate_prefix(prefix: str) -> str:
     return prefix
 
 
-def _validate_range(key: str, byte_range: ByteRange | None) -> ByteRange | None:
+def validate_range(key: str, byte_range: ByteRange | None) -> ByteRange | None:
+    """``byte_range`` as ints if it is None, ``(start >= 0, length >= 0 or None)`` or ``(-n, None)``;
+    else :class:`StoreError` naming ``key``."""
     if byte_range is None:
         return None
     try:
@@ -114,6 +116,7 @@ class Capabilities:
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
     conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
+    conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
 
 
@@ -189,14 +192,16 @@ class Store(ABC):
     def get(self, key: str, byte_range: ByteRange | None = None) -> bytes | None:
         """The value of ``key`` (or the given byte range of it); None if the key is missing."""
         validate_key(key)
-        return self._get_batch([(key, _validate_range(key, byte_range))])[0]
+        return self._get_batch([(key, validate_range(key, byte_range))])[0]
 
-    def get_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+    def get_many(self, requests: Sequence[tuple[str, ByteRange | None]],
+                 versions: Mapping[str, Hashable] | None = None) -> list[bytes | None]:
         """Read many (key, range) pairs at once; results come back in request order.
 
         Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
         backend request (never longer than ``coalesce_max`` bytes) and split back afterwards; identical
-        unbounded requests are read once.
+        unbounded requests are read once. With ``versions``, each key named there is read only at that
+        version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another.
         """
         backend: list[tuple[str, ByteRange | None]] = []
         slots: list[_Slot] = []
@@ -204,7 +209,7 @@ class Store(ABC):
         bounded: dict[str, list[tuple[int, int, int]]] = {}  # key -> [(start, length, request index)]
         for index, (key, byte_range) in enumerate(requests):
             validate_key(key)
-            checked = _validate_range(key, byte_range)
+            checked = validate_range(key, byte_range)
             slots.append((-1, None, None))
             if checked is not None and checked[0] >= 0 and checked[1] is not None:
                 bounded.setdefault(key, []).append((checked[0], checked[1], index))
@@ -215,7 +220,7 @@ class Store(ABC):
             slots[index] = (pos, None, None)
         for key, ranges in bounded.items():
             self._plan_key(key, ranges, backend, slots)
-        results = self._get_batch(backend) if backend else []
+        results = (self._get_batch_at(backend, versions) if versions else self._get_batch(backend)) if backend else []
         out: list[bytes | None] = []
         for pos, offset, length in slots:
             data = results[pos]
@@ -253,6 +258,33 @@ class Store(ABC):
             group = [(start, length, index)]
             span_start, span_end = start, end
         flush()
+
+    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
+                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+        """:meth:`_get_batch` of keys that must be at ``versions``: here, read and then compare each key's
+        version (values are replaced whole, never in place, so bytes read between two equal versions
+        are that version's). Stores with conditional reads send the condition with the request."""
+        results = self._get_batch(requests)
+        for key in {k for k, _ in requests if k in versions}:
+            if self.version(key) != versions[key]:
+                raise VersionChanged(key)
+        return results
+
+    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
+                           ) -> list[tuple[bytes | None, Hashable]]:
+        """:meth:`get_many` with the version of the value each result was read from (None: missing), to
+        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes
+        from one version; a key rewritten during each of ``tuning.conflict_retries`` attempts raises
+        :class:`ConflictError`."""
+        keys = {validate_key(k) for k, _ in requests}
+        for _ in range(tuning.current().conflict_retries):
+            before = {k: self.version(k) for k in keys}
+            try:
+                data = self.get_many(requests, versions=before)
+            except VersionChanged:
+                continue
+            return [(d, before[k]) for d, (k, _) in zip(data, requests, strict=True)]
+        raise ConflictError(f"{sorted(keys)[:3]} kept being rewritten while read; try again")
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import os
@@ -10,11 +11,12 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import fsspec
+from fsspec.asyn import sync
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
-from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key
+from rectizarr.errors import StoreError, VersionChanged
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key, validate_range
 
 __all__ = ["FsspecStore"]
 
@@ -23,6 +25,14 @@ REMOTE_COALESCE_MAX = 1 << 25
 HTTP_TIMEOUT = 30.0
 _VERSION_FIELDS = ("ETag", "etag", "md5", "generation", "LastModified", "last_modified", "Last-Modified", "mtime", "created", "ino")
 _URL_PROTOCOLS = {"http", "https"}
+
+
+def _http_range(byte_range: ByteRange) -> str:
+    """An HTTP ``Range`` header value for a non-empty (start, length) range."""
+    start, length = byte_range
+    if start < 0:
+        return f"bytes={start}"
+    return f"bytes={start}-" if length is None else f"bytes={start}-{start + length - 1}"
 
 
 def _token(value: Any) -> Hashable:
@@ -98,7 +108,7 @@ class FsspecStore(Store):
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         self._urls = bool(protocols & _URL_PROTOCOLS)  # keys travel percent-encoded in URL paths
         if protocols & {"s3", "s3a"} and hasattr(fs, "call_s3"):  # S3 (and the moto server): If-Match writes
-            self.capabilities = Capabilities(conditional_writes=True)
+            self.capabilities = Capabilities(conditional_writes=True, conditional_reads=True)
         super().__init__(
             read_only=read_only or self._urls,
             coalesce_gap=coalesce_gap,
@@ -261,6 +271,54 @@ class FsspecStore(Store):
         data = None if etag is None else self.get(key)
         return (None, None) if data is None else (data, etag)
 
+    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
+                           ) -> list[tuple[bytes | None, Hashable]]:
+        if not self.capabilities.conditional_reads:
+            return super().get_many_versioned(requests)
+        checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
+        return self._s3_get([(k, r, None) for k, r in checked])
+
+    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
+                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+        if not self.capabilities.conditional_reads:
+            return super()._get_batch_at(requests, versions)
+        return [data for data, _ in self._s3_get([(k, r, versions.get(k)) for k, r in requests])]
+
+    def _s3_get(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
+                ) -> list[tuple[bytes | None, Hashable]]:
+        """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag; a
+        request with an ETag is sent with ``If-Match`` (412, or a key gone: :class:`VersionChanged`)."""
+
+        async def one(key: str, byte_range: ByteRange | None, etag: Hashable) -> tuple[bytes | None, Hashable]:
+            bucket, name = self._s3_path(key)
+            kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
+            if byte_range is not None:
+                if byte_range[1] == 0:
+                    return (b"", self._etag(key)) if etag is None else (b"", etag)
+                kw["Range"] = _http_range(byte_range)
+            try:
+                resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=name, **kw)
+            except FileNotFoundError:
+                if etag is not None:
+                    raise VersionChanged(key) from None
+                return None, None
+            except OSError as exc:
+                if "pre-condition" in str(exc):
+                    raise VersionChanged(key) from exc
+                data = self._fallback(self._full(key), (key, byte_range), exc)  # a range past the end
+                return data, self._etag(key) if etag is None else etag
+            try:
+                return bytes(await resp["Body"].read()), resp["ETag"]
+            finally:
+                resp["Body"].close()
+
+        async def run() -> list[tuple[bytes | None, Hashable]]:
+            return list(await asyncio.gather(*(one(*r) for r in requests)))
+
+        with self._answered("reading from", self.root):
+            results: list[tuple[bytes | None, Hashable]] = sync(self.fs.loop, run)
+        return results
+
     def _etag(self, key: str) -> Hashable:
         try:
             etag: Hashable = self.fs.info(self._full(validate_key(key)), refresh=True)["ETag"]
@@ -288,9 +346,21 @@ class FsspecStore(Store):
     def delete_if(self, key: str, version: Hashable) -> bool:
         if not self.capabilities.conditional_writes:
             return super().delete_if(key, version)
-        if self._etag(key) != version:  # then the delete: a writer in between is not seen
+        validate_key(key)
+        self._check_writable("delete")
+        if version is None:
+            return not self.exists(key)
+        bucket, name = self._s3_path(key)
+        try:
+            self.fs.call_s3("delete_object", Bucket=bucket, Key=name, IfMatch=version)
+        except FileNotFoundError:
             return False
-        self.delete(key)
+        except OSError as exc:
+            if "pre-condition" in str(exc):
+                return False
+            raise StoreError(f"cannot delete {key!r} from {self!r}: {exc}") from exc
+        self.fs.invalidate_cache(self._full(key))
+        self._writes[key] = next(self._counter)
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:

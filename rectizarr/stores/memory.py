@@ -162,6 +162,30 @@ class CountingStore(Store):
         self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
 
+    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
+                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+        self._counts.requests.extend(requests)
+        return self.inner._get_batch_at(requests, versions)
+
+    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
+                           ) -> list[tuple[bytes | None, Hashable]]:
+        self._counts.requests.extend(requests)
+        return self.inner.get_many_versioned(requests)
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
+        self._counts.requests.append((key, None))
+        return self.inner.get_versioned(key)
+
+    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        self._check_writable("set")
+        self._counts.writes += 1
+        return self.inner.set_if(key, value, version)
+
+    def delete_if(self, key: str, version: Hashable) -> bool:
+        self._check_writable("delete")
+        self._counts.deletes += 1
+        return self.inner.delete_if(key, version)
+
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:
         self._counts.requests.append((key, byte_range))

@@ -128,7 +128,7 @@ def _append_many(path: str, worker: int, n: int) -> None:
 def test_processes_appending(tmp_path: Path) -> None:
     path = str(tmp_path / "s")
     rectizarr.create_array(path, name="x", shape=(0, 3), dtype="i4", chunks=(4, 3), fill_value=-1)
-    workers, n = 4, 20 * SCALE
+    workers, n = 4, 50 * SCALE
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for f in [pool.submit(_append_many, path, w, n) for w in range(workers)]:
             f.result(timeout=120)
@@ -200,6 +200,78 @@ def test_a_cached_remote_reader_never_reads_another_chunk(s3_store: Any) -> None
     writer[...] = second
     assert np.array_equal(reader[8:16], second[8:16])
     assert np.array_equal(reader[...], second)
+
+
+class _Racing:
+    """A store mixin that rewrites a shard once, through the same store, just before the first ranged read
+    of inner chunks: the window between a shard index's read and its data's."""
+
+    rewrite: Callable[[], None] | None = None
+
+    def _race(self) -> None:
+        rewrite, self.rewrite = self.rewrite, None
+        if rewrite is not None:
+            rewrite()
+
+    def _race_before(self, requests: Any) -> None:
+        if any(r[1] is not None and r[1][0] >= 0 for r in requests):  # inner chunks, not an index suffix
+            self._race()
+
+    def _get_batch(self, requests: Any) -> Any:
+        self._race_before(requests)
+        return super()._get_batch(requests)  # type: ignore[misc]
+
+    def _s3_get(self, requests: Any) -> Any:  # FsspecStore's S3 reads
+        self._race_before(requests)
+        return super()._s3_get(requests)  # type: ignore[misc]
+
+    def get_transient(self, key: str, byte_range: Any = None, size_hint: Any = None) -> Any:
+        if byte_range is not None and byte_range[0] >= 0:
+            self._race()
+        return super().get_transient(key, byte_range, size_hint)  # type: ignore[misc]
+
+
+def racing_store(kind: str, tmp_path: Path, s3_store: Any) -> Store:
+    if kind == "s3":
+        from rectizarr.stores import FsspecStore
+
+        return type("RacingS3", (_Racing, FsspecStore), {})(s3_store.fs, path=s3_store.root)  # type: ignore[no-any-return]
+    base = {"local": LocalStore, "piecewise": LocalStore, "memory": MemoryStore}[kind]
+    return type("Racing", (_Racing, base), {})(tmp_path / "s") if base is LocalStore else type(  # type: ignore[no-any-return]
+        "Racing", (_Racing, base), {})()
+
+
+@pytest.mark.parametrize("kind", ["local", "piecewise", "memory", "s3"])
+def test_a_shard_rewritten_between_index_and_data_reads(tmp_path: Path, s3_store: Any, kind: str) -> None:
+    """The shard is rewritten after its index was read (or taken from the cache) and before its inner
+    chunks are: the read notices (If-Match on S3, the version elsewhere), reads the new index and
+    returns the new values, never bytes of another inner chunk."""
+    from dataclasses import replace
+
+    from rectizarr import tuning
+
+    store = racing_store(kind, tmp_path, s3_store)
+    shape, kw = (32, 8), {"dtype": "i4", "chunks": (8, 8), "shards": (32, 8), "fill_value": 0}
+    first = np.arange(32 * 8, dtype="i4").reshape(shape)
+    a = rectizarr.create_array(store, name="x", shape=shape, **kw)
+    a[...] = first
+    second = -first
+    second[0:8] = 7  # compresses differently: every later inner chunk moves
+    wrong = 0
+    t = replace(tuning.current(), piecewise_bytes=1) if kind == "piecewise" else tuning.current()
+    with tuning.use(t):
+        for rows in [slice(8, 16), slice(16, 32), slice(0, 8)]:
+            a[...] = first
+            assert np.array_equal(a[0:8], first[0:8])  # the index is now known (and cached where cheap)
+
+            def rewrite() -> None:
+                a[...] = second
+
+            store.rewrite = rewrite  # type: ignore[attr-defined]
+            got = a[rows]
+            wrong += int(np.count_nonzero(got != second[rows]))
+            assert store.rewrite is None  # type: ignore[attr-defined]
+    assert wrong == 0
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
@@ -314,7 +386,7 @@ def _s3_worker(endpoint: str, root: str, worker: int, n: int) -> None:
 
 
 def test_processes_on_s3(s3_server: Any, s3_store: Any) -> None:
-    workers, n = 4, 4 * SCALE
+    workers, n = 4, 50 * SCALE
     rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
     rectizarr.create_array(s3_store, name="s", shape=(workers, n), dtype="i4", chunks=(1, 1), shards=(workers, n),
                            fill_value=0)

@@ -219,6 +219,8 @@ def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_o
                 store.delete(f"c/{name}") if i % 2 else store.delete_prefix(f"c/d{name}/")
             assert snapshot(outside) == before, f"something outside the root changed at delete {i}"
     assert swapper.swaps >= 20
+
+
 @pytest.mark.parametrize("name", ["x" * 300, "é" * 200, "a/" + "b" * 256 + "/c", "/".join(["d" * 250] * 20)],
                          ids=["300 bytes", "400 bytes utf-8", "long inner segment", "long path"])
 def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> None:
@@ -239,5 +241,6 @@ def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> 
             attempt()
         assert repr(name)[:40] in str(info.value)
     assert store.get("ok") is None  # a batch is refused before anything of it is written
+    assert sorted(store.list_prefix("")) == ["zarr.json"]  # no ancestor group of the refused node either
     store.delete(name)  # nothing there: nothing to do
     store.delete_prefix(name + "/")

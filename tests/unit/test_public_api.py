@@ -30,7 +30,7 @@ def test_error_tree() -> None:
     assert set(errors.__all__) == {
         "ChecksumError", "CodecError", "ConflictError", "LenientMetadataWarning", "MetadataError", "NodeExistsError",
         "NodeNotFoundError", "ReadOnlyError", "RectizarrError", "SelectionError", "StoreError",
-        "UnsupportedError",
+        "UnsupportedError", "VersionChanged",
     }
     assert issubclass(errors.MetadataError, ValueError)
     assert issubclass(errors.UnsupportedError, errors.MetadataError)
@@ -39,6 +39,7 @@ def test_error_tree() -> None:
     assert issubclass(errors.ReadOnlyError, PermissionError)
     assert issubclass(errors.SelectionError, IndexError)
     assert issubclass(errors.ChecksumError, errors.CodecError)
+    assert issubclass(errors.VersionChanged, errors.ConflictError)
     for name in errors.__all__:
         cls = getattr(errors, name)
         if name != "LenientMetadataWarning":

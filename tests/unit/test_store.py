@@ -702,3 +702,30 @@ def test_zip_read_only_view_never_writes_the_archive(tmp_path: Path) -> None:
     store.close()
     with zipfile.ZipFile(path) as zf:
         assert sorted(zf.namelist()) == ["b", "c"]
+
+
+def test_versioned_reads_and_conditional_writes(any_store: Store) -> None:
+    """The compare-and-swap contract on every writable store: versions read with values; writes and
+    deletes at a stale version change nothing; reads at a stale version raise VersionChanged."""
+    from rectizarr.errors import VersionChanged
+
+    s = any_store
+    assert s.get_versioned("k") == (None, None)
+    assert s.set_if("k", b"one", None)
+    assert not s.set_if("k", b"two", None)  # create-only: it exists now
+    value, v1 = s.get_versioned("k")
+    assert value == b"one" and v1 is not None
+    [(whole, v), (part, w)] = s.get_many_versioned([("k", None), ("k", (1, 2))])
+    assert (whole, part) == (b"one", b"ne") and v == w == v1
+    assert s.get_many([("k", (0, 1)), ("k", (2, 1))], versions={"k": v1}) == [b"o", b"e"]
+    assert s.set_if("k", b"three", v1)
+    assert not s.set_if("k", b"four", v1)  # v1 is stale
+    assert not s.delete_if("k", v1)
+    assert s.get("k") == b"three"
+    with pytest.raises(VersionChanged) as info:
+        s.get_many([("k", (0, 1))], versions={"k": v1})
+    assert info.value.key == "k"
+    _, v3 = s.get_versioned("k")
+    assert s.delete_if("k", v3)
+    assert s.get("k") is None
+    assert s.get_many_versioned([("k", (0, 4))]) == [(None, None)]
