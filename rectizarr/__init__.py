@@ -29,14 +29,14 @@ from rectizarr.errors import (
 )
 from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
 from rectizarr.io.pool import set_workers
-from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store
+from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store, set_requests_in_flight
 from rectizarr.validate import validate
 
 __version__ = "0.1.0"
 
 
 if TYPE_CHECKING:
-    from rectizarr.stores import FsspecStore
+    from rectizarr.stores import FsspecStore, ObjectStore
 
 
 def __getattr__(name: str) -> Any:  # the dask integration and fsspec are imported only when used
@@ -44,6 +44,10 @@ def __getattr__(name: str) -> Any:  # the dask integration and fsspec are import
         from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore
+    if name == "ObjectStore":
+        from rectizarr.stores.objectstore import ObjectStore
+
+        return ObjectStore
     if name in ("from_dask", "to_dask"):
         from rectizarr.integrations import dask as _dask
 
@@ -64,6 +68,7 @@ __all__ = [
     "MetadataError",
     "NodeExistsError",
     "NodeNotFoundError",
+    "ObjectStore",
     "ReadOnlyError",
     "RectizarrError",
     "SelectionError",
@@ -81,6 +86,7 @@ __all__ = [
     "open_array",
     "open_group",
     "open_store",
+    "set_requests_in_flight",
     "set_workers",
     "to_dask",
     "validate",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
@@ -50,12 +50,14 @@ class Group(nodes.Node):
         self._meta = meta
         self._read_only = read_only or store.read_only
         self._use_consolidated = use_consolidated
+        self._version: Hashable = None  # of zarr.json when self._meta was read (None: not known)
+        self._stale = False  # our own writes changed what is stored below: read zarr.json again
 
     # ---------------------------------------------------------------------------------- metadata
     @property
     def metadata(self) -> GroupMeta:
         """The group's validated ``zarr.json`` (a :class:`~rectizarr.core.metadata.GroupMeta`)."""
-        return self._meta
+        return self._current()
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         """Apply ``change`` to the attributes as stored now (:func:`nodes.update_meta`)."""
@@ -69,17 +71,29 @@ class Group(nodes.Node):
 
         self._meta = nodes.update_meta(self._store, self._path, apply)  # type: ignore[assignment]
 
-    def _refresh(self) -> GroupMeta:
+    def refresh(self) -> None:
+        """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores
+        where versions cost a request (S3, GCS, Azure, HTTP) after *other* writers changed the group: this
+        handle keeps what it read at open and re-reads after its own writes; on local directories and
+        memory every use checks the version (one ``stat``)."""
+        cheap = self._store.capabilities.cheap_versions
+        version = self._store.version(nodes.meta_key(self._path)) if cheap else None
         meta = nodes.read_meta(self._store, self._path)
         if not isinstance(meta, GroupMeta):
             raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-        self._meta = meta
-        return meta
+        self._meta, self._version, self._stale = meta, version, False
+
+    def _current(self) -> GroupMeta:
+        """The group's metadata, read again if it is known to have changed (see :meth:`refresh`)."""
+        if self._stale or (self._store.capabilities.cheap_versions
+                           and self._store.version(nodes.meta_key(self._path)) != self._version):
+            self.refresh()
+        return self._meta
 
     def _consolidated(self) -> dict[str, Any] | None:
         if self._use_consolidated is False:
             return None
-        cm = self._refresh().consolidated_metadata
+        cm = self._current().consolidated_metadata
         if cm is None:
             if self._use_consolidated:
                 raise MetadataError(f"group {self.name!r} has no consolidated metadata", path="$")
@@ -158,12 +172,14 @@ class Group(nodes.Node):
                      overwrite: bool = False) -> Group:
         """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
         self._check_writable()
+        self._stale = True
         return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
                             attributes=attributes, overwrite=overwrite)
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
         self._check_writable()
+        self._stale = True
         return create_array(self._store, name=nodes.join(self._path, _member_path(name)), **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
@@ -199,6 +215,7 @@ class Group(nodes.Node):
         self._check_writable()
         rel = nodes.normalize_path(name)
         path = nodes.join(self._path, rel)
+        self._stale = True
         with nodes.locked(self._store, path):
             if not self._store.exists(nodes.meta_key(path)):
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")

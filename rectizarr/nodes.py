@@ -217,6 +217,9 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
                 docs.set(parent, new)
             continue
         key = meta_key(parent)
+        seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
+        if seen is None or _with_entry(decode_node(seen, key), rel, doc) is None:
+            continue
         store.swap(key, lambda data, key=key, rel=rel: data if data is None  # type: ignore[misc]
                    else _with_entry(decode_node(data, key), rel, doc) or data)
 

@@ -71,6 +71,16 @@ def s3_store(s3_server: S3Server) -> FsspecStore:
 
 
 @pytest.fixture
+def obstore_store(s3_server: S3Server) -> Store:
+    """An ObjectStore (the obstore backend) on a fresh bucket of the moto server, opened as users do: a
+    URL and s3fs-style storage options."""
+    from rectizarr.stores import open_store
+
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    return open_store(f"s3://{bucket}", backend="obstore", storage_options=s3_server.storage_options())
+
+
+@pytest.fixture
 def http_store_factory(http_server: HttpServer) -> Callable[[str | os.PathLike[str]], FsspecStore]:
     """``factory(directory)`` -> a read-only FsspecStore over HTTP serving ``directory``."""
 
@@ -80,7 +90,7 @@ def http_store_factory(http_server: HttpServer) -> Callable[[str | os.PathLike[s
     return factory
 
 
-WRITABLE_STORES = ("memory", "local", "fsspec_memory", "zip", "s3")
+WRITABLE_STORES = ("memory", "local", "fsspec_memory", "zip", "s3", "obstore")
 
 
 @pytest.fixture(params=WRITABLE_STORES)

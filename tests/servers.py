@@ -48,6 +48,11 @@ class S3Server:
             )
         return self._fs
 
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec/s3fs-style options for this server, as a user passes them with an ``s3://`` URL."""
+        return {"key": "testing", "secret": "testing",
+                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"}}
+
     def new_bucket(self, fs: Any) -> str:
         """Create a uniquely named bucket and return its name."""
         name = f"test-{secrets.token_hex(6)}"

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import numpy as np
 
-from rectizarr._util import Coords, Shape
+from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.errors import CodecError
@@ -18,7 +19,7 @@ from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io import cache
 from rectizarr.io.layout import Layout
 from rectizarr.io.pool import pmap, pool_size
-from rectizarr.stores import Buffer, Store
+from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
 
 __all__ = ["clear_outside", "commit", "decode", "decode_in_place", "encode_and_commit", "merge", "paste",
@@ -149,8 +150,11 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
     the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
     encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
     written at once, so an encoding error writes nothing. ``known_absent`` keys need no delete."""
-    if not (layout.store.capabilities.low_latency and layout.pipeline.encode_cannot_fail(layout.dtype)):
+    if not layout.pipeline.encode_cannot_fail(layout.dtype):
         commit(layout.store, pmap(work, items, workers), known_absent)
+        return
+    if not layout.store.capabilities.low_latency:
+        _stream_remote(layout, items, work, known_absent, workers, t)
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
@@ -166,6 +170,24 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
     empty = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
              for k in part]
     commit(layout.store, [(k, None) for k in empty], known_absent)
+
+
+def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
+                   workers: int | None, t: Tuning) -> None:
+    """Encode window by window and upload each window (``requests_in_flight()`` values at once, at most
+    ``t.window_bytes`` of them before encoding) while the next one is encoded: the first upload starts
+    after one window, and at most three windows of values are held at once."""
+    item_nbytes = layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
+    per = max(1, min(requests_in_flight(), t.window_bytes // max(1, item_nbytes)))
+    with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-upload") as uploader:
+        pending: Future[None] | None = None
+        for start in range(0, len(items), per):
+            results = pmap(work, items[start : start + per], workers)
+            if pending is not None:
+                pending.result()
+            pending = uploader.submit(commit, layout.store, results, known_absent)
+        if pending is not None:
+            pending.result()
 
 
 def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],

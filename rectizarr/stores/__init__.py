@@ -24,7 +24,16 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key, validate_prefix
+from rectizarr.stores.base import (
+    Buffer,
+    ByteRange,
+    Capabilities,
+    Store,
+    requests_in_flight,
+    set_requests_in_flight,
+    validate_key,
+    validate_prefix,
+)
 from rectizarr.stores.local import LocalStore
 from rectizarr.stores.memory import CountingStore, MemoryStore
 from rectizarr.stores.zip import ZipStore
@@ -41,6 +50,10 @@ def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when a
         from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore
+    if name == "ObjectStore":
+        from rectizarr.stores.objectstore import ObjectStore
+
+        return ObjectStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -51,9 +64,12 @@ __all__ = [
     "FsspecStore",
     "LocalStore",
     "MemoryStore",
+    "ObjectStore",
     "Store",
     "ZipStore",
     "open_store",
+    "requests_in_flight",
+    "set_requests_in_flight",
     "validate_key",
     "validate_prefix",
 ]
@@ -66,6 +82,7 @@ def open_store(
     *,
     mode: str = "r+",
     storage_options: dict[str, Any] | None = None,
+    backend: str | None = None,
 ) -> Store:
     """Make a store from a path, URL, fsspec filesystem or mapper, or pass a store through.
 
@@ -74,7 +91,12 @@ def open_store(
     (``file://``, ``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``) or an fsspec
     object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
     ``"w-"`` a writable one (whether a node may be overwritten is decided above the store layer; only a
-    zip archive is truncated by ``"w"``). ``storage_options`` go to fsspec.
+    zip archive is truncated by ``"w"``).
+
+    ``backend`` chooses how a URL is opened: ``"obstore"`` (an :class:`ObjectStore`: ``s3://``, ``gs://``,
+    ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or
+    None: obstore for those schemes when it is installed (``rectizarr[cloud]``) and the
+    ``storage_options`` map onto it, else fsspec. ``storage_options`` take fsspec's names either way.
     """
     if mode not in _MODES:
         raise StoreError(f"invalid mode {mode!r} for {obj!r}: expected one of {', '.join(_MODES)}")
@@ -92,11 +114,25 @@ def open_store(
     if text.startswith("file://") and "::" not in text and text.endswith(".zip"):
         text = text.removeprefix("file://")
     if "://" in text or "::" in text:
-        from rectizarr.stores.fsspec import FsspecStore
-
-        return FsspecStore(text, storage_options=storage_options, read_only=read_only)
+        return _url_store(text, storage_options, read_only, backend)
+    if backend is not None:
+        raise StoreError(f"backend={backend!r} given for the local path {text!r}: it applies to URLs only")
     if storage_options:
         raise StoreError(f"storage_options given for the local path {text!r}: they apply to fsspec URLs only")
     if text.endswith(".zip"):
         return ZipStore(text, mode="r" if read_only else "w" if mode == "w" else "a")
     return LocalStore(text, read_only=read_only)
+
+
+def _url_store(url: str, storage_options: dict[str, Any] | None, read_only: bool, backend: str | None) -> Store:
+    from rectizarr.stores.objectstore import handles
+
+    if backend not in (None, "obstore", "fsspec"):
+        raise StoreError(f"unknown backend {backend!r} for {url!r}: expected 'obstore', 'fsspec' or None")
+    if backend == "obstore" or (backend is None and handles(url, storage_options)):
+        from rectizarr.stores.objectstore import ObjectStore
+
+        return ObjectStore(url, storage_options=storage_options, read_only=read_only)
+    from rectizarr.stores.fsspec import FsspecStore
+
+    return FsspecStore(url, storage_options=storage_options, read_only=read_only)

@@ -20,7 +20,8 @@ from rectizarr._util import is_int
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks
 
-__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "slice_range", "validate_key", "validate_prefix", "validate_range"]
+__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "requests_in_flight", "set_requests_in_flight", "slice_range",
+           "validate_key", "validate_prefix", "validate_range"]
 
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
@@ -31,6 +32,22 @@ DEFAULT_COALESCE_GAP = 1 << 16
 DEFAULT_COALESCE_MAX = 1 << 24
 
 _MAX_DECODE_ROUNDS = 4
+_in_flight = 64
+
+
+def set_requests_in_flight(n: int) -> None:
+    """How many requests a batched read or write of a remote store (S3, GCS, Azure, HTTP; both backends)
+    keeps in flight at once; default 64. More hides more latency; fewer spares a slow or metered link.
+    Stores made before the call keep their connection pools (fsspec) but follow the new number."""
+    global _in_flight
+    if not is_int(n) or n < 1:
+        raise ValueError(f"requests in flight must be an int >= 1, got {n!r}")
+    _in_flight = int(n)
+
+
+def requests_in_flight() -> int:
+    """The number set by :func:`set_requests_in_flight` (default 64)."""
+    return _in_flight
 
 
 def _check_plain(key: str, text: str) -> None:

@@ -16,7 +16,15 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import StoreError, VersionChanged
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, validate_key, validate_range
+from rectizarr.stores.base import (
+    Buffer,
+    ByteRange,
+    Capabilities,
+    Store,
+    requests_in_flight,
+    validate_key,
+    validate_range,
+)
 
 __all__ = ["FsspecStore"]
 
@@ -33,6 +41,16 @@ def _http_range(byte_range: ByteRange) -> str:
     if start < 0:
         return f"bytes={start}"
     return f"bytes={start}-" if length is None else f"bytes={start}-{start + length - 1}"
+
+
+def _s3_options(url: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``storage_options`` for an s3:// URL with room for ``requests_in_flight()`` requests in flight
+    (aiobotocore's pool holds 10 by default), unless the options say otherwise."""
+    if url.split("://", 1)[0].lower() not in ("s3", "s3a"):
+        return options
+    config = dict(options.get("config_kwargs") or {})
+    config.setdefault("max_pool_connections", requests_in_flight())
+    return {**options, "config_kwargs": config}
 
 
 def _token(value: Any) -> Hashable:
@@ -102,7 +120,7 @@ class FsspecStore(Store):
         elif isinstance(url_or_fs, str | os.PathLike):
             url = os.fspath(url_or_fs)
             options, self.timeout = _http_options(url, storage_options, timeout)
-            fs, root = fsspec.core.url_to_fs(url, **options)
+            fs, root = fsspec.core.url_to_fs(url, **_s3_options(url, options))
         else:
             raise StoreError(f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem")
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
@@ -168,6 +186,8 @@ class FsspecStore(Store):
     # ---- reads ---------------------------------------------------------------------------------------
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        if self.capabilities.conditional_reads:  # S3: one GET per value (s3fs sends a HEAD first)
+            return [data for data, _ in self._s3_get([(k, r, None) for k, r in requests])]
         out: list[bytes | None] = [None] * len(requests)
         fetch: list[int] = []
         for i, (key, byte_range) in enumerate(requests):
@@ -287,14 +307,13 @@ class FsspecStore(Store):
     def _s3_get(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
                 ) -> list[tuple[bytes | None, Hashable]]:
         """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag; a
-        request with an ETag is sent with ``If-Match`` (412, or a key gone: :class:`VersionChanged`)."""
+        request with an ETag is sent with ``If-Match`` (412, or a key gone: :class:`VersionChanged`). An
+        empty range, or one the server refuses (past the end), is answered after the batch."""
 
-        async def one(key: str, byte_range: ByteRange | None, etag: Hashable) -> tuple[bytes | None, Hashable]:
+        async def one(key: str, byte_range: ByteRange | None, etag: Hashable) -> tuple[bytes | None, Hashable] | Exception:
             bucket, name = self._s3_path(key)
             kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
             if byte_range is not None:
-                if byte_range[1] == 0:
-                    return (b"", self._etag(key)) if etag is None else (b"", etag)
                 kw["Range"] = _http_range(byte_range)
             try:
                 resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=name, **kw)
@@ -305,19 +324,37 @@ class FsspecStore(Store):
             except OSError as exc:
                 if "pre-condition" in str(exc):
                     raise VersionChanged(key) from exc
-                data = self._fallback(self._full(key), (key, byte_range), exc)  # a range past the end
-                return data, self._etag(key) if etag is None else etag
+                return exc
             try:
                 return bytes(await resp["Body"].read()), resp["ETag"]
             finally:
                 resp["Body"].close()
 
-        async def run() -> list[tuple[bytes | None, Hashable]]:
-            return list(await asyncio.gather(*(one(*r) for r in requests)))
+        async def run() -> list[tuple[bytes | None, Hashable] | Exception]:
+            gate = asyncio.Semaphore(requests_in_flight())
+
+            async def bounded(r: tuple[str, ByteRange | None, Hashable]) -> tuple[bytes | None, Hashable] | Exception:
+                async with gate:
+                    return await one(*r)
+
+            return list(await asyncio.gather(*(bounded(r) for r in requests if r[1] is None or r[1][1] != 0)))
 
         with self._answered("reading from", self.root):
-            results: list[tuple[bytes | None, Hashable]] = sync(self.fs.loop, run)
-        return results
+            fetched: list[tuple[bytes | None, Hashable] | Exception] = sync(self.fs.loop, run)
+        answers = iter(fetched)
+        out: list[tuple[bytes | None, Hashable]] = []
+        for key, byte_range, etag in requests:
+            answer = (b"", None) if byte_range is not None and byte_range[1] == 0 else next(answers)
+            if isinstance(answer, Exception) or (answer[0] == b"" and answer[1] is None):
+                version = self._etag(key)
+                if etag is not None and version != etag:
+                    raise VersionChanged(key)
+                data = b"" if version is not None and not isinstance(answer, Exception) else None
+                if isinstance(answer, Exception) and version is not None:  # a range past the end
+                    data = self._fallback(self._full(key), (key, byte_range), answer)
+                answer = (data, version)
+            out.append(answer)
+        return out
 
     def _etag(self, key: str) -> Hashable:
         try:

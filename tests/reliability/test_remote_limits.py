@@ -63,3 +63,20 @@ def test_a_gzip_encoded_answer_is_never_inflated() -> None:
             rectizarr.open_group(store, mode="r")
     finally:
         server.stop()
+
+
+def test_the_obstore_backend_times_out_and_never_inflates(silent: SilentServer) -> None:
+    """The same two limits through the obstore backend (the default for http(s) URLs when installed)."""
+    url = f"{silent.base_url}/data.zarr"
+    store = open_store(url, mode="r", backend="obstore", storage_options={"timeout": 0.5})
+    for attempt in [lambda: store.get("zarr.json"), lambda: store.get("c/0", (0, 4)), lambda: store.exists("c/0")]:
+        with pytest.raises(StoreError, match="timed out") as info:
+            bounded(attempt, 60)
+        assert silent.base_url in str(info.value)
+    bomb = gzip.compress(bytes(64 * MiB), compresslevel=9)
+    server = GzipServer(bomb)
+    try:
+        got = open_store(f"{server.base_url}/data.zarr", backend="obstore").get("c/0")
+        assert got == bomb
+    finally:
+        server.stop()

@@ -152,7 +152,7 @@ def test_consolidated_metadata_layout_and_use() -> None:
     spy.reset()
     assert g2.keys() == ["scalar", "sub"]
     assert g2["sub/arr"].shape == (4,)
-    assert spy.lists == 0 and len(spy.requests) == 2  # one read of the root document per call, no listing
+    assert spy.lists == 0 and len(spy.requests) == 1  # the root document read once (then its version checked)
 
 
 def test_consolidated_metadata_stays_current_under_our_writes() -> None:

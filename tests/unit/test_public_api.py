@@ -16,7 +16,7 @@ EXPECTED_ALL = {
     "MemoryStore", "MetadataError", "NodeExistsError", "NodeNotFoundError", "ReadOnlyError", "RectizarrError",
     "SelectionError", "Store", "StoreError", "UnsupportedError", "ZipStore", "__version__",
     "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
-    "open_group", "open_store", "set_workers", "to_dask", "validate",
+    "open_group", "open_store", "set_workers", "to_dask", "validate", "ObjectStore", "set_requests_in_flight",
 }
 
 

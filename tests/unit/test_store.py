@@ -107,13 +107,19 @@ def _http_harness(served: Path, store: Store) -> Harness:
     return Harness("http", store, True, write, delete, delete_prefix)
 
 
-@pytest.fixture(params=["memory", "local", "fsspec_memory", "fsspec_file", "zip", "s3", "http"])
+@pytest.fixture(params=["memory", "local", "fsspec_memory", "fsspec_file", "zip", "s3", "http", "obstore",
+                        "obstore_http"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     kind = request.param
-    if kind == "http":
+    if kind in ("http", "obstore_http"):
         served = tmp_path / "served"
         served.mkdir()
-        return _http_harness(served, request.getfixturevalue("http_store_factory")(served))
+        http = request.getfixturevalue("http_store_factory")(served)
+        if kind == "obstore_http":
+            from rectizarr.stores import open_store
+
+            return _http_harness(served, open_store(http.root, backend="obstore"))
+        return _http_harness(served, http)
     store: Store
     if kind == "fsspec_file":
         store = FsspecStore(f"file://{tmp_path}/fsfile")

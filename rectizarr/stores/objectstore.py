@@ -1,0 +1,380 @@
+"""A store over ``obstore`` (the Python binding of the Rust ``object_store`` crate): S3, GCS, Azure and
+HTTP(S), with many requests in flight from one Python thread and conditional reads and writes.
+
+Requests run as asyncio tasks on one event loop thread shared by every :class:`ObjectStore` of the
+process; a batch keeps up to :func:`~rectizarr.stores.requests_in_flight` requests in flight (default 64,
+set with :func:`rectizarr.set_requests_in_flight`). ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names (``key``,
+``secret``, ``token``, ``endpoint_url``, ``client_kwargs={"endpoint_url", "region_name"}``, ``anon``,
+``account_name``, ``account_key``, ``sas_token``, ``headers``, ``timeout``) or obstore's own
+configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import threading
+from collections.abc import Awaitable, Coroutine, Hashable, Iterable, Iterator, Mapping, Sequence
+from datetime import timedelta
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from rectizarr.errors import StoreError, VersionChanged
+from rectizarr.stores.base import (
+    Buffer,
+    ByteRange,
+    Capabilities,
+    Store,
+    requests_in_flight,
+    validate_key,
+    validate_range,
+)
+
+__all__ = ["ObjectStore", "handles"]
+
+REMOTE_COALESCE_GAP = 1 << 20
+REMOTE_COALESCE_MAX = 1 << 25
+TIMEOUT = 30.0
+RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
+_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
+            "abfss": "azure", "azure": "azure", "adl": "azure", "http": "http", "https": "http"}
+T = TypeVar("T")
+
+
+def _obstore() -> Any:
+    """The obstore module (imported on first use; typed loosely: its options are TypedDicts)."""
+    return importlib.import_module("obstore")
+
+
+class _Loop:
+    """One asyncio event loop in a daemon thread, running every ObjectStore request of the process."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def run(cls, coro: Coroutine[Any, Any, T]) -> T:
+        with cls._lock:
+            if cls._loop is None or cls._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="rectizarr-objectstore", daemon=True).start()
+                cls._loop = loop
+            loop = cls._loop
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+async def _bounded(coros: Iterable[Awaitable[T]]) -> list[T]:
+    """Await ``coros`` with at most :func:`requests_in_flight` of them running at once, in order."""
+    gate = asyncio.Semaphore(requests_in_flight())
+
+    async def one(c: Awaitable[T]) -> T:
+        async with gate:
+            return await c
+
+    return list(await asyncio.gather(*(one(c) for c in coros)))
+
+
+def _options(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(config, client_options)`` for obstore from fsspec-style ``storage_options``."""
+    opts = dict(options)
+    client = dict(opts.pop("client_kwargs", None) or {})
+    config: dict[str, Any] = {}
+    client_options: dict[str, Any] = {}
+    timeout = opts.pop("timeout", client.pop("timeout", TIMEOUT))
+    if timeout is not None:
+        client_options["timeout"] = timedelta(seconds=float(timeout))
+        client_options["connect_timeout"] = timedelta(seconds=float(timeout))
+    headers = opts.pop("headers", None)
+    if headers:
+        client_options["default_headers"] = dict(headers)
+    endpoint = opts.pop("endpoint_url", None) or client.pop("endpoint_url", None)
+    region = opts.pop("region_name", None) or client.pop("region_name", None)
+    anon = bool(opts.pop("anon", False))
+    all_names: dict[str, dict[str, str | None]] = {
+        "s3": {"key": "aws_access_key_id", "secret": "aws_secret_access_key", "token": "aws_session_token",
+               "profile": "aws_profile"},
+        "gcs": {"token": "google_service_account", "project": None},
+        "azure": {"account_name": "azure_storage_account_name", "account_key": "azure_storage_account_key",
+                  "sas_token": "azure_storage_sas_key", "connection_string": None, "tenant_id": "azure_tenant_id",
+                  "client_id": "azure_client_id", "client_secret": "azure_client_secret"},
+        "http": {},
+    }
+    names = all_names[kind]  # fsspec name -> obstore name (None: accepted, nothing to pass)
+    for name, value in opts.items():
+        if name in names:
+            target = names[name]
+            if target is not None and value is not None:
+                config[target] = value
+        elif name.startswith(("aws_", "google_", "azure_")):
+            config[name] = value
+        elif name in ("skip_instance_cache", "use_listings_cache", "listings_expiry_time", "asynchronous",
+                      "loop", "default_fill_cache", "config_kwargs", "requester_pays", "version_aware"):
+            continue  # fsspec client details with no meaning here
+        else:
+            raise StoreError(f"storage option {name!r} has no equivalent for {kind} in the obstore backend; "
+                             "use backend='fsspec', or an obstore configuration key")
+    if kind == "s3":
+        if endpoint:
+            config["aws_endpoint"] = endpoint
+            client_options["allow_http"] = endpoint.startswith("http://")
+        if region:
+            config["aws_region"] = region
+    elif kind == "gcs" and endpoint:
+        config["google_service_account"] = config.get("google_service_account")  # keep explicit credentials
+        client_options["allow_http"] = endpoint.startswith("http://")
+    if anon and kind != "http":
+        config["skip_signature"] = True
+    return {k: v for k, v in config.items() if v is not None}, client_options
+
+
+def handles(url: str, storage_options: Mapping[str, Any] | None) -> bool:
+    """Whether :func:`~rectizarr.stores.open_store` opens ``url`` with obstore by default: obstore is
+    installed, the URL is a plain one of its schemes (no ``::`` chain) and the options map onto it."""
+    kind = _SCHEMES.get(urlsplit(url).scheme.lower())
+    if kind is None or "::" in url:
+        return False
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    try:
+        _options(kind, storage_options or {})
+    except StoreError:
+        return False
+    return True
+
+
+def _range_option(byte_range: ByteRange) -> Any:
+    start, length = byte_range
+    if start < 0:
+        return {"suffix": -start}
+    return {"offset": start} if length is None else (start, start + length)
+
+
+class ObjectStore(Store):
+    """A store under an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://`` / ``abfs://``,
+    ``http(s)://``) through obstore.
+
+    One whole value is one ``GET`` (a missing key is one request too); ranges of one key closer than
+    ``coalesce_gap`` bytes are one ranged ``GET``; a batch keeps :func:`requests_in_flight` requests in
+    flight. Versions are ETags: ``set_if`` is a conditional ``PUT`` (``If-Match``, or create-only), and
+    reads at a version carry ``If-Match`` (:class:`~rectizarr.errors.VersionChanged` on 412). Requests
+    answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then raise :class:`StoreError`
+    naming the URL, as does a server that does not answer within ``timeout`` seconds. HTTP(S) stores are
+    read-only. Pickles by URL and options."""
+
+    def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None, read_only: bool = False,
+                 coalesce_gap: int = REMOTE_COALESCE_GAP, coalesce_max: int = REMOTE_COALESCE_MAX) -> None:
+        scheme = urlsplit(url).scheme.lower()
+        kind = _SCHEMES.get(scheme)
+        if kind is None:
+            raise StoreError(f"cannot open {url!r} with the obstore backend: unknown scheme {scheme!r} "
+                             f"(expected one of {', '.join(sorted(_SCHEMES))})")
+        super().__init__(read_only=read_only or kind == "http", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
+        self.url, self.kind = url.rstrip("/"), kind
+        self.storage_options = dict(storage_options or {})
+        self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True)
+        self.lock_identity = f"objectstore:{self.url}/"
+        self._store = self._connect()
+        self._lister: Store | None = None
+
+    def _listing(self) -> Store | None:
+        """Over HTTP(S), listings come from the server's index pages through fsspec (obstore asks for
+        WebDAV, which plain web servers do not speak); None elsewhere."""
+        if self.kind != "http":
+            return None
+        if self._lister is None:
+            from rectizarr.stores.fsspec import FsspecStore
+
+            self._lister = FsspecStore(self.url, storage_options=self.storage_options, read_only=True)
+        return self._lister
+
+    def _connect(self) -> Any:
+        try:
+            from_url: Any = importlib.import_module("obstore.store").from_url
+        except ImportError as exc:
+            raise StoreError("the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'") from exc
+        config, client_options = _options(self.kind, self.storage_options)
+        retry = {"max_retries": RETRIES, "retry_timeout": timedelta(seconds=60),
+                 "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2),
+                             "base": 2}}
+        try:
+            if self.kind == "http":
+                client_options["allow_http"] = self.url.lower().startswith("http://")
+                return from_url(self.url, client_options=client_options, retry_config=retry)
+            return from_url(self.url, config=config, client_options=client_options, retry_config=retry)
+        except Exception as exc:
+            raise StoreError(f"cannot open {self.url!r} with the obstore backend: {exc}") from exc
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.url!r}, read_only={self.read_only})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_store"]
+        state["_lister"] = None
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = self._connect()
+
+    def _url(self, key: str) -> str:
+        return f"{self.url}/{key}"
+
+    def _fail(self, what: str, key: str, exc: BaseException) -> StoreError:
+        full = str(exc)
+        text = full.split("\n", 1)[0]
+        if isinstance(exc, TimeoutError) or "TimedOut" in full or "timed out" in full.lower():
+            return StoreError(f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}")
+        return StoreError(f"{what} {self._url(key)} failed: {type(exc).__name__}: {text[:300]}")
+
+    # ---- one request --------------------------------------------------------------------------------
+
+    async def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
+                   ) -> tuple[bytes | None, Hashable]:
+        """One GET: ``(bytes, ETag)``, ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
+        obstore = _obstore()
+        from obstore.exceptions import NotFoundError, PreconditionError
+
+        options: dict[str, Any] = {} if etag is None else {"if_match": etag}
+        if byte_range is not None:
+            if byte_range[1] == 0:  # an empty range cannot be asked for
+                meta = await self._head(key)
+                return (None, None) if meta is None else (b"", meta[1])
+            options["range"] = _range_option(byte_range)
+        try:
+            result = await obstore.get_async(self._store, key, options=options)
+            data = bytes(await result.bytes_async())
+        except (NotFoundError, FileNotFoundError):
+            if etag is not None:
+                raise VersionChanged(key) from None
+            return None, None
+        except PreconditionError:
+            raise VersionChanged(key) from None
+        except Exception as exc:
+            if byte_range is not None and "range" in str(exc).lower():  # starts past the end
+                meta = await self._head(key)
+                if meta is not None and (etag is None or meta[1] == etag):
+                    return b"", meta[1]
+            raise self._fail("reading", key, exc) from exc
+        return data, result.meta.get("e_tag")
+
+    async def _head(self, key: str) -> tuple[int, Hashable] | None:
+        obstore = _obstore()
+        from obstore.exceptions import NotFoundError
+
+        try:
+            meta = await obstore.head_async(self._store, key)
+        except (NotFoundError, FileNotFoundError):
+            return None
+        except Exception as exc:
+            raise self._fail("looking up", key, exc) from exc
+        return int(meta["size"]), meta.get("e_tag")
+
+    async def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
+        obstore = _obstore()
+        from obstore.exceptions import AlreadyExistsError, PreconditionError
+
+        try:
+            await obstore.put_async(self._store, key, bytes(value) if not isinstance(value, bytes) else value,
+                                    mode=mode)
+        except (AlreadyExistsError, PreconditionError, FileExistsError):
+            return False
+        except Exception as exc:
+            raise self._fail("writing", key, exc) from exc
+        return True
+
+    # ---- backend primitives -------------------------------------------------------------------------
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        results = _Loop.run(_bounded(self._get(k, r) for k, r in requests))
+        return [data for data, _ in results]
+
+    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
+                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+        results = _Loop.run(_bounded(self._get(k, r, versions.get(k)) for k, r in requests))
+        return [data for data, _ in results]
+
+    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
+                           ) -> list[tuple[bytes | None, Hashable]]:
+        checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
+        return _Loop.run(_bounded(self._get(k, r) for k, r in checked))
+
+    def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
+        return _Loop.run(self._get(validate_key(key), None))
+
+    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        validate_key(key)
+        self._check_writable("set")
+        return _Loop.run(self._put(key, value, "create" if version is None else {"e_tag": version}))
+
+    def delete_if(self, key: str, version: Hashable) -> bool:
+        """Object stores offer no conditional delete through obstore: the ETag is checked, then the key
+        deleted (a writer between the two is not seen; see docs/guarantees.md)."""
+        validate_key(key)
+        self._check_writable("delete")
+        info = self._info(key)
+        if (None if info is None else info[1]) != version:
+            return False
+        if info is not None:
+            self._delete_batch([key])
+        return True
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        _Loop.run(_bounded(self._put(k, v) for k, v in items.items()))
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        obstore = _obstore()
+
+        async def run() -> None:
+            try:
+                await obstore.delete_async(self._store, list(keys))
+            except Exception as exc:
+                if "not found" not in str(exc).lower():
+                    raise self._fail("deleting", keys[0], exc) from exc
+
+        _Loop.run(run())
+
+    def _delete_prefix(self, prefix: str) -> None:
+        keys = list(self._list_prefix(prefix))
+        for start in range(0, len(keys), 1000):
+            self._delete_batch(keys[start : start + 1000])
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        obstore = _obstore()
+
+        lister = self._listing()
+        if lister is not None:
+            yield from lister.list_prefix(prefix)
+            return
+        try:
+            batches = list(obstore.list(self._store, prefix or None, chunk_size=1000))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        except Exception as exc:
+            raise self._fail("listing", prefix, exc) from exc
+        for batch in batches:
+            for meta in batch:
+                path = meta["path"]
+                if path.startswith(prefix) and path != prefix.rstrip("/"):
+                    yield path
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        obstore = _obstore()
+
+        lister = self._listing()
+        if lister is not None:
+            return lister.list_dir(prefix)
+        try:
+            result = obstore.list_with_delimiter(self._store, prefix.rstrip("/") or None)
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        except Exception as exc:
+            raise self._fail("listing", prefix, exc) from exc
+        names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
+        names += [m["path"].rsplit("/", 1)[-1] for m in result["objects"] if m["path"].startswith(prefix)]
+        return [n for n in names if n]
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        return _Loop.run(self._head(key))

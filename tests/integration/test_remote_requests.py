@@ -1,0 +1,81 @@
+"""The round trips of common work on an object store (moto S3), counted where they reach the store, on
+both backends: one document per open, one request per chunk, a group's root document read once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr.stores import CountingStore, open_store
+
+
+@pytest.fixture(params=["obstore", "fsspec"])
+def remote(request: pytest.FixtureRequest, s3_server: Any) -> CountingStore:
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    return CountingStore(open_store(f"s3://{bucket}", backend=request.param,
+                                    storage_options=s3_server.storage_options()))
+
+
+def reads(c: CountingStore) -> int:
+    n = len(c.requests) + c.infos + c.lists
+    c.reset()
+    return n
+
+
+def test_array_round_trips(remote: CountingStore) -> None:
+    c = remote
+    a = rectizarr.create_array(c, name="x", shape=(512, 512), dtype="u2", chunks=(256, 256))
+    assert [k for k, _ in c.requests].count("x/zarr.json") == 1  # the existing-node check, once
+    c.reset()
+    data = np.arange(512 * 512, dtype="u2").reshape(512, 512)
+    a[...] = data
+    assert c.writes == 4 and reads(c) == 0  # whole chunks: written, never read
+    c.reset()
+    b = rectizarr.open_array(c, path="x", mode="r")
+    assert reads(c) == 1  # one document
+    assert b[3, 4] == data[3, 4] and reads(c) == 1  # one chunk
+    assert np.array_equal(b[...], data) and reads(c) == 4
+    assert np.array_equal(b.oindex[::16, [10, 300]], data[::16][:, [10, 300]]) and reads(c) == 4
+    assert b[300:302, 0:2].tolist() == data[300:302, 0:2].tolist() and reads(c) == 1
+
+
+def test_sharded_round_trips(remote: CountingStore) -> None:
+    c = remote
+    s = rectizarr.create_array(c, name="s", shape=(512, 512), dtype="u2", chunks=(64, 64), shards=(256, 256))
+    s[...] = 7
+    c.reset()
+    s = rectizarr.open_array(c, path="s", mode="r")
+    c.reset()
+    assert s[5, 5] == 7 and reads(c) == 2  # the shard's index, then one inner chunk (If-Match: no HEAD)
+    assert (s[...] == 7).all() and reads(c) == 4  # whole shards, one GET each
+
+
+def test_consolidated_group_is_one_request(remote: CountingStore) -> None:
+    c = remote
+    g = rectizarr.create_group(c)
+    for i in range(20):
+        g.create_array(f"a{i}", shape=(4,), dtype="i1", chunks=(2,), attributes={"i": i})
+    rectizarr.consolidate_metadata(c)
+    c.reset()
+    g = rectizarr.open_group(c, mode="r")
+    names = g.keys()
+    assert [g[n].attrs["i"] for n in names] == sorted(range(20), key=lambda i: f"a{i}")
+    assert f"a{3}" in g and "nope" not in g
+    assert reads(c) == 1  # the root document, read at open and kept
+
+
+def test_a_group_takes_up_its_own_writes(remote: CountingStore) -> None:
+    c = remote
+    rectizarr.create_group(c)
+    rectizarr.consolidate_metadata(c)
+    g = rectizarr.open_group(c)
+    g.create_array("new", shape=(2,), dtype="i1", chunks=(2,))
+    assert g.keys() == ["new"]  # re-read after its own write
+    other = rectizarr.open_group(c)
+    other.create_array("later", shape=(2,), dtype="i1", chunks=(2,))
+    assert g.keys() == ["new"]  # another handle's write: kept until refreshed ...
+    g.refresh()
+    assert g.keys() == ["later", "new"]  # ... explicitly

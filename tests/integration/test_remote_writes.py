@@ -1,0 +1,75 @@
+"""Writes to stores with round trips stream: window by window, each window uploaded while the next one is
+encoded, so memory holds a few windows of encoded chunks, not the whole array's."""
+
+from __future__ import annotations
+
+import secrets
+import tracemalloc
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr import tuning
+from rectizarr.stores import Buffer, ByteRange, FsspecStore, MemoryStore, Store
+
+MiB = 1 << 20
+
+
+class Sink(Store):
+    """A remote-like store (no capabilities) that keeps documents and only counts chunk bytes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.docs = MemoryStore()
+        self.uploads: list[int] = []  # values per upload call
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        return [self.docs.get(k, r) for k, r in requests]
+
+    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        self.docs.set_many({k: v for k, v in items.items() if k.endswith("zarr.json")})
+        self.uploads.append(len(items))
+
+    def _delete_batch(self, keys: Sequence[str]) -> None:
+        self.docs.delete_many(keys)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        self.docs.delete_prefix(prefix)
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        return self.docs.list_prefix(prefix)
+
+    def _list_dir(self, prefix: str) -> Iterable[str]:
+        return self.docs.list_dir(prefix)
+
+    def _info(self, key: str) -> tuple[int, Hashable] | None:
+        size = self.docs.getsize(key)
+        return None if size is None else (size, self.docs.version(key))
+
+
+@pytest.mark.parametrize("shards", [None, (256, 1024)])
+def test_a_remote_write_streams_in_windows(shards: tuple[int, int] | None) -> None:
+    data = np.random.default_rng(1).integers(0, 2**16, size=(4096, 1024), dtype="u2")  # 8 MiB, incompressible
+    sink = Sink()
+    a = rectizarr.create_array(sink, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=shards)
+    sink.uploads.clear()
+    t = replace(tuning.current(), window_bytes=1 * MiB)
+    tracemalloc.start()
+    try:
+        with tuning.use(t):
+            a[...] = data
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(sink.uploads) == 8 and sum(sink.uploads) == (64 if shards is None else 16)  # 1 MiB windows
+    assert peak < 4 * MiB, peak  # encoded values held at once: a few windows, never the whole 8 MiB
+
+    store = FsspecStore(f"memory://stream-{secrets.token_hex(6)}")  # the same path, read back
+    b = rectizarr.create_array(store, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=shards)
+    with tuning.use(t):
+        b[...] = data
+    assert np.array_equal(rectizarr.open_array(store, path="x", mode="r")[...], data)
+    store.delete_prefix("")
