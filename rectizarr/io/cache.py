@@ -1,5 +1,6 @@
-"""The process-wide LRU of decoded shard indexes, each served only at the version it was read at. Only
-stores whose versions are cheap to check (local files, memory) cache indexes (see ``sharded.fetch_indexes``)."""
+"""The process-wide LRU of decoded shard indexes, each kept with the version it was read at: served at that
+version where versions are cheap to check (local files, memory), or as the version that reads through it
+are conditioned on (S3 and obstore: ``If-Match``); see ``sharded.fetch_indexes``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ class ShardIndexCache:
                 return None
             self._entries.move_to_end((store.cache_token, key))
             return entry[1]
+
+    def get_any(self, store: Store, key: str) -> tuple[Hashable, ShardIndex] | None:
+        """``(version, index)`` cached for ``key`` at whatever version (for reads conditioned on it)."""
+        with self._lock:
+            entry = self._entries.get((store.cache_token, key))
+            if entry is not None:
+                self._entries.move_to_end((store.cache_token, key))
+            return entry
 
     def put(self, store: Store, key: str, version: Hashable, index: ShardIndex) -> None:
         with self._lock:

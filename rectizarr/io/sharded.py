@@ -112,27 +112,29 @@ Versions = dict[str, Hashable]  # the version each shard's index was read at, wh
 def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
     misses, and the version each was read at, which the reads of the shard's inner chunks are checked
-    against (:func:`checked_versions`). Only stores with cheap versions cache indexes, each used only at
-    the shard's current version; elsewhere (S3, HTTP) another writer may rewrite a shard at any time, so
-    its index is read every time, with its version (ETag) where the store can read conditionally."""
+    against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
+    only at the shard's current version. Stores with conditional reads (S3, obstore) use it while the
+    ranged reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again); a cached index
+    that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
+    Elsewhere (fsspec's GCS, HTTP) indexes are read every time."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
     versions: Versions = {}
     misses: list[Shard] = []
-    cheap = store.capabilities.cheap_versions
+    cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
     for s in shards:
         version = store.version(s.key) if cheap else 0
-        idx = None if version is None or not cheap else index_cache().get(store, s.key, version)
+        hit = None if version is None else _cached(layout, s, version, cheap, conditional)
         if version is None:
             out[s.key] = None
-        elif idx is not None:
-            out[s.key], versions[s.key] = idx, version
+        elif hit is not None:
+            out[s.key], versions[s.key] = hit[1], hit[0]
         else:
             misses.append(s)
     if not misses:
         return out, versions
     requests = [(s.key, sharding.index_byte_range(s.shape_t)) for s in misses]
-    checked = cheap or store.capabilities.conditional_reads
+    checked = cheap or conditional
     raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
     for s, (data, version) in zip(misses, raw, strict=True):
         if data is None:
@@ -142,9 +144,22 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
         idx = out[s.key] = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
         if checked:
             versions[s.key] = version
-        if cheap:
             index_cache().put(store, s.key, version, idx)
     return out, versions
+
+
+def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
+            conditional: bool) -> tuple[Hashable, ShardIndex] | None:
+    """``(version, index)`` of shard ``s`` from the cache when it may be used (see :func:`fetch_indexes`)."""
+    if cheap:
+        idx = index_cache().get(layout.store, s.key, version)
+        return None if idx is None else (version, idx)
+    if not conditional:
+        return None
+    entry = index_cache().get_any(layout.store, s.key)
+    if entry is None or all(entry[1].byte_range(c) is None for c, _ in s.projections):
+        return None
+    return entry
 
 
 def checked_versions(layout: ShardedLayout, shards: list[Shard], versions: Versions) -> None:

@@ -50,7 +50,14 @@ def test_sharded_round_trips(remote: CountingStore) -> None:
     s = rectizarr.open_array(c, path="s", mode="r")
     c.reset()
     assert s[5, 5] == 7 and reads(c) == 2  # the shard's index, then one inner chunk (If-Match: no HEAD)
-    assert (s[...] == 7).all() and reads(c) == 4  # whole shards, one GET each
+    assert s[100, 200] == 7 and reads(c) == 1  # the index is cached: the inner chunk's GET carries If-Match
+    other = rectizarr.open_array(c.inner, path="s")
+    other[100:101, 0:64] = 9  # another client rewrites the shard
+    c.reset()
+    assert s[100, 5] == 9 and reads(c) == 3  # 412: the index again, then the inner chunk
+    expected = np.full((512, 512), 7, "u2")
+    expected[100:101, 0:64] = 9
+    assert np.array_equal(s[...], expected) and reads(c) == 4  # whole shards, one GET each
 
 
 def test_consolidated_group_is_one_request(remote: CountingStore) -> None:
