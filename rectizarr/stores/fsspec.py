@@ -31,6 +31,7 @@ __all__ = ["FsspecStore"]
 REMOTE_COALESCE_GAP = 1 << 20
 REMOTE_COALESCE_MAX = 1 << 25
 HTTP_TIMEOUT = 30.0
+_BODY_ATTEMPTS = 3  # reads of an S3 value whose body was cut short
 _VERSION_FIELDS = ("ETag", "etag", "md5", "generation", "LastModified", "last_modified", "Last-Modified", "mtime", "created", "ino")
 _URL_PROTOCOLS = {"http", "https"}
 
@@ -315,20 +316,26 @@ class FsspecStore(Store):
             kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
             if byte_range is not None:
                 kw["Range"] = _http_range(byte_range)
-            try:
-                resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=name, **kw)
-            except FileNotFoundError:
-                if etag is not None:
-                    raise VersionChanged(key) from None
-                return None, None
-            except OSError as exc:
-                if "pre-condition" in str(exc):
-                    raise VersionChanged(key) from exc
-                return exc
-            try:
-                return bytes(await resp["Body"].read()), resp["ETag"]
-            finally:
-                resp["Body"].close()
+            for attempt in range(_BODY_ATTEMPTS):
+                try:
+                    resp = await self.fs._call_s3("get_object", Bucket=bucket, Key=name, **kw)
+                except FileNotFoundError:
+                    if etag is not None:
+                        raise VersionChanged(key) from None
+                    return None, None
+                except OSError as exc:
+                    if "pre-condition" in str(exc):
+                        raise VersionChanged(key) from exc
+                    return exc
+                try:
+                    return bytes(await resp["Body"].read()), resp["ETag"]
+                except Exception as exc:  # a body cut short (aiohttp's payload errors): ask again
+                    if attempt == _BODY_ATTEMPTS - 1:
+                        return StoreError(f"reading {self._full(key)}: the answer was cut short {_BODY_ATTEMPTS} "
+                                          f"times ({exc!r})")
+                finally:
+                    resp["Body"].close()
+            raise AssertionError("unreachable")
 
         async def run() -> list[tuple[bytes | None, Hashable] | Exception]:
             gate = asyncio.Semaphore(requests_in_flight())
@@ -345,6 +352,8 @@ class FsspecStore(Store):
         out: list[tuple[bytes | None, Hashable]] = []
         for key, byte_range, etag in requests:
             answer = (b"", None) if byte_range is not None and byte_range[1] == 0 else next(answers)
+            if isinstance(answer, StoreError):
+                raise answer
             if isinstance(answer, Exception) or (answer[0] == b"" and answer[1] is None):
                 version = self._etag(key)
                 if etag is not None and version != etag:
@@ -403,11 +412,15 @@ class FsspecStore(Store):
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}
         try:
-            self.fs.pipe(data)
-        except FileNotFoundError:  # filesystems without implicit directories (file://)
-            for parent in {self.fs._parent(p) for p in data}:
-                self.fs.makedirs(parent, exist_ok=True)
-            self.fs.pipe(data)
+            try:
+                self.fs.pipe(data)
+            except FileNotFoundError:  # filesystems without implicit directories (file://)
+                for parent in {self.fs._parent(p) for p in data}:
+                    self.fs.makedirs(parent, exist_ok=True)
+                self.fs.pipe(data)
+        except OSError as exc:
+            first = next(iter(data))
+            raise StoreError(f"writing {len(data)} value(s) to {self!r} (first {first}) failed: {exc}") from exc
         for key in items:
             self._writes[key] = next(self._counter)
 
