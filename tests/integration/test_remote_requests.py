@@ -86,3 +86,20 @@ def test_a_group_takes_up_its_own_writes(remote: CountingStore) -> None:
     assert g.keys() == ["new"]  # another handle's write: kept until refreshed ...
     g.refresh()
     assert g.keys() == ["later", "new"]  # ... explicitly
+
+
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_on_the_wire_one_get_per_value_and_no_head(s3_server: Any, backend: str) -> None:
+    """Counted by the server: a whole value is one GET (never HEAD + GET), a missing key one request."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    store = open_store(f"s3://{bucket}", backend=backend, storage_options=s3_server.storage_options())
+    a = rectizarr.create_array(store, name="x", shape=(64, 64), dtype="u2", chunks=(16, 64))
+    a[...] = 3
+    s3_server.reset_counts()
+    b = rectizarr.open_array(store, path="x", mode="r")
+    assert (b[...] == 3).all()
+    counts = s3_server.counts()
+    assert counts["head"] == 0 and counts["get"] == 5 and counts["total"] == 5  # zarr.json + 4 chunks
+    s3_server.reset_counts()
+    assert store.get("x/c/9/9") is None
+    assert s3_server.counts()["total"] == 1
