@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -32,6 +33,7 @@ from rectizarr.io.chunk import (
 )
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import pmap, workers_for
+from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_chunked", "write_chunked"]
@@ -80,15 +82,24 @@ def read_streamed(chunks: _Chunks) -> None:
 
 
 def read_windowed(chunks: _Chunks) -> None:
-    """Fetch ``t.window_bytes`` of chunks at a time with one batched request, then decode and paste them
-    in the workers: memory stays bounded next to the output."""
-    n, keys = len(chunks.keys), chunks.keys
-    step = max(1, chunks.t.window_bytes // max(1, chunks.specs[0].nbytes))
-    for start in range(0, n, step):
-        stop = min(n, start + step)
-        values = chunks.layout.store.get_many([(k, None) for k in keys[start:stop]])
-        pmap(lambda i, start=start, values=values: chunks.paste(i, values[i - start]),  # type: ignore[misc]
-             range(start, stop), chunks.layout.workers)
+    """Fetch the chunks window by window with one batched request each (at most ``t.window_bytes``, and
+    twice the store's requests in flight, per window), the next window's requests in flight while this
+    one is decoded and pasted in the workers: memory stays bounded next to the output."""
+    n, keys, store = len(chunks.keys), chunks.keys, chunks.layout.store
+    step = max(1, min(chunks.t.window_bytes // max(1, chunks.specs[0].nbytes), 2 * requests_in_flight()))
+    starts = list(range(0, n, step))
+
+    def fetch(start: int) -> list[bytes | None]:
+        return store.get_many([(k, None) for k in keys[start : start + step]])
+
+    with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
+        ahead = fetcher.submit(fetch, starts[0])
+        for j, start in enumerate(starts):
+            values = ahead.result()
+            if j + 1 < len(starts):
+                ahead = fetcher.submit(fetch, starts[j + 1])
+            pmap(lambda i, start=start, values=values: chunks.paste(i, values[i - start]),  # type: ignore[misc]
+                 range(start, min(n, start + step)), chunks.layout.workers)
 
 
 def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,
