@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.api import create_array, from_array, open_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.errors import (
     ChecksumError,
     CodecError,
@@ -27,7 +27,7 @@ from rectizarr.errors import (
     StoreError,
     UnsupportedError,
 )
-from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
+from rectizarr.groups import Group, consolidate_metadata, create_group, open, open_group
 from rectizarr.io.pool import set_workers
 from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store
 from rectizarr.validate import validate

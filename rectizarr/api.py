@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr import nodes
-from rectizarr.array import Array, create
+from rectizarr.arrays import Array, create
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeNotFoundError

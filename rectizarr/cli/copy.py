@@ -12,14 +12,14 @@ from typing import Any
 
 from rectizarr import nodes
 from rectizarr.api import create_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json
 from rectizarr.core.grid import FixedDim
 from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeExistsError
-from rectizarr.group import Group, open_group
+from rectizarr.groups import Group, open_group
 from rectizarr.stores import Store
 
 __all__ = ["CopyOptions", "check_apart", "compressor_chain", "copy_node", "dest_layout"]

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.core.metadata import node_to_json
-from rectizarr.group import Group
+from rectizarr.groups import Group
 
 __all__ = ["ArrayDiff", "DiffResult", "compare_array_meta", "compare_values", "diff_nodes"]
 

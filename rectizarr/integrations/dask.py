@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rectizarr.api import create_array, open_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.errors import MetadataError, ReadOnlyError
 from rectizarr.stores import MemoryStore, Store
 

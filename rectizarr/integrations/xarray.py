@@ -31,9 +31,9 @@ from xarray.backends.common import AbstractDataStore
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.errors import MetadataError
-from rectizarr.group import Group, consolidate_metadata, open_group
+from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import ArrayRef, from_dask
 from rectizarr.stores import Store
 

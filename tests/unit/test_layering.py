@@ -29,9 +29,9 @@ RANKS: Mapping[str, int] = {
     "indexing": 2, "codecs": 2,
     "io": 3,  # the only layer that knows stores AND codecs
     "nodes": 4, "create": 4,
-    "array": 5,
+    "arrays": 5,
     "api": 6, "validate": 6,
-    "group": 7,  # Group.create_array and open() call the array functions of api
+    "groups": 7,  # Group.create_array and open() call the array functions of api
     "integrations": 8, "cli": 8,
     "__init__": 9, "__main__": 9,
 }

@@ -16,7 +16,7 @@ from typing import Any
 
 from rectizarr import nodes
 from rectizarr.api import create_array, open_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.core.metadata import (
     ArrayMeta,
     GroupMeta,
