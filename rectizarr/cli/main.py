@@ -63,7 +63,7 @@ def info_json(node: Array | Group) -> dict[str, Any]:
             "members": [{"name": n, "node_type": "array" if isinstance(m, Array) else "group"}
                         for n, m in node.members()],
         }
-    stored, nbytes = node.nchunks_initialized, node.nbytes_stored
+    stored, nbytes = node.nshards_initialized, int(node.nbytes_stored)
     return {
         "node_type": "array",
         "path": "/" + node.path,
@@ -81,7 +81,7 @@ def info_json(node: Array | Group) -> dict[str, Any]:
         "chunk_key_encoding": doc["chunk_key_encoding"],
         "dimension_names": doc.get("dimension_names"),
         "attributes": doc["attributes"],
-        "nchunks": node.nchunks,
+        "nchunks": node.nshards,
         "stored_chunks": stored,
         "stored_bytes": nbytes,
         "nbytes": int(node.nbytes),
