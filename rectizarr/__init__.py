@@ -61,6 +61,10 @@ def __getattr__(name: str) -> Any:  # the dask integration and fsspec are import
         from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore
+    if name in ("dask", "xarray"):  # rectizarr.dask / rectizarr.xarray without importing them up front
+        import importlib
+
+        return importlib.import_module(f"rectizarr.{name}")
     if name in ("from_dask", "to_dask"):
         from rectizarr.integrations import dask as _dask
 

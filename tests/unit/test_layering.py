@@ -33,7 +33,7 @@ RANKS: Mapping[str, int] = {
     "api": 6, "validate": 6,
     "groups": 7,  # Group.create_array and open() call the array functions of api
     "integrations": 8, "cli": 8, "convenience": 8,
-    "__init__": 9, "__main__": 9,
+    "__init__": 9, "__main__": 9, "dask": 9, "xarray": 9,  # short names of the integrations
 }
 
 
