@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,19 @@ from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeTypeError
 
-__all__ = ["create_array", "from_array", "open_array"]
+__all__ = ["create_array", "from_array", "naming_store", "open_array"]
+
+
+@contextmanager
+def naming_store(store: Any) -> Iterator[None]:
+    """Metadata errors raised inside name the store (its path or URL), not only the key in it."""
+    try:
+        yield
+    except MetadataError as exc:
+        where = repr(store)
+        if where in str(exc):
+            raise
+        raise type(exc)(f"{exc.message} (in {where})", path=exc.path, key=exc.key) from exc
 
 def create_array(
     store: Any,
@@ -91,11 +104,12 @@ def open_array(
                             workers=workers, **create_kwargs)
     if create_kwargs:
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    meta = nodes.read_meta(s, p)
-    if not isinstance(meta, ArrayMeta):
-        raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
-                            "open_group (or rectizarr.open, which opens either)")
-    return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
+        if not isinstance(meta, ArrayMeta):
+            raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
+                                "open_group (or rectizarr.open, which opens either)")
+        return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
 
 
 def from_array(

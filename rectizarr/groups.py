@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import create_array, open_array
+from rectizarr.api import create_array, naming_store, open_array
 from rectizarr.arrays import Array
 from rectizarr.core.metadata import (
     ArrayMeta,
@@ -323,7 +323,8 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
         return g
     if mode == "w-":
         raise NodeExistsError(f"a node already exists at {p or '/'!r}")
-    meta = nodes.read_meta(s, p)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
     if not isinstance(meta, GroupMeta):
         raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
                             "open_array (or rectizarr.open, which opens either)")
@@ -362,7 +363,8 @@ def open(
         if "shape" in kwargs:
             return open_array(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
         return open_group(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
-    meta = nodes.read_meta(s, p)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
     if isinstance(meta, ArrayMeta):
         return open_array(s, path=p, mode=mode, **kwargs)
     return open_group(s, path=p, mode=mode, **kwargs)
