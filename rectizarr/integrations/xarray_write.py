@@ -189,6 +189,8 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
     if append_dim is not None and existing and not _has_dim(existing, str(append_dim)):
         dims = _stored_dims(existing)
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
+    if not region:
+        _check_new_sizes(ds, existing, append_dim)
     ds = ds.copy(deep=False)
     old_names = [n for n in map(str, ds.variables) if n in existing]
     stored = _existing_encodings(g, old_names) if old_names else {}
@@ -211,6 +213,23 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         else:
             writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks)
     return writes
+
+
+def _check_new_sizes(ds: Dataset, existing: Mapping[str, Array], append_dim: Hashable | None) -> None:
+    """A new variable must fit the dimensions as they will be stored (xarray writes it anyway, and the
+    group then opens with no engine: "conflicting sizes for dimension")."""
+    stored = _stored_dims(existing)
+    for key, var in ds.variables.items():
+        if str(key) in existing:
+            continue
+        for d, n in zip(map(str, var.dims), var.shape, strict=True):
+            if d not in stored:
+                continue
+            want = stored[d] + (ds.sizes[d] if d == str(append_dim) else 0)
+            if n != want:
+                raise ValueError(f"conflicting sizes for dimension {d!r}: new variable {str(key)!r} has length {n}, "
+                                 f"but the stored dataset will have length {want} (writing it would leave a group "
+                                 "that no engine opens)")
 
 
 def _has_dim(existing: Mapping[str, Array], dim: str) -> bool:

@@ -244,3 +244,17 @@ def test_dask_irregular_chunks_become_a_rectilinear_grid(tmp_path: Path) -> None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         xr.testing.assert_identical(_open(tmp_path / "g.zarr", "rectizarr"), _decoded(ds))
+
+
+def test_new_variable_with_a_conflicting_dimension_is_refused(tmp_path: Path) -> None:
+    """xarray's zarr engine writes it, leaving a group no engine opens; rectizarr refuses before writing."""
+    path = tmp_path / "c.zarr"
+    to_rectizarr(xr.Dataset({"a": ("time", np.arange(6.0))}), path)
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 'time'"):
+        to_rectizarr(xr.Dataset({"b": ("time", np.arange(4.0))}), path, mode="a")
+    with pytest.raises(ValueError, match="conflicting sizes for dimension 'time'"):
+        to_rectizarr(xr.Dataset({"a": ("time", np.arange(2.0)), "b": ("time", np.arange(2.0))}), path,
+                     append_dim="time")
+    to_rectizarr(xr.Dataset({"b": ("time", np.arange(6.0) * 2)}), path, mode="a")
+    got = _open(path, "zarr")
+    assert list(got.b.values) == list(np.arange(6.0) * 2) and sorted(got.data_vars) == ["a", "b"]
