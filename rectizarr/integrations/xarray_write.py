@@ -152,7 +152,8 @@ def to_rectizarr(
     or its dask chunks (irregular ones give a rectilinear grid) decide, else ~1 MiB regular chunks.
     ``safe_chunks``: refuse dask blocks that share a storage chunk of an existing array (with ``False``
     the write proceeds; rectizarr's partial chunk writes are compare-and-swap, so none is lost).
-    ``consolidated`` (default True) refreshes consolidated metadata. Returns the :class:`~rectizarr.Group`,
+    ``consolidated`` (default None: consolidate a group that is not yet; a consolidated group is kept
+    current by every write) or True (consolidate) or False (leave as is). Returns the :class:`~rectizarr.Group`,
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
     """
     if zarr_format not in (None, 3):
@@ -202,14 +203,16 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         elif key in user_encoding:
             ds.variables[key].encoding = dict(user_encoding[key])
     variables, attrs = conventions.encode_dataset_coordinates(ds)
+    encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=3) for key, raw in variables.items()}
+    targets = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
+               for key, var in encoded.items() if str(key) in existing}  # every check before any write
     if not region and mode != "r+":
         g.attrs.update({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})
     writes: list[Any] = []
-    for key, raw in variables.items():
+    for key, var in encoded.items():
         name = str(key)
-        var = xz.encode_zarr_variable(raw, name=name, zarr_format=3)
         if name in existing:
-            writes += _write_existing(name, var, existing[name], append_dim, region, safe_chunks)
+            writes += _write_existing(var, existing[name], targets[name])
         else:
             writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks)
     return writes
@@ -256,23 +259,31 @@ def _check_dtype(name: str, stored: Variable, new: Variable) -> None:
                          f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}.")
 
 
-def _write_existing(name: str, var: Variable, array: Array, append_dim: Hashable | None,
-                    region: dict[Hashable, slice], safe_chunks: bool) -> list[Any]:
-    """Append to, overwrite, or write a region of a stored array."""
+def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None,
+             region: dict[Hashable, slice], safe_chunks: bool) -> tuple[int | None, tuple[slice, ...]]:
+    """Check a write into a stored array (xarray's checks, safe chunks); return the append axis (or None)
+    and the target region (for an append, the region past the current extent)."""
     dims = tuple(str(d) for d in var.dims)
     check_existing(name, dims, var.shape, array, append_dim, region)
-    data = var.data
     axis = dims.index(str(append_dim)) if append_dim is not None and str(append_dim) in dims else None
     if axis is not None:
         start = array.shape[axis]
-        array.resize(tuple(n + var.shape[axis] if i == axis else n for i, n in enumerate(array.shape)))
-        target = tuple(slice(start, start + var.shape[axis]) if i == axis else slice(None)
-                       for i in range(array.ndim))
+        target = tuple(slice(start, start + var.shape[axis]) if i == axis else slice(0, n)
+                       for i, n in enumerate(array.shape))
     else:
         target = target_slices(dims, array.shape, region)
+    if safe_chunks and is_dask(var.data):
+        check_safe_chunks(name, var.data.chunks, target, array, edges=bool(region))
+    return axis, target
+
+
+def _write_existing(var: Variable, array: Array, plan: tuple[int | None, tuple[slice, ...]]) -> list[Any]:
+    """Append to, overwrite, or write a region of a stored array (checked by :func:`_planned`)."""
+    axis, target = plan
+    if axis is not None:
+        array.resize(tuple(target[i].stop if i == axis else n for i, n in enumerate(array.shape)))
+    data = var.data
     if is_dask(data):
-        if safe_chunks:
-            check_safe_chunks(name, data.chunks, target, array, edges=bool(region))
         da = _untyped("dask.array")
         return [da.store(data.astype(array.dtype), array, regions=target, lock=False, compute=False)]
     values = np.asarray(data)
