@@ -77,6 +77,7 @@ CASES: dict[str, Callable[[Any, Path], Any]] = {
     # zarr-python lists members in store order, rectizarr sorted by path: compared as sets
     "Group.members(max_depth=None)": lambda lib, root: sorted(k for k, _ in _group(lib, root).members(max_depth=None)),
     "Group.members()": lambda lib, root: sorted(k for k, _ in _group(lib, root).members()),
+    "Group.members(max_depth=1)": lambda lib, root: sorted(k for k, _ in _group(lib, root).members(max_depth=1)),
     "Group.array_keys": lambda lib, root: sorted(_group(lib, root).array_keys()),
     "Group.group_keys": lambda lib, root: sorted(_group(lib, root).group_keys()),
     "Group missing key is a KeyError": lambda lib, root: _raises(lambda: _group(lib, root)["missing"], KeyError),
