@@ -7,7 +7,7 @@ open identically. Data loads lazily, one orthogonal selection per access; with `
 chunks are the storage chunks (shards when sharded; rectilinear grids give irregular dask chunks).
 Backend arrays hold a picklable :class:`~rectizarr.integrations.dask.ArrayRef`, so datasets run on distributed workers.
 
-Arrays without ``dimension_names`` raise, as xarray's own Zarr backend does for Zarr v3; pass
+Arrays without ``dimension_names`` raise (0-d ones need none), as xarray's own Zarr backend does; pass
 ``unnamed_dims="dim_n"`` to name their missing dimensions ``dim_0``, ``dim_1``, ... by axis instead.
 
 Groups: ``xarray.open_datatree(path, engine="rectizarr")`` and ``xarray.open_groups`` read every group.
@@ -37,6 +37,7 @@ from rectizarr.stores import Store
 
 __all__ = ["RectizarrBackendArray", "RectizarrBackendEntrypoint", "RectizarrDataStore", "to_rectizarr",
            "to_rectizarr_tree"]
+
 
 def _open_group(obj: Any, group: str | None, storage_options: Mapping[str, Any] | None,
                 consolidated: bool | None = None, zarr_format: int | None = None) -> Group:
