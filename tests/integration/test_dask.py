@@ -245,7 +245,7 @@ def test_from_array_and_store_on_a_cluster(client: Client, tmp_path: Path) -> No
     np.testing.assert_array_equal(client.compute(auto[::3]).result(), data[::3])
     out = rectizarr.create_array(tmp_path, name="dst", shape=data.shape, dtype="f4", chunks=(8, 10))
     x = da.from_array(data, chunks=(8, 10))  # aligned with the target's chunks: each block one chunk
-    da.store(x, out, lock=False, compute=False).compute()
+    da.store(x, out, compute=False).compute()  # dask's default lock: pickled to the workers too
     np.testing.assert_array_equal(out[...], data)
     assert len({*_worker_pids(client)}) == 2
 
