@@ -12,22 +12,39 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.api import create_array, from_array, open_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
+from rectizarr.convenience import (
+    array,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    group,
+    load,
+    ones,
+    ones_like,
+    open_consolidated,
+    save,
+    zeros,
+    zeros_like,
+)
 from rectizarr.errors import (
     ChecksumError,
     CodecError,
     ConflictError,
+    IrregularChunksError,
     LenientMetadataWarning,
     MetadataError,
     NodeExistsError,
     NodeNotFoundError,
+    NodeTypeError,
     ReadOnlyError,
     RectizarrError,
     SelectionError,
     StoreError,
     UnsupportedError,
 )
-from rectizarr.group import Group, consolidate_metadata, create_group, open, open_group
+from rectizarr.groups import Group, consolidate_metadata, create_group, open, open_group
 from rectizarr.io.pool import set_workers
 from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store, set_requests_in_flight
 from rectizarr.validate import validate
@@ -48,6 +65,10 @@ def __getattr__(name: str) -> Any:  # the dask integration and fsspec are import
         from rectizarr.stores.objectstore import ObjectStore
 
         return ObjectStore
+    if name in ("dask", "xarray"):  # rectizarr.dask / rectizarr.xarray without importing them up front
+        import importlib
+
+        return importlib.import_module(f"rectizarr.{name}")
     if name in ("from_dask", "to_dask"):
         from rectizarr.integrations import dask as _dask
 
@@ -62,6 +83,7 @@ __all__ = [
     "CodecError",
     "FsspecStore",
     "Group",
+    "IrregularChunksError",
     "LenientMetadataWarning",
     "LocalStore",
     "MemoryStore",
@@ -69,6 +91,7 @@ __all__ = [
     "NodeExistsError",
     "NodeNotFoundError",
     "ObjectStore",
+    "NodeTypeError",
     "ReadOnlyError",
     "RectizarrError",
     "SelectionError",
@@ -77,17 +100,30 @@ __all__ = [
     "UnsupportedError",
     "ZipStore",
     "__version__",
+    "array",
     "consolidate_metadata",
     "create_array",
     "create_group",
+    "empty",
+    "empty_like",
     "from_array",
     "from_dask",
+    "full",
+    "full_like",
+    "group",
+    "load",
+    "ones",
+    "ones_like",
     "open",
     "open_array",
+    "open_consolidated",
     "open_group",
     "open_store",
     "set_requests_in_flight",
+    "save",
     "set_workers",
     "to_dask",
     "validate",
+    "zeros",
+    "zeros_like",
 ]

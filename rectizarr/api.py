@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from rectizarr import nodes
-from rectizarr.array import Array, create
+from rectizarr.arrays import Array, create
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta
-from rectizarr.errors import MetadataError, NodeNotFoundError
+from rectizarr.errors import MetadataError, NodeTypeError
 
-__all__ = ["create_array", "from_array", "open_array"]
+__all__ = ["create_array", "from_array", "naming_store", "open_array"]
+
+
+@contextmanager
+def naming_store(store: Any) -> Iterator[None]:
+    """Metadata errors raised inside name the store (its path or URL), not only the key in it."""
+    try:
+        yield
+    except MetadataError as exc:
+        where = repr(store)
+        if where in str(exc):
+            raise
+        raise type(exc)(f"{exc.message} (in {where})", path=exc.path, key=exc.key) from exc
 
 def create_array(
     store: Any,
     *,
     name: str | None = None,
-    shape: Any,
-    dtype: Any,
+    shape: Any = None,
+    dtype: Any = None,
+    data: Any = None,
     chunks: Any = "auto",
     shards: Any = None,
     filters: Any = None,
@@ -43,8 +57,24 @@ def create_array(
     across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape. Defaults: little-endian
     ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
     (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
-    whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``.
+    whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``. ``data`` (as in
+    zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
     """
+    if data is not None:
+        if shape is not None or dtype is not None:
+            raise MetadataError("give either data= or shape= and dtype=, not both (the data sets them)")
+        values = data if isinstance(data, Array) else np.asarray(data)
+        out = create_array(store, name=name, shape=values.shape, dtype=values.dtype, chunks=chunks,
+                           shards=shards, filters=filters, compressors=compressors, serializer=serializer,
+                           codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+                           attributes=attributes, chunk_key_encoding=chunk_key_encoding,
+                           index_location=index_location, write_empty_chunks=write_empty_chunks,
+                           overwrite=overwrite, storage_options=storage_options, workers=workers)
+        if out.size:
+            out[...] = values[...]
+        return out
+    if shape is None or dtype is None:
+        raise MetadataError("create_array needs shape= and dtype= (or data=)")
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     meta, pipeline = build_array_meta(
         shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
@@ -74,10 +104,12 @@ def open_array(
                             workers=workers, **create_kwargs)
     if create_kwargs:
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    meta = nodes.read_meta(s, p)
-    if not isinstance(meta, ArrayMeta):
-        raise NodeNotFoundError(f"the node at {p or '/'!r} is a group, not an array")
-    return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
+        if not isinstance(meta, ArrayMeta):
+            raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
+                                "open_group (or rectizarr.open, which opens either)")
+        return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
 
 
 def from_array(

@@ -31,12 +31,37 @@ def auto_chunks(shape: Shape, itemsize: int) -> Shape:
     return tuple(chunks)
 
 
-def codec_json(codec: Any, where: str) -> Any:
-    """A user codec (JSON-shaped dict, short name, our metadata struct, or a numcodecs object) as JSON."""
-    if isinstance(codec, str | Mapping):
-        return dict(codec) if isinstance(codec, Mapping) else codec
+# What a codec given by name alone means (zarr-python's defaults for its codec classes).
+_NAME_DEFAULTS: Mapping[str, dict[str, Any]] = {
+    "gzip": {"level": 5},
+    "zstd": {"level": 0, "checksum": False},
+    "blosc": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle", "blocksize": 0},
+    "transpose": {},
+    "bytes": {"endian": "little"},
+}
+
+
+def codec_json(codec: Any, where: str, itemsize: int = 1) -> Any:
+    """A user codec as JSON: a JSON-shaped dict, a name (``"gzip"``: zarr-python's default
+    configuration), our metadata struct, a numcodecs object, or any object with zarr-python's
+    ``to_dict()`` (``zarr.codecs.BloscCodec()``)."""
+    if isinstance(codec, Mapping):
+        return dict(codec)
+    if isinstance(codec, str):
+        config = _NAME_DEFAULTS.get(codec)
+        if config is None:
+            return codec
+        if codec == "blosc":
+            config = {**config, "typesize": itemsize, "shuffle": "shuffle" if itemsize > 1 else "bitshuffle"}
+        return {"name": codec, "configuration": dict(config)} if config else {"name": codec}
     if hasattr(codec, "__struct_fields__"):
         return codecs_to_json([codec])[0]
+    to_dict = getattr(codec, "to_dict", None)
+    if callable(to_dict) and not hasattr(codec, "get_config"):
+        # zarr-python's BloscCodec leaves typesize/shuffle "tunable" (set from the array's dtype)
+        tunable = getattr(codec, "_tunable_attrs", None)
+        unset = {str(k) for k in tunable} if isinstance(tunable, set | frozenset) else set()
+        return _zarr_codec_json(to_dict(), itemsize, where, unset)
     get_config = getattr(codec, "get_config", None)
     if callable(get_config):  # a numcodecs codec object
         config = dict(get_config())
@@ -44,6 +69,21 @@ def codec_json(codec: Any, where: str) -> Any:
         return {"name": f"numcodecs.{codec_id}", "configuration": config}
     raise MetadataError(f"{where}: cannot use {codec!r} as a codec (give a dict like "
                         "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)")
+
+
+def _zarr_codec_json(doc: Any, itemsize: int, where: str, unset: set[str]) -> dict[str, Any]:
+    """A zarr-python codec's ``to_dict()``, with what it leaves to be filled from the array (blosc's
+    ``typesize``, a shuffle of ``None``) resolved as zarr-python resolves it."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("name"), str):
+        raise MetadataError(f"{where}: to_dict() gave {doc!r}, not a codec document")
+    out = {k: v for k, v in doc.items() if k != "configuration"}
+    config = {k: v for k, v in dict(doc.get("configuration") or {}).items() if v is not None and k not in unset}
+    if out["name"] == "blosc":
+        config.setdefault("typesize", itemsize)
+        config.setdefault("shuffle", "shuffle" if itemsize > 1 else "bitshuffle")
+    if config or "configuration" in doc:
+        out["configuration"] = config
+    return out
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -65,13 +105,18 @@ def default_serializer(dtype: DataType) -> dict[str, Any]:
 
 
 def build_chain(dtype: DataType, filters: Any, serializer: Any, compressors: Any) -> list[Any]:
-    chain = [codec_json(c, "filters") for c in _as_list(filters)]
-    chain.append(default_serializer(dtype) if serializer == "auto" else codec_json(serializer, "serializer"))
-    if compressors == "auto":
+    size = dtype.itemsize or 1
+    chain = [codec_json(c, "filters", size) for c in _as_list(None if _is_auto(filters) else filters)]
+    chain.append(default_serializer(dtype) if _is_auto(serializer) else codec_json(serializer, "serializer", size))
+    if _is_auto(compressors):
         chain.append({"name": "zstd", "configuration": {"level": 0, "checksum": False}})
     else:
-        chain.extend(codec_json(c, "compressors") for c in _as_list(compressors))
+        chain.extend(codec_json(c, "compressors", size) for c in _as_list(compressors))
     return chain
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == "auto"
 
 
 def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
@@ -85,6 +130,20 @@ def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
             raise MetadataError(f"inner chunks of a sharded array are regular: axis {axis} got {c!r}")
         out.append(int(c))
     return tuple(out)
+
+
+def _check_divides(grid: ChunkGrid, inner: Shape, shards: Any, chunks: Any) -> None:
+    """Every shard edge a multiple of the inner chunk size, said in the caller's words."""
+    if len(inner) != len(grid.dims):
+        raise MetadataError(f"chunks={chunks!r} has {len(inner)} entries but the array has {len(grid.dims)} "
+                            "dimensions")
+    for axis, (dim, size) in enumerate(zip(grid.dims, inner, strict=True)):
+        if size <= 0:
+            raise MetadataError(f"chunks={chunks!r}: the inner chunk size along axis {axis} must be positive")
+        bad = [int(e) for e in dim.unique_edges() if int(e) % size]
+        if bad:
+            raise MetadataError(f"shards={shards!r} is not divisible by chunks={chunks!r}: the shard size "
+                                f"{bad[0]} along axis {axis} is not a multiple of the chunk size {size}")
 
 
 def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
@@ -130,6 +189,7 @@ def build_array_meta(
     elif shards is not None:
         inner = _regular_inner(chunks, shape)
         grid = _grid(shape, shards, itemsize)
+        _check_divides(grid, inner, shards, chunks)
         chain_json = [{
             "name": "sharding_indexed",
             "configuration": {

@@ -7,7 +7,9 @@ keep working::
     RectizarrError(Exception)
      +- MetadataError(RectizarrError, ValueError)      malformed or inconsistent zarr.json / create args
      |   +- UnsupportedError(MetadataError)            valid Zarr that rectizarr does not implement
-     +- NodeNotFoundError(RectizarrError, FileNotFoundError)
+     |   +- NodeTypeError(MetadataError)               an array where a group is expected, or the reverse
+     |   +- IrregularChunksError(MetadataError, AttributeError)   ``.chunks`` of a rectilinear grid
+     +- NodeNotFoundError(RectizarrError, FileNotFoundError, KeyError)
      +- NodeExistsError(RectizarrError, FileExistsError)
      +- ReadOnlyError(RectizarrError, PermissionError)
      +- StoreError(RectizarrError, OSError)            invalid key, escape attempt, backend failure
@@ -27,10 +29,12 @@ __all__ = [
     "CodecError",
     "ConflictError",
     "VersionChanged",
+    "IrregularChunksError",
     "LenientMetadataWarning",
     "MetadataError",
     "NodeExistsError",
     "NodeNotFoundError",
+    "NodeTypeError",
     "ReadOnlyError",
     "RectizarrError",
     "SelectionError",
@@ -70,8 +74,25 @@ class UnsupportedError(MetadataError):
     """Valid Zarr that rectizarr does not implement; the message names the feature."""
 
 
-class NodeNotFoundError(RectizarrError, FileNotFoundError):
-    """No array or group (no ``zarr.json``) at the given path."""
+class NodeTypeError(MetadataError):
+    """The node exists but is of the other kind: an array opened as a group, or a group as an array
+    (zarr-python's ``ContainsArrayError`` / ``ContainsGroupError``, also ``ValueError``)."""
+
+
+class IrregularChunksError(MetadataError, AttributeError):
+    """``Array.chunks`` (or ``.shards``) asked of a rectilinear grid, which has no single chunk shape.
+
+    Also an ``AttributeError``, so duck-array consumers that probe ``getattr(a, "chunks", None)`` (dask's
+    ``from_array``) fall back cleanly; the message points to ``write_chunk_sizes`` / ``read_chunk_sizes``.
+    """
+
+
+class NodeNotFoundError(RectizarrError, FileNotFoundError, KeyError):
+    """No array or group (no ``zarr.json``) at the given path. Also a ``KeyError``: ``group["missing"]``
+    fails like a mapping lookup, as in zarr-python."""
+
+    def __str__(self) -> str:  # OSError's, not KeyError's quoted form
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class NodeExistsError(RectizarrError, FileExistsError):

@@ -29,9 +29,14 @@ _MODES = ("r", "r+", "a", "w", "w-")
 
 
 def store_for(store: Any, mode: str, storage_options: Mapping[str, Any] | None) -> Store:
-    """The store a node function was given (path, URL, fsspec object or store) opened for ``mode``."""
+    """The store a node function was given (path, URL, fsspec object or store; None: a new
+    :class:`~rectizarr.MemoryStore`) opened for ``mode``."""
     if mode not in _MODES:
         raise MetadataError(f"mode must be one of {_MODES}, got {mode!r}")
+    if store is None:  # zarr-python's default: a new in-memory store
+        from rectizarr.stores import MemoryStore
+
+        return MemoryStore()
     return open_store(store, mode=mode, storage_options=dict(storage_options) if storage_options else None)
 
 
@@ -105,7 +110,7 @@ def read_meta(store: Store, path: str) -> NodeMeta:
     key = meta_key(path)
     data = store.get(key)
     if data is None:
-        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} (no {key!r} in the store)")
+        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r} (no {key!r} in the store)")
     return decode_node(data, key)
 
 

@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from rectizarr import nodes
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.chunk_keys import parse_chunk_key_encoding
 from rectizarr.core.codec_meta import parse_codecs

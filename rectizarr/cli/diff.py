@@ -1,8 +1,9 @@
 """``rectizarr diff``: compare two arrays or hierarchies, metadata semantically and values bitwise.
 
-Metadata verdicts: ``identical`` (same canonical JSON), ``equivalent`` (only the representation differs,
-e.g. a regular grid and a rectilinear grid with the same chunk boundaries over the extent) or
-``different``. Values are compared region by region (bounded memory), bit for bit for fixed-size types,
+Metadata verdicts: ``identical`` (same canonical JSON), ``equivalent`` (only how the values are stored
+differs: a regular grid and a rectilinear grid with the same chunk boundaries, other chunk boundaries
+("same data, different chunking") or other codecs ("same data, different encoding"); the value comparison
+then decides) or ``different`` (shape, data type, fill value, dimension names, attributes ...). Values are compared region by region (bounded memory), bit for bit for fixed-size types,
 so NaN equals NaN with the same bits and ``-0.0`` differs from ``0.0``.
 """
 
@@ -14,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.core.metadata import node_to_json
-from rectizarr.group import Group
+from rectizarr.groups import Group
 
 __all__ = ["ArrayDiff", "DiffResult", "compare_array_meta", "compare_values", "diff_nodes"]
 
@@ -118,15 +119,18 @@ def compare_array_meta(a: Array, b: Array, d: ArrayDiff) -> None:
         return
     different: list[str] = []
     equivalent: list[str] = []
-    for key in ("shape", "data_type", "fill_value", "codecs", "chunk_key_encoding", "dimension_names"):
+    for key in ("shape", "data_type", "fill_value", "chunk_key_encoding", "dimension_names"):
         if ja.get(key) != jb.get(key):
             different.append(f"{key}: {_j(ja.get(key))} != {_j(jb.get(key))}")
+    if ja["codecs"] != jb["codecs"]:  # how values are stored, not what they are: the value comparison decides
+        equivalent.append(f"codecs: {_j(ja['codecs'])} != {_j(jb['codecs'])} (same data, different encoding)")
     if ja["chunk_grid"] != jb["chunk_grid"]:
         if a.shape == b.shape and a.write_chunk_sizes == b.write_chunk_sizes:
             what = f"{a.grid.kind} vs {b.grid.kind}" if a.grid.kind != b.grid.kind else "declared chunks differ"
             equivalent.append(f"chunk grid: {what}, same chunk boundaries over the extent (equivalent)")
         else:
-            different.append(f"chunk grid: {_j(ja['chunk_grid'])} != {_j(jb['chunk_grid'])}")
+            equivalent.append(f"chunk grid: {_j(ja['chunk_grid'])} != {_j(jb['chunk_grid'])} "
+                              "(same data, different chunking)")
     different.extend(_dict_diff("attribute", ja.get("attributes", {}), jb.get("attributes", {})))
     for key in sorted((set(ja) | set(jb)) - {"shape", "data_type", "fill_value", "codecs", "chunk_key_encoding",
                                               "dimension_names", "chunk_grid", "attributes"}):

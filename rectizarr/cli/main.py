@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.cli.copy import CopyOptions, copy_node
 from rectizarr.cli.diff import diff_nodes
 from rectizarr.cli.util import compact_sizes, parse_chunks, parse_selection, parse_size, rle_sizes
@@ -35,8 +35,8 @@ from rectizarr.core.codec_meta import codecs_to_json
 from rectizarr.core.grid import Runs
 from rectizarr.core.metadata import node_to_json
 from rectizarr.errors import MetadataError, NodeNotFoundError, RectizarrError
-from rectizarr.group import Group
-from rectizarr.group import open as open_node
+from rectizarr.groups import Group
+from rectizarr.groups import open as open_node
 from rectizarr.stores import open_store
 
 __all__ = ["build_parser", "info_json", "main"]
@@ -63,7 +63,7 @@ def info_json(node: Array | Group) -> dict[str, Any]:
             "members": [{"name": n, "node_type": "array" if isinstance(m, Array) else "group"}
                         for n, m in node.members()],
         }
-    stored, nbytes = node.nchunks_initialized, node.nbytes_stored
+    stored, nbytes = node.nshards_initialized, int(node.nbytes_stored)
     return {
         "node_type": "array",
         "path": "/" + node.path,
@@ -81,7 +81,7 @@ def info_json(node: Array | Group) -> dict[str, Any]:
         "chunk_key_encoding": doc["chunk_key_encoding"],
         "dimension_names": doc.get("dimension_names"),
         "attributes": doc["attributes"],
-        "nchunks": node.nchunks,
+        "nchunks": node.nshards,
         "stored_chunks": stored,
         "stored_bytes": nbytes,
         "nbytes": int(node.nbytes),

@@ -36,14 +36,15 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from rectizarr.api import create_array, open_array
-from rectizarr.array import Array
+from rectizarr.arrays import Array
 from rectizarr.errors import MetadataError, ReadOnlyError
 from rectizarr.stores import MemoryStore, Store
 
 if TYPE_CHECKING:
     from dask.delayed import Delayed
 
-__all__ = ["ArrayRef", "aligned_chunks", "from_dask", "store_dask", "to_dask", "to_rectizarr", "write_tasks"]
+__all__ = ["ArrayRef", "aligned_chunks", "from_dask", "from_zarr", "store_dask", "to_dask", "to_rectizarr", "to_zarr",
+           "write_tasks"]
 
 Chunks = tuple[tuple[int, ...], ...]
 
@@ -282,3 +283,26 @@ def write_tasks(x: Any, array: Array) -> Any:
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
     return da.Array(graph, name, chunks=tuple((1,) * len(c) for c in x.chunks), dtype=np.int64,
                     meta=np.empty((0,) * x.ndim, dtype=np.int64))
+
+
+# ------------------------------------------------------------------------------ path-taking helpers
+
+
+def from_zarr(url: Any, component: str | None = None, *, chunks: Any = "storage",
+              storage_options: dict[str, Any] | None = None, name: str | None = None) -> Any:
+    """The array at ``url`` (a path, URL or store; ``component``: the node path inside it) as a lazy dask
+    array, one block per storage chunk by default, like ``dask.array.from_zarr`` (see :func:`to_dask`
+    for ``chunks``)."""
+    array = open_array(url, path=component, mode="r", storage_options=storage_options)
+    return to_dask(array, chunks=chunks, name=name)
+
+
+def to_zarr(x: Any, url: Any, component: str | None = None, *, storage_options: dict[str, Any] | None = None,
+            overwrite: bool = False, compute: bool = True, **create_kwargs: Any) -> Any:
+    """Write the dask array ``x`` to a new array at ``url`` / ``component``, like ``dask.array.to_zarr``:
+    one storage chunk per dask block (rectilinear where the blocks are irregular) unless ``chunks`` /
+    ``shards`` say otherwise. Returns the :class:`Array`, or with ``compute=False`` the ``Delayed`` write."""
+    from rectizarr.nodes import store_for
+
+    store = store_for(url, "w" if overwrite else "a", storage_options)
+    return from_dask(x, store, name=component, overwrite=overwrite, compute=compute, **create_kwargs)

@@ -136,7 +136,7 @@ def test_misaligned_blocks_into_shared_shards_lose_nothing(client: Client, tmp_p
     rechunked = aligned_chunks(x.chunks, arr.write_chunk_sizes)
     assert rechunked == arr.write_chunk_sizes
     owners = _touched_units(arr, rechunked)
-    assert sum(len(o) for o in owners) == len(set().union(*owners)) == arr.nchunks
+    assert sum(len(o) for o in owners) == len(set().union(*owners)) == arr.nshards
     assert client.compute(store_dask(x, arr)).result() == data.size
     np.testing.assert_array_equal(rectizarr.open_array(tmp_path, path="shared", mode="r")[...], data)
     # the same through from_dask with explicit, misaligned storage chunks (rectilinear target)
@@ -206,3 +206,60 @@ def test_resized_array_is_detected(tmp_path: Path) -> None:
     arr.resize((20,))
     with pytest.raises(MetadataError, match="rebuild"), dask.config.set(scheduler="sync"):
         x.compute()
+
+
+# ------------------------------------------------------------------------- Array as a dask duck array
+
+
+def test_array_pickles_by_store_and_path(tmp_path: Path) -> None:
+    data = RNG.normal(size=(30, 20)).astype("f4")
+    a = rectizarr.create_array(tmp_path, name="p", shape=data.shape, dtype="f4", chunks=[[5, 25], 7])
+    a[...] = data
+    b = pickle.loads(pickle.dumps(a))
+    assert b.path == a.path and b.shape == a.shape and not b.read_only
+    np.testing.assert_array_equal(b[...], data)
+    b[0, 0] = 99.0  # the copy writes to the same store
+    assert a[0, 0] == 99.0
+    r = pickle.loads(pickle.dumps(rectizarr.open_array(tmp_path, path="p", mode="r")))
+    assert r.read_only
+    g = pickle.loads(pickle.dumps(rectizarr.open_group(tmp_path)))
+    assert g.keys() == ["p"]
+
+
+def test_chunks_of_a_rectilinear_array_is_an_attribute_error(tmp_path: Path) -> None:
+    a = rectizarr.create_array(tmp_path, shape=(30, 20), dtype="f4", chunks=[[5, 25], 7])
+    assert getattr(a, "chunks", None) is None and not hasattr(a, "chunks")
+    with pytest.raises(rectizarr.IrregularChunksError, match="write_chunk_sizes") as info:
+        _ = a.chunks
+    assert isinstance(info.value, AttributeError) and isinstance(info.value, MetadataError)
+
+
+def test_from_array_and_store_on_a_cluster(client: Client, tmp_path: Path) -> None:
+    data = RNG.normal(size=(40, 30)).astype("f4")
+    a = rectizarr.create_array(tmp_path, name="src", shape=data.shape, dtype="f4", chunks=[[5, 20, 15], 10])
+    a[...] = data
+    grid = da.from_array(a, chunks=a.write_chunk_sizes)
+    assert grid.chunks == a.write_chunk_sizes  # 1:1 with the storage grid
+    np.testing.assert_array_equal(client.compute(grid).result(), data)
+    auto = da.from_array(a)  # no .chunks to take: dask's own choice
+    np.testing.assert_array_equal(client.compute(auto[::3]).result(), data[::3])
+    out = rectizarr.create_array(tmp_path, name="dst", shape=data.shape, dtype="f4", chunks=(8, 10))
+    x = da.from_array(data, chunks=(8, 10))  # aligned with the target's chunks: each block one chunk
+    da.store(x, out, compute=False).compute()  # dask's default lock: pickled to the workers too
+    np.testing.assert_array_equal(out[...], data)
+    assert len({*_worker_pids(client)}) == 2
+
+
+def test_from_zarr_and_to_zarr_take_paths(client: Client, tmp_path: Path) -> None:
+    data = RNG.integers(0, 100, size=(24, 9)).astype("i2")
+    x = da.from_array(data, chunks=((4, 10, 10), (9,)))
+    url = str(tmp_path / "d.zarr")
+    written = rectizarr.dask.to_zarr(x, url, "v")
+    assert written.write_chunk_sizes == ((4, 10, 10), (9,))  # irregular blocks -> rectilinear grid
+    y = rectizarr.dask.from_zarr(url, "v")
+    assert y.chunks == ((4, 10, 10), (9,))
+    np.testing.assert_array_equal(client.compute(y).result(), data)
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.dask.to_zarr(x, url, "v")
+    rectizarr.dask.to_zarr(x * 2, url, "v", overwrite=True)
+    np.testing.assert_array_equal(rectizarr.dask.from_zarr(url, "v").compute(), data * 2)

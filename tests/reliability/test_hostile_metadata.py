@@ -177,7 +177,7 @@ def test_stray_key_with_a_5000_digit_coordinate_is_not_a_chunk_key(tmp_path: Pat
     a = rectizarr.open_array(str(path), mode="r")
     np.testing.assert_array_equal(a[...], [1, 1, 7, 7])
     assert a.nchunks_initialized == 1
-    assert "1 stored" in a.info
+    assert "Chunks Initialized : 1" in a.info_complete() and "Initialized" not in a.info  # info lists nothing
     assert main(["validate", str(path), "--lenient", "--json"]) == 0
     assert "chunks.stray_key" in capsys.readouterr().out
 
@@ -185,7 +185,7 @@ def test_stray_key_with_a_5000_digit_coordinate_is_not_a_chunk_key(tmp_path: Pat
 @pytest.mark.parametrize("chunk", [2**62, 1])
 def test_huge_valid_shape_info_works_and_full_read_is_a_clear_error(chunk: int) -> None:
     a = _open_doc(_doc(shape=[2**62, 2**62], chunk_grid=_regular(chunk, chunk)))
-    assert f"[{chunk}x{2**62 // chunk}]" in a.info or f"[{chunk}]" in a.info
+    assert f"Chunk shape : ({chunk}, {chunk})" in a.info and f"No. chunks  : {(2**62 // chunk) ** 2}" in a.info
     assert f"{2**62 // chunk}" in info_text(a)
     assert a.write_chunk_runs == (((chunk, 2**62 // chunk),),) * 2
     with pytest.raises(SelectionError, match="select less"):

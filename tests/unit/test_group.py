@@ -78,7 +78,8 @@ def test_members_skip_prefixes_without_metadata_and_dunder_children() -> None:
     with pytest.raises(NodeNotFoundError):
         g["implicit"]
     with pytest.raises(NodeNotFoundError):
-        rectizarr.open_group(s, path="missing")
+        rectizarr.open_group(s, path="missing", mode="r+")
+    assert isinstance(rectizarr.open_group(s, path="missing"), rectizarr.Group)  # mode "a" creates
 
 
 def test_delete_subtree_and_array() -> None:

@@ -28,12 +28,12 @@ RANKS: Mapping[str, int] = {
     "core": 1, "stores": 1,  # stores stand alone: errors and _util only
     "indexing": 2, "codecs": 2,
     "io": 3,  # the only layer that knows stores AND codecs
-    "nodes": 4, "create": 4,
-    "array": 5,
+    "nodes": 4, "create": 4, "summary": 4,
+    "arrays": 5,
     "api": 6, "validate": 6,
-    "group": 7,  # Group.create_array and open() call the array functions of api
-    "integrations": 8, "cli": 8,
-    "__init__": 9, "__main__": 9,
+    "groups": 7,  # Group.create_array and open() call the array functions of api
+    "integrations": 8, "cli": 8, "convenience": 8,
+    "__init__": 9, "__main__": 9, "dask": 9, "xarray": 9,  # short names of the integrations
 }
 
 

@@ -17,6 +17,9 @@ EXPECTED_ALL = {
     "SelectionError", "Store", "StoreError", "UnsupportedError", "ZipStore", "__version__",
     "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
     "open_group", "open_store", "set_workers", "to_dask", "validate", "ObjectStore", "set_requests_in_flight",
+    # zarr-python's names (rectizarr.convenience) and the errors they need
+    "IrregularChunksError", "NodeTypeError", "array", "empty", "empty_like", "full", "full_like", "group", "load",
+    "ones", "ones_like", "open_consolidated", "save", "zeros", "zeros_like",
 }
 
 
@@ -28,13 +31,17 @@ def test_all_is_pinned() -> None:
 
 def test_error_tree() -> None:
     assert set(errors.__all__) == {
-        "ChecksumError", "CodecError", "ConflictError", "LenientMetadataWarning", "MetadataError", "NodeExistsError",
-        "NodeNotFoundError", "ReadOnlyError", "RectizarrError", "SelectionError", "StoreError",
-        "UnsupportedError", "VersionChanged",
+        "ChecksumError", "CodecError", "ConflictError", "IrregularChunksError", "LenientMetadataWarning",
+        "MetadataError", "NodeExistsError", "NodeNotFoundError", "NodeTypeError", "ReadOnlyError", "RectizarrError",
+        "SelectionError", "StoreError", "UnsupportedError", "VersionChanged",
     }
     assert issubclass(errors.MetadataError, ValueError)
     assert issubclass(errors.UnsupportedError, errors.MetadataError)
     assert issubclass(errors.NodeNotFoundError, FileNotFoundError)
+    assert issubclass(errors.NodeNotFoundError, KeyError)
+    assert issubclass(errors.IrregularChunksError, AttributeError)
+    assert issubclass(errors.IrregularChunksError, errors.MetadataError)
+    assert issubclass(errors.NodeTypeError, errors.MetadataError)
     assert issubclass(errors.NodeExistsError, FileExistsError)
     assert issubclass(errors.ReadOnlyError, PermissionError)
     assert issubclass(errors.SelectionError, IndexError)

@@ -15,8 +15,8 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import create_array, open_array
-from rectizarr.array import Array
+from rectizarr.api import create_array, naming_store, open_array
+from rectizarr.arrays import Array
 from rectizarr.core.metadata import (
     ArrayMeta,
     GroupMeta,
@@ -31,6 +31,7 @@ from rectizarr.errors import (
     MetadataError,
     NodeExistsError,
     NodeNotFoundError,
+    NodeTypeError,
     ReadOnlyError,
 )
 from rectizarr.stores import Store
@@ -52,6 +53,10 @@ class Group(nodes.Node):
         self._use_consolidated = use_consolidated
         self._version: Hashable = None  # of zarr.json when self._meta was read (None: not known)
         self._stale = False  # our own writes changed what is stored below: read zarr.json again
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as store + path + options (what :func:`open_group` needs)."""
+        return (_reopen, (self._store, self._path, self._read_only, self._use_consolidated))
 
     # ---------------------------------------------------------------------------------- metadata
     @property
@@ -124,9 +129,32 @@ class Group(nodes.Node):
         return {n: decode_node(d, prefix + n + "/" + nodes.META) for n, d in zip(names, docs, strict=True)
                 if d is not None}
 
-    def members(self) -> list[tuple[str, Array | Group]]:
-        """Immediate children as ``(name, node)`` pairs, sorted by name."""
-        return [(n, self._child(n, m)) for n, m in sorted(self._member_metas().items())]
+    def members(self, max_depth: int | None = 0) -> list[tuple[str, Array | Group]]:
+        """Members as ``(relative path, node)`` pairs, sorted by path: immediate children with
+        ``max_depth=0`` (default), down to ``max_depth`` levels below them, or all with ``None``."""
+        out = [(n, self._child(n, m)) for n, m in sorted(self._member_metas().items())]
+        if max_depth is not None and max_depth <= 0:
+            return out
+        deeper = None if max_depth is None else max_depth - 1
+        for name, node in list(out):
+            if isinstance(node, Group):
+                out += [(f"{name}/{k}", v) for k, v in node.members(deeper)]
+        return sorted(out, key=lambda kv: kv[0])
+
+    def array_keys(self) -> list[str]:
+        """Names of the immediate child arrays, sorted."""
+        return sorted(k for k, m in self._member_metas().items() if isinstance(m, ArrayMeta))
+
+    def group_keys(self) -> list[str]:
+        """Names of the immediate child groups, sorted."""
+        return sorted(k for k, m in self._member_metas().items() if not isinstance(m, ArrayMeta))
+
+    def get(self, path: str, default: Any = None) -> Any:
+        """The member at ``path``, or ``default`` when there is none (a mapping's ``get``)."""
+        try:
+            return self[path]
+        except NodeNotFoundError:
+            return default
 
     def keys(self) -> list[str]:
         """Names of the immediate children, sorted."""
@@ -163,9 +191,19 @@ class Group(nodes.Node):
         if consolidated is not None:
             doc = consolidated.get(rel)
             if doc is None:
-                raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} (consolidated metadata)")
+                raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} of {self._store!r} "
+                                        "(consolidated metadata)")
             return self._child(rel, node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """``g[name] = data``: store ``data`` (a NumPy array-like or a rectizarr array) as a new array
+        ``name``, replacing any member of that name (zarr-python's behaviour)."""
+        from rectizarr.api import from_array
+
+        self._check_writable()
+        self._stale = True
+        from_array(self._store, value, name=nodes.join(self._path, _member_path(name)), overwrite=True)
 
     # ---------------------------------------------------------------------------------- creation
     def create_group(self, name: str, *, attributes: Mapping[str, Any] | None = None,
@@ -288,23 +326,30 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
     return Group(s, p, meta)
 
 
-def open_group(store: Any = None, *, path: str | None = None, mode: str = "r+",
+def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
                use_consolidated: bool | None = None, storage_options: Mapping[str, Any] | None = None,
                attributes: Mapping[str, Any] | None = None) -> Group:
     """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
-    requires it, ``False`` always lists the store. Modes as for :func:`rectizarr.open_array`;
-    ``"a"`` creates the group when missing, ``"w"`` replaces it."""
-    s = nodes.store_for(store if store is not None else {}, mode, storage_options)
+    requires it, ``False`` always lists the store. ``mode``: ``"a"`` (default, as in zarr-python) opens
+    read/write and creates the group when missing; ``"r"`` read-only, ``"r+"`` read/write (must exist),
+    ``"w"`` creates (replacing), ``"w-"`` creates (failing if it exists)."""
+    s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
         g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"))
         return g
     if mode == "w-":
         raise NodeExistsError(f"a node already exists at {p or '/'!r}")
-    meta = nodes.read_meta(s, p)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
     if not isinstance(meta, GroupMeta):
-        raise NodeNotFoundError(f"the node at {p or '/'!r} is an array, not a group")
+        raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
+                            "open_array (or rectizarr.open, which opens either)")
     return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
+
+
+def _reopen(store: Store, path: str, read_only: bool, use_consolidated: bool | None) -> Group:
+    return open_group(store, path=path, mode="r" if read_only else "r+", use_consolidated=use_consolidated)
 
 
 def consolidate_metadata(store: Any, path: str | None = None, *,
@@ -322,14 +367,21 @@ def open(
     store: Any = None,
     *,
     path: str | None = None,
-    mode: str = "r+",
+    mode: str = "a",
     storage_options: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> Any:
-    """Open the array or group at ``path``, dispatching on its ``node_type``."""
+    """Open the array or group at ``path``, dispatching on its ``node_type``. As in zarr-python, the
+    default ``mode="a"`` creates what is missing: an array when ``shape`` is given, else a group;
+    ``"w"`` / ``"w-"`` create likewise; ``"r"`` / ``"r+"`` open what exists."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    meta = nodes.read_meta(s, p)
+    if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
+        if "shape" in kwargs:
+            return open_array(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
+        return open_group(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
+    with naming_store(s):
+        meta = nodes.read_meta(s, p)
     if isinstance(meta, ArrayMeta):
         return open_array(s, path=p, mode=mode, **kwargs)
     return open_group(s, path=p, mode=mode, **kwargs)

@@ -20,9 +20,18 @@ from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
+from rectizarr.errors import (
+    IrregularChunksError,
+    MetadataError,
+    NodeExistsError,
+    NodeNotFoundError,
+    NodeTypeError,
+    ReadOnlyError,
+    SelectionError,
+)
 from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
 from rectizarr.stores import Store
+from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 
 __all__ = ["Array"]
 
@@ -56,6 +65,11 @@ class Array(nodes.Node):
         self._lock = threading.RLock()
         self._set_meta(meta, pipeline)
         self._meta_version = self._stored_version()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as store + path + options; the lock and caches are rebuilt where it is unpickled
+        (dask.distributed ships arrays to worker processes this way)."""
+        return (_reopen, (self._store, self._path, self._read_only, self._write_empty_chunks, self._workers))
 
     # ------------------------------------------------------------------------------------ metadata
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
@@ -97,8 +111,10 @@ class Array(nodes.Node):
 
     def _take_up(self, stored: Any) -> ArrayMeta:
         """Make ``stored`` (a document just read) the handle's metadata, if it changed."""
+        if stored is None:
+            raise NodeNotFoundError(f"no array at {self._path or '/'!r} in {self._store!r} any more")
         if not isinstance(stored, ArrayMeta):
-            raise NodeNotFoundError(f"no array at {self._path or '/'!r} any more")
+            raise NodeTypeError(f"the node at {self._path or '/'!r} in {self._store!r} is now a group")
         if stored != self._meta:
             self._set_meta(stored)
         return self._meta
@@ -179,13 +195,16 @@ class Array(nodes.Node):
 
     @property
     def chunks(self) -> Shape:
-        """The read chunk shape (inner chunks when sharded) of a regular grid."""
+        """The read chunk shape (inner chunks when sharded) of a regular grid. A rectilinear grid has no
+        single chunk shape: :class:`~rectizarr.IrregularChunksError` (also an ``AttributeError``, so
+        ``getattr(a, "chunks", None)`` is None) points to :attr:`write_chunk_sizes` / :attr:`read_chunk_sizes`."""
         if self.inner_chunk_shape is not None:
             return self.inner_chunk_shape
         regular = self.grid.regular_chunk_shape
         if regular is None:
-            raise MetadataError(
-                f"array {self.name!r} has a rectilinear chunk grid: use write_chunk_sizes / read_chunk_sizes"
+            raise IrregularChunksError(
+                f"array {self.name!r} has a rectilinear chunk grid, so no single chunk shape: use "
+                "write_chunk_sizes / read_chunk_sizes (per axis, the size of every chunk)"
             )
         return regular
 
@@ -212,7 +231,8 @@ class Array(nodes.Node):
             return None
         regular = self.grid.regular_chunk_shape
         if regular is None:
-            raise MetadataError(f"array {self.name!r} has rectilinear shards: use write_chunk_sizes")
+            raise IrregularChunksError(f"array {self.name!r} has rectilinear shards, so no single shard shape: "
+                                       "use write_chunk_sizes")
         return regular
 
     @property
@@ -239,23 +259,67 @@ class Array(nodes.Node):
 
     @property
     def nchunks(self) -> int:
-        """The number of storage chunks (shards when sharded) in the grid."""
+        """The number of chunks in the grid: inner chunks when sharded, as in zarr-python (the shards
+        are :attr:`nshards`)."""
+        inner = self._inner_shape()
+        return self.grid.nchunks if inner is None else inner_counts(self.shape, inner)
+
+    @property
+    def nshards(self) -> int:
+        """The number of storage units (shards when sharded, else chunks) in the grid."""
         return self.grid.nchunks
 
     @property
     def nchunks_initialized(self) -> int:
-        """The number of storage chunks actually stored (lists the store)."""
-        return sum(1 for _ in rio.stored_chunk_keys(self._layout))
+        """The number of chunks stored (lists the store). When sharded, each stored shard counts its
+        inner chunks at its full declared size, as zarr-python counts them."""
+        inner = self._inner_shape()
+        if inner is None:
+            return self.nshards_initialized
+        dims = self.grid.dims
+        return sum(prod(tuple(-(-d.edge(c) // n) for d, c, n in zip(dims, coords, inner, strict=True)))
+                   for _, coords in rio.stored_chunk_keys(self._layout))
 
     @property
-    def nbytes_stored(self) -> int:
-        """The total size in bytes of the stored chunks (lists the store)."""
-        return rio.nbytes_stored(self._layout)[1]
+    def nshards_initialized(self) -> int:
+        """The number of storage units (shards when sharded) stored (lists the store)."""
+        return sum(1 for _ in rio.stored_chunk_keys(self._layout))
+
+    def _inner_shape(self) -> Shape | None:
+        codec = self._layout.pipeline.array_bytes
+        if not isinstance(codec, ShardingCodec) or len(codec.chunk_shape) != self.ndim:
+            return None
+        return self.inner_chunk_shape or codec.chunk_shape
+
+    @property
+    def nbytes_stored(self) -> StoredBytes:
+        """The total size in bytes of the stored chunks (lists the store); an ``int`` that may also be
+        called, as zarr-python's ``a.nbytes_stored()``."""
+        return StoredBytes(rio.nbytes_stored(self._layout)[1])
+
+    @property
+    def filters(self) -> tuple[CodecSpec, ...]:
+        """The array -> array codecs (of the inner chunks when sharded), as zarr-python reports them."""
+        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[0]
+
+    @property
+    def serializer(self) -> CodecSpec:
+        """The array -> bytes codec (of the inner chunks when sharded)."""
+        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[1]
+
+    @property
+    def compressors(self) -> tuple[CodecSpec, ...]:
+        """The bytes -> bytes codecs (of the inner chunks when sharded)."""
+        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[2]
 
     @property
     def info(self) -> str:
-        """A human-readable summary: shape, data type, grid, codecs, fill value and chunk counts."""
-        return _info(self)
+        """A summary: name, shape, chunking, data type, fill value and codecs (reads no chunk)."""
+        return info_text(self)
+
+    def info_complete(self) -> str:
+        """:attr:`info` plus what is stored: bytes, storage ratio and initialised chunks (lists the store)."""
+        return info_text(self, complete=True)
 
     def __repr__(self) -> str:
         return f"<rectizarr.Array {self.name!r} shape={self.shape} dtype={self.dtype}>"
@@ -388,8 +452,9 @@ class Array(nodes.Node):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
         self._change_meta(lambda m: _resized(m, new_shape, chunks), _clean_up_shrink)
 
-    def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> None:
-        """Append ``data`` along ``axis`` (grows the array, then writes the new region)."""
+    def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> Shape:
+        """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
+        shape, as zarr-python does."""
         data = np.asarray(data)
         if self.ndim == 0:
             raise SelectionError("cannot append to a 0-d array")
@@ -415,6 +480,7 @@ class Array(nodes.Node):
                        for i in range(self.ndim))] = data
 
         self._change_meta(grow, write)
+        return self.shape
 
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
@@ -469,35 +535,11 @@ def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
                  for d, a, b in zip(array.grid.dims, lo, hi, strict=True))
 
 
-def _compact(runs: Runs) -> str:
-    if not runs:
-        return "()"
-    parts = [f"{v}x{n}" if n > 1 else str(v) for v, n in runs]
-    if len(parts) > 8:
-        parts = [*parts[:4], "...", *parts[-3:]]
-    return "[" + ", ".join(parts) + "]"
-
-
-def _info(a: Array) -> str:
-    from rectizarr.core.codec_meta import codecs_to_json
-
-    lines = [
-        f"Name        : {a.name}",
-        "Type        : Array",
-        f"Shape       : {a.shape}",
-        f"Data type   : {a.metadata.data_type.to_json()}",
-        f"Chunk grid  : {a.grid.kind}",
-        f"Write chunks: {', '.join(_compact(r) for r in a.write_chunk_runs) or '()'}",
-        f"Read chunks : {', '.join(_compact(r) for r in a.read_chunk_runs) or '()'}",
-        f"Fill value  : {a.metadata.data_type.fill_to_json(a.metadata.fill_value)!r}",
-        f"Codecs      : {codecs_to_json(a.metadata.codecs)}",
-        f"Dimensions  : {a.dimension_names}",
-        f"Attributes  : {len(a.metadata.attributes)} keys",
-        f"Store       : {type(a.store).__name__}",
-        f"Read-only   : {a.read_only}",
-        f"Chunks      : {a.nchunks} in grid, {a.nchunks_initialized} stored",
-    ]
-    return "\n".join(lines)
+def _reopen(store: Store, path: str, read_only: bool, write_empty_chunks: bool, workers: int | None) -> Array:
+    meta = nodes.read_meta(store, path)
+    if not isinstance(meta, ArrayMeta):
+        raise NodeTypeError(f"the node at {path or '/'!r} in {store!r} is a group, not an array")
+    return Array(store, path, meta, read_only=read_only, write_empty_chunks=write_empty_chunks, workers=workers)
 
 
 def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *, overwrite: bool,

@@ -1,0 +1,161 @@
+"""zarr-python's convenience names, with zarr-python's semantics: ``zeros``, ``ones``, ``full``, ``empty``,
+their ``*_like`` forms, ``array``, ``group``, ``open_consolidated``, ``save`` and ``load``.
+
+Where zarr-python takes a store keyword (``store=None``: a new in-memory store) and a ``path``, so do
+these; every other keyword goes to :func:`rectizarr.create_array`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rectizarr import nodes
+from rectizarr.api import create_array
+from rectizarr.arrays import Array
+from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedError
+from rectizarr.groups import Group, open_group
+from rectizarr.groups import open as open_node
+
+__all__ = ["array", "empty", "empty_like", "full", "full_like", "group", "load", "ones", "ones_like",
+           "open_consolidated", "save", "zeros", "zeros_like"]
+
+
+def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
+    _check_format(kwargs.pop("zarr_format", None))
+    store = kwargs.pop("store", None)
+    name = kwargs.pop("path", None) or kwargs.pop("name", None)
+    kwargs.setdefault("dtype", np.float64)
+    if kwargs.get("chunks") in (True, None):
+        kwargs["chunks"] = "auto"
+    return create_array(store, name=name, shape=shape, fill_value=fill_value, **kwargs)
+
+
+def _check_format(zarr_format: Any) -> None:
+    if zarr_format not in (None, 3):
+        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr writes Zarr format 3")
+
+
+def zeros(shape: Any, **kwargs: Any) -> Array:
+    """A new array of ``shape`` reading as zeros (``dtype`` float64 by default; ``store=None``: in memory)."""
+    return _create(shape, 0, kwargs)
+
+
+def ones(shape: Any, **kwargs: Any) -> Array:
+    """A new array of ``shape`` reading as ones (its fill value is 1; nothing is written)."""
+    return _create(shape, 1, kwargs)
+
+
+def full(shape: Any, fill_value: Any, **kwargs: Any) -> Array:
+    """A new array of ``shape`` reading as ``fill_value`` everywhere."""
+    return _create(shape, fill_value, kwargs)
+
+
+def empty(shape: Any, **kwargs: Any) -> Array:
+    """A new array of ``shape`` with the data type's default fill value (its contents are unspecified
+    in zarr-python; here they read as that fill value)."""
+    return _create(shape, kwargs.pop("fill_value", None), kwargs)
+
+
+def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Shape, dtype and (where ``a`` has them) chunks, codecs, fill value of ``a`` under ``kwargs``."""
+    out: dict[str, Any] = {"shape": np.shape(a), "dtype": getattr(a, "dtype", np.asarray(a).dtype)}
+    if isinstance(a, Array):
+        try:
+            out["chunks"] = a.chunks
+        except IrregularChunksError:
+            out["chunks"] = [list(s) for s in a.write_chunk_sizes]
+        if a.is_sharded and a.inner_chunk_shape is not None:
+            out["chunks"], out["shards"] = a.inner_chunk_shape, a.shards
+        out.update(filters=a.filters, serializer=a.serializer, compressors=a.compressors,
+                   fill_value=a.fill_value, dimension_names=a.dimension_names)
+    else:
+        chunks = getattr(a, "chunks", None)
+        if isinstance(chunks, tuple) and all(isinstance(c, int) for c in chunks):
+            out["chunks"] = chunks
+    out.update(kwargs)
+    return out
+
+
+def zeros_like(a: Any, **kwargs: Any) -> Array:
+    """:func:`zeros` with the shape, dtype and chunking of ``a``."""
+    args = _like(a, kwargs)
+    args["fill_value"] = 0
+    return _create(args.pop("shape"), args.pop("fill_value"), args)
+
+
+def ones_like(a: Any, **kwargs: Any) -> Array:
+    """:func:`ones` with the shape, dtype and chunking of ``a``."""
+    args = _like(a, kwargs)
+    args["fill_value"] = 1
+    return _create(args.pop("shape"), args.pop("fill_value"), args)
+
+
+def full_like(a: Any, **kwargs: Any) -> Array:
+    """:func:`full` with the shape, dtype and chunking of ``a`` (and its fill value unless given)."""
+    args = _like(a, kwargs)
+    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+
+
+def empty_like(a: Any, **kwargs: Any) -> Array:
+    """:func:`empty` with the shape, dtype and chunking of ``a``."""
+    args = _like(a, kwargs)
+    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+
+
+def array(data: Any, **kwargs: Any) -> Array:
+    """A new array holding a copy of ``data`` (``store=None``: in memory; ``dtype`` converts)."""
+    _check_format(kwargs.pop("zarr_format", None))
+    store = kwargs.pop("store", None)
+    name = kwargs.pop("path", None) or kwargs.pop("name", None)
+    values = data if isinstance(data, Array) else np.asarray(data, dtype=kwargs.pop("dtype", None))
+    if isinstance(data, Array) and "dtype" in kwargs:
+        values = np.asarray(data[...], dtype=kwargs.pop("dtype"))
+    if kwargs.get("chunks") in (True, None):
+        kwargs["chunks"] = "auto"
+    return create_array(store, name=name, data=values, **kwargs)
+
+
+def group(store: Any = None, *, overwrite: bool = False, path: str | None = None,
+          attributes: Mapping[str, Any] | None = None, zarr_format: int | None = None,
+          storage_options: Mapping[str, Any] | None = None) -> Group:
+    """Open the group at ``path``, creating it if missing; ``overwrite=True`` replaces what is there."""
+    _check_format(zarr_format)
+    return open_group(store, path=path, mode="w" if overwrite else "a", attributes=attributes,
+                      storage_options=storage_options)
+
+
+def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwargs: Any) -> Group:
+    """:func:`rectizarr.open_group` requiring consolidated metadata (zarr-python's ``open_consolidated``)."""
+    return open_group(store, use_consolidated=use_consolidated, **kwargs)
+
+
+def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | None = None,
+         storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+    """Save one array (``save(store, a)``) or several, positional ones as ``arr_0``, ``arr_1``, ... and
+    keyword ones under their names, in a new group (zarr-python's ``save``). Replaces what is there."""
+    _check_format(zarr_format)
+    if not args and not kwargs:
+        raise MetadataError("save needs at least one array")
+    if len(args) == 1 and not kwargs:
+        s = nodes.store_for(store, "w", storage_options)
+        create_array(s, name=path, data=args[0], overwrite=True)
+        return
+    g = open_group(store, path=path, mode="w", storage_options=storage_options)
+    for i, value in enumerate(args):
+        g[f"arr_{i}"] = value
+    for name, value in kwargs.items():
+        g[name] = value
+
+
+def load(store: Any, path: str | None = None, zarr_format: int | None = None,
+         storage_options: Mapping[str, Any] | None = None) -> Any:
+    """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
+    (zarr-python's ``load``; the group's arrays are read when this is called)."""
+    _check_format(zarr_format)
+    node = open_node(store, path=path, mode="r", storage_options=storage_options)
+    if isinstance(node, Array):
+        return node[...]
+    return {name: a[...] for name, a in node.arrays()}

@@ -1,0 +1,132 @@
+"""The reading side of the xarray integration: a rectizarr group as an xarray data store.
+
+Dimensions come from each array's ``dimension_names`` (a 0-d array needs none); encoding is reported as
+xarray's Zarr engine reports it (chunks, preferred_chunks, compressors, filters, serializer, shards,
+fill_value); data loads lazily through a picklable :class:`~rectizarr.integrations.dask.ArrayRef`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import numpy as np
+from xarray import Variable
+from xarray.backends import BackendArray
+from xarray.backends.common import AbstractDataStore
+from xarray.core import indexing
+
+from rectizarr.arrays import Array
+from rectizarr.errors import MetadataError
+from rectizarr.groups import Group
+from rectizarr.integrations.dask import ArrayRef
+
+__all__ = ["UNNAMED", "RectizarrBackendArray", "RectizarrDataStore"]
+
+UNNAMED = ("raise", "dim_n")
+
+
+def _untyped(module: str) -> Any:
+    """A module whose functions carry no annotations (typed as Any for mypy --strict)."""
+    return importlib.import_module(module)
+
+
+def _compact(sizes: tuple[int, ...], extent: int) -> int | tuple[int, ...]:
+    """Per-axis chunk sizes as xarray's Zarr backend reports them: an int when regular, else the sizes."""
+    if not sizes:
+        return max(1, extent)
+    if len(sizes) == 1 or (len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]):
+        return sizes[0]
+    return sizes
+
+
+class RectizarrBackendArray(BackendArray):
+    """A lazily read array for xarray: basic selections read through ``array[...]``, outer (orthogonal)
+    ones through ``array.oindex``; vectorised selections are decomposed by xarray into an outer read."""
+
+    __slots__ = ("_ref", "dtype", "shape")
+
+    def __init__(self, ref: ArrayRef, dtype: np.dtype[Any]) -> None:
+        self._ref = ref
+        self.shape = ref.shape
+        self.dtype = dtype
+
+    def get_array(self) -> Array:
+        return self._ref.open()
+
+    def __getitem__(self, key: Any) -> Any:
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
+
+    def _raw(self, key: tuple[Any, ...]) -> np.ndarray[Any, Any]:
+        array = self._ref.open()
+        if any(isinstance(k, np.ndarray) for k in key):
+            return np.asarray(array.oindex[key])
+        return np.asarray(array[(*key, Ellipsis)])
+
+
+def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
+    if array.ndim == 0:  # a scalar needs no names (zarr-python writes none for it)
+        return ()
+    names = array.dimension_names
+    if names is not None and all(n is not None for n in names):
+        return tuple(str(n) for n in names)
+    if unnamed_dims == "raise":
+        raise MetadataError(
+            f"array {array.name!r} has no dimension_names (or some are null), which xarray needs to know its "
+            "dimensions; open with unnamed_dims='dim_n' to name them dim_0, dim_1, ... by axis",
+            key=(array.path + "/zarr.json").lstrip("/"),
+        )
+    return tuple(str(n) if n is not None else f"dim_{i}"
+                 for i, n in enumerate(names if names is not None else (None,) * array.ndim))
+
+
+class RectizarrDataStore(AbstractDataStore):
+    """An xarray data store over a rectizarr :class:`~rectizarr.Group` (read-only)."""
+
+    __slots__ = ("_group", "_unnamed_dims")
+
+    def __init__(self, group: Group, *, unnamed_dims: str = "raise") -> None:
+        if unnamed_dims not in UNNAMED:
+            raise MetadataError(f"unnamed_dims must be one of {UNNAMED}, got {unnamed_dims!r}")
+        self._group = group
+        self._unnamed_dims = unnamed_dims
+
+    def open_store_variable(self, name: str, array: Array) -> Variable:
+        from xarray.backends.zarr import FillValueCoder
+
+        dims = _dimensions(name, array, self._unnamed_dims)
+        attributes = dict(array.attrs.asdict())
+        dtype = array.dtype
+        if array.metadata.data_type.name == "string":
+            dtype = _untyped("xarray.coding.strings").create_vlen_dtype(str)
+        storage = tuple(_compact(s, n) for s, n in zip(array.write_chunk_sizes, array.shape, strict=True))
+        encoding: dict[str, Any] = {
+            "chunks": tuple(_compact(s, n) for s, n in zip(array.read_chunk_sizes, array.shape, strict=True)),
+            "preferred_chunks": dict(zip(dims, storage, strict=True)),
+            "fill_value": array.fill_value,
+        }
+        encoding.update(compressors=array.compressors, filters=array.filters, serializer=array.serializer,
+                        shards=storage if array.is_sharded else None)
+        if "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute
+            attributes["_FillValue"] = FillValueCoder.decode(attributes["_FillValue"], array.dtype)
+        data = indexing.LazilyIndexedArray(RectizarrBackendArray(ArrayRef.of(array, "r"), dtype))
+        return Variable(dims, data, attributes, encoding)
+
+    def get_variables(self) -> dict[str, Variable]:
+        return {name: self.open_store_variable(name, array) for name, array in self._group.arrays()}
+
+    def get_attrs(self) -> dict[str, Any]:
+        return {k: v for k, v in self._group.attrs.asdict().items() if not k.lower().startswith("_nc")}
+
+    def get_dimensions(self) -> dict[str, int]:
+        dims: dict[str, int] = {}
+        for name, array in self._group.arrays():
+            for d, n in zip(_dimensions(name, array, self._unnamed_dims), array.shape, strict=True):
+                if dims.setdefault(d, n) != n:
+                    raise MetadataError(f"dimension {d!r} has length {dims[d]} and {n} (array {name!r})")
+        return dims
+
+    def close(self) -> None:
+        """Nothing to release: rectizarr holds no open handles."""
+
+

@@ -1,0 +1,366 @@
+"""Writing xarray Datasets with ``Dataset.to_zarr``'s contract (:func:`to_rectizarr`).
+
+Modes, ``append_dim``, ``region`` (slices or ``"auto"``), ``encoding`` and the checks on existing variables
+behave as xarray's Zarr backend does, with xarray's error messages; the differences are rectizarr's: dask
+chunks that are irregular become a rectilinear grid (xarray refuses them), and chunks read from a store
+(``encoding["chunks"]``, rectilinear included) are kept on re-save.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+from xarray import Dataset, Variable, conventions
+
+from rectizarr.arrays import Array
+from rectizarr.errors import UnsupportedError
+from rectizarr.groups import Group, consolidate_metadata, open_group
+from rectizarr.integrations.dask import from_dask
+from rectizarr.integrations.xarray_layout import (
+    array_kwargs,
+    check_existing,
+    check_safe_chunks,
+    is_dask,
+    target_slices,
+)
+from rectizarr.integrations.xarray_read import RectizarrDataStore
+from rectizarr.nodes import read_meta
+
+__all__ = ["to_rectizarr"]
+
+_MODES = ("w", "w-", "a", "a-", "r+")
+
+
+def _untyped(module: str) -> Any:
+    return importlib.import_module(module)
+
+
+def _choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> str:
+    """xarray's defaults and checks of ``mode`` against ``append_dim`` and ``region``."""
+    if mode is None:
+        mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
+    if append_dim is not None and mode != "a":
+        raise ValueError("cannot set append_dim unless mode='a' or mode=None")
+    if region is not None and mode not in ("a", "a-", "r+"):
+        raise ValueError("cannot set region unless mode='a', mode='a-', mode='r+' or mode=None")
+    if mode not in _MODES:
+        raise ValueError(f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}")
+    return mode
+
+
+def _target(store: Any, group: str | None, mode: str, storage_options: Mapping[str, Any] | None) -> Group:
+    if isinstance(store, Group):
+        return store.require_group(group) if group else store
+    group_mode = {"w": "w", "w-": "w-", "a": "a", "a-": "a", "r+": "r+"}[mode]
+    return open_group(store, path=group, mode=group_mode, storage_options=storage_options)
+
+
+def _auto_region(ds: Dataset, region: dict[Hashable, Any], g: Group) -> dict[Hashable, Any]:
+    """``"auto"`` entries found by looking the dataset's coordinate values up in the stored ones."""
+    pd = _untyped("pandas")
+
+    for dim, value in list(region.items()):
+        if not (isinstance(value, str) and value == "auto"):
+            continue
+        if dim not in ds.variables:
+            region[dim] = slice(0, ds.sizes[dim])
+            continue
+        stored = _existing_encodings(g, [str(dim)])[str(dim)]
+        idxs = pd.Index(np.asarray(stored.values)).get_indexer(ds[dim].values)
+        if (idxs == -1).any():
+            raise KeyError(f"Not all values of coordinate '{dim}' in the new array were found in the original store. "
+                           "Writing to a zarr region slice requires that no dimensions or metadata are changed by "
+                           "the write.")
+        if len(idxs) and (np.diff(idxs) != 1).any():
+            raise ValueError(f"The auto-detected region of coordinate '{dim}' for writing new data to the original "
+                             "store had non-contiguous indices. Writing to a zarr region slice requires that the new "
+                             "data constitute a contiguous subset of the original store.")
+        region[dim] = slice(int(idxs[0]), int(idxs[-1]) + 1) if len(idxs) else slice(0, 0)
+    return region
+
+
+def _region(ds: Dataset, region: Any, mode: str, append_dim: Hashable | None,
+            g: Group) -> tuple[Dataset, dict[Hashable, slice]]:
+    """xarray's region checks (``"auto"`` resolved from the stored coordinates); index variables dropped."""
+    if region == "auto":
+        region = dict.fromkeys(ds.dims, "auto")
+    if not isinstance(region, dict):
+        raise TypeError(f"``region`` must be a dict, got {type(region)}")
+    region = dict(region)
+    if any(isinstance(v, str) and v == "auto" for v in region.values()):
+        if mode not in ("r+", "a"):
+            raise ValueError(f"``mode`` must be 'r+' or 'a' when using ``region='auto'``, got {mode!r}")
+        region = _auto_region(ds, region, g)
+    for k, v in region.items():
+        if k not in ds.dims:
+            raise ValueError(f"all keys in ``region`` are not in Dataset dimensions, got {list(region)} and "
+                             f"{list(ds.dims)}")
+        if not isinstance(v, slice):
+            raise TypeError(f"all values in ``region`` must be slice objects, got region={region}")
+        if v.step not in (1, None):
+            raise ValueError(f"step on all slices in ``region`` must be 1 or None, got region={region}")
+    unmatched = [k for k, v in ds.variables.items() if not set(region).intersection(v.dims)]
+    if region and unmatched:
+        raise ValueError(
+            "when setting `region` explicitly in to_zarr(), all variables in the dataset to write must have at "
+            f"least one dimension in common with the region's dimensions {list(region)}, but that is not the "
+            f"case for some variables here. To drop these variables from this dataset before exporting to zarr, "
+            f"write: .drop_vars({unmatched!r})")
+    if append_dim is not None and append_dim in region:
+        raise ValueError("cannot list the same dimension in both ``append_dim`` and ``region`` with to_zarr(), "
+                         f"got {append_dim} in both")
+    return ds.drop_vars(list(ds.indexes)), region
+
+
+def _existing_encodings(g: Group, names: list[str]) -> dict[str, Variable]:
+    """The stored variables, CF-decoded, so new values are encoded exactly as the stored ones."""
+    reader = RectizarrDataStore(g, unnamed_dims="dim_n")
+    raw = {n: reader.open_store_variable(n, g[n]) for n in names}  # type: ignore[arg-type]
+    decoded, _, _ = conventions.decode_cf_variables(raw, {})
+    return dict(decoded)
+
+
+def to_rectizarr(
+    dataset: Dataset,
+    store: Any = None,
+    *,
+    mode: str | None = None,
+    group: str | None = None,
+    encoding: Mapping[Hashable, Mapping[str, Any]] | None = None,
+    compute: bool = True,
+    consolidated: bool | None = None,
+    append_dim: Hashable | None = None,
+    region: Mapping[Hashable, Any] | str | None = None,
+    safe_chunks: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    zarr_format: int | None = None,
+    write_empty_chunks: bool | None = None,
+) -> Any:
+    """Write ``dataset`` as a Zarr v3 group, with ``Dataset.to_zarr``'s arguments and behaviour.
+
+    ``mode``: ``"w-"`` (default) creates and fails if the group exists, ``"w"`` replaces it, ``"a"`` adds
+    or replaces variables (default with ``append_dim``), ``"a-"`` adds new variables only, ``"r+"`` writes
+    into existing variables only (default with ``region``). ``append_dim`` grows every stored variable
+    having that dimension; ``region`` maps dimensions to slices (or ``"auto"``: found from the stored
+    coordinates) to write into. ``encoding`` per variable: xarray's CF keys (``dtype``, ``units``,
+    ``scale_factor``, ``_FillValue``, ...) and ``chunks`` (an int or a list of edges per axis:
+    rectilinear), ``shards``, ``compressors``, ``filters``, ``serializer`` (dicts, names, numcodecs or
+    zarr-python codec objects), ``fill_value``. Without ``chunks``, the variable's own encoding (as read)
+    or its dask chunks (irregular ones give a rectilinear grid) decide, else ~1 MiB regular chunks.
+    ``safe_chunks``: refuse dask blocks that share a storage chunk of an existing array (with ``False``
+    the write proceeds; rectizarr's partial chunk writes are compare-and-swap, so none is lost).
+    ``consolidated`` (default None: consolidate a group that is not yet; a consolidated group is kept
+    current by every write) or True (consolidate) or False (leave as is). Returns the :class:`~rectizarr.Group`,
+    or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
+    """
+    if zarr_format not in (None, 3):
+        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr writes Zarr format 3")
+    mode = _choose_mode(mode, append_dim, region)
+    user_encoding = {k: dict(v) for k, v in (encoding or {}).items()}
+    missing = set(user_encoding) - set(dataset.variables)
+    if missing:
+        raise ValueError(f"variables {sorted(map(str, missing))!r} in encoding are not in the dataset")
+    g = _target(store, group, mode, storage_options)
+    existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
+    if mode in ("a", "a-", "r+"):
+        for name in user_encoding:
+            if str(name) in existing:
+                raise ValueError(f"variable {str(name)!r} already exists, but encoding was provided")
+    ds, slices = (dataset, {}) if region is None else _region(dataset, region, mode, append_dim, g)
+    names = [str(k) for k in ds.variables]
+    if mode == "r+" and (new := [n for n in names if n not in existing]):
+        raise ValueError(f"dataset contains non-pre-existing variables {new!r}, which is not allowed in "
+                         "``xarray.Dataset.to_zarr()`` with ``mode='r+'``. To allow writing new variables, set "
+                         "``mode='a'``.")
+    if mode == "a-":
+        ds = ds.drop_vars([n for n in names if n in existing])
+        names = [n for n in names if n not in existing]
+    writes = _write_all(ds, g, existing, user_encoding, mode=mode, append_dim=append_dim, region=slices,
+                        safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks)
+    return _finish(g, writes, compute=compute, consolidated=consolidated)
+
+
+def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding: dict[Hashable, dict[str, Any]],
+               *, mode: str, append_dim: Hashable | None, region: dict[Hashable, slice], safe_chunks: bool,
+               write_empty_chunks: bool | None) -> list[Any]:
+    xz = _untyped("xarray.backends.zarr")
+    if append_dim is not None and existing and not _has_dim(existing, str(append_dim)):
+        dims = _stored_dims(existing)
+        raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
+    if not region:
+        _check_new_sizes(ds, existing, append_dim)
+    ds = ds.copy(deep=False)
+    old_names = [n for n in map(str, ds.variables) if n in existing]
+    stored = _existing_encodings(g, old_names) if old_names else {}
+    for key in ds.variables:
+        name = str(key)
+        if name in stored:
+            _check_dtype(name, stored[name], ds.variables[key])
+            ds.variables[key].encoding = dict(stored[name].encoding)
+        elif key in user_encoding:
+            ds.variables[key].encoding = dict(user_encoding[key])
+    variables, attrs = conventions.encode_dataset_coordinates(ds)
+    encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=3) for key, raw in variables.items()}
+    targets = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
+               for key, var in encoded.items() if str(key) in existing}  # every check before any write
+    if not region and mode != "r+":
+        g.attrs.update({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})
+    writes: list[Any] = []
+    for key, var in encoded.items():
+        name = str(key)
+        if name in existing:
+            writes += _write_existing(var, existing[name], targets[name])
+        else:
+            writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks)
+    return writes
+
+
+def _check_new_sizes(ds: Dataset, existing: Mapping[str, Array], append_dim: Hashable | None) -> None:
+    """A new variable must fit the dimensions as they will be stored (xarray writes it anyway, and the
+    group then opens with no engine: "conflicting sizes for dimension")."""
+    stored = _stored_dims(existing)
+    for key, var in ds.variables.items():
+        if str(key) in existing:
+            continue
+        for d, n in zip(map(str, var.dims), var.shape, strict=True):
+            if d not in stored:
+                continue
+            want = stored[d] + (ds.sizes[d] if d == str(append_dim) else 0)
+            if n != want:
+                raise ValueError(f"conflicting sizes for dimension {d!r}: new variable {str(key)!r} has length {n}, "
+                                 f"but the stored dataset will have length {want} (writing it would leave a group "
+                                 "that no engine opens)")
+
+
+def _has_dim(existing: Mapping[str, Array], dim: str) -> bool:
+    return any(dim in (a.dimension_names or ()) for a in existing.values())
+
+
+def _stored_dims(existing: Mapping[str, Array]) -> dict[str, int]:
+    dims: dict[str, int] = {}
+    for a in existing.values():
+        for d, n in zip(a.dimension_names or (), a.shape, strict=False):
+            if d is not None:
+                dims.setdefault(d, n)
+    return dims
+
+
+def _check_dtype(name: str, stored: Variable, new: Variable) -> None:
+    """xarray's rule: numbers, datetimes, bools and objects append freely; fixed-width strings must match."""
+    if (np.issubdtype(new.dtype, np.number) or np.issubdtype(new.dtype, np.datetime64)
+            or np.issubdtype(new.dtype, np.bool_) or new.dtype == object
+            or (new.dtype.kind in ("S", "U") and stored.dtype == object)):
+        return
+    if new.dtype != stored.dtype:
+        raise ValueError(f"Mismatched dtypes for variable {name} between Zarr store on disk and dataset to append. "
+                         f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}.")
+
+
+def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None,
+             region: dict[Hashable, slice], safe_chunks: bool) -> tuple[int | None, tuple[slice, ...]]:
+    """Check a write into a stored array (xarray's checks, safe chunks); return the append axis (or None)
+    and the target region (for an append, the region past the current extent)."""
+    dims = tuple(str(d) for d in var.dims)
+    check_existing(name, dims, var.shape, array, append_dim, region)
+    axis = dims.index(str(append_dim)) if append_dim is not None and str(append_dim) in dims else None
+    if axis is not None:
+        start = array.shape[axis]
+        target = tuple(slice(start, start + var.shape[axis]) if i == axis else slice(0, n)
+                       for i, n in enumerate(array.shape))
+    else:
+        target = target_slices(dims, array.shape, region)
+    if safe_chunks and is_dask(var.data):
+        check_safe_chunks(name, var.data.chunks, target, array, edges=bool(region))
+    return axis, target
+
+
+def _write_existing(var: Variable, array: Array, plan: tuple[int | None, tuple[slice, ...]]) -> list[Any]:
+    """Append to, overwrite, or write a region of a stored array (checked by :func:`_planned`)."""
+    axis, target = plan
+    if axis is not None:
+        array.resize(tuple(target[i].stop if i == axis else n for i, n in enumerate(array.shape)))
+    data = var.data
+    if is_dask(data):
+        da = _untyped("dask.array")
+        return [da.store(data.astype(array.dtype), array, regions=target, lock=False, compute=False)]
+    values = np.asarray(data)
+    if values.size:
+        array[target] = values
+    return []
+
+
+def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None) -> list[Any]:
+    """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
+    data = var.data
+    kwargs = array_kwargs(name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None)
+    if write_empty_chunks is not None:
+        kwargs["write_empty_chunks"] = write_empty_chunks
+    if is_dask(data):
+        path = f"{g.path}/{name}" if g.path else name
+        return [from_dask(data, g.store, name=path, compute=False, overwrite=True, **kwargs)]
+    values = np.asarray(data)
+    array = g.create_array(name, shape=values.shape, overwrite=True, **kwargs)
+    if values.size:
+        array[...] = values
+    return []
+
+
+def _finish(g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None) -> Any:
+    """Run (or return as one ``Delayed``) the dask writes, then consolidate: where the group is not yet
+    consolidated (``None`` or ``True``); a consolidated group is kept current by every metadata write."""
+    def done(*_: Any) -> Group:
+        stored = read_meta(g.store, g.path)
+        if consolidated is True or (consolidated is None and getattr(stored, "consolidated_metadata", None) is None):
+            consolidate_metadata(g.store, g.path)
+        return g
+
+    if not writes:
+        return done() if compute else _untyped("dask").delayed(done)()
+    dask = _untyped("dask")
+    if compute:
+        dask.compute(*writes)
+        return done()
+    return dask.delayed(done)(*writes)
+
+
+def to_rectizarr_tree(
+    tree: Any,
+    store: Any = None,
+    *,
+    mode: str = "w-",
+    encoding: Mapping[str, Mapping[Hashable, Mapping[str, Any]]] | None = None,
+    consolidated: bool | None = None,
+    group: str | None = None,
+    write_inherited_coords: bool = False,
+    compute: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    zarr_format: int | None = None,
+) -> Any:
+    """Write an ``xarray.DataTree`` as nested groups, like ``DataTree.to_zarr``: each node's Dataset
+    through :func:`to_rectizarr` at its path; ``encoding`` maps node paths (``"/"``, ``"/a/b"``) to
+    per-variable encodings. Returns the root :class:`~rectizarr.Group` (or a ``Delayed``)."""
+    if mode not in ("w", "w-", "a", "a-", "r+"):
+        raise ValueError(f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}")
+    encoding = dict(encoding or {})
+    unknown = set(encoding) - {node.path for node in tree.subtree}
+    if unknown:
+        raise ValueError(f"unexpected encoding group name(s) provided: {sorted(unknown)}")
+    root: Group | None = None
+    delayed = []
+    for node in tree.subtree:
+        ds = node.to_dataset(inherit=write_inherited_coords or node.is_root)
+        path = "/".join(p for p in ((group or "").strip("/"), node.path.strip("/")) if p)
+        node_mode = mode if node.is_root or mode not in ("w", "w-") else "w"
+        result = to_rectizarr(ds, store if root is None else root.store, mode=node_mode, group=path or None,
+                              encoding=encoding.get(node.path), compute=compute, consolidated=False,
+                              storage_options=storage_options if root is None else None, zarr_format=zarr_format)
+        if compute:
+            root = root or result
+        else:
+            delayed.append(result)
+            root = root or open_group(store, path=group, mode="r+", storage_options=storage_options)
+    assert root is not None
+    return _finish(root, delayed, compute=compute, consolidated=consolidated)
