@@ -21,7 +21,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
-from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
+from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
 from rectizarr.stores import Store
 
 __all__ = ["Array"]
@@ -455,18 +455,7 @@ def _mask(mask: Any, shape: Shape) -> Any:
 
 def _block_plan_sharded(array: Array, selection: Any) -> Plan:
     """Blocks are storage chunks (shards): turn the block selection into an element selection."""
-    grid_plan = block_plan(array.grid.dims, selection)
-    region = _plan_region(array, grid_plan)
-    return basic_plan(array._layout.dims, region)
-
-
-def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
-    if plan.nchunks == 0:
-        return tuple(slice(0, 0) for _ in array.shape)
-    lo = plan.chunk_coords.min(axis=0)
-    hi = plan.chunk_coords.max(axis=0)
-    return tuple(slice(d.offset(int(a)), d.offset(int(b)) + d.data_len(int(b)))
-                 for d, a, b in zip(array.grid.dims, lo, hi, strict=True))
+    return basic_plan(array._layout.dims, block_region(array.grid.dims, selection))
 
 
 def _compact(runs: Runs) -> str:
