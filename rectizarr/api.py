@@ -63,18 +63,22 @@ def open_array(
     storage_options: Mapping[str, Any] | None = None,
     write_empty_chunks: bool = False,
     workers: int | None = None,
+    zarr_format: int | None = None,
     **create_kwargs: Any,
 ) -> Array:
     """Open an existing array (``mode`` ``"r"`` read-only, ``"r+"`` read/write); ``"a"`` opens or, given
-    creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists."""
+    creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists.
+    Zarr v3 and v2 arrays are told apart by their documents; ``zarr_format=2|3`` forces one."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not s.exists(nodes.meta_key(p))):
+    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not nodes.node_exists(s, p)):
+        if zarr_format is not None:
+            create_kwargs["zarr_format"] = zarr_format
         return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
                             workers=workers, **create_kwargs)
     if create_kwargs:
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    meta = nodes.read_meta(s, p)
+    meta = nodes.read_meta(s, p, zarr_format)
     if not isinstance(meta, ArrayMeta):
         raise NodeNotFoundError(f"the node at {p or '/'!r} is a group, not an array")
     return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)

@@ -68,7 +68,7 @@ class Array(nodes.Node):
             except MetadataError as exc:  # name the document, like every other metadata error
                 if exc.key is not None:
                     raise
-                raise exc.with_key(nodes.meta_key(self._path)) from exc
+                raise exc.with_key(nodes.doc_key(self._path, meta)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
             import msgspec
 
@@ -84,7 +84,7 @@ class Array(nodes.Node):
         """The version of ``zarr.json`` where versions are cheap to check; None elsewhere (not checked)."""
         if not self._store.capabilities.cheap_versions:
             return None
-        return self._store.version(nodes.meta_key(self._path))
+        return self._store.version(nodes.doc_key(self._path, self._meta))
 
     def _revalidate(self) -> None:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
@@ -124,7 +124,7 @@ class Array(nodes.Node):
                 then(before[0], old, new)
 
         with self._lock:
-            nodes.update_meta(self._store, self._path, apply, after)
+            nodes.update_meta(self._store, self._path, apply, after, zarr_format=self._meta.zarr_format)
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
@@ -496,7 +496,7 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
         raise ReadOnlyError("cannot create an array in a read-only store")
     with nodes.locked(store, path):
         existing = nodes.try_read_meta(store, path) if not overwrite else None
-        if existing is not None or (not overwrite and store.exists(nodes.meta_key(path))):
+        if existing is not None or (not overwrite and nodes.node_exists(store, path)):
             raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
         docs = nodes.AncestorDocs(store)
         if overwrite:

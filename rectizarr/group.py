@@ -23,7 +23,6 @@ from rectizarr.core.metadata import (
     NodeMeta,
     check_attributes,
     decode_node,
-    node_from_json,
     node_to_json,
 )
 from rectizarr.errors import (
@@ -64,10 +63,12 @@ class Group(nodes.Node):
         def apply(fresh: Any) -> GroupMeta:
             if not isinstance(fresh, GroupMeta):
                 raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-            return GroupMeta(attributes=change(dict(fresh.attributes)),
-                             consolidated_metadata=fresh.consolidated_metadata, extra_fields=fresh.extra_fields)
+            import msgspec
 
-        self._meta = nodes.update_meta(self._store, self._path, apply)  # type: ignore[assignment]
+            return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
+
+        self._meta = nodes.update_meta(self._store, self._path, apply,  # type: ignore[assignment]
+                                       zarr_format=self._meta.zarr_format)
 
     def _refresh(self) -> GroupMeta:
         meta = nodes.read_meta(self._store, self._path)
@@ -100,15 +101,13 @@ class Group(nodes.Node):
         consolidated = self._consolidated()
         if consolidated is not None:
             return {
-                k: node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
+                k: nodes.node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
                 for k, v in sorted(consolidated.items())
                 if "/" not in k
             }
         prefix = nodes.prefix_of(self._path)
         names = [n for n in self._store.list_dir(prefix) if not n.startswith("__") and n != nodes.META]
-        docs = self._store.get_many([(prefix + n + "/" + nodes.META, None) for n in names])
-        return {n: decode_node(d, prefix + n + "/" + nodes.META) for n, d in zip(names, docs, strict=True)
-                if d is not None}
+        return nodes.read_children(self._store, self._path, names)
 
     def members(self) -> list[tuple[str, Array | Group]]:
         """Immediate children as ``(name, node)`` pairs, sorted by name."""
@@ -150,7 +149,7 @@ class Group(nodes.Node):
             doc = consolidated.get(rel)
             if doc is None:
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} (consolidated metadata)")
-            return self._child(rel, node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
+            return self._child(rel, nodes.node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     # ---------------------------------------------------------------------------------- creation
@@ -200,7 +199,7 @@ class Group(nodes.Node):
         rel = nodes.normalize_path(name)
         path = nodes.join(self._path, rel)
         with nodes.locked(self._store, path):
-            if not self._store.exists(nodes.meta_key(path)):
+            if not nodes.node_exists(self._store, path):
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")
             nodes.delete_node(self._store, path)
 
@@ -254,38 +253,39 @@ def _member_path(name: str) -> str:
 
 
 def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str, Any] | None = None,
-                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Group:
-    """Create a group (ancestors created as groups) and return it."""
+                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+                 zarr_format: int = 3) -> Group:
+    """Create a group (ancestors created as groups) and return it; ``zarr_format=2`` writes ``.zgroup``."""
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
-    meta = GroupMeta(attributes=check_attributes(attributes or {}))
+    meta = GroupMeta(attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format))
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
-        if s.exists(nodes.meta_key(p)):
+        if nodes.node_exists(s, p):
             if not overwrite:
                 raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
             nodes.delete_node(s, p, docs)
-        nodes.ensure_parents(s, p, docs)
+        nodes.ensure_parents(s, p, docs, zarr_format=meta.zarr_format)
         nodes.write_meta(s, p, meta, docs)
     return Group(s, p, meta)
 
 
 def open_group(store: Any = None, *, path: str | None = None, mode: str = "r+",
                use_consolidated: bool | None = None, storage_options: Mapping[str, Any] | None = None,
-               attributes: Mapping[str, Any] | None = None) -> Group:
+               attributes: Mapping[str, Any] | None = None, zarr_format: int | None = None) -> Group:
     """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
     requires it, ``False`` always lists the store. Modes as for :func:`rectizarr.open_array`;
     ``"a"`` creates the group when missing, ``"w"`` replaces it."""
     s = nodes.store_for(store if store is not None else {}, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
-        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"))
+    if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
+        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"), zarr_format=zarr_format or 3)
         return g
     if mode == "w-":
         raise NodeExistsError(f"a node already exists at {p or '/'!r}")
-    meta = nodes.read_meta(s, p)
+    meta = nodes.read_meta(s, p, zarr_format)
     if not isinstance(meta, GroupMeta):
         raise NodeNotFoundError(f"the node at {p or '/'!r} is an array, not a group")
     return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
@@ -297,6 +297,8 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
     with nodes.locked(s, p):  # the group's document and its ancestors' (which may consolidate it)
+        if nodes.read_meta(s, p).zarr_format == 2:
+            return Group(s, p, nodes.consolidate_v2(s, p))
         new = _consolidated(s, p)
         nodes.write_meta(s, p, new)
     return Group(s, p, new)
@@ -313,10 +315,11 @@ def open(
     """Open the array or group at ``path``, dispatching on its ``node_type``."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    meta = nodes.read_meta(s, p)
+    zarr_format = kwargs.pop("zarr_format", None)
+    meta = nodes.read_meta(s, p, zarr_format)
     if isinstance(meta, ArrayMeta):
-        return open_array(s, path=p, mode=mode, **kwargs)
-    return open_group(s, path=p, mode=mode, **kwargs)
+        return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+    return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 
 def _consolidated(s: Store, p: str) -> GroupMeta:

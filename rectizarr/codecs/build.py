@@ -144,5 +144,11 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
         case cm.NumcodecsMeta():
             return _build_numcodecs(meta, dtype, path)
+        case cm.V2ChunkMeta():
+            from rectizarr.codecs.v2chunk import V2ChunkCodec
+            from rectizarr.core.v2meta import parse_v2_dtype
+
+            declared = parse_v2_dtype(meta.dtype, json_path(path, "configuration", "dtype"))
+            return V2ChunkCodec(declared, meta.order, meta.filters, path)
         case _:
             assert_never(meta)
