@@ -113,3 +113,46 @@ def test_format_is_forced(tmp_path: Path) -> None:
     assert rectizarr.open_array(case.store, mode="r", zarr_format=2).shape == (5, 7)
     with pytest.raises(rectizarr.NodeNotFoundError, match=r"\.zarray"):
         rectizarr.open_array(tmp_path, mode="r", zarr_format=2)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_validate_v2_case(case: Case) -> None:
+    report = rectizarr.validate(case.store)
+    if case.info.get("needs"):
+        assert [i.rule for i in report.errors] == ["codecs.invalid"]
+        assert case.info["needs"] in report.errors[0].message
+        return
+    assert report.ok, report.format_text()
+    assert report.nodes_checked == len(case.arrays) + len(case.info.get("groups", []))
+
+
+def test_validate_v2_finds_problems(tmp_path: Path) -> None:
+    import shutil
+
+    src = next(c for c in CASES if c.id == "zarr-python-2/hierarchy_consolidated").store
+    store = tmp_path / "h.zarr"
+    shutil.copytree(src, store)
+    (store / "temp" / "0.0").write_bytes(b"garbage")
+    (store / "temp" / "9.9").write_bytes(b"x")
+    (store / "sub" / ".zattrs").write_text('{"level": 2}')
+    (store / "stray").write_text("x")
+    report = rectizarr.validate(store)
+    rules = sorted({i.rule for i in report.errors})
+    assert rules == ["chunks.decode", "chunks.stray_key", "consolidated.stale", "hierarchy.stray_key"]
+    assert any(i.key == "temp/0.0" for i in report.errors)
+
+
+def test_dask_and_xarray_on_v2() -> None:
+    pytest.importorskip("dask")
+    xr = pytest.importorskip("xarray")
+    from rectizarr.integrations.dask import to_dask
+
+    case = next(c for c in CASES if c.id == "zarr-python-2/hierarchy_consolidated")
+    arr = rectizarr.open_array(case.store, path="sub/count", mode="r")
+    want = expected(case, "count.npy")
+    same(to_dask(arr).compute(scheduler="sync"), want, "dask")
+    ds = xr.open_dataset(case.store, engine="rectizarr")
+    assert ds["temp"].dims == ("y", "x") and ds["temp"].attrs == {"units": "m"}
+    same(ds["temp"].values, expected(case, "temp.npy"), "xarray")
+    sub = xr.open_dataset(case.store, engine="rectizarr", group="sub")
+    same(sub["count"].values, want, "xarray group")
