@@ -52,6 +52,8 @@ def save_expected(case: Path, name: str, arr: np.ndarray) -> str:
         flat = [_jsonable(v) for v in arr.reshape(-1)]
         (case / f"{name}.json").write_text(json.dumps({"shape": list(arr.shape), "values": flat}))
         return f"{name}.json"
+    if arr.dtype.type.__module__.startswith("ml_dtypes"):  # no .npy form: the raw bits (the test views them)
+        arr = arr.view(f"u{arr.dtype.itemsize}")
     np.save(case / f"{name}.npy", arr, allow_pickle=False)
     return f"{name}.npy"
 
@@ -335,6 +337,12 @@ def tensorstore_cases() -> None:
         {"dtype": "<f4", "dimension_separator": "/", "compressor": {"id": "zstd", "level": 1}})
     one("fill_nan_partial", "fill NaN, one chunk written", np.full(shape, np.nan, "<f8"),
         {"dtype": "<f8", "fill_value": "NaN"})
+    import ml_dtypes
+
+    for name in ("bfloat16", "float8_e4m3fn", "int4"):
+        values = np.random.default_rng(6).integers(-4, 4, size=shape).astype(getattr(ml_dtypes, name))
+        one(f"dtype_{name}", f"tensorstore's v2 dtype name {name!r} (ml_dtypes); expected saved as raw bits",
+            values, {"dtype": name, "compressor": None})
 
 
 def main() -> None:

@@ -177,6 +177,8 @@ def user_fill(dt: DataType, value: Any) -> np.ndarray:
         out = np.empty((), dtype=object)
         out[()] = bytes(value) if isinstance(value, bytearray) else value
         return out
+    if isinstance(value, list | dict):  # the JSON form: [re, im] of a complex, {field: ...} of a struct
+        return dt.parse_fill(value, "fill_value")
     try:
         arr = np.array(value, dtype=dt.numpy)
     except (TypeError, ValueError, OverflowError) as exc:

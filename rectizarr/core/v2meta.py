@@ -34,8 +34,9 @@ from rectizarr.core.codec_meta import (
     V2ChunkMeta,
     ZstdMeta,
 )
-from rectizarr.core.dtype import DataType, data_type_from_numpy
-from rectizarr.core.fill import FLOAT_SPECS, json_int, parse_bool, parse_float
+from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype_ext import ML_INTS
+from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, parse_shape
 from rectizarr.errors import MetadataError, UnsupportedError
@@ -60,6 +61,7 @@ V2_ARRAY, V2_GROUP, V2_ATTRS, V2_CONSOLIDATED = ".zarray", ".zgroup", ".zattrs",
 V2_KEYS = (V2_ARRAY, V2_GROUP, V2_ATTRS)
 DIMS_ATTR = "_ARRAY_DIMENSIONS"
 _KINDS = "biufcMmSUVO"
+_ML_NAMES = frozenset(ML_FLOATS | set(ML_INTS))
 _BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 _BLOSC_CNAMES = frozenset({"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"})
 
@@ -69,6 +71,8 @@ _BLOSC_CNAMES = frozenset({"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"})
 
 def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
     """The numpy dtype a v2 ``dtype`` names (byte order kept): a typestr or a structured field list."""
+    if isinstance(value, str) and value in _ML_NAMES:  # tensorstore's v2 names of the ml_dtypes types
+        return parse_data_type(value, path).numpy
     if isinstance(value, str):
         try:
             dt = np.dtype(value)
@@ -102,6 +106,8 @@ def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
 
 def v2_dtype_to_json(dt: np.dtype[Any]) -> Any:
     """The v2 ``dtype`` JSON of a numpy dtype (typestr, or nested field lists for structured types)."""
+    if _is_ml(dt):
+        return dt.name
     if dt.fields is None:
         if dt.subdtype is not None:
             raise UnsupportedError(f"a subarray dtype {dt} as an array dtype")
@@ -166,6 +172,8 @@ def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: st
     """A v2 ``fill_value`` as a 0-d array of ``dtype.numpy`` (null: the type's default fill)."""
     if value is None:
         return dtype.default_fill()
+    if _is_ml(declared):
+        return dtype.parse_fill(value, path)
     kind = declared.kind
     if kind == "O":
         out = np.empty((), dtype=object)
@@ -208,6 +216,8 @@ def _parse_v2_float(value: Any, dt: np.dtype[Any], path: str) -> np.ndarray:
 
 def v2_fill_to_json(fill: np.ndarray, declared: np.dtype[Any]) -> Any:
     """The v2 ``fill_value`` JSON of a 0-d fill (as zarr-python 2 writes it)."""
+    if _is_ml(declared):
+        return data_type_from_numpy(declared).fill_to_json(fill)
     kind, value = declared.kind, np.asarray(fill)[()]
     if kind == "O":
         return value if isinstance(value, str | int | float | bool) or value is None else None
@@ -275,7 +285,13 @@ def _filters(value: Any, path: str) -> list[dict[str, Any]]:
     return list(value)
 
 
+def _is_ml(dt: np.dtype[Any]) -> bool:
+    return dt.type.__module__.startswith("ml_dtypes")
+
+
 def _endian(dt: np.dtype[Any]) -> Literal["little", "big"] | None:
+    if _is_ml(dt):
+        return "little" if dt.itemsize > 1 else None
     if dt.byteorder == "|" or dt.itemsize <= 1 or dt.kind in "SV":
         return None
     if dt.byteorder == "=":

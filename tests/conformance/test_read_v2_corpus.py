@@ -42,6 +42,8 @@ def expected(case: Case, fname: str) -> np.ndarray:
 
 def same(got: Any, want: np.ndarray, what: str) -> None:
     got = np.asarray(got)
+    if got.dtype.type.__module__.startswith("ml_dtypes"):  # stored as raw bits (no .npy form)
+        got = got.view(f"u{got.dtype.itemsize}")
     if want.dtype.hasobject:
         assert got.shape == want.shape, what
         for g, w in zip(got.reshape(-1), want.reshape(-1), strict=True):
