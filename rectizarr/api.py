@@ -10,7 +10,7 @@ import numpy as np
 from rectizarr import nodes
 from rectizarr.array import Array, create
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.create import build_array_meta
+from rectizarr.create import build_array_meta, build_v2_array_meta
 from rectizarr.errors import MetadataError, NodeNotFoundError
 
 __all__ = ["create_array", "from_array", "open_array"]
@@ -36,6 +36,8 @@ def create_array(
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     workers: int | None = None,
+    zarr_format: int = 3,
+    order: str | None = None,
 ) -> Array:
     """Create an array and return it.
 
@@ -46,11 +48,19 @@ def create_array(
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``.
     """
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
-    meta, pipeline = build_array_meta(
-        shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
-        serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
-        attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
-    )
+    if nodes.check_format(zarr_format) == 2:
+        meta, pipeline = build_v2_array_meta(
+            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
+            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+            attributes=attributes, chunk_key_encoding=chunk_key_encoding, order=order)
+    else:
+        if order not in (None, "C"):
+            raise MetadataError("order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)")
+        meta, pipeline = build_array_meta(
+            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
+            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+            attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
+        )
     return create(s, nodes.normalize_path(name), meta, pipeline, overwrite=overwrite,
                   write_empty_chunks=write_empty_chunks, workers=workers)
 

@@ -501,6 +501,6 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
         docs = nodes.AncestorDocs(store)
         if overwrite:
             nodes.delete_node(store, path, docs)
-        nodes.ensure_parents(store, path, docs)
+        nodes.ensure_parents(store, path, docs, zarr_format=meta.zarr_format)
         nodes.write_meta(store, path, meta, docs)
     return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

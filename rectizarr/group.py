@@ -158,11 +158,12 @@ class Group(nodes.Node):
         """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
         self._check_writable()
         return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
-                            attributes=attributes, overwrite=overwrite)
+                            attributes=attributes, overwrite=overwrite, zarr_format=self._meta.zarr_format)
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
         self._check_writable()
+        kwargs.setdefault("zarr_format", self._meta.zarr_format)  # a v2 group's members are v2
         return create_array(self._store, name=nodes.join(self._path, _member_path(name)), **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
