@@ -111,3 +111,18 @@ def test_zero_d_string_array_examples() -> None:  # the examples of the issue
     b[1] = np.array("y", dtype=object)
     b.oindex[[2]] = np.array("w", dtype=object)
     assert b[...].tolist() == ["", "y", "w"]
+
+
+def test_zero_d_string_written_by_zarr_python(tmp_path: Any) -> None:
+    from tests.refs import zarr_python
+
+    zarr = zarr_python()
+    for fmt in (3, 2):
+        z = zarr.create_array(str(tmp_path / f"s{fmt}"), shape=(), dtype=str, zarr_format=fmt, fill_value="")
+        z[...] = "abc"
+        a = rectizarr.open_array(tmp_path / f"s{fmt}")
+        assert type(a[()]) is str and a[()] == "abc"
+        whole = a[...]
+        assert whole.shape == () and type(whole[()]) is str
+        a[...] = np.array("x", dtype=object)
+        assert str(z[()]) == "x"
