@@ -12,7 +12,13 @@ from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 import rectizarr
-from tests.strategies import basic_selections, examples, numpy_orthogonal, orthogonal_selections, seeded_arrays
+from tests.strategies import (
+    basic_selections,
+    examples,
+    numpy_orthogonal,
+    orthogonal_selections,
+    seeded_arrays,
+)
 
 DTYPES = ["<i4", ">i4", "<f8", ">f8", "|u1", "<i2", "|b1", "<c8"]
 
@@ -56,7 +62,7 @@ def test_v2_arrays_match_numpy(setup: dict[str, Any], data: st.DataObject) -> No
         a[sel] = value
         if all(model.shape):
             osel = data.draw(orthogonal_selections(model.shape))
-            select, assign = numpy_orthogonal(osel, model.shape)
+            select, _ = numpy_orthogonal(osel, model.shape)
             _same(a.oindex[osel], select(model))
         _same(a[sel], np.asarray(model[sel]))
     again = rectizarr.open_array(store, mode="r")
