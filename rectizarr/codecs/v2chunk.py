@@ -29,6 +29,18 @@ def _pickle_allowed() -> bool:
     return os.environ.get(ALLOW_PICKLE_ENV, "") in ("1", "true", "yes")
 
 
+_VLEN = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
+
+
+def _check_count(value: Any, n: int, spec: ChunkSpec, cid: str) -> None:
+    """The item count a vlen chunk declares must be the chunk's: numcodecs allocates what it declares."""
+    head = bytes(memoryview(value).cast("B")[:4]) if not isinstance(value, np.ndarray) else value.tobytes()[:4]
+    if len(head) < 4 or int.from_bytes(head, "little") != n:
+        declared = int.from_bytes(head, "little") if len(head) == 4 else None
+        raise CodecError(f"the chunk declares {declared} items, the chunk has {n} ({spec.shape})", key=spec.key,
+                         codec=cid)
+
+
 class _Pickle:
     """numcodecs' ``pickle`` object codec (a pickled object ndarray), once the user opted in."""
 
@@ -51,6 +63,7 @@ class V2ChunkCodec(ArrayBytesCodec):
         self.declared = declared
         self.order = order
         objs = []
+        self.ids = tuple(str(config["id"]) for config in filters)
         for i, config in enumerate(filters):
             cid = str(config["id"])
             if cid == "pickle" and not _pickle_allowed():
@@ -92,8 +105,11 @@ class V2ChunkCodec(ArrayBytesCodec):
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         value: Any = data
+        n = int(np.prod(spec.shape, dtype=np.int64))
         try:
-            for f in reversed(self.filters):
+            for cid, f in zip(reversed(self.ids), reversed(self.filters), strict=True):
+                if cid in _VLEN:
+                    _check_count(value, n, spec, cid)
                 value = f.decode(value)
             if self.declared.kind == "O":
                 arr = np.asarray(value, dtype=object) if not isinstance(value, np.ndarray) else value
@@ -104,7 +120,6 @@ class V2ChunkCodec(ArrayBytesCodec):
             raise
         except Exception as exc:
             raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
-        n = int(np.prod(spec.shape, dtype=np.int64))
         if arr.size != n:
             raise CodecError(f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})", key=spec.key,
                              codec=self.name)

@@ -158,3 +158,35 @@ def test_dask_and_xarray_on_v2() -> None:
     same(ds["temp"].values, expected(case, "temp.npy"), "xarray")
     sub = xr.open_dataset(case.store, engine="rectizarr", group="sub")
     same(sub["count"].values, want, "xarray group")
+
+
+def test_hostile_vlen_count_is_refused_before_allocating(tmp_path: Path) -> None:
+    import shutil
+    import struct
+
+    import numcodecs
+
+    src = next(c for c in CASES if c.id == "zarr-python-2/object_vlen_bytes").store
+    shutil.copytree(src, tmp_path / "b.zarr")
+    (tmp_path / "b.zarr" / "0").write_bytes(numcodecs.Blosc("lz4", 5, 1).encode(struct.pack("<I", 2**31) + bytes(16)))
+    arr = rectizarr.open_array(tmp_path / "b.zarr", mode="r")
+    with pytest.raises(rectizarr.CodecError, match="declares 2147483648 items"):
+        arr[...]
+    assert arr[4:].tolist() == [b"ee", b"f"]
+
+
+@pytest.mark.parametrize(("change", "path"), [
+    ({"order": "X"}, "$.order"), ({"chunks": [0, 3]}, "$.chunks"), ({"dtype": "<q9"}, "$.dtype"),
+    ({"dimension_separator": "-"}, "$.dimension_separator"), ({"fill_value": "zz"}, "$.fill_value"),
+    ({"filters": [{"id": "no-such-codec"}]}, "$.codecs[0].configuration.filters[0]"),
+    ({"compressor": {"id": "blosc", "cname": "lz4", "shuffle": 7}}, "$.compressor"),
+    ({"zarr_format": 3}, "$.zarr_format"), ({"dtype": "|O"}, "$.filters"),
+])
+def test_bad_zarray_documents_name_key_and_path(change: dict[str, Any], path: str, tmp_path: Path) -> None:
+    doc = {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4", "order": "C", "compressor": None, "filters": None,
+           "fill_value": 0, "zarr_format": 2, **change}
+    (tmp_path / "a.zarr").mkdir()
+    (tmp_path / "a.zarr" / ".zarray").write_text(json.dumps(doc))
+    with pytest.raises(rectizarr.MetadataError) as info:
+        rectizarr.open_array(tmp_path / "a.zarr", mode="r")
+    assert info.value.key == ".zarray" and info.value.path == path, str(info.value)
