@@ -29,18 +29,15 @@ from rectizarr import nodes
 from rectizarr.array import Array
 from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.codecs.build import build_pipeline
-from rectizarr.core import codec_meta as cm
-from rectizarr.core.codec_meta import NUMCODECS_KINDS
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
-from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS, parse_v2_dtype
+from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
+from rectizarr.core.v2migrate import v3_codecs
 from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.group import Group, consolidate_metadata
 from rectizarr.stores import Store
 
 __all__ = ["MigrateOptions", "Step", "migrate", "plan_migration"]
-
-_SAFE_FILTERS = frozenset(k for k, v in NUMCODECS_KINDS.items() if v == "array_array") - {"packbits"}
 
 
 @dataclass(frozen=True)
@@ -74,31 +71,6 @@ class Step:
 # ------------------------------------------------------------------------------------------- planning
 
 
-def _v3_codecs(meta: ArrayMeta) -> tuple[tuple[cm.CodecMeta, ...] | None, str]:
-    """The v3 chain that reads the v2 chunks as they are, or None and why not."""
-    first = meta.codecs[0] if meta.codecs else None
-    if not isinstance(first, cm.V2ChunkMeta):
-        return meta.codecs, "the v2 codecs are v3 codecs"
-    rest = meta.codecs[1:]
-    declared = parse_v2_dtype(first.dtype)
-    ids = [str(f.get("id")) for f in first.filters]
-    ndim = meta.ndim
-    transpose: list[cm.CodecMeta] = [cm.TransposeMeta(order=tuple(range(ndim - 1, -1, -1)))] \
-        if first.order == "F" and ndim > 1 else []
-    if ids == ["vlen-utf8"] and meta.data_type.name == "string":
-        return (*transpose, cm.VlenUtf8Meta(), *rest), "vlen-utf8 is a v3 codec"
-    if ids == ["vlen-bytes"] and meta.data_type.name == "bytes":
-        return (*transpose, cm.VlenBytesMeta(), *rest), "vlen-bytes is a v3 codec"
-    if declared.fields is None and declared.kind != "O" and all(i in _SAFE_FILTERS for i in ids) \
-            and (declared.byteorder in "<|=" or declared.itemsize == 1):
-        filters = [cm.NumcodecsMeta(name=f"numcodecs.{i}", configuration={k: v for k, v in f.items() if k != "id"})
-                   for i, f in zip(ids, first.filters, strict=True)]
-        wide = declared.itemsize > 1 and declared.kind not in "SV"
-        return (*transpose, *filters, cm.BytesMeta(endian="little" if wide else None), *rest), \
-            f"filters {ids} as numcodecs.* array->array codecs"
-    return None, f"filters {ids} on {declared} have no v3 codec chain that reads the v2 chunks"
-
-
 def _verified(src: Array, meta: ArrayMeta) -> bool:
     """Whether the v3 chain decodes one stored chunk of ``src`` to the values the v2 chain gives."""
     grid = meta.chunk_grid
@@ -128,7 +100,7 @@ def _array_step(src: Array, opts: MigrateOptions) -> Step:
     meta = src.metadata
     if opts.chunks is not None:
         return Step(src.path, "reencode", "--chunks rechunks it", source=src)
-    codecs, why = _v3_codecs(meta)
+    codecs, why = v3_codecs(meta)
     if codecs is None:
         return Step(src.path, "reencode", why, source=src)
     v3 = msgspec.structs.replace(meta, codecs=codecs, zarr_format=3, v2=None)

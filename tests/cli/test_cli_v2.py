@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 import pytest
@@ -39,3 +40,16 @@ def test_validate_and_diff_on_v2(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and out.startswith("OK")
     status, out = run(capsys, "diff", TREE, PLAIN)
     assert "temp" in out and "values: identical" in out
+
+
+@pytest.mark.parametrize("case", ["filter_delta", "object_vlen_utf8", "filter_delta_big_endian", "order_f_2d"])
+def test_copy_from_v2_writes_v3(case: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    import rectizarr
+
+    src = str(ROOT / "v2" / "zarr-python-2" / case / "data.zarr")
+    assert main(["copy", src, str(tmp_path / "c.zarr")]) == 0
+    out = rectizarr.open_array(tmp_path / "c.zarr", mode="r")
+    assert out.metadata.zarr_format == 3
+    assert out[...].tolist() == rectizarr.open_array(src, mode="r")[...].tolist()
+    status, text = run(capsys, "diff", "--metadata-only", src, str(tmp_path / "c.zarr"))
+    assert status in (0, 1) and "summary" in text
