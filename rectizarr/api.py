@@ -46,6 +46,10 @@ def create_array(
     ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
     (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``.
+
+    ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
+    compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
+    ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids.
     """
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if nodes.check_format(zarr_format) == 2:

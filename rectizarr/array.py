@@ -40,7 +40,7 @@ class _Indexer:
 
 
 class Array(nodes.Node):
-    """A Zarr v3 array in a store. Create with :func:`rectizarr.create_array`, open with
+    """A Zarr v3 (or v2) array in a store. Create with :func:`rectizarr.create_array`, open with
     :func:`rectizarr.open_array`."""
 
     kind = "array"

@@ -38,7 +38,7 @@ __all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"
 
 
 class Group(nodes.Node):
-    """A Zarr v3 group. Create with :func:`create_group`, open with :func:`open_group`."""
+    """A Zarr v3 (or v2) group. Create with :func:`create_group`, open with :func:`open_group`."""
 
     kind = "group"
 
