@@ -14,13 +14,13 @@ from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.array import Array
 from rectizarr.cli.util import Progress, plan_regions
-from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.codecs.build import build_pipeline
+from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
-from rectizarr.core.v2migrate import v3_codecs
-from rectizarr.create import build_chain
 from rectizarr.core.grid import FixedDim
 from rectizarr.core.metadata import node_to_json
+from rectizarr.core.v2migrate import v3_codecs
+from rectizarr.create import build_chain
 from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.group import Group, open_group
 from rectizarr.stores import Store
