@@ -125,27 +125,16 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
     return read_v2_meta(store, path)
 
 
-def _json(data: bytes | None, key: str) -> Any:
-    if data is None:
-        return None
-    import json
-
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:
-        raise MetadataError(f"not valid JSON ({exc})", path="$", key=key) from exc
-
-
 def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
     """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
     p = prefix_of(path)
     keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
-    zarray, zgroup, zattrs, zmeta = store.get_many([(k, None) for k in keys])
+    zarray, zgroup, zattrs, zmeta = (v2meta.load_json(data, key) for data, key in
+                                     zip(store.get_many([(k, None) for k in keys]), keys, strict=True))
     if zarray is not None:
-        return v2meta.decode_v2_array(_json(zarray, keys[0]), _json(zattrs, keys[2]), keys[0])
+        return v2meta.decode_v2_array(zarray, zattrs, keys[0])
     if zgroup is not None:
-        return v2meta.decode_v2_group(_json(zgroup, keys[1]), _json(zattrs, keys[2]), _json(zmeta, keys[3]),
-                                      keys[1])
+        return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1])
     return None
 
 
@@ -241,7 +230,7 @@ def consolidate_v2(store: Store, path: str) -> GroupMeta:
     keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS
                   and not any(part.startswith("__") for part in k[len(prefix):].split("/")))
     values = store.get_many([(k, None) for k in keys])
-    entries = {k[len(prefix):]: _json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
+    entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
     store.set(prefix + v2meta.V2_CONSOLIDATED,
               encode_json({"metadata": entries, "zarr_consolidated_format": 1}))
     meta = read_v2_meta(store, path)
@@ -273,15 +262,10 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
     """Update (or drop, ``meta`` None) ``path``'s entries in every ``.zmetadata`` at it or above it."""
     for group in (*parent_paths(path), path):
         key = prefix_of(group) + v2meta.V2_CONSOLIDATED
-        current = _json(store.get(key), key)
+        current = v2meta.load_json(store.get(key), key)
         if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
             continue
-        rel = path[len(group):].strip("/")
-        here = f"{rel}/" if rel else ""
-        entries = {k: v for k, v in current["metadata"].items() if not _replaced(k, here, meta is None)}
-        if meta is not None:
-            entries.update({here + name: doc for name, doc in v2meta.v2_docs(meta).items()})
-        store.set(key, encode_json({**current, "metadata": dict(sorted(entries.items()))}))
+        store.set(key, encode_json(v2meta.with_entries(current, path[len(group):].strip("/"), meta)))
 
 
 def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
@@ -313,13 +297,6 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
     if then is not None:
         then(old, new)
     return new
-
-
-def _replaced(key: str, here: str, deleted: bool) -> bool:
-    """Whether the consolidated entry ``key`` goes when the node at ``here`` is rewritten or deleted."""
-    if not key.startswith(here):
-        return False
-    return deleted or key[len(here):] in v2meta.V2_KEYS
 
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:

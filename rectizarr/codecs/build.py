@@ -154,7 +154,7 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return _build_numcodecs(meta, dtype, path)
         case cm.V2ChunkMeta():
             from rectizarr.codecs.v2chunk import V2ChunkCodec
-            from rectizarr.core.v2meta import parse_v2_dtype
+            from rectizarr.core.v2dtype import parse_v2_dtype
 
             declared = parse_v2_dtype(meta.dtype, json_path(path, "configuration", "dtype"))
             return V2ChunkCodec(declared, meta.order, meta.filters, path)

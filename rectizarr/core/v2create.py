@@ -15,7 +15,7 @@ import numpy as np
 
 from rectizarr._util import Shape, is_int
 from rectizarr.core.dtype import DataType
-from rectizarr.core.v2meta import v2_dtype_to_json, v2_fill_to_json
+from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
 
 __all__ = ["V2_DEFAULT_COMPRESSOR", "v2_chunks", "v2_zarray"]
@@ -90,8 +90,6 @@ def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any,
     if order not in (None, "C", "F"):
         raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
     dtype_json, filter_list = _filters(dtype, filters)
-    from rectizarr.core.v2meta import parse_v2_dtype
-
     declared = parse_v2_dtype(dtype_json)
     return {
         "shape": list(shape), "chunks": chunks, "dtype": dtype_json,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from rectizarr.core import codec_meta as cm
 from rectizarr.core.codec_meta import NUMCODECS_KINDS
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.core.v2meta import parse_v2_dtype
+from rectizarr.core.v2dtype import parse_v2_dtype
 
 __all__ = ["v3_codecs"]
 
