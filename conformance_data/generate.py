@@ -263,10 +263,6 @@ def ts_shard(inner: list[int], *, codecs: list[Any] | None = None, index_codecs:
 
 ZP_DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
              "float16", "float32", "float64", "complex64", "complex128"]
-UNSUPPORTED_ZP_DTYPE = (
-    "{name} is zarr-python's unregistered data type (no Zarr v3 spec in zarr-extensions); "
-    "rectizarr rejects it by name"
-)
 
 
 def blosc_combinations(*, full: bool) -> list[tuple[str, str]]:
@@ -393,10 +389,7 @@ def zarr_python_like(producer: str) -> None:
                 chunks=(2,), serializer=BytesCodec(endian="big"), compressors=None)
         for dt, nm in (("S4", "null_terminated_bytes"), ("V3", "raw_bytes"),
                        ([("x", "<f4"), ("y", "<i2")], "struct")):
-            zp_case(P, f"dtype_{nm}", f"zarr-python data type {nm!r}", shape=(4,), dtype=dt, chunks=(2,),
-                    expect_error={"error": "UnsupportedError", "message": nm,
-                                  "why": UNSUPPORTED_ZP_DTYPE.format(name=nm) if nm != "struct"
-                                  else "the struct data type is not implemented by rectizarr"})
+            zp_case(P, f"dtype_{nm}", f"zarr-python data type {nm!r}", shape=(4,), dtype=dt, chunks=(2,))
     # rectilinear grids in every stored form
     rect_forms = [
         ("explicit", "explicit edge list [1, 2, 3, 4]", (10,), [[1, 2, 3, 4]]),
@@ -502,9 +495,8 @@ def tensorstore_cases() -> None:
             continue
         _ts_ml(dt, ts.dtype(dt).numpy_dtype)
     for dt in ("int2", "int4"):
-        _ts_ml(dt, ts.dtype(dt).numpy_dtype, expect_error={
-            "error": "UnsupportedError", "message": dt,
-            "why": f"{dt} (zarr-extensions packed integer type) is not implemented"})
+        _ts_ml(dt, ts.dtype(dt).numpy_dtype)
+    _ts_struct()
     for dt in ("int16", "float64", "complex64", "uint32"):
         ts_case(f"bytes_big_{dt}", f"{dt} through a big-endian bytes codec", shape=[9], data_type=dt,
                 chunk_shape=[4], codecs=[BYTES_BE])
@@ -595,6 +587,28 @@ def _ts_ml(dt: str, np_dt: np.dtype, *, name: str | None = None, fill_value: Any
         extra["expect_error"] = expect_error
     write_case_json(d, "tensorstore", f"{dt} (ml_dtypes){'; fill ' + json.dumps(fill_value) if fill_value else ''}",
                     **extra)
+
+
+def _ts_struct() -> None:
+    """tensorstore's struct type: it opens one field at a time, so each field is written on its own."""
+    d = case_dir("tensorstore", "dtype_struct")
+    fields = [{"name": "a", "data_type": "int16"}, {"name": "b", "data_type": "float32"},
+              {"name": "c", "data_type": "uint8"}]
+    meta = {"shape": [7], "data_type": {"name": "struct", "configuration": {"fields": fields}},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+            "fill_value": {"a": -1, "b": "NaN", "c": 7}}
+    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(d / "data.zarr")}}
+    rng = np.random.default_rng(len(TABLE))
+    np_dt = np.dtype([("a", "<i2"), ("b", "<f4"), ("c", "u1")])
+    got = np.zeros(7, dtype=np_dt)
+    for i, f in enumerate(fields):
+        t = ts.open({**spec, "field": f["name"], "metadata": meta}, create=i == 0, open=i > 0).result()
+        t[:4].write(rng.integers(0, 100, 4).astype(np_dt[f["name"]])).result()  # the last chunk stays missing
+    for f in fields:
+        got[f["name"]] = ts.open({**spec, "field": f["name"]}, open=True).result().read().result()
+    save_expected(d, got)
+    write_case_json(d, "tensorstore", "struct (int16, float32, uint8 fields; fill {a: -1, b: NaN, c: 7}), written "
+                    "field by field, last chunk missing", attributes={}, dimension_names=None)
 
 
 # ------------------------------------------------------------------------------------- handwritten

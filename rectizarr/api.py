@@ -11,7 +11,7 @@ import numpy as np
 from rectizarr import nodes
 from rectizarr.arrays import Array, create
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.create import build_array_meta
+from rectizarr.create import build_array_meta, build_v2_array_meta
 from rectizarr.errors import MetadataError, NodeTypeError
 
 __all__ = ["create_array", "from_array", "naming_store", "open_array"]
@@ -50,6 +50,8 @@ def create_array(
     overwrite: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     workers: int | None = None,
+    zarr_format: int = 3,
+    order: str | None = None,
 ) -> Array:
     """Create an array and return it.
 
@@ -59,6 +61,10 @@ def create_array(
     (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``. ``data`` (as in
     zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
+
+    ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
+    compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
+    ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids.
     """
     if data is not None:
         if shape is not None or dtype is not None:
@@ -69,18 +75,27 @@ def create_array(
                            codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
                            attributes=attributes, chunk_key_encoding=chunk_key_encoding,
                            index_location=index_location, write_empty_chunks=write_empty_chunks,
-                           overwrite=overwrite, storage_options=storage_options, workers=workers)
+                           overwrite=overwrite, storage_options=storage_options, workers=workers,
+                           zarr_format=zarr_format, order=order)
         if out.size:
             out[...] = values[...]
         return out
     if shape is None or dtype is None:
         raise MetadataError("create_array needs shape= and dtype= (or data=)")
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
-    meta, pipeline = build_array_meta(
-        shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
-        serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
-        attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
-    )
+    if nodes.check_format(zarr_format) == 2:
+        meta, pipeline = build_v2_array_meta(
+            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
+            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+            attributes=attributes, chunk_key_encoding=chunk_key_encoding, order=order)
+    else:
+        if order not in (None, "C"):
+            raise MetadataError("order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)")
+        meta, pipeline = build_array_meta(
+            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
+            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
+            attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
+        )
     return create(s, nodes.normalize_path(name), meta, pipeline, overwrite=overwrite,
                   write_empty_chunks=write_empty_chunks, workers=workers)
 
@@ -93,19 +108,23 @@ def open_array(
     storage_options: Mapping[str, Any] | None = None,
     write_empty_chunks: bool = False,
     workers: int | None = None,
+    zarr_format: int | None = None,
     **create_kwargs: Any,
 ) -> Array:
     """Open an existing array (``mode`` ``"r"`` read-only, ``"r+"`` read/write); ``"a"`` opens or, given
-    creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists."""
+    creation keywords, creates; ``"w"`` creates (replacing); ``"w-"`` creates, failing if it exists.
+    Zarr v3 and v2 arrays are told apart by their documents; ``zarr_format=2|3`` forces one."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not s.exists(nodes.meta_key(p))):
+    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not nodes.node_exists(s, p)):
+        if zarr_format is not None:
+            create_kwargs["zarr_format"] = zarr_format
         return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
                             workers=workers, **create_kwargs)
     if create_kwargs:
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
     with naming_store(s):
-        meta = nodes.read_meta(s, p)
+        meta = nodes.read_meta(s, p, zarr_format)
         if not isinstance(meta, ArrayMeta):
             raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
                                 "open_group (or rectizarr.open, which opens either)")

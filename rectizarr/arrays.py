@@ -29,7 +29,7 @@ from rectizarr.errors import (
     ReadOnlyError,
     SelectionError,
 )
-from rectizarr.indexing import Plan, basic_plan, block_plan, coordinate_plan, orthogonal_plan
+from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
 from rectizarr.stores import Store
 from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 
@@ -49,7 +49,7 @@ class _Indexer:
 
 
 class Array(nodes.Node):
-    """A Zarr v3 array in a store. Create with :func:`rectizarr.create_array`, open with
+    """A Zarr v3 (or v2) array in a store. Create with :func:`rectizarr.create_array`, open with
     :func:`rectizarr.open_array`."""
 
     kind = "array"
@@ -82,7 +82,7 @@ class Array(nodes.Node):
             except MetadataError as exc:  # name the document, like every other metadata error
                 if exc.key is not None:
                     raise
-                raise exc.with_key(nodes.meta_key(self._path)) from exc
+                raise exc.with_key(nodes.doc_key(self._path, meta)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
             import msgspec
 
@@ -98,7 +98,7 @@ class Array(nodes.Node):
         """The version of ``zarr.json`` where versions are cheap to check; None elsewhere (not checked)."""
         if not self._store.capabilities.cheap_versions:
             return None
-        return self._store.version(nodes.meta_key(self._path))
+        return self._store.version(nodes.doc_key(self._path, self._meta))
 
     def _revalidate(self) -> None:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
@@ -140,7 +140,7 @@ class Array(nodes.Node):
                 then(before[0], old, new)
 
         with self._lock:
-            nodes.update_meta(self._store, self._path, apply, after)
+            nodes.update_meta(self._store, self._path, apply, after, zarr_format=self._meta.zarr_format)
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
@@ -521,18 +521,7 @@ def _mask(mask: Any, shape: Shape) -> Any:
 
 def _block_plan_sharded(array: Array, selection: Any) -> Plan:
     """Blocks are storage chunks (shards): turn the block selection into an element selection."""
-    grid_plan = block_plan(array.grid.dims, selection)
-    region = _plan_region(array, grid_plan)
-    return basic_plan(array._layout.dims, region)
-
-
-def _plan_region(array: Array, plan: Plan) -> tuple[slice, ...]:
-    if plan.nchunks == 0:
-        return tuple(slice(0, 0) for _ in array.shape)
-    lo = plan.chunk_coords.min(axis=0)
-    hi = plan.chunk_coords.max(axis=0)
-    return tuple(slice(d.offset(int(a)), d.offset(int(b)) + d.data_len(int(b)))
-                 for d, a, b in zip(array.grid.dims, lo, hi, strict=True))
+    return basic_plan(array._layout.dims, block_region(array.grid.dims, selection))
 
 
 def _reopen(store: Store, path: str, read_only: bool, write_empty_chunks: bool, workers: int | None) -> Array:

@@ -15,7 +15,9 @@ from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
-from rectizarr.errors import MetadataError
+from rectizarr.core.v2create import v2_chunks, v2_zarray
+from rectizarr.core.v2meta import decode_v2_array
+from rectizarr.errors import MetadataError, UnsupportedError
 
 ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
 
@@ -158,6 +160,61 @@ def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
     return ChunkGrid.from_chunks(shape, chunks)
 
 
+def _shape_and_dtype(shape: Any, dtype: Any) -> tuple[Shape, DataType]:
+    if is_int(shape):
+        shape = (int(shape),)
+    if not all(is_int(s) and int(s) >= 0 for s in shape):
+        raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
+    return parse_shape([int(s) for s in shape], None), (
+        data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype)
+
+
+def build_v2_array_meta(
+    *,
+    shape: Any,
+    dtype: Any,
+    chunks: ChunksArg = "auto",
+    shards: ChunksArg | None = None,
+    filters: Any = None,
+    compressors: Any = "auto",
+    serializer: Any = "auto",
+    codecs: Sequence[Any] | None = None,
+    fill_value: Any = None,
+    dimension_names: Sequence[str | None] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    chunk_key_encoding: Any = None,
+    order: str | None = None,
+) -> tuple[ArrayMeta, CodecPipeline]:
+    """:func:`build_array_meta` for ``zarr_format=2``: a ``.zarray`` (:mod:`rectizarr.core.v2create`)."""
+    if shards is not None:
+        raise UnsupportedError("sharding (shards=...) exists in Zarr v3 only; use zarr_format=3")
+    if codecs is not None or serializer != "auto":
+        raise UnsupportedError("codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
+                               "filters= and compressors=")
+    shape, dt = _shape_and_dtype(shape, dtype)
+    given = chunk_key_encoding or {"name": "v2"}
+    if isinstance(given, Mapping) and "separator" in given:  # zarr-python's flat form {"name", "separator"}
+        given = {"name": given.get("name", "v2"), "configuration": {"separator": given["separator"]}}
+    cke = parse_chunk_key_encoding(given, "chunk_key_encoding")
+    if cke.name != "v2":
+        raise UnsupportedError(f"chunk key encoding {cke.name!r} is Zarr v3 only; Zarr v2 uses 'v2'")
+    if any(n is None for n in dimension_names or ()):
+        raise MetadataError("Zarr v2 dimension names (_ARRAY_DIMENSIONS) must all be strings")
+    chunk_list = v2_chunks(shape, chunks, auto_chunks(shape, dt.itemsize or 16))
+    fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
+    zarray = v2_zarray(shape=shape, dtype=dt, chunks=chunk_list, filters=filters, compressors=compressors,
+                       fill=fill, order=order, separator=cke.separator)
+    attrs = check_attributes(attributes or {})
+    if dimension_names is not None:
+        if len(dimension_names) != len(shape):
+            raise MetadataError(f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions")
+        attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
+    meta = decode_v2_array(zarray, attrs)
+    pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
+                              "codecs")
+    return meta, pipeline
+
+
 def build_array_meta(
     *,
     shape: Any,
@@ -174,12 +231,7 @@ def build_array_meta(
     chunk_key_encoding: Any = None,
     index_location: str = "end",
 ) -> tuple[ArrayMeta, CodecPipeline]:
-    if is_int(shape):
-        shape = (int(shape),)
-    if not all(is_int(s) and int(s) >= 0 for s in shape):
-        raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
-    shape = parse_shape([int(s) for s in shape], None)
-    dt = data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype
+    shape, dt = _shape_and_dtype(shape, dtype)
     itemsize = dt.itemsize or 16
     if codecs is not None:
         if filters is not None or compressors not in ("auto", None) or serializer != "auto":
@@ -237,6 +289,8 @@ def user_fill(dt: DataType, value: Any) -> np.ndarray:
         out = np.empty((), dtype=object)
         out[()] = bytes(value) if isinstance(value, bytearray) else value
         return out
+    if isinstance(value, list | dict):  # the JSON form: [re, im] of a complex, {field: ...} of a struct
+        return dt.parse_fill(value, "fill_value")
     try:
         arr = np.array(value, dtype=dt.numpy)
     except (TypeError, ValueError, OverflowError) as exc:

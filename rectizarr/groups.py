@@ -17,13 +17,13 @@ from typing import Any
 from rectizarr import nodes
 from rectizarr.api import create_array, naming_store, open_array
 from rectizarr.arrays import Array
+from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
     ArrayMeta,
     GroupMeta,
     NodeMeta,
     check_attributes,
     decode_node,
-    node_from_json,
     node_to_json,
 )
 from rectizarr.errors import (
@@ -40,7 +40,7 @@ __all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"
 
 
 class Group(nodes.Node):
-    """A Zarr v3 group. Create with :func:`create_group`, open with :func:`open_group`."""
+    """A Zarr v3 (or v2) group. Create with :func:`create_group`, open with :func:`open_group`."""
 
     kind = "group"
 
@@ -71,27 +71,34 @@ class Group(nodes.Node):
         def apply(fresh: Any) -> GroupMeta:
             if not isinstance(fresh, GroupMeta):
                 raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-            return GroupMeta(attributes=change(dict(fresh.attributes)),
-                             consolidated_metadata=fresh.consolidated_metadata, extra_fields=fresh.extra_fields)
+            import msgspec
 
-        self._meta = nodes.update_meta(self._store, self._path, apply)  # type: ignore[assignment]
+            return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
+
+        self._meta = nodes.update_meta(self._store, self._path, apply,  # type: ignore[assignment]
+                                       zarr_format=self._meta.zarr_format)
 
     def refresh(self) -> None:
         """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores
         where versions cost a request (S3, GCS, Azure, HTTP) after *other* writers changed the group: this
         handle keeps what it read at open and re-reads after its own writes; on local directories and
         memory every use checks the version (one ``stat``)."""
-        cheap = self._store.capabilities.cheap_versions
-        version = self._store.version(nodes.meta_key(self._path)) if cheap else None
-        meta = nodes.read_meta(self._store, self._path)
+        version = self._stored_version() if self._store.capabilities.cheap_versions else None
+        meta = nodes.read_meta(self._store, self._path, self._meta.zarr_format)
         if not isinstance(meta, GroupMeta):
             raise NodeNotFoundError(f"{self.name!r} is no longer a group")
         self._meta, self._version, self._stale = meta, version, False
 
+    def _stored_version(self) -> Hashable:
+        """The versions of the documents that define the group (v2: ``.zgroup``, ``.zattrs``, ``.zmetadata``)."""
+        if self._meta.zarr_format == 3:
+            return self._store.version(nodes.meta_key(self._path))
+        prefix = nodes.prefix_of(self._path)
+        return tuple(self._store.version(prefix + k) for k in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED))
+
     def _current(self) -> GroupMeta:
         """The group's metadata, read again if it is known to have changed (see :meth:`refresh`)."""
-        if self._stale or (self._store.capabilities.cheap_versions
-                           and self._store.version(nodes.meta_key(self._path)) != self._version):
+        if self._stale or (self._store.capabilities.cheap_versions and self._stored_version() != self._version):
             self.refresh()
         return self._meta
 
@@ -119,15 +126,13 @@ class Group(nodes.Node):
         consolidated = self._consolidated()
         if consolidated is not None:
             return {
-                k: node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
+                k: nodes.node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
                 for k, v in sorted(consolidated.items())
                 if "/" not in k
             }
         prefix = nodes.prefix_of(self._path)
         names = [n for n in self._store.list_dir(prefix) if not n.startswith("__") and n != nodes.META]
-        docs = self._store.get_many([(prefix + n + "/" + nodes.META, None) for n in names])
-        return {n: decode_node(d, prefix + n + "/" + nodes.META) for n, d in zip(names, docs, strict=True)
-                if d is not None}
+        return nodes.read_children(self._store, self._path, names)
 
     def members(self, max_depth: int | None = 0) -> list[tuple[str, Array | Group]]:
         """Members as ``(relative path, node)`` pairs, sorted by path: immediate children with
@@ -193,7 +198,7 @@ class Group(nodes.Node):
             if doc is None:
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} of {self._store!r} "
                                         "(consolidated metadata)")
-            return self._child(rel, node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
+            return self._child(rel, nodes.node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -212,12 +217,13 @@ class Group(nodes.Node):
         self._check_writable()
         self._stale = True
         return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
-                            attributes=attributes, overwrite=overwrite)
+                            attributes=attributes, overwrite=overwrite, zarr_format=self._meta.zarr_format)
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
         self._check_writable()
         self._stale = True
+        kwargs.setdefault("zarr_format", self._meta.zarr_format)  # a v2 group's members are v2
         return create_array(self._store, name=nodes.join(self._path, _member_path(name)), **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
@@ -255,7 +261,7 @@ class Group(nodes.Node):
         path = nodes.join(self._path, rel)
         self._stale = True
         with nodes.locked(self._store, path):
-            if not self._store.exists(nodes.meta_key(path)):
+            if not nodes.node_exists(self._store, path):
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r}")
             nodes.delete_node(self._store, path)
 
@@ -309,16 +315,17 @@ def _member_path(name: str) -> str:
 
 
 def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str, Any] | None = None,
-                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None) -> Group:
-    """Create a group (ancestors created as groups) and return it."""
+                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
+                 zarr_format: int = 3) -> Group:
+    """Create a group (ancestors created as groups) and return it; ``zarr_format=2`` writes ``.zgroup``."""
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
-    meta = GroupMeta(attributes=check_attributes(attributes or {}))
+    meta = GroupMeta(attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format))
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
-        if s.exists(nodes.meta_key(p)):
+        if nodes.node_exists(s, p):
             if not overwrite:
                 raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
             nodes.delete_node(s, p, docs)
@@ -328,20 +335,20 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
 
 def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
                use_consolidated: bool | None = None, storage_options: Mapping[str, Any] | None = None,
-               attributes: Mapping[str, Any] | None = None) -> Group:
+               attributes: Mapping[str, Any] | None = None, zarr_format: int | None = None) -> Group:
     """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
     requires it, ``False`` always lists the store. ``mode``: ``"a"`` (default, as in zarr-python) opens
     read/write and creates the group when missing; ``"r"`` read-only, ``"r+"`` read/write (must exist),
     ``"w"`` creates (replacing), ``"w-"`` creates (failing if it exists)."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
-        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"))
+    if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
+        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"), zarr_format=zarr_format or 3)
         return g
     if mode == "w-":
         raise NodeExistsError(f"a node already exists at {p or '/'!r}")
     with naming_store(s):
-        meta = nodes.read_meta(s, p)
+        meta = nodes.read_meta(s, p, zarr_format)
     if not isinstance(meta, GroupMeta):
         raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
                             "open_array (or rectizarr.open, which opens either)")
@@ -358,6 +365,8 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
     with nodes.locked(s, p):  # the group's document and its ancestors' (which may consolidate it)
+        if nodes.read_meta(s, p).zarr_format == 2:
+            return Group(s, p, nodes.consolidate_v2(s, p))
         new = _consolidated(s, p)
         nodes.write_meta(s, p, new)
     return Group(s, p, new)
@@ -376,15 +385,17 @@ def open(
     ``"w"`` / ``"w-"`` create likewise; ``"r"`` / ``"r+"`` open what exists."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode == "w" or (mode in ("a", "w-") and not s.exists(nodes.meta_key(p))):
+    zarr_format = kwargs.pop("zarr_format", None)
+    if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
+        create = {} if zarr_format is None else {"zarr_format": zarr_format}
         if "shape" in kwargs:
-            return open_array(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
-        return open_group(s, path=p, mode="w" if mode == "w" else "w-", **kwargs)
+            return open_array(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
+        return open_group(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
     with naming_store(s):
-        meta = nodes.read_meta(s, p)
+        meta = nodes.read_meta(s, p, zarr_format)
     if isinstance(meta, ArrayMeta):
-        return open_array(s, path=p, mode=mode, **kwargs)
-    return open_group(s, path=p, mode=mode, **kwargs)
+        return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+    return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 
 def _consolidated(s: Store, p: str) -> GroupMeta:

@@ -13,7 +13,9 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
+    ArrayMeta,
     GroupMeta,
     NodeMeta,
     check_attributes,
@@ -21,6 +23,7 @@ from rectizarr.core.metadata import (
     encode_json,
     node_to_json,
 )
+from rectizarr.core.metadata import node_from_json as _v3_node_from_json
 from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
 from rectizarr.stores import Store, open_store
 
@@ -106,17 +109,77 @@ def parent_paths(path: str) -> Iterator[str]:
         yield "/".join(names[:i])
 
 
-def read_meta(store: Store, path: str) -> NodeMeta:
-    key = meta_key(path)
-    data = store.get(key)
-    if data is None:
-        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r} (no {key!r} in the store)")
-    return decode_node(data, key)
+def read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta:
+    """The node at ``path``: its ``zarr.json``, else its Zarr v2 documents (``zarr_format`` forces one)."""
+    meta = try_read_meta(store, path, zarr_format)
+    if meta is None:
+        names = {2: "'.zarray' or '.zgroup'", 3: repr(meta_key(path))}.get(
+            zarr_format or 0, f"{meta_key(path)!r}, '.zarray' or '.zgroup'")
+        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r} (no {names} in the store)")
+    return meta
 
 
-def try_read_meta(store: Store, path: str) -> NodeMeta | None:
-    data = store.get(meta_key(path))
-    return None if data is None else decode_node(data, meta_key(path))
+def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:
+    """Like :func:`read_meta`, None when there is no node."""
+    if zarr_format not in (None, 2, 3):
+        raise MetadataError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
+    if zarr_format != 2:
+        data = store.get(meta_key(path))
+        if data is not None or zarr_format == 3:
+            return None if data is None else decode_node(data, meta_key(path))
+    return read_v2_meta(store, path)
+
+
+def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
+    """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
+    p = prefix_of(path)
+    keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
+    zarray, zgroup, zattrs, zmeta = (v2meta.load_json(data, key) for data, key in
+                                     zip(store.get_many([(k, None) for k in keys]), keys, strict=True))
+    if zarray is not None:
+        return v2meta.decode_v2_array(zarray, zattrs, keys[0])
+    if zgroup is not None:
+        return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1])
+    return None
+
+
+def read_children(store: Store, path: str, names: list[str]) -> dict[str, NodeMeta]:
+    """The nodes among the children ``names`` of ``path`` (listing order kept; non-nodes left out)."""
+    p = prefix_of(path)
+    docs = store.get_many([(p + n + "/" + META, None) for n in names])
+    out: dict[str, NodeMeta] = {n: decode_node(d, p + n + "/" + META)
+                                for n, d in zip(names, docs, strict=True) if d is not None}
+    for n in names:
+        if n not in out and not n.startswith("."):
+            meta = read_v2_meta(store, join(path, n))
+            if meta is not None:
+                out[n] = meta
+    return out
+
+
+def node_exists(store: Store, path: str) -> bool:
+    """Whether a node (v3 or v2) is stored at ``path``."""
+    p = prefix_of(path)
+    return any(store.exists(k) for k in (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP))
+
+
+def doc_key(path: str, meta: NodeMeta) -> str:
+    """The key of the document that defines the node: ``zarr.json``, ``.zarray`` or ``.zgroup``."""
+    if meta.zarr_format == 2:
+        return prefix_of(path) + (v2meta.V2_ARRAY if isinstance(meta, ArrayMeta) else v2meta.V2_GROUP)
+    return meta_key(path)
+
+
+def node_from_json(obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
+    """A node from a consolidated entry: a ``zarr.json`` object, or a combined Zarr v2 document."""
+    if isinstance(obj, Mapping) and obj.get("zarr_format") == 2:
+        return v2meta.v2_node_from_json(obj, key)
+    return _v3_node_from_json(obj, key)
+
+
+def node_doc(meta: NodeMeta) -> dict[str, Any]:
+    """The JSON object of a node as consolidated metadata holds it (v3, or combined v2)."""
+    return v2meta.v2_combined(meta) if meta.zarr_format == 2 else node_to_json(meta)
 
 
 class AncestorDocs:
@@ -137,22 +200,68 @@ class AncestorDocs:
         self._docs[path] = data
 
 
+def check_format(zarr_format: Any) -> Any:
+    """``zarr_format`` if it is 2 or 3 (for creation)."""
+    if zarr_format not in (2, 3) or isinstance(zarr_format, bool):
+        raise MetadataError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+    return zarr_format
+
+
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
-    """Write a new node's ``zarr.json`` and ``{"zarr_format": 3, "node_type": "group"}`` for each missing
-    ancestor, keeping ancestors' consolidated metadata current. The node's own document goes first, so
-    a key the store refuses (a name too long for the file system) leaves nothing behind."""
+    """Write a new node's documents and a group (of the node's format) for each missing ancestor, keeping
+    ancestors' consolidated metadata current. The node's own document goes first, so a key the store
+    refuses (a name too long for the file system) leaves nothing behind."""
     docs = docs or AncestorDocs(store)
+    missing = _missing_parents(store, path, meta.zarr_format, docs)
+    write_meta(store, path, meta, docs)
+    _write_groups(store, missing, meta.zarr_format, docs)
+
+
+def create_parents(store: Store, path: str, zarr_format: int = 3) -> None:
+    """Write a group for each missing ancestor of ``path`` (not the node itself)."""
+    docs = AncestorDocs(store)
+    _write_groups(store, _missing_parents(store, path, zarr_format, docs), zarr_format, docs)
+
+
+def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDocs) -> list[str]:
+    """The ancestors of ``path`` that hold no node, from the root down; StoreError if one is an array."""
     missing = []
     for parent in parent_paths(path):
-        existing = docs.get(parent)
-        if existing is None:
+        if zarr_format == 2:
+            found = read_v2_meta(store, parent)
+        else:
+            existing = docs.get(parent)
+            found = None if existing is None else decode_node(existing, meta_key(parent))
+        if found is None:
             missing.append(parent)
-        elif decode_node(existing, meta_key(parent)).__class__ is not GroupMeta:
+        elif found.__class__ is not GroupMeta:
             raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is an array, not a group")
-    write_meta(store, path, meta, docs)
-    for parent in missing:  # from the root down
+    return missing
+
+
+def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: AncestorDocs) -> None:
+    for parent in paths:  # from the root down
+        if zarr_format == 2:
+            write_meta(store, parent, GroupMeta(zarr_format=2))
+            continue
         docs.set(parent, encode_json(node_to_json(GroupMeta())))
         _refresh_consolidated(store, parent, node_to_json(GroupMeta()), docs)
+
+
+def consolidate_v2(store: Store, path: str) -> GroupMeta:
+    """Write the v2 group at ``path``'s ``.zmetadata`` (every ``.zarray``/``.zgroup``/``.zattrs`` at or
+    below it, as zarr-python 2 does) and return the group as read back."""
+    prefix = prefix_of(path)
+    keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS
+                  and not any(part.startswith("__") for part in k[len(prefix):].split("/")))
+    values = store.get_many([(k, None) for k in keys])
+    entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
+    store.set(prefix + v2meta.V2_CONSOLIDATED,
+              encode_json({"metadata": entries, "zarr_consolidated_format": 1}))
+    meta = read_v2_meta(store, path)
+    if not isinstance(meta, GroupMeta):
+        raise NodeNotFoundError(f"the node at {path or '/'!r} is not a v2 group; only groups consolidate")
+    return meta
 
 
 def locked(store: Store, path: str) -> AbstractContextManager[None]:
@@ -162,22 +271,39 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
 
 
 def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
-    """Write a node's ``zarr.json`` and keep ancestors' consolidated metadata current."""
+    """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
+    consolidated metadata current."""
+    if meta.zarr_format == 2:
+        p = prefix_of(path)
+        store.set_many({p + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()})
+        _refresh_v2_consolidated(store, path, meta)
+        return
     doc = node_to_json(meta)
     store.set(meta_key(path), encode_json(doc))
     _refresh_consolidated(store, path, doc, docs)
 
 
+def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> None:
+    """Update (or drop, ``meta`` None) ``path``'s entries in every ``.zmetadata`` at it or above it."""
+    for group in (*parent_paths(path), path):
+        key = prefix_of(group) + v2meta.V2_CONSOLIDATED
+        current = v2meta.load_json(store.get(key), key)
+        if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
+            continue
+        store.set(key, encode_json(v2meta.with_entries(current, path[len(group):].strip("/"), meta)))
+
+
 def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
-                then: Callable[[NodeMeta | None, NodeMeta], None] | None = None) -> NodeMeta:
+                then: Callable[[NodeMeta | None, NodeMeta], None] | None = None,
+                zarr_format: int = 3) -> NodeMeta:
     """A read-modify-write of a node's ``zarr.json``: ``change`` maps the document as stored now (None:
     missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
     document's locks where the store has no conditional writes (``then`` inside them); else a conditional
     write, re-read and re-applied on conflict (``change`` may run again; ``then`` runs once, after it)."""
     key = meta_key(path)
-    if not store.capabilities.conditional_writes:
-        with locked(store, path):
-            old = try_read_meta(store, path)
+    if not store.capabilities.conditional_writes or zarr_format == 2:
+        with locked(store, path):  # v2: two documents (.zarray, .zattrs), written under the lock
+            old = try_read_meta(store, path, zarr_format)
             new = change(old)
             write_meta(store, path, new)
             if then is not None:
@@ -205,6 +331,8 @@ def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> No
     else:
         store.delete_prefix("")
     _refresh_consolidated(store, path, None, docs)
+    if path:
+        _refresh_v2_consolidated(store, path, None)
 
 
 def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,

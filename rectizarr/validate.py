@@ -1,4 +1,4 @@
-"""Strict validation of a Zarr v3 store: metadata, hierarchy and every stored chunk.
+"""Strict validation of a Zarr v3 store (v2 hierarchies: :mod:`rectizarr.validate_v2`): metadata, hierarchy and every stored chunk.
 
 >>> report = rectizarr.validate("data.zarr")          # doctest: +SKIP
 >>> print(report.format_text())                       # doctest: +SKIP
@@ -34,6 +34,7 @@ import msgspec
 from rectizarr import nodes
 from rectizarr.arrays import Array
 from rectizarr.codecs.build import build_pipeline
+from rectizarr.core import v2meta
 from rectizarr.core.chunk_keys import parse_chunk_key_encoding
 from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.core.dtype import DataType, parse_data_type
@@ -60,6 +61,7 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.stores import Store, open_store
+from rectizarr.validate_v2 import check_v2
 
 __all__ = ["Issue", "ValidationReport", "validate"]
 
@@ -118,6 +120,10 @@ class _Checker:
         self.report = ValidationReport()
 
     # ------------------------------------------------------------------------------------ reporting
+    def count(self, nodes_checked: int = 0, chunks_checked: int = 0) -> None:
+        self.report.nodes_checked += nodes_checked
+        self.report.chunks_checked += chunks_checked
+
     def error(self, key: str, path: str, rule: str, message: str) -> None:
         self.report.errors.append(Issue(key, path, rule, message))
 
@@ -334,6 +340,9 @@ def validate(
     prefix = nodes.prefix_of(root)
     keys = sorted(store.list_prefix(prefix))
     meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
+    if nodes.meta_key(root) not in meta_keys and {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(keys):
+        check_v2(check, root, keys)  # a Zarr v2 hierarchy
+        return check.report
     if nodes.meta_key(root) not in meta_keys:
         check.error(nodes.meta_key(root), "$", "hierarchy.missing_node", f"no zarr.json at {root or '/'!r}")
     docs: dict[str, dict[str, Any]] = {}

@@ -14,10 +14,13 @@ from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions
+from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import ShardingCodec
-from rectizarr.core.codec_meta import codecs_to_json
+from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
 from rectizarr.core.grid import FixedDim
 from rectizarr.core.metadata import node_to_json
+from rectizarr.core.v2migrate import v3_codecs
+from rectizarr.create import build_chain
 from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.stores import Store
@@ -69,7 +72,13 @@ def _declared(src: Array) -> list[Any]:
 def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     """``(storage chunks, full codec chain JSON)`` of the destination of ``src`` under ``opts``."""
     pipe = src.pipeline
-    outer_a, serializer, outer_b = _split(codecs_to_json(src.metadata.codecs), len(pipe.array_array))
+    metas = src.metadata.codecs
+    if src.metadata.zarr_format == 2:  # the destination is v3: the v2 chain as v3 codecs, else the defaults
+        mapped, _ = v3_codecs(src.metadata)
+        metas = mapped if mapped is not None else parse_codecs(build_chain(src.metadata.data_type, None, "auto",
+                                                                           "auto"))
+        pipe = build_pipeline(metas, src.dtype, [d.unique_edges() for d in src.grid.dims])
+    outer_a, serializer, outer_b = _split(codecs_to_json(metas), len(pipe.array_array))
     keep_storage = _declared(src)
     if opts.codecs is not None:
         if opts.shards is not None:

@@ -8,6 +8,7 @@
     rectizarr validate PATH [--strict|--lenient] [--json]
     rectizarr diff A B [--metadata-only] [--json]         exit 0 identical/equivalent, 1 different, 2 error
     rectizarr copy SRC DST [--chunks SPEC] [--shards SPEC|none] [--codecs JSON] [--compressor NAME]
+    rectizarr migrate SRC [DST] [--dry-run] [--chunks SPEC] [--keep-v2]   Zarr v2 -> v3, in place or to DST
 
 PATH is a local directory, a ``.zip`` file or any fsspec URL. Chunk specs give, per axis and separated by
 commas, an int (regular) or a bracketed list of edges where ``VxN`` repeats ``V`` ``N`` times:
@@ -30,6 +31,7 @@ import numpy as np
 from rectizarr.arrays import Array
 from rectizarr.cli.copy import CopyOptions, copy_node
 from rectizarr.cli.diff import diff_nodes
+from rectizarr.cli.migrate import MigrateOptions, migrate, plan_migration
 from rectizarr.cli.util import compact_sizes, parse_chunks, parse_selection, parse_size, rle_sizes
 from rectizarr.core.codec_meta import codecs_to_json
 from rectizarr.core.grid import Runs
@@ -235,10 +237,34 @@ def _cmd_copy(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    opts = MigrateOptions(chunks=parse_chunks(args.chunks) if args.chunks else None, keep_v2=args.keep_v2,
+                          overwrite=args.overwrite, budget=parse_size(args.memory))
+    in_place = args.dst is None
+    if args.dry_run:
+        src = _open(args.src, args.path)
+        print(f"migrate {args.src}{'' if in_place else ' -> ' + args.dst} "
+              f"({'in place' if in_place else 'to a new root'}):")
+        for step in plan_migration(src, opts):
+            print("  " + step.describe())
+        return 0
+    try:
+        src = open_node(args.src, path=args.path, mode="r" if not in_place else "r+")
+    except NodeNotFoundError as exc:
+        raise NodeNotFoundError(f"{args.src}: {exc}") from None
+    store = src.store if in_place else open_store(args.dst, mode="a")
+    dst_path = src.path if in_place else (args.dst_path.strip("/") if args.dst_path else "")
+    steps = migrate(src, store, dst_path, opts)
+    reused = sum(s.kind == "reuse" for s in steps)
+    print(f"migrated {len(steps)} node(s): {reused} array(s) metadata-only, "
+          f"{sum(s.kind == 'reencode' for s in steps)} re-encoded, {sum(s.kind == 'group' for s in steps)} group(s)")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rectizarr`` command."""
-    p = argparse.ArgumentParser(prog=PROG, description="Inspect, validate, compare and copy Zarr v3 data.")
+    p = argparse.ArgumentParser(prog=PROG, description="Inspect, validate, compare, copy and migrate Zarr data.")
     p.add_argument("--debug", action="store_true", help="show the full traceback on errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -300,6 +326,19 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--memory", default="64M", help="approximate memory per copied region (default 64M)")
     sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sp.set_defaults(func=_cmd_copy)
+
+    sp = sub.add_parser("migrate", help="convert a Zarr v2 array or hierarchy to Zarr v3 (in place or to DST)")
+    sp.add_argument("src", metavar="SRC")
+    sp.add_argument("dst", metavar="DST", nargs="?", default=None, help="a new root (default: in place)")
+    sp.add_argument("--path", default=None, metavar="NODE", help="node inside SRC")
+    sp.add_argument("--dst-path", default=None, metavar="NODE", help="node inside DST")
+    sp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    sp.add_argument("--chunks", default=None, metavar="SPEC", help="rechunk every array (e.g. rectilinear)")
+    sp.add_argument("--keep-v2", action="store_true", help="in place: keep the v2 documents")
+    sp.add_argument("--overwrite", action="store_true", help="replace an existing destination node")
+    sp.add_argument("--memory", default="64M", help="approximate memory per re-encoded region (default 64M)")
+    sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    sp.set_defaults(func=_cmd_migrate)
     return p
 
 

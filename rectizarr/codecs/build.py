@@ -21,6 +21,7 @@ from rectizarr.codecs.bytes_to_bytes import (
     get_numcodec,
 )
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.core import codec_meta as cm
 from rectizarr.errors import MetadataError
 
@@ -89,6 +90,13 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
+    if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size
+        try:
+            native = stdlib_codec(meta.codec_id, meta.configuration)
+        except MetadataError as exc:
+            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+        if native is not None:
+            return native
     try:
         obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
     except MetadataError as exc:
@@ -144,5 +152,11 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
         case cm.NumcodecsMeta():
             return _build_numcodecs(meta, dtype, path)
+        case cm.V2ChunkMeta():
+            from rectizarr.codecs.v2chunk import V2ChunkCodec
+            from rectizarr.core.v2dtype import parse_v2_dtype
+
+            declared = parse_v2_dtype(meta.dtype, json_path(path, "configuration", "dtype"))
+            return V2ChunkCodec(declared, meta.order, meta.filters, path)
         case _:
             assert_never(meta)

@@ -28,6 +28,7 @@ __all__ = [
     "NumcodecsMeta",
     "ShardingMeta",
     "TransposeMeta",
+    "V2ChunkMeta",
     "VlenBytesMeta",
     "VlenUtf8Meta",
     "ZstdMeta",
@@ -122,6 +123,17 @@ class NumcodecsMeta(msgspec.Struct, frozen=True):
         return NUMCODECS_KINDS[self.codec_id]
 
 
+class V2ChunkMeta(msgspec.Struct, frozen=True):
+    """The array->bytes step of a Zarr v2 array with filters (or an object or structured dtype): the chunk in
+    ``order``, converted to the declared ``dtype`` (v2 JSON form), through each numcodecs filter in turn.
+    Built from ``.zarray`` only (:mod:`rectizarr.core.v2meta`); never written to a ``zarr.json``."""
+
+    name: ClassVar[str] = "zarr_v2.filters"
+    dtype: Any
+    order: Literal["C", "F"]
+    filters: tuple[dict[str, Any], ...]
+
+
 CodecMeta: TypeAlias = (
     BytesMeta
     | TransposeMeta
@@ -133,6 +145,7 @@ CodecMeta: TypeAlias = (
     | VlenBytesMeta
     | ShardingMeta
     | NumcodecsMeta
+    | V2ChunkMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -316,6 +329,9 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             }
         case NumcodecsMeta():
             return {"name": meta.name, "configuration": dict(meta.configuration)}
+        case V2ChunkMeta():
+            return {"name": meta.name, "configuration": {"dtype": meta.dtype, "order": meta.order,
+                                                         "filters": list(meta.filters)}}
         case _:
             config = {k: list(v) if isinstance(v, tuple) else v for k, v in msgspec.to_builtins(meta).items()}
             return {"name": meta.name, "configuration": {k: v for k, v in config.items() if v is not None}}

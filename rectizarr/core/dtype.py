@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rectizarr._util import is_int, json_path
+from rectizarr.core import dtype_ext as ext
 from rectizarr.core.fill import (
     FLOAT_SPECS,
     ML_FLOATS,
@@ -69,6 +70,7 @@ _MAX_UTF32_BYTES = 2_147_483_644
 _MAX_ITEMSIZE = 2**31 - 1  # numpy's largest element size
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
+_EXT_PLAIN = ext.EXT_NAMES - {"struct", "structured", "null_terminated_bytes", "raw_bytes"}  # no configuration
 
 
 def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
@@ -89,7 +91,7 @@ class DataType:
     numpy: np.dtype[Any]
 
     def __hash__(self) -> int:
-        config = None if self.configuration is None else tuple(sorted(self.configuration.items()))
+        config = None if self.configuration is None else repr(sorted(self.configuration.items()))
         return hash((self.name, config, self.numpy))
 
     @property
@@ -105,6 +107,8 @@ class DataType:
     @property
     def has_endianness(self) -> bool:
         """Whether the ``bytes`` codec needs ``endian`` (multi-byte numeric, time and utf32 types)."""
+        if self.name in ext.EXT_NAMES:
+            return ext.ext_has_endianness(self.name, self.numpy)
         return not self.variable_length and self.numpy.itemsize > 1 and _RAW.fullmatch(self.name) is None
 
     def to_json(self) -> str | dict[str, Any]:
@@ -141,6 +145,8 @@ class DataType:
                 return arr.astype(self.numpy)
             value = arr.item()
         name = self.name
+        if name in ext.EXT_NAMES:
+            return ext.ext_parse_fill(name, self.configuration, self.numpy, value, path, parse_data_type)
         if name == "bool":
             return parse_bool(value, path)
         if name in FLOAT_SPECS:
@@ -210,6 +216,8 @@ class DataType:
             arr = arr.astype(self.numpy)
         name = self.name
         value = arr[()]
+        if name in ext.EXT_NAMES:
+            return ext.ext_fill_to_json(name, self.configuration, arr, parse_data_type)
         if name == "bool":
             return bool(value)
         if name in FLOAT_SPECS:
@@ -315,6 +323,9 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
                 f"raw data type {name!r}: the bit count must be a positive multiple of 8", path=path
             )
         return DataType(name, None, np.dtype(f"V{bits // 8}"))
+    if name in ext.EXT_NAMES:
+        ext_config, np_dtype = ext.ext_from_name(name, config, path, parse_data_type)
+        return DataType("struct" if name == "structured" else name, ext_config, np_dtype)
     raise UnsupportedError(f"unsupported data type {name!r} (data types cannot be skipped)", path=path)
 
 
@@ -385,6 +396,13 @@ def _ml_dtype(name: str, path: str) -> np.dtype[Any]:
     return out
 
 
+def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
+    """``dt`` with every field in native byte order."""
+    if dt.fields is None:
+        return dt.newbyteorder("=") if dt.byteorder in "<>" else dt
+    return np.dtype([(n, _native(dt.fields[n][0])) for n in dt.names or ()])
+
+
 def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
     """The Zarr data type for a numpy dtype (byte order dropped) or a configuration-less Zarr name.
 
@@ -393,7 +411,7 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
     ml_dtypes types by name. Anything else raises :class:`UnsupportedError` naming the type.
     """
     if isinstance(dtype, str) and (
-        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS or _RAW.fullmatch(dtype)
+        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN or _RAW.fullmatch(dtype)
     ):
         return _from_name(dtype, None, "$.data_type")
     try:
@@ -402,10 +420,11 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
         raise UnsupportedError(f"cannot map {dtype!r} to a Zarr data type") from e
     if dt.name in ML_FLOATS and dt.type.__module__.startswith("ml_dtypes"):
         return DataType(dt.name, None, dt.newbyteorder("="))
-    if dt.fields is not None or dt.subdtype is not None:
-        raise UnsupportedError(
-            f"structured/subarray numpy dtype {dt} (the struct data type) is not supported"
-        )
+    found = ext.ext_from_numpy(dt, data_type_from_numpy)  # S<n>, structured, ml_dtypes integers
+    if found is not None:
+        return DataType(found[0], found[1], _native(dt))
+    if dt.subdtype is not None:
+        raise UnsupportedError(f"subarray numpy dtype {dt} has no Zarr data type")
     kind, size = dt.kind, dt.itemsize
     if kind in "biufc":
         name = "bool" if kind == "b" else f"{_KIND_PREFIX[kind]}{8 * size}"
@@ -415,10 +434,6 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
         return _from_name("string", None, "$.data_type")
     elif kind == "S" and size == 0:
         return _from_name("bytes", None, "$.data_type")
-    elif kind == "S":
-        raise UnsupportedError(
-            f"fixed-length bytes {dt} are not supported; use 'bytes' (variable length) or 'V{size}' (r{8 * size})"
-        )
     elif kind == "U":
         return _utf32_type({"length_bytes": size}, "$.data_type")
     elif kind == "V" and size > 0:

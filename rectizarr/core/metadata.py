@@ -78,7 +78,8 @@ class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_fiel
     dimension_names: tuple[str | None, ...] | None = None
     storage_transformers: tuple[dict[str, Any], ...] = ()
     extra_fields: dict[str, Any] = msgspec.field(default_factory=dict)
-    zarr_format: Literal[3] = 3
+    zarr_format: Literal[2, 3] = 3
+    v2: dict[str, Any] | None = None  # a Zarr v2 array: its ``.zarray`` as read (rectizarr.core.v2meta)
 
     @property
     def ndim(self) -> int:
@@ -91,7 +92,7 @@ class GroupMeta(msgspec.Struct, frozen=True, kw_only=True, tag="group", tag_fiel
     attributes: dict[str, Any] = msgspec.field(default_factory=dict)
     consolidated_metadata: dict[str, Any] | None = None
     extra_fields: dict[str, Any] = msgspec.field(default_factory=dict)
-    zarr_format: Literal[3] = 3
+    zarr_format: Literal[2, 3] = 3
 
 
 NodeMeta = ArrayMeta | GroupMeta

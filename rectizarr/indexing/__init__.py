@@ -2,7 +2,14 @@
 over :mod:`.plan` (orthogonal and coordinate plans) over :mod:`.axis` (one axis against a grid ``Dim``)."""
 
 from rectizarr.indexing.plan import ChunkProjection, CoordinatePlan, OrthogonalPlan, Plan
-from rectizarr.indexing.selection import Dim, basic_plan, block_plan, coordinate_plan, orthogonal_plan
+from rectizarr.indexing.selection import (
+    Dim,
+    basic_plan,
+    block_plan,
+    block_region,
+    coordinate_plan,
+    orthogonal_plan,
+)
 
 __all__ = [
     "ChunkProjection",
@@ -12,6 +19,7 @@ __all__ = [
     "Plan",
     "basic_plan",
     "block_plan",
+    "block_region",
     "coordinate_plan",
     "orthogonal_plan",
 ]

@@ -285,8 +285,16 @@ def coordinate_plan(dims: Sequence[Dim], selection: object) -> Plan:
 
 def block_plan(dims: Sequence[Dim], selection: object) -> Plan:
     """Plan for ``a.blocks[selection]``: ints (wrapping over ``nchunks``) and step-1 slices of chunks."""
+    region = block_region(dims, selection)
+    axes = [axis_from_slice(dim, r.start, r.stop, 1) for dim, r in zip(dims, region, strict=True)]
+    return orthogonal(axes, tuple(a.length for a in axes), "view")
+
+
+def block_region(dims: Sequence[Dim], selection: object) -> tuple[slice, ...]:
+    """The element region (one step-1 slice per axis) that ``a.blocks[selection]`` covers; an empty block
+    selection along an axis gives an empty slice there, other axes keep their extent (as numpy does)."""
     items, _ = _expand(selection, len(dims))
-    axes: list[AxisPlan] = []
+    region: list[slice] = []
     for it in items:
         o = it.obj
         dim = dims[it.axis] if it.axis < len(dims) else None
@@ -306,5 +314,5 @@ def block_plan(dims: Sequence[Dim], selection: object) -> Plan:
             c0 = c + n if c < 0 else c
             c1 = c0 + 1
         start, stop = (dim.offset(c0), dim.offset(c1 - 1) + dim.data_len(c1 - 1)) if c1 > c0 else (0, 0)
-        axes.append(axis_from_slice(dim, start, stop, 1))
-    return orthogonal(axes, tuple(a.length for a in axes), "view")
+        region.append(slice(start, stop))
+    return tuple(region)

@@ -111,13 +111,14 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
         return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, drop_variables=drop_variables, **kwargs))
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
-        """Only a local Zarr v3 directory, and only when zarr-python (xarray's own Zarr engine) is absent,
+        """Only a local Zarr v3 (or v2) directory, and only when zarr-python (xarray's own Zarr engine) is absent,
         so that installing rectizarr never changes which engine ``open_dataset`` picks by default."""
         if isinstance(filename_or_obj, Group | Store):
             return True
         if not isinstance(filename_or_obj, str | os.PathLike) or importlib.util.find_spec("zarr") is not None:
             return False
-        return os.path.isfile(os.path.join(os.fspath(filename_or_obj), "zarr.json"))
+        root = os.fspath(filename_or_obj)
+        return any(os.path.isfile(os.path.join(root, name)) for name in ("zarr.json", ".zgroup", ".zarray"))
 
 
 def _decode(store: RectizarrDataStore, **kwargs: Any) -> Dataset:

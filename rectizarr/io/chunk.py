@@ -32,6 +32,8 @@ Encoded = tuple[str, Buffer | None]  # (key, value); None: the chunk is empty (d
 
 def paste(out: np.ndarray, plan: Plan, p: ChunkProjection, src: np.ndarray | None, fill: np.ndarray) -> None:
     """Put the part of chunk ``src`` that ``p`` selects (the fill value when ``src`` is None) into ``out``."""
+    if src is None and fill.dtype.kind == "O":
+        fill = fill[()]  # the element: ``out[()] = <0-d object array>`` would nest the array inside out
     if plan.kind == "coordinate":
         flat = out.reshape(-1)
         flat[p.out_sel] = fill if src is None else src[p.chunk_sel]

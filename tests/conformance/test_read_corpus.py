@@ -80,8 +80,8 @@ def test_read_hierarchy(case: Case) -> None:
 
 @pytest.mark.parametrize("case", [c for c in CASES if "expect_error" in c.info], ids=lambda c: c.id)
 def test_documented_limits(case: Case) -> None:
-    """Stores rectizarr deliberately refuses (unregistered zarr-python types, int2/int4, an unrepresentable
-    tensorstore default fill): the refusal is explicit, of the recorded class, and names the JSON path."""
+    """Stores rectizarr deliberately refuses (an unrepresentable tensorstore default fill): the refusal is
+    explicit, of the recorded class, and names the JSON path."""
     want: dict[str, Any] = case.info["expect_error"]
     cls = getattr(errors, want["error"])
     with pytest.raises(cls) as info:

@@ -30,8 +30,8 @@ RANKS: Mapping[str, int] = {
     "io": 3,  # the only layer that knows stores AND codecs
     "nodes": 4, "create": 4, "summary": 4,
     "arrays": 5,
-    "api": 6, "validate": 6,
-    "groups": 7,  # Group.create_array and open() call the array functions of api
+    "api": 6, "validate_v2": 6,
+    "groups": 7, "validate": 7,  # Group.create_array and open() call the array functions of api
     "integrations": 8, "cli": 8, "convenience": 8,
     "__init__": 9, "__main__": 9, "dask": 9, "xarray": 9,  # short names of the integrations
 }

@@ -1,0 +1,240 @@
+"""The data types other implementations write beyond the core set (spec-notes §2.4), for
+:mod:`rectizarr.core.dtype`:
+
+- ``struct`` (zarr-extensions; zarr-python): packed fields in declaration order, nestable, fill value an
+  object with every field (``structured`` with ``[name, type]`` fields and base64 fills is read, never
+  written);
+- ``null_terminated_bytes`` and ``raw_bytes`` (zarr-python's names for numpy ``S<n>`` and ``V<n>``), fill
+  values base64;
+- ``int2``, ``int4``, ``uint2``, ``uint4`` (tensorstore, zarrs): one byte per value, through ``ml_dtypes``;
+- ``complex_float32`` / ``complex_float64`` (zarrs' spellings of complex64 / complex128) and the other
+  ``complex_<float>`` types, held as a ``(real, imag)`` structured pair where numpy has no complex type.
+
+This module knows nothing of :class:`~rectizarr.core.dtype.DataType`: struct fields are parsed through the
+``parse`` callback the caller passes (``parse_data_type``), so the two modules do not import each other.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Protocol
+
+import numpy as np
+
+from rectizarr._util import is_int, json_path
+from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
+from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["EXT_NAMES", "ML_INTS", "FieldType", "ext_fill_to_json", "ext_from_name", "ext_from_numpy",
+           "ext_has_endianness", "ext_parse_fill"]
+
+ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
+_NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}
+_COMPLEX = {f"complex_{f}": f for f in FLOAT_SPECS}
+_BYTES = {"null_terminated_bytes": "S", "raw_bytes": "V"}
+EXT_NAMES = frozenset({"struct", "structured", *ML_INTS, *_COMPLEX, *_BYTES})
+
+
+class FieldType(Protocol):
+    """What a struct needs of its fields' data types (a :class:`~rectizarr.core.dtype.DataType`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def numpy(self) -> np.dtype[Any]: ...
+    @property
+    def variable_length(self) -> bool: ...
+    @property
+    def has_endianness(self) -> bool: ...
+    def to_json(self) -> Any: ...
+    def parse_fill(self, value: Any, path: str) -> np.ndarray[Any, Any]: ...
+    def fill_to_json(self, fill: np.ndarray[Any, Any]) -> Any: ...
+
+
+Parse = Callable[[Any, str], FieldType]
+
+
+def _ml(name: str, path: str) -> np.dtype[Any]:
+    try:
+        import ml_dtypes
+    except ImportError as exc:
+        raise UnsupportedError(f"data type {name!r} needs the optional ml_dtypes package: pip install "
+                               "'rectizarr[ml]'", path=path) from exc
+    try:
+        out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
+    except AttributeError as exc:
+        raise UnsupportedError(f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}",
+                               path=path) from exc
+    return out
+
+
+def _component(name: str, path: str) -> np.dtype[Any]:
+    comp = _COMPLEX[name]
+    return np.dtype(f"f{int(comp[5:]) // 8}") if comp in ("float16", "float32", "float64") else _ml(comp, path)
+
+
+# ----------------------------------------------------------------------------------------- construction
+
+
+def ext_from_name(name: str, config: Mapping[str, Any] | None, path: str,
+                  parse: Parse) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
+    """The configuration (as stored) and numpy dtype of an extension data type ``name``."""
+    cpath = json_path(path, "configuration")
+    if name in _BYTES:
+        length: Any = (config or {}).get("length_bytes")
+        if not isinstance(config, Mapping) or set(config) != {"length_bytes"} or not is_int(length) \
+                or not 1 <= length <= 2**31 - 1:
+            raise MetadataError(f"{name} needs a configuration {{\"length_bytes\": n}} with n >= 1", path=cpath)
+        return MappingProxyType({"length_bytes": int(length)}), np.dtype(f"{_BYTES[name]}{int(length)}")
+    if config:
+        if name not in ("struct", "structured"):
+            raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
+    if name in ML_INTS:
+        return None, _ml(name, path)
+    if name in _NATIVE_COMPLEX:
+        return None, np.dtype(_NATIVE_COMPLEX[name])
+    if name in _COMPLEX:
+        comp = _component(name, path)
+        return None, np.dtype([("real", comp), ("imag", comp)])
+    return _struct(name, config, path, parse)
+
+
+def _struct(name: str, config: Mapping[str, Any] | None, path: str,
+            parse: Parse) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
+    cpath = json_path(path, "configuration")
+    fields = (config or {}).get("fields")
+    if not isinstance(config, Mapping) or set(config) != {"fields"} or not isinstance(fields, list) or not fields:
+        raise MetadataError(f"{name} needs a configuration {{\"fields\": [...]}} with at least one field", path=cpath)
+    names: list[str] = []
+    formats: list[np.dtype[Any]] = []
+    for i, field in enumerate(fields):
+        where = json_path(cpath, "fields", i)
+        if isinstance(field, Mapping) and set(field) == {"name", "data_type"}:
+            fname, ftype = field["name"], field["data_type"]
+        elif name == "structured" and isinstance(field, list) and len(field) == 2:
+            fname, ftype = field
+        else:
+            raise MetadataError('a struct field is {"name": ..., "data_type": ...}', path=where)
+        if not isinstance(fname, str) or not fname or fname in names:
+            raise MetadataError(f"field names must be unique non-empty strings, got {fname!r}", path=where)
+        sub = parse(ftype, json_path(where, "data_type"))
+        if sub.variable_length:
+            raise UnsupportedError(f"variable-length field {fname!r} in a struct", path=where)
+        names.append(fname)
+        formats.append(sub.numpy)
+    stored = {"fields": [{"name": n, "data_type": parse(_field_type(f), path).to_json()}
+                         for n, f in zip(names, fields, strict=True)]}
+    return MappingProxyType(stored), np.dtype(list(zip(names, formats, strict=True)))
+
+
+def _field_type(field: Any) -> Any:
+    return field["data_type"] if isinstance(field, Mapping) else field[1]
+
+
+def _fields(config: Mapping[str, Any] | None, parse: Parse, path: str) -> list[tuple[str, FieldType]]:
+    return [(f["name"], parse(f["data_type"], path)) for f in (config or {}).get("fields", [])]
+
+
+def ext_from_numpy(dt: np.dtype[Any], from_numpy: Callable[[np.dtype[Any]], FieldType]) -> tuple[
+        str, Mapping[str, Any] | None] | None:
+    """The extension name and configuration for a numpy dtype (``S<n>``, structured, ml_dtypes ints)."""
+    if dt.kind == "S" and dt.itemsize:
+        return "null_terminated_bytes", MappingProxyType({"length_bytes": dt.itemsize})
+    if dt.name in ML_INTS and dt.type.__module__.startswith("ml_dtypes"):
+        return dt.name, None
+    if dt.fields is None:
+        return None
+    offsets = [dt.fields[n][1] for n in dt.names or ()]
+    sizes = [dt.fields[n][0].itemsize for n in dt.names or ()]
+    packed = offsets == [sum(sizes[:i]) for i in range(len(sizes))] and dt.itemsize == sum(sizes)
+    if not packed or any(dt.fields[n][0].subdtype is not None or len(dt.fields[n]) > 2 for n in dt.names or ()):
+        raise UnsupportedError(f"structured dtype {dt}: a struct has packed fields without sub-arrays or titles")
+    fields = [{"name": n, "data_type": from_numpy(dt.fields[n][0]).to_json()} for n in dt.names or ()]
+    return "struct", MappingProxyType({"fields": fields})
+
+
+def ext_has_endianness(name: str, numpy: np.dtype[Any]) -> bool:
+    if name in _BYTES or name in ML_INTS:
+        return False
+    if name in _COMPLEX:
+        return numpy.itemsize > 2
+    return _struct_needs_endian(numpy)
+
+
+def _struct_needs_endian(dt: np.dtype[Any]) -> bool:
+    if dt.fields is not None:
+        return any(_struct_needs_endian(dt.fields[n][0]) for n in dt.names or ())
+    if dt.type.__module__.startswith("ml_dtypes"):
+        return dt.itemsize > 1
+    return dt.kind not in "SVb" and dt.itemsize > 1
+
+
+# ------------------------------------------------------------------------------------------ fill values
+
+
+def _b64(value: Any, size: int, exact: bool, path: str) -> bytes:
+    if not isinstance(value, str):
+        raise MetadataError(f"expected a base64 string, got {value!r}", path=path)
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except ValueError as exc:
+        raise MetadataError(f"invalid base64 fill value {value!r}: {exc}", path=path) from exc
+    if len(raw) > size or (exact and len(raw) != size):
+        raise MetadataError(f"fill value has {len(raw)} bytes, the data type {size}", path=path)
+    return raw + bytes(size - len(raw))
+
+
+def ext_parse_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str,
+                   parse: Parse) -> np.ndarray[Any, Any]:
+    """A fill value of an extension type as a 0-d array of ``numpy``."""
+    if name in _BYTES:
+        if isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
+            lenient("fill value written as a list of bytes; zarr-python writes base64", path)
+            value = base64.b64encode(bytes(value)).decode()
+        raw = _b64(value, numpy.itemsize, name == "raw_bytes", path)
+        return np.frombuffer(raw, dtype=numpy).reshape(()).copy()
+    if name in ML_INTS:
+        n = json_int(value, path)
+        lo, hi = ML_INTS[name]
+        if not lo <= n <= hi:
+            raise MetadataError(f"{n} is out of range for {name} [{lo}, {hi}]", path=path)
+        return np.array(n, dtype=numpy)
+    if name in _COMPLEX:
+        if not isinstance(value, list | tuple) or len(value) != 2:
+            raise MetadataError(f"{name} fill value must be a [real, imag] pair, got {value!r}", path=path)
+        comp = _component(name, path)
+        parts = [parse_float(v, comp, FLOAT_SPECS[_COMPLEX[name]], json_path(path, i)) for i, v in enumerate(value)]
+        return np.frombuffer(parts[0].tobytes() + parts[1].tobytes(), dtype=numpy).reshape(()).copy()
+    return _struct_fill(name, config, numpy, value, path, parse)
+
+
+def _struct_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str,
+                 parse: Parse) -> np.ndarray[Any, Any]:
+    if isinstance(value, str):  # the legacy form: base64 of the packed little-endian bytes
+        lenient("struct fill value as base64; write an object with every field", path)
+        raw = _b64(value, numpy.itemsize, True, path)
+        return np.frombuffer(raw, dtype=numpy.newbyteorder("<")).reshape(()).astype(numpy)
+    fields = _fields(config, parse, path)
+    if not isinstance(value, Mapping) or set(value) != {n for n, _ in fields}:
+        raise MetadataError(f"a {name} fill value is an object with the fields {[n for n, _ in fields]}", path=path)
+    out = np.zeros((), dtype=numpy)
+    for fname, ftype in fields:
+        out[fname] = ftype.parse_fill(value[fname], json_path(path, fname))
+    return out
+
+
+def ext_fill_to_json(name: str, config: Mapping[str, Any] | None, fill: np.ndarray[Any, Any], parse: Parse) -> Any:
+    """Canonical fill value JSON of an extension type (what :func:`ext_parse_fill` reads back)."""
+    if name in _BYTES:
+        raw = fill.tobytes()
+        return base64.b64encode(raw.rstrip(b"\0") if name == "null_terminated_bytes" else raw).decode("ascii")
+    if name in ML_INTS:
+        return int(fill.astype(np.int8)[()])
+    if name in _COMPLEX:
+        comp = _component(name, "$.data_type")
+        parts = np.frombuffer(fill.tobytes(), dtype=comp)
+        spec = FLOAT_SPECS[_COMPLEX[name]]
+        return [float_to_json(parts[0:1].reshape(()), spec), float_to_json(parts[1:2].reshape(()), spec)]
+    return {fname: ftype.fill_to_json(np.asarray(fill[fname])) for fname, ftype in _fields(config, parse, "$")}

@@ -1,0 +1,99 @@
+"""``create_array(..., zarr_format=2)`` arguments -> a ``.zarray`` document (no I/O).
+
+What zarr-python 3 writes for ``zarr_format=2`` is the model: the default compressor is zstd level 0,
+``str`` arrays are ``|O`` with a ``vlen-utf8`` filter (``bytes``: ``vlen-bytes``), numbers are written
+little-endian, ``dimension_separator`` is ``"."`` unless the ``v2`` chunk key encoding says ``"/"``.
+Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :class:`UnsupportedError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rectizarr._util import Shape, is_int
+from rectizarr.core.dtype import DataType
+from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
+from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_chunks", "v2_zarray"]
+
+V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
+_V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
+
+
+def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
+    """Regular chunk sizes for a v2 array (``auto``: the chunks to use for ``"auto"``)."""
+    if isinstance(chunks, str) and chunks == "auto":
+        return list(auto)
+    if is_int(chunks):
+        chunks = [chunks] * len(shape)
+    if not isinstance(chunks, Sequence) or len(chunks) != len(shape):
+        raise MetadataError(f"chunks {chunks!r} do not give one size for each of {len(shape)} dimensions")
+    for axis, c in enumerate(chunks):
+        if not is_int(c):
+            raise UnsupportedError(f"chunks[{axis}] = {c!r}: Zarr v2 has regular chunk grids only (one size per "
+                                   "axis); rectilinear chunks need zarr_format=3")
+        if c < 1:
+            raise MetadataError(f"chunks[{axis}] must be >= 1, got {c}")
+    return [int(c) for c in chunks]
+
+
+def _codec_config(codec: Any, where: str) -> dict[str, Any]:
+    """A numcodecs codec object, a numcodecs config dict (``{"id": ...}``) or a v3-style gzip/zstd/blosc dict."""
+    get_config = getattr(codec, "get_config", None)
+    if callable(get_config):
+        return dict(get_config())
+    if isinstance(codec, Mapping) and isinstance(codec.get("id"), str):
+        return dict(codec)
+    if isinstance(codec, Mapping) and codec.get("name") in _V3_TO_V2:
+        config = dict(codec.get("configuration") or {})
+        if codec["name"] == "blosc":
+            shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+            config["shuffle"] = shuffle.get(config.get("shuffle", "shuffle"), 1)
+            config.pop("typesize", None)
+        return {"id": _V3_TO_V2[codec["name"]], **config}
+    raise MetadataError(f"{where}: {codec!r} is not a Zarr v2 codec (give a numcodecs codec or {{'id': ...}})")
+
+
+def _compressor(compressors: Any) -> dict[str, Any] | None:
+    if isinstance(compressors, str) and compressors == "auto":
+        return dict(V2_DEFAULT_COMPRESSOR)
+    if compressors is None:
+        return None
+    items = list(compressors) if isinstance(compressors, list | tuple) else [compressors]
+    if len(items) > 1:
+        raise UnsupportedError(f"Zarr v2 arrays have one compressor, got {len(items)}")
+    return _codec_config(items[0], "compressors") if items else None
+
+
+def _filters(dtype: DataType, filters: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """The v2 ``dtype`` JSON and the filters (the object codec first for string/bytes arrays)."""
+    items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
+    out = [_codec_config(f, "filters") for f in items]
+    if dtype.name in ("string", "bytes"):
+        codec = "vlen-utf8" if dtype.name == "string" else "vlen-bytes"
+        if not any(f.get("id") == codec for f in out):
+            out.append({"id": codec})
+        return "|O", out
+    native = dtype.numpy
+    little = native.newbyteorder("<") if native.fields is None else np.dtype(
+        [(n, native.fields[n][0].newbyteorder("<")) for n in native.names or ()])
+    return v2_dtype_to_json(little), out
+
+
+def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any, compressors: Any,
+              fill: np.ndarray, order: str | None, separator: str) -> dict[str, Any]:
+    """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``)."""
+    if order not in (None, "C", "F"):
+        raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
+    dtype_json, filter_list = _filters(dtype, filters)
+    declared = parse_v2_dtype(dtype_json)
+    return {
+        "shape": list(shape), "chunks": chunks, "dtype": dtype_json,
+        "fill_value": v2_fill_to_json(fill, declared), "order": order or "C",
+        "filters": filter_list or None, "dimension_separator": separator,
+        "compressor": _compressor(compressors), "zarr_format": 2,
+    }

@@ -1,0 +1,207 @@
+"""Zarr v2 data types (``.zarray`` ``dtype``) and fill values (``fill_value``) <-> numpy and the v3 model,
+for :mod:`rectizarr.core.v2meta`: typestrs with their byte order, structured field lists, tensorstore's names
+of the ml_dtypes types; fill values as zarr-python 2 writes them (null, ``"NaN"``/``"Infinity"``, ``[re, im]``,
+base64 for bytes, raw and structured types). Values are held in native byte order."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+from rectizarr._util import is_int, json_path
+from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype_ext import ML_INTS
+from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
+from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["data_type_of", "is_ml_dtype", "parse_v2_dtype", "parse_v2_fill", "v2_dtype_to_json", "v2_fill_to_json"]
+
+_KINDS = "biufcMmSUVO"
+_ML_NAMES = frozenset(ML_FLOATS | set(ML_INTS))
+
+
+def is_ml_dtype(dt: np.dtype[Any]) -> bool:
+    """Whether ``dt`` is an ml_dtypes type (bfloat16, float8, int4 ...)."""
+    return dt.type.__module__.startswith("ml_dtypes")
+
+
+# ---------------------------------------------------------------------------------------------- dtype
+
+
+def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
+    """The numpy dtype a v2 ``dtype`` names (byte order kept): a typestr or a structured field list."""
+    if isinstance(value, str) and value in _ML_NAMES:  # tensorstore's v2 names of the ml_dtypes types
+        return parse_data_type(value, path).numpy
+    if isinstance(value, str):
+        try:
+            dt = np.dtype(value)
+        except (TypeError, ValueError) as exc:
+            raise MetadataError(f"{value!r} is not a numpy dtype", path=path) from exc
+        if dt.kind not in _KINDS or dt.fields is not None or (dt.itemsize == 0 and dt.kind != "O"):
+            raise UnsupportedError(f"v2 dtype {value!r} is not supported", path=path)
+        return dt
+    if not isinstance(value, list) or not value:
+        raise MetadataError(f"dtype must be a string or a list of fields, got {value!r}", path=path)
+    fields: list[Any] = []
+    for i, field in enumerate(value):
+        where = json_path(path, i)
+        if not (isinstance(field, list) and len(field) in (2, 3) and isinstance(field[0], str)):
+            raise MetadataError("a structured field is [name, dtype] or [name, dtype, shape]", path=where)
+        sub = parse_v2_dtype(field[1], json_path(where, 1))
+        if sub.kind == "O":
+            raise UnsupportedError("object fields in structured dtypes", path=where)
+        if len(field) == 3:
+            shape = field[2]
+            if not (isinstance(shape, list) and all(is_int(s) and s >= 0 for s in shape)):
+                raise MetadataError("a field shape is a list of non-negative integers", path=json_path(where, 2))
+            fields.append((field[0], sub, tuple(shape)))
+        else:
+            fields.append((field[0], sub))
+    try:
+        return np.dtype(fields)
+    except (TypeError, ValueError) as exc:
+        raise MetadataError(f"invalid structured dtype: {exc}", path=path) from exc
+
+
+def v2_dtype_to_json(dt: np.dtype[Any]) -> Any:
+    """The v2 ``dtype`` JSON of a numpy dtype (typestr, or nested field lists for structured types)."""
+    if is_ml_dtype(dt):
+        return dt.name
+    if dt.fields is None:
+        if dt.subdtype is not None:
+            raise UnsupportedError(f"a subarray dtype {dt} as an array dtype")
+        return dt.str
+    out: list[Any] = []
+    for name in dt.names or ():
+        sub = dt.fields[name][0]
+        if sub.subdtype is not None:
+            base, shape = sub.subdtype
+            out.append([name, v2_dtype_to_json(base), list(shape)])
+        else:
+            out.append([name, v2_dtype_to_json(sub)])
+    return out
+
+
+def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
+    """``dt`` in native byte order (fields too)."""
+    if dt.fields is None and dt.subdtype is None:
+        return dt.newbyteorder("=") if dt.byteorder in "<>" else dt
+    if dt.subdtype is not None:
+        return np.dtype((_native(dt.subdtype[0]), dt.subdtype[1]))
+    fields: Any = dt.fields or {}
+    spec: Any = {"names": list(fields), "formats": [_native(fields[n][0]) for n in fields],
+                 "offsets": [fields[n][1] for n in fields], "itemsize": dt.itemsize}
+    out: np.dtype[Any] = np.dtype(spec)
+    return out
+
+
+def data_type_of(declared: np.dtype[Any], filters: list[dict[str, Any]]) -> DataType:
+    if declared.kind == "O":
+        ids = {f.get("id") for f in filters}
+        if "vlen-utf8" in ids:
+            return data_type_from_numpy("string")
+        if "vlen-bytes" in ids:
+            return data_type_from_numpy("bytes")
+        return DataType("object", None, np.dtype(object))
+    native = _native(declared)
+    try:
+        return data_type_from_numpy(native)
+    except UnsupportedError:
+        return DataType(f"v2:{declared.str}", None, native)
+
+
+# ----------------------------------------------------------------------------------------- fill values
+
+
+def _b64(value: Any, size: int, path: str) -> bytes:
+    if value == 0 and not isinstance(value, bool):
+        return bytes(size)
+    if not isinstance(value, str):
+        raise MetadataError(f"expected a base64 string, got {value!r}", path=path)
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except ValueError as exc:
+        raise MetadataError(f"invalid base64 fill value {value!r}: {exc}", path=path) from exc
+    if len(raw) > size:
+        raise MetadataError(f"fill value has {len(raw)} bytes, the dtype {size}", path=path)
+    return raw + bytes(size - len(raw))
+
+
+def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: str = "$.fill_value") -> np.ndarray:
+    """A v2 ``fill_value`` as a 0-d array of ``dtype.numpy`` (null: the type's default fill)."""
+    if value is None:
+        return dtype.default_fill()
+    if is_ml_dtype(declared):
+        return dtype.parse_fill(value, path)
+    kind = declared.kind
+    if kind == "O":
+        out = np.empty((), dtype=object)
+        wanted = {"string": str, "bytes": bytes}.get(dtype.name)
+        out[()] = value if wanted is None or isinstance(value, wanted) else dtype.default_fill()[()]
+        return out
+    if kind == "b":
+        return parse_bool(value, path)
+    if kind in "iu":
+        n = json_int(value, path)
+        info = np.iinfo(declared)
+        if not int(info.min) <= n <= int(info.max):
+            raise MetadataError(f"{n} is out of range for {declared}", path=path)
+        return np.array(n, dtype=dtype.numpy)
+    if kind == "f":
+        return _parse_v2_float(value, dtype.numpy, path)
+    if kind == "c":
+        if not (isinstance(value, list) and len(value) == 2):
+            raise MetadataError(f"a complex fill value is [real, imag], got {value!r}", path=path)
+        part = np.dtype(f"f{dtype.numpy.itemsize // 2}")
+        re_, im = (_parse_v2_float(v, part, json_path(path, i)) for i, v in enumerate(value))
+        return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=dtype.numpy).reshape(()).copy()
+    if kind in "Mm":
+        n = -(2**63) if value == "NaT" else json_int(value, path)
+        return np.array(n, dtype=np.int64).view(dtype.numpy)
+    if kind == "U":
+        if not isinstance(value, str) or len(value) > declared.itemsize // 4:
+            raise MetadataError(f"expected a string of at most {declared.itemsize // 4} characters", path=path)
+        return np.array(value, dtype=dtype.numpy)
+    raw = _b64(value, declared.itemsize, path)  # S, V and structured: base64 of the bytes
+    return np.frombuffer(raw, dtype=declared).reshape(()).astype(dtype.numpy)
+
+
+def _parse_v2_float(value: Any, dt: np.dtype[Any], path: str) -> np.ndarray:
+    spec = FLOAT_SPECS.get(f"float{dt.itemsize * 8}")
+    if spec is None:
+        raise UnsupportedError(f"float type {dt}", path=path)
+    return parse_float(value, dt, spec, path)
+
+
+def v2_fill_to_json(fill: np.ndarray, declared: np.dtype[Any]) -> Any:
+    """The v2 ``fill_value`` JSON of a 0-d fill (as zarr-python 2 writes it)."""
+    if is_ml_dtype(declared):
+        return data_type_from_numpy(declared).fill_to_json(fill)
+    kind, value = declared.kind, np.asarray(fill)[()]
+    if kind == "O":
+        return value if isinstance(value, str | int | float | bool) or value is None else None
+    if kind == "b":
+        return bool(value)
+    if kind in "iu":
+        return int(value)
+    if kind == "f":
+        return _float_json(np.asarray(fill))
+    if kind == "c":
+        arr = np.asarray(fill)
+        return [_float_json(np.asarray(arr.real)), _float_json(np.asarray(arr.imag))]
+    if kind in "Mm":
+        return int(np.asarray(fill).view(np.int64)[()])
+    if kind == "U":
+        return str(value)
+    return base64.b64encode(np.asarray(fill).astype(declared).tobytes()).decode("ascii")
+
+
+def _float_json(arr: np.ndarray) -> Any:
+    x = float(arr[()])
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    return x

@@ -1,0 +1,40 @@
+"""The Zarr v3 codec chain that reads a Zarr v2 array's chunks as they are stored (for ``migrate`` and
+``copy``): the v2 compressors, ``order: "F"`` (``transpose``) and byte orders are v3 codecs already;
+``vlen-utf8``/``vlen-bytes`` map to the v3 codecs of those names; numcodecs filters on little-endian data map to
+``numcodecs.<id>`` array->array codecs (callers check those on a stored chunk)."""
+
+from __future__ import annotations
+
+from rectizarr.core import codec_meta as cm
+from rectizarr.core.codec_meta import NUMCODECS_KINDS
+from rectizarr.core.metadata import ArrayMeta
+from rectizarr.core.v2dtype import parse_v2_dtype
+
+__all__ = ["v3_codecs"]
+
+_SAFE_FILTERS = frozenset(k for k, v in NUMCODECS_KINDS.items() if v == "array_array") - {"packbits"}
+
+
+def v3_codecs(meta: ArrayMeta) -> tuple[tuple[cm.CodecMeta, ...] | None, str]:
+    """The v3 chain that reads the v2 chunks as they are, or None and why not."""
+    first = meta.codecs[0] if meta.codecs else None
+    if not isinstance(first, cm.V2ChunkMeta):
+        return meta.codecs, "the v2 codecs are v3 codecs"
+    rest = meta.codecs[1:]
+    declared = parse_v2_dtype(first.dtype)
+    ids = [str(f.get("id")) for f in first.filters]
+    ndim = meta.ndim
+    transpose: list[cm.CodecMeta] = [cm.TransposeMeta(order=tuple(range(ndim - 1, -1, -1)))] \
+        if first.order == "F" and ndim > 1 else []
+    if ids == ["vlen-utf8"] and meta.data_type.name == "string":
+        return (*transpose, cm.VlenUtf8Meta(), *rest), "vlen-utf8 is a v3 codec"
+    if ids == ["vlen-bytes"] and meta.data_type.name == "bytes":
+        return (*transpose, cm.VlenBytesMeta(), *rest), "vlen-bytes is a v3 codec"
+    if declared.fields is None and declared.kind != "O" and all(i in _SAFE_FILTERS for i in ids) \
+            and (declared.byteorder in "<|=" or declared.itemsize == 1):
+        filters = [cm.NumcodecsMeta(name=f"numcodecs.{i}", configuration={k: v for k, v in f.items() if k != "id"})
+                   for i, f in zip(ids, first.filters, strict=True)]
+        wide = declared.itemsize > 1 and declared.kind not in "SV"
+        return (*transpose, *filters, cm.BytesMeta(endian="little" if wide else None), *rest), \
+            f"filters {ids} as numcodecs.* array->array codecs"
+    return None, f"filters {ids} on {declared} have no v3 codec chain that reads the v2 chunks"

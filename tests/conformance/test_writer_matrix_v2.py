@@ -1,0 +1,208 @@
+"""Zarr v2 arrays and hierarchies written by rectizarr (``zarr_format=2``), read back by zarr-python 3 and
+tensorstore's ``zarr`` driver (and by zarr-python 2.18 when its separate environment exists, see
+``conformance_data/generate_v2.py``); consolidated ``.zmetadata`` kept fresh by our own writes."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numcodecs
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr.errors import UnsupportedError
+from tests.refs import tensorstore, zarr_python
+
+ZARR2_PYTHON = os.environ.get("RECTIZARR_ZARR2_PYTHON", "/tmp/zarr2env/bin/python")
+
+
+def _sample(dtype: Any, shape: tuple[int, ...], seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    n = int(np.prod(shape))
+    if dtype == "str":
+        return np.array([["", "a", "héllo", "日本"][i % 4] + str(i) for i in range(n)], dtype=object).reshape(shape)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return (rng.integers(0, 2, n) == 1).reshape(shape)
+    if dt.kind in "iu":
+        return rng.integers(0, 100, n).astype(dt).reshape(shape)
+    if dt.kind == "S":
+        return np.array([f"b{i}".encode() for i in range(n)], dtype=dt).reshape(shape)
+    if dt.kind == "U":
+        return np.array([f"ü{i}" for i in range(n)], dtype=dt).reshape(shape)
+    if dt.kind in "Mm":
+        return rng.integers(0, 10**6, n).astype(dt).reshape(shape)
+    if dt.fields is not None:
+        return np.frombuffer(rng.integers(0, 120, n * dt.itemsize, dtype=np.uint8).tobytes(), dt).reshape(shape)
+    return (rng.standard_normal(n) * 10).astype(dt).reshape(shape)
+
+
+CASES: dict[str, tuple[Any, tuple[int, ...], dict[str, Any]]] = {
+    "i4_default": ("<i4", (5, 7), {"chunks": (2, 3)}),
+    "f8_order_f": ("<f8", (5, 7), {"chunks": (2, 3), "order": "F"}),
+    "u2_slash": ("<u2", (4, 4, 3), {"chunks": (3, 2, 2), "chunk_key_encoding": {"name": "v2", "separator": "/"}}),
+    "bool": ("bool", (9,), {"chunks": (4,)}),
+    "c16_fill": ("complex128", (6,), {"chunks": (4,), "fill_value": 1 + 2j}),
+    "M8": ("M8[ns]", (6,), {"chunks": (4,)}),
+    "S6": ("S6", (6,), {"chunks": (4,), "fill_value": b"zz"}),
+    "U3": ("<U3", (6,), {"chunks": (4,)}),
+    "struct": ([("a", "<i4"), ("b", "<f4")], (6,), {"chunks": (4,)}),
+    "f4_nan_fill": ("<f4", (7,), {"chunks": (3,), "fill_value": np.nan}),
+    "zero_d": ("<i8", (), {"chunks": ()}),
+    "blosc": ("<i4", (20,), {"chunks": (8,), "compressors": numcodecs.Blosc("lz4", 5, 1)}),
+    "gzip_v3_style": ("<i4", (20,), {"chunks": (8,), "compressors": {"name": "gzip", "configuration": {"level": 3}}}),
+    "no_compressor": ("<i2", (20,), {"chunks": (8,), "compressors": None}),
+    "zlib_delta": ("<i8", (20,), {"chunks": (8,), "compressors": numcodecs.Zlib(1),
+                                  "filters": [numcodecs.Delta(dtype="<i8")]}),
+    "string": ("str", (3, 4), {"chunks": (2, 3)}),
+}
+NO_TENSORSTORE = {"zlib_delta": "tensorstore's zarr driver refuses filters", "string": "tensorstore has no |O",
+                  "M8": "tensorstore has no datetime64", "U3": "tensorstore has no <U"}
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, np.ndarray]]:
+    root = tmp_path_factory.mktemp("v2matrix")
+    out = {}
+    for i, (name, (dtype, shape, kwargs)) in enumerate(CASES.items()):
+        path = root / f"{name}.zarr"
+        arr = rectizarr.create_array(path, shape=shape, dtype=dtype, zarr_format=2, **kwargs)
+        data = _sample(dtype, shape, i).copy()
+        if shape and shape[0] > 4:
+            arr[: shape[0] - 3] = data[: shape[0] - 3]  # a missing chunk at the end
+            data[shape[0] - 3:] = arr.metadata.fill_value
+        else:
+            arr[...] = data
+        assert (path / ".zarray").exists() and not (path / "zarr.json").exists()
+        got = np.asarray(rectizarr.open_array(path, mode="r")[...])
+        if not data.dtype.hasobject and data.dtype.kind in "fc":
+            assert np.array_equal(got, data, equal_nan=True), name
+        else:
+            assert got.tolist() == data.tolist(), name
+        out[name] = (path, got)
+    return out
+
+
+def _same(got: Any, want: np.ndarray, what: str) -> None:
+    got = np.asarray(got)
+    if got.dtype.kind == "T":
+        got = got.astype(object)
+    assert got.shape == want.shape, what
+    if want.dtype.hasobject:
+        assert got.tolist() == want.tolist(), what
+    else:
+        assert got.astype(got.dtype.newbyteorder("=")).tobytes() == want.tobytes(), what
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_zarr_python_reads_v2(name: str, written: dict[str, tuple[Path, np.ndarray]]) -> None:
+    zarr = zarr_python()
+    path, want = written[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.open_array(str(path), mode="r")
+        _same(z[...], want, name)
+    assert z.metadata.zarr_format == 2
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tensorstore_reads_v2(name: str, written: dict[str, tuple[Path, np.ndarray]]) -> None:
+    ts = tensorstore()
+    path, want = written[name]
+    spec = {"driver": "zarr", "kvstore": {"driver": "file", "path": str(path)}}
+    if name in NO_TENSORSTORE:
+        with pytest.raises(ValueError):
+            ts.open(spec, open=True).result()
+        return
+    if want.dtype.names:
+        for field in want.dtype.names:
+            t = ts.open({**spec, "field": field}, open=True).result()
+            _same(t.read().result(), np.ascontiguousarray(want[field]), f"{name}.{field}")
+        return
+    got = ts.open(spec, open=True).result().read().result()
+    if want.dtype.kind == "S":  # tensorstore reads |S<n> as n bytes along an extra last axis
+        assert got.shape == (*want.shape, want.dtype.itemsize)
+        # numpy sees tensorstore's "char" elements as |S0: read the (contiguous) buffer itself
+        assert got.strides == (*[want.dtype.itemsize * int(np.prod(want.shape[i + 1:])) for i in
+                                 range(want.ndim)], 1)
+        assert ctypes.string_at(got.__array_interface__["data"][0], want.nbytes) == want.tobytes()
+        return
+    _same(got, want, name)
+
+
+def zarr2_python() -> str:
+    """A Python with zarr-python 2.18: ``RECTIZARR_ZARR2_PYTHON``, else a virtual environment made once
+    in the temporary directory (``pip install 'zarr<3'``; the package index is reachable in CI)."""
+    if os.path.exists(ZARR2_PYTHON):
+        return ZARR2_PYTHON
+    env_dir = Path(tempfile.gettempdir()) / f"rectizarr-zarr2-py{sys.version_info[0]}{sys.version_info[1]}"
+    python = env_dir / "bin" / "python"
+    if not (env_dir / ".ready").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(env_dir)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "zarr>=2.18,<3", "msgpack"], check=True)
+        (env_dir / ".ready").touch()
+    return str(python)
+
+
+def test_zarr_python_2_reads_v2(written: dict[str, tuple[Path, np.ndarray]], tmp_path: Path) -> None:
+    python = zarr2_python()
+    script = ("import sys, json, zarr, numpy as np\nout = {}\nfor name, path in json.loads(sys.argv[1]).items():\n"
+              "    a = zarr.open_array(path, mode='r')[...]\n"
+              "    np.save(sys.argv[2] + '/' + name + '.npy', a, allow_pickle=True)\n")
+    paths = {n: str(p) for n, (p, _) in written.items()}
+    subprocess.run([python, "-c", script, json.dumps(paths), str(tmp_path)], check=True,
+                   env={**os.environ, "PYTHONPATH": ""})
+    for name, (_, want) in written.items():
+        _same(np.load(tmp_path / f"{name}.npy", allow_pickle=True), want, f"zarr 2.18 {name}")
+
+
+def test_v2_hierarchy_consolidated_stays_fresh(tmp_path: Path) -> None:
+    zarr = zarr_python()
+    g = rectizarr.create_group(tmp_path / "h.zarr", zarr_format=2, attributes={"title": "t"})
+    a = g.create_array("a", shape=(4,), chunks=(2,), dtype="<i4", dimension_names=["x"])
+    a[...] = [1, 2, 3, 4]
+    sub = g.create_group("sub")
+    rectizarr.consolidate_metadata(tmp_path / "h.zarr")
+    b = sub.create_array("b", shape=(3,), chunks=(2,), dtype="<f4")  # after consolidation
+    b[...] = [0.5, 1.5, 2.5]
+    a.resize((6,))
+    a.attrs["units"] = "m"
+    del g["sub"]
+    entries = json.loads((tmp_path / "h.zarr" / ".zmetadata").read_text())["metadata"]
+    assert sorted(entries) == [".zattrs", ".zgroup", "a/.zarray", "a/.zattrs"]
+    assert entries["a/.zarray"]["shape"] == [6]
+    assert entries["a/.zattrs"] == {"_ARRAY_DIMENSIONS": ["x"], "units": "m"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = zarr.open_consolidated(str(tmp_path / "h.zarr"), zarr_format=2)
+        assert z["a"].shape == (6,) and list(z["a"][:4]) == [1, 2, 3, 4]
+    assert rectizarr.validate(tmp_path / "h.zarr").ok
+    reopened = rectizarr.open_group(tmp_path / "h.zarr", mode="r")
+    assert reopened.metadata.zarr_format == 2 and reopened.keys() == ["a"]
+    assert reopened["a"].dimension_names == ("x",) and reopened["a"].attrs.asdict() == {"units": "m"}
+
+
+def test_what_v2_cannot_hold_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedError, match="sharding"):
+        rectizarr.create_array(tmp_path / "a", shape=(8,), chunks=(2,), shards=(4,), dtype="i4", zarr_format=2)
+    with pytest.raises(UnsupportedError, match="rectilinear"):
+        rectizarr.create_array(tmp_path / "b", shape=(8,), chunks=[[3, 5]], dtype="i4", zarr_format=2)
+    with pytest.raises(UnsupportedError, match="codec chain"):
+        rectizarr.create_array(tmp_path / "c", shape=(8,), dtype="i4", zarr_format=2,
+                               codecs=[{"name": "bytes", "configuration": {"endian": "little"}}])
+    with pytest.raises(UnsupportedError, match="one compressor"):
+        rectizarr.create_array(tmp_path / "d", shape=(8,), dtype="i4", zarr_format=2,
+                               compressors=[numcodecs.Zlib(), numcodecs.GZip()])
+    with pytest.raises(rectizarr.MetadataError, match="zarr_format"):
+        rectizarr.create_array(tmp_path / "e", shape=(8,), dtype="i4", zarr_format=4)
+    assert not any((tmp_path / n).exists() for n in "abcde")
