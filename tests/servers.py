@@ -1,39 +1,98 @@
-"""Test helpers: local servers on the loopback interface (S3 via moto server mode, HTTP with Range
-support) and a child-process writer for crash tests."""
+"""Test helpers: local servers on the loopback interface (S3 via moto's app behind a latency- and
+fault-injecting middleware, HTTP with Range support) and a child-process writer for crash tests."""
 
 from __future__ import annotations
 
 import io
 import itertools
+import json
 import logging
 import os
 import re
 import secrets
 import socket
+import subprocess
+import sys
 import threading
+import urllib.request
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.s3_faults import CONTROL_PREFIX, FaultInjector
 
 LOOPBACK = "127.0.0.1"
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)")
 
 
 class S3Server:
-    """A moto S3 server on 127.0.0.1 (a free port) and s3fs filesystems talking to it."""
+    """A moto S3 server on 127.0.0.1 (a free port) behind :class:`~tests.s3_faults.FaultInjector`, and
+    s3fs filesystems talking to it.
 
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
+    ``latency`` seconds are added to every request (``set_latency`` changes it); ``counts()`` gives the
+    requests by kind and the peak in flight since ``reset_counts()``; ``inject(fault, times, kinds)``
+    answers the next requests with a 500, a 503 SlowDown, a truncated body or never. With
+    ``process=True`` the server runs in a child process (its own interpreter: a benchmark's clients do
+    not share a GIL with it), controlled over HTTP; it exits when this object stops or its parent dies.
+    """
 
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-
+    def __init__(self, latency: float = 0.0, *, process: bool = False) -> None:
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, "testing")
         os.environ["AWS_EC2_METADATA_DISABLED"] = "true"  # never probe instance metadata
-        self._server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint_url = f"http://{host}:{port}"
+        self._injector: Any = None
+        self._child: subprocess.Popen[str] | None = None
+        if process:
+            self._start_child(latency)
+        else:
+            self._start_thread(latency)
         self._fs: Any = None
+
+    def _start_thread(self, latency: float) -> None:
+        self._injector, self._server = _serve_s3(latency)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.endpoint_url = f"http://{LOOPBACK}:{self._server.server_port}"
+
+    def _start_child(self, latency: float) -> None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self._child = subprocess.Popen([sys.executable, "-m", "tests.servers", "s3", str(latency)], cwd=root,
+                                       env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._child.stdout is not None
+        line = self._child.stdout.readline().strip()
+        if not line.startswith("http://"):
+            self._child.kill()
+            raise RuntimeError(f"the S3 server process did not start (it said {line!r})")
+        self.endpoint_url = line
+
+    def _control(self, op: str, **args: Any) -> Any:
+        if self._injector is not None:
+            return getattr(self._injector, op)(**args)
+        request = urllib.request.Request(f"{self.endpoint_url}{CONTROL_PREFIX}{op}", data=json.dumps(args).encode(),
+                                         method="POST")
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return json.loads(answer.read())
+
+    def counts(self) -> dict[str, int]:
+        """Requests by kind (``get``, ``get_range``, ``head``, ``put``, ``delete``, ``list``, ``other``),
+        ``total``, ``peak_in_flight`` and ``fault_*`` (faults injected) since the last reset."""
+        result: dict[str, int] = self._control("counts")
+        return result
+
+    def reset_counts(self) -> None:
+        self._control("reset_counts")
+
+    def set_latency(self, seconds: float) -> None:
+        self._control("set_latency", seconds=seconds)
+
+    def inject(self, fault: str, times: int = 1, kinds: Sequence[str] | None = None) -> None:
+        """Answer the next ``times`` requests (of ``kinds``) with ``fault``: ``"500"``, ``"503"``,
+        ``"truncate"`` or ``"hang"`` (see :mod:`tests.s3_faults`)."""
+        self._control("inject", fault=fault, times=times, kinds=None if kinds is None else list(kinds))
+
+    def clear_faults(self) -> None:
+        self._control("clear_faults")
 
     def filesystem(self) -> Any:
         """The session's s3fs filesystem for this server (made once: creating clients is slow)."""
@@ -56,7 +115,40 @@ class S3Server:
         return name
 
     def stop(self) -> None:
-        self._server.stop()
+        if self._child is not None:
+            assert self._child.stdin is not None
+            self._child.stdin.close()  # the child's signal to stop
+            try:
+                self._child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._child.kill()
+                self._child.wait()
+            return
+        self._injector.release()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+def _serve_s3(latency: float) -> tuple[FaultInjector, Any]:
+    """A threaded werkzeug server on a free loopback port: moto's S3 app behind a FaultInjector."""
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    injector = FaultInjector(DomainDispatcherApplication(create_backend_app), latency)
+    server = make_server(LOOPBACK, 0, injector, threaded=True, request_handler=MotoRequestHandler)
+    return injector, server
+
+
+def _s3_child(latency: float) -> None:
+    """Child-process body of ``S3Server(process=True)``: serve, print the endpoint, stop at stdin's end."""
+    injector, server = _serve_s3(latency)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"http://{LOOPBACK}:{server.server_port}", flush=True)
+    sys.stdin.read()  # returns when the parent closes the pipe or dies
+    injector.release()
+    server.shutdown()
 
 
 class _RangeHandler(SimpleHTTPRequestHandler):
@@ -206,3 +298,9 @@ def write_forever(root: str, ready: Any) -> None:
     ready.set()
     for i in itertools.count():
         store.set("k", KILL_VALUES[i % 2])
+
+
+if __name__ == "__main__":  # python -m tests.servers s3 LATENCY  (S3Server(process=True) runs this)
+    if sys.argv[1:2] != ["s3"] or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m tests.servers s3 LATENCY_SECONDS")
+    _s3_child(float(sys.argv[2]))
