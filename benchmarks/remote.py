@@ -353,8 +353,7 @@ def markdown(rows: list[RemoteRow], meta: dict[str, Any]) -> list[str]:
     lines += [f"Targets of issue 17 at {top:g} ms (workloads by short name: first byte, read chunked, read "
               "sharded, window, oindex, points, group consolidated, group listing, write chunked, write sharded; "
               "tensorstore's listing is no group, so the group rows are compared with zarr-python only):", ""]
-    lines += [*targets(rows, top), ""]
-    return lines
+    return lines + targets(rows, top)
 
 
 def splice(path: Path, section: list[str]) -> None:
