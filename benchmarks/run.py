@@ -604,6 +604,19 @@ def bench_m2(res: Results, root: str) -> None:
     rmtree(path)
 
 
+def bench_remote(res: Results) -> None:
+    """RM: the remote section (benchmarks/remote.py) against a loopback S3 server at 0 and 20 ms."""
+    import remote
+
+    quick = res.cfg.quick
+    rows, meta, lines = remote.run([0.0, 0.02], repeats=1 if quick else 3, group_size=50 if quick else 200,
+                                   from_run=True)
+    res.tables["Remote"] = lines
+    raw = HERE / "_data" / ("remote-quick.json" if quick else "remote.json")
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(json.dumps({"meta": meta, "rows": [r.__dict__ for r in rows]}, indent=1))
+
+
 def bench_c1(res: Results, root: str) -> None:
     """C1: what the consistency checks cost. Single elements written and read through a handle kept open,
     on a (512, 512) uint16 array of raw (64, 64) chunks: each write is a read-modify-write of its chunk
@@ -1025,6 +1038,8 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
         lines += ["", "## A1: daily appends", ""] + res.tables["A1"]
     if "P1" in res.tables:
         lines += ["", "## P1: peak memory of a full read", ""] + res.tables["P1"]
+    if "Remote" in res.tables:
+        lines += [""] + res.tables["Remote"]
     lines += before_after(res)
     lines += ["", "## Phase times", "", "| Phase | Seconds |", "|---|---:|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in res.phase_times.items()]
@@ -1037,7 +1052,7 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
 # ------------------------------------------------------------------------------------------ main
 
 
-WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "M2", "A1", "P1", "C1")
+WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "M2", "A1", "P1", "C1", "RM")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1109,6 +1124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             phase("A1", lambda: bench_a1(res, root))
         if "C1" in only:
             phase("C1", lambda: bench_c1(res, root))
+        if "RM" in only:
+            phase("remote", lambda: bench_remote(res))
     finally:
         if not args.keep:
             rmtree(root)

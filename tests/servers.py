@@ -137,11 +137,13 @@ class S3Server:
 
 def _serve_s3(latency: float) -> tuple[FaultInjector, Any]:
     """A threaded werkzeug server on a free loopback port: moto's S3 app behind a FaultInjector."""
-    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from moto.server import MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    injector = FaultInjector(DomainDispatcherApplication(create_backend_app), latency)
+    # moto's S3 app itself: its DomainDispatcherApplication would pick the service of every request anew,
+    # under one lock, and cost more than the S3 request
+    injector = FaultInjector(create_backend_app("s3"), latency)
     server = make_server(LOOPBACK, 0, injector, threaded=True, request_handler=MotoRequestHandler)
     return injector, server
 
