@@ -15,6 +15,7 @@ import numpy as np
 
 from rectizarr._util import Coords, Shape
 from rectizarr.codecs.array_to_bytes import BytesCodec
+from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
 from rectizarr.core.codec_meta import (
@@ -109,6 +110,30 @@ class CodecPipeline:
         if nbytes < flat.size and codec.decode_prefix(data, flat, nbytes):
             return True
         return codec.decode_into(data, flat)
+
+    def decode_many(self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray,
+                    threads: int = 1) -> np.ndarray:
+        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
+        (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
+        allows (one for zstd, on ``threads`` threads). The mask of the values decoded: the caller decodes
+        the others with :meth:`decode`, which reports invalid data."""
+        flat = out.reshape(out.shape[0], -1).view(np.uint8)
+        if self.can_decode_into(spec.dtype):
+            return self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
+        done = np.zeros(len(frames), dtype=bool)
+        raw = self.is_raw(spec.dtype)
+        for i, row in enumerate(rows.tolist()):
+            if raw:  # the chunk's own bytes
+                done[i] = int(frames.sizes[i]) == spec.nbytes
+                if done[i]:
+                    flat[row] = np.frombuffer(frames[i], np.uint8)
+                continue
+            try:
+                out[row] = self.decode(frames[i], spec)
+            except CodecError:
+                continue  # the caller decodes it again, naming its key
+            done[i] = True
+        return done
 
     def encode_cannot_fail(self, dtype: np.dtype) -> bool:
         """Whether encoding valid chunks of ``dtype`` cannot fail: fixed-size data and infallible codecs."""
@@ -263,17 +288,22 @@ class ShardingCodec(ArrayBytesCodec):
     ) -> tuple[ShardIndex, dict[Coords, memoryview]]:
         """The index and zero-copy views of every stored inner chunk's bytes."""
         mv = memoryview(shard).cast("B")
-        n = self.index_nbytes(shard_shape)
-        if len(mv) < n:
-            raise CodecError(
-                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
-            )
-        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        index = self.index_of(mv, shard_shape, key=key)
         present = index.present()
         coords = [tuple(c) for c in np.argwhere(present).tolist()]
         starts = index.offsets[present].tolist()
         sizes = index.nbytes[present].tolist()
         return index, {c: mv[o : o + s] for c, o, s in zip(coords, starts, sizes, strict=True)}
+
+    def index_of(self, shard: bytes | memoryview, shard_shape: Shape, *, key: str | None) -> ShardIndex:
+        """The validated index of a whole shard value (every range inside the value)."""
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            raise CodecError(
+                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
+            )
+        return self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
 
     def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
               key: str | None) -> np.ndarray | None:

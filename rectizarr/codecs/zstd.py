@@ -3,8 +3,9 @@ first bytes of a frame into the caller's buffer (a read that needs the start of 
 decode a frame that declares no size without producing more than a bound.
 
 This is the only module that imports ``zstandard``. Each thread reuses one decompressor (its context and
-window). Whole frames are still decoded, and all frames encoded, by numcodecs: encoded bytes depend on the
-library's version, decoded bytes do not. ``RECTIZARR_ZSTD_PREFIX=0`` in the environment turns prefix
+window). It also decodes whole frames of a known size straight into the caller's memory, one at a time
+(:func:`decode_into`) or many in one call (:func:`decode_many`); all frames are still encoded by numcodecs,
+whose encoded bytes the tests pin (decoded bytes do not depend on the library). ``RECTIZARR_ZSTD_PREFIX=0`` in the environment turns prefix
 decoding off (every chunk is then decoded whole).
 """
 
@@ -17,7 +18,7 @@ import threading
 import numpy as np
 import zstandard
 
-__all__ = ["ZstdError", "decode_prefix", "decoded_size", "prefix_enabled"]
+__all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_size", "prefix_enabled"]
 
 ZstdError = zstandard.ZstdError
 _local = threading.local()
@@ -54,3 +55,32 @@ def decoded_size(data: bytes | memoryview, limit: int) -> int:
     counts what was decoded before its end; invalid data raises :class:`ZstdError`."""
     reader = _decompressor().stream_reader(data, read_across_frames=True)
     return int(reader.readinto(np.empty(limit + 1, np.uint8)))
+
+
+def decode_into(data: bytes | memoryview, out: np.ndarray) -> bool:
+    """Decode ``data``, one frame that declares its size, into ``out`` (C-contiguous ``uint8``) when it decodes
+    to exactly ``out.nbytes``; False, never an exception, otherwise (invalid data, another size, more frames)."""
+    try:
+        memoryview(out).cast("B")[:] = _decompressor().decompress(data, allow_extra_data=False)
+    except (ZstdError, TypeError, ValueError):
+        return False
+    return True
+
+
+def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarray, rows: np.ndarray,
+                threads: int) -> bool:
+    """Decode the frame at each ``(offset, size)`` row of ``segments`` (inside ``buffer``) into row
+    ``rows[i]`` of ``out`` (C-contiguous ``uint8``, ``(m, row_bytes)``), with one call on ``threads``
+    threads that do not hold the GIL. All or nothing: False, never an exception, when any frame is invalid
+    or does not decode to exactly ``row_bytes`` (then decode them one by one)."""
+    n, width = len(segments), out.shape[1]
+    try:
+        frames = zstandard.BufferWithSegments(buffer, np.ascontiguousarray(segments, np.uint64).tobytes())
+        got = _decompressor().multi_decompress_to_buffer(
+            frames, decompressed_sizes=np.full(n, width, np.uint64).tobytes(), threads=max(0, threads))
+    except (ZstdError, TypeError, ValueError):
+        return False
+    flat = memoryview(out).cast("B")
+    for i, row in enumerate(rows.tolist()):  # a frame decoding to another size is an error above
+        flat[row * width : (row + 1) * width] = got[i]
+    return True

@@ -28,6 +28,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
+from rectizarr.io.batch import batchable, decode_shard, paste_block
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
@@ -152,6 +153,7 @@ class _Read:
         self.into = not layout.transposed and codecs.can_decode_into(layout.dtype)
         self.streams = layout.store.capabilities.low_latency
         self.piecewise = self.streams and spec.nbytes >= t.piecewise_bytes
+        self.batched = batchable(layout.dtype) and spec.nbytes < t.piecewise_bytes
 
     def in_workers(self, n: int) -> bool:
         """Whether ``n`` shards of local data go shard by shard in the workers (reads overlap decoding)."""
@@ -175,7 +177,7 @@ class _Read:
             for _, p in s.projections:
                 paste(self.out, self.plan, p, None, self.layout.fill_value)
             return
-        if paste_dense(self, s, value):
+        if paste_dense(self, s, value) or (self.batched and paste_batched(self, s, value)):
             return
         _, chunks = self.layout.sharding.split(value, s.shape_t, key=s.key)
         for c, p in s.projections:
@@ -283,6 +285,22 @@ def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     if not np.may_share_memory(target, r.out):
         return False
     target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
+    return True
+
+
+def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
+    """Decode every inner chunk of a whole shard with one batch call (:mod:`.batch`) and paste them: one
+    strided copy when the plan selects all of the shard in order, else one paste per projection. False
+    (nothing done) when the decoded shard would exceed ``t.scratch_max_bytes``."""
+    if prod(s.shape_t) * r.layout.dtype.itemsize > r.t.scratch_max_bytes:
+        return False
+    block = decode_shard(r.layout, s.key, s.shape_t, value, r.threads if r.workers == 1 else 1)
+    plan = r.plan
+    box = None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
+    if box is not None and paste_block(r.out[box], block):
+        return True
+    for c, p in s.projections:
+        paste(r.out, plan, p, r.layout.to_array_axes(block[(*c, Ellipsis)]), r.layout.fill_value)
     return True
 
 

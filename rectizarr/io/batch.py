@@ -1,0 +1,95 @@
+"""Many small coded chunks at once: their values decoded with one batch call of the codec pipeline
+(:meth:`~rectizarr.codecs.pipeline.CodecPipeline.decode_many`) into the rows of a staging array, which is
+then pasted into the output with a few strided copies (a block of whole chunks: one copy; otherwise one
+paste per projection, with no decode in between). Used for whole shards of small inner chunks
+(:func:`decode_shard`) and for slabs of small chunk files (:mod:`.slabs`).
+
+A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
+chunk's row holds the fill value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from rectizarr._util import Shape, prod
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.batch import Frames
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.io.chunk import Data, decode
+from rectizarr.io.layout import ShardedLayout
+
+__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "paste_block", "stage"]
+
+_local = threading.local()
+
+
+def batchable(dtype: np.dtype) -> bool:
+    """Whether chunks of ``dtype`` decode in batches: fixed-size data (a row of the staging array each)."""
+    return not dtype.hasobject
+
+
+def stage(n: int, shape: Shape, dtype: np.dtype) -> np.ndarray:
+    """This thread's reused staging array of ``n`` chunks of ``shape`` (C-contiguous; contents undefined)."""
+    nbytes = n * prod(shape) * dtype.itemsize
+    buf: np.ndarray | None = getattr(_local, "buf", None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = _local.buf = np.empty(max(nbytes, 1), np.uint8)
+    return buf[:nbytes].view(dtype).reshape((n, *shape))
+
+
+def decode_rows(pipeline: CodecPipeline, frames: Frames, rows: np.ndarray, spec: ChunkSpec, out: np.ndarray,
+                key_of: Callable[[int], str], threads: int) -> None:
+    """Decode value ``i`` of ``frames`` into ``out[rows[i]]`` in one batch; a value the batch cannot decode
+    is decoded on its own (its error names ``key_of(i)``)."""
+    if not len(frames):
+        return
+    done = pipeline.decode_many(frames, spec, out, rows, threads)
+    for i in np.flatnonzero(~done).tolist():
+        out[int(rows[i])] = decode(pipeline, frames[i], spec, key_of(i))
+
+
+def decode_values(pipeline: CodecPipeline, values: Sequence[Data | None], spec: ChunkSpec, out: np.ndarray,
+                  fill: np.ndarray, keys: Sequence[str], threads: int) -> None:
+    """Decode ``values[i]`` into ``out[i]`` (the fill value where it is None) with one batch call."""
+    present = [i for i, v in enumerate(values) if v is not None]
+    if len(present) < len(values):
+        missing = np.ones(len(values), dtype=bool)
+        missing[present] = False
+        out[missing] = fill
+    rows = np.asarray(present, dtype=np.int64)
+    frames = Frames.of([v for v in values if v is not None])
+    decode_rows(pipeline, frames, rows, spec, out, lambda i: keys[present[i]], threads)
+
+
+def decode_shard(layout: ShardedLayout, key: str, shape_t: Shape, value: Data, threads: int) -> np.ndarray:
+    """Every inner chunk of a shard decoded with one batch call, as an array of shape ``chunks_per_shard
+    + chunk_shape`` in the codec's axis order (absent inner chunks hold the fill value): a view of this
+    thread's staging buffer, valid until its next use."""
+    sharding = layout.sharding
+    index = sharding.index_of(value, shape_t, key=key)
+    cps = index.offsets.shape
+    spec = layout.inner_spec(key)
+    out = stage(prod(cps), spec.shape, spec.dtype)
+    present = index.present().reshape(-1)
+    rows = np.flatnonzero(present)
+    if rows.size < present.size:
+        out[~present] = layout.fill_value
+    frames = Frames(value, index.offsets.reshape(-1)[rows], index.nbytes.reshape(-1)[rows])
+    decode_rows(sharding.codecs, frames, rows, spec, out, lambda i: key, threads)
+    return out.reshape((*cps, *spec.shape))
+
+
+def paste_block(target: np.ndarray, block: np.ndarray) -> bool:
+    """Paste ``block`` (shape ``counts + chunk_shape``: whole chunks in C order of their coords) into
+    ``target`` (shape ``counts * chunk_shape``, a view of the output) with one strided copy; False when
+    ``target`` is not a view that can be split so."""
+    nd = block.ndim // 2
+    split = target.reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True) for n in pair])
+    if not np.may_share_memory(split, target):
+        return False
+    split[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
+    return True
