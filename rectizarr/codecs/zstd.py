@@ -21,6 +21,7 @@ import zstandard
 __all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_size", "prefix_enabled"]
 
 ZstdError = zstandard.ZstdError
+_FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
 _local = threading.local()
 
 
@@ -74,6 +75,7 @@ def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarra
     threads that do not hold the GIL. All or nothing: False, never an exception, when any frame is invalid
     or does not decode to exactly ``row_bytes`` (then decode them one by one)."""
     n, width = len(segments), out.shape[1]
+    threads = threads if n >= _FRAMES_PER_THREAD * threads else 0  # threads are started per call
     try:
         frames = zstandard.BufferWithSegments(buffer, np.ascontiguousarray(segments, np.uint64).tobytes())
         got = _decompressor().multi_decompress_to_buffer(

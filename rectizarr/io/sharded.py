@@ -214,7 +214,8 @@ def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProje
 def read_whole_streamed(r: _Read, shards: list[Shard]) -> None:
     """Shard by shard in the workers (read, split, decode, paste): at most one shard per worker in memory."""
     get = r.layout.store.get_transient
-    pmap(lambda s: r.whole(s, get(s.key, None)), shards, r.workers)
+    # a batch-decoded shard is one call without the GIL: worth a thread however small its inner chunks
+    pmap(lambda s: r.whole(s, get(s.key, None)), shards, r.threads if r.batched else r.workers)
 
 
 def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
@@ -294,7 +295,7 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
     (nothing done) when the decoded shard would exceed ``t.scratch_max_bytes``."""
     if prod(s.shape_t) * r.layout.dtype.itemsize > r.t.scratch_max_bytes:
         return False
-    block = decode_shard(r.layout, s.key, s.shape_t, value, r.threads if r.workers == 1 else 1)
+    block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
     plan = r.plan
     box = None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
     if box is not None and paste_block(r.out[box], block):

@@ -1,7 +1,8 @@
-"""Dense reads of many small raw chunks of a local directory, slab by slab: each chunk file read straight
-into its place in a staging buffer (no bytes object, decode or projection), and each slab (the touched
-chunks sharing a first-axis index) pasted with two NumPy copies. Only for a step-1 block of a regular grid;
-a chunk of another stored size goes the general way."""
+"""Dense reads of many small chunks of a local store, slab by slab: each slab (the touched chunks sharing
+a first-axis index) staged in one buffer, then pasted with two NumPy copies (no projection per chunk).
+Raw chunk files are read straight into their place in the staging buffer (no bytes object or decode; a
+chunk of another stored size goes the general way); coded chunks are read and decoded with one batch call
+per slab (:mod:`.batch`). Only for a step-1 block of a regular grid."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.core.grid import FixedDim
 from rectizarr.indexing import OrthogonalPlan, Plan
+from rectizarr.io.batch import batchable, decode_values
 from rectizarr.io.chunk import decode
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import workers_for
+from rectizarr.io.pool import pool_size, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_slabs"]
@@ -23,12 +25,13 @@ def read_slabs(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
     """Fill ``out`` slab by slab when the read is a dense step-1 block of at least ``t.slab_min_chunks``
     small raw chunks of a regular grid, from a store that reads straight into buffers; False (nothing
     read) when it is not such a read."""
+    caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
     if plan.nchunks < t.slab_min_chunks or not isinstance(plan, OrthogonalPlan) \
-            or not layout.store.capabilities.native_read_into or not layout.pipeline.is_raw(layout.dtype):
+            or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype)):
         return False
     coords = plan.chunk_coords
     spec = layout.spec(tuple(int(c) for c in coords[0])).with_key(None)
-    if workers_for(layout.workers, False, spec.nbytes, t) != 1:  # large chunks: the threaded general way
+    if workers_for(layout.workers, not raw, spec.nbytes, t) != 1:  # large chunks: the threaded general way
         return False
     dims = layout.grid.dims
     if not dims or not all(isinstance(d, FixedDim) for d in dims):
@@ -78,9 +81,14 @@ def _read_block(layout: ChunkedLayout, plan: OrthogonalPlan, out: np.ndarray, ke
     image = np.empty([inner[0]] + [n * c for n, c in zip(counts[1:], inner[1:], strict=True)], spec.dtype)
     image_split = image.reshape([inner[0]] + [x for n, c in zip(counts[1:], inner[1:], strict=True) for x in (n, c)])
     sel_rest = tuple(slice(s, s + a.length) for s, a in zip(starts[1:], plan.axes[1:], strict=True))
+    raw, threads = layout.pipeline.is_raw(spec.dtype), pool_size() if layout.workers is None else layout.workers
     for j0, e0 in enumerate(plan.axes[0].entries):
         base = j0 * per_slab
-        for j, n in enumerate(layout.store.read_into(keys[base : base + per_slab], views)):
+        slab = keys[base : base + per_slab]
+        if not raw:
+            values = [layout.store.get(k) for k in slab]
+            decode_values(layout.pipeline, values, spec, flat, layout.fill_value, slab, threads)
+        for j, n in enumerate(layout.store.read_into(slab, views) if raw else ()):
             if n != nbytes:
                 value = None if n < 0 else layout.store.get(keys[base + j])
                 chunk = None if value is None else decode(layout.pipeline, value, spec, keys[base + j])
