@@ -115,14 +115,16 @@ class CodecPipeline:
                     threads: int = 1) -> np.ndarray:
         """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
         (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
-        allows (one for zstd, on ``threads`` threads). The mask of the values decoded: the caller decodes
-        the others with :meth:`decode`, which reports invalid data."""
+        allows (one for zstd, on ``threads`` threads; else one per value). The mask of the values decoded:
+        the others are invalid, and the caller decodes them with :meth:`decode`, which reports them."""
         flat = out.reshape(out.shape[0], -1).view(np.uint8)
         if self.can_decode_into(spec.dtype):
-            return self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
-        done = np.zeros(len(frames), dtype=bool)
+            done = self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
+        else:
+            done = np.zeros(len(frames), dtype=bool)
         raw = self.is_raw(spec.dtype)
-        for i, row in enumerate(rows.tolist()):
+        for i in np.flatnonzero(~done).tolist():
+            row = int(rows[i])
             if raw:  # the chunk's own bytes
                 done[i] = int(frames.sizes[i]) == spec.nbytes
                 if done[i]:
