@@ -116,7 +116,9 @@ class ZstdCodec(BytesBytesCodec):
         self._codec = Zstd(level=level, checksum=checksum)
 
     def encode(self, data: bytes | memoryview) -> bytes:
-        return _bytes(self._codec.encode(_as_bytes(data)))
+        from rectizarr.codecs import zstd
+
+        return zstd.encode(data, self.level, self.checksum)
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
         try:

@@ -97,3 +97,14 @@ def test_batch_reads_equal_per_chunk_reads(local: bool, setup: dict[str, Any], d
             with tuning.use(BATCH):
                 got = a.oindex[osel]
             assert bits(got) == bits(select(model))
+
+
+@examples(1)
+@given(st.binary(max_size=5000), st.integers(-5, 9), st.booleans())
+def test_zstd_encode_equals_numcodecs(data: bytes, level: int, checksum: bool) -> None:
+    """The reused per-thread compressor writes the same frames as numcodecs' ``Zstd`` (a new context per call)."""
+    import numcodecs
+
+    from rectizarr.codecs.bytes_to_bytes import ZstdCodec
+
+    assert ZstdCodec(level, checksum).encode(data) == numcodecs.Zstd(level=level, checksum=checksum).encode(data)
