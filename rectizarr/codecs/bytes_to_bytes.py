@@ -243,7 +243,7 @@ class BloscCodec(BytesBytesCodec):
         # the header checks of decode_into for all values at once, then c-blosc straight into each row
         from numcodecs import blosc
 
-        done = (frames.u32_at(12) == frames.sizes.astype(np.int64)) & (frames.u32_at(4) == out.shape[1])
+        done: np.ndarray = (frames.u32_at(12) == frames.sizes.astype(np.int64)) & (frames.u32_at(4) == out.shape[1])
         for i in np.flatnonzero(done).tolist():
             try:
                 blosc.decompress(frames[i], out[int(rows[i])])

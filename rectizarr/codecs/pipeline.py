@@ -15,8 +15,8 @@ import numpy as np
 
 from rectizarr._util import Coords, Shape
 from rectizarr.codecs.array_to_bytes import BytesCodec
-from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
 from rectizarr.core.codec_meta import (
     CodecMeta,

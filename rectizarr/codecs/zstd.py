@@ -85,7 +85,7 @@ def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarra
         return False
     flat = memoryview(out).cast("B")
     for i, row in enumerate(rows.tolist()):  # a frame decoding to another size is an error above
-        flat[row * width : (row + 1) * width] = got[i]
+        flat[row * width : (row + 1) * width] = memoryview(got[i])  # type: ignore[arg-type]  # a buffer (untyped)
     return True
 
 

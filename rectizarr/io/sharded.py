@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from types import EllipsisType
 
 import numpy as np
 
@@ -301,7 +302,8 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
     if box is not None and paste_block(r.out[box], block):
         return True
     for c, p in s.projections:
-        paste(r.out, plan, p, r.layout.to_array_axes(block[(*c, Ellipsis)]), r.layout.fill_value)
+        where: tuple[int | EllipsisType, ...] = (*c, Ellipsis)  # a view, also of a 0-d chunk
+        paste(r.out, plan, p, r.layout.to_array_axes(block[where]), r.layout.fill_value)
     return True
 
 
