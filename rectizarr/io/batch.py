@@ -22,7 +22,7 @@ from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.io.chunk import Data, decode
 from rectizarr.io.layout import ShardedLayout
 
-__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "paste_block", "stage"]
+__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "gather", "paste_block", "stage"]
 
 _local = threading.local()
 
@@ -52,17 +52,33 @@ def decode_rows(pipeline: CodecPipeline, frames: Frames, rows: np.ndarray, spec:
         out[int(rows[i])] = decode(pipeline, frames[i], spec, key_of(i))
 
 
-def decode_values(pipeline: CodecPipeline, values: Sequence[Data | None], spec: ChunkSpec, out: np.ndarray,
-                  fill: np.ndarray, keys: Sequence[str], threads: int) -> None:
-    """Decode ``values[i]`` into ``out[i]`` (the fill value where it is None) with one batch call."""
-    present = [i for i, v in enumerate(values) if v is not None]
-    if len(present) < len(values):
-        missing = np.ones(len(values), dtype=bool)
-        missing[present] = False
+def gather(get: Callable[[str], Data | None], keys: Sequence[str]) -> tuple[Frames, np.ndarray]:
+    """The stored values of ``keys`` (``get``: a read whose value may be reused by the next read) copied
+    into one buffer as they come, and the positions of the stored ones."""
+    buf, sizes, rows = bytearray(), [], []
+    for i, key in enumerate(keys):
+        value = get(key)
+        if value is not None:
+            buf += value
+            sizes.append(len(value))
+            rows.append(i)
+    sizes_a = np.asarray(sizes, dtype=np.uint64)
+    offsets = np.zeros(len(sizes), dtype=np.uint64)
+    if len(sizes) > 1:
+        np.cumsum(sizes_a[:-1], out=offsets[1:])
+    return Frames(buf, offsets, sizes_a), np.asarray(rows, dtype=np.int64)
+
+
+def decode_values(pipeline: CodecPipeline, get: Callable[[str], Data | None], keys: Sequence[str],
+                  spec: ChunkSpec, out: np.ndarray, fill: np.ndarray, threads: int) -> None:
+    """Read the chunks of ``keys`` with ``get`` and decode chunk ``i`` into ``out[i]`` with one batch call
+    (the fill value where it is not stored)."""
+    frames, rows = gather(get, keys)
+    if rows.size < len(keys):
+        missing = np.ones(len(keys), dtype=bool)
+        missing[rows] = False
         out[missing] = fill
-    rows = np.asarray(present, dtype=np.int64)
-    frames = Frames.of([v for v in values if v is not None])
-    decode_rows(pipeline, frames, rows, spec, out, lambda i: keys[present[i]], threads)
+    decode_rows(pipeline, frames, rows, spec, out, lambda i: keys[int(rows[i])], threads)
 
 
 def decode_shard(layout: ShardedLayout, key: str, shape_t: Shape, value: Data, threads: int) -> np.ndarray:

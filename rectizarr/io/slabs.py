@@ -6,6 +6,8 @@ per slab (:mod:`.batch`). Only for a step-1 block of a regular grid."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from rectizarr._util import prod
@@ -82,12 +84,12 @@ def _read_block(layout: ChunkedLayout, plan: OrthogonalPlan, out: np.ndarray, ke
     image_split = image.reshape([inner[0]] + [x for n, c in zip(counts[1:], inner[1:], strict=True) for x in (n, c)])
     sel_rest = tuple(slice(s, s + a.length) for s, a in zip(starts[1:], plan.axes[1:], strict=True))
     raw, threads = layout.pipeline.is_raw(spec.dtype), pool_size() if layout.workers is None else layout.workers
+    get = partial(layout.store.get_transient, byte_range=None)
     for j0, e0 in enumerate(plan.axes[0].entries):
         base = j0 * per_slab
         slab = keys[base : base + per_slab]
         if not raw:
-            values = [layout.store.get(k) for k in slab]
-            decode_values(layout.pipeline, values, spec, flat, layout.fill_value, slab, threads)
+            decode_values(layout.pipeline, get, slab, spec, flat, layout.fill_value, threads)
         for j, n in enumerate(layout.store.read_into(slab, views) if raw else ()):
             if n != nbytes:
                 value = None if n < 0 else layout.store.get(keys[base + j])
