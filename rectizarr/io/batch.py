@@ -66,7 +66,7 @@ def gather(get: Callable[[str], Data | None], keys: Sequence[str]) -> tuple[Fram
     offsets = np.zeros(len(sizes), dtype=np.uint64)
     if len(sizes) > 1:
         np.cumsum(sizes_a[:-1], out=offsets[1:])
-    return Frames(buf, offsets, sizes_a), np.asarray(rows, dtype=np.int64)
+    return Frames(memoryview(buf), offsets, sizes_a), np.asarray(rows, dtype=np.int64)
 
 
 def decode_values(pipeline: CodecPipeline, get: Callable[[str], Data | None], keys: Sequence[str],
