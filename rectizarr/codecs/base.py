@@ -156,6 +156,13 @@ class BytesBytesCodec(Codec):
             done[i] = self.decode_into(frames[i], out[row])
         return done
 
+    def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
+        """Encode each row of ``rows`` (C-contiguous ``uint8``, ``(n, row_bytes)``) as :meth:`encode` does.
+        The default is the per-row loop."""
+        from rectizarr.codecs.batch import Frames
+
+        return Frames.of([self.encode(memoryview(row)) for row in rows])
+
     def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
         """Decode at least the first ``n`` bytes of the decoded value into ``out`` (C-contiguous uint8 of the
         whole decoded size; its bytes past ``n`` are then unspecified), when that costs less than decoding

@@ -120,6 +120,16 @@ class ZstdCodec(BytesBytesCodec):
 
         return zstd.encode(data, self.level, self.checksum)
 
+    def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
+        from rectizarr.codecs import zstd
+
+        if not rows.shape[0] or not rows.shape[1]:  # zstandard refuses empty segments
+            return super().encode_many(rows, threads)
+        buffer, sizes = zstd.encode_many(rows, self.level, self.checksum, threads)
+        offsets = np.zeros(sizes.size, dtype=np.uint64)
+        np.cumsum(sizes[:-1], out=offsets[1:])
+        return Frames(buffer, offsets, sizes)
+
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
@@ -211,9 +221,9 @@ class BloscCodec(BytesBytesCodec):
         if cname not in blosc.list_compressors():
             raise UnsupportedError(f"blosc compressor {cname!r} is not built into this numcodecs")
         self.typesize = typesize
+        self._args = (cname.encode(), clevel, getattr(blosc, _SHUFFLE[shuffle]), blocksize, typesize)
         self._codec = blosc.Blosc(
-            cname=cname, clevel=clevel, shuffle=getattr(blosc, _SHUFFLE[shuffle]), blocksize=blocksize,
-            typesize=typesize,
+            cname=cname, clevel=clevel, shuffle=self._args[2], blocksize=blocksize, typesize=typesize,
         )
 
     def encode(self, data: bytes | memoryview) -> bytes:
@@ -238,6 +248,14 @@ class BloscCodec(BytesBytesCodec):
         sizes_ok = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data) \
             and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes  # compressed, decoded sizes
         return sizes_ok and _decode_into(self._codec, data, out)
+
+    def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
+        # numcodecs' module-level compress with this codec's parameters: the bytes of encode(), without
+        # its per-call buffer checks (2.5x the cost for 1 KiB chunks)
+        from numcodecs import blosc
+
+        args = self._args
+        return Frames.of([blosc.compress(memoryview(row), *args) for row in rows])
 
     def decode_many_into(self, frames: Frames, out: np.ndarray, rows: np.ndarray, threads: int) -> np.ndarray:
         # the header checks of decode_into for all values at once, then c-blosc straight into each row

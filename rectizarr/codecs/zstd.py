@@ -19,7 +19,8 @@ import threading
 import numpy as np
 import zstandard
 
-__all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_size", "encode", "prefix_enabled"]
+__all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_size", "encode", "encode_many",
+           "prefix_enabled"]
 
 ZstdError = zstandard.ZstdError
 _FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
@@ -89,13 +90,30 @@ def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarra
     return True
 
 
-def encode(data: bytes | memoryview, level: int, checksum: bool) -> bytes:
-    """One frame holding ``data`` (content size recorded; a content checksum when ``checksum``), with this
-    thread's compressor for those parameters."""
+def _compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
     cache: dict[tuple[int, bool], zstandard.ZstdCompressor] | None = getattr(_local, "cctx", None)
     if cache is None:
         cache = _local.cctx = {}
     cctx = cache.get((level, checksum))
     if cctx is None:
         cctx = cache[level, checksum] = zstandard.ZstdCompressor(level=level, write_checksum=checksum)
-    return cctx.compress(data)
+    return cctx
+
+
+def encode(data: bytes | memoryview, level: int, checksum: bool) -> bytes:
+    """One frame holding ``data`` (content size recorded; a content checksum when ``checksum``), with this
+    thread's compressor for those parameters."""
+    return _compressor(level, checksum).compress(data)
+
+
+def encode_many(rows: np.ndarray, level: int, checksum: bool, threads: int) -> tuple[bytes, np.ndarray]:
+    """Each row of ``rows`` (C-contiguous ``uint8``, ``(n, row_bytes)``) as one frame (the bytes of
+    :func:`encode`), with one call on up to ``threads`` threads: the frames back to back, and their sizes."""
+    n, width = rows.shape
+    segments = np.stack([np.arange(n, dtype=np.uint64) * np.uint64(width), np.full(n, width, np.uint64)], axis=1)
+    threads = threads if n >= _FRAMES_PER_THREAD // 8 * threads else 0
+    got = _compressor(level, checksum).multi_compress_to_buffer(
+        zstandard.BufferWithSegments(memoryview(rows).cast("B"), segments.tobytes()), threads=threads)
+    parts = [got[i] for i in range(n)]
+    sizes = np.fromiter(map(len, parts), dtype=np.uint64, count=n)
+    return b"".join(parts), sizes  # type: ignore[arg-type]  # segments are buffers (untyped)

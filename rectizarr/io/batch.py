@@ -19,10 +19,12 @@ from rectizarr._util import Shape, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.shard_index import fill_rows
 from rectizarr.io.chunk import Data, decode
 from rectizarr.io.layout import ShardedLayout
 
-__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "gather", "paste_block", "stage"]
+__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "gather", "paste_block",
+           "stage"]
 
 _local = threading.local()
 
@@ -109,3 +111,24 @@ def paste_block(target: np.ndarray, block: np.ndarray) -> bool:
         return False
     split[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
     return True
+
+
+def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, threads: int) -> Data | None:
+    """A whole shard's value from ``region`` (its data, shape ``shape_t``, in the array's axis order,
+    which must be the codec's): the inner chunks cut out with one copy, the empty ones (equal to the fill
+    value, unless ``write_empty_chunks``) found at once, the others encoded with one batch call and
+    assembled with no step per inner chunk. None: nothing to store."""
+    inner = layout.sharding.chunk_shape
+    cps = tuple(s // c for s, c in zip(shape_t, inner, strict=True))
+    nd = len(inner)
+    split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
+    chunks = np.ascontiguousarray(split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]))
+    chunks = chunks.reshape((prod(cps), *inner))
+    keep = np.ones(chunks.shape[0], dtype=bool) if layout.write_empty_chunks \
+        else ~fill_rows(chunks, layout.fill_value)
+    rows = np.flatnonzero(keep)
+    if not rows.size:
+        return None
+    spec = layout.inner_spec(None)
+    frames = layout.sharding.codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
+    return layout.sharding.assemble_frames(shape_t, frames, rows)

@@ -29,7 +29,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
-from rectizarr.io.batch import batchable, decode_shard, paste_block
+from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_block
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
@@ -342,12 +342,21 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     edges = {s.key for s in shards if conditional and layout.at_edge(s.coords)}
     needs_read = [s for s in shards if s.key in edges or not _replaced_whole(layout, s)]
 
+    spec = layout.inner_spec(None)
+    batched = batchable(layout.dtype) and not layout.transposed and isinstance(plan, OrthogonalPlan) \
+        and spec.nbytes < t.piecewise_bytes
+
     def work(s: Shard, stored: Data | None) -> Encoded:
+        box = _shard_box(layout, plan, s) \
+            if batched and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
+        if box is not None:  # the whole shard from one block of the value: batch-encoded (io/batch.py)
+            return s.key, encode_shard(layout, s.shape_t, value[box], 1)
         chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
-    spec = layout.inner_spec(None)
-    workers = workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
+    # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks
+    workers = layout.workers if batched else \
+        workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
         if conditional:  # partly written shards: compare-and-swap each
             whole = [s for s in shards if s not in needs_read]

@@ -108,3 +108,45 @@ def test_zstd_encode_equals_numcodecs(data: bytes, level: int, checksum: bool) -
     from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 
     assert ZstdCodec(level, checksum).encode(data) == numcodecs.Zstd(level=level, checksum=checksum).encode(data)
+
+
+@examples(1)
+@given(codec_cases(), st.integers(0, 4), st.integers(1, 2))
+def test_encode_many_equals_encode_per_chunk(case: tuple[list[dict[str, Any]], np.ndarray, ChunkSpec],
+                                             n: int, threads: int) -> None:
+    """A batch encode writes each chunk's bytes exactly as its own encode does (zstd, blosc, any chain)."""
+    codecs, chunk, spec = case
+    if spec.dtype.hasobject:
+        return
+    p = build(codecs, spec)
+    chunks = np.stack([chunk] * n) if n else np.empty((0, *spec.shape), spec.dtype)
+    frames = p.encode_many(chunks, spec, threads)
+    assert [bytes(frames[i]) for i in range(len(frames))] == [p.encode(chunks[i, ...], spec) for i in range(n)]
+
+
+def _contents(store: Any) -> dict[str, bytes]:
+    return {k: bytes(store.get(k) or b"") for k in sorted(store.list_prefix(""))}
+
+
+@examples(0.5, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(setup=array_kwargs(), data=st.data())
+def test_batch_writes_store_the_per_chunk_bytes(setup: dict[str, Any], data: st.DataObject) -> None:
+    """The same writes with the batch strategies (whole shards cut, checked for emptiness and encoded at
+    once) and without leave the same keys and bytes, and read back as numpy."""
+    stores = [rectizarr.MemoryStore(), rectizarr.MemoryStore()]
+    arrays = [rectizarr.create_array(s, **setup) for s in stores]
+    model = np.asarray(arrays[0][...])
+    for _ in range(data.draw(st.integers(1, 3))):
+        if data.draw(st.booleans()):
+            sel: Any = (Ellipsis,)
+        else:
+            sel = data.draw(basic_selections(model.shape))
+        value = data.draw(seeded_arrays(model[sel].shape, setup["dtype"]))
+        if data.draw(st.booleans()):  # often all fill: empty inner chunks
+            value = np.full(value.shape, model.reshape(-1)[0] if model.size else 0, dtype=value.dtype)
+        model[sel] = value
+        for a, t in zip(arrays, (PER_CHUNK, BATCH), strict=True):
+            with tuning.use(t):
+                a[sel] = value
+    assert _contents(stores[0]) == _contents(stores[1])
+    assert bits(arrays[1][...]) == bits(model)
