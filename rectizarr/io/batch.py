@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from itertools import product
 
 import numpy as np
 
@@ -20,11 +21,16 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.shard_index import fill_rows
+from rectizarr.core.grid import Dim
+from rectizarr.indexing import OrthogonalPlan, Plan
+from rectizarr.indexing.axis import AxisPlan
 from rectizarr.io.chunk import Data, decode
 from rectizarr.io.layout import ShardedLayout
+from rectizarr.io.pool import pmap
+from rectizarr.tuning import Tuning
 
 __all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "gather", "paste_block",
-           "stage"]
+           "read_shards", "stage"]
 
 _local = threading.local()
 
@@ -132,3 +138,64 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     spec = layout.inner_spec(None)
     frames = layout.sharding.codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
     return layout.sharding.assemble_frames(shape_t, frames, rows)
+
+
+def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
+    """Fill ``out`` shard by shard, with no step per inner chunk, when the read selects whole shards of
+    small inner chunks (each inside the extent, in order) from a store with no round trip: each shard's
+    value read, all its inner chunks decoded with one batch call and pasted with one strided copy, the
+    shards spread over the pool. False (nothing read) when it is not such a read."""
+    spec = layout.inner_spec(None)
+    if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
+            or not layout.store.capabilities.low_latency or spec.nbytes >= t.piecewise_bytes or not plan.axes:
+        return False
+    per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
+                                                         strict=True)]
+    axes = [p for p in per_axis if p is not None]
+    if len(axes) < len(per_axis):
+        return False
+    shards = list(product(*axes))
+    if not shards or max(prod(layout.grid.chunk_shape(tuple(c for c, _ in s))) for s in shards) \
+            * layout.dtype.itemsize > t.scratch_max_bytes:
+        return False
+    get, fill = layout.store.get_transient, layout.fill_value
+
+    def one(shard: tuple[tuple[int, slice], ...]) -> None:
+        coords = tuple(c for c, _ in shard)
+        box = tuple(s for _, s in shard)
+        key = layout.key(coords)
+        value = get(key, None)
+        if value is None:
+            out[box] = fill
+            return
+        shape = layout.grid.chunk_shape(coords)
+        if not paste_block(out[box], decode_shard(layout, key, shape, value, 1)):
+            raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
+    pmap(one, shards, layout.workers)
+    return True
+
+
+def _whole_shards(a: AxisPlan, d: Dim, inner: int) -> list[tuple[int, slice]] | None:
+    """Along one axis: each touched shard with the output positions it fills, when every touched shard lies
+    inside the extent and has all its inner chunks selected whole, in order, at consecutive positions;
+    else None."""
+    found: list[tuple[int, slice]] = []
+    entries, chunks, i = a.entries, a.chunks.tolist(), 0
+    while i < len(chunks):
+        shard = d.chunk_of(chunks[i] * inner)
+        first, n = d.offset(shard) // inner, d.edge(shard) // inner
+        if chunks[i] != first or d.data_len(shard) != d.edge(shard) or i + n > len(chunks):
+            return None
+        start = None
+        for k in range(n):
+            e = entries[i + k]
+            if not (chunks[i + k] == first + k and isinstance(e.local, slice) and isinstance(e.out, slice)
+                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1 and e.out.step == 1):
+                return None
+            start = e.out.start if start is None else start
+            if e.out.start != start + k * inner:
+                return None
+        assert start is not None
+        found.append((shard, slice(start, start + n * inner)))
+        i += n
+    return found
