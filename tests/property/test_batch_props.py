@@ -24,7 +24,10 @@ from tests.property.test_codec_props import build, same
 from tests.strategies import (
     array_kwargs,
     basic_selections,
+    bit_patterns,
+    bytes_codecs,
     codec_cases,
+    core_dtypes,
     examples,
     numpy_orthogonal,
     orthogonal_selections,
@@ -148,5 +151,61 @@ def test_batch_writes_store_the_per_chunk_bytes(setup: dict[str, Any], data: st.
         for a, t in zip(arrays, (PER_CHUNK, BATCH), strict=True):
             with tuning.use(t):
                 a[sel] = value
+    assert _contents(stores[0]) == _contents(stores[1])
+    assert bits(arrays[1][...]) == bits(model)
+
+
+@st.composite
+def whole_shard_reads(draw: st.DrawFn) -> tuple[dict[str, Any], tuple[slice, ...]]:
+    """A sharded array (any core dtype, fill, compressors incl. crc32c, index at either end, maybe an edge
+    shard past the extent) and a selection of whole shards inside the extent."""
+    ndim = draw(st.integers(1, 3))
+    inner = [draw(st.integers(1, 3)) for _ in range(ndim)]
+    shard = [c * draw(st.integers(1, 3)) for c in inner]
+    counts = [draw(st.integers(1, 3)) for _ in range(ndim)]
+    shape = tuple(s * n + draw(st.sampled_from([0, 0, 1])) for s, n in zip(shard, counts, strict=True))
+    dtype = draw(core_dtypes)
+    fill = draw(st.none() | st.sampled_from([0, 1]) | bit_patterns(np.dtype(dtype)).map(lambda a: a[()]))
+    kwargs = {"shape": shape, "dtype": dtype, "chunks": tuple(inner), "shards": tuple(shard),
+              "compressors": draw(st.lists(bytes_codecs(), max_size=2)),
+              "fill_value": fill if dtype != "bool" or fill is None else bool(fill),
+              "index_location": draw(st.sampled_from(["start", "end"])), "write_empty_chunks": draw(st.booleans())}
+    sel = []
+    for s, n in zip(shard, counts, strict=True):
+        a = draw(st.integers(0, n - 1))
+        b = draw(st.integers(a + 1, n))
+        sel.append(slice(a * s, b * s))
+    return kwargs, tuple(sel)
+
+
+@examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=whole_shard_reads(), data=st.data())
+def test_whole_shard_reads_equal_per_chunk_reads(case: tuple[dict[str, Any], tuple[slice, ...]],
+                                                 data: st.DataObject) -> None:
+    setup, sel = case
+    a = rectizarr.create_array(rectizarr.MemoryStore(), **setup)
+    _populate(a, data, setup["dtype"])
+    with tuning.use(PER_CHUNK):
+        model = np.asarray(a[...])
+    with tuning.use(BATCH):
+        got = a[sel]
+    assert bits(got) == bits(model[sel])
+
+
+@examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=whole_shard_reads(), data=st.data())
+def test_whole_shard_writes_store_the_per_chunk_bytes(case: tuple[dict[str, Any], tuple[slice, ...]],
+                                                      data: st.DataObject) -> None:
+    setup, sel = case
+    stores = [rectizarr.MemoryStore(), rectizarr.MemoryStore()]
+    arrays = [rectizarr.create_array(s, **setup) for s in stores]
+    model = np.asarray(arrays[0][...])
+    value = data.draw(seeded_arrays(model[sel].shape, setup["dtype"]))
+    if data.draw(st.booleans()):  # some inner chunks all fill
+        value.reshape(-1)[: value.size // 2] = model.reshape(-1)[0] if model.size else 0
+    model[sel] = value
+    for a, t in zip(arrays, (PER_CHUNK, BATCH), strict=True):
+        with tuning.use(t):
+            a[sel] = value
     assert _contents(stores[0]) == _contents(stores[1])
     assert bits(arrays[1][...]) == bits(model)
