@@ -40,12 +40,14 @@ def batchable(dtype: np.dtype) -> bool:
     return not dtype.hasobject
 
 
-def stage(n: int, shape: Shape, dtype: np.dtype) -> np.ndarray:
-    """This thread's reused staging array of ``n`` chunks of ``shape`` (C-contiguous; contents undefined)."""
+def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndarray:
+    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous; contents
+    undefined)."""
     nbytes = n * prod(shape) * dtype.itemsize
-    buf: np.ndarray | None = getattr(_local, "buf", None)
+    buf: np.ndarray | None = getattr(_local, slot, None)
     if buf is None or buf.nbytes < nbytes:
-        buf = _local.buf = np.empty(max(nbytes, 1), np.uint8)
+        buf = np.empty(max(nbytes, 1), np.uint8)
+        setattr(_local, slot, buf)
     return buf[:nbytes].view(dtype).reshape((n, *shape))
 
 
