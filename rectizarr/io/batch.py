@@ -171,7 +171,8 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
             out[box] = fill
             return
         shape = layout.grid.chunk_shape(coords)
-        if not paste_block(out[box], decode_shard(layout, key, shape, value, 1)):
+        block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
+        if not paste_block(out[box], decode_shard(layout, key, shape, value, 1) if block is None else block):
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
     pmap(one, shards, layout.workers)
     return True
