@@ -1124,6 +1124,9 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
         f"T arrays: ({cfg.t_rows}, 5120) uint16 in (16, 32) chunks of 1 KiB, no compression; zarr-python reads "
         f"and writes the first {cfg.t_zarr_rows} rows only (it is too slow for the full array in the time "
         "budget); T results are per chunk. "
+        f"T1z/T2z arrays: ({cfg.t_rows // 5}, 5120) uint16 values 0-599 in the same chunks, zstd level 1 or "
+        f"blosc-lz4 (one file per chunk writes the first {cfg.t3_rows} rows; zarr-python the first "
+        f"{int(cfg.t_zarr_rows // 2.5) // 16 * 16} rows). "
         f"Repeats: R1 {cfg.big_r_repeats} (1 GiB) / {cfg.r_repeats}, W1 {cfg.big_w_repeats} / {cfg.w_repeats}, "
         f"T {cfg.t_repeats}, O1 {cfg.o_repeats + 1}, O2 {cfg.o_repeats}, M2 3, I1 {cfg.i1_repeats}, "
         f"L1 {cfg.l_samples} reads each.",
