@@ -530,6 +530,116 @@ def bench_t(res: Results, root: str) -> None:
         _report(res, "T3", case)
 
 
+# ------------------------------------------------------------------------------------------ T1z / T2z
+
+
+def _stored_frames(path: str, sharded: bool) -> list[bytes]:
+    """Every chunk's (inner chunk's) stored bytes, read beforehand: what the codec alone decodes."""
+    files = sorted(os.path.join(d, f) for d, _, names in os.walk(os.path.join(path, "c")) for f in names)
+    frames: list[bytes] = []
+    for name in files:
+        with open(name, "rb") as f:
+            value = f.read()
+        if not sharded:
+            frames.append(value)
+            continue
+        index = np.frombuffer(value[-4 - 16 * 1000 :][:-4], "<u8").reshape(-1, 2)  # 25 x 40 inner chunks, crc32c
+        frames.extend(value[int(o) : int(o) + int(n)] for o, n in index if int(o) != 2**64 - 1)
+    return frames
+
+
+def _tz_decode_limit(res: Results, wl: str, case: str, codec: str, frames: list[bytes], chunk_nbytes: int) -> None:
+    """The codec alone on the same frames: zstd in one ``multi_decompress_to_buffer`` call (2 threads),
+    blosc-lz4 one c-blosc call per frame into one output buffer (numcodecs has no batch call)."""
+    import zstandard
+    from numcodecs import blosc
+
+    if codec == "zstd":
+        sizes = np.fromiter(map(len, frames), np.uint64, len(frames))
+        offsets = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64)
+        segs = zstandard.BufferWithSegments(b"".join(frames), np.stack([offsets, sizes], 1).tobytes())
+        dctx, out_sizes = zstandard.ZstdDecompressor(), np.full(len(frames), chunk_nbytes, np.uint64).tobytes()
+
+        def run() -> None:
+            dctx.multi_decompress_to_buffer(segs, decompressed_sizes=out_sizes, threads=2)
+
+        label = "limit: codec alone, one batch call (zstandard, 2 threads)"
+    else:
+        out = np.empty((len(frames), chunk_nbytes), np.uint8)
+
+        def run() -> None:
+            for frame, row in zip(frames, out, strict=True):
+                blosc.decompress(frame, row)
+
+        label = "limit: codec alone, c-blosc per frame into one buffer"
+    row = res.add(Row(wl, case, label, per=len(frames), per_label="per chunk", limit=True))
+    for _ in range(max(2, res.cfg.t_repeats)):
+        row.samples.append(timed(run))
+
+
+def bench_tz(res: Results, root: str) -> None:
+    """T1z / T2z: the T arrays' 1 KiB chunks compressed (zstd level 1, blosc-lz4), read and written."""
+    cfg = res.cfg
+    rows_n, zrows = cfg.t_rows // 5, cfg.t_zarr_rows // 2.5
+    zrows = int(zrows) // 16 * 16
+    rng = np.random.default_rng(4)  # values of 0..599: compressible, as measured data is
+    data = rng.integers(0, 600, size=(rows_n, 5120), dtype=np.uint16)
+    nchunks, znchunks = rows_n // 16 * 160, zrows // 16 * 160
+    for codec in ("zstd", "blosc-lz4"):
+        for sharded in (False, True):
+            wl = "T2z" if sharded else "T1z"
+            spec = Spec((rows_n, 5120), "uint16", (16, 32), (400, 1280) if sharded else None, codec)
+            path = os.path.join(root, f"{wl}-{codec}.zarr")
+            BY_NAME[RZ].write(BY_NAME[RZ].create(path, spec), data, sharded)
+            where = f"in {-(-rows_n // 400) * 4} shards" if sharded else "one file each"
+            case = f"full read, {nchunks:,} chunks of 1 KiB {codec}, {where}"
+            rows = {impl.name: res.add(Row(wl, case, impl.name, per=nchunks if impl.name != ZP else znchunks,
+                                           per_label="per chunk", nbytes=data.nbytes)) for impl in IMPLS}
+            rows[ZP].note = f"first {zrows} rows only ({znchunks} chunks)"
+
+            def reader(impl: Impl, path: str = path) -> Callable[[], float]:
+                sel = (slice(0, zrows),) if impl.name == ZP else Ellipsis
+                return lambda: timed(lambda: impl.read(impl.open(path), sel))
+
+            round_robin({impl.name: reader(impl) for impl in IMPLS}, max(2, cfg.t_repeats + 1), rows)
+            assert np.array_equal(BY_NAME[RZ].read(BY_NAME[RZ].open(path)), data)
+            _tz_decode_limit(res, wl, case, codec, _stored_frames(path, sharded), 1024)
+            _report(res, wl, case)
+            rmtree(path)
+            _tz_write(res, root, wl, codec, spec, data, sharded)
+
+
+def _tz_write(res: Results, root: str, wl: str, codec: str, spec: Spec, data: np.ndarray, sharded: bool) -> None:
+    """Writes of the T1z / T2z arrays: one file per chunk writes the first ``t3_rows`` rows (file creation
+    dominates), shards the whole array; zarr-python writes at most ``t_zarr_rows / 2.5`` rows."""
+    n_rows = spec.shape[0] if sharded else min(spec.shape[0], res.cfg.t3_rows)
+    z_rows = min(n_rows, int(res.cfg.t_zarr_rows // 2.5) // 16 * 16)
+    per, zper = n_rows // 16 * 160, z_rows // 16 * 160
+    where = f"in {-(-n_rows // 400) * 4} shards" if sharded else "one file each"
+    case = f"write {per:,} chunks of 1 KiB {codec}, {where}"
+    rows = {impl.name: res.add(Row(wl, case, impl.name, per=per if impl.name != ZP else zper, per_label="per chunk",
+                                   nbytes=n_rows * 5120 * 2)) for impl in IMPLS}
+    rows[ZP].note = f"first {z_rows} rows only ({zper} chunks)"
+
+    def writer(impl: Impl) -> Callable[[], float]:
+        r = z_rows if impl.name == ZP else n_rows
+        wspec = Spec((r, 5120), "uint16", (16, 32), spec.shards, codec)
+        out = os.path.join(root, f"{wl}w-{impl.name}.zarr")
+
+        def run() -> float:
+            rmtree(out)
+            t0 = time.perf_counter()
+            impl.write(impl.create(out, wspec), data[:r], sharded)
+            dt = time.perf_counter() - t0
+            rmtree(out)
+            return dt
+
+        return run
+
+    round_robin({impl.name: writer(impl) for impl in IMPLS}, 2, rows)
+    _report(res, wl, case)
+
+
 # ------------------------------------------------------------------------------------------ I1 / M2 / A1 / P1
 
 
@@ -920,6 +1030,14 @@ def targets(res: Results) -> list[Target]:
                 out.append(Target(f"{wl} {case}: rectizarr <= {lim}x tensorstore per chunk", rz / ts, lim, "le"))
             if rz and zp:
                 out.append(Target(f"{wl} {case}: >= 10x faster than zarr-python per chunk", zp / rz, 10, "ge"))
+    for wl in ("T1z", "T2z"):
+        for case in cases(wl):
+            rz, ts, zp = med(wl, case, RZ), med(wl, case, TS), med(wl, case, ZP)
+            kind = "write" if case.startswith("write") else "read"
+            if rz and ts:
+                out.append(Target(f"{wl} {case}: rectizarr <= 1.0x tensorstore per chunk", rz / ts, 1.0, "le"))
+            if rz and zp and kind == "read":
+                out.append(Target(f"{wl} {case}: >= 15x faster than zarr-python per chunk", zp / rz, 15, "ge"))
     for case in cases("O1"):
         rz, ts = med("O1", case, RZ), med("O1", case, TS)
         if rz and ts:
@@ -1019,6 +1137,9 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
         f"T arrays: ({cfg.t_rows}, 5120) uint16 in (16, 32) chunks of 1 KiB, no compression; zarr-python reads "
         f"and writes the first {cfg.t_zarr_rows} rows only (it is too slow for the full array in the time "
         "budget); T results are per chunk. "
+        f"T1z/T2z arrays: ({cfg.t_rows // 5}, 5120) uint16 values 0-599 in the same chunks, zstd level 1 or "
+        f"blosc-lz4 (one file per chunk writes the first {cfg.t3_rows} rows; zarr-python the first "
+        f"{int(cfg.t_zarr_rows // 2.5) // 16 * 16} rows). "
         f"Repeats: R1 {cfg.big_r_repeats} (1 GiB) / {cfg.r_repeats}, W1 {cfg.big_w_repeats} / {cfg.w_repeats}, "
         f"T {cfg.t_repeats}, O1 {cfg.o_repeats + 1}, O2 {cfg.o_repeats}, M2 3, I1 {cfg.i1_repeats}, "
         f"L1 {cfg.l_samples} reads each.",
@@ -1052,7 +1173,7 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
 # ------------------------------------------------------------------------------------------ main
 
 
-WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "M2", "A1", "P1", "C1", "RM")
+WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "T1Z", "T2Z", "M2", "A1", "P1", "C1", "RM")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1118,6 +1239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rmtree(dataset)
         if only & {"T1", "T2", "T3"}:
             phase("T1+T2+T3", lambda: bench_t(res, root))
+        if only & {"T1Z", "T2Z"}:
+            phase("T1z+T2z", lambda: bench_tz(res, root))
         if "M2" in only:
             phase("M2", lambda: bench_m2(res, root))
         if "A1" in only:
@@ -1130,7 +1253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.keep:
             rmtree(root)
     total = time.perf_counter() - start
-    res.rows = [r for r in res.rows if r.workload in only]
+    res.rows = [r for r in res.rows if r.workload.upper() in only]
     write_markdown(res, out, total)
     raw = out.with_suffix(".json") if out.parent.name == "_data" else HERE / "_data" / "results.json"
     raw.parent.mkdir(parents=True, exist_ok=True)

@@ -10,11 +10,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rectizarr._util import Shape, prod
 from rectizarr.errors import CodecError
+
+if TYPE_CHECKING:
+    from rectizarr.codecs.batch import Frames
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +145,23 @@ class BytesBytesCodec(Codec):
         bytes; False when it cannot (unsupported, another size, or invalid data: :meth:`decode` then says
         why). ``out`` may be overwritten either way. The default supports nothing."""
         return False
+
+    def decode_many_into(self, frames: Frames, out: np.ndarray, rows: np.ndarray, threads: int) -> np.ndarray:
+        """Decode value ``i`` of ``frames`` into row ``rows[i]`` of ``out`` (C-contiguous ``uint8`` of shape
+        ``(m, row_bytes)``), each when it decodes to exactly ``row_bytes``; the mask of those decoded (the
+        caller decodes the others the usual way). ``threads``: how many the codec may use. The default is
+        the per-value loop of :meth:`decode_into`."""
+        done = np.zeros(len(frames), dtype=bool)
+        for i, row in enumerate(rows.tolist()):
+            done[i] = self.decode_into(frames[i], out[row])
+        return done
+
+    def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
+        """Encode each row of ``rows`` (C-contiguous ``uint8``, ``(n, row_bytes)``) as :meth:`encode` does.
+        The default is the per-row loop."""
+        from rectizarr.codecs.batch import Frames
+
+        return Frames.of([self.encode(memoryview(row)) for row in rows])
 
     def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
         """Decode at least the first ``n`` bytes of the decoded value into ``out`` (C-contiguous uint8 of the

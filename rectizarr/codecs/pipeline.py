@@ -13,9 +13,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from rectizarr._util import Coords, Shape
+from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
 from rectizarr.core.codec_meta import (
     CodecMeta,
@@ -109,6 +110,47 @@ class CodecPipeline:
         if nbytes < flat.size and codec.decode_prefix(data, flat, nbytes):
             return True
         return codec.decode_into(data, flat)
+
+    def decode_many(self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray,
+                    threads: int = 1) -> np.ndarray:
+        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
+        (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
+        allows (one for zstd, on ``threads`` threads; else one per value). The mask of the values decoded:
+        the others are invalid, and the caller decodes them with :meth:`decode`, which reports them."""
+        flat = out.reshape(out.shape[0], -1).view(np.uint8)
+        if self.can_decode_into(spec.dtype):
+            done = self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
+        else:
+            done = np.zeros(len(frames), dtype=bool)
+        raw = self.is_raw(spec.dtype)
+        for i in np.flatnonzero(~done).tolist():
+            row = int(rows[i])
+            if raw:  # the chunk's own bytes
+                done[i] = int(frames.sizes[i]) == spec.nbytes
+                if done[i]:
+                    flat[row] = np.frombuffer(frames[i], np.uint8)
+                continue
+            try:
+                out[row] = self.decode(frames[i], spec)
+            except CodecError:
+                continue  # the caller decodes it again, naming its key
+            done[i] = True
+        return done
+
+    def encode_many(self, chunks: np.ndarray, spec: ChunkSpec, threads: int = 1) -> Frames:
+        """Encode each chunk of ``chunks`` (``(n, *spec.shape)`` of ``spec.dtype``, fixed-size) as
+        :meth:`encode` does, with as few codec calls as the chain allows (one for zstd)."""
+        n = chunks.shape[0]
+        if not n:
+            return Frames.of([])
+        if self.is_raw(spec.dtype):
+            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
+            return Frames(rows.reshape(-1).data, np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes),
+                          np.full(n, spec.nbytes, dtype=np.uint64))
+        if self.can_decode_into(spec.dtype):  # bytes in native order, then one compressor
+            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
+            return self.bytes_bytes[0].encode_many(rows, threads)
+        return Frames.of([self.encode(chunks[i, ...], spec) for i in range(n)])  # 0-d chunks: arrays too
 
     def encode_cannot_fail(self, dtype: np.dtype) -> bool:
         """Whether encoding valid chunks of ``dtype`` cannot fail: fixed-size data and infallible codecs."""
@@ -263,17 +305,22 @@ class ShardingCodec(ArrayBytesCodec):
     ) -> tuple[ShardIndex, dict[Coords, memoryview]]:
         """The index and zero-copy views of every stored inner chunk's bytes."""
         mv = memoryview(shard).cast("B")
-        n = self.index_nbytes(shard_shape)
-        if len(mv) < n:
-            raise CodecError(
-                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
-            )
-        index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
+        index = self.index_of(mv, shard_shape, key=key)
         present = index.present()
         coords = [tuple(c) for c in np.argwhere(present).tolist()]
         starts = index.offsets[present].tolist()
         sizes = index.nbytes[present].tolist()
         return index, {c: mv[o : o + s] for c, o, s in zip(coords, starts, sizes, strict=True)}
+
+    def index_of(self, shard: bytes | memoryview, shard_shape: Shape, *, key: str | None) -> ShardIndex:
+        """The validated index of a whole shard value (every range inside the value)."""
+        mv = memoryview(shard).cast("B")
+        n = self.index_nbytes(shard_shape)
+        if len(mv) < n:
+            raise CodecError(
+                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
+            )
+        return self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
 
     def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
               key: str | None) -> np.ndarray | None:
@@ -305,6 +352,25 @@ class ShardingCodec(ArrayBytesCodec):
         if not any(len(memoryview(v)) for v in chunks.values()):
             return None
         return self._build(shard_shape, chunks, as_view=True)
+
+    def assemble_frames(self, shard_shape: Shape, frames: Frames, rows: np.ndarray) -> bytes | memoryview | None:
+        """:meth:`assemble` of the inner chunks encoded in ``frames`` (value ``i``: the inner chunk at C-order
+        position ``rows[i]``, increasing), with no step per inner chunk: the same bytes."""
+        cps = self.chunks_per_shard(shard_shape)
+        stored = frames.sizes > 0  # a zero-length encoding is an absent inner chunk
+        if not stored.any():
+            return None
+        start = self.index_nbytes(shard_shape) if self.index_location == "start" else 0
+        sizes = frames.sizes[stored]
+        table = np.full((prod(cps), 2), EMPTY, dtype=np.uint64)
+        table[rows[stored], 1] = sizes
+        table[rows[stored], 0] = np.uint64(start) + np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64)
+        data = memoryview(frames.buffer).cast("B")
+        if not stored.all() or int(frames.offsets[0]) != 0 or int(frames.sizes.sum()) != len(data):
+            data = memoryview(b"".join(frames[i] for i in np.flatnonzero(stored).tolist()))
+        index = self.index_codecs.encode(table.reshape(*cps, 2), self._index_spec(cps, None))
+        pieces: list[bytes | memoryview] = [index, data] if self.index_location == "start" else [data, index]
+        return concat(pieces, as_view=True)
 
     def _inner_slices(self, coords: Coords) -> tuple[slice | EllipsisType, ...]:
         return (*(slice(c * s, (c + 1) * s) for c, s in zip(coords, self.chunk_shape, strict=True)), Ellipsis)

@@ -18,7 +18,7 @@ from rectizarr import tuning
 from rectizarr._util import MAX_U64, Coords, Shape
 from rectizarr.errors import CodecError
 
-__all__ = ["EMPTY", "ShardIndex", "concat", "is_fill", "pack"]
+__all__ = ["EMPTY", "ShardIndex", "concat", "fill_rows", "is_fill", "pack"]
 
 EMPTY = np.uint64(MAX_U64)  # both halves of an empty inner chunk's index entry
 
@@ -42,6 +42,19 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
         return bool(np.all(bits == target))
     rows = np.ascontiguousarray(chunk).view(np.uint8).reshape(-1, size)
     return bool(np.all(rows == np.frombuffer(value.tobytes(), dtype=np.uint8)))
+
+
+def fill_rows(chunks: np.ndarray, fill: np.ndarray) -> np.ndarray:
+    """:func:`is_fill` of each chunk ``chunks[i]`` at once (a fixed-size dtype): a boolean per chunk."""
+    n, dtype = chunks.shape[0], chunks.dtype
+    value = np.asarray(fill, dtype=dtype).reshape(())
+    size = dtype.itemsize
+    if size in (1, 2, 4, 8):
+        as_uint = np.dtype(f"u{size}")
+        bits = np.ascontiguousarray(chunks).view(as_uint).reshape(n, -1)
+        return np.asarray((bits == value.view(as_uint)).all(axis=1))
+    rows = np.ascontiguousarray(chunks).view(np.uint8).reshape(n, -1, size)
+    return np.asarray((rows == np.frombuffer(value.tobytes(), dtype=np.uint8)).all(axis=(1, 2)))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

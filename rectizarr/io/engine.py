@@ -15,7 +15,7 @@ from rectizarr import tuning
 from rectizarr._util import Coords
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.indexing import Plan, orthogonal_plan
-from rectizarr.io import cache, slabs
+from rectizarr.io import batch, cache, slabs
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.io.sharded import read_sharded, write_sharded
@@ -32,7 +32,8 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
         out[...] = layout.fill_value
     match layout:
         case ShardedLayout():
-            read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
+            if sparse is not None or not batch.read_shards(layout, plan, out, t):  # whole shards: no projections
+                read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
             if sparse is None and not slabs.read_slabs(layout, plan, out, t):
                 read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)

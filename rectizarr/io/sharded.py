@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from functools import partial
+from types import EllipsisType
 
 import numpy as np
 
@@ -28,6 +29,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import ShardIndex, is_fill
 from rectizarr.errors import CodecError, ConflictError, VersionChanged
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
+from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_block
 from rectizarr.io.cache import index_cache, invalidate
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
@@ -186,6 +188,7 @@ class _Read:
         self.into = not layout.transposed and codecs.can_decode_into(layout.dtype)
         self.streams = layout.store.capabilities.low_latency
         self.piecewise = self.streams and spec.nbytes >= t.piecewise_bytes
+        self.batched = batchable(layout.dtype) and spec.nbytes < t.piecewise_bytes
 
     def in_workers(self, n: int) -> bool:
         """Whether ``n`` shards of local data go shard by shard in the workers (reads overlap decoding)."""
@@ -209,7 +212,7 @@ class _Read:
             for _, p in s.projections:
                 paste(self.out, self.plan, p, None, self.layout.fill_value)
             return
-        if paste_dense(self, s, value):
+        if paste_dense(self, s, value) or (self.batched and paste_batched(self, s, value)):
             return
         _, chunks = self.layout.sharding.split(value, s.shape_t, key=s.key)
         for c, p in s.projections:
@@ -268,7 +271,8 @@ def _read_partial_at(r: _Read, shards: list[Shard], indexes: Indexes, versions: 
 def read_whole_streamed(r: _Read, shards: list[Shard]) -> None:
     """Shard by shard in the workers (read, split, decode, paste): at most one shard per worker in memory."""
     get = r.layout.store.get_transient
-    pmap(lambda s: r.whole(s, get(s.key, None)), shards, r.workers)
+    # a batch-decoded shard is one call without the GIL: worth a thread however small its inner chunks
+    pmap(lambda s: r.whole(s, get(s.key, None)), shards, r.threads if r.batched else r.workers)
 
 
 def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
@@ -345,6 +349,23 @@ def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     return True
 
 
+def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
+    """Decode every inner chunk of a whole shard with one batch call (:mod:`.batch`) and paste them: one
+    strided copy when the plan selects all of the shard in order, else one paste per projection. False
+    (nothing done) when the decoded shard would exceed ``t.scratch_max_bytes``."""
+    if prod(s.shape_t) * r.layout.dtype.itemsize > r.t.scratch_max_bytes:
+        return False
+    block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
+    plan = r.plan
+    box = None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
+    if box is not None and paste_block(r.out[box], block):
+        return True
+    for c, p in s.projections:
+        where: tuple[int | EllipsisType, ...] = (*c, Ellipsis)  # a view, also of a 0-d chunk
+        paste(r.out, plan, p, r.layout.to_array_axes(block[where]), r.layout.fill_value)
+    return True
+
+
 def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[slice, ...] | None:
     """The block of the output that shard ``s`` fills when the plan selects all of it, in order: along
     every axis its inner chunks are selected whole (``0:n``, inside the extent) and go to consecutive
@@ -380,12 +401,21 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     edges = {s.key for s in shards if conditional and layout.at_edge(s.coords)}
     needs_read = [s for s in shards if s.key in edges or not _replaced_whole(layout, s)]
 
+    spec = layout.inner_spec(None)
+    batched = batchable(layout.dtype) and not layout.transposed and isinstance(plan, OrthogonalPlan) \
+        and spec.nbytes < t.piecewise_bytes
+
     def work(s: Shard, stored: Data | None) -> Encoded:
+        box = _shard_box(layout, plan, s) \
+            if batched and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
+        if box is not None:  # the whole shard from one block of the value: batch-encoded (io/batch.py)
+            return s.key, encode_shard(layout, s.shape_t, value[box], 1)
         chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
-    spec = layout.inner_spec(None)
-    workers = workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
+    # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks
+    workers = layout.workers if batched else \
+        workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
         if conditional:  # partly written shards: compare-and-swap each
             whole = [s for s in shards if s not in needs_read]

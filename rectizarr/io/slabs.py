@@ -1,9 +1,12 @@
-"""Dense reads of many small raw chunks of a local directory, slab by slab: each chunk file read straight
-into its place in a staging buffer (no bytes object, decode or projection), and each slab (the touched
-chunks sharing a first-axis index) pasted with two NumPy copies. Only for a step-1 block of a regular grid;
-a chunk of another stored size goes the general way."""
+"""Dense reads of many small chunks of a local store, slab by slab: each slab (the touched chunks sharing
+a first-axis index) staged in one buffer, then pasted with two NumPy copies (no projection per chunk).
+Raw chunk files are read straight into their place in the staging buffer (no bytes object or decode; a
+chunk of another stored size goes the general way); coded chunks are read and decoded with one batch call
+per slab (:mod:`.batch`). Only for a step-1 block of a regular grid."""
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -11,9 +14,10 @@ from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.core.grid import FixedDim
 from rectizarr.indexing import OrthogonalPlan, Plan
+from rectizarr.io.batch import batchable, decode_values, stage
 from rectizarr.io.chunk import decode
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import workers_for
+from rectizarr.io.pool import pmap, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_slabs"]
@@ -23,12 +27,13 @@ def read_slabs(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
     """Fill ``out`` slab by slab when the read is a dense step-1 block of at least ``t.slab_min_chunks``
     small raw chunks of a regular grid, from a store that reads straight into buffers; False (nothing
     read) when it is not such a read."""
+    caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
     if plan.nchunks < t.slab_min_chunks or not isinstance(plan, OrthogonalPlan) \
-            or not layout.store.capabilities.native_read_into or not layout.pipeline.is_raw(layout.dtype):
+            or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype)):
         return False
     coords = plan.chunk_coords
     spec = layout.spec(tuple(int(c) for c in coords[0])).with_key(None)
-    if workers_for(layout.workers, False, spec.nbytes, t) != 1:  # large chunks: the threaded general way
+    if workers_for(layout.workers, not raw, spec.nbytes, t) != 1:  # large chunks: the threaded general way
         return False
     dims = layout.grid.dims
     if not dims or not all(isinstance(d, FixedDim) for d in dims):
@@ -65,26 +70,41 @@ def _block_starts(plan: OrthogonalPlan, dims: list[FixedDim]) -> list[int] | Non
 
 def _read_block(layout: ChunkedLayout, plan: OrthogonalPlan, out: np.ndarray, keys: list[str], spec: ChunkSpec,
                 starts: list[int], counts: list[int]) -> None:
-    """Each slab (the touched chunks sharing a first-axis index): its files read into a staging buffer,
-    then pasted with two NumPy copies. A chunk of another stored size goes the general way (which reports
-    it, or finds it rewritten meanwhile)."""
-    per_slab, nbytes, inner, nd = prod(tuple(counts[1:])), spec.nbytes, spec.shape, len(spec.shape)
-    stage = np.empty((per_slab, nbytes), np.uint8)
-    views = [memoryview(row) for row in stage]
-    blocks = stage.view(spec.dtype).reshape(*counts[1:], *inner)
-    flat = blocks.reshape(per_slab, *inner)
+    """Each slab (the touched chunks sharing a first-axis index): its chunks staged, then pasted with two
+    NumPy copies. Raw files are read into the staging buffer in one thread (a chunk of another stored size
+    goes the general way, which reports it, or finds it rewritten meanwhile); coded slabs are read and
+    batch-decoded on the workers, each with its own staging buffers."""
+    per_slab, inner, nd = prod(tuple(counts[1:])), spec.shape, len(spec.shape)
     # staging axes (n1.., c0, c1..) -> image axes (c0, n1, c1, n2, c2, ...)
     order = [nd - 1] + [i for a in range(1, nd) for i in (a - 1, nd - 1 + a)]
-    image = np.empty([inner[0]] + [n * c for n, c in zip(counts[1:], inner[1:], strict=True)], spec.dtype)
-    image_split = image.reshape([inner[0]] + [x for n, c in zip(counts[1:], inner[1:], strict=True) for x in (n, c)])
+    image_shape = tuple([inner[0]] + [n * c for n, c in zip(counts[1:], inner[1:], strict=True)])
+    split_shape = [inner[0]] + [x for n, c in zip(counts[1:], inner[1:], strict=True) for x in (n, c)]
     sel_rest = tuple(slice(s, s + a.length) for s, a in zip(starts[1:], plan.axes[1:], strict=True))
-    for j0, e0 in enumerate(plan.axes[0].entries):
-        base = j0 * per_slab
-        for j, n in enumerate(layout.store.read_into(keys[base : base + per_slab], views)):
-            if n != nbytes:
-                value = None if n < 0 else layout.store.get(keys[base + j])
-                chunk = None if value is None else decode(layout.pipeline, value, spec, keys[base + j])
-                flat[j] = layout.fill_value if chunk is None else chunk
-        image_split[...] = blocks.transpose(order)
+    raw = layout.pipeline.is_raw(spec.dtype)
+    get = partial(layout.store.get_transient, byte_range=None)
+    entries = plan.axes[0].entries
+
+    def one(j0: int) -> None:
+        flat = stage(per_slab, inner, spec.dtype)
+        base, e0 = j0 * per_slab, entries[j0]
+        slab = keys[base : base + per_slab]
+        if raw:
+            _read_raw(layout, slab, flat, spec)
+        else:
+            decode_values(layout.pipeline, get, slab, spec, flat, layout.fill_value, 1)
+        image = stage(1, image_shape, spec.dtype, "image")[0]
+        image.reshape(split_shape)[...] = flat.reshape(*counts[1:], *inner).transpose(order)
         assert isinstance(e0.local, slice) and isinstance(e0.out, slice)
         out[(e0.out, *(slice(None),) * (nd - 1))] = image[(e0.local, *sel_rest)]
+
+    pmap(one, range(len(entries)), 1 if raw else layout.workers)
+
+
+def _read_raw(layout: ChunkedLayout, keys: list[str], flat: np.ndarray, spec: ChunkSpec) -> None:
+    """The raw chunk files of ``keys`` read straight into the rows of ``flat``."""
+    views = [memoryview(row) for row in flat.reshape(len(keys), -1).view(np.uint8)]
+    for j, n in enumerate(layout.store.read_into(keys, views)):
+        if n != spec.nbytes:
+            value = None if n < 0 else layout.store.get(keys[j])
+            chunk = None if value is None else decode(layout.pipeline, value, spec, keys[j])
+            flat[j] = layout.fill_value if chunk is None else chunk

@@ -163,17 +163,18 @@ def test_index_arrays_on_later_axes_equal_numpy(shared: Array) -> None:
 
 
 BIG_ENDIAN = {"name": "bytes", "configuration": {"endian": "big"}}
-DECLINED: dict[str, tuple[dict[str, Any], list[bool]]] = {  # create keywords, spy calls
+OTHER_LAYOUTS: dict[str, tuple[dict[str, Any], list[bool]]] = {  # create keywords, spy calls
     "rectilinear": ({"chunks": ([3, 5] * 5 + [3], 5)}, []), "sharded": ({"shards": (8, 10)}, []),
-    "zstd": ({"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}, []),
-    "big-endian": ({"serializer": BIG_ENDIAN}, []), "memory": ({}, []),  # no native read_into
+    "zstd": ({"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}, [True]),  # batch-decoded (calls, not reads)
+    "big-endian": ({"serializer": BIG_ENDIAN}, [True]),  # coded: batch-decoded
+    "memory": ({}, []),  # raw, and no native read_into
     "slab-max": ({}, []),  # a slab above the staging limit
 }
 
 
-@pytest.mark.parametrize("case", list(DECLINED))
-def test_declined_layouts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: str) -> None:
-    kw, expected = DECLINED[case]
+@pytest.mark.parametrize("case", list(OTHER_LAYOUTS))
+def test_other_layouts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: str) -> None:
+    kw, expected = OTHER_LAYOUTS[case]
     if case == "memory":
         kw = {"store": MemoryStore()}
     a, data = base(tmp_path, **kw)

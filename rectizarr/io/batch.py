@@ -1,0 +1,204 @@
+"""Many small coded chunks at once: their values decoded with one batch call of the codec pipeline
+(:meth:`~rectizarr.codecs.pipeline.CodecPipeline.decode_many`) into the rows of a staging array, which is
+then pasted into the output with a few strided copies (a block of whole chunks: one copy; otherwise one
+paste per projection, with no decode in between). Used for whole shards of small inner chunks
+(:func:`decode_shard`) and for slabs of small chunk files (:mod:`.slabs`).
+
+A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
+chunk's row holds the fill value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from itertools import product
+
+import numpy as np
+
+from rectizarr._util import Shape, prod
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.batch import Frames
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.codecs.shard_index import fill_rows
+from rectizarr.core.grid import Dim
+from rectizarr.indexing import OrthogonalPlan, Plan
+from rectizarr.indexing.axis import AxisPlan
+from rectizarr.io.chunk import Data, decode
+from rectizarr.io.layout import ShardedLayout
+from rectizarr.io.pool import pmap
+from rectizarr.tuning import Tuning
+
+__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "gather", "paste_block",
+           "read_shards", "stage"]
+
+_local = threading.local()
+
+
+def batchable(dtype: np.dtype) -> bool:
+    """Whether chunks of ``dtype`` decode in batches: fixed-size data (a row of the staging array each)."""
+    return not dtype.hasobject
+
+
+def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndarray:
+    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous; contents
+    undefined)."""
+    nbytes = n * prod(shape) * dtype.itemsize
+    buf: np.ndarray | None = getattr(_local, slot, None)
+    if buf is None or buf.nbytes < nbytes:
+        buf = np.empty(max(nbytes, 1), np.uint8)
+        setattr(_local, slot, buf)
+    return buf[:nbytes].view(dtype).reshape((n, *shape))
+
+
+def decode_rows(pipeline: CodecPipeline, frames: Frames, rows: np.ndarray, spec: ChunkSpec, out: np.ndarray,
+                key_of: Callable[[int], str], threads: int) -> None:
+    """Decode value ``i`` of ``frames`` into ``out[rows[i]]`` in one batch; a value the batch cannot decode
+    is decoded on its own (its error names ``key_of(i)``)."""
+    if not len(frames):
+        return
+    done = pipeline.decode_many(frames, spec, out, rows, threads)
+    for i in np.flatnonzero(~done).tolist():
+        out[int(rows[i])] = decode(pipeline, frames[i], spec, key_of(i))
+
+
+def gather(get: Callable[[str], Data | None], keys: Sequence[str]) -> tuple[Frames, np.ndarray]:
+    """The stored values of ``keys`` (``get``: a read whose value may be reused by the next read) copied
+    into one buffer as they come, and the positions of the stored ones."""
+    buf, sizes, rows = bytearray(), [], []
+    for i, key in enumerate(keys):
+        value = get(key)
+        if value is not None:
+            buf += value
+            sizes.append(len(value))
+            rows.append(i)
+    sizes_a = np.asarray(sizes, dtype=np.uint64)
+    offsets = np.zeros(len(sizes), dtype=np.uint64)
+    if len(sizes) > 1:
+        np.cumsum(sizes_a[:-1], out=offsets[1:])
+    return Frames(memoryview(buf), offsets, sizes_a), np.asarray(rows, dtype=np.int64)
+
+
+def decode_values(pipeline: CodecPipeline, get: Callable[[str], Data | None], keys: Sequence[str],
+                  spec: ChunkSpec, out: np.ndarray, fill: np.ndarray, threads: int) -> None:
+    """Read the chunks of ``keys`` with ``get`` and decode chunk ``i`` into ``out[i]`` with one batch call
+    (the fill value where it is not stored)."""
+    frames, rows = gather(get, keys)
+    if rows.size < len(keys):
+        missing = np.ones(len(keys), dtype=bool)
+        missing[rows] = False
+        out[missing] = fill
+    decode_rows(pipeline, frames, rows, spec, out, lambda i: keys[int(rows[i])], threads)
+
+
+def decode_shard(layout: ShardedLayout, key: str, shape_t: Shape, value: Data, threads: int) -> np.ndarray:
+    """Every inner chunk of a shard decoded with one batch call, as an array of shape ``chunks_per_shard
+    + chunk_shape`` in the codec's axis order (absent inner chunks hold the fill value): a view of this
+    thread's staging buffer, valid until its next use."""
+    sharding = layout.sharding
+    index = sharding.index_of(value, shape_t, key=key)
+    cps = index.offsets.shape
+    spec = layout.inner_spec(key)
+    out = stage(prod(cps), spec.shape, spec.dtype)
+    present = index.present().reshape(-1)
+    rows = np.flatnonzero(present)
+    if rows.size < present.size:
+        out[~present] = layout.fill_value
+    frames = Frames(value, index.offsets.reshape(-1)[rows], index.nbytes.reshape(-1)[rows])
+    decode_rows(sharding.codecs, frames, rows, spec, out, lambda i: key, threads)
+    return out.reshape((*cps, *spec.shape))
+
+
+def paste_block(target: np.ndarray, block: np.ndarray) -> bool:
+    """Paste ``block`` (shape ``counts + chunk_shape``: whole chunks in C order of their coords) into
+    ``target`` (shape ``counts * chunk_shape``, a view of the output) with one strided copy; False when
+    ``target`` is not a view that can be split so."""
+    nd = block.ndim // 2
+    split = target.reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True) for n in pair])
+    if not np.may_share_memory(split, target):
+        return False
+    split[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
+    return True
+
+
+def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, threads: int) -> Data | None:
+    """A whole shard's value from ``region`` (its data, shape ``shape_t``, in the array's axis order,
+    which must be the codec's): the inner chunks cut out with one copy, the empty ones (equal to the fill
+    value, unless ``write_empty_chunks``) found at once, the others encoded with one batch call and
+    assembled with no step per inner chunk. None: nothing to store."""
+    inner = layout.sharding.chunk_shape
+    cps = tuple(s // c for s, c in zip(shape_t, inner, strict=True))
+    nd = len(inner)
+    split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
+    chunks = np.ascontiguousarray(split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]))
+    chunks = chunks.reshape((prod(cps), *inner))
+    keep = np.ones(chunks.shape[0], dtype=bool) if layout.write_empty_chunks \
+        else ~fill_rows(chunks, layout.fill_value)
+    rows = np.flatnonzero(keep)
+    if not rows.size:
+        return None
+    spec = layout.inner_spec(None)
+    frames = layout.sharding.codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
+    return layout.sharding.assemble_frames(shape_t, frames, rows)
+
+
+def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
+    """Fill ``out`` shard by shard, with no step per inner chunk, when the read selects whole shards of
+    small inner chunks (each inside the extent, in order) from a store with no round trip: each shard's
+    value read, all its inner chunks decoded with one batch call and pasted with one strided copy, the
+    shards spread over the pool. False (nothing read) when it is not such a read."""
+    spec = layout.inner_spec(None)
+    if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
+            or not layout.store.capabilities.low_latency or spec.nbytes >= t.piecewise_bytes or not plan.axes:
+        return False
+    per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
+                                                         strict=True)]
+    axes = [p for p in per_axis if p is not None]
+    if len(axes) < len(per_axis):
+        return False
+    shards = list(product(*axes))
+    if not shards or max(prod(layout.grid.chunk_shape(tuple(c for c, _ in s))) for s in shards) \
+            * layout.dtype.itemsize > t.scratch_max_bytes:
+        return False
+    get, fill = layout.store.get_transient, layout.fill_value
+
+    def one(shard: tuple[tuple[int, slice], ...]) -> None:
+        coords = tuple(c for c, _ in shard)
+        box = tuple(s for _, s in shard)
+        key = layout.key(coords)
+        value = get(key, None)
+        if value is None:
+            out[box] = fill
+            return
+        shape = layout.grid.chunk_shape(coords)
+        block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
+        if not paste_block(out[box], decode_shard(layout, key, shape, value, 1) if block is None else block):
+            raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
+    pmap(one, shards, layout.workers)
+    return True
+
+
+def _whole_shards(a: AxisPlan, d: Dim, inner: int) -> list[tuple[int, slice]] | None:
+    """Along one axis: each touched shard with the output positions it fills, when every touched shard lies
+    inside the extent and has all its inner chunks selected whole, in order, at consecutive positions;
+    else None."""
+    found: list[tuple[int, slice]] = []
+    entries, chunks, i = a.entries, a.chunks.tolist(), 0
+    while i < len(chunks):
+        shard = d.chunk_of(chunks[i] * inner)
+        first, n = d.offset(shard) // inner, d.edge(shard) // inner
+        if chunks[i] != first or d.data_len(shard) != d.edge(shard) or i + n > len(chunks):
+            return None
+        start = None
+        for k in range(n):
+            e = entries[i + k]
+            if not (chunks[i + k] == first + k and isinstance(e.local, slice) and isinstance(e.out, slice)
+                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1 and e.out.step == 1):
+                return None
+            start = e.out.start if start is None else start
+            if e.out.start != start + k * inner:
+                return None
+        assert start is not None
+        found.append((shard, slice(start, start + n * inner)))
+        i += n
+    return found
