@@ -537,7 +537,7 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
     if store.read_only:
         raise ReadOnlyError("cannot create an array in a read-only store")
     with nodes.locked(store, path):
-        existing = nodes.try_read_meta(store, path) if not overwrite else None
+        existing = nodes.probe_meta(store, path) if not overwrite else None
         if existing is not None:
             raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
         docs = nodes.AncestorDocs(store)

@@ -130,12 +130,26 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
     return read_v2_meta(store, path)
 
 
+def probe_meta(store: Store, path: str) -> NodeMeta | None:
+    """:func:`try_read_meta` for a node that is most likely missing (before creating one): the v3 and v2
+    documents asked for at once, one round trip."""
+    p = prefix_of(path)
+    v2_keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
+    v3, *v2 = store.get_many([(meta_key(path), None), *((k, None) for k in v2_keys)])
+    if v3 is not None:
+        return decode_node(v3, meta_key(path))
+    return _v2_from(v2, v2_keys)
+
+
 def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
     """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
     p = prefix_of(path)
     keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
-    zarray, zgroup, zattrs, zmeta = (v2meta.load_json(data, key) for data, key in
-                                     zip(store.get_many([(k, None) for k in keys]), keys, strict=True))
+    return _v2_from(store.get_many([(k, None) for k in keys]), keys)
+
+
+def _v2_from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
+    zarray, zgroup, zattrs, zmeta = (v2meta.load_json(data, key) for data, key in zip(values, keys, strict=True))
     if zarray is not None:
         return v2meta.decode_v2_array(zarray, zattrs, keys[0])
     if zgroup is not None:
@@ -160,7 +174,10 @@ def read_children(store: Store, path: str, names: list[str]) -> dict[str, NodeMe
 def node_exists(store: Store, path: str) -> bool:
     """Whether a node (v3 or v2) is stored at ``path``."""
     p = prefix_of(path)
-    return any(store.exists(k) for k in (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP))
+    keys = (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP)
+    if store.capabilities.low_latency:
+        return any(store.exists(k) for k in keys)
+    return any(v is not None for v in store.get_many([(k, None) for k in keys]))  # one round trip
 
 
 def doc_key(path: str, meta: NodeMeta) -> str:

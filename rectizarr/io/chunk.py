@@ -5,6 +5,7 @@ the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.index
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -176,20 +177,21 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
 
 def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
                    workers: int | None, t: Tuning) -> None:
-    """Encode window by window and upload each window (``requests_in_flight()`` values at once, at most
-    ``t.window_bytes`` of them before encoding) while the next one is encoded: the first upload starts
-    after one window, and at most three windows of values are held at once."""
+    """Encode window by window and upload each window (half of ``requests_in_flight()`` values, at most
+    ``t.window_bytes`` of them before encoding) while the next ones are encoded, two windows uploading at
+    once (no pause between them): the first upload starts after one window, and at most three windows
+    of values are held at once."""
     item_nbytes = layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
-    per = max(1, min(requests_in_flight(), t.window_bytes // max(1, item_nbytes)))
-    with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-upload") as uploader:
-        pending: Future[None] | None = None
+    per = max(1, min(requests_in_flight() // 2, t.window_bytes // max(1, item_nbytes)))
+    with ThreadPoolExecutor(2, thread_name_prefix="rectizarr-upload") as uploader:
+        pending: deque[Future[None]] = deque()
         for start in range(0, len(items), per):
             results = pmap(work, items[start : start + per], workers)
-            if pending is not None:
-                pending.result()
-            pending = uploader.submit(commit, layout.store, results, known_absent)
-        if pending is not None:
-            pending.result()
+            if len(pending) == 2:
+                pending.popleft().result()
+            pending.append(uploader.submit(commit, layout.store, results, known_absent))
+        for f in pending:
+            f.result()
 
 
 def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -71,6 +71,25 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
     return out
 
 
+
+
+def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | None = None) -> None:
+    """Call ``fn`` on each item of ``items`` (an iterator whose items arrive over time, e.g. answers of a
+    remote store) in the pool as soon as it arrives; return when all calls are done."""
+    n = _pool_size if workers is None else workers
+    if n <= 1:
+        for x in items:
+            fn(x)
+        return
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
+        pool = _pool
+    context = contextvars.copy_context()
+    futures = [pool.submit(lambda x: context.copy().run(fn, x), x) for x in items]
+    for f in futures:
+        f.result()
 
 
 if hasattr(os, "register_at_fork"):

@@ -33,7 +33,7 @@ from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_bloc
 from rectizarr.io.cache import index_cache, invalidate
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
-from rectizarr.io.pool import pmap, pool_size, workers_for
+from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["Shard", "checked_versions", "fetch_indexes", "group_by_shard", "read_sharded", "write_sharded"]
@@ -233,6 +233,8 @@ def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProje
     jobs: list[Job] = []
     if whole and r.in_workers(len(whole)):
         read_whole_streamed(r, whole)
+    elif whole and not r.streams:
+        read_whole_arriving(r, whole)
     elif whole:
         jobs.extend(read_whole_fetched(r, whole))
     if partial:
@@ -273,6 +275,14 @@ def read_whole_streamed(r: _Read, shards: list[Shard]) -> None:
     get = r.layout.store.get_transient
     # a batch-decoded shard is one call without the GIL: worth a thread however small its inner chunks
     pmap(lambda s: r.whole(s, get(s.key, None)), shards, r.threads if r.batched else r.workers)
+
+
+def read_whole_arriving(r: _Read, shards: list[Shard]) -> None:
+    """Stores with round trips: every shard requested at once, each split, decoded and pasted in the
+    workers as soon as it arrives (decoding overlaps the transfers of the others)."""
+    store = r.layout.store
+    arriving = store.iter_many([(s.key, None) for s in shards])
+    each_as_ready(lambda item: r.whole(shards[item[0]], item[1]), arriving, r.threads)
 
 
 def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:

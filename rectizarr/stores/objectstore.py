@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import queue
 import threading
 from collections.abc import Awaitable, Coroutine, Hashable, Iterable, Iterator, Mapping, Sequence
 from datetime import timedelta
@@ -39,6 +40,8 @@ RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with 
 _SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
             "abfss": "azure", "azure": "azure", "adl": "azure", "http": "http", "https": "http"}
 T = TypeVar("T")
+_CLIENTS: dict[tuple[str, str, str], Any] = {}  # obstore clients by URL and options (insertion order: LRU-ish)
+_CLIENTS_LOCK = threading.Lock()
 
 
 def _obstore() -> Any:
@@ -53,14 +56,23 @@ class _Loop:
     _loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
-    def run(cls, coro: Coroutine[Any, Any, T]) -> T:
+    def _get(cls) -> asyncio.AbstractEventLoop:
         with cls._lock:
             if cls._loop is None or cls._loop.is_closed():
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="rectizarr-objectstore", daemon=True).start()
                 cls._loop = loop
-            loop = cls._loop
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+            return cls._loop
+
+    @classmethod
+    def run(cls, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coro, cls._get()).result()
+
+    @classmethod
+    def submit(cls, coro: Coroutine[Any, Any, T]) -> None:
+        """Start ``coro`` on the loop without waiting for it."""
+        asyncio.run_coroutine_threadsafe(coro, cls._get())
 
 
 async def _bounded(coros: Iterable[Awaitable[T]]) -> list[T]:
@@ -190,17 +202,30 @@ class ObjectStore(Store):
         return self._lister
 
     def _connect(self) -> Any:
+        """The obstore client for this URL and these options, shared by every ObjectStore of the process
+        opened the same way (making one costs milliseconds; it pools connections and is thread-safe)."""
+        config, client_options = _options(self.kind, self.storage_options)
+        if self.kind == "http":
+            client_options["allow_http"] = self.url.lower().startswith("http://")
+        key = (self.url, repr(sorted(config.items())), repr(sorted(client_options.items())))
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.get(key)
+            if client is None:
+                client = _CLIENTS[key] = self._make_client(config, client_options)
+                while len(_CLIENTS) > 64:
+                    del _CLIENTS[next(iter(_CLIENTS))]
+            return client
+
+    def _make_client(self, config: dict[str, Any], client_options: dict[str, Any]) -> Any:
         try:
             from_url: Any = importlib.import_module("obstore.store").from_url
         except ImportError as exc:
             raise StoreError("the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'") from exc
-        config, client_options = _options(self.kind, self.storage_options)
         retry = {"max_retries": RETRIES, "retry_timeout": timedelta(seconds=60),
                  "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2),
                              "base": 2}}
         try:
             if self.kind == "http":
-                client_options["allow_http"] = self.url.lower().startswith("http://")
                 return from_url(self.url, client_options=client_options, retry_config=retry)
             return from_url(self.url, config=config, client_options=client_options, retry_config=retry)
         except Exception as exc:
@@ -290,6 +315,23 @@ class ObjectStore(Store):
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         results = _Loop.run(_bounded(self._get(k, r) for k, r in requests))
         return [data for data, _ in results]
+
+    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> Iterator[tuple[int, bytes | None]]:
+        checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
+        arrived: queue.SimpleQueue[tuple[int, bytes | None] | BaseException] = queue.SimpleQueue()
+
+        async def one(i: int, key: str, byte_range: ByteRange | None) -> None:
+            try:
+                arrived.put((i, (await self._get(key, byte_range))[0]))
+            except BaseException as exc:  # handed to the caller's thread
+                arrived.put(exc)
+
+        _Loop.submit(_bounded(one(i, k, r) for i, (k, r) in enumerate(checked)))
+        for _ in checked:
+            item = arrived.get()
+            if isinstance(item, BaseException):
+                raise item
+            yield item
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:
