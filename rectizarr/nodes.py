@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
 
+from rectizarr import tuning
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
     ArrayMeta,
@@ -24,7 +25,7 @@ from rectizarr.core.metadata import (
     node_to_json,
 )
 from rectizarr.core.metadata import node_from_json as _v3_node_from_json
-from rectizarr.errors import MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
+from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
 from rectizarr.stores import Store, open_store
 
 META = "zarr.json"
@@ -131,14 +132,15 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
 
 
 def probe_meta(store: Store, path: str) -> NodeMeta | None:
-    """:func:`try_read_meta` for a node that is most likely missing (before creating one): the v3 and v2
-    documents asked for at once, one round trip."""
+    """:func:`try_read_meta` for a node that is most likely missing (before creating one): ``zarr.json``,
+    ``.zarray`` and ``.zgroup`` asked for at once, one round trip (three requests: a v3 node is never
+    created over a v2 one)."""
     p = prefix_of(path)
-    v2_keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
-    v3, *v2 = store.get_many([(meta_key(path), None), *((k, None) for k in v2_keys)])
+    v3, zarray, zgroup = store.get_many([(meta_key(path), None), (p + v2meta.V2_ARRAY, None),
+                                         (p + v2meta.V2_GROUP, None)])
     if v3 is not None:
         return decode_node(v3, meta_key(path))
-    return _v2_from(v2, v2_keys)
+    return None if zarray is None and zgroup is None else read_v2_meta(store, path)
 
 
 def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
@@ -304,10 +306,21 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
     """Update (or drop, ``meta`` None) ``path``'s entries in every ``.zmetadata`` at it or above it."""
     for group in (*parent_paths(path), path):
         key = prefix_of(group) + v2meta.V2_CONSOLIDATED
-        current = v2meta.load_json(store.get(key), key)
-        if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
-            continue
-        store.set(key, encode_json(v2meta.with_entries(current, path[len(group):].strip("/"), meta)))
+        rel = path[len(group):].strip("/")
+
+        def make(data: bytes | None, key: str = key, rel: str = rel) -> bytes | None:
+            current = v2meta.load_json(data, key)
+            if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
+                return data  # no consolidated metadata here: left as it is
+            return encode_json(v2meta.with_entries(current, rel, meta))
+
+        if store.capabilities.conditional_writes:
+            store.swap(key, make)  # a compare-and-swap: concurrent updates of .zmetadata all land
+        else:  # under the caller's locks
+            stored = store.get(key)
+            new = make(stored)
+            if new is not stored and new is not None:
+                store.set(key, new)
 
 
 def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
@@ -318,6 +331,8 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
     document's locks where the store has no conditional writes (``then`` inside them); else a conditional
     write, re-read and re-applied on conflict (``change`` may run again; ``then`` runs once, after it)."""
     key = meta_key(path)
+    if store.capabilities.conditional_writes and zarr_format == 2:
+        return _update_v2(store, path, change, then)
     if not store.capabilities.conditional_writes or zarr_format == 2:
         with locked(store, path):  # v2: two documents (.zarray, .zattrs), written under the lock
             old = try_read_meta(store, path, zarr_format)
@@ -339,6 +354,32 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
     if then is not None:
         then(old, new)
     return new
+
+
+def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
+               then: Callable[[NodeMeta | None, NodeMeta], None] | None) -> NodeMeta:
+    """:func:`update_meta` of a Zarr v2 node on a store with conditional writes: its documents read with
+    their versions, and each document the change rewrites (``.zarray`` for a resize or an append,
+    ``.zattrs`` for attributes) written only at the version read; on a conflict all is read and the change
+    applied again, up to ``tuning.conflict_retries`` times, then :class:`ConflictError`. A change of both
+    documents at once writes them one after the other (not atomically)."""
+    p = prefix_of(path)
+    keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
+    retries = tuning.current().conflict_retries
+    for _ in range(retries):
+        read = store.get_many_versioned([(k, None) for k in keys])
+        old = _v2_from([data for data, _ in read], keys)
+        new = change(old)
+        before = {} if old is None else v2meta.v2_docs(old)
+        versions = {k: version for k, (_, version) in zip(keys, read, strict=True)}
+        changed = {p + name: doc for name, doc in v2meta.v2_docs(new).items() if before.get(name) != doc}
+        if all(store.set_if(k, encode_json(doc), versions[k]) for k, doc in changed.items()):
+            _refresh_v2_consolidated(store, path, new)
+            if then is not None:
+                then(old, new)
+            return new
+    raise ConflictError(f"{prefix_of(path) or '/'!r}: the Zarr v2 documents were changed by other writers during "
+                        f"each of {retries} attempts to update them; try again")
 
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:

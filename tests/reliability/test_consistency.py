@@ -327,18 +327,29 @@ def test_a_killed_holder_never_blocks_the_others(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ S3: conditional writes (moto server)
 
 
-def test_threads_appending_on_s3(s3_store: Any) -> None:
-    assert s3_store.capabilities.conditional_writes
-    a = rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_threads_appending_on_s3(s3_server: Any, s3_store: Any, backend: str, zarr_format: int) -> None:
+    """Clients of their own (no shared lock) appending and setting attributes: the conditional writes of
+    zarr.json (v2: .zarray and .zattrs, each its own compare-and-swap) lose nothing."""
+    from rectizarr.stores import open_store
+
+    def client() -> Any:
+        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+
+    assert client().capabilities.conditional_writes
+    a = rectizarr.create_array(client(), name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1,
+                               zarr_format=zarr_format)
 
     def work(i: int) -> None:
-        mine = rectizarr.open_array(s3_store, path="x")
+        mine = rectizarr.open_array(client(), path="x")
         for j in range(3):
             mine.append(np.full((1, 2), 10 * i + j, "i4"))
         mine.attrs[f"k{i}"] = i
 
     run_threads(4, work)
-    back = rectizarr.open_array(s3_store, path="x", mode="r")
+    back = rectizarr.open_array(client(), path="x", mode="r")
+    assert back.metadata.zarr_format == zarr_format
     assert back.shape == (12, 2)  # 0 lost appends
     assert rows_of(back) == sorted(10 * i + j for i in range(4) for j in range(3))
     assert dict(back.attrs) == {f"k{i}": i for i in range(4)}  # 0 lost attributes
@@ -427,3 +438,29 @@ def test_an_unusable_lock_directory_warns_and_writes_go_on(tmp_path: Path, monke
     with pytest.warns(RuntimeWarning, match="lock directory"):
         a[1:3] = 7
     assert a[...].tolist() == [0, 7, 7, 0]
+
+
+def _s3_v2_worker(endpoint: str, root: str, worker: int, n: int) -> None:
+    from rectizarr.stores import open_store
+
+    store = open_store(f"s3://{root}", backend="obstore", storage_options={
+        "key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}})
+    a = rectizarr.open_array(store, path="v2")
+    for j in range(n):
+        a.append(np.full((1, 2), 100 * worker + j, "i4"))
+        a.attrs[f"w{worker}"] = j
+
+
+def test_processes_on_s3_zarr_v2(s3_server: Any, s3_store: Any) -> None:
+    """Processes share no lock: a Zarr v2 array's .zarray (appends) and .zattrs (attributes) are each
+    rewritten with compare-and-swap, so nothing is lost."""
+    workers, n = 4, 10 * SCALE
+    rectizarr.create_array(s3_store, name="v2", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1,
+                           zarr_format=2)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        for f in [pool.submit(_s3_v2_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)]:
+            f.result(timeout=180)
+    back = rectizarr.open_array(_s3_store(s3_server.endpoint_url, s3_store.root), path="v2", mode="r")
+    assert back.shape == (workers * n, 2)  # 0 lost appends
+    assert rows_of(back) == sorted(100 * w + j for w in range(workers) for j in range(n))
+    assert dict(back.attrs) == {f"w{w}": n - 1 for w in range(workers)}  # 0 lost attributes
