@@ -132,10 +132,13 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
 
 
 def probe_meta(store: Store, path: str) -> NodeMeta | None:
-    """:func:`try_read_meta` for a node that is most likely missing (before creating one): ``zarr.json``,
-    ``.zarray`` and ``.zgroup`` asked for at once, one round trip (three requests: a v3 node is never
-    created over a v2 one)."""
+    """:func:`try_read_meta` for a node that is most likely missing (before creating one). On object
+    stores one listing request first (``any_under``): nothing stored under the node's prefix, no node. Else
+    ``zarr.json``, ``.zarray`` and ``.zgroup`` asked for at once (a v3 node is never created over a v2
+    one)."""
     p = prefix_of(path)
+    if store.capabilities.conditional_reads and not store.any_under(p):  # S3, obstore: one request
+        return None
     v3, zarray, zgroup = store.get_many([(meta_key(path), None), (p + v2meta.V2_ARRAY, None),
                                          (p + v2meta.V2_GROUP, None)])
     if v3 is not None:

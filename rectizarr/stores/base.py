@@ -430,6 +430,11 @@ class Store(ABC):
         """Every full key under ``prefix`` (recursive, in no particular order)."""
         return self._list_prefix(validate_prefix(prefix))
 
+    def any_under(self, prefix: str) -> bool:
+        """Whether any key lies under ``prefix`` (one listing request where the backend can stop at the
+        first key)."""
+        return next(iter(self.list_prefix(prefix)), None) is not None
+
     def list_dir(self, prefix: str) -> list[str]:
         """Sorted names of the keys and sub-prefixes directly under ``prefix``, without a trailing '/'."""
         return sorted(set(self._list_dir(validate_prefix(prefix))))

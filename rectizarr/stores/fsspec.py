@@ -23,6 +23,7 @@ from rectizarr.stores.base import (
     Store,
     requests_in_flight,
     validate_key,
+    validate_prefix,
     validate_range,
 )
 
@@ -264,6 +265,18 @@ class FsspecStore(Store):
             key = self._key_of(path)
             if key and key.startswith(prefix):
                 yield key
+
+    def any_under(self, prefix: str) -> bool:
+        if not self.capabilities.conditional_reads:  # not S3
+            return super().any_under(prefix)
+        bucket, name = self._s3_path(validate_prefix(prefix) + "x")
+        try:
+            answer = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=name[:-1], MaxKeys=1)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StoreError(f"listing {self._full(prefix)} failed: {exc}") from exc
+        return bool(answer.get("KeyCount") or answer.get("Contents"))
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
         url = self._full(prefix[:-1]) if prefix else self.root

@@ -215,6 +215,10 @@ class CountingStore(Store):
         self._counts.lists += 1
         return self.inner._list_dir(prefix)
 
+    def any_under(self, prefix: str) -> bool:
+        self._counts.lists += 1
+        return self.inner.any_under(prefix)
+
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         self._counts.infos += 1
         return self.inner._info(key)

@@ -28,6 +28,7 @@ from rectizarr.stores.base import (
     Store,
     requests_in_flight,
     validate_key,
+    validate_prefix,
     validate_range,
 )
 
@@ -401,6 +402,20 @@ class ObjectStore(Store):
                 path = meta["path"]
                 if path.startswith(prefix) and path != prefix.rstrip("/"):
                     yield path
+
+    def any_under(self, prefix: str) -> bool:
+        validate_prefix(prefix)
+        lister = self._listing()
+        if lister is not None:
+            return lister.any_under(prefix)
+        obstore = _obstore()
+        try:
+            first: list[Any] = next(iter(obstore.list(self._store, prefix or None, chunk_size=1)), [])
+            return any(m["path"].startswith(prefix) for m in first)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except Exception as exc:
+            raise self._fail("listing", prefix, exc) from exc
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
         obstore = _obstore()

@@ -28,7 +28,11 @@ def reads(c: CountingStore) -> int:
 def test_array_round_trips(remote: CountingStore) -> None:
     c = remote
     a = rectizarr.create_array(c, name="x", shape=(512, 512), dtype="u2", chunks=(256, 256))
-    assert [k for k, _ in c.requests].count("x/zarr.json") == 1  # the existing-node check, once
+    # The existing-node check: one listing request (nothing under x/), then the parent's document
+    assert (c.lists, [k for k, _ in c.requests]) == (1, ["zarr.json"])
+    c.reset()
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_array(c, name="x", shape=(4,), dtype="u2", chunks=(2,))
     c.reset()
     data = np.arange(512 * 512, dtype="u2").reshape(512, 512)
     a[...] = data
@@ -103,3 +107,19 @@ def test_on_the_wire_one_get_per_value_and_no_head(s3_server: Any, backend: str)
     s3_server.reset_counts()
     assert store.get("x/c/9/9") is None
     assert s3_server.counts()["total"] == 1
+
+
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_on_the_wire_creating_an_array(s3_server: Any, backend: str) -> None:
+    """Creating an array where nothing is stored: one LIST (is anything there?) and the document's PUT."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    store = open_store(f"s3://{bucket}/data.zarr", backend=backend, storage_options=s3_server.storage_options())
+    s3_server.reset_counts()
+    a = rectizarr.create_array(store, shape=(64, 64), dtype="u2", chunks=(16, 64))
+    counts = s3_server.counts()
+    assert (counts["list"], counts["put"], counts["total"]) == (1, 1, 2)
+    a[...] = 1
+    s3_server.reset_counts()
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_array(store, shape=(4,), dtype="u2", chunks=(2,))
+    assert s3_server.counts()["put"] == 0
