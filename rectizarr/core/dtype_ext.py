@@ -27,7 +27,7 @@ from rectizarr._util import is_int, json_path
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["EXT_NAMES", "ML_INTS", "FieldType", "ext_fill_to_json", "ext_from_name", "ext_from_numpy",
+__all__ = ["EXT_NAMES", "ML_INTS", "b64_fill", "FieldType", "ext_fill_to_json", "ext_from_name", "ext_from_numpy",
            "ext_has_endianness", "ext_parse_fill"]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
@@ -174,7 +174,8 @@ def _struct_needs_endian(dt: np.dtype[Any]) -> bool:
 # ------------------------------------------------------------------------------------------ fill values
 
 
-def _b64(value: Any, size: int, exact: bool, path: str) -> bytes:
+def b64_fill(value: Any, size: int, exact: bool, path: str) -> bytes:
+    """The bytes of a base64 fill value of a ``size``-byte type (shorter ones zero-padded unless ``exact``)."""
     if not isinstance(value, str):
         raise MetadataError(f"expected a base64 string, got {value!r}", path=path)
     try:
@@ -193,7 +194,7 @@ def ext_parse_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[
         if isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
             lenient("fill value written as a list of bytes; zarr-python writes base64", path)
             value = base64.b64encode(bytes(value)).decode()
-        raw = _b64(value, numpy.itemsize, name == "raw_bytes", path)
+        raw = b64_fill(value, numpy.itemsize, name == "raw_bytes", path)
         return np.frombuffer(raw, dtype=numpy).reshape(()).copy()
     if name in ML_INTS:
         n = json_int(value, path)
@@ -214,7 +215,7 @@ def _struct_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[An
                  parse: Parse) -> np.ndarray[Any, Any]:
     if isinstance(value, str):  # the legacy form: base64 of the packed little-endian bytes
         lenient("struct fill value as base64; write an object with every field", path)
-        raw = _b64(value, numpy.itemsize, True, path)
+        raw = b64_fill(value, numpy.itemsize, True, path)
         return np.frombuffer(raw, dtype=numpy.newbyteorder("<")).reshape(()).astype(numpy)
     fields = _fields(config, parse, path)
     if not isinstance(value, Mapping) or set(value) != {n for n, _ in fields}:

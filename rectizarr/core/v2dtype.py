@@ -12,7 +12,7 @@ import numpy as np
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
-from rectizarr.core.dtype_ext import ML_INTS
+from rectizarr.core.dtype_ext import ML_INTS, b64_fill
 from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -115,20 +115,6 @@ def data_type_of(declared: np.dtype[Any], filters: list[dict[str, Any]]) -> Data
 # ----------------------------------------------------------------------------------------- fill values
 
 
-def _b64(value: Any, size: int, path: str) -> bytes:
-    if value == 0 and not isinstance(value, bool):
-        return bytes(size)
-    if not isinstance(value, str):
-        raise MetadataError(f"expected a base64 string, got {value!r}", path=path)
-    try:
-        raw = base64.b64decode(value, validate=True)
-    except ValueError as exc:
-        raise MetadataError(f"invalid base64 fill value {value!r}: {exc}", path=path) from exc
-    if len(raw) > size:
-        raise MetadataError(f"fill value has {len(raw)} bytes, the dtype {size}", path=path)
-    return raw + bytes(size - len(raw))
-
-
 def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: str = "$.fill_value") -> np.ndarray:
     """A v2 ``fill_value`` as a 0-d array of ``dtype.numpy`` (null: the type's default fill)."""
     if value is None:
@@ -164,7 +150,9 @@ def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: st
         if not isinstance(value, str) or len(value) > declared.itemsize // 4:
             raise MetadataError(f"expected a string of at most {declared.itemsize // 4} characters", path=path)
         return np.array(value, dtype=dtype.numpy)
-    raw = _b64(value, declared.itemsize, path)  # S, V and structured: base64 of the bytes
+    # S, V and structured: base64 of the bytes (zarr-python 2 writes 0 for "no fill")
+    raw = bytes(declared.itemsize) if value == 0 and not isinstance(value, bool) else \
+        b64_fill(value, declared.itemsize, False, path)
     return np.frombuffer(raw, dtype=declared).reshape(()).astype(dtype.numpy)
 
 
