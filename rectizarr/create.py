@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -203,7 +204,7 @@ def build_v2_array_meta(
     chunk_list = v2_chunks(shape, chunks, auto_chunks(shape, dt.itemsize or 16))
     fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
     zarray = v2_zarray(shape=shape, dtype=dt, chunks=chunk_list, filters=filters, compressors=compressors,
-                       fill=fill, order=order, separator=cke.separator)
+                       fill=fill, order=order, separator=cke.separator, big_endian=_asks_big_endian(dtype))
     attrs = check_attributes(attributes or {})
     if dimension_names is not None:
         if len(dimension_names) != len(shape):
@@ -213,6 +214,19 @@ def build_v2_array_meta(
     pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
                               "codecs")
     return meta, pipeline
+
+
+def _asks_big_endian(dtype: Any) -> bool:
+    """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``)."""
+    if isinstance(dtype, DataType):
+        return False
+    try:
+        d = np.dtype(dtype)
+    except (TypeError, ValueError):
+        return False
+    fields = [f[0] for f in d.fields.values()] if d.fields else [d]
+    return any(f.byteorder == ">" or (f.byteorder == "=" and sys.byteorder == "big" and f.itemsize > 1)
+               for f in fields)
 
 
 def build_array_meta(

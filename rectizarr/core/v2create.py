@@ -9,7 +9,7 @@ Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -69,8 +69,9 @@ def _compressor(compressors: Any) -> dict[str, Any] | None:
     return _codec_config(items[0], "compressors") if items else None
 
 
-def _filters(dtype: DataType, filters: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """The v2 ``dtype`` JSON and the filters (the object codec first for string/bytes arrays)."""
+def _filters(dtype: DataType, filters: Any, big_endian: bool = False) -> tuple[Any, list[dict[str, Any]]]:
+    """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
+    string/bytes arrays)."""
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
     out = [_codec_config(f, "filters") for f in items]
     if dtype.name in ("string", "bytes"):
@@ -79,17 +80,19 @@ def _filters(dtype: DataType, filters: Any) -> tuple[Any, list[dict[str, Any]]]:
             out.append({"id": codec})
         return "|O", out
     native = dtype.numpy
-    little = native.newbyteorder("<") if native.fields is None else np.dtype(
-        [(n, native.fields[n][0].newbyteorder("<")) for n in native.names or ()])
-    return v2_dtype_to_json(little), out
+    order: Literal["<", ">"] = ">" if big_endian else "<"
+    stored = native.newbyteorder(order) if native.fields is None else np.dtype(
+        [(n, native.fields[n][0].newbyteorder(order)) for n in native.names or ()])
+    return v2_dtype_to_json(stored), out
 
 
 def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any, compressors: Any,
-              fill: np.ndarray, order: str | None, separator: str) -> dict[str, Any]:
-    """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``)."""
+              fill: np.ndarray, order: str | None, separator: str, big_endian: bool = False) -> dict[str, Any]:
+    """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
+    stored big-endian when ``big_endian``, as a ``>f8`` dtype asks)."""
     if order not in (None, "C", "F"):
         raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
-    dtype_json, filter_list = _filters(dtype, filters)
+    dtype_json, filter_list = _filters(dtype, filters, big_endian)
     declared = parse_v2_dtype(dtype_json)
     return {
         "shape": list(shape), "chunks": chunks, "dtype": dtype_json,

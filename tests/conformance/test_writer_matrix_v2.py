@@ -206,3 +206,23 @@ def test_what_v2_cannot_hold_is_refused(tmp_path: Path) -> None:
     with pytest.raises(rectizarr.MetadataError, match="zarr_format"):
         rectizarr.create_array(tmp_path / "e", shape=(8,), dtype="i4", zarr_format=4)
     assert not any((tmp_path / n).exists() for n in "abcde")
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">i4", "<u2", [("a", ">i4"), ("b", ">f8")]])
+def test_v2_byte_order_as_asked(tmp_path: Path, dtype: Any) -> None:
+    """A v2 array created with a big-endian dtype is stored big-endian (as zarr-python 2 does), and reads
+    back equal in rectizarr and zarr-python."""
+    zarr = zarr_python()
+    want = np.zeros(6, dtype=dtype)
+    for name in want.dtype.names or [None]:
+        target = want if name is None else want[name]
+        target[...] = np.arange(6) * 3 + 1
+    a = rectizarr.create_array(tmp_path / "b.zarr", shape=(6,), dtype=dtype, chunks=(4,), zarr_format=2)
+    a[...] = want
+    assert json.loads((tmp_path / "b.zarr" / ".zarray").read_text())["dtype"] == (
+        np.dtype(dtype).str if np.dtype(dtype).fields is None else [list(f) for f in np.dtype(dtype).descr])
+    assert np.array_equal(rectizarr.open_array(tmp_path / "b.zarr", mode="r")[...], want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = zarr.open_array(str(tmp_path / "b.zarr"), mode="r")[...]
+    assert got.dtype == np.dtype(dtype) and got.tobytes() == want.tobytes()
