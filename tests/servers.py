@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -174,7 +175,11 @@ class _RangeHandler(SimpleHTTPRequestHandler):
         self.directory = root
         return super().translate_path("/" + (parts[1] if len(parts) > 1 else ""))
 
+    latency = 0.0  # seconds waited before every answer (set on a subclass per server)
+
     def send_head(self) -> io.BytesIO | None:  # type: ignore[override]
+        if self.latency:
+            time.sleep(self.latency)
         path = self.translate_path(self.path)
         if not os.path.isfile(path):
             return super().send_head()  # type: ignore[return-value]  # directories and 404s
@@ -214,13 +219,18 @@ class _RangeHandler(SimpleHTTPRequestHandler):
         return io.BytesIO(body)
 
 
-class HttpServer:
-    """A threading HTTP server on 127.0.0.1 serving registered directories read-only."""
+class _BacklogServer(ThreadingHTTPServer):
+    request_queue_size = 256  # clients open many connections at once (socketserver's default is 5)
 
-    def __init__(self) -> None:
+
+class HttpServer:
+    """A threading HTTP server on 127.0.0.1 serving registered directories read-only; ``latency`` seconds
+    are waited before every answer (for benchmarks)."""
+
+    def __init__(self, latency: float = 0.0) -> None:
         self._roots: dict[str, str] = {}
-        handler = type("Handler", (_RangeHandler,), {"roots": self._roots})
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+        handler = type("Handler", (_RangeHandler,), {"roots": self._roots, "latency": latency})
+        self._server = _BacklogServer((LOOPBACK, 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
