@@ -12,7 +12,7 @@ env: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $$(.ci/find-python) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,dask,xarray]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,lint,dask,xarray]'
 	@touch $(STAMP)
 
 test: $(STAMP)
@@ -26,11 +26,11 @@ lint: $(STAMP)
 	$(PY) -m mypy rectizarr
 
 bench: $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/run.py
 
 bench-quick: $(STAMP)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/run.py --quick
 
 clean:
