@@ -57,9 +57,10 @@ class Directories:
     def __init__(self, root: str, real_root: str, *, create: bool) -> None:
         self.root, self.real_root, self.create = root, real_root, create
         self._fds: dict[str, int] = {}
+        self._retired: list[int] = []  # descriptors forgotten (their directory vanished), maybe still in use
 
     def __len__(self) -> int:
-        return len(self._fds)
+        return len(self._fds) + len(self._retired)
 
     def __enter__(self) -> Directories:
         return self
@@ -68,8 +69,8 @@ class Directories:
         self.close()
 
     def close(self) -> None:
-        fds, self._fds = self._fds, {}
-        for fd in fds.values():
+        fds, self._fds, retired, self._retired = self._fds, {}, self._retired, []
+        for fd in [*fds.values(), *retired]:
             os.close(fd)
 
     def open(self, directory: str, key: str) -> int | None:
@@ -78,9 +79,10 @@ class Directories:
         for _ in range(_TRIES):
             try:
                 return self._open(directory, key)
-            except _Vanished as gone:  # forget it and everything below it
+            except _Vanished as gone:  # forget it and everything below it (closed with the others: a
+                # descriptor already handed out may still be in use, and its number must not be reused)
                 for d in [d for d in self._fds if d == gone.directory or d.startswith(gone.directory + "/")]:
-                    os.close(self._fds.pop(d))
+                    self._retired.append(self._fds.pop(d))
         raise StoreError(f"cannot make the directory {directory!r} of key {key!r} in {self.root!r}: "
                          "it keeps being removed")
 

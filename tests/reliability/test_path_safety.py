@@ -244,3 +244,26 @@ def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> 
     assert sorted(store.list_prefix("")) == ["zarr.json"]  # no ancestor group of the refused node either
     store.delete(name)  # nothing there: nothing to do
     store.delete_prefix(name + "/")
+
+
+def test_a_directory_descriptor_handed_out_stays_open_when_its_directory_vanishes(tmp_path: Path) -> None:
+    """A batch write opens the descriptor of ``c`` for one key, then finds ``c`` removed while making
+    ``c/d`` for another: ``c`` is walked to again, and the first descriptor stays open until the batch
+    ends (closing it early failed the first write with EBADF, or let its number be reused)."""
+    import os
+
+    from rectizarr.stores.dirfd import Directories
+
+    root = tmp_path / "root"
+    (root / "c").mkdir(parents=True)
+    with Directories(str(root), str(root.resolve()), create=True) as dirs:
+        first = dirs.open("c", "c/x")
+        assert first is not None
+        os.rmdir(root / "c")  # removed by another process
+        second = dirs.open("c/d", "c/d/y")
+        assert second is not None and (root / "c" / "d").is_dir()
+        # Still open, on the same (removed) directory: before, it was closed and its number reused at once
+        # for the new ``c`` (so the first key's write would have gone there) or left dangling (EBADF).
+        assert os.fstat(first).st_nlink == 0  # the removed directory, not the new ``c``
+    with pytest.raises(OSError):
+        os.fstat(first)  # closed with the others
