@@ -715,12 +715,16 @@ def bench_m2(res: Results, root: str) -> None:
 
 
 def bench_remote(res: Results) -> None:
-    """RM: the remote section (benchmarks/remote.py) against a loopback S3 server at 0 and 20 ms."""
+    """RM: the remote section (benchmarks/remote.py) against a loopback S3 server at 0 and 20 ms, and
+    plain HTTP at 20 ms (benchmarks/remote_http.py)."""
     import remote
 
     quick = res.cfg.quick
     rows, meta, lines = remote.run([0.0, 0.02], repeats=1 if quick else 3, group_size=50 if quick else 200,
                                    from_run=True)
+    import remote_http
+
+    lines = [*lines, "", *remote_http.run(0.02, 2 if quick else 5)]  # plain HTTP at 20 ms
     res.tables["Remote"] = lines
     raw = HERE / "_data" / ("remote-quick.json" if quick else "remote.json")
     raw.parent.mkdir(parents=True, exist_ok=True)

@@ -183,6 +183,9 @@ def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encod
     of values are held at once."""
     item_nbytes = layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
     per = max(1, min(requests_in_flight() // 2, t.window_bytes // max(1, item_nbytes)))
+    if len(items) <= per:  # one window (a small write): no uploading threads to start
+        commit(layout.store, pmap(work, items, workers), known_absent)
+        return
     with ThreadPoolExecutor(2, thread_name_prefix="rectizarr-upload") as uploader:
         pending: deque[Future[None]] = deque()
         for start in range(0, len(items), per):

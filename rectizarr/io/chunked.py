@@ -92,14 +92,19 @@ def read_windowed(chunks: _Chunks) -> None:
     def fetch(start: int) -> list[bytes | None]:
         return store.get_many([(k, None) for k in keys[start : start + step]])
 
+    def paste_window(start: int, values: list[bytes | None]) -> None:
+        pmap(lambda i: chunks.paste(i, values[i - start]), range(start, min(n, start + step)), chunks.layout.workers)
+
+    if len(starts) == 1:  # one window (a small read): no fetching thread to start
+        paste_window(0, fetch(0))
+        return
     with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
         ahead = fetcher.submit(fetch, starts[0])
         for j, start in enumerate(starts):
             values = ahead.result()
             if j + 1 < len(starts):
                 ahead = fetcher.submit(fetch, starts[j + 1])
-            pmap(lambda i, start=start, values=values: chunks.paste(i, values[i - start]),  # type: ignore[misc]
-                 range(start, min(n, start + step)), chunks.layout.workers)
+            paste_window(start, values)
 
 
 def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,
