@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -279,6 +279,13 @@ class Array(nodes.Node):
         dims = self.grid.dims
         return sum(prod(tuple(-(-d.edge(c) // n) for d, c, n in zip(dims, coords, inner, strict=True)))
                    for _, coords in rio.stored_chunk_keys(self._layout))
+
+    def stored_regions(self) -> Iterator[tuple[slice, ...]]:
+        """The region of each storage unit (shard when sharded) that holds a stored value, in no particular
+        order (lists the store): what a copy of sparse data has to visit."""
+        dims = self.grid.dims
+        for _, coords in rio.stored_chunk_keys(self._layout):
+            yield tuple(slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(dims, coords, strict=True))
 
     @property
     def nshards_initialized(self) -> int:

@@ -115,6 +115,9 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     return list(outer), [*outer_a, sharded, *outer_b]
 
 
+LISTED_UNITS = 1_000_000  # storage units from which a copy visits the stored ones instead of every region
+
+
 def copy_array(src: Array, store: Store, path: str, opts: CopyOptions) -> Array:
     """Create the destination array and fill it region by region (destination-chunk aligned)."""
     chunks, codecs = dest_layout(src, opts)
@@ -125,8 +128,11 @@ def copy_array(src: Array, store: Store, path: str, opts: CopyOptions) -> Array:
         dst = _create_dest(src, store, path, opts, chunks, codecs)
     except NodeExistsError:
         raise NodeExistsError(f"the destination already has a node at {path or '/'!r} (use --overwrite)") from None
-    regions = plan_regions(src.shape, dst.write_chunk_sizes, src.read_chunk_sizes, src.dtype.itemsize,
-                           opts.budget)
+    if max(src.nshards, dst.nshards) > LISTED_UNITS:  # too many to plan one by one: visit what is stored
+        regions = list(src.stored_regions())  # the rest is the fill value, which the destination shares
+    else:
+        regions = plan_regions(src.shape, dst.write_chunk_sizes, src.read_chunk_sizes, src.dtype.itemsize,
+                               opts.budget)
     bar = Progress(f"copy {src.path or '/'}", len(regions))
     for region in regions:
         dst[region] = src[region]

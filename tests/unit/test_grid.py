@@ -716,7 +716,12 @@ def test_chunks_as_runs_stay_runs(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "src" / "zarr.json").read_text())
     assert doc["chunk_grid"]["configuration"]["chunk_shapes"] == [[[1, 10**8], 3]]
     a[-3:] = 9
+    a[5:7] = 4
     assert a[-4:].tolist() == [0, 9, 9, 9]
+    main(["copy", str(tmp_path / "src"), str(tmp_path / "big")])  # 10**8 + 1 chunks: visits the 3 stored
+    big = rectizarr.open_array(tmp_path / "big", mode="r")
+    assert big.grid.dims[0].counts.tolist() == [10**8, 1] and big.nshards_initialized == 3
+    assert big[:8].tolist() == [0, 0, 0, 0, 0, 4, 4, 0] and big[-4:].tolist() == [0, 9, 9, 9]
     b = rectizarr.create_array(tmp_path / "small", shape=(10,), dtype="u1", chunks=[[(2, 3), 4]])
     assert b.write_chunk_sizes == ((2, 2, 2, 4),)
     main(["copy", str(tmp_path / "small"), str(tmp_path / "dst")])
