@@ -117,6 +117,10 @@ def too_large(codec: str, key: str | None, limit: int) -> CodecError:
 class BytesBytesCodec(Codec):
     """``bytes -> bytes``: compressors and checksums."""
 
+    #: whether :meth:`decode_many_into` decodes a batch in one call that does not hold the GIL (so other
+    #: threads run meanwhile); the per-value loop takes the GIL back for every value
+    batch_releases_gil = False
+
     @abstractmethod
     def encode(self, data: bytes | memoryview) -> bytes: ...
 

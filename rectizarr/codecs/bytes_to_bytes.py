@@ -107,6 +107,7 @@ class ZstdCodec(BytesBytesCodec):
 
     name = "zstd"
     infallible = True
+    batch_releases_gil = True
 
     def __init__(self, level: int, checksum: bool) -> None:
         self.level = level
@@ -264,18 +265,28 @@ class BloscCodec(BytesBytesCodec):
         return Frames.of([blosc.compress(memoryview(row), *args) for row in rows])
 
     def decode_many_into(self, frames: Frames, out: np.ndarray, rows: np.ndarray, threads: int) -> np.ndarray:
-        # the header checks of decode_into for all values at once, then c-blosc straight into each row
+        # the header checks of decode_into for all values at once (so each decodes to one row: the memory
+        # is bounded by the output), then c-blosc into new bytes (numcodecs' path into a given buffer costs
+        # 2.5x for 1 KiB chunks), joined and copied to their rows at once
         from numcodecs import blosc
 
-        done: np.ndarray = (frames.u32_at(12) == frames.sizes.astype(np.int64)) & (frames.u32_at(4) == out.shape[1])
-        view, starts, sizes, targets = memoryview(frames.buffer).cast("B"), frames.offsets.tolist(), \
-            frames.sizes.tolist(), rows.tolist()
-        decompress = blosc.decompress
+        width = out.shape[1]
+        done: np.ndarray = (frames.u32_at(12) == frames.sizes.astype(np.int64)) & (frames.u32_at(4) == width)
+        view, starts, ends = memoryview(frames.buffer).cast("B"), frames.offsets.tolist(), \
+            (frames.offsets + frames.sizes).tolist()
+        decompress, parts, got = blosc.decompress, [], []
         for i in np.flatnonzero(done).tolist():
             try:
-                decompress(view[starts[i] : starts[i] + sizes[i]], out[targets[i]])
+                part = decompress(view[starts[i] : ends[i]])
             except Exception:
+                part = b""
+            if len(part) == width:
+                parts.append(part)
+                got.append(i)
+            else:
                 done[i] = False
+        if got:
+            out[rows[got]] = np.frombuffer(b"".join(parts), np.uint8).reshape(len(got), width)
         return done
 
 

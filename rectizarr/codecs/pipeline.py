@@ -92,6 +92,10 @@ class CodecPipeline:
         return not self.array_array and len(self.bytes_bytes) == 1 and isinstance(self.array_bytes, BytesCodec) \
             and self.array_bytes.is_native(dtype)
 
+    def batch_releases_gil(self, dtype: np.dtype) -> bool:
+        """Whether :meth:`decode_many` decodes chunks of ``dtype`` in one call that lets other threads run."""
+        return self.can_decode_into(dtype) and self.bytes_bytes[0].batch_releases_gil
+
     def decode_into(self, data: bytes | memoryview, spec: ChunkSpec, out: np.ndarray) -> bool:
         """Decode straight into ``out`` (C-contiguous, of ``spec``'s shape and dtype) when
         :meth:`can_decode_into`: no temporary chunk. False when it cannot (then :meth:`decode`, which

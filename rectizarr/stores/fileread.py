@@ -11,13 +11,13 @@ import functools
 import os
 import stat
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rectizarr import tuning
 from rectizarr.stores.base import ByteRange
 
-__all__ = ["MISSING", "READV", "missing", "read_file", "read_into", "read_transient", "with_file"]
+__all__ = ["MISSING", "READV", "missing", "read_file", "read_into", "read_many_into", "read_transient", "with_file"]
 
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -81,8 +81,8 @@ def with_file(path: str, read: Callable[[int, int | None], _R], guess: bool = Fa
     more than the read of a small chunk.
 
     With ``guess``, ``read(fd, None)`` comes first, without the ``fstat`` (it costs as much as a small
-    read), and its answer is taken unless it is None: it must take only a read of exactly the size it
-    expected, one byte short of what it asked for, which a regular file of that size gives and
+    read), and its answer is taken unless it is None: it must take only a non-empty read that returned
+    less than it asked for, which a regular file gives (all it has up to the count asked) and
     ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
     Otherwise the file is checked and read again from its start."""
     fd = _open(path)
@@ -185,6 +185,74 @@ def read_into(path: str, view: memoryview, extra: bytearray) -> int | None:
 
 
 def _readv_into(view: memoryview, extra: bytearray, fd: int, size: int | None) -> int | None:
-    """A guess (``size`` None) takes only a value of the view's size."""
+    """A guess (``size`` None) takes any value that fits the view (one read returns all of a regular file
+    up to the count asked for); an empty read or one that overflows into ``extra`` (a larger value, or
+    ``/dev/zero``) is checked."""
     n = os.readv(fd, [view, extra])
-    return n if size is not None or n == len(view) else None
+    return n if size is not None or 0 < n <= len(view) else None
+
+
+_DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY") and hasattr(os, "readv")
+_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def read_many_into(root: str, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
+    """The file ``root + key`` of each key read into the view beside it with one ``readv`` (and one spare
+    byte; no ``fstat`` when the value fits the view): how many bytes came, -1 where it is missing or not a
+    regular file. Consecutive keys in one directory are opened by name in it, its descriptor opened once
+    (the path is walked once per directory, not per file)."""
+    extra, sizes = bytearray(1), [-1] * len(keys)
+    if not _DIR_FD:
+        for i, (key, view) in enumerate(zip(keys, views, strict=True)):
+            n = read_into(root + key, view, extra)
+            sizes[i] = -1 if n is None else n
+        return sizes
+    current, dfd = None, -1
+    try:
+        for i, (key, view) in enumerate(zip(keys, views, strict=True)):
+            head, _, name = key.rpartition("/")
+            if head != current:
+                if dfd >= 0:
+                    os.close(dfd)
+                current, dfd = head, _open_dir(root + head)
+            if dfd < 0:
+                continue
+            try:
+                fd = os.open(name, _O_READ, dir_fd=dfd)
+            except OSError as exc:
+                if missing(exc):
+                    continue
+                raise
+            try:
+                sizes[i] = _readv_whole(fd, view, extra)
+            finally:
+                os.close(fd)
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
+    return sizes
+
+
+def _open_dir(path: str) -> int:
+    """A descriptor of the directory at ``path``; -1 when there is none."""
+    try:
+        return os.open(path, _O_DIR)
+    except OSError as exc:
+        if missing(exc):
+            return -1
+        raise
+
+
+def _readv_whole(fd: int, view: memoryview, extra: bytearray) -> int:
+    """The value of ``fd`` read into ``view`` and ``extra``: taken at once when it fits the view (see
+    :func:`with_file`), else checked (-1: not a regular file) and read again from its start."""
+    try:
+        n = os.readv(fd, [view, extra])
+    except OSError:  # a directory (EISDIR), a pipe with a writer but no data (EAGAIN): checked below
+        n = 0
+    if 0 < n <= len(view):
+        return n
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return -1
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.readv(fd, [view, extra])

@@ -24,7 +24,15 @@ from rectizarr.stores.base import (
     Store,
 )
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
-from rectizarr.stores.fileread import MISSING, READV, missing, read_file, read_into, read_transient
+from rectizarr.stores.fileread import (
+    MISSING,
+    READV,
+    missing,
+    read_file,
+    read_into,
+    read_many_into,
+    read_transient,
+)
 
 __all__ = ["LocalStore"]
 
@@ -108,13 +116,10 @@ class LocalStore(Store):
 
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
-        extra = bytearray(1)
-        sizes = []
-        path = self._path
-        for key, view in zip(keys, views, strict=False):
-            n = read_into(path(key), view, extra)
-            sizes.append(-1 if n is None else n)
-        return sizes
+        if os.sep != "/":
+            return [-1 if n is None else n for n in (read_into(self._path(k), v, bytearray(1))
+                                                     for k, v in zip(keys, views, strict=True))]
+        return read_many_into(self._root_slash, keys, views)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         try:
