@@ -255,67 +255,124 @@ class ObjectStore(Store):
             return StoreError(f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}")
         return StoreError(f"{what} {self._url(key)} failed: {type(exc).__name__}: {text[:300]}")
 
-    # ---- one request --------------------------------------------------------------------------------
+    # ---- one request ----------------------------------------------------------------------------------
+    # Each comes as a coroutine (for batches, many in flight on the loop thread) and as a call made on the
+    # caller's thread (one request: obstore's blocking call releases the GIL, and skips the two thread
+    # hand-offs of the loop, 0.7 ms of a 1.3 ms request to a loopback server).
+
+    @staticmethod
+    def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]:
+        options: dict[str, Any] = {} if etag is None else {"if_match": etag}
+        if byte_range is not None:
+            options["range"] = _range_option(byte_range)
+        return options
+
+    def _get_failed(self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
+                    ) -> tuple[bytes | None, Hashable] | None:
+        """What a failed GET says: ``(None, None)`` missing; None when a range may start past the end (the
+        caller asks :meth:`_past_end`); else raises (:class:`VersionChanged`, :class:`StoreError`)."""
+        from obstore.exceptions import NotFoundError, PreconditionError
+
+        if isinstance(exc, NotFoundError | FileNotFoundError):
+            if etag is not None:
+                raise VersionChanged(key) from None
+            return None, None
+        if isinstance(exc, PreconditionError):
+            raise VersionChanged(key) from None
+        if byte_range is not None and "range" in str(exc).lower():
+            return None
+        raise self._fail("reading", key, exc) from exc
+
+    def _past_end(self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None, exc: Exception
+                  ) -> tuple[bytes | None, Hashable]:
+        """A range refused: empty when the key exists (at ``etag``, if given), else the error."""
+        if meta is not None and (etag is None or meta[1] == etag):
+            return b"", meta[1]
+        raise self._fail("reading", key, exc) from exc
 
     async def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
                    ) -> tuple[bytes | None, Hashable]:
         """One GET: ``(bytes, ETag)``, ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
-        obstore = _obstore()
-        from obstore.exceptions import NotFoundError, PreconditionError
-
-        options: dict[str, Any] = {} if etag is None else {"if_match": etag}
-        if byte_range is not None:
-            if byte_range[1] == 0:  # an empty range cannot be asked for
-                meta = await self._head(key)
-                return (None, None) if meta is None else (b"", meta[1])
-            options["range"] = _range_option(byte_range)
+        if byte_range is not None and byte_range[1] == 0:  # an empty range cannot be asked for
+            meta = await self._head(key)
+            return (None, None) if meta is None else (b"", meta[1])
         try:
-            result = await obstore.get_async(self._store, key, options=options)
-            data = bytes(await result.bytes_async())
-        except (NotFoundError, FileNotFoundError):
-            if etag is not None:
-                raise VersionChanged(key) from None
-            return None, None
-        except PreconditionError:
-            raise VersionChanged(key) from None
+            result = await _obstore().get_async(self._store, key, options=self._get_options(byte_range, etag))
+            return bytes(await result.bytes_async()), result.meta.get("e_tag")
         except Exception as exc:
-            if byte_range is not None and "range" in str(exc).lower():  # starts past the end
-                meta = await self._head(key)
-                if meta is not None and (etag is None or meta[1] == etag):
-                    return b"", meta[1]
-            raise self._fail("reading", key, exc) from exc
-        return data, result.meta.get("e_tag")
+            failed = self._get_failed(key, byte_range, etag, exc)
+            return self._past_end(key, etag, await self._head(key), exc) if failed is None else failed
 
-    async def _head(self, key: str) -> tuple[int, Hashable] | None:
-        obstore = _obstore()
+    def _get_now(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
+                 ) -> tuple[bytes | None, Hashable]:
+        """:meth:`_get` on this thread."""
+        if byte_range is not None and byte_range[1] == 0:
+            meta = self._head_now(key)
+            return (None, None) if meta is None else (b"", meta[1])
+        try:
+            result = _obstore().get(self._store, key, options=self._get_options(byte_range, etag))
+            return bytes(result.bytes()), result.meta.get("e_tag")
+        except Exception as exc:
+            failed = self._get_failed(key, byte_range, etag, exc)
+            return self._past_end(key, etag, self._head_now(key), exc) if failed is None else failed
+
+    def _head_failed(self, key: str, exc: Exception) -> None:
         from obstore.exceptions import NotFoundError
 
-        try:
-            meta = await obstore.head_async(self._store, key)
-        except (NotFoundError, FileNotFoundError):
-            return None
-        except Exception as exc:
+        if not isinstance(exc, NotFoundError | FileNotFoundError):
             raise self._fail("looking up", key, exc) from exc
+
+    async def _head(self, key: str) -> tuple[int, Hashable] | None:
+        try:
+            meta = await _obstore().head_async(self._store, key)
+        except Exception as exc:
+            self._head_failed(key, exc)
+            return None
         return int(meta["size"]), meta.get("e_tag")
 
-    async def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
-        obstore = _obstore()
+    def _head_now(self, key: str) -> tuple[int, Hashable] | None:
+        try:
+            meta = _obstore().head(self._store, key)
+        except Exception as exc:
+            self._head_failed(key, exc)
+            return None
+        return int(meta["size"]), meta.get("e_tag")
+
+    def _put_failed(self, key: str, exc: Exception) -> bool:
+        """False for a conditional write refused; raises otherwise."""
         from obstore.exceptions import AlreadyExistsError, PreconditionError
 
-        try:
-            await obstore.put_async(self._store, key, bytes(value) if not isinstance(value, bytes) else value,
-                                    mode=mode)
-        except (AlreadyExistsError, PreconditionError, FileExistsError):
+        if isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError):
             return False
+        raise self._fail("writing", key, exc) from exc
+
+    async def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
+        try:
+            await _obstore().put_async(self._store, key, value if isinstance(value, bytes) else bytes(value),
+                                       mode=mode)
         except Exception as exc:
-            raise self._fail("writing", key, exc) from exc
+            return self._put_failed(key, exc)
+        return True
+
+    def _put_now(self, key: str, value: Buffer, mode: Any = None) -> bool:
+        try:
+            _obstore().put(self._store, key, value if isinstance(value, bytes) else bytes(value), mode=mode)
+        except Exception as exc:
+            return self._put_failed(key, exc)
         return True
 
     # ---- backend primitives -------------------------------------------------------------------------
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        results = _Loop.run(_bounded(self._get(k, r) for k, r in requests))
-        return [data for data, _ in results]
+        return [data for data, _ in self._gets(requests, {})]
+
+    def _gets(self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+              ) -> list[tuple[bytes | None, Hashable]]:
+        """GETs (at ``versions``), one on this thread, several on the loop."""
+        if len(requests) == 1:
+            key, byte_range = requests[0]
+            return [self._get_now(key, byte_range, versions.get(key))]
+        return _Loop.run(_bounded(self._get(k, r, versions.get(k)) for k, r in requests))
 
     def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> Iterator[tuple[int, bytes | None]]:
         checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
@@ -336,21 +393,19 @@ class ObjectStore(Store):
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:
-        results = _Loop.run(_bounded(self._get(k, r, versions.get(k)) for k, r in requests))
-        return [data for data, _ in results]
+        return [data for data, _ in self._gets(requests, versions)]
 
     def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
                            ) -> list[tuple[bytes | None, Hashable]]:
-        checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
-        return _Loop.run(_bounded(self._get(k, r) for k, r in checked))
+        return self._gets([(validate_key(k), validate_range(k, r)) for k, r in requests], {})
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        return _Loop.run(self._get(validate_key(key), None))
+        return self._get_now(validate_key(key), None)
 
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         validate_key(key)
         self._check_writable("set")
-        return _Loop.run(self._put(key, value, "create" if version is None else {"e_tag": version}))
+        return self._put_now(key, value, "create" if version is None else {"e_tag": version})
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Object stores offer no conditional delete through obstore: the ETag is checked, then the key
@@ -365,19 +420,17 @@ class ObjectStore(Store):
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
+        if len(items) == 1:
+            self._put_now(*next(iter(items.items())))
+            return
         _Loop.run(_bounded(self._put(k, v) for k, v in items.items()))
 
     def _delete_batch(self, keys: Sequence[str]) -> None:
-        obstore = _obstore()
-
-        async def run() -> None:
-            try:
-                await obstore.delete_async(self._store, list(keys))
-            except Exception as exc:
-                if "not found" not in str(exc).lower():
-                    raise self._fail("deleting", keys[0], exc) from exc
-
-        _Loop.run(run())
+        try:
+            _obstore().delete(self._store, list(keys))
+        except Exception as exc:
+            if "not found" not in str(exc).lower():
+                raise self._fail("deleting", keys[0], exc) from exc
 
     def _delete_prefix(self, prefix: str) -> None:
         keys = list(self._list_prefix(prefix))
@@ -434,4 +487,4 @@ class ObjectStore(Store):
         return [n for n in names if n]
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
-        return _Loop.run(self._head(key))
+        return self._head_now(key)

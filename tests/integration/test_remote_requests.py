@@ -123,3 +123,23 @@ def test_on_the_wire_creating_an_array(s3_server: Any, backend: str) -> None:
     with pytest.raises(rectizarr.NodeExistsError):
         rectizarr.create_array(store, shape=(4,), dtype="u2", chunks=(2,))
     assert s3_server.counts()["put"] == 0
+
+
+def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPatch, s3_server: Any) -> None:
+    """obstore: a lone request is obstore's blocking call on the caller's thread (two thread hand-offs
+    fewer than the event loop's, most of a loopback request's time); batches still go to the loop."""
+    from rectizarr.stores import objectstore
+
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    store = open_store(f"s3://{bucket}", backend="obstore", storage_options=s3_server.storage_options())
+    batches: list[int] = []
+    run = objectstore._Loop.run
+    monkeypatch.setattr(objectstore._Loop, "run", lambda coro: batches.append(1) or run(coro))
+    a = rectizarr.create_array(store, name="x", shape=(64, 64), dtype="u2", chunks=(32, 32))
+    a[:32, :32] = 5  # one chunk
+    b = rectizarr.open_array(store, path="x", mode="r")
+    assert b[3, 4] == 5 and b[40, 40] == 0 and store.getsize("x/zarr.json") and store.get("x/c/9/9") is None
+    assert store.set_if("x/k", b"1", None) and not store.set_if("x/k", b"2", None)
+    store.delete("x/k")
+    assert batches == []
+    assert np.array_equal(b[...], np.pad(np.full((32, 32), 5, "u2"), ((0, 32), (0, 32)))) and batches == [1]
