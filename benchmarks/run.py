@@ -366,7 +366,7 @@ def _limits(res: Results, case: str, dataset: str, spec: Spec, data: np.ndarray)
 # ------------------------------------------------------------------------------------------ L1 / O1 / O2
 
 
-def bench_l1(res: Results, dataset: str, spec: Spec) -> None:
+def bench_l1(res: Results, dataset: str, spec: Spec, written: str = "") -> None:
     assert spec.shards is not None
     rng = random.Random(42)
     n = res.cfg.l_samples
@@ -381,8 +381,8 @@ def bench_l1(res: Results, dataset: str, spec: Spec) -> None:
         x = rng.randrange(spec.shape[2] // 256) * 256 + rng.randrange(256 - 16)
         small_sels.append((z, y, slice(x, x + 16)))
     handles = {impl.name: impl.open(dataset) for impl in IMPLS}
-    for label, sels in (("one inner chunk (1 MiB) of a sharded array", chunk_sels),
-                        ("16 elements of a sharded array", small_sels)):
+    for label, sels in ((f"one inner chunk (1 MiB) of a sharded array{written}", chunk_sels),
+                        (f"16 elements of a sharded array{written}", small_sels)):
         rows = {impl.name: res.add(Row("L1", label, impl.name)) for impl in IMPLS}
         for impl in IMPLS:  # warm-up: thread pools, first index reads
             impl.read(handles[impl.name], sels[0])
@@ -395,10 +395,10 @@ def bench_l1(res: Results, dataset: str, spec: Spec) -> None:
                 for sel in sels[start : start + batch]:
                     rows[name].samples.append(timed(lambda impl=impl, sel=sel: impl.read(handles[impl.name], sel)))
         _report(res, "L1", label)
-    _l1_decode_limit(res, dataset, spec, chunk_sels)
+    _l1_decode_limit(res, dataset, spec, chunk_sels, written)
 
 
-def _l1_decode_limit(res: Results, dataset: str, spec: Spec, sels: list[tuple[slice, ...]]) -> None:
+def _l1_decode_limit(res: Results, dataset: str, spec: Spec, sels: list[tuple[slice, ...]], written: str) -> None:
     """The floor of L1: numcodecs decoding each inner chunk's stored bytes (read beforehand) into a fresh array."""
     import numcodecs
 
@@ -417,7 +417,7 @@ def _l1_decode_limit(res: Results, dataset: str, spec: Spec, sels: list[tuple[sl
             f.seek(int(offset))
             stored.append(f.read(int(length)))
     codec = numcodecs.Zstd(level=1)
-    row = res.add(Row("L1", "one inner chunk (1 MiB) of a sharded array", "limit: decode alone (numcodecs zstd)",
+    row = res.add(Row("L1", f"one inner chunk (1 MiB) of a sharded array{written}", "limit: decode alone (numcodecs zstd)",
                       limit=True))
     for data in stored:
         row.samples.append(timed(lambda data=data: codec.decode(data, out=np.empty(spec.chunks, spec.dtype))))
@@ -427,15 +427,17 @@ def _selector(method: Callable[[Any, Any], np.ndarray], handle: Any, sel: Any) -
     return lambda: timed(lambda: method(handle, sel))
 
 
-def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]]) -> None:
+def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]], written: str = "") -> None:
     for layout, (dataset, spec) in datasets.items():
         handles = {impl.name: impl.open(dataset) for impl in IMPLS}
         osel = (slice(None, None, 7), slice(100, 900), np.array([1, 5, 9]))
-        case = f"oindex[::7, 100:900, [1, 5, 9]], uint16 zstd {layout}, {human_bytes(spec.nbytes)}"
+        case = f"oindex[::7, 100:900, [1, 5, 9]], uint16 zstd {layout}, {human_bytes(spec.nbytes)}{written}"
         rows = {impl.name: res.add(Row("O1", case, impl.name)) for impl in IMPLS}
         round_robin({impl.name: _selector(impl.oindex, handles[impl.name], osel) for impl in IMPLS},
                     res.cfg.o_repeats + 1, rows)
         _report(res, "O1", case)
+        if written:
+            continue
         rng = np.random.default_rng(7)
         pts = tuple(rng.integers(0, s, size=10_000) for s in spec.shape)
         case = f"vindex, 10,000 random points, uint16 zstd {layout}, {human_bytes(spec.nbytes)}"
@@ -443,6 +445,28 @@ def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]]) -> None:
         round_robin({impl.name: _selector(impl.vindex, handles[impl.name], pts) for impl in IMPLS},
                     res.cfg.o_repeats, rows)
         _report(res, "O2", case)
+
+
+def bench_zp_written(res: Results, root: str) -> None:
+    """O1 and L1 again on arrays zarr-python wrote with its own defaults (zstd level 0, i.e. 3, no checksum;
+    its shard index at the end): another writer's bytes, the same shapes as the 256 MiB R1 arrays."""
+    import zarr
+
+    depth, written = res.cfg.small_depth, ", written by zarr-python"
+    data = smooth_u16(depth)
+    datasets: dict[str, tuple[str, Spec]] = {}
+    for layout in ("chunked", "sharded"):
+        spec = cube_spec(depth, "uint16", "zstd", layout == "sharded")
+        path = os.path.join(root, f"zp-{layout}.zarr")
+        z = zarr.create_array(store=path, shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks, shards=spec.shards,
+                              fill_value=0, overwrite=True)
+        z[...] = data
+        datasets[layout] = (path, spec)
+    del data
+    bench_o(res, datasets, written)
+    bench_l1(res, *datasets["sharded"], written)
+    for path, _ in datasets.values():
+        rmtree(path)
 
 
 # ------------------------------------------------------------------------------------------ T1 / T2 / T3
@@ -1239,6 +1263,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             phase("O1+O2", lambda: bench_o(res, kept))
         if "P1" in only:
             phase("P1", lambda: bench_p1(res, kept))
+        if only & {"O1", "L1"}:
+            phase("O1+L1 zarr-python's bytes", lambda: bench_zp_written(res, root))
         for dataset, _ in kept.values():
             rmtree(dataset)
         if only & {"T1", "T2", "T3"}:

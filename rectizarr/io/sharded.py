@@ -109,19 +109,25 @@ def _shard_rows(layout: ShardedLayout, projections: list[ChunkProjection]) -> tu
 
 Indexes = dict[str, ShardIndex | None]
 Versions = dict[str, Hashable]  # the version each shard's index was read at, where reads can be checked
+Bodies = dict[str, Data]  # whole shards that came with their index (small shards of stores with round trips)
 
 
-def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions]:
+def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, Bodies]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
     misses, and the version each was read at, which the reads of the shard's inner chunks are checked
     against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
     only at the shard's current version. Stores with conditional reads (S3, obstore) use it while the
     ranged reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again); a cached index
     that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
-    Elsewhere (fsspec's GCS, HTTP) indexes are read every time."""
+    Elsewhere (fsspec's GCS, HTTP) indexes are read every time.
+
+    On stores with round trips, the index of a small shard is read with up to the store's coalescing gap
+    of bytes around it (:func:`_index_reach`): a shard no larger comes whole (in ``Bodies``), and its inner
+    chunks need no second request."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
     versions: Versions = {}
+    bodies: Bodies = {}
     misses: list[Shard] = []
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
     for s in shards:
@@ -134,20 +140,44 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
         else:
             misses.append(s)
     if not misses:
-        return out, versions
-    requests = [(s.key, sharding.index_byte_range(s.shape_t)) for s in misses]
+        return out, versions, bodies
+    reach = _index_reach(layout, misses)
+    at_end = sharding.index_location == "end"
+    requests = [(s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
+                for s in misses]
     checked = cheap or conditional
     raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
     for s, (data, version) in zip(misses, raw, strict=True):
         if data is None:
             out[s.key] = None
             continue
-        size = store.getsize(s.key) if sharding.index_location == "start" else None
-        idx = out[s.key] = sharding.decode_index(data, s.shape_t, shard_nbytes=size, key=s.key)
+        size, index_bytes = None, memoryview(data)
+        if reach:
+            n = sharding.index_nbytes(s.shape_t)
+            if len(data) < reach:  # the whole shard (a range past either end gives what there is)
+                size = len(data)
+                bodies[s.key] = data
+            index_bytes = index_bytes[max(0, len(data) - n) :] if at_end else index_bytes[:n]
+        if size is None and not at_end:
+            size = store.getsize(s.key)
+        idx = out[s.key] = sharding.decode_index(index_bytes, s.shape_t, shard_nbytes=size, key=s.key)
         if checked:
             versions[s.key] = version
             index_cache().put(store, s.key, version, idx)
-    return out, versions
+    return out, versions, bodies
+
+
+def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
+    """How many bytes to read from a shard's index end to have its index: 0 for the index alone; on stores
+    with round trips, the store's coalescing gap (the bytes worth reading rather than making another
+    request) when the shards decode to at most 4 gaps (stored, they likely fit one) and all these reads
+    stay within the store's largest coalesced read."""
+    store = layout.store
+    if store.capabilities.low_latency or not shards:
+        return 0
+    gap = store.coalesce_gap
+    biggest = max(prod(s.shape_t) for s in shards) * layout.dtype.itemsize
+    return gap if biggest <= 4 * gap and len(shards) * gap <= store.coalesce_max else 0
 
 
 def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
@@ -247,10 +277,10 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
     was rewritten between the reads of its index and its inner chunks (never a stale index's ranges)."""
     retries = r.t.conflict_retries
     for _ in range(retries):
-        indexes, versions = fetch_indexes(r.layout, shards)
+        indexes, versions, bodies = fetch_indexes(r.layout, shards)
         try:
             try:
-                return _read_partial_at(r, shards, indexes, versions)
+                return _read_partial_at(r, shards, indexes, versions, bodies)
             except CodecError:  # bytes that are not what the index says: stale, or corrupt
                 checked_versions(r.layout, shards, versions)
                 raise
@@ -259,14 +289,17 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
     raise ConflictError(f"shards of {r.layout.store!r} were rewritten during each of {retries} reads; try again")
 
 
-def _read_partial_at(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions) -> list[Job]:
+def _read_partial_at(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions,
+                     bodies: Bodies) -> list[Job]:
+    if bodies:  # only from stores with round trips: their inner chunks are cut out of the bodies
+        return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
     if r.piecewise:
         read_inner_streamed(r, _wanted(shards, indexes))
         checked_versions(r.layout, shards, versions)
     elif r.in_workers(len(shards)):
         read_partial_streamed(r, shards, indexes, versions)
     else:
-        return list(read_partial_fetched(r, _wanted(shards, indexes), versions))
+        return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
     return []
 
 
@@ -309,20 +342,25 @@ def read_partial_streamed(r: _Read, shards: list[Shard], indexes: Indexes, versi
     decoded and pasted by the same worker, so reads overlap decoding."""
 
     def one(s: Shard) -> None:
-        for job in read_partial_fetched(r, _wanted([s], indexes), versions):
+        for job in read_partial_fetched(r, _wanted([s], indexes), versions, {}):
             r.paste(*job)
 
     pmap(one, shards, r.workers)
 
 
-def read_partial_fetched(r: _Read, wanted: list[Wanted], versions: Versions) -> Iterator[Job]:
-    """The wanted inner chunks' bytes, fetched with one batched request (neighbouring ranges coalesce),
-    each shard's at the version of its index."""
-    requests = [(s.key, rng) for s, _, rng in wanted if rng is not None]
+def read_partial_fetched(r: _Read, wanted: list[Wanted], versions: Versions, bodies: Bodies) -> Iterator[Job]:
+    """The wanted inner chunks' bytes: cut out of the shards in ``bodies``, the others fetched with one
+    batched request (neighbouring ranges coalesce), each shard's at the version of its index."""
+    requests = [(s.key, rng) for s, _, rng in wanted if rng is not None and s.key not in bodies]
     at = {k: versions[k] for k, _ in requests if k in versions}
-    fetched = iter(r.layout.store.get_many(requests, versions=at))
+    fetched = iter(r.layout.store.get_many(requests, versions=at) if requests else [])
     for s, p, rng in wanted:
-        yield s, p, None if rng is None else _checked(s, rng, next(fetched))
+        if rng is None:
+            yield s, p, None
+        else:
+            body = bodies.get(s.key)
+            data = next(fetched) if body is None else memoryview(body)[rng[0] : rng[0] + rng[1]]
+            yield s, p, _checked(s, rng, data)
 
 
 def _wanted(shards: list[Shard], indexes: Indexes) -> list[Wanted]:

@@ -53,15 +53,24 @@ def test_sharded_round_trips(remote: CountingStore) -> None:
     c.reset()
     s = rectizarr.open_array(c, path="s", mode="r")
     c.reset()
-    assert s[5, 5] == 7 and reads(c) == 2  # the shard's index, then one inner chunk (If-Match: no HEAD)
+    # a small shard (128 KiB decoded) comes whole with its index: one request
+    assert s[5, 5] == 7 and reads(c) == 1
     assert s[100, 200] == 7 and reads(c) == 1  # the index is cached: the inner chunk's GET carries If-Match
     other = rectizarr.open_array(c.inner, path="s")
     other[100:101, 0:64] = 9  # another client rewrites the shard
     c.reset()
-    assert s[100, 5] == 9 and reads(c) == 3  # 412: the index again, then the inner chunk
+    assert s[100, 5] == 9 and reads(c) == 2  # 412: the shard again (index and inner chunk), one request
     expected = np.full((512, 512), 7, "u2")
     expected[100:101, 0:64] = 9
     assert np.array_equal(s[...], expected) and reads(c) == 4  # whole shards, one GET each
+    # a large shard (8 MiB decoded): the index alone, then the inner chunk (If-Match: no HEAD)
+    big = rectizarr.create_array(c, name="big", shape=(2048, 2048), dtype="u2", chunks=(256, 256),
+                                 shards=(2048, 2048))
+    big[...] = np.arange(2048 * 2048, dtype="u2").reshape(2048, 2048)
+    big = rectizarr.open_array(c, path="big", mode="r")
+    c.reset()
+    assert big[1000, 5] == (1000 * 2048 + 5) % 65536 and reads(c) == 2
+    assert big[5, 1000] == (5 * 2048 + 1000) % 65536 and reads(c) == 1
 
 
 def test_consolidated_group_is_one_request(remote: CountingStore) -> None:
@@ -143,3 +152,35 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
     store.delete("x/k")
     assert batches == []
     assert np.array_equal(b[...], np.pad(np.full((32, 32), 5, "u2"), ((0, 32), (0, 32)))) and batches == [1]
+
+
+@pytest.mark.parametrize("location", ["end", "start"])
+def test_small_shards_come_whole_with_their_index(remote: CountingStore, location: str) -> None:
+    """A shard that decodes to at most 4x the store's coalescing gap is read from its index's end up to the
+    gap: when it is smaller, the one request brings the inner chunks too. Values equal numpy for partial
+    reads across shards, at either index location, with absent inner chunks; a shard cut short or with
+    a broken index is an error naming it."""
+    c = remote
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [16, 16], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                            {"name": "zstd", "configuration": {"level": 1}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": location}}]
+    data = np.arange(96 * 96, dtype="<i4").reshape(96, 96)
+    data[:16, :16] = 0  # an absent inner chunk (the fill value)
+    a = rectizarr.create_array(c, name="s", shape=(96, 96), dtype="<i4", chunks=(32, 32), codecs=codecs,
+                               fill_value=0)
+    a[...] = data
+    a = rectizarr.open_array(c, path="s", mode="r")
+    c.reset()
+    assert np.array_equal(a.oindex[[1, 40, 90], [3, 50, 95]], data[np.ix_([1, 40, 90], [3, 50, 95])])
+    assert reads(c) == 9  # the 9 shards touched, each whole with its index
+    assert np.array_equal(a[5:70, 20:33], data[5:70, 20:33]) and reads(c) == 6  # indexes cached: inner chunks
+    assert np.array_equal(a[...], data)
+    raw = c.inner.get("s/c/2/2")
+    assert raw is not None
+    for broken in (raw[: len(raw) // 2], raw[:-3] + b"xyz" if location == "end" else b"xyz" + raw[3:]):
+        c.inner.set("s/c/2/2", broken)
+        fresh = rectizarr.open_array(c.inner, path="s", mode="r")
+        with pytest.raises(rectizarr.errors.CodecError, match="s/c/2/2"):
+            fresh[70, 70]
