@@ -121,9 +121,9 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
     Elsewhere (fsspec's GCS, HTTP) indexes are read every time.
 
-    On stores with round trips, the index of a small shard is read with up to the store's coalescing gap
-    of bytes around it (:func:`_index_reach`): a shard no larger comes whole (in ``Bodies``), and its inner
-    chunks need no second request."""
+    On stores with round trips, the index of a shard that decodes to no more than the store's coalescing
+    gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
+    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
     versions: Versions = {}
@@ -170,14 +170,15 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
 def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     """How many bytes to read from a shard's index end to have its index: 0 for the index alone; on stores
     with round trips, the store's coalescing gap (the bytes worth reading rather than making another
-    request) when the shards decode to at most 4 gaps (stored, they likely fit one) and all these reads
-    stay within the store's largest coalesced read."""
+    request) when the shards decode to no more than that with their index (so any of their inner chunks
+    would be coalesced with the index anyway) and all these reads stay within the store's largest
+    coalesced read."""
     store = layout.store
     if store.capabilities.low_latency or not shards:
         return 0
     gap = store.coalesce_gap
-    biggest = max(prod(s.shape_t) for s in shards) * layout.dtype.itemsize
-    return gap if biggest <= 4 * gap and len(shards) * gap <= store.coalesce_max else 0
+    biggest = max(prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards)
+    return gap if biggest <= gap and len(shards) * gap <= store.coalesce_max else 0
 
 
 def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,

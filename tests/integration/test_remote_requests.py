@@ -63,7 +63,7 @@ def test_sharded_round_trips(remote: CountingStore) -> None:
     expected = np.full((512, 512), 7, "u2")
     expected[100:101, 0:64] = 9
     assert np.array_equal(s[...], expected) and reads(c) == 4  # whole shards, one GET each
-    # a large shard (8 MiB decoded): the index alone, then the inner chunk (If-Match: no HEAD)
+    # a larger shard (8 MiB decoded, more than the 1 MiB gap): the index alone, then the inner chunk (If-Match: no HEAD)
     big = rectizarr.create_array(c, name="big", shape=(2048, 2048), dtype="u2", chunks=(256, 256),
                                  shards=(2048, 2048))
     big[...] = np.arange(2048 * 2048, dtype="u2").reshape(2048, 2048)
@@ -156,8 +156,8 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
 
 @pytest.mark.parametrize("location", ["end", "start"])
 def test_small_shards_come_whole_with_their_index(remote: CountingStore, location: str) -> None:
-    """A shard that decodes to at most 4x the store's coalescing gap is read from its index's end up to the
-    gap: when it is smaller, the one request brings the inner chunks too. Values equal numpy for partial
+    """A shard that decodes to no more than the store's coalescing gap is read from its index's end up to
+    the gap: the one request brings the inner chunks too. Values equal numpy for partial
     reads across shards, at either index location, with absent inner chunks; a shard cut short or with
     a broken index is an error naming it."""
     c = remote
