@@ -32,7 +32,7 @@ from rectizarr.io.chunk import (
     swap_each,
 )
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import pmap, workers_for
+from rectizarr.io.pool import each_as_ready, pmap, workers_for
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
@@ -95,8 +95,9 @@ def read_windowed(chunks: _Chunks) -> None:
     def paste_window(start: int, values: list[bytes | None]) -> None:
         pmap(lambda i: chunks.paste(i, values[i - start]), range(start, min(n, start + step)), chunks.layout.workers)
 
-    if len(starts) == 1:  # one window (a small read): no fetching thread to start
-        paste_window(0, fetch(0))
+    if len(starts) == 1:  # one window (a small read): each chunk decoded as it arrives, no fetching thread
+        arriving = store.iter_many([(k, None) for k in keys])
+        each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)
         return
     with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
         ahead = fetcher.submit(fetch, starts[0])

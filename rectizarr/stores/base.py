@@ -276,10 +276,11 @@ class Store(ABC):
             span_start, span_end = start, end
         flush()
 
-    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> Iterator[tuple[int, bytes | None]]:
+    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]
+                  ) -> Iterator[tuple[int, bytes | memoryview | None]]:
         """The results of ``requests`` as ``(index in requests, value)`` pairs, in the order they arrive:
         a caller can work on the first while the others are in flight (stores with round trips that
-        answer concurrently), else all of :meth:`get_many` in order."""
+        answer concurrently), else all of :meth:`get_many` in order. A value may be a read-only view."""
         yield from enumerate(self.get_many(requests))
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],

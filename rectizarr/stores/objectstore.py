@@ -293,12 +293,17 @@ class ObjectStore(Store):
     async def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
                    ) -> tuple[bytes | None, Hashable]:
         """One GET: ``(bytes, ETag)``, ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
+        body, tag = await self._fetch(key, byte_range, etag)
+        return (None if body is None else bytes(body)), tag
+
+    async def _fetch(self, key: str, byte_range: ByteRange | None, etag: Hashable = None) -> tuple[Any, Hashable]:
+        """:meth:`_get` with the value as obstore's buffer (no copy: a whole shard is megabytes)."""
         if byte_range is not None and byte_range[1] == 0:  # an empty range cannot be asked for
             meta = await self._head(key)
             return (None, None) if meta is None else (b"", meta[1])
         try:
             result = await _obstore().get_async(self._store, key, options=self._get_options(byte_range, etag))
-            return bytes(await result.bytes_async()), result.meta.get("e_tag")
+            return await result.bytes_async(), result.meta.get("e_tag")
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
             return self._past_end(key, etag, await self._head(key), exc) if failed is None else failed
@@ -374,13 +379,18 @@ class ObjectStore(Store):
             return [self._get_now(key, byte_range, versions.get(key))]
         return _Loop.run(_bounded(self._get(k, r, versions.get(k)) for k, r in requests))
 
-    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]) -> Iterator[tuple[int, bytes | None]]:
+    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]
+                  ) -> Iterator[tuple[int, bytes | memoryview | None]]:
         checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
-        arrived: queue.SimpleQueue[tuple[int, bytes | None] | BaseException] = queue.SimpleQueue()
+        if len(checked) == 1:  # one request: on this thread
+            yield 0, self._get_now(*checked[0])[0]
+            return
+        arrived: queue.SimpleQueue[tuple[int, bytes | memoryview | None] | BaseException] = queue.SimpleQueue()
 
         async def one(i: int, key: str, byte_range: ByteRange | None) -> None:
             try:
-                arrived.put((i, (await self._get(key, byte_range))[0]))
+                body = (await self._fetch(key, byte_range))[0]
+                arrived.put((i, None if body is None else memoryview(body)))
             except BaseException as exc:  # handed to the caller's thread
                 arrived.put(exc)
 

@@ -142,8 +142,9 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
     bucket = s3_server.new_bucket(s3_server.filesystem())
     store = open_store(f"s3://{bucket}", backend="obstore", storage_options=s3_server.storage_options())
     batches: list[int] = []
-    run = objectstore._Loop.run
+    run, submit = objectstore._Loop.run, objectstore._Loop.submit
     monkeypatch.setattr(objectstore._Loop, "run", lambda coro: batches.append(1) or run(coro))
+    monkeypatch.setattr(objectstore._Loop, "submit", lambda coro: batches.append(1) or submit(coro))
     a = rectizarr.create_array(store, name="x", shape=(64, 64), dtype="u2", chunks=(32, 32))
     a[:32, :32] = 5  # one chunk
     b = rectizarr.open_array(store, path="x", mode="r")
