@@ -177,20 +177,24 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
 
 def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
                    workers: int | None, t: Tuning) -> None:
-    """Encode window by window and upload each window (half of ``requests_in_flight()`` values, at most
-    ``t.window_bytes`` of them before encoding) while the next ones are encoded, two windows uploading at
-    once (no pause between them): the first upload starts after one window, and at most three windows
-    of values are held at once."""
+    """Encode window by window and upload each window while the next ones are encoded. A window is at
+    most half of ``requests_in_flight()`` values and ``t.window_bytes`` of them before encoding, and at
+    most an eighth of the write (so that even a few large values, shards, upload while others encode),
+    but no fewer than the workers. Windows upload at once up to ``requests_in_flight()`` values and
+    ``2 * t.window_bytes``, and at least two: at most that plus one window of values is held at once."""
     item_nbytes = layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
-    per = max(1, min(requests_in_flight() // 2, t.window_bytes // max(1, item_nbytes)))
+    n_workers, in_flight = pool_size() if workers is None else workers, requests_in_flight()
+    per = max(1, min(in_flight // 2, t.window_bytes // max(1, item_nbytes)))
+    per = max(min(per, n_workers), min(per, -(-len(items) // 8)))
     if len(items) <= per:  # one window (a small write): no uploading threads to start
         commit(layout.store, pmap(work, items, workers), known_absent)
         return
-    with ThreadPoolExecutor(2, thread_name_prefix="rectizarr-upload") as uploader:
+    uploading = max(2, min(in_flight // per, 2 * t.window_bytes // max(1, per * item_nbytes)))
+    with ThreadPoolExecutor(uploading, thread_name_prefix="rectizarr-upload") as uploader:
         pending: deque[Future[None]] = deque()
         for start in range(0, len(items), per):
             results = pmap(work, items[start : start + per], workers)
-            if len(pending) == 2:
+            if len(pending) == uploading:
                 pending.popleft().result()
             pending.append(uploader.submit(commit, layout.store, results, known_absent))
         for f in pending:

@@ -73,3 +73,15 @@ def test_a_remote_write_streams_in_windows(shards: tuple[int, int] | None) -> No
         b[...] = data
     assert np.array_equal(rectizarr.open_array(store, path="x", mode="r")[...], data)
     store.delete_prefix("")
+
+
+def test_a_few_large_shards_upload_while_others_encode() -> None:
+    """8 shards of 1 MiB fit one 64 MiB window, but a window is at most an eighth of the write (and no
+    fewer values than the workers): the first uploads start after the first shards are encoded."""
+    data = np.random.default_rng(2).integers(0, 2**16, size=(4096, 1024), dtype="u2")
+    sink = Sink()
+    a = rectizarr.create_array(sink, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=(512, 1024),
+                               workers=2)
+    sink.uploads.clear()
+    a[...] = data
+    assert sink.uploads == [2, 2, 2, 2]
