@@ -1,6 +1,6 @@
 """The process-wide LRU of decoded shard indexes, each kept with the version it was read at: served at that
 version where versions are cheap to check (local files, memory), or as the version that reads through it
-are conditioned on (S3 and obstore: ``If-Match``); see ``sharded.fetch_indexes``."""
+are conditioned on (S3 and obstore: ``If-Match``); see ``shards.fetch_indexes``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Reads and writes of a :class:`~rectizarr.io.layout.ShardedLayout`, planned over inner chunks.
 
-Read: plan -> projections grouped per shard (:func:`group_by_shard`) -> requests (whole shards, or each
+Read: plan -> projections grouped per shard (:func:`~rectizarr.io.shards.group_by_shard`) -> requests (whole shards, or each
 shard's index, cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode
 -> paste. The strategies, chosen per read by :func:`read_sharded`:
 
@@ -17,191 +17,34 @@ the others' bytes kept as they are, the shard assembled and written once (:func:
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from functools import partial
 from types import EllipsisType
 
 import numpy as np
 
-from rectizarr._util import Coords, Shape, prod
+from rectizarr._util import Coords, prod
 from rectizarr.codecs.base import ChunkSpec
-from rectizarr.codecs.shard_index import ShardIndex, is_fill
+from rectizarr.codecs.shard_index import is_fill
 from rectizarr.errors import CodecError, ConflictError, VersionChanged
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_block
-from rectizarr.io.cache import index_cache, invalidate
+from rectizarr.io.cache import invalidate
 from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
+from rectizarr.io.shards import (
+    Bodies,
+    Indexes,
+    Shard,
+    Versions,
+    checked_versions,
+    fetch_indexes,
+    group_by_shard,
+)
 from rectizarr.tuning import Tuning
 
-__all__ = ["Shard", "checked_versions", "fetch_indexes", "group_by_shard", "read_sharded", "write_sharded"]
-
-@dataclass
-class Shard:
-    """The projections of one read or write that fall in one shard."""
-
-    coords: Coords  # outer grid coords
-    key: str
-    shape_t: Shape  # declared shard shape in the transposed (codec) space
-    projections: list[tuple[Coords, ChunkProjection]]  # (inner coords in transposed space, projection)
-
-    def inner_limit(self, layout: ShardedLayout) -> Coords:
-        """Per transposed axis, how many inner chunks of the shard overlap the array (no others are stored)."""
-        per_axis = [-(-d.data_len(self.coords[axis]) // layout.inner_shape[axis])
-                    for axis, d in enumerate(layout.grid.dims)]
-        return tuple(per_axis[a] for a in layout.perm)
-
-    def inner_in_extent(self, layout: ShardedLayout) -> int:
-        """How many inner chunks of the shard overlap the array."""
-        return prod(self.inner_limit(layout))
-
-    def touches_all(self, layout: ShardedLayout) -> bool:
-        """Whether the projections touch every inner chunk that overlaps the array."""
-        return len({c for c, _ in self.projections}) == self.inner_in_extent(layout)
-
-
-def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t: Tuning) -> list[Shard]:
-    """The shards that ``projections`` touch, each with its projections, in first-touch order."""
-    shards: dict[Coords, Shard] = {}
-    block = t.shard_group_block
-    for start in range(0, len(projections), block):  # rows as Python ints, a block at a time
-        part = projections[start : start + block]
-        rows = _shard_rows_few(layout, part) if len(part) <= t.small_read_projections else _shard_rows(layout, part)
-        for p, row, local_row in zip(part, *rows, strict=True):
-            sc: Coords = tuple(row)
-            shard = shards.get(sc)
-            if shard is None:
-                declared = layout.grid.chunk_shape(sc)
-                shard = shards[sc] = Shard(sc, layout.key(sc), tuple(declared[a] for a in layout.perm), [])
-            shard.projections.append((tuple(local_row), p))
-    return list(shards.values())
-
-
-def _shard_rows_few(layout: ShardedLayout, projections: list[ChunkProjection]) -> tuple[list[list[int]], list[list[int]]]:
-    """:func:`_shard_rows` in integer arithmetic, which costs less than arrays for a few projections."""
-    sizes, dims = layout.inner_shape, layout.grid.dims
-    shard_rows, local_rows = [], []
-    for p in projections:
-        starts = [c * n for c, n in zip(p.coords, sizes, strict=True)]
-        row = [d.chunk_of(x) for d, x in zip(dims, starts, strict=True)]
-        shard_rows.append(row)
-        here = [(x - d.offset(c)) // n for d, x, c, n in zip(dims, starts, row, sizes, strict=True)]
-        local_rows.append([here[a] for a in layout.perm])
-    return shard_rows, local_rows
-
-
-def _shard_rows(layout: ShardedLayout, projections: list[ChunkProjection]) -> tuple[list[list[int]], list[list[int]]]:
-    """Per projection, its shard's coords (array axes) and its inner chunk's coords inside the shard
-    (transposed axes)."""
-    sizes, dims = layout.inner_shape, layout.grid.dims
-    inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
-    starts_a = inner * np.asarray(sizes, dtype=np.int64)
-    shard_coords = np.empty_like(inner)
-    local = np.empty_like(inner)
-    for axis, d in enumerate(dims):
-        along = d.chunks_of(starts_a[:, axis])
-        shard_coords[:, axis] = along
-        local[:, axis] = (starts_a[:, axis] - d.offsets_of(along)) // sizes[axis]
-    return shard_coords.tolist(), local[:, list(layout.perm)].tolist()
-
-
-Indexes = dict[str, ShardIndex | None]
-Versions = dict[str, Hashable]  # the version each shard's index was read at, where reads can be checked
-Bodies = dict[str, Data]  # whole shards that came with their index (small shards of stores with round trips)
-
-
-def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, Bodies]:
-    """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses, and the version each was read at, which the reads of the shard's inner chunks are checked
-    against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
-    only at the shard's current version. Stores with conditional reads (S3, obstore) use it while the
-    ranged reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again); a cached index
-    that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
-    Elsewhere (fsspec's GCS, HTTP) indexes are read every time.
-
-    On stores with round trips, the index of a shard that decodes to no more than the store's coalescing
-    gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
-    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request."""
-    store, sharding = layout.store, layout.sharding
-    out: Indexes = {}
-    versions: Versions = {}
-    bodies: Bodies = {}
-    misses: list[Shard] = []
-    cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
-    for s in shards:
-        version = store.version(s.key) if cheap else 0
-        hit = None if version is None else _cached(layout, s, version, cheap, conditional)
-        if version is None:
-            out[s.key] = None
-        elif hit is not None:
-            out[s.key], versions[s.key] = hit[1], hit[0]
-        else:
-            misses.append(s)
-    if not misses:
-        return out, versions, bodies
-    reach = _index_reach(layout, misses)
-    at_end = sharding.index_location == "end"
-    requests = [(s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
-                for s in misses]
-    checked = cheap or conditional
-    raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
-    for s, (data, version) in zip(misses, raw, strict=True):
-        if data is None:
-            out[s.key] = None
-            continue
-        size, index_bytes = None, memoryview(data)
-        if reach:
-            n = sharding.index_nbytes(s.shape_t)
-            if len(data) < reach:  # the whole shard (a range past either end gives what there is)
-                size = len(data)
-                bodies[s.key] = data
-            index_bytes = index_bytes[max(0, len(data) - n) :] if at_end else index_bytes[:n]
-        if size is None and not at_end:
-            size = store.getsize(s.key)
-        idx = out[s.key] = sharding.decode_index(index_bytes, s.shape_t, shard_nbytes=size, key=s.key)
-        if checked:
-            versions[s.key] = version
-            index_cache().put(store, s.key, version, idx)
-    return out, versions, bodies
-
-
-def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
-    """How many bytes to read from a shard's index end to have its index: 0 for the index alone; on stores
-    with round trips, the store's coalescing gap (the bytes worth reading rather than making another
-    request) when the shards decode to no more than that with their index (so any of their inner chunks
-    would be coalesced with the index anyway) and all these reads stay within the store's largest
-    coalesced read."""
-    store = layout.store
-    if store.capabilities.low_latency or not shards:
-        return 0
-    gap = store.coalesce_gap
-    biggest = max(prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards)
-    return gap if biggest <= gap and len(shards) * gap <= store.coalesce_max else 0
-
-
-def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
-            conditional: bool) -> tuple[Hashable, ShardIndex] | None:
-    """``(version, index)`` of shard ``s`` from the cache when it may be used (see :func:`fetch_indexes`)."""
-    if cheap:
-        idx = index_cache().get(layout.store, s.key, version)
-        return None if idx is None else (version, idx)
-    if not conditional:
-        return None
-    entry = index_cache().get_any(layout.store, s.key)
-    if entry is None or all(entry[1].byte_range(c) is None for c, _ in s.projections):
-        return None
-    return entry
-
-
-def checked_versions(layout: ShardedLayout, shards: list[Shard], versions: Versions) -> None:
-    """After reading inner chunks of ``shards`` by ranges of their indexes: :class:`VersionChanged` if
-    a shard is no longer at the version its index was read at (its bytes may be another index's)."""
-    for s in shards:
-        if s.key in versions and layout.store.version(s.key) != versions[s.key]:
-            raise VersionChanged(s.key)
-
+__all__ = ["read_sharded", "write_sharded"]
 
 Job = tuple[Shard, ChunkProjection, Data | None]  # an inner chunk to paste: its shard, projection, bytes
 Wanted = tuple[Shard, ChunkProjection, tuple[int, int] | None]  # ... and where it lies (None: not stored)

@@ -125,7 +125,7 @@ def open_store(
 
 
 def _url_store(url: str, storage_options: dict[str, Any] | None, read_only: bool, backend: str | None) -> Store:
-    from rectizarr.stores.objectstore import handles
+    from rectizarr.stores.obstore_options import handles
 
     if backend not in (None, "obstore", "fsspec"):
         raise StoreError(f"unknown backend {backend!r} for {url!r}: expected 'obstore', 'fsspec' or None")

@@ -31,15 +31,13 @@ from rectizarr.stores.base import (
     validate_prefix,
     validate_range,
 )
+from rectizarr.stores.obstore_options import SCHEMES, client_config, handles
 
 __all__ = ["ObjectStore", "handles"]
 
 REMOTE_COALESCE_GAP = 1 << 20
 REMOTE_COALESCE_MAX = 1 << 25
-TIMEOUT = 30.0
 RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
-_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
-            "abfss": "azure", "azure": "azure", "adl": "azure", "http": "http", "https": "http"}
 T = TypeVar("T")
 _CLIENTS: dict[tuple[str, str, str], Any] = {}  # obstore clients by URL and options (insertion order: LRU-ish)
 _CLIENTS_LOCK = threading.Lock()
@@ -87,76 +85,6 @@ async def _bounded(coros: Iterable[Awaitable[T]]) -> list[T]:
     return list(await asyncio.gather(*(one(c) for c in coros)))
 
 
-def _options(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(config, client_options)`` for obstore from fsspec-style ``storage_options``."""
-    opts = dict(options)
-    client = dict(opts.pop("client_kwargs", None) or {})
-    config: dict[str, Any] = {}
-    client_options: dict[str, Any] = {}
-    timeout = opts.pop("timeout", client.pop("timeout", TIMEOUT))
-    if timeout is not None:
-        client_options["timeout"] = timedelta(seconds=float(timeout))
-        client_options["connect_timeout"] = timedelta(seconds=float(timeout))
-    headers = opts.pop("headers", None)
-    if headers:
-        client_options["default_headers"] = dict(headers)
-    endpoint = opts.pop("endpoint_url", None) or client.pop("endpoint_url", None)
-    region = opts.pop("region_name", None) or client.pop("region_name", None)
-    anon = bool(opts.pop("anon", False))
-    all_names: dict[str, dict[str, str | None]] = {
-        "s3": {"key": "aws_access_key_id", "secret": "aws_secret_access_key", "token": "aws_session_token",
-               "profile": "aws_profile"},
-        "gcs": {"token": "google_service_account", "project": None},
-        "azure": {"account_name": "azure_storage_account_name", "account_key": "azure_storage_account_key",
-                  "sas_token": "azure_storage_sas_key", "connection_string": None, "tenant_id": "azure_tenant_id",
-                  "client_id": "azure_client_id", "client_secret": "azure_client_secret"},
-        "http": {},
-    }
-    names = all_names[kind]  # fsspec name -> obstore name (None: accepted, nothing to pass)
-    for name, value in opts.items():
-        if name in names:
-            target = names[name]
-            if target is not None and value is not None:
-                config[target] = value
-        elif name.startswith(("aws_", "google_", "azure_")):
-            config[name] = value
-        elif name in ("skip_instance_cache", "use_listings_cache", "listings_expiry_time", "asynchronous",
-                      "loop", "default_fill_cache", "config_kwargs", "requester_pays", "version_aware"):
-            continue  # fsspec client details with no meaning here
-        else:
-            raise StoreError(f"storage option {name!r} has no equivalent for {kind} in the obstore backend; "
-                             "use backend='fsspec', or an obstore configuration key")
-    if kind == "s3":
-        if endpoint:
-            config["aws_endpoint"] = endpoint
-            client_options["allow_http"] = endpoint.startswith("http://")
-        if region:
-            config["aws_region"] = region
-    elif kind == "gcs" and endpoint:
-        config["google_service_account"] = config.get("google_service_account")  # keep explicit credentials
-        client_options["allow_http"] = endpoint.startswith("http://")
-    if anon and kind != "http":
-        config["skip_signature"] = True
-    return {k: v for k, v in config.items() if v is not None}, client_options
-
-
-def handles(url: str, storage_options: Mapping[str, Any] | None) -> bool:
-    """Whether :func:`~rectizarr.stores.open_store` opens ``url`` with obstore by default: obstore is
-    installed, the URL is a plain one of its schemes (no ``::`` chain) and the options map onto it."""
-    kind = _SCHEMES.get(urlsplit(url).scheme.lower())
-    if kind is None or "::" in url:
-        return False
-    try:
-        import obstore  # noqa: F401
-    except ImportError:
-        return False
-    try:
-        _options(kind, storage_options or {})
-    except StoreError:
-        return False
-    return True
-
-
 def _range_option(byte_range: ByteRange) -> Any:
     start, length = byte_range
     if start < 0:
@@ -179,10 +107,10 @@ class ObjectStore(Store):
     def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None, read_only: bool = False,
                  coalesce_gap: int = REMOTE_COALESCE_GAP, coalesce_max: int = REMOTE_COALESCE_MAX) -> None:
         scheme = urlsplit(url).scheme.lower()
-        kind = _SCHEMES.get(scheme)
+        kind = SCHEMES.get(scheme)
         if kind is None:
             raise StoreError(f"cannot open {url!r} with the obstore backend: unknown scheme {scheme!r} "
-                             f"(expected one of {', '.join(sorted(_SCHEMES))})")
+                             f"(expected one of {', '.join(sorted(SCHEMES))})")
         super().__init__(read_only=read_only or kind == "http", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self.url, self.kind = url.rstrip("/"), kind
         self.storage_options = dict(storage_options or {})
@@ -205,7 +133,7 @@ class ObjectStore(Store):
     def _connect(self) -> Any:
         """The obstore client for this URL and these options, shared by every ObjectStore of the process
         opened the same way (making one costs milliseconds; it pools connections and is thread-safe)."""
-        config, client_options = _options(self.kind, self.storage_options)
+        config, client_options = client_config(self.kind, self.storage_options)
         if self.kind == "http":
             client_options["allow_http"] = self.url.lower().startswith("http://")
         key = (self.url, repr(sorted(config.items())), repr(sorted(client_options.items())))
