@@ -463,6 +463,7 @@ def bench_zp_written(res: Results, root: str) -> None:
         z[...] = data
         datasets[layout] = (path, spec)
     del data
+    os.sync()  # the fresh files' write-back would otherwise land in the measurements
     bench_o(res, datasets, written)
     bench_l1(res, *datasets["sharded"], written)
     for path, _ in datasets.values():

@@ -49,16 +49,30 @@ def workers_for(workers: int | None, coded: bool, nbytes: int, t: tuning.Tuning)
     return workers if nbytes >= (t.threaded_bytes_coded if coded else t.threaded_bytes) else 1
 
 
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
+        return _pool
+
+
+def on_worker(fn: Callable[[], R]) -> R:
+    """``fn()`` on one of the pool's threads (here, when this is one): a single-threaded loop of codec
+    calls that behave differently on the main thread (numcodecs' blosc there uses c-blosc's global
+    context under a lock, and the global thread count a user set, for every call)."""
+    if threading.current_thread().name.startswith("rectizarr"):
+        return fn()
+    context = contextvars.copy_context()
+    return _get_pool().submit(lambda: context.run(fn)).result()
+
+
 def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -> list[R]:
     """``map`` over a thread pool when it pays (several items and more than one worker)."""
     n = _pool_size if workers is None else workers
     if n <= 1 or len(items) <= 1:
         return [fn(x) for x in items]
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
-        pool = _pool
+    pool = _get_pool()
     # Batch small items so thread hand-off does not dominate (100,000 tiny chunks).
     per = max(1, len(items) // (tuning.current().batches_per_thread * n))
     context = contextvars.copy_context()
@@ -81,11 +95,7 @@ def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | 
         for x in items:
             fn(x)
         return
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
-        pool = _pool
+    pool = _get_pool()
     context = contextvars.copy_context()
     futures = [pool.submit(lambda x: context.copy().run(fn, x), x) for x in items]
     for f in futures:

@@ -19,7 +19,7 @@ from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_rows, decode_values, stage
 from rectizarr.io.chunk import decode
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import pmap, workers_for
+from rectizarr.io.pool import on_worker, pmap, workers_for
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_slabs"]
@@ -106,7 +106,12 @@ def _read_block(layout: ChunkedLayout, plan: OrthogonalPlan, out: np.ndarray, ke
     # time (``files``), and a second thread pays only while the other decodes a batch without the GIL.
     files = threading.Lock()
     workers = layout.workers if not native or layout.pipeline.batch_releases_gil(spec.dtype) else 1
-    pmap(one, range(len(entries)), 1 if raw else workers)
+    if raw:
+        pmap(one, range(len(entries)), 1)
+    elif workers == 1:  # on a worker thread (see on_worker)
+        on_worker(lambda: pmap(one, range(len(entries)), 1))
+    else:
+        pmap(one, range(len(entries)), workers)
 
 
 def _read_raw(layout: ChunkedLayout, keys: list[str], flat: np.ndarray, spec: ChunkSpec) -> None:
