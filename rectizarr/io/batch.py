@@ -24,13 +24,13 @@ from rectizarr.codecs.shard_index import fill_rows
 from rectizarr.core.grid import Dim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
-from rectizarr.io.chunk import Data, decode
+from rectizarr.io.chunk import Data, Encoded, decode, encode_and_commit
 from rectizarr.io.layout import ShardedLayout
-from rectizarr.io.pool import pmap
+from rectizarr.io.pool import on_worker, pmap
 from rectizarr.tuning import Tuning
 
 __all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "gather", "paste_block",
-           "read_shards", "stage"]
+           "read_shards", "stage", "write_shards"]
 
 _local = threading.local()
 
@@ -147,24 +147,16 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
     small inner chunks (each inside the extent, in order) from a store with no round trip: each shard's
     value read, all its inner chunks decoded with one batch call and pasted with one strided copy, the
     shards spread over the pool. False (nothing read) when it is not such a read."""
-    spec = layout.inner_spec(None)
-    if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
-            or not layout.store.capabilities.low_latency or spec.nbytes >= t.piecewise_bytes or not plan.axes:
+    if not layout.store.capabilities.low_latency:
         return False
-    per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
-                                                         strict=True)]
-    axes = [p for p in per_axis if p is not None]
-    if len(axes) < len(per_axis):
-        return False
-    shards = list(product(*axes))
-    if not shards or max(prod(layout.grid.chunk_shape(tuple(c for c, _ in s))) for s in shards) \
+    shards = _whole_shard_boxes(layout, plan, t)
+    if not shards or max(prod(layout.grid.chunk_shape(coords)) for coords, _ in shards) \
             * layout.dtype.itemsize > t.scratch_max_bytes:
         return False
     get, fill = layout.store.get_transient, layout.fill_value
 
-    def one(shard: tuple[tuple[int, slice], ...]) -> None:
-        coords = tuple(c for c, _ in shard)
-        box = tuple(s for _, s in shard)
+    def one(shard: tuple[tuple[int, ...], tuple[slice, ...]]) -> None:
+        coords, box = shard
         key = layout.key(coords)
         value = get(key, None)
         if value is None:
@@ -176,6 +168,46 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
     pmap(one, shards, layout.workers)
     return True
+
+
+def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning) -> bool:
+    """Write ``value`` shard by shard, with no step per inner chunk, when the write covers whole shards of
+    small inner chunks (each inside the extent, in order): each shard's block of ``value`` cut into its
+    inner chunks with one copy, batch-encoded (:func:`encode_shard`) and stored, no old value read. The
+    shards are spread over the pool when the codec's batch lets other threads run, else encoded on one
+    pool thread (per-value codec calls from two threads would pass the GIL back and forth). False
+    (nothing written) when it is not such a write."""
+    shards = _whole_shard_boxes(layout, plan, t)
+    if not shards:
+        return False
+    keys = [layout.key(coords) for coords, _ in shards]
+
+    def work(i: int) -> Encoded:
+        coords, box = shards[i]
+        return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), value[box], 1)
+
+    spread = layout.sharding.codecs.batch_releases_gil(layout.dtype)
+    with layout.store.lock(keys):
+        if spread:
+            encode_and_commit(layout, range(len(shards)), work, set(), layout.workers, t)
+        else:
+            on_worker(lambda: encode_and_commit(layout, range(len(shards)), work, set(), 1, t))
+    return True
+
+
+def _whole_shard_boxes(layout: ShardedLayout, plan: Plan, t: Tuning) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """Each shard of a selection of whole shards of small inner chunks (none reaching past the extent),
+    with the block of the output or value it covers; empty when the selection is not one."""
+    spec = layout.inner_spec(None)
+    if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
+            or spec.nbytes >= t.piecewise_bytes or not plan.axes:
+        return []
+    per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
+                                                         strict=True)]
+    axes = [p for p in per_axis if p is not None]
+    if len(axes) < len(per_axis):
+        return []
+    return [(tuple(c for c, _ in s), tuple(b for _, b in s)) for s in product(*axes)]
 
 
 def _whole_shards(a: AxisPlan, d: Dim, inner: int) -> list[tuple[int, slice]] | None:

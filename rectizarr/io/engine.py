@@ -47,6 +47,8 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
 def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
     """Write ``value`` (shape ``plan.shape``) into the selection."""
     t = tuning.current()
+    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t):  # whole shards
+        return
     projections = list(plan)
     if not projections:
         return
