@@ -253,4 +253,78 @@ class TensorStore(Client):
         return sorted({k.split("/", 1)[0] for k in keys if "/" in k})
 
 
-CLIENTS: list[type[Client]] = [RectizarrObstore, RectizarrFsspec, ZarrPython, ZarrObstore, TensorStore]
+# ------------------------------------------------------------------------------------------ limit
+
+
+class ObstoreAlone(Client):
+    """Not a Zarr client: the requests of the full reads and writes and nothing else. Reads GET every
+    stored object of the array (its chunks or shards); writes PUT the same objects (the bytes rectizarr
+    stored) under the new path and its ``zarr.json``. obstore's async API, 64 requests in flight, nothing
+    decoded or encoded: what any client's request pattern costs on this server."""
+
+    name = "limit: obstore alone, same requests"
+    limit = True
+
+    def __init__(self, bucket: Bucket) -> None:
+        super().__init__(bucket)
+        try:
+            import obstore
+            from obstore.store import S3Store
+        except ImportError as e:
+            raise Unavailable("obstore is not installed") from e
+        self.obstore = obstore
+        self.s3 = S3Store(bucket.name, endpoint=bucket.endpoint, access_key_id=KEY, secret_access_key=SECRET,
+                          region=REGION, client_options={"allow_http": True})
+        self.objects = {path: self._load(path) for path in ("chunked.zarr", "sharded.zarr")}  # untimed
+
+    def _load(self, path: str) -> dict[str, bytes]:
+        keys = [m["path"] for batch in self.obstore.list(self.s3, path + "/") for m in batch]
+        return {k[len(path) + 1 :]: bytes(self.obstore.get(self.s3, k).bytes()) for k in keys}
+
+    def _run(self, coros: list[Any]) -> list[Any]:
+        import asyncio
+
+        async def bounded() -> list[Any]:
+            gate = asyncio.Semaphore(64)
+
+            async def one(c: Any) -> Any:
+                async with gate:
+                    return await c
+
+            return await asyncio.gather(*(one(c) for c in coros))
+
+        return asyncio.run(bounded())
+
+    def open_array(self, path: str) -> Any:
+        if path not in self.objects:
+            raise NotApplicable("reads and writes of whole arrays only")
+        return path
+
+    def read(self, h: Any, sel: Any) -> np.ndarray:
+        if sel is not Ellipsis:
+            raise NotApplicable("reads and writes of whole arrays only")
+
+        async def get(key: str) -> bytes:
+            return bytes(await (await self.obstore.get_async(self.s3, f"{h}/{key}")).bytes_async())
+
+        self._run([get(k) for k in self.objects[h] if k != "zarr.json"])
+        return np.empty(0)
+
+    def oindex(self, h: Any, sel: Any) -> np.ndarray:
+        raise NotApplicable("reads and writes of whole arrays only")
+
+    def create(self, path: str, spec: Spec) -> Any:
+        return path, self.objects["sharded.zarr" if spec.shards else "chunked.zarr"]
+
+    def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
+        path, objects = h
+        self._run([self.obstore.put_async(self.s3, f"{path}/{k}", v) for k, v in objects.items()])
+
+    def open_group(self, path: str, consolidated: bool) -> Any:
+        raise NotApplicable("not a Zarr client")
+
+    def list_group(self, path: str) -> list[str]:
+        raise NotApplicable("not a Zarr client")
+
+
+CLIENTS: list[type[Client]] = [RectizarrObstore, RectizarrFsspec, ZarrPython, ZarrObstore, TensorStore, ObstoreAlone]
