@@ -318,7 +318,11 @@ class ObstoreAlone(Client):
 
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
         path, objects = h
-        self._run([self.obstore.put_async(self.s3, f"{path}/{k}", v) for k, v in objects.items()])
+
+        async def put(key: str, value: bytes) -> None:  # made inside the loop, as obstore's futures must be
+            await self.obstore.put_async(self.s3, f"{path}/{key}", value)
+
+        self._run([put(k, v) for k, v in objects.items()])
 
     def open_group(self, path: str, consolidated: bool) -> Any:
         raise NotApplicable("not a Zarr client")
