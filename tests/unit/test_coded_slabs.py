@@ -11,9 +11,7 @@ import re
 import shutil
 import threading
 import zlib
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +19,9 @@ import numpy as np
 import pytest
 
 import rectizarr
-import rectizarr.io.slabs as slabs
 from rectizarr.errors import CodecError
 from rectizarr.stores import LocalStore
+from tests.spies import slab_calls
 
 CODECS: dict[str, Any] = {
     "zstd": {"name": "zstd", "configuration": {"level": 1}},
@@ -33,27 +31,6 @@ CODECS: dict[str, Any] = {
     "gzip": {"name": "gzip", "configuration": {"level": 1}},
 }
 SHAPE, CHUNKS = (45, 203), (4, 8)  # 12 x 26 chunks of 64 bytes, the last row and column partial
-
-
-@contextmanager
-def slab_reads() -> Iterator[list[bool | str]]:
-    """One entry per read that went slab by slab: True, or the name of what it raised."""
-    calls: list[bool | str] = []
-    original = slabs.read_slabs
-
-    def spy(*args: Any) -> bool:
-        try:
-            ok = original(*args)
-        except Exception as e:
-            calls.append(type(e).__name__)
-            raise
-        if ok:
-            calls.append(ok)
-        return ok
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(slabs, "read_slabs", spy)
-        yield calls
 
 
 def make(tmp_path: Path, codec: str, **kw: Any) -> tuple[Any, np.ndarray]:
@@ -77,7 +54,7 @@ def test_equal_numpy_with_missing_chunks(tmp_path: Path, codec: str) -> None:
         expected[4 * i : 4 * i + 4, 8 * j : 8 * j + 8] = 7
     shutil.rmtree(root / "4")  # a whole row of chunks
     expected[16:20] = 7
-    with slab_reads() as calls:
+    with slab_calls() as calls:
         for sel in SELECTIONS:
             np.testing.assert_array_equal(a[sel], expected[sel])
     assert calls == [True] * len(SELECTIONS)
@@ -99,7 +76,7 @@ def test_a_value_larger_than_its_slot(tmp_path: Path) -> None:
         path = tmp_path / "a" / key
         path.write_bytes(_big_gzip(path.read_bytes(), 5000))
         assert path.stat().st_size > 5000
-    with slab_reads() as calls:
+    with slab_calls() as calls:
         for sel in SELECTIONS:
             np.testing.assert_array_equal(a[sel], data[sel])
     assert calls == [True] * len(SELECTIONS)
@@ -112,7 +89,7 @@ def test_an_invalid_chunk_names_its_key(tmp_path: Path, codec: str, bad: bytes |
     path = tmp_path / "a" / "c" / "5" / "7"
     value = path.read_bytes()
     path.write_bytes(value[: len(value) // 2] if bad is None else bad)  # None: cut short
-    with slab_reads() as calls, pytest.raises(CodecError, match=re.escape("'c/5/7'")):
+    with slab_calls() as calls, pytest.raises(CodecError, match=re.escape("'c/5/7'")):
         a[...]
     assert calls == ["CodecError"]
     np.testing.assert_array_equal(a[:20], make(tmp_path / "again", codec)[1][:20])  # other slabs still read
@@ -124,7 +101,7 @@ def test_keys_without_a_directory(tmp_path: Path, codec: str) -> None:
     (tmp_path / "a" / "c.3.1").unlink()
     expected = data.copy()
     expected[12:16, 8:16] = 7
-    with slab_reads() as calls:
+    with slab_calls() as calls:
         np.testing.assert_array_equal(a[...], expected)
     assert calls == [True]
 
@@ -138,7 +115,7 @@ def test_two_threads_reading(tmp_path: Path, codec: str) -> None:
         barrier.wait()
         return all(np.array_equal(a[SELECTIONS[(i + k) % 4]], data[SELECTIONS[(i + k) % 4]]) for k in range(8))
 
-    with slab_reads() as calls, ThreadPoolExecutor(2) as pool:
+    with slab_calls() as calls, ThreadPoolExecutor(2) as pool:
         assert all(pool.map(read, [0, 1]))
     assert calls == [True] * 16
 

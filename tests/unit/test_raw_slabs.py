@@ -8,9 +8,7 @@ from __future__ import annotations
 import re
 import shutil
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -21,11 +19,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.io.slabs as slabs
 from rectizarr import tuning
 from rectizarr.errors import CodecError
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 from tests.refs import zarr_python
+from tests.spies import slab_calls
 from tests.strategies import basic_selections, examples
 
 RAW: dict[str, Any] = {"compressors": []}  # only the bytes codec, little-endian: raw chunks
@@ -37,28 +35,6 @@ CASES: dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]] = {  # dtype, sha
     "wide-u2": ("<u2", (9, 410), (4, 5)),  # 82 chunks in a first-axis chunk row: one slab
 }
 Array = tuple[Any, np.ndarray]  # an array and its data
-
-
-@contextmanager
-def slab_calls() -> Iterator[list[bool | str]]:
-    """One entry per read inside the block that went slab by slab: True, or the name of what it raised
-    (``read_slabs`` is asked on every read of a chunked layout; a False, declined, is not recorded)."""
-    calls: list[bool | str] = []
-    original = slabs.read_slabs
-
-    def spy(*args: Any) -> bool:
-        try:
-            ok = original(*args)
-        except Exception as e:
-            calls.append(type(e).__name__)
-            raise
-        if ok:
-            calls.append(ok)
-        return ok
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(slabs, "read_slabs", spy)
-        yield calls
 
 
 def sample(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
