@@ -89,15 +89,26 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
 
 def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | None = None) -> None:
     """Call ``fn`` on each item of ``items`` (an iterator whose items arrive over time, e.g. answers of a
-    remote store) in the pool as soon as it arrives; return when all calls are done."""
+    remote store) in the pool as soon as it arrives; return when all calls are done. The workers take the
+    items themselves, one at a time, so items that are there already cost no hand-off each."""
     n = _pool_size if workers is None else workers
     if n <= 1:
         for x in items:
             fn(x)
         return
-    pool = _get_pool()
+    source, lock, done = iter(items), threading.Lock(), object()
+
+    def drain() -> None:
+        while True:
+            with lock:  # an iterator is advanced by one thread at a time
+                x = next(source, done)
+            if x is done:
+                return
+            fn(x)  # type: ignore[arg-type]  # not the sentinel
+
     context = contextvars.copy_context()
-    futures = [pool.submit(lambda x: context.copy().run(fn, x), x) for x in items]
+    pool = _get_pool()
+    futures = [pool.submit(lambda: context.copy().run(drain)) for _ in range(n)]
     for f in futures:
         f.result()
 

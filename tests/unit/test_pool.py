@@ -4,12 +4,13 @@ caller's tuning context, inline when already there) and hands back its result or
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 
 from rectizarr import tuning
-from rectizarr.io.pool import on_worker, pmap
+from rectizarr.io.pool import each_as_ready, on_worker, pmap
 
 
 def test_on_worker_runs_on_a_pool_thread_in_the_callers_context() -> None:
@@ -27,3 +28,38 @@ def test_on_worker_raises_what_the_function_raised() -> None:
 
     with pytest.raises(KeyError, match="k"):
         on_worker(fail)
+
+
+def test_each_as_ready_takes_every_item_once_as_it_arrives() -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+    first_done = threading.Event()
+
+    def arriving() -> Iterator[int]:
+        yield 0
+        assert first_done.wait(5)  # the first item is worked on before the next one arrives
+        yield from range(1, 200)
+
+    def work(i: int) -> None:
+        with lock:
+            seen.append(i)
+        first_done.set()
+
+    each_as_ready(work, arriving(), 2)
+    assert sorted(seen) == list(range(200))
+
+
+def test_each_as_ready_raises_what_a_call_or_the_source_raised() -> None:
+    def work(i: int) -> None:
+        if i == 7:
+            raise ValueError("seven")
+
+    with pytest.raises(ValueError, match="seven"):
+        each_as_ready(work, iter(range(20)), 2)
+
+    def broken() -> Iterator[int]:
+        yield 1
+        raise OSError("the store failed")
+
+    with pytest.raises(OSError, match="the store failed"):
+        each_as_ready(lambda i: None, broken(), 2)
