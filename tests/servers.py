@@ -56,16 +56,7 @@ class S3Server:
         self.endpoint_url = f"http://{LOOPBACK}:{self._server.server_port}"
 
     def _start_child(self, latency: float) -> None:
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self._child = subprocess.Popen([sys.executable, "-m", "tests.servers", "s3", str(latency)], cwd=root,
-                                       env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self._child.stdout is not None
-        line = self._child.stdout.readline().strip()
-        if not line.startswith("http://"):
-            self._child.kill()
-            raise RuntimeError(f"the S3 server process did not start (it said {line!r})")
-        self.endpoint_url = line
+        self._child, self.endpoint_url = _start_child("s3", latency, "S3")
 
     def _control(self, op: str, **args: Any) -> Any:
         if self._injector is not None:
@@ -122,18 +113,37 @@ class S3Server:
 
     def stop(self) -> None:
         if self._child is not None:
-            assert self._child.stdin is not None
-            self._child.stdin.close()  # the child's signal to stop
-            try:
-                self._child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self._child.kill()
-                self._child.wait()
+            _stop_child(self._child)
             return
         self._injector.release()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+def _start_child(kind: str, latency: float, what: str) -> tuple[subprocess.Popen[str], str]:
+    """``python -m tests.servers KIND LATENCY`` in a child process, and the URL it prints first."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    child = subprocess.Popen([sys.executable, "-m", "tests.servers", kind, str(latency)], cwd=root, env=env,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    line = child.stdout.readline().strip()
+    if not line.startswith("http://"):
+        child.kill()
+        raise RuntimeError(f"the {what} server process did not start (it said {line!r})")
+    return child, line
+
+
+def _stop_child(child: subprocess.Popen[str]) -> None:
+    """Close the child's stdin (its signal to stop) and wait for it; kill it if it does not stop."""
+    assert child.stdin is not None
+    child.stdin.close()
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 
 def _serve_s3(latency: float) -> tuple[FaultInjector, Any]:
@@ -225,13 +235,17 @@ class _BacklogServer(ThreadingHTTPServer):
 
 class HttpServer:
     """A threading HTTP server on 127.0.0.1 serving registered directories read-only; ``latency`` seconds
-    are waited before every answer (for benchmarks)."""
+    are waited before every answer (for benchmarks). With ``process=True`` it runs in a child process, as
+    ``S3Server(process=True)`` does: a benchmark's Python clients then do not share a GIL with it (which
+    taxes them and not tensorstore); directories are registered over the child's stdin."""
 
-    def __init__(self, latency: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.0, *, process: bool = False) -> None:
         self._roots: dict[str, str] = {}
-        handler = type("Handler", (_RangeHandler,), {"roots": self._roots, "latency": latency})
-        self._server = _BacklogServer((LOOPBACK, 0), handler)
-        self._server.daemon_threads = True
+        self._child: subprocess.Popen[str] | None = None
+        if process:
+            self._child, self.base_url = _start_child("http", latency, "HTTP")
+            return
+        self._server = _http_server(self._roots, latency)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         self.base_url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
@@ -239,13 +253,44 @@ class HttpServer:
     def serve(self, directory: str | os.PathLike[str]) -> str:
         """Serve ``directory`` and return its URL."""
         token = secrets.token_hex(6)
-        self._roots[token] = os.fspath(directory)
+        if self._child is None:
+            self._roots[token] = os.fspath(directory)
+            return f"{self.base_url}/{token}"
+        assert self._child.stdin is not None and self._child.stdout is not None
+        self._child.stdin.write(f"{token} {os.fspath(directory)}\n")
+        self._child.stdin.flush()
+        if self._child.stdout.readline().strip() != "ok":
+            raise RuntimeError("the HTTP server process did not take the directory")
         return f"{self.base_url}/{token}"
 
     def stop(self) -> None:
+        if self._child is not None:
+            _stop_child(self._child)
+            return
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+def _http_server(roots: dict[str, str], latency: float) -> ThreadingHTTPServer:
+    handler = type("Handler", (_RangeHandler,), {"roots": roots, "latency": latency})
+    server = _BacklogServer((LOOPBACK, 0), handler)
+    server.daemon_threads = True
+    return server
+
+
+def _http_child(latency: float) -> None:
+    """Child-process body of ``HttpServer(process=True)``: serve, print the base URL, then take one
+    ``TOKEN DIRECTORY`` line per directory (answering ``ok``) until stdin ends."""
+    roots: dict[str, str] = {}
+    server = _http_server(roots, latency)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"http://{LOOPBACK}:{server.server_address[1]}", flush=True)
+    for line in sys.stdin:  # ends when the parent closes the pipe or dies
+        token, _, directory = line.rstrip("\n").partition(" ")
+        roots[token] = directory
+        print("ok", flush=True)
+    server.shutdown()
 
 
 class SilentServer:
@@ -317,7 +362,7 @@ def write_forever(root: str, ready: Any) -> None:
         store.set("k", KILL_VALUES[i % 2])
 
 
-if __name__ == "__main__":  # python -m tests.servers s3 LATENCY  (S3Server(process=True) runs this)
-    if sys.argv[1:2] != ["s3"] or len(sys.argv) != 3:
-        raise SystemExit("usage: python -m tests.servers s3 LATENCY_SECONDS")
-    _s3_child(float(sys.argv[2]))
+if __name__ == "__main__":  # python -m tests.servers s3|http LATENCY  (the servers' process=True runs this)
+    if sys.argv[1:2] not in (["s3"], ["http"]) or len(sys.argv) != 3:
+        raise SystemExit("usage: python -m tests.servers s3|http LATENCY_SECONDS")
+    (_s3_child if sys.argv[1] == "s3" else _http_child)(float(sys.argv[2]))

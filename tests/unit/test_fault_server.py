@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.s3_faults import KINDS, classify
-from tests.servers import S3Server
+from tests.servers import HttpServer, S3Server
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +225,28 @@ def test_a_server_in_a_child_process_is_controlled_over_http() -> None:
         server.stop()
     hung.join(timeout=30)
     assert not hung.is_alive() and len(outcome) == 1  # answered with an error (or cut off) at the stop
+
+
+def test_the_http_server_in_a_child_process_serves_ranges_with_its_latency(tmp_path: Any) -> None:
+    import urllib.error
+    import urllib.request
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "k").write_bytes(b"0123456789")
+    server = HttpServer(latency=0.05, process=True)
+    try:
+        url = server.serve(tmp_path / "d")
+        other = server.serve(tmp_path)  # a second directory, registered while serving
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/k", headers={"Range": "bytes=2-4"})) as r:
+            assert (r.status, r.read()) == (206, b"234")
+        assert time.perf_counter() - t0 >= 0.05
+        with urllib.request.urlopen(f"{other}/d/k") as r:
+            assert r.read() == b"0123456789"
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"{url}/missing")
+        assert info.value.code == 404
+    finally:
+        server.stop()
+    with pytest.raises(OSError):  # stopped: nothing listens any more
+        urllib.request.urlopen(f"{url}/k", timeout=5)
