@@ -53,6 +53,9 @@ class Group(nodes.Node):
         self._use_consolidated = use_consolidated
         self._version: Hashable = None  # of zarr.json when self._meta was read (None: not known)
         self._stale = False  # our own writes changed what is stored below: read zarr.json again
+        # the consolidated entries of the GroupMeta they came from (checked once per document, not per
+        # lookup) and the members' metadata parsed from them so far
+        self._entries: tuple[GroupMeta, dict[str, Any], dict[str, NodeMeta]] | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as store + path + options (what :func:`open_group` needs)."""
@@ -102,10 +105,15 @@ class Group(nodes.Node):
             self.refresh()
         return self._meta
 
-    def _consolidated(self) -> dict[str, Any] | None:
+    def _consolidated(self) -> tuple[dict[str, Any], dict[str, NodeMeta]] | None:
+        """The consolidated entries that can name a member, and a cache of their parsed metadata; None
+        when the group is not read through consolidated metadata."""
         if self._use_consolidated is False:
             return None
-        cm = self._current().consolidated_metadata
+        meta = self._current()
+        if self._entries is not None and self._entries[0] is meta:
+            return self._entries[1], self._entries[2]
+        cm = meta.consolidated_metadata
         if cm is None:
             if self._use_consolidated:
                 raise MetadataError(f"group {self.name!r} has no consolidated metadata", path="$")
@@ -113,7 +121,15 @@ class Group(nodes.Node):
         if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
             raise MetadataError("consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
                                 path="$.consolidated_metadata", key=nodes.meta_key(self._path))
-        return _valid_entries(cm["metadata"], nodes.meta_key(self._path))
+        self._entries = (meta, _valid_entries(cm["metadata"], nodes.meta_key(self._path)), {})
+        return self._entries[1], self._entries[2]
+
+    def _consolidated_meta(self, entries: dict[str, Any], parsed: dict[str, NodeMeta], rel: str) -> NodeMeta:
+        """Member ``rel``'s metadata from the consolidated ``entries`` (it must be there), parsed once."""
+        meta = parsed.get(rel)
+        if meta is None:
+            meta = parsed[rel] = nodes.node_from_json(entries[rel], nodes.meta_key(nodes.join(self._path, rel)))
+        return meta
 
     # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta) -> Array | Group:
@@ -125,11 +141,8 @@ class Group(nodes.Node):
     def _member_metas(self) -> dict[str, NodeMeta]:
         consolidated = self._consolidated()
         if consolidated is not None:
-            return {
-                k: nodes.node_from_json(v, nodes.meta_key(nodes.join(self._path, k)))
-                for k, v in sorted(consolidated.items())
-                if "/" not in k
-            }
+            entries, parsed = consolidated
+            return {k: self._consolidated_meta(entries, parsed, k) for k in sorted(entries) if "/" not in k}
         prefix = nodes.prefix_of(self._path)
         names = [n for n in self._store.list_dir(prefix) if not n.startswith("__") and n != nodes.META]
         return nodes.read_children(self._store, self._path, names)
@@ -194,11 +207,11 @@ class Group(nodes.Node):
             return self
         consolidated = self._consolidated()
         if consolidated is not None:
-            doc = consolidated.get(rel)
-            if doc is None:
+            entries, parsed = consolidated
+            if rel not in entries:
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} of {self._store!r} "
                                         "(consolidated metadata)")
-            return self._child(rel, nodes.node_from_json(doc, nodes.meta_key(nodes.join(self._path, rel))))
+            return self._child(rel, self._consolidated_meta(entries, parsed, rel))
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     def __setitem__(self, name: str, value: Any) -> None:

@@ -269,3 +269,33 @@ def test_consolidated_entries_with_invalid_names_are_ignored_and_reported(bad: s
     report = rectizarr.validate(store)
     assert [(i.rule, i.json_path) for i in report.errors] == [
         ("consolidated.entry_name", f"$.consolidated_metadata.metadata[{json.dumps(bad)}]")]
+
+
+def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    """keys() then g[name] for every member: each entry's name checked and its metadata parsed once (this
+    was quadratic: every lookup checked all 200 names again, and parsed its member a second time)."""
+    from rectizarr import nodes
+
+    store = MemoryStore()
+    g = rectizarr.create_group(store)
+    for i in range(50):
+        g.create_array(f"a{i:02d}", shape=(2,), dtype="u1", chunks=(1,), attributes={"i": i})
+    rectizarr.consolidate_metadata(store)
+    doc = json.loads(bytes(store.get("zarr.json") or b""))
+    doc["consolidated_metadata"]["metadata"]["__bad"] = doc["consolidated_metadata"]["metadata"]["a00"]
+    store.set("zarr.json", json.dumps(doc).encode())
+    checked, parsed = [], []
+    real_check, real_parse = nodes.member_path_problem, nodes.node_from_json
+    monkeypatch.setattr(nodes, "member_path_problem", lambda rel: checked.append(rel) or real_check(rel))
+    monkeypatch.setattr(nodes, "node_from_json", lambda d, key: parsed.append(key) or real_parse(d, key))
+    r = rectizarr.open_group(store, mode="r")
+    with pytest.warns(LenientMetadataWarning) as caught:
+        assert [r[name].attrs["i"] for name in r.keys()] == list(range(50))
+        assert "a07" in r and "__bad" not in r and "zz" not in r
+    assert len(caught) == 1  # the bad name, reported once
+    assert sorted(checked) == sorted([*(f"a{i:02d}" for i in range(50)), "__bad"])
+    assert sorted(parsed) == [f"a{i:02d}/zarr.json" for i in range(50)]
+    g["a01"].attrs["i"] = 100  # our write through another handle: r sees it (a new document, checked anew)
+    r.refresh()
+    with pytest.warns(LenientMetadataWarning):
+        assert r["a01"].attrs["i"] == 100
