@@ -387,16 +387,27 @@ def versions() -> str:
     return ", ".join(out)
 
 
-def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_points: int = 100,
-        budget: float = 20.0, from_run: bool = False) -> tuple[list[RemoteRow], dict[str, Any], list[str]]:
-    """Run the remote section: (rows, metadata, markdown lines)."""
-    from tests.servers import S3Server
+def start_server(kind: str) -> Any:
+    """The S3 server of the section, in its own process: ``lean`` (:mod:`s3_lean`, the default) or
+    ``moto`` (the tests' server, whose CPU per request on the clients' cores is a floor of its own)."""
+    if kind == "moto":
+        from tests.servers import S3Server
 
+        return S3Server(latency=0.0, process=True)
+    from s3_lean import LeanS3Server
+
+    return LeanS3Server()
+
+
+def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_points: int = 100,
+        budget: float = 20.0, from_run: bool = False, server_kind: str = "lean",
+        ) -> tuple[list[RemoteRow], dict[str, Any], list[str]]:
+    """Run the remote section: (rows, metadata, markdown lines)."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ[name] = "testing"  # what every client (tensorstore: from the environment) signs with
     os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
     start = time.perf_counter()
-    server = S3Server(latency=0.0, process=True)
+    server = start_server(server_kind)
     rows: list[RemoteRow] = []
     try:
         fs = server.filesystem()
@@ -421,7 +432,7 @@ def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_point
         server.stop()
     meta = {"stamp": time.strftime("%Y-%m-%d %H:%M"), "total": time.perf_counter() - start, "versions": versions(),
             "latencies_ms": [lat * 1e3 for lat in latencies], "repeats": repeats, "budget": budget,
-            "group_size": group_size, "skipped": skipped, "from_run": from_run}
+            "group_size": group_size, "skipped": skipped, "from_run": from_run, "server": server_kind}
     return rows, meta, markdown(rows, meta)
 
 
@@ -433,12 +444,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per workload and latency: no round "
                     "that would go past it starts, but always one (default 20)")
     ap.add_argument("--quick", action="store_true", help="one round, a group of 50 (development)")
+    ap.add_argument("--server", choices=("lean", "moto"), default="lean", help="the S3 server: lean "
+                    "(benchmarks/s3_lean.py, default) or moto (the tests' server; about 2 ms of CPU per request "
+                    "on the clients' cores)")
     ap.add_argument("--out", default=None, help="markdown file whose remote section is replaced (default "
                     "benchmarks/results.md; --quick: benchmarks/_data/remote-quick.md)")
     args = ap.parse_args(argv)
     latencies = args.latency or [0.0, 0.02]
     repeats, group = (1, 50) if args.quick else (args.repeats, 200)
-    rows, meta, lines = run(latencies, repeats, group_size=group, budget=args.budget)
+    rows, meta, lines = run(latencies, repeats, group_size=group, budget=args.budget, server_kind=args.server)
     out = Path(args.out) if args.out else (HERE / "_data" / "remote-quick.md" if args.quick else HERE / "results.md")
     out.parent.mkdir(parents=True, exist_ok=True)
     splice(out, lines)
