@@ -259,7 +259,7 @@ class TensorStore(Client):
 class ObstoreAlone(Client):
     """Not a Zarr client: the requests of the full reads and writes and nothing else. Reads GET every
     stored object of the array (its chunks or shards); writes PUT the same objects (the bytes rectizarr
-    stored) under the new path and its ``zarr.json``. obstore's async API, 64 requests in flight, nothing
+    stored) under the new path and its ``zarr.json``. obstore's blocking calls on 64 threads (64 in flight), nothing
     decoded or encoded: what any client's request pattern costs on this server."""
 
     name = "limit: obstore alone, same requests"
@@ -276,24 +276,20 @@ class ObstoreAlone(Client):
         self.s3 = S3Store(bucket.name, endpoint=bucket.endpoint, access_key_id=KEY, secret_access_key=SECRET,
                           region=REGION, client_options={"allow_http": True})
         self.objects = {path: self._load(path) for path in ("chunked.zarr", "sharded.zarr")}  # untimed
+        self._pool: Any = None
 
     def _load(self, path: str) -> dict[str, bytes]:
         keys = [m["path"] for batch in self.obstore.list(self.s3, path + "/") for m in batch]
         return {k[len(path) + 1 :]: bytes(self.obstore.get(self.s3, k).bytes()) for k in keys}
 
-    def _run(self, coros: list[Any]) -> list[Any]:
-        import asyncio
+    def _run(self, calls: list[Any]) -> list[Any]:
+        """Every call on 64 threads: obstore's blocking calls, the cheaper way to keep 64 requests in flight
+        from Python (256 GETs: 41 ms against 63 ms for its coroutines on an asyncio loop, at 0 ms)."""
+        from concurrent.futures import ThreadPoolExecutor
 
-        async def bounded() -> list[Any]:
-            gate = asyncio.Semaphore(64)
-
-            async def one(c: Any) -> Any:
-                async with gate:
-                    return await c
-
-            return await asyncio.gather(*(one(c) for c in coros))
-
-        return asyncio.run(bounded())
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(64)
+        return list(self._pool.map(lambda call: call(), calls))
 
     def open_array(self, path: str) -> Any:
         if path not in self.objects:
@@ -304,10 +300,10 @@ class ObstoreAlone(Client):
         if sel is not Ellipsis:
             raise NotApplicable("reads and writes of whole arrays only")
 
-        async def get(key: str) -> bytes:
-            return bytes(await (await self.obstore.get_async(self.s3, f"{h}/{key}")).bytes_async())
+        def get(key: str) -> bytes:
+            return bytes(self.obstore.get(self.s3, f"{h}/{key}").bytes())
 
-        self._run([get(k) for k in self.objects[h] if k != "zarr.json"])
+        self._run([lambda k=k: get(k) for k in self.objects[h] if k != "zarr.json"])
         return np.empty(0)
 
     def oindex(self, h: Any, sel: Any) -> np.ndarray:
@@ -319,10 +315,10 @@ class ObstoreAlone(Client):
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
         path, objects = h
 
-        async def put(key: str, value: bytes) -> None:  # made inside the loop, as obstore's futures must be
-            await self.obstore.put_async(self.s3, f"{path}/{key}", value)
+        def put(key: str, value: bytes) -> None:
+            self.obstore.put(self.s3, f"{path}/{key}", value)
 
-        self._run([put(k, v) for k, v in objects.items()])
+        self._run([lambda k=k, v=v: put(k, v) for k, v in objects.items()])
 
     def open_group(self, path: str, consolidated: bool) -> Any:
         raise NotApplicable("not a Zarr client")

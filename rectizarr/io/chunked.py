@@ -4,8 +4,8 @@ Read: plan -> keys and specs -> fetch -> decode -> paste, by one of two strategi
 
 * :func:`read_streamed` — stores with no round trip (local files, memory): each worker reads, decodes and
   pastes its chunks one by one, so memory stays flat;
-* :func:`read_windowed` — other stores: a window of values is fetched with one batched request (the store
-  runs it concurrently and coalesces it), then decoded and pasted on the workers.
+* :func:`read_windowed` — other stores: values are requested concurrently and each is decoded and pasted on
+  the workers as it arrives, a bounded window of them fetched ahead.
 
 Write: group projections by chunk, read the partially written chunks once under their locks, merge,
 encode and commit (:func:`write_chunked`).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -82,30 +81,14 @@ def read_streamed(chunks: _Chunks) -> None:
 
 
 def read_windowed(chunks: _Chunks) -> None:
-    """Fetch the chunks window by window with one batched request each (at most ``t.window_bytes``, and
-    twice the store's requests in flight, per window), the next window's requests in flight while this
-    one is decoded and pasted in the workers: memory stays bounded next to the output."""
-    n, keys, store = len(chunks.keys), chunks.keys, chunks.layout.store
-    step = max(1, min(chunks.t.window_bytes // max(1, chunks.specs[0].nbytes), 2 * requests_in_flight()))
-    starts = list(range(0, n, step))
-
-    def fetch(start: int) -> list[bytes | None]:
-        return store.get_many([(k, None) for k in keys[start : start + step]])
-
-    def paste_window(start: int, values: list[bytes | None]) -> None:
-        pmap(lambda i: chunks.paste(i, values[i - start]), range(start, min(n, start + step)), chunks.layout.workers)
-
-    if len(starts) == 1:  # one window (a small read): each chunk decoded as it arrives, no fetching thread
-        arriving = store.iter_many([(k, None) for k in keys])
-        each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)
-        return
-    with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
-        ahead = fetcher.submit(fetch, starts[0])
-        for j, start in enumerate(starts):
-            values = ahead.result()
-            if j + 1 < len(starts):
-                ahead = fetcher.submit(fetch, starts[j + 1])
-            paste_window(start, values)
+    """Stores with round trips: the chunks requested through :meth:`~rectizarr.stores.Store.iter_many`,
+    each decoded and pasted in the workers as it arrives, with at most a window of values (``t.window_bytes``
+    decoded, and twice the store's requests in flight) fetched ahead of the workers: memory stays bounded
+    next to the output."""
+    keys, t = chunks.keys, chunks.t
+    ahead = max(1, min(t.window_bytes // max(1, chunks.specs[0].nbytes), 2 * requests_in_flight()))
+    arriving = chunks.layout.store.iter_many([(k, None) for k in keys], ahead=ahead)
+    each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)
 
 
 def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,

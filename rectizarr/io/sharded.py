@@ -42,6 +42,7 @@ from rectizarr.io.shards import (
     fetch_indexes,
     group_by_shard,
 )
+from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
 __all__ = ["read_sharded", "write_sharded"]
@@ -155,10 +156,13 @@ def read_whole_streamed(r: _Read, shards: list[Shard]) -> None:
 
 
 def read_whole_arriving(r: _Read, shards: list[Shard]) -> None:
-    """Stores with round trips: every shard requested at once, each split, decoded and pasted in the
-    workers as soon as it arrives (decoding overlaps the transfers of the others)."""
-    store = r.layout.store
-    arriving = store.iter_many([(s.key, None) for s in shards])
+    """Stores with round trips: the shards requested at once, each split, decoded and pasted in the workers
+    as soon as it arrives (decoding overlaps the transfers of the others); at most a window of them
+    (``t.window_bytes`` decoded, twice the requests in flight, no fewer than the workers) fetched ahead."""
+    store, t = r.layout.store, r.t
+    shard_nbytes = r.layout.dtype.itemsize * max(prod(s.shape_t) for s in shards)
+    ahead = max(r.threads, min(t.window_bytes // max(1, shard_nbytes), 2 * requests_in_flight()))
+    arriving = store.iter_many([(s.key, None) for s in shards], ahead=ahead)
     each_as_ready(lambda item: r.whole(shards[item[0]], item[1]), arriving, r.threads)
 
 

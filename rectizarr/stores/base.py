@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Self, TypeAlias
@@ -276,12 +277,26 @@ class Store(ABC):
             span_start, span_end = start, end
         flush()
 
-    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]]
+    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
                   ) -> Iterator[tuple[int, bytes | memoryview | None]]:
         """The results of ``requests`` as ``(index in requests, value)`` pairs, in the order they arrive:
         a caller can work on the first while the others are in flight (stores with round trips that
-        answer concurrently), else all of :meth:`get_many` in order. A value may be a read-only view."""
-        yield from enumerate(self.get_many(requests))
+        answer concurrently), else :meth:`get_many`'s in order. A value may be a read-only view. With
+        ``ahead``, at most about that many values are fetched before the caller takes them (memory stays
+        bounded): here :meth:`get_many` of ``ahead`` requests at a time, the next batch fetched on another
+        thread while the caller takes this one's values."""
+        n = len(requests)
+        if ahead is None or n <= ahead:
+            yield from enumerate(self.get_many(requests))
+            return
+        step = max(1, ahead // 2)  # this batch and the next one: ``ahead`` in all
+        with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
+            following = fetcher.submit(self.get_many, requests[:step])
+            for start in range(0, n, step):
+                values = following.result()
+                if start + step < n:
+                    following = fetcher.submit(self.get_many, requests[start + step : start + 2 * step])
+                yield from enumerate(values, start)
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:

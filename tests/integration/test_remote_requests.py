@@ -135,16 +135,15 @@ def test_on_the_wire_creating_an_array(s3_server: Any, backend: str) -> None:
 
 
 def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPatch, s3_server: Any) -> None:
-    """obstore: a lone request is obstore's blocking call on the caller's thread (two thread hand-offs
-    fewer than the event loop's, most of a loopback request's time); batches still go to the loop."""
+    """obstore: a lone request is obstore's blocking call on the caller's thread (no hand-off to another
+    thread, most of a loopback request's time); a batch's requests go to the pool's threads."""
     from rectizarr.stores import objectstore
 
     bucket = s3_server.new_bucket(s3_server.filesystem())
     store = open_store(f"s3://{bucket}", backend="obstore", storage_options=s3_server.storage_options())
     batches: list[int] = []
-    run, submit = objectstore._Loop.run, objectstore._Loop.submit
-    monkeypatch.setattr(objectstore._Loop, "run", lambda coro: batches.append(1) or run(coro))
-    monkeypatch.setattr(objectstore._Loop, "submit", lambda coro: batches.append(1) or submit(coro))
+    pool = objectstore._Requests.pool
+    monkeypatch.setattr(objectstore._Requests, "pool", classmethod(lambda cls: batches.append(1) or pool()))
     a = rectizarr.create_array(store, name="x", shape=(64, 64), dtype="u2", chunks=(32, 32))
     a[:32, :32] = 5  # one chunk
     b = rectizarr.open_array(store, path="x", mode="r")
@@ -153,6 +152,33 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
     store.delete("x/k")
     assert batches == []
     assert np.array_equal(b[...], np.pad(np.full((32, 32), 5, "u2"), ((0, 32), (0, 32)))) and batches == [1]
+    store.set_many({"y/1": b"1", "y/2": b"2"})
+    assert store.get_many([("y/1", None), ("y/2", None), ("y/3", None)]) == [b"1", b"2", None]
+    assert len(batches) > 1  # the batches went to the pool
+
+
+def test_the_request_pool_follows_requests_in_flight_and_a_fork(s3_server: Any) -> None:
+    """The pool has requests_in_flight() threads, made again when the number changes; a batch never has
+    more requests in flight than that."""
+    from rectizarr.stores import objectstore
+
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    store = open_store(f"s3://{bucket}", backend="obstore", storage_options=s3_server.storage_options())
+    before = rectizarr.stores.requests_in_flight()
+    try:
+        rectizarr.set_requests_in_flight(3)
+        assert objectstore._Requests.pool()._max_workers == 3
+        s3_server.set_latency(0.02)
+        s3_server.reset_counts()
+        store.set_many({f"k/{i}": bytes([i]) for i in range(12)})
+        assert [bytes(v or b"") for _, v in sorted(store.iter_many([(f"k/{i}", None) for i in range(12)]))] == [
+            bytes([i]) for i in range(12)]
+        counts = s3_server.counts()
+        assert counts["put"] == 12 and counts["get"] == 12 and counts["peak_in_flight"] <= 3
+    finally:
+        s3_server.set_latency(0)
+        rectizarr.set_requests_in_flight(before)
+    assert objectstore._Requests.pool()._max_workers == before
 
 
 @pytest.mark.parametrize("location", ["end", "start"])
