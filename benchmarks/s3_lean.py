@@ -289,8 +289,17 @@ def _xml(doc: str) -> bytes:
     return b'<?xml version="1.0" encoding="UTF-8"?>\n' + doc.encode()
 
 
+_MESSAGES = {  # S3's own (clients such as s3fs read them)
+    "NoSuchKey": "The specified key does not exist.",
+    "NoSuchBucket": "The specified bucket does not exist",
+    "PreconditionFailed": "At least one of the pre-conditions you specified did not hold",
+    "InvalidRange": "The requested range is not satisfiable",
+}
+
+
 def _error(status: int, code: str, resource: str, method: str) -> Answer:
-    body = b"" if method == "HEAD" else _xml(f"<Error><Code>{code}</Code><Message>{code}</Message><Resource>"
+    message = _MESSAGES.get(code, code)
+    body = b"" if method == "HEAD" else _xml(f"<Error><Code>{code}</Code><Message>{message}</Message><Resource>"
                                              f"{escape(resource)}</Resource><RequestId>lean</RequestId></Error>")
     return status, {"Content-Type": "application/xml"}, body
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import importlib
 import itertools
-import os
 import queue
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -53,22 +52,23 @@ def _obstore() -> Any:
 
 class _Requests:
     """The threads that make a batch's requests: as many as :func:`requests_in_flight`, made again when
-    that number changes or in a forked child (whose copy of the pool has no threads). On a loopback S3
-    server, 256 GETs took 41 ms this way and 63 ms as asyncio tasks of obstore's coroutines on an event
-    loop thread (every request's ends crossed threads through the loop's wake-up pipe)."""
+    that number changes. On a loopback S3 server, 256 GETs took 41 ms this way and 63 ms as asyncio tasks
+    of obstore's coroutines on an event loop thread (every request's ends crossed threads through the
+    loop's wake-up pipe). (obstore itself does not work in a forked child: its runtime's threads are not
+    there; its requests hang.)"""
 
     _lock = threading.Lock()
     _pool: ThreadPoolExecutor | None = None
-    _key: tuple[int, int] = (0, 0)
+    _size = 0
 
     @classmethod
     def pool(cls) -> ThreadPoolExecutor:
-        key = (requests_in_flight(), os.getpid())
+        size = requests_in_flight()
         with cls._lock:
-            if cls._pool is None or cls._key != key:
-                if cls._pool is not None and cls._key[1] == key[1]:  # not a forked child's copy
+            if cls._pool is None or cls._size != size:
+                if cls._pool is not None:
                     cls._pool.shutdown(wait=False)  # what it runs still finishes
-                cls._pool, cls._key = ThreadPoolExecutor(key[0], "rectizarr-objectstore"), key
+                cls._pool, cls._size = ThreadPoolExecutor(size, "rectizarr-objectstore"), size
             return cls._pool
 
     @classmethod

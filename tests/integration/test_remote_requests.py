@@ -157,7 +157,7 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
     assert len(batches) > 1  # the batches went to the pool
 
 
-def test_the_request_pool_follows_requests_in_flight_and_a_fork(s3_server: Any) -> None:
+def test_the_request_pool_follows_requests_in_flight(s3_server: Any) -> None:
     """The pool has requests_in_flight() threads, made again when the number changes; a batch never has
     more requests in flight than that."""
     from rectizarr.stores import objectstore
