@@ -63,7 +63,9 @@ class _Read:
         self.into = not layout.transposed and codecs.can_decode_into(layout.dtype)
         self.streams = layout.store.capabilities.low_latency
         self.piecewise = self.streams and spec.nbytes >= t.piecewise_bytes
-        self.batched = batchable(layout.dtype) and spec.nbytes < t.piecewise_bytes
+        # whole shards batch-decoded: small inner chunks of local shards, and any that came whole from a store
+        # with round trips (16 shards of 16 x 128 KiB over S3: 68 vs 82 ms of CPU at 0 ms)
+        self.batched = batchable(layout.dtype) and (spec.nbytes < t.piecewise_bytes or not self.streams)
 
     def in_workers(self, n: int) -> bool:
         """Whether ``n`` shards of local data go shard by shard in the workers (reads overlap decoding)."""

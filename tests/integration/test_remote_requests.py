@@ -211,3 +211,24 @@ def test_small_shards_come_whole_with_their_index(remote: CountingStore, locatio
         fresh = rectizarr.open_array(c.inner, path="s", mode="r")
         with pytest.raises(rectizarr.errors.CodecError, match="s/c/2/2"):
             fresh[70, 70]
+
+
+@pytest.mark.parametrize("compressors", [None, {"name": "zstd", "configuration": {"level": 1}},
+                                         {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
+                                                                             "shuffle": "shuffle", "typesize": 2,
+                                                                             "blocksize": 0}}])
+def test_whole_remote_shards_of_large_inner_chunks_are_batch_decoded(obstore_store: Any, compressors: Any) -> None:
+    """Shards fetched whole from a store with round trips are decoded in one batch, also when their inner
+    chunks are large (128 KiB here): full reads, edge shards, absent inner chunks and shards, partial
+    selections inside whole shards and strided ones, against NumPy."""
+    rng = np.random.default_rng(3)
+    want = rng.integers(0, 600, size=(700, 600), dtype="u2")
+    want[512:, :] = 0  # the bottom shards' inner chunks hold only the fill value: not stored
+    a = rectizarr.create_array(obstore_store, name=f"big-{compressors is None}", shape=want.shape, dtype="u2",
+                               chunks=(256, 256), shards=(512, 512), fill_value=0, compressors=compressors)
+    a[...] = want
+    b = rectizarr.open_array(obstore_store, path=a.path, mode="r")
+    for sel in [..., (slice(0, 512), slice(0, 512)), (slice(3, 700), slice(1, 599)), (slice(None, None, 7), ...),
+                (slice(100, 300), slice(250, 600, 3))]:
+        assert np.array_equal(b[sel], want[sel]), sel
+    assert np.array_equal(b.oindex[[5, 600, 300], ::11], want[[5, 600, 300], ::11])
