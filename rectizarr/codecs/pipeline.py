@@ -67,7 +67,14 @@ class CodecPipeline:
         return chunk
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
-        data: bytes | memoryview = self.array_bytes.encode(self.encode_array(chunk, spec), self.resolve(spec))
+        data: bytes | memoryview
+        if self.bytes_bytes and self.can_decode_into(spec.dtype) and chunk.dtype == spec.dtype \
+                and chunk.size == spec.size:
+            # the compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
+            # is made contiguous by NumPy's copy, which lets other threads run (``tobytes`` holds the GIL)
+            data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+        else:
+            data = self.array_bytes.encode(self.encode_array(chunk, spec), self.resolve(spec))
         for codec in self.bytes_bytes:
             data = codec.encode(data)
         return bytes(data)

@@ -12,6 +12,7 @@ import numcodecs
 import numpy as np
 import pytest
 
+import rectizarr
 from rectizarr.codecs.array_to_bytes import NumcodecsArrayBytes
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_codec, build_pipeline
@@ -741,3 +742,29 @@ def test_lenient_warnings_do_not_fire_for_complete_metadata() -> None:
                 },
             ]
         )
+
+
+@pytest.mark.parametrize("compressor", [
+    {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
+    {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,
+                                        "blocksize": 0}},
+    {"name": "gzip", "configuration": {"level": 1}},
+    {"name": "crc32c"},
+])
+def test_the_compressor_reads_strided_and_contiguous_chunks_as_their_c_order_bytes(compressor: dict) -> None:
+    """Chunks go to the compressor as the chunk's own memory (no bytes object in between): a strided view,
+    a contiguous one and another dtype's values give the bytes of the chunk's C-order copy."""
+    store, other = rectizarr.MemoryStore(), rectizarr.MemoryStore()
+    a = rectizarr.create_array(store, shape=(40, 30), dtype="<i4", chunks=(20, 15), compressors=[compressor],
+                               fill_value=-1)
+    big = np.arange(80 * 90, dtype="<i4").reshape(80, 90)
+    a[...] = big[::2, ::3]  # every chunk a strided view of the caller's data
+    assert np.array_equal(a[...], big[::2, ::3])
+    same = rectizarr.create_array(other, shape=(20, 15), dtype="<i4", chunks=(20, 15), compressors=[compressor],
+                                  fill_value=-1)
+    same[...] = np.ascontiguousarray(big[::2, ::3][:20, 15:])  # a contiguous chunk
+    assert store.get("c/0/1") == other.get("c/0/0")
+    a[20:, :15] = np.arange(300, dtype="<i8").reshape(20, 15)  # another dtype: cast first
+    same[...] = np.arange(300, dtype="<i4").reshape(20, 15)
+    assert store.get("c/1/0") == other.get("c/0/0")
+    assert np.array_equal(a[20:, :15], np.arange(300).reshape(20, 15))
