@@ -23,10 +23,9 @@ import itertools
 import json
 import os
 import secrets
-import subprocess
 import sys
 import time
-import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any
@@ -37,6 +36,7 @@ from xml.sax.saxutils import escape
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.append(os.path.dirname(HERE))
 from tests.s3_faults import CONTROL_PREFIX, KINDS, classify  # noqa: E402
+from tests.servers import S3Server, _start_child  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -397,62 +397,24 @@ def main() -> None:
     asyncio.run(_serve(latency, lambda url: print(url, flush=True)))
 
 
-class LeanS3Server:
-    """:mod:`s3_lean` in a child process, with the interface the benchmark uses of
-    ``tests.servers.S3Server``: ``endpoint_url``, ``counts()``, ``reset_counts()``, ``set_latency()``,
-    ``filesystem()``, ``new_bucket()``, ``stop()``."""
+class LeanS3Server(S3Server):
+    """:mod:`s3_lean` in a child process, controlled as ``tests.servers.S3Server(process=True)`` is
+    (``endpoint_url``, ``counts()``, ``reset_counts()``, ``set_latency()``, ``filesystem()``,
+    ``new_bucket()``, ``stop()``); it injects no faults."""
 
     def __init__(self, latency: float = 0.0) -> None:
         for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             os.environ.setdefault(name, "testing")
-        self._child = subprocess.Popen([sys.executable, os.path.abspath(__file__), str(latency)],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self._child.stdout is not None
-        line = self._child.stdout.readline().strip()
-        if not line.startswith("http://"):
-            self._child.kill()
-            raise RuntimeError(f"the lean S3 server did not start (it said {line!r})")
-        self.endpoint_url = line
-        self._fs: Any = None
+        os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+        self._injector = None
+        self._child, self.endpoint_url = _start_child("lean", latency, "lean S3", os.path.abspath(__file__))
+        self._fs = None
 
-    def _control(self, op: str, **args: Any) -> Any:
-        request = urllib.request.Request(f"{self.endpoint_url}{CONTROL_PREFIX}{op}", data=json.dumps(args).encode(),
-                                         method="POST")
-        with urllib.request.urlopen(request, timeout=30) as answer:
-            return json.loads(answer.read())
+    def inject(self, fault: str, times: int = 1, kinds: Sequence[str] | None = None) -> None:
+        raise ValueError("the lean S3 server injects no faults: tests.servers.S3Server does")
 
-    def counts(self) -> dict[str, int]:
-        result: dict[str, int] = self._control("counts")
-        return result
-
-    def reset_counts(self) -> None:
-        self._control("reset_counts")
-
-    def set_latency(self, seconds: float) -> None:
-        self._control("set_latency", seconds=seconds)
-
-    def filesystem(self) -> Any:
-        if self._fs is None:
-            import s3fs
-
-            self._fs = s3fs.S3FileSystem(key="testing", secret="testing", skip_instance_cache=True,
-                                         client_kwargs={"endpoint_url": self.endpoint_url, "region_name": "us-east-1"})
-        return self._fs
-
-    def new_bucket(self, fs: Any) -> str:
-        name = f"bench-{secrets.token_hex(6)}"
-        fs.call_s3("create_bucket", Bucket=name)
-        fs.invalidate_cache()
-        return name
-
-    def stop(self) -> None:
-        assert self._child.stdin is not None
-        self._child.stdin.close()
-        try:
-            self._child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self._child.kill()
-            self._child.wait()
+    def clear_faults(self) -> None:
+        return  # it has none
 
 
 if __name__ == "__main__":

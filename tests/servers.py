@@ -121,11 +121,14 @@ class S3Server:
         self._thread.join(timeout=10)
 
 
-def _start_child(kind: str, latency: float, what: str) -> tuple[subprocess.Popen[str], str]:
-    """``python -m tests.servers KIND LATENCY`` in a child process, and the URL it prints first."""
+def _start_child(kind: str, latency: float, what: str, script: str | None = None
+                 ) -> tuple[subprocess.Popen[str], str]:
+    """``python -m tests.servers KIND LATENCY`` (or ``python SCRIPT LATENCY``) in a child process, and the
+    URL it prints first."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    child = subprocess.Popen([sys.executable, "-m", "tests.servers", kind, str(latency)], cwd=root, env=env,
+    command = [script] if script is not None else ["-m", "tests.servers", kind]
+    child = subprocess.Popen([sys.executable, *command, str(latency)], cwd=root, env=env,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert child.stdout is not None
     line = child.stdout.readline().strip()
