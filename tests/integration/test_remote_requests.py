@@ -232,3 +232,22 @@ def test_whole_remote_shards_of_large_inner_chunks_are_batch_decoded(obstore_sto
                 (slice(100, 300), slice(250, 600, 3))]:
         assert np.array_equal(b[sel], want[sel]), sel
     assert np.array_equal(b.oindex[[5, 600, 300], ::11], want[[5, 600, 300], ::11])
+
+
+def test_object_store_iter_many_starts_a_request_only_when_a_value_is_taken(obstore_store: Any,
+                                                                             s3_server: Any) -> None:
+    """With ``ahead``, requests start as values are taken: memory stays bounded however slow the caller."""
+    import time
+
+    obstore_store.set_many({f"a/{i}": bytes([i]) for i in range(12)})
+    s3_server.reset_counts()
+    got = obstore_store.iter_many([(f"a/{i}", None) for i in range(12)], ahead=3)
+    taken = [next(got)]
+    deadline = time.monotonic() + 10
+    while s3_server.counts()["get"] < 4 and time.monotonic() < deadline:  # the one started at the first take
+        time.sleep(0.01)
+    time.sleep(0.2)  # a slow caller: nothing more is fetched meanwhile
+    assert s3_server.counts()["get"] == 4  # the three ahead, and one started when the first was taken
+    taken += list(got)
+    assert sorted((i, bytes(v or b"")) for i, v in taken) == [(i, bytes([i])) for i in range(12)]
+    assert s3_server.counts()["get"] == 12

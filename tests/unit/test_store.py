@@ -13,6 +13,7 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import fsspec
 import numpy as np
@@ -735,3 +736,30 @@ def test_versioned_reads_and_conditional_writes(any_store: Store) -> None:
     assert s.delete_if("k", v3)
     assert s.get("k") is None
     assert s.get_many_versioned([("k", (0, 4))]) == [(None, None)]
+
+
+def test_iter_many_fetches_at_most_ahead_values_before_they_are_taken() -> None:
+    """The base class: batches of ``ahead // 2`` requests, the next one fetched while this one is taken;
+    every result once, as ``(index, value)``, missing keys as None."""
+    from rectizarr.stores import MemoryStore
+
+    store = MemoryStore()
+    store.set_many({f"k/{i}": bytes([i]) for i in range(0, 10, 2)})
+    batches: list[int] = []
+    real = store.get_many
+
+    def spy(requests: Any, **kw: Any) -> Any:
+        batches.append(len(requests))
+        return real(requests, **kw)
+
+    store.get_many = spy  # type: ignore[method-assign]
+    requests = [(f"k/{i}", None) for i in range(10)]
+    got = store.iter_many(requests, ahead=4)
+    first = next(got)
+    assert first == (0, b"\x00") and sum(batches) <= 4  # one batch taken from, the next one in flight
+    rest = list(got)
+    assert [first, *rest] == [(i, bytes([i]) if i % 2 == 0 else None) for i in range(10)]
+    assert batches == [2, 2, 2, 2, 2]
+    batches.clear()
+    assert list(store.iter_many(requests[:3], ahead=4)) == [(0, b"\x00"), (1, None), (2, b"\x02")]
+    assert batches == [3]
