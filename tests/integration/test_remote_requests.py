@@ -251,3 +251,45 @@ def test_object_store_iter_many_starts_a_request_only_when_a_value_is_taken(obst
     taken += list(got)
     assert sorted((i, bytes(v or b"")) for i, v in taken) == [(i, bytes([i])) for i in range(12)]
     assert s3_server.counts()["get"] == 12
+
+
+def test_stores_under_one_bucket_share_its_client_and_keep_their_keys_apart(s3_server: Any) -> None:
+    """obstore: every ObjectStore opened under one bucket with the same options uses one client (its
+    connections are reused by the next array written elsewhere in the bucket); each store's keys, listings
+    and deletions stay under its own prefix."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    opts = s3_server.storage_options()
+
+    def store(path: str) -> Any:
+        return open_store(f"s3://{bucket}{path}", backend="obstore", storage_options=opts)
+
+    root, a, ab, b = store(""), store("/a"), store("/a/b/"), store("/b")
+    assert root._store is a._store is ab._store is b._store
+    a.set_many({"x": b"1", "b/y": b"2", "c/z": b"3"})
+    b.set("x", b"4")
+    assert ab.get("y") == b"2" and a.get("b/y") == b"2" and root.get("a/c/z") == b"3" and b.get("x") == b"4"
+    assert sorted(a.list_prefix("")) == ["b/y", "c/z", "x"] and list(ab.list_prefix("")) == ["y"]
+    assert sorted(root.list_prefix("")) == ["a/b/y", "a/c/z", "a/x", "b/x"]
+    assert sorted(a.list_dir("")) == ["b", "c", "x"] and a.any_under("c/") and not ab.any_under("c/")
+    assert ab.get_many_versioned([("y", (0, 1))])[0][0] == b"2" and ab.getsize("y") == 1
+    ab.delete_prefix("")
+    assert sorted(root.list_prefix("")) == ["a/c/z", "a/x", "b/x"]
+    arr = rectizarr.create_array(store("/data.zarr"), shape=(8,), dtype="u1", chunks=(4,))
+    arr[...] = 7
+    assert sorted(root.list_prefix("data.zarr/")) == ["data.zarr/c/0", "data.zarr/c/1", "data.zarr/zarr.json"]
+    other = open_store(f"s3://{bucket}/a", backend="obstore", storage_options={**opts, "timeout": 7})
+    assert other._store is not a._store and other.get("x") == b"1"  # other options: a client of its own
+
+
+def test_s3_request_bodies_are_hashed_into_signatures_only_over_plain_http() -> None:
+    """As botocore does: over TLS (AWS itself, or an https endpoint) PUT bodies are sent unsigned
+    (UNSIGNED-PAYLOAD); over plain HTTP they are signed; an explicit setting wins."""
+    from rectizarr.stores.obstore_options import client_config
+
+    def unsigned(**options: Any) -> Any:
+        return client_config("s3", options)[0]["aws_unsigned_payload"]
+
+    assert unsigned() is True and unsigned(endpoint_url="https://minio.example:9000") is True
+    assert unsigned(client_kwargs={"endpoint_url": "http://127.0.0.1:9000"}) is False
+    assert unsigned(endpoint_url="http://127.0.0.1:9000", aws_unsigned_payload=True) is True
+    assert "aws_unsigned_payload" not in client_config("gcs", {})[0]
