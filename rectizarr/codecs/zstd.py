@@ -24,6 +24,10 @@ __all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_
 
 ZstdError = zstandard.ZstdError
 _FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
+# From this decoded size on, frames decode one by one into their rows faster than through one batch call
+# (whose output is joined and copied to the rows): 2 MiB in 8 KiB frames 2.6 vs 3.5 ms, in 128 KiB
+# frames 1.9 vs 3.2 ms; in 2 KiB frames the batch wins (4.5 vs 4.9 ms).
+_LARGE_FRAME = 8192
 _local = threading.local()
 
 
@@ -64,10 +68,12 @@ def decode_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     """Decode ``data``, one frame that declares its size, into ``out`` (C-contiguous ``uint8``) when it decodes
     to exactly ``out.nbytes``; False, never an exception, otherwise (invalid data, another size, more frames)."""
     try:
-        memoryview(out).cast("B")[:] = _decompressor().decompress(data, allow_extra_data=False)
+        reader = _decompressor().stream_reader(data, read_across_frames=True)
+        # then one more byte asked for: none when the frame ended (its checksum, if any, verified) and no
+        # frame follows
+        return bool(reader.readinto(memoryview(out).cast("B")) == out.nbytes and not reader.read(1))
     except (ZstdError, TypeError, ValueError):
         return False
-    return True
 
 
 def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarray, rows: np.ndarray,
@@ -78,6 +84,10 @@ def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarra
     or does not decode to exactly ``row_bytes`` (then decode them one by one)."""
     n, width = len(segments), out.shape[1]
     threads = threads if n >= _FRAMES_PER_THREAD * threads else 0  # threads are started per call
+    if not threads and width >= _LARGE_FRAME:  # each straight into its row: no copies of the decoded bytes
+        view = memoryview(buffer)
+        return all(decode_into(view[start : start + size], out[row])
+                   for (start, size), row in zip(segments.tolist(), rows.tolist(), strict=True))
     try:
         frames = zstandard.BufferWithSegments(buffer, np.ascontiguousarray(segments, np.uint64).tobytes())
         got = _decompressor().multi_decompress_to_buffer(

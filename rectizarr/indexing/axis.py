@@ -20,6 +20,7 @@ from rectizarr._util import is_int
 from rectizarr.errors import SelectionError
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
+_FEW_CHUNKS = 16  # slices over fewer chunks of an axis are planned in plain Python (cheaper than numpy)
 _MAX_PLANNED = sys.maxsize // 64  # chunks (or elements) of one axis: past this numpy cannot hold their arrays
 AxisSel: TypeAlias = slice | IntArray
 """A per-axis selection inside a chunk or the output: a slice or a 1-D int64 index array."""
@@ -188,6 +189,8 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
         return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,))
+    if c1 - c0 < _FEW_CHUNKS:  # a few chunks (a window): plain integers, no numpy call per axis
+        return _axis_few(dim, first, s, n, step, c0, c1)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(f"the selection of {n} elements along axis of extent {dim.extent} touches "
                              f"{c1 - c0 + 1} chunks: too many to plan; select less")
@@ -213,6 +216,25 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         return AxisChunk(int(chunks[j]), slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == int(lens[j]))
 
     return AxisPlan(n, chunks, AxisEntries(chunks.size, make))
+
+
+def _axis_few(dim: Dim, first: int, s: int, n: int, step: int, c0: int, c1: int) -> AxisPlan:
+    """:func:`axis_from_slice` over the few chunks ``c0..c1`` (``s`` > 0: the ascending step)."""
+    chunks: list[int] = []
+    entries: list[AxisChunk] = []
+    k = 0  # selected elements before the chunk
+    for c in range(c0, c1 + 1):
+        off, length = dim.offset(c), dim.data_len(c)
+        lo = max(k, -((first - off) // s))  # the first selected element at or after the chunk's start
+        hi = min(n, -((first - off - length) // s))
+        if hi <= lo:
+            continue
+        cnt, ls = hi - lo, first + lo * s - off
+        out = slice(lo, hi, 1) if step > 0 else reversed_positions(n - 1 - lo, cnt)
+        chunks.append(c)
+        entries.append(AxisChunk(c, slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == length))
+        k = hi
+    return AxisPlan(n, np.array(chunks, dtype=np.int64), tuple(entries))
 
 
 def group_starts(keys: IntArray) -> IntArray:

@@ -86,6 +86,9 @@ def read_windowed(chunks: _Chunks) -> None:
     decoded, and twice the store's requests in flight) fetched ahead of the workers: memory stays bounded
     next to the output."""
     keys, t = chunks.keys, chunks.t
+    if len(keys) == 1:  # one request and one decode: on this thread (a hand-off costs more than either)
+        chunks.paste(0, chunks.layout.store.get(keys[0]))
+        return
     ahead = max(1, min(t.window_bytes // max(1, chunks.specs[0].nbytes), 2 * requests_in_flight()))
     arriving = chunks.layout.store.iter_many([(k, None) for k in keys], ahead=ahead)
     each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)

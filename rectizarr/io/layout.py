@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeAlias
@@ -24,7 +25,28 @@ from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
 from rectizarr.stores import Store
 
-__all__ = ["ChunkedLayout", "Layout", "LayoutCommon", "ShardedLayout", "build_layout"]
+__all__ = ["ChunkedLayout", "IndexBudget", "Layout", "LayoutCommon", "ShardedLayout", "build_layout"]
+
+
+class IndexBudget:
+    """What one array handle may spend on reading shard indexes ahead (stores with round trips, where
+    indexes are cached): the indexes a reader without a cache would have read by now (one per shard per
+    read) less those this handle read. Reading ahead never makes more index requests than that."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._touched = 0
+        self._read = 0
+
+    def spend(self, touched: int, read: int, most: int) -> int:
+        """Count a read that touched ``touched`` shards and read ``read`` indexes; how many more indexes it
+        may read ahead (at most ``most``), counted as read."""
+        with self._lock:
+            self._touched += touched
+            self._read += read
+            extra = max(0, min(most, self._touched - self._read))
+            self._read += extra
+            return extra
 
 
 @dataclass(frozen=True)
@@ -90,6 +112,11 @@ class ShardedLayout(LayoutCommon):
     def dims(self) -> tuple[Dim, ...]:
         """The grid selections are planned over: inner chunks."""
         return tuple(FixedDim(c, d.extent) for c, d in zip(self.inner_shape, self.grid.dims, strict=True))
+
+    @cached_property
+    def index_budget(self) -> IndexBudget:
+        """This handle's budget for reading shard indexes ahead (``shards.fetch_indexes``)."""
+        return IndexBudget()
 
     @cached_property
     def transposed(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -89,28 +90,54 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
 
 def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | None = None) -> None:
     """Call ``fn`` on each item of ``items`` (an iterator whose items arrive over time, e.g. answers of a
-    remote store) in the pool as soon as it arrives; return when all calls are done. The workers take the
-    items themselves, one at a time, so items that are there already cost no hand-off each."""
+    remote store) in the pool as soon as it arrives; return when all calls are done. This thread takes the
+    items (so requests an iterator starts on its first step start here, at once) and hands each to
+    whichever worker is idle; it takes no more than twice the workers ahead of the calls, so an iterator
+    that bounds what it fetches ahead bounds memory too. The first error (of ``fn`` or of ``items``)
+    is raised once every call under way is done; no item is taken after it."""
     n = _pool_size if workers is None else workers
     if n <= 1:
         for x in items:
             fn(x)
         return
-    source, lock, done = iter(items), threading.Lock(), object()
+    handed: queue.SimpleQueue[tuple[T] | None] = queue.SimpleQueue()
+    slots = threading.Semaphore(2 * n)
+    errors: list[BaseException] = []
 
-    def drain() -> None:
-        while True:
-            with lock:  # an iterator is advanced by one thread at a time
-                x = next(source, done)
-            if x is done:
-                return
-            fn(x)  # type: ignore[arg-type]  # not the sentinel
+    def work() -> None:
+        while (box := handed.get()) is not None:
+            try:
+                if not errors:
+                    fn(box[0])
+            except BaseException as exc:  # raised by the caller's thread
+                errors.append(exc)
+            finally:
+                slots.release()
 
     context = contextvars.copy_context()
     pool = _get_pool()
-    futures = [pool.submit(lambda: context.copy().run(drain)) for _ in range(n)]
-    for f in futures:
-        f.result()
+    futures = [pool.submit(lambda: context.copy().run(work)) for _ in range(n)]
+    source = iter(items)
+    boxes = ((x,) for x in source)
+    try:
+        while True:
+            slots.acquire()
+            if errors:
+                break
+            box = next(boxes, None)
+            if box is None:
+                break
+            handed.put(box)
+    finally:
+        for _ in futures:
+            handed.put(None)
+        for f in futures:
+            f.result()
+        close = getattr(source, "close", None)
+        if close is not None:  # a generator left early: whatever it has under way is cancelled
+            close()
+    if errors:
+        raise errors[0]
 
 
 if hasattr(os, "register_at_fork"):

@@ -12,11 +12,12 @@ import numpy as np
 
 from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.shard_index import ShardIndex
-from rectizarr.errors import VersionChanged
+from rectizarr.errors import CodecError, StoreError, VersionChanged
 from rectizarr.indexing import ChunkProjection
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data
 from rectizarr.io.layout import ShardedLayout
+from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
 __all__ = ["Bodies", "Indexes", "Shard", "Versions", "checked_versions", "fetch_indexes", "group_by_shard"]
@@ -107,7 +108,13 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
 
     On stores with round trips, the index of a shard that decodes to no more than the store's coalescing
     gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
-    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request."""
+    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request.
+
+    Where indexes are cached on conditional reads, a miss also reads ahead, in the same batch (no added
+    wait), the uncached indexes of the shards nearest to it, as many as the array handle's
+    :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
+    wait for a handful of index reads instead of one per shard, with never more index requests than a
+    reader without a cache makes."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
     versions: Versions = {}
@@ -123,14 +130,22 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
             out[s.key], versions[s.key] = hit[1], hit[0]
         else:
             misses.append(s)
-    if not misses:
-        return out, versions, bodies
-    reach = _index_reach(layout, misses)
     at_end = sharding.index_location == "end"
+    budget = layout.index_budget if conditional and not cheap and at_end else None
+    if not misses:
+        if budget is not None:
+            budget.spend(len(shards), 0, 0)
+        return out, versions, bodies
+    reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
+    extra = 0 if budget is None else budget.spend(len(shards), len(misses),
+                                                  0 if reach else requests_in_flight() - len(misses))
     requests = [(s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
                 for s in misses]
     checked = cheap or conditional
-    raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
+    if extra:
+        raw = _read_with_ahead(layout, requests, _nearest_uncached(layout, misses, extra))
+    else:
+        raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
     for s, (data, version) in zip(misses, raw, strict=True):
         if data is None:
             out[s.key] = None
@@ -149,6 +164,60 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
             versions[s.key] = version
             index_cache().put(store, s.key, version, idx)
     return out, versions, bodies
+
+
+def _read_with_ahead(layout: ShardedLayout, requests: list[tuple[str, tuple[int, int | None]]],
+                     ahead: list[Shard]) -> list[tuple[bytes | None, Hashable]]:
+    """The answers to ``requests``, read in one batch with the indexes of ``ahead``, which are decoded and
+    cached (one that fails, or is not there, is left out; if the batch fails, ``requests`` are read alone,
+    so a read ahead never fails a read)."""
+    store, sharding = layout.store, layout.sharding
+    more = [(s.key, sharding.index_byte_range(s.shape_t)) for s in ahead]
+    try:
+        raw = store.get_many_versioned(requests + more)
+    except (StoreError, VersionChanged, OSError):
+        return store.get_many_versioned(requests)
+    for s, (data, version) in zip(ahead, raw[len(requests) :], strict=True):
+        if data is None:
+            continue
+        try:
+            idx = sharding.decode_index(memoryview(data), s.shape_t, shard_nbytes=None, key=s.key)
+        except CodecError:
+            continue
+        index_cache().put(store, s.key, version, idx)
+    return raw[: len(requests)]
+
+
+def _nearest_uncached(layout: ShardedLayout, misses: list[Shard], n: int) -> list[Shard]:
+    """Up to ``n`` shards of the array, nearest to the first of ``misses`` in C order of the shard grid
+    (after it first), that are not among ``misses`` and have no cached index; at most ``8 n`` looked at."""
+    shape = layout.grid.grid_shape
+    total = prod(shape)
+    centre = 0
+    for c, size in zip(misses[0].coords, shape, strict=True):
+        centre = centre * size + c
+    taken, cache, found = {s.key for s in misses}, index_cache(), []
+    looked = 0
+    for step in range(1, total):
+        for flat in (centre + step, centre - step):
+            if not 0 <= flat < total:
+                continue
+            looked += 1
+            coords, rest = [], flat
+            for size in reversed(shape):
+                rest, c = divmod(rest, size)
+                coords.append(c)
+            sc = tuple(reversed(coords))
+            key = layout.key(sc)
+            if key not in taken and cache.get_any(layout.store, key) is None:
+                declared = layout.grid.chunk_shape(sc)
+                found.append(Shard(sc, key, tuple(declared[a] for a in layout.perm), []))
+                taken.add(key)
+                if len(found) == n:
+                    return found
+        if looked >= 8 * n or (centre + step >= total and centre - step < 0):
+            break
+    return found
 
 
 def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:

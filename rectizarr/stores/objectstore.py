@@ -315,7 +315,7 @@ class ObjectStore(Store):
             for i, (key, byte_range) in itertools.islice(waiting, 1):
                 futures.append(pool.submit(one, i, key, byte_range))
 
-        for _ in range(len(checked) if ahead is None else max(1, ahead)):
+        for _ in range(len(checked) if ahead is None else min(len(checked), max(1, ahead))):
             start_next()
         try:
             for _ in checked:

@@ -293,3 +293,43 @@ def test_s3_request_bodies_are_hashed_into_signatures_only_over_plain_http() -> 
     assert unsigned(client_kwargs={"endpoint_url": "http://127.0.0.1:9000"}) is False
     assert unsigned(endpoint_url="http://127.0.0.1:9000", aws_unsigned_payload=True) is True
     assert "aws_unsigned_payload" not in client_config("gcs", {})[0]
+
+
+class _BatchCounting(CountingStore):
+    """Also records the size of each batch of versioned reads (the index reads of a sharded read)."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner)
+        self.batches: list[int] = []
+
+    def get_many_versioned(self, requests: Any) -> Any:
+        self.batches.append(len(requests))
+        return super().get_many_versioned(requests)
+
+
+def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_cache_reads(s3_server: Any) -> None:
+    """obstore: reading elements one by one over 16 shards (1 MiB each decoded: not read whole), an index
+    miss also reads other shards' indexes in the same batch, as the handle's budget allows: fewer waits for
+    index reads than shards, never more index requests than one per shard per read, right values."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    opts = s3_server.storage_options()
+    data = np.arange(2048 * 1024, dtype="f8").reshape(2048, 1024)
+    w = rectizarr.create_array(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
+                               shape=data.shape, dtype="f8", chunks=(64, 64), shards=(512, 256))
+    w[...] = data
+    store = _BatchCounting(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
+    a = rectizarr.open_array(store, mode="r")
+    store.reset()
+    store.batches.clear()
+    rng = np.random.default_rng(3)
+    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, 80), rng.integers(0, 1024, 80), strict=True)]
+    index_reads: list[Any] = []
+    for n, p in enumerate(points, 1):
+        assert a[p] == data[p]
+        index_reads = [r for r in store.requests if r[1] is not None and r[1][0] < 0]
+        assert len(index_reads) <= n  # a reader without a cache reads one index per read
+    shards = {(i // 512, j // 256) for i, j in points}
+    assert len({k for k, _ in index_reads}) == len(index_reads) == len(shards) == 16  # each index once
+    assert len(store.batches) < 12 and max(store.batches) > 1  # misses read others ahead
+    store.reset()
+    assert a[0, 0] == 0 and len(store.requests) == 1  # every index is cached: the inner chunk alone

@@ -113,3 +113,27 @@ def test_out_of_bounds_raises_like_numpy(data: st.DataObject) -> None:
         np.zeros([d.extent for d in dims])[sel]
     with pytest.raises(SelectionError, match=f"index {bad} is out of bounds for axis {axis} with extent {e}"):
         basic_plan(dims, sel)
+
+
+@PROPS
+@given(st.data())
+def test_slices_over_few_chunks_plan_as_over_many(data: st.DataObject) -> None:
+    """A slice over fewer than ``_FEW_CHUNKS`` chunks of an axis is planned in plain Python; it gives the
+    same chunks and entries as the numpy path that larger slices take."""
+    from rectizarr.core.dims import FixedDim as Fixed
+    from rectizarr.indexing import axis
+    from tests.strategies import varying_dims
+
+    dim = data.draw(st.one_of(st.builds(Fixed, st.integers(1, 12), st.integers(1, 150)),
+                              varying_dims().filter(lambda d: d.extent > 0)))
+    start, stop, step = slice(data.draw(st.integers(-160, 160)), data.draw(st.integers(-160, 160)),
+                              data.draw(st.integers(-30, 30).filter(bool))).indices(dim.extent)
+    few = axis.axis_from_slice(dim, start, stop, step)
+    many = axis._FEW_CHUNKS
+    try:
+        axis._FEW_CHUNKS = 0
+        ref = axis.axis_from_slice(dim, start, stop, step)
+    finally:
+        axis._FEW_CHUNKS = many
+    assert few.length == ref.length and few.chunks.tolist() == ref.chunks.tolist()
+    assert list(few.entries) == list(ref.entries)

@@ -364,3 +364,21 @@ def test_corrupted_sizeless_frames_decode_or_are_refused(pos: int, value: int, c
     except CodecError:
         return
     assert len(out) <= len(raw)
+
+
+@pytest.mark.parametrize("n", [1000, 300_000])  # one block; several blocks
+def test_decode_into_takes_exactly_one_frame_of_the_size_and_checks_its_checksum(n: int) -> None:
+    """``zstd.decode_into`` decodes in place (large frames too); another size, a frame after it, a broken
+    checksum or a cut frame give False, with nothing raised."""
+    data = (np.arange(n, dtype=np.uint32) // 7).astype(np.uint32)
+    frame = Zstd(level=1, checksum=True).encode(data)
+    out = np.zeros(data.nbytes, np.uint8)
+    assert zstd.decode_into(frame, out) and np.array_equal(out.view(np.uint32), data)
+    assert zstd.decode_into(memoryview(frame), out)
+    assert not zstd.decode_into(frame + Zstd(level=1).encode(data[:10]), out)  # a second frame follows
+    assert not zstd.decode_into(frame, np.zeros(data.nbytes - 4, np.uint8))  # larger than out
+    assert not zstd.decode_into(frame, np.zeros(data.nbytes + 4, np.uint8))  # smaller than out
+    broken = bytearray(frame)
+    broken[-1] ^= 0xFF  # the frame's checksum
+    assert not zstd.decode_into(bytes(broken), out)
+    assert not zstd.decode_into(frame[:-9], out)
