@@ -182,6 +182,8 @@ class OrthogonalPlan(Plan):
 
 def _cartesian(chunks: Sequence[IntArray]) -> IntArray:
     lens = [c.size for c in chunks]
+    if all(n == 1 for n in lens):  # one chunk (a small read): no numpy call per axis
+        return np.array([[int(c[0]) for c in chunks]], dtype=np.int64).reshape(1, len(chunks))
     out = np.empty((_prod(tuple(lens)), len(chunks)), dtype=np.int64)
     for i, c in enumerate(chunks):
         out[:, i] = np.tile(np.repeat(c, _prod(tuple(lens[i + 1 :]))), _prod(tuple(lens[:i])))
