@@ -55,6 +55,9 @@ class Tuning:
     """Projections grouped by shard per block of integer rows: bounds the temporary lists [T2]."""
     piecewise_bytes: int = 64 * KiB
     """Inner chunk size from which local shards are read inner chunk by inner chunk [R1 sharded, P1]."""
+    encoded_slack_bytes: int = 1024
+    """Bytes an inner chunk's encoding may exceed its decoded size by before the buffer a shard is
+    encoded into grows (compressors rarely exceed it) [W1 sharded]."""
     assemble_numpy_bytes: int = 4 * MiB
     """Shard size from which a shard is assembled in a NumPy buffer instead of joined bytes [W1 sharded]."""
     transient_max_bytes: int = 16 * MiB

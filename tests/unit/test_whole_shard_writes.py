@@ -85,3 +85,36 @@ def test_shards_past_the_extent_and_transposed_shards_go_the_general_way() -> No
         assert {k: stores[0].get(k) for k in stores[0].list_prefix("")} == \
             {k: stores[1].get(k) for k in stores[1].list_prefix("")}
         np.testing.assert_array_equal(arrays[0][...], value)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "blosc"])
+@pytest.mark.parametrize("location", ["end", "start"])
+@pytest.mark.parametrize("slack", [1024, -10**9])  # -10**9: the shard's buffer grows at every inner chunk
+def test_large_coded_inner_chunks_encoded_one_by_one_give_the_same_bytes(
+        codec: str, location: str, slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole shards whose inner chunks are large and compressed are encoded inner chunk by inner chunk
+    into one buffer (``threaded_bytes_coded=0`` makes these small ones count as large): the same bytes
+    as the per-chunk way, empty inner chunks left out, a shard of only empty ones not stored."""
+    shape = (40, 36)
+    value = np.arange(40 * 36, dtype="<i4").reshape(shape) * 7919 % 10007
+    value[8:16, :] = 3  # a row of shards all fill
+    value[0:4, 0:6] = 3  # one empty inner chunk in a shard that is stored
+    sharding = {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [4, 6], "index_location": location,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, CODECS[codec]],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}
+    stores = [rectizarr.MemoryStore(), rectizarr.MemoryStore()]
+    arrays = [rectizarr.create_array(s, shape=shape, dtype="<i4", chunks=(8, 12), codecs=[sharding], fill_value=3)
+              for s in stores]
+    calls: list[Any] = []
+    each = batch.encode_shard_each
+    monkeypatch.setattr(batch, "encode_shard_each", lambda *a: calls.append(1) or each(*a))
+    with tuning.use(replace(tuning.current(), threaded_bytes_coded=0, encoded_slack_bytes=slack)):
+        arrays[0][...] = value
+    assert len(calls) == 15  # every shard
+    with tuning.use(replace(tuning.current(), piecewise_bytes=0)):
+        arrays[1][...] = value
+    keys = sorted(stores[0].list_prefix(""))
+    assert keys == sorted(stores[1].list_prefix("")) and "c/1/0" not in keys and len(keys) == 13
+    assert all(stores[0].get(k) == stores[1].get(k) for k in keys)
+    np.testing.assert_array_equal(arrays[0][...], value)
