@@ -130,7 +130,8 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     inner = layout.sharding.chunk_shape
     cps = tuple(s // c for s, c in zip(shape_t, inner, strict=True))
     spec = layout.inner_spec(None)
-    if layout.sharding.codecs.bytes_bytes and spec.nbytes >= tuning.current().threaded_bytes_coded:
+    codecs = layout.sharding.codecs
+    if (codecs.bytes_bytes or codecs.is_raw(spec.dtype)) and spec.nbytes >= tuning.current().threaded_bytes_coded:
         return encode_shard_each(layout, shape_t, region, cps, spec)
     nd = len(inner)
     split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
@@ -147,22 +148,35 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
 
 def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, cps: Shape,
                        spec: ChunkSpec) -> Data | None:
-    """:func:`encode_shard` for large inner chunks that are compressed: each copied into this thread's
-    scratch chunk, checked and encoded there while it is in cache (no copy of the whole shard in inner
-    chunk order, no second pass over it for empty chunks), and its encoding copied at once into the shard's
-    buffer and let go (so the next one reuses its memory: fresh memory per encoding cost 0.2 ms of page
-    faults per 1 MiB chunk). The buffer is sized for the decoded data, and only what is written of it is
-    ever touched. A 64 MiB shard of 1 MiB blosc chunks: 115 -> 65 ms on one thread."""
+    """:func:`encode_shard` for large inner chunks that are compressed or raw. A compressed one is copied
+    into this thread's scratch chunk, checked and encoded there while it is in cache (no copy of the whole
+    shard in inner chunk order, no second pass over it for empty chunks), and its encoding copied at once
+    into the shard's buffer and let go (so the next one reuses its memory: fresh memory per encoding cost
+    0.2 ms of page faults per 1 MiB chunk). A raw one is copied straight to its place in the shard's
+    buffer and checked there (one copy in all). The buffer is sized for the decoded data, and only what is
+    written of it is ever touched. A 64 MiB shard of 1 MiB blosc chunks: 115 -> 65 ms on one thread."""
     sharding, codecs = layout.sharding, layout.sharding.codecs
     inner, n, index_n = spec.shape, prod(cps), sharding.index_nbytes(shape_t)
     at_start = sharding.index_location == "start"
-    scratch = stage(1, inner, spec.dtype, slot="encode")[0]
+    raw = codecs.is_raw(spec.dtype)
+    scratch = None if raw else stage(1, inner, spec.dtype, slot="encode")[0]
     per = max(1, spec.nbytes + tuning.current().encoded_slack_bytes)  # room per inner chunk
     buf = np.empty(n * per + index_n, np.uint8)
     table = np.full((n, 2), EMPTY, dtype=np.uint64)
     position = index_n if at_start else 0
     for row, coords in enumerate(product(*(range(c) for c in cps))):
-        scratch[...] = region[tuple(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True))]
+        block = region[tuple(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True))]
+        if raw:  # in place: an empty one is overwritten by the next
+            if position + spec.nbytes + index_n > buf.size:
+                buf = np.concatenate([buf[:position], np.empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
+            target = buf[position : position + spec.nbytes].view(spec.dtype).reshape(inner)
+            target[...] = block
+            if layout.write_empty_chunks or not is_fill(target, layout.fill_value):
+                table[row] = (position, spec.nbytes)
+                position += spec.nbytes
+            continue
+        assert scratch is not None
+        scratch[...] = block
         if not layout.write_empty_chunks and is_fill(scratch, layout.fill_value):
             continue
         encoded = memoryview(codecs.encode(scratch, spec)).cast("B")  # a compressor's output, not the scratch
@@ -229,8 +243,7 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
         coords, box = shards[i]
         return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), value[box], 1)
 
-    spread = layout.sharding.codecs.batch_releases_gil(layout.dtype) \
-        or layout.inner_spec(None).nbytes >= t.threaded_bytes_coded  # codec calls long enough to share the GIL
+    spread = layout.sharding.codecs.batch_releases_gil(layout.dtype)
     with layout.store.lock(keys):
         if spread:
             encode_and_commit(layout, range(len(shards)), work, set(), layout.workers, t)

@@ -300,13 +300,13 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     needs_read = [s for s in shards if s.key in edges or not _replaced_whole(layout, s)]
 
     spec = layout.inner_spec(None)
-    batched = batchable(layout.dtype) and not layout.transposed and isinstance(plan, OrthogonalPlan) \
-        and spec.nbytes < t.piecewise_bytes
+    in_blocks = batchable(layout.dtype) and not layout.transposed and isinstance(plan, OrthogonalPlan)
+    batched = in_blocks and spec.nbytes < t.piecewise_bytes
 
     def work(s: Shard, stored: Data | None) -> Encoded:
         box = _shard_box(layout, plan, s) \
-            if batched and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
-        if box is not None:  # the whole shard from one block of the value: batch-encoded (io/batch.py)
+            if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
+        if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
             return s.key, encode_shard(layout, s.shape_t, value[box], 1)
         chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)

@@ -87,13 +87,13 @@ def test_shards_past_the_extent_and_transposed_shards_go_the_general_way() -> No
         np.testing.assert_array_equal(arrays[0][...], value)
 
 
-@pytest.mark.parametrize("codec", ["zstd", "blosc"])
+@pytest.mark.parametrize("codec", ["zstd", "blosc", "none"])
 @pytest.mark.parametrize("location", ["end", "start"])
 @pytest.mark.parametrize("slack", [1024, -10**9])  # -10**9: the shard's buffer grows at every inner chunk
 def test_large_coded_inner_chunks_encoded_one_by_one_give_the_same_bytes(
         codec: str, location: str, slack: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whole shards whose inner chunks are large and compressed are encoded inner chunk by inner chunk
-    into one buffer (``threaded_bytes_coded=0`` makes these small ones count as large): the same bytes
+    """Whole shards whose inner chunks are large and compressed (or raw) are encoded inner chunk by inner
+    chunk into one buffer (``threaded_bytes_coded=0`` makes these small ones count as large): the same bytes
     as the per-chunk way, empty inner chunks left out, a shard of only empty ones not stored."""
     shape = (40, 36)
     value = np.arange(40 * 36, dtype="<i4").reshape(shape) * 7919 % 10007
@@ -101,7 +101,7 @@ def test_large_coded_inner_chunks_encoded_one_by_one_give_the_same_bytes(
     value[0:4, 0:6] = 3  # one empty inner chunk in a shard that is stored
     sharding = {"name": "sharding_indexed", "configuration": {
         "chunk_shape": [4, 6], "index_location": location,
-        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, CODECS[codec]],
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, *([CODECS[codec]] if CODECS[codec] else [])],
         "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}
     stores = [rectizarr.MemoryStore(), rectizarr.MemoryStore()]
     arrays = [rectizarr.create_array(s, shape=shape, dtype="<i4", chunks=(8, 12), codecs=[sharding], fill_value=3)
@@ -118,3 +118,27 @@ def test_large_coded_inner_chunks_encoded_one_by_one_give_the_same_bytes(
     assert keys == sorted(stores[1].list_prefix("")) and "c/1/0" not in keys and len(keys) == 13
     assert all(stores[0].get(k) == stores[1].get(k) for k in keys)
     np.testing.assert_array_equal(arrays[0][...], value)
+
+
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_whole_shards_of_large_inner_chunks_are_encoded_at_once(codec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write that replaces whole shards of large (here 128 KiB) inner chunks encodes each shard from its
+    block of the value at once: the bytes of the sharding codec's own per-chunk encoding."""
+    from rectizarr.codecs.base import ChunkSpec
+
+    calls: list[int] = []
+    each = batch.encode_shard_each
+    monkeypatch.setattr(batch, "encode_shard_each", lambda *a: calls.append(1) or each(*a))
+    store = rectizarr.MemoryStore()
+    a = rectizarr.create_array(store, shape=(512, 256), dtype="<f8", chunks=(128, 128), shards=(256, 256),
+                               compressors=CODECS[codec], fill_value=0)
+    value = np.arange(512 * 256, dtype="<f8").reshape(512, 256) % 977
+    value[256:384, 0:128] = 0  # an empty inner chunk
+    a[...] = value
+    assert len(calls) == 2
+    sharding = a._layout.sharding
+    for i in range(2):
+        block = value[i * 256 : (i + 1) * 256]
+        expected = sharding.encode(block, ChunkSpec((256, 256), np.dtype("<f8"), np.array(0.0), f"c/{i}/0"))
+        assert store.get(f"c/{i}/0") == expected
+    np.testing.assert_array_equal(a[...], value)
