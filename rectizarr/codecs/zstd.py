@@ -4,10 +4,11 @@ decode a frame that declares no size without producing more than a bound.
 
 This is the only module that imports ``zstandard``. Each thread reuses one decompressor (its context and
 window). It also decodes whole frames of a known size straight into the caller's memory, one at a time
-(:func:`decode_into`) or many in one call (:func:`decode_many`), and encodes with a reused compressor per
-thread and parameters (:func:`encode`: the same bytes as numcodecs' ``Zstd``, a third of its cost for
-small chunks, since numcodecs makes a context per call). ``RECTIZARR_ZSTD_PREFIX=0`` in the environment turns prefix
-decoding off (every chunk is then decoded whole).
+(:func:`decode_into`: how rectizarr decodes every zstd chunk it can decode in place) or many at once
+(:func:`decode_many`: small frames in one call, large ones one by one into their rows). It encodes with a
+reused compressor per thread and parameters (:func:`encode`: the same bytes as numcodecs' ``Zstd``, a third
+of its cost for small chunks, since numcodecs makes a context per call). ``RECTIZARR_ZSTD_PREFIX=0`` in the
+environment turns prefix decoding off (every chunk is then decoded whole).
 """
 
 from __future__ import annotations
