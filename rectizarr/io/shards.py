@@ -5,6 +5,7 @@ has round trips), with the versions the inner chunks' reads are checked against.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -12,7 +13,7 @@ import numpy as np
 
 from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.shard_index import ShardIndex
-from rectizarr.errors import CodecError, StoreError, VersionChanged
+from rectizarr.errors import CodecError, VersionChanged
 from rectizarr.indexing import ChunkProjection
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data
@@ -168,24 +169,33 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
 
 def _read_with_ahead(layout: ShardedLayout, requests: list[tuple[str, tuple[int, int | None]]],
                      ahead: list[Shard]) -> list[tuple[bytes | None, Hashable]]:
-    """The answers to ``requests``, read in one batch with the indexes of ``ahead``, which are decoded and
-    cached (one that fails, or is not there, is left out; if the batch fails, ``requests`` are read alone,
-    so a read ahead never fails a read)."""
+    """The answers to ``requests``, read on this thread while the indexes of ``ahead`` are read at the same
+    time on another one and cached (the read waits for both). A read ahead never changes a read's outcome:
+    an index that fails, is not there or does not decode is left out, and the requests' own errors (after
+    the store's own retries, no more) are raised as they come."""
     store, sharding = layout.store, layout.sharding
     more = [(s.key, sharding.index_byte_range(s.shape_t)) for s in ahead]
-    try:
-        raw = store.get_many_versioned(requests + more)
-    except (StoreError, VersionChanged, OSError):
-        return store.get_many_versioned(requests)
-    for s, (data, version) in zip(ahead, raw[len(requests) :], strict=True):
-        if data is None:
-            continue
+
+    def read_ahead() -> None:
         try:
-            idx = sharding.decode_index(memoryview(data), s.shape_t, shard_nbytes=None, key=s.key)
-        except CodecError:
-            continue
-        index_cache().put(store, s.key, version, idx)
-    return raw[: len(requests)]
+            got = store.get_many_versioned(more)
+        except Exception:  # an index read ahead is only a guess: the read goes on without it
+            return
+        for s, (data, version) in zip(ahead, got, strict=True):
+            if data is None:
+                continue
+            try:
+                idx = sharding.decode_index(memoryview(data), s.shape_t, shard_nbytes=None, key=s.key)
+            except CodecError:
+                continue
+            index_cache().put(store, s.key, version, idx)
+
+    helper = threading.Thread(target=read_ahead, name="rectizarr-index-ahead", daemon=True)
+    helper.start()
+    try:
+        return store.get_many_versioned(requests)
+    finally:
+        helper.join()
 
 
 def _nearest_uncached(layout: ShardedLayout, misses: list[Shard], n: int) -> list[Shard]:

@@ -3,6 +3,7 @@ both backends: one document per open, one request per chunk, a group's root docu
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -296,14 +297,15 @@ def test_s3_request_bodies_are_hashed_into_signatures_only_over_plain_http() -> 
 
 
 class _BatchCounting(CountingStore):
-    """Also records the size of each batch of versioned reads (the index reads of a sharded read)."""
+    """Also records each batch of versioned reads (the index reads of a sharded read): its size, and
+    whether the reading thread made it (else the thread that reads indexes ahead beside it)."""
 
     def __init__(self, inner: Any) -> None:
         super().__init__(inner)
-        self.batches: list[int] = []
+        self.batches: list[tuple[bool, int]] = []
 
     def get_many_versioned(self, requests: Any) -> Any:
-        self.batches.append(len(requests))
+        self.batches.append((threading.current_thread() is threading.main_thread(), len(requests)))
         return super().get_many_versioned(requests)
 
 
@@ -330,6 +332,39 @@ def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_c
         assert len(index_reads) <= n  # a reader without a cache reads one index per read
     shards = {(i // 512, j // 256) for i, j in points}
     assert len({k for k, _ in index_reads}) == len(index_reads) == len(shards) == 16  # each index once
-    assert len(store.batches) < 12 and max(store.batches) > 1  # misses read others ahead
+    waited = [n for on_reader, n in store.batches if on_reader]  # index reads the reads waited for
+    assert len(waited) < 12 and any(not on_reader for on_reader, _ in store.batches)  # misses read others ahead
     store.reset()
     assert a[0, 0] == 0 and len(store.requests) == 1  # every index is cached: the inner chunk alone
+
+
+class _FailingAhead(_BatchCounting):
+    """Index reads made beside a read (read ahead) fail as a broken server would make them fail."""
+
+    def get_many_versioned(self, requests: Any) -> Any:
+        if threading.current_thread() is not threading.main_thread():
+            self.batches.append((False, len(requests)))
+            raise rectizarr.StoreError("injected: the index read ahead failed")
+        return super().get_many_versioned(requests)
+
+
+def test_a_failed_read_ahead_changes_no_read(s3_server: Any) -> None:
+    """obstore: when the indexes read ahead fail, every element still reads right, each index is then read
+    when its shard is needed, and no read is retried for it."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    opts = s3_server.storage_options()
+    data = np.arange(2048 * 1024, dtype="f8").reshape(2048, 1024)
+    w = rectizarr.create_array(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
+                               shape=data.shape, dtype="f8", chunks=(64, 64), shards=(512, 256))
+    w[...] = data
+    store = _FailingAhead(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
+    a = rectizarr.open_array(store, mode="r")
+    store.reset()
+    store.batches.clear()
+    rng = np.random.default_rng(4)
+    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, 60), rng.integers(0, 1024, 60), strict=True)]
+    for p in points:
+        assert a[p] == data[p]
+    assert any(not on_reader for on_reader, _ in store.batches)  # it tried
+    waited = [n for on_reader, n in store.batches if on_reader]
+    assert len(waited) == len({(i // 512, j // 256) for i, j in points})  # one index read per shard, no retries
