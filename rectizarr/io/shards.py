@@ -111,7 +111,7 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
     ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request.
 
-    Where indexes are cached on conditional reads, a miss also reads ahead, in the same batch (no added
+    Where indexes are cached on conditional reads, a miss also reads ahead, at the same time (no added
     wait), the uncached indexes of the shards nearest to it, as many as the array handle's
     :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
     wait for a handful of index reads instead of one per shard, with never more index requests than a
