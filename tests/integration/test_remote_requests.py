@@ -309,22 +309,31 @@ class _BatchCounting(CountingStore):
         return super().get_many_versioned(requests)
 
 
-def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_cache_reads(s3_server: Any) -> None:
-    """obstore: reading elements one by one over 16 shards (1 MiB each decoded: not read whole), an index
-    miss also reads other shards' indexes in the same batch, as the handle's budget allows: fewer waits for
-    index reads than shards, never more index requests than one per shard per read, right values."""
+def _points_over_16_shards(s3_server: Any, wrapper: type[_BatchCounting], n: int, seed: int
+                           ) -> tuple[_BatchCounting, Any, np.ndarray, list[tuple[int, int]]]:
+    """A (2048, 1024) float64 array in 16 shards of 1 MiB decoded (more than the coalescing gap: never read
+    whole) on the moto server, opened again through ``wrapper`` (counters reset); its data; ``n`` random
+    points."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
     opts = s3_server.storage_options()
     data = np.arange(2048 * 1024, dtype="f8").reshape(2048, 1024)
     w = rectizarr.create_array(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
                                shape=data.shape, dtype="f8", chunks=(64, 64), shards=(512, 256))
     w[...] = data
-    store = _BatchCounting(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
+    store = wrapper(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
     a = rectizarr.open_array(store, mode="r")
     store.reset()
     store.batches.clear()
-    rng = np.random.default_rng(3)
-    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, 80), rng.integers(0, 1024, 80), strict=True)]
+    rng = np.random.default_rng(seed)
+    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, n), rng.integers(0, 1024, n), strict=True)]
+    return store, a, data, points
+
+
+def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_cache_reads(s3_server: Any) -> None:
+    """obstore: reading elements one by one over 16 shards, an index miss also reads other shards' indexes
+    beside it, as the handle's budget allows: fewer waits for index reads than shards, never more index
+    requests than one per shard per read, right values."""
+    store, a, data, points = _points_over_16_shards(s3_server, _BatchCounting, 80, 3)
     index_reads: list[Any] = []
     for n, p in enumerate(points, 1):
         assert a[p] == data[p]
@@ -351,18 +360,7 @@ class _FailingAhead(_BatchCounting):
 def test_a_failed_read_ahead_changes_no_read(s3_server: Any) -> None:
     """obstore: when the indexes read ahead fail, every element still reads right, each index is then read
     when its shard is needed, and no read is retried for it."""
-    bucket = s3_server.new_bucket(s3_server.filesystem())
-    opts = s3_server.storage_options()
-    data = np.arange(2048 * 1024, dtype="f8").reshape(2048, 1024)
-    w = rectizarr.create_array(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
-                               shape=data.shape, dtype="f8", chunks=(64, 64), shards=(512, 256))
-    w[...] = data
-    store = _FailingAhead(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
-    a = rectizarr.open_array(store, mode="r")
-    store.reset()
-    store.batches.clear()
-    rng = np.random.default_rng(4)
-    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, 60), rng.integers(0, 1024, 60), strict=True)]
+    store, a, data, points = _points_over_16_shards(s3_server, _FailingAhead, 60, 4)
     for p in points:
         assert a[p] == data[p]
     assert any(not on_reader for on_reader, _ in store.batches)  # it tried
