@@ -15,7 +15,7 @@ import numpy as np
 
 import rectizarr.io as rio
 from rectizarr import nodes
-from rectizarr._util import Shape, prod
+from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
@@ -373,7 +373,7 @@ class Array(nodes.Node):
         if nbytes > sys.maxsize:
             raise SelectionError(f"the selection has shape {plan.final_shape}: {nbytes} bytes, more than one "
                                  "numpy array can hold; select less")
-        result = np.empty(plan.shape, dtype=self.dtype)
+        result = empty(plan.shape, self.dtype)
         rio.read(self._layout, plan, result)
         result = result.reshape(plan.final_shape)
         if result.shape == () and not _has_ellipsis(selection):

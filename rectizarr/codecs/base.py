@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rectizarr._util import Shape, prod
+from rectizarr._util import Shape, empty, prod
 from rectizarr.errors import CodecError
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class ChunkSpec:
 
     def fill_chunk(self) -> np.ndarray:
         """A new chunk of this spec holding only the fill value."""
-        out = np.empty(self.shape, dtype=self.dtype)
+        out = empty(self.shape, self.dtype)
         out[...] = self.fill_value
         return out
 

@@ -26,7 +26,7 @@ from typing import Literal, NamedTuple, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr._util import Coords, Shape
+from rectizarr._util import Coords, Shape, empty
 from rectizarr._util import prod as _prod
 from rectizarr.indexing.axis import AxisPlan, AxisSel, Dim, IntArray, group_starts
 
@@ -96,7 +96,7 @@ class Plan(ABC):
             return _mask_value(np.asarray(value, dtype=dt), self.shape)
         if self.write_mode == "fancy" and not isinstance(value, np.ndarray):
             value = np.asarray(value, dtype=dt)
-        out = np.empty(self.final_shape, dtype=dt)
+        out = empty(self.final_shape, dt)
         out[...] = value
         return out.reshape(self.shape)
 

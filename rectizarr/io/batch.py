@@ -17,7 +17,7 @@ from itertools import product
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import Shape, prod
+from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
@@ -47,7 +47,7 @@ def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndar
     nbytes = n * prod(shape) * dtype.itemsize
     buf: np.ndarray | None = getattr(_local, slot, None)
     if buf is None or buf.nbytes < nbytes:
-        buf = np.empty(max(nbytes, 1), np.uint8)
+        buf = empty(max(nbytes, 1), np.uint8)
         setattr(_local, slot, buf)
     return buf[:nbytes].view(dtype).reshape((n, *shape))
 
@@ -161,14 +161,14 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
     raw = codecs.is_raw(spec.dtype)
     scratch = None if raw else stage(1, inner, spec.dtype, slot="encode")[0]
     per = max(1, spec.nbytes + tuning.current().encoded_slack_bytes)  # room per inner chunk
-    buf = np.empty(n * per + index_n, np.uint8)
+    buf = empty(n * per + index_n, np.uint8)
     table = np.full((n, 2), EMPTY, dtype=np.uint64)
     position = index_n if at_start else 0
     for row, coords in enumerate(product(*(range(c) for c in cps))):
         block = region[tuple(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True))]
         if raw:  # in place: an empty one is overwritten by the next
             if position + spec.nbytes + index_n > buf.size:
-                buf = np.concatenate([buf[:position], np.empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
+                buf = np.concatenate([buf[:position], empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
             target = buf[position : position + spec.nbytes].view(spec.dtype).reshape(inner)
             target[...] = block
             if layout.write_empty_chunks or not is_fill(target, layout.fill_value):
@@ -184,7 +184,7 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
         if not size:
             continue  # a zero-length encoding is an absent inner chunk
         if position + size + index_n > buf.size:  # data that grew when encoded: room for the rest too
-            buf = np.concatenate([buf[:position], np.empty(size + index_n + (n - row) * per, np.uint8)])
+            buf = np.concatenate([buf[:position], empty(size + index_n + (n - row) * per, np.uint8)])
         buf[position : position + size] = encoded
         table[row] = (position, size)
         position += size

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from rectizarr._util import Coords, Shape, prod
+from rectizarr._util import Coords, Shape, empty, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.errors import CodecError
@@ -58,7 +58,7 @@ def merge(layout: Layout, plan: Plan, group: list[ChunkProjection], value: np.nd
     if plan.kind == "orthogonal" and len(group) == 1 and whole(group[0].chunk_sel, shape):
         return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
     if stored is None or (all(p.complete for p in group) and not keep):
-        chunk = np.empty(shape, layout.dtype)
+        chunk = empty(shape, layout.dtype)
         chunk[...] = layout.fill_value
     else:
         chunk = np.array(stored(), copy=True)
@@ -86,7 +86,7 @@ def _scratch_chunk(spec: ChunkSpec) -> np.ndarray:
     """This thread's reused scratch buffer, as a chunk of ``spec`` (no fresh memory per chunk)."""
     buf: np.ndarray | None = getattr(_scratch, "buf", None)
     if buf is None or buf.nbytes < spec.nbytes:
-        buf = _scratch.buf = np.empty(spec.nbytes, np.uint8)
+        buf = _scratch.buf = empty(spec.nbytes, np.uint8)
     return buf[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
 
 

@@ -12,7 +12,7 @@ from typing import assert_never
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import Coords
+from rectizarr._util import Coords, empty
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.indexing import Plan, orthogonal_plan
 from rectizarr.io import batch, cache, slabs
@@ -86,7 +86,7 @@ def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
         if any(s.stop <= s.start for s in clipped):
             continue
         rplan = orthogonal_plan(layout.dims, clipped)
-        data = np.empty(rplan.shape, layout.dtype)
+        data = empty(rplan.shape, layout.dtype)
         with layout.store.lock([layout.key(coords)]):  # no write to the chunk between reading and rewriting
             read(layout, rplan, data)
             write(new_layout, orthogonal_plan(new_layout.dims, clipped), data)  # complete: no old value read

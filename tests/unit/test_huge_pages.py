@@ -1,0 +1,63 @@
+"""Large read outputs and shard buffers are allocated without transparent huge pages where the kernel gives
+them only on request (the first write to each 2 MiB may otherwise stop for memory compaction)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr._util import LARGE_ARRAY_BYTES, _madvise, empty
+
+
+def _thp_mode() -> str | None:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            text = f.read()
+    except OSError:
+        return None
+    return text[text.index("[") + 1 : text.index("]")]
+
+
+def _vm_flags(address: int) -> list[str]:
+    """The VmFlags of the mapping of this process that holds ``address``."""
+    current = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                current = lo <= address < hi
+            elif current and head == "VmFlags:":
+                return line.split()[1:]
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+def _no_huge_pages_asked(a: np.ndarray) -> bool:
+    middle = int(a.__array_interface__["data"][0]) + a.nbytes // 2
+    return "nh" in _vm_flags(middle)
+
+
+@pytest.mark.parametrize("dtype", ["uint16", "float64", "V3"])
+def test_empty_is_np_empty_in_shape_and_dtype(dtype: str) -> None:
+    for shape in [(), (0,), (3, 5), (LARGE_ARRAY_BYTES // 8 + 7,)]:
+        a = empty(shape, dtype)
+        assert a.shape == shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.owndata
+        a[...] = np.zeros((), dtype)  # writable, every byte
+    assert empty((4,), object).tolist() == [None] * 4
+
+
+def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request() -> None:
+    if not sys.platform.startswith("linux"):  # no transparent huge pages, nothing asked
+        assert _madvise() is None
+        return
+    mode = _thp_mode()
+    big = empty((LARGE_ARRAY_BYTES // 2,), np.uint16)
+    assert _no_huge_pages_asked(big) == (mode == "madvise")
+    read = rectizarr.create_array(None, shape=(2048, 2048), dtype="uint16", chunks=(512, 512))
+    read[...] = 1
+    out = read[...]
+    assert out.nbytes >= LARGE_ARRAY_BYTES and (out == 1).all()
+    assert _no_huge_pages_asked(out) == (mode == "madvise")
