@@ -55,12 +55,15 @@ _MADV_NOHUGEPAGE = 15  # <asm-generic/mman-common.h>, as mmap.MADV_NOHUGEPAGE
 
 
 def empty(shape: Shape | int, dtype: Any) -> np.ndarray:
-    """``np.empty``, without the transparent huge pages numpy asks for on large arrays where the kernel gives
-    them only on request (``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise``). There, the first
-    write to each 2 MiB of such an array may stop the writing thread while the kernel compacts memory to make
-    a huge page: reading a 1 GiB array took 0.7 or 1.4-1.9 s from one read to the next, and 0.77-0.88 s every
-    time with ordinary pages (the read writes the whole array). Arrays of fixed-size items from
-    :data:`LARGE_ARRAY_BYTES` up; elsewhere, and on other systems, plain ``np.empty``."""
+    """``np.empty``, without the transparent huge pages numpy asks for on large arrays, where the kernel gives
+    them only on request (``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise``). Huge pages make
+    the first write to fresh memory cheaper only while the memory freed just before is still at hand; on
+    this project's virtual machines, whose host takes freed memory back, the first write to 2 MiB pages
+    allocated after a pause of 2.5 s cost 4-6x that to ordinary pages (2 threads: 32 MiB 40 vs 7 ms,
+    1 GiB 870 vs 210 ms; back to back, 65 vs 200 ms per GiB), and a full read of a 1 GiB array took
+    0.7 or 1.2-1.9 s from one read to the next, against 0.77-0.88 s every time with ordinary pages (the read
+    writes the whole array). Arrays of fixed-size items from :data:`LARGE_ARRAY_BYTES` up; elsewhere, and
+    on other systems, plain ``np.empty``."""
     out = np.empty(shape, dtype)
     if out.nbytes >= LARGE_ARRAY_BYTES and not out.dtype.hasobject and (madvise := _madvise()) is not None:
         page = os.sysconf("SC_PAGE_SIZE")
