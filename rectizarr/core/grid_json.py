@@ -34,9 +34,33 @@ __all__ = ["parse_chunk_grid"]
 
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
 _JSON_STRING = re.compile(rb'\s*"')
+_SPLIT_MIN_BYTES = 4096  # smaller grids: the general path costs microseconds
 
 
 _RAW = (msgspec.Raw, bytes, bytearray, memoryview)
+
+
+class _InlineConfig(msgspec.Struct, forbid_unknown_fields=True):
+    kind: msgspec.Raw
+    chunk_shapes: list[msgspec.Raw]
+
+
+class _Rectilinear(msgspec.Struct, forbid_unknown_fields=True):
+    """The usual form of a rectilinear ``chunk_grid``, split in one pass over its JSON (each nested
+    ``dict[str, Raw]`` pass is another scan of a million edges' bytes: 5 ms)."""
+
+    name: msgspec.Raw
+    configuration: _InlineConfig
+
+
+def _split_rectilinear(raw: Any) -> dict[str, Any] | None:
+    """``chunk_grid`` JSON of that usual form opened down to its dimension specs, or None."""
+    try:
+        grid = msgspec.json.decode(raw, type=_Rectilinear)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, UnicodeDecodeError):
+        return None  # any other form, or invalid: the general path takes it and names what is wrong
+    config = grid.configuration
+    return {"name": grid.name, "configuration": {"kind": config.kind, "chunk_shapes": config.chunk_shapes}}
 
 
 def _load(node: Any, path: str) -> Any:
@@ -101,25 +125,31 @@ def _fast_rle_list(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
     text = bytes(raw).translate(None, _WHITESPACE)
     if text.translate(None, _RLE_BYTES) or text[:1] != b"[" or text[-1:] != b"]" or len(text) < 2:
         return None  # not a list; signs, decimals, strings, objects ...
-    b = np.frombuffer(text, dtype=np.uint8)
-    opens = b == _OPEN
-    brackets = np.flatnonzero(opens | (b == _CLOSE))
-    is_open = opens[brackets]
+    marked = bytearray(text)
+    b = np.frombuffer(marked, dtype=np.uint8)
+    brackets = np.flatnonzero(b >= _OPEN)  # only digits, "," and brackets are left: "[" and "]" sort last
+    is_open = b[brackets] == _OPEN
     depth = np.cumsum(np.where(is_open, 1, -1), dtype=np.int64)  # after each bracket
     if int(np.min(depth[:-1], initial=1)) < 1 or int(np.max(depth)) > 2:
         return None  # not one list of ints and flat lists
     pair_open = brackets[is_open & (depth == 2)]
     pair_close = brackets[~is_open & (depth == 1)]
     commas = np.flatnonzero(b == _COMMA)
-    if pair_open.size != pair_close.size or bool(np.any(
-            np.searchsorted(commas, pair_close) - np.searchsorted(commas, pair_open) != 1)):
-        return None  # some nested list is not a pair (exactly one comma between its brackets)
+    if pair_open.size != pair_close.size:
+        return None
+    if pair_open.size:  # each nested list a pair: its first comma before its "]", the next one after
+        if not commas.size:
+            return None
+        first = np.searchsorted(commas, pair_open)
+        last = commas.size - 1
+        if bool(np.any((first > last) | (commas[np.minimum(first, last)] > pair_close)
+                       | ((first < last) & (commas[np.minimum(first + 1, last)] < pair_close)))):
+            return None  # some nested list is not a pair (exactly one comma between its brackets)
     # "[5,2]" -> "-5,2 ": a minus marks the edge of a run, the number after it is the count.
-    marked = b.copy()
-    marked[pair_open] = ord("-")
-    marked[pair_close] = ord(" ")
-    marked[0] = marked[-1] = ord(" ")
-    a = np.fromstring(marked.tobytes().decode("ascii"), dtype=np.int64, sep=",")
+    b[pair_open] = ord("-")
+    b[pair_close] = ord(" ")
+    b[0] = b[-1] = ord(" ")
+    a = np.fromstring(bytes(marked), dtype=np.int64, sep=",")
     if a.size != commas.size + 1 or bool(np.any((a == 0) | (a >= INT64_MAX) | (a <= -INT64_MAX))):
         return None  # unparsed rest, a zero edge or count, or a value too large: the generic path says so
     runs = np.flatnonzero(a < 0)
@@ -192,6 +222,8 @@ def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> Ch
     extents = as_extents(shape, "$.shape")
     if isinstance(value, _RAW) and _JSON_STRING.match(value):
         value = _load(value, path)
+    if isinstance(value, _RAW) and len(value) > _SPLIT_MIN_BYTES:
+        value = _split_rectilinear(value) or value
     obj = _open({"name": value} if isinstance(value, str) else value, path)  # str: short-hand name
     _check_keys(obj, ("name",), ("configuration", "must_understand"), path)
     name = _load(obj["name"], json_path(path, "name"))

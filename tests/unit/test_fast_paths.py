@@ -18,7 +18,8 @@ import pytest
 import rectizarr
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, ZstdCodec
 from rectizarr.core.grid import expand_rle
-from rectizarr.core.grid_json import _fast_rle_list
+from rectizarr.core.grid_json import _fast_rle_list, parse_chunk_grid
+from rectizarr.errors import MetadataError
 from rectizarr.stores import LocalStore, MemoryStore, Store
 
 ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
@@ -101,6 +102,28 @@ def test_dense_shard_only_for_back_to_back_layouts() -> None:
     expected = data.copy()
     expected[0:2, 0:2] = 0
     np.testing.assert_array_equal(a[...], expected)
+
+
+def test_large_rectilinear_grids_split_in_one_pass_parse_as_the_general_path_does() -> None:
+    edges = [int(e) for e in np.random.default_rng(3).integers(1, 9, size=3000)]
+    shape = (sum(edges), 40)
+    config: dict[str, Any] = {"kind": "inline", "chunk_shapes": [edges, [[8, 5]]]}
+    grid = {"name": "rectilinear", "configuration": config}
+    raw = msgspec.Raw(msgspec.json.encode(grid))
+    assert len(raw) > 4096
+    fast, general = parse_chunk_grid(raw, shape), parse_chunk_grid(grid, shape)
+    assert fast.kind == general.kind == "rectilinear" and fast.dims == general.dims
+    assert parse_chunk_grid(msgspec.Raw(msgspec.json.encode({**grid, "must_understand": False})), shape).dims \
+        == general.dims
+    bad = [({**grid, "extra": 1}, "$.chunk_grid.extra"),
+           ({**grid, "configuration": {**config, "other": 1}}, "$.chunk_grid.configuration.other"),
+           ({**grid, "configuration": {**config, "kind": 7}}, "$.chunk_grid.configuration.kind"),
+           ({**grid, "name": "rectilinear2"}, "$.chunk_grid.name")]
+    for doc, where in bad:
+        with pytest.raises(rectizarr.RectizarrError, match=where.replace("$", r"\$").replace(".", r"\.")):
+            parse_chunk_grid(msgspec.Raw(msgspec.json.encode(doc)), shape)
+    with pytest.raises(MetadataError, match="less than the extent"):
+        parse_chunk_grid(raw, (shape[0] + 1, 40))
 
 
 def test_rle_edges_from_raw_json_match_the_general_parser() -> None:
