@@ -50,22 +50,23 @@ def is_int(x: object) -> bool:
     return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
 
 
-LARGE_ARRAY_BYTES = 1 << 22  # numpy asks for transparent huge pages from 4 MiB up
+NO_HUGE_PAGES_BYTES = 1 << 29  # arrays from 512 MiB up: ordinary pages (see empty)
 _MADV_NOHUGEPAGE = 15  # <asm-generic/mman-common.h>, as mmap.MADV_NOHUGEPAGE
 
 
 def empty(shape: Shape | int, dtype: Any) -> np.ndarray:
-    """``np.empty``, without the transparent huge pages numpy asks for on large arrays, where the kernel gives
-    them only on request (``/sys/kernel/mm/transparent_hugepage/enabled`` is ``madvise``). Huge pages make
-    the first write to fresh memory cheaper only while the memory freed just before is still at hand; on
-    this project's virtual machines, whose host takes freed memory back, the first write to 2 MiB pages
-    allocated after a pause of 2.5 s cost 4-6x that to ordinary pages (2 threads: 32 MiB 40 vs 7 ms,
-    1 GiB 870 vs 210 ms; back to back, 65 vs 200 ms per GiB), and a full read of a 1 GiB array took
-    0.7 or 1.2-1.9 s from one read to the next, against 0.77-0.88 s every time with ordinary pages (the read
-    writes the whole array). Arrays of fixed-size items from :data:`LARGE_ARRAY_BYTES` up; elsewhere, and
-    on other systems, plain ``np.empty``."""
+    """``np.empty``; from :data:`NO_HUGE_PAGES_BYTES` up (fixed-size items), without the transparent huge
+    pages numpy asks for on large arrays where the kernel gives them only on request (Linux, ``madvise`` in
+    ``/sys/kernel/mm/transparent_hugepage/enabled``). On this project's virtual machines, whose host takes
+    back memory the guest has left free for a few seconds, the first write to a 2 MiB page is cheap when the
+    page was freed moments before and dear otherwise. Two threads writing fresh memory: 1 GiB in 65-75 ms
+    with huge pages back to back, 200 ms with ordinary pages, 870 ms with huge pages after a pause of 2.5 s
+    (256 MiB: 200 vs 55 ms, 32 MiB: 40 vs 7 ms). In ``make bench``'s reads, where each implementation's
+    output is freed just before the next one's is made, huge pages won at 256 MiB (raw chunked read 74
+    vs 103 ms) and lost at 1 GiB (0.7 or 1.2-1.9 s from one read to the next, against 0.77-0.88 s every
+    time with ordinary pages): the larger the array, the less of it the memory freed just before covers."""
     out = np.empty(shape, dtype)
-    if out.nbytes >= LARGE_ARRAY_BYTES and not out.dtype.hasobject and (madvise := _madvise()) is not None:
+    if out.nbytes >= NO_HUGE_PAGES_BYTES and not out.dtype.hasobject and (madvise := _madvise()) is not None:
         page = os.sysconf("SC_PAGE_SIZE")
         address = int(out.__array_interface__["data"][0])
         start, end = -(-address // page) * page, (address + out.nbytes) // page * page

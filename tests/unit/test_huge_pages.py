@@ -1,5 +1,5 @@
-"""Large read outputs and shard buffers are allocated without transparent huge pages where the kernel gives
-them only on request (the first write to each 2 MiB may otherwise stop for memory compaction)."""
+"""Very large read outputs and shard buffers are allocated without transparent huge pages where the kernel
+gives them only on request (see rectizarr._util.empty)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr._util import LARGE_ARRAY_BYTES, _madvise, empty
+import rectizarr._util
+from rectizarr._util import NO_HUGE_PAGES_BYTES, _madvise, empty
 
 
 def _thp_mode() -> str | None:
@@ -41,23 +42,28 @@ def _no_huge_pages_asked(a: np.ndarray) -> bool:
 
 
 @pytest.mark.parametrize("dtype", ["uint16", "float64", "V3"])
-def test_empty_is_np_empty_in_shape_and_dtype(dtype: str) -> None:
-    for shape in [(), (0,), (3, 5), (LARGE_ARRAY_BYTES // 8 + 7,)]:
+def test_empty_is_np_empty_in_shape_and_dtype(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rectizarr._util, "NO_HUGE_PAGES_BYTES", 1 << 22)
+    for shape in [(), (0,), (3, 5), ((1 << 22) // 3 + 7,)]:
         a = empty(shape, dtype)
         assert a.shape == shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.owndata
         a[...] = np.zeros((), dtype)  # writable, every byte
     assert empty((4,), object).tolist() == [None] * 4
 
 
-def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request() -> None:
+def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert NO_HUGE_PAGES_BYTES == 512 << 20
+    small = 1 << 22
+    monkeypatch.setattr(rectizarr._util, "NO_HUGE_PAGES_BYTES", small)  # a test-sized threshold
     if not sys.platform.startswith("linux"):  # no transparent huge pages, nothing asked
         assert _madvise() is None
         return
     mode = _thp_mode()
-    big = empty((LARGE_ARRAY_BYTES // 2,), np.uint16)
+    big = empty((small // 2,), np.uint16)
     assert _no_huge_pages_asked(big) == (mode == "madvise")
     read = rectizarr.create_array(None, shape=(2048, 2048), dtype="uint16", chunks=(512, 512))
     read[...] = 1
     out = read[...]
-    assert out.nbytes >= LARGE_ARRAY_BYTES and (out == 1).all()
+    assert out.nbytes >= small and (out == 1).all()
     assert _no_huge_pages_asked(out) == (mode == "madvise")
