@@ -449,7 +449,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--latency", type=float, action="append", help="seconds per request (repeatable; "
                     "default 0 and 0.02)")
-    ap.add_argument("--repeats", type=int, default=3, help="rounds per workload (default 3)")
+    ap.add_argument("--repeats", type=int, default=5, help="rounds per workload (default 5)")
     ap.add_argument("--budget", type=float, default=20.0, help="seconds per workload and latency: no round "
                     "that would go past it starts, but always one (default 20)")
     ap.add_argument("--quick", action="store_true", help="one round, a group of 50 (development)")

@@ -751,7 +751,7 @@ def bench_remote(res: Results) -> None:
     import remote
 
     quick = res.cfg.quick
-    rows, meta, lines = remote.run([0.0, 0.02], repeats=1 if quick else 3, group_size=50 if quick else 200,
+    rows, meta, lines = remote.run([0.0, 0.02], repeats=1 if quick else 5, group_size=50 if quick else 200,
                                    from_run=True)
     import remote_http
 
