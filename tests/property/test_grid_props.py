@@ -177,3 +177,48 @@ def test_runs_answer_like_their_expanded_edges(spec: list[Any], data: st.DataObj
     assert d.runs_json() == compress_rle(edges)
     assert d.unique_edges().tolist() == sorted(set(edges.tolist()))
     assert d.edges.tolist() == edges.tolist() and d.cumsum.tolist() == ref.tolist()
+
+
+_json_scalars = st.one_of(st.integers(-3, 12), st.text(max_size=3), st.booleans(), st.none())
+_valid_dim_specs = st.one_of(st.integers(1, 9), st.lists(
+    st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 4)).map(list)), min_size=1, max_size=6))
+_dim_specs = st.one_of(
+    _valid_dim_specs,
+    _valid_dim_specs,
+    st.integers(-1, 9),
+    st.lists(st.one_of(st.integers(0, 9), st.lists(st.integers(0, 4), min_size=0, max_size=3)), max_size=6),
+    _json_scalars,
+)
+
+
+@given(st.data())
+def test_raw_grid_json_parses_as_its_decoded_value(data: st.DataObject) -> None:
+    """A ``chunk_grid`` given as raw JSON (a million edges are parsed from the bytes, in one pass when the
+    grid has the usual form) gives the same grid, or the same error, as its decoded value."""
+    ndim = data.draw(st.integers(1, 3))
+    long = data.draw(st.booleans())  # past the one-pass threshold (4 KiB of JSON)
+    specs: list[Any] = [data.draw(_dim_specs) for _ in range(ndim)]
+    if long:
+        specs[0] = [1, 2] * 1200 + (specs[0] if isinstance(specs[0], list) else [])
+    config: dict[str, Any] = {"kind": data.draw(st.sampled_from(["inline", "inline", "other", 3])),
+                              "chunk_shapes": specs}
+    grid: dict[str, Any] = {"name": data.draw(st.sampled_from(["rectilinear", "rectilinear", "regular", 7])),
+                            "configuration": config}
+    for target in data.draw(st.lists(st.sampled_from(["grid", "config"]), max_size=2)):
+        key = data.draw(st.sampled_from(["must_understand", "extra", "kind", "chunk_shapes"]))
+        (grid if target == "grid" else config)[key] = data.draw(_json_scalars)
+    if data.draw(st.booleans()):
+        config.pop(data.draw(st.sampled_from(["kind", "chunk_shapes"])), None)
+    shape = tuple(data.draw(st.integers(0, 12)) if i or not long else 3600 for i in range(ndim))
+    raw = msgspec.json.encode(grid)
+    if data.draw(st.booleans()):
+        raw = raw.replace(b",", b", ").replace(b":", b": ")
+
+    def outcome(value: Any) -> Any:
+        try:
+            g = parse_chunk_grid(value, shape)
+        except Exception as e:  # the error itself is compared
+            return type(e), str(e)
+        return g.kind, g.dims
+
+    assert outcome(msgspec.Raw(raw)) == outcome(grid)
