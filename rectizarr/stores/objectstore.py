@@ -46,8 +46,10 @@ _SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one c
 _CLIENTS_LOCK = threading.Lock()
 
 
+@functools.cache
 def _obstore() -> Any:
-    """The obstore module (imported on first use; typed loosely: its options are TypedDicts)."""
+    """The obstore module (imported on first use, then kept: every request asks for it; typed loosely: its
+    options are TypedDicts)."""
     return importlib.import_module("obstore")
 
 
