@@ -50,9 +50,14 @@ def _stripe(identity: str, key: str) -> int:
 
 def _os_lock(stripe: int) -> int | None:
     """An flock on the stripe's lock file; None (with one warning) when the lock directory is unusable."""
+    path = os.path.join(_DIR, f"{stripe}.lock")
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     try:
-        os.makedirs(_DIR, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(_DIR, f"{stripe}.lock"), os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileNotFoundError:  # no lock directory yet (or it was cleaned away): make it once
+            os.makedirs(_DIR, mode=0o700, exist_ok=True)
+            fd = os.open(path, flags, 0o600)
     except OSError as exc:
         if not _warned:
             _warned.append(True)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import threading
+import warnings
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -438,6 +440,22 @@ def test_an_unusable_lock_directory_warns_and_writes_go_on(tmp_path: Path, monke
     with pytest.warns(RuntimeWarning, match="lock directory"):
         a[1:3] = 7
     assert a[...].tolist() == [0, 7, 7, 0]
+
+
+def test_a_lock_directory_cleaned_away_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rectizarr.stores.locks as locks
+
+    a = rectizarr.create_array(tmp_path / "s", shape=(4,), dtype="i4", chunks=(2,), fill_value=0)
+    where = tmp_path / "locks" / "nested"
+    monkeypatch.setattr(locks, "_DIR", str(where))
+    monkeypatch.setattr(locks, "_warned", [])
+    for value in (5, 6):  # made on the first write; removed, made again on the second
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            a[1:3] = value
+        assert where.is_dir() and any(where.glob("*.lock"))
+        shutil.rmtree(tmp_path / "locks")
+    assert a[...].tolist() == [0, 6, 6, 0]
 
 
 def _s3_v2_worker(endpoint: str, root: str, worker: int, n: int) -> None:
