@@ -66,7 +66,7 @@ class Config:
     i1_repeats: int
 
 
-FULL = Config(quick=False, big_depth=512, small_depth=128, f32_depth=64, r_repeats=3, big_r_repeats=5, w_repeats=2,
+FULL = Config(quick=False, big_depth=512, small_depth=128, f32_depth=64, r_repeats=3, big_r_repeats=5, w_repeats=5,
               big_w_repeats=2, t_rows=10000, t_zarr_rows=1000, t3_rows=1000, t_repeats=2, l_samples=200,
               o_repeats=2, m2_edges=1_000_000, a1_days=365, i1_repeats=5)
 QUICK = Config(quick=True, big_depth=32, small_depth=32, f32_depth=16, r_repeats=2, big_r_repeats=2, w_repeats=1,
