@@ -60,6 +60,9 @@ class Tuning:
     encoded into grows (compressors rarely exceed it) [W1 sharded]."""
     assemble_numpy_bytes: int = 4 * MiB
     """Shard size from which a shard is assembled in a NumPy buffer instead of joined bytes [W1 sharded]."""
+    reused_value_bytes: int = 4 * MiB
+    """Value size from which a local write stores each value before it makes the next, in one buffer per
+    thread for the whole write (fresh memory per 64 MiB shard cost a fifth of W1 raw sharded) [W1 sharded]."""
     transient_max_bytes: int = 16 * MiB
     """Largest value a local read puts in its thread's reused buffer (fresh memory costs 4x) [R1, L1]."""
     conflict_retries: int = 16

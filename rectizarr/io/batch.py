@@ -25,7 +25,7 @@ from rectizarr.codecs.shard_index import EMPTY, fill_rows, is_fill
 from rectizarr.core.grid import Dim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
-from rectizarr.io.chunk import Data, Encoded, decode, encode_and_commit
+from rectizarr.io.chunk import Data, Encoded, decode, encode_and_commit, value_buffer
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import on_worker, pmap
 from rectizarr.tuning import Tuning
@@ -161,7 +161,7 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
     raw = codecs.is_raw(spec.dtype)
     scratch = None if raw else stage(1, inner, spec.dtype, slot="encode")[0]
     per = max(1, spec.nbytes + tuning.current().encoded_slack_bytes)  # room per inner chunk
-    buf = empty(n * per + index_n, np.uint8)
+    buf = value_buffer(n * per + index_n)  # during a local write, this thread's buffer for every shard
     table = np.full((n, 2), EMPTY, dtype=np.uint64)
     position = index_n if at_start else 0
     for row, coords in enumerate(product(*(range(c) for c in cps))):

@@ -4,6 +4,7 @@ the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.index
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +24,7 @@ from rectizarr.io.pool import pmap, pool_size
 from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["clear_outside", "commit", "decode", "decode_in_place", "encode_and_commit", "merge", "paste",
+__all__ = ["clear_outside", "commit", "decode", "decode_in_place", "encode_and_commit", "merge", "paste", "value_buffer",
            "prefix_bytes", "whole"]
 
 T = TypeVar("T")
@@ -147,6 +148,42 @@ def clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
             chunk[tuple(idx)] = layout.fill_value
 
 
+class _ValueBuffers:
+    """One buffer per thread for the values of one write (see :func:`value_buffer`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_thread: dict[int, np.ndarray] = {}
+
+    def take(self, nbytes: int) -> np.ndarray:
+        ident = threading.get_ident()
+        with self._lock:
+            buf = self._by_thread.get(ident)
+        if buf is None or buf.nbytes < nbytes:
+            buf = empty(nbytes, np.uint8)
+            with self._lock:
+                self._by_thread[ident] = buf
+        return buf[:nbytes]
+
+
+_value_buffers: contextvars.ContextVar[_ValueBuffers | None] = contextvars.ContextVar("rectizarr_value_buffers",
+                                                                                      default=None)
+
+
+def value_buffer(nbytes: int) -> np.ndarray:
+    """``nbytes`` of ``uint8`` memory to make a value in (contents undefined). During a write that stores
+    each value before making the next one on the same thread, in a store that keeps no reference to it
+    (:func:`encode_and_commit`), it is this thread's buffer for the whole write, so values of many
+    megabytes do not each take fresh memory (the kernel zeroes every new page); else it is new."""
+    buffers = _value_buffers.get()
+    return empty(nbytes, np.uint8) if buffers is None else buffers.take(nbytes)
+
+
+def _largest_value_nbytes(layout: Layout) -> int:
+    """The decoded size of the layout's largest chunk (shard): its dtype's size times the largest edges."""
+    return layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
+
+
 def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
                       workers: int | None, t: Tuning) -> None:
     """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
@@ -161,6 +198,9 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
+    reuse = layout.store.capabilities.values_consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
+    if reuse:  # each value stored before the thread makes its next: value_buffer() may reuse its memory
+        per = 1
 
     def run(batch: Sequence[T]) -> list[str]:
         results = [work(item) for item in batch]
@@ -170,9 +210,14 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
         cache.invalidate(layout.store, to_set)
         return [k for k, v in results if v is None]
 
-    empty = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
-             for k in part]
-    commit(layout.store, [(k, None) for k in empty], known_absent)
+    token = _value_buffers.set(_ValueBuffers()) if reuse else None
+    try:
+        absent = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
+                  for k in part]
+    finally:
+        if token is not None:
+            _value_buffers.reset(token)  # the buffers go with the write
+    commit(layout.store, [(k, None) for k in absent], known_absent)
 
 
 def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
@@ -182,7 +227,7 @@ def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encod
     most an eighth of the write (so that even a few large values, shards, upload while others encode),
     but no fewer than the workers. Windows upload at once up to ``requests_in_flight()`` values and
     ``2 * t.window_bytes``, and at least two: at most that plus one window of values is held at once."""
-    item_nbytes = layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
+    item_nbytes = _largest_value_nbytes(layout)
     n_workers, in_flight = pool_size() if workers is None else workers, requests_in_flight()
     per = max(1, min(in_flight // 2, t.window_bytes // max(1, item_nbytes)))
     per = max(min(per, n_workers), min(per, -(-len(items) // 8)))

@@ -136,6 +136,7 @@ class Capabilities:
     conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
     conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
+    values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)

@@ -106,7 +106,7 @@ class LocalStore(Store):
         return self._map(lambda r: read_file(self._path(r[0]), r[1]), requests)
 
     capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
-                                consistent_listing=True, process_locks=True)
+                                consistent_listing=True, process_locks=True, values_consumed=True)
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,
                       size_hint: int | None = None) -> bytes | memoryview | None:

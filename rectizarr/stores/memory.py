@@ -45,7 +45,8 @@ class MemoryStore(Store):
         for key, value in (data or {}).items():
             self._data[validate_key(key)] = (bytes(value), next(self._counter))
 
-    capabilities = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
+    capabilities = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
+                                values_consumed=True)  # set_many copies
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._data)} keys>, read_only={self.read_only})"

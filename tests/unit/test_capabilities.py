@@ -37,13 +37,22 @@ def test_every_store_answers(any_store: Store) -> None:
         (caps, any_store.lock_identity, any_store.cache_token)
 
 
+def test_a_stored_value_is_the_callers_bytes_at_the_time_of_the_write(any_store: Store) -> None:
+    """No store keeps the caller's buffer: writes that say so (``values_consumed``) reuse it at once."""
+    buf = bytearray(b"abc" * 1000)
+    any_store.set_many({"k/v": memoryview(buf), "k/w": buf})
+    buf[:] = b"x" * len(buf)
+    assert any_store.get("k/v") == any_store.get("k/w") == b"abc" * 1000
+
+
 def test_capabilities_by_backend(tmp_path: Path) -> None:
     local, memory = LocalStore(tmp_path / "l"), MemoryStore()
     zipped = ZipStore(tmp_path / "z.zip", mode="w")
     remote = FsspecStore("memory://caps")
     assert local.capabilities == Capabilities(low_latency=True, native_read_into=True, cheap_versions=True, process_locks=True,
-                                              consistent_listing=True)
-    assert memory.capabilities == Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True)
+                                              consistent_listing=True, values_consumed=True)
+    assert memory.capabilities == Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
+                                               values_consumed=True)
     assert zipped.capabilities == Capabilities(consistent_listing=True)
     assert remote.capabilities == Capabilities()
     for inner in (local, memory, zipped, remote):  # a wrapper forwards what it wraps

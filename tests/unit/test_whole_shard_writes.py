@@ -142,3 +142,53 @@ def test_whole_shards_of_large_inner_chunks_are_encoded_at_once(codec: str, monk
         expected = sharding.encode(block, ChunkSpec((256, 256), np.dtype("<f8"), np.array(0.0), f"c/{i}/0"))
         assert store.get(f"c/{i}/0") == expected
     np.testing.assert_array_equal(a[...], value)
+
+
+class _Keeping(rectizarr.MemoryStore):
+    """A store that keeps the very buffers it is given (as a user's store may), and says so: it must not
+    be handed memory that is reused afterwards."""
+
+    capabilities = replace(rectizarr.MemoryStore.capabilities, values_consumed=False)
+
+    def _set_batch(self, items: Any) -> None:
+        with self._lock:
+            for key, value in items.items():
+                self._data[key] = (value, 0)
+
+    def get(self, key: str, byte_range: Any = None) -> Any:
+        got = super().get(key, byte_range)
+        return None if got is None else bytes(got)
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+@pytest.mark.parametrize("kind", ["local", "memory", "keeping"])
+def test_shards_made_in_one_reused_buffer_per_thread_are_each_stored_whole(codec: str, kind: str, tmp_path: Any,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the store keeps no reference to what it is given, a write of large values makes them in one
+    buffer per thread, reused from value to value (each stored before the next is made): 24 shards,
+    several per thread, read back exactly; with a store that keeps its values, new memory every time."""
+    import rectizarr.io.chunk as chunk
+
+    makers: dict[str, Any] = {"local": lambda: rectizarr.LocalStore(tmp_path / "a"),
+                              "memory": rectizarr.MemoryStore, "keeping": _Keeping}
+    store = makers[kind]()
+    addresses: list[int] = []
+    made = chunk.value_buffer
+
+    def spy(nbytes: int) -> np.ndarray:
+        buf = made(nbytes)
+        addresses.append(int(buf.__array_interface__["data"][0]))
+        return buf
+
+    monkeypatch.setattr(batch, "value_buffer", spy)
+    a = rectizarr.create_array(store, shape=(768, 256), dtype="<i8", chunks=(32, 64), shards=(32, 128),
+                               compressors=CODECS[codec], fill_value=0)
+    value = np.arange(768 * 256, dtype="<i8").reshape(768, 256) * 7 % 1009
+    value[32:64] = 0  # two empty shards
+    with tuning.use(replace(tuning.current(), threaded_bytes_coded=1, reused_value_bytes=32 * 128 * 8)):
+        a[...] = value
+    np.testing.assert_array_equal(rectizarr.open_array(store, mode="r")[...], value)
+    assert len(addresses) == 48  # every shard (the two empty ones store nothing)
+    reused = len(set(addresses)) < len(addresses) / 4  # a buffer or two per thread
+    assert reused == (kind != "keeping")
+    assert chunk.value_buffer(16).flags.owndata  # after the write: new memory again
