@@ -192,3 +192,32 @@ def test_shards_made_in_one_reused_buffer_per_thread_are_each_stored_whole(codec
     reused = len(set(addresses)) < len(addresses) / 4  # a buffer or two per thread
     assert reused == (kind != "keeping")
     assert chunk.value_buffer(16).flags.owndata  # after the write: new memory again
+
+
+def test_writers_on_many_threads_each_get_their_own_reused_buffers(tmp_path: Any) -> None:
+    """Six threads write whole arrays of shards at once (local and memory stores), twelve times each, with
+    value buffers reused within each write: every read back equals its last write."""
+    import threading
+
+    wrong: list[tuple[int, int]] = []
+
+    def writer(i: int) -> None:
+        rng = np.random.default_rng(i)
+        store = rectizarr.LocalStore(tmp_path / str(i)) if i % 2 else rectizarr.MemoryStore()
+        a = rectizarr.create_array(store, shape=(256, 128), dtype="<u8", chunks=(32, 64), shards=(64, 128),
+                                   compressors=None if i % 3 else CODECS["zstd"], fill_value=0)
+        with tuning.use(replace(tuning.current(), threaded_bytes_coded=1, reused_value_bytes=1)):
+            for step in range(12):
+                value = rng.integers(0, 1000, size=(256, 128), dtype=np.uint64) * (step + 1) + i
+                if step % 3 == 2:
+                    value[:64] = 0  # an empty shard
+                a[...] = value
+                if not np.array_equal(rectizarr.open_array(store, mode="r")[...], value):
+                    wrong.append((i, step))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
