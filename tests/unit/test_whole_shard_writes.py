@@ -5,6 +5,7 @@ numpy and the bytes of the per-chunk way (``piecewise_bytes=0`` turns batches of
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -197,8 +198,6 @@ def test_shards_made_in_one_reused_buffer_per_thread_are_each_stored_whole(codec
 def test_writers_on_many_threads_each_get_their_own_reused_buffers(tmp_path: Any) -> None:
     """Six threads write whole arrays of shards at once (local and memory stores), twelve times each, with
     value buffers reused within each write: every read back equals its last write."""
-    import threading
-
     wrong: list[tuple[int, int]] = []
 
     def writer(i: int) -> None:
@@ -215,9 +214,6 @@ def test_writers_on_many_threads_each_get_their_own_reused_buffers(tmp_path: Any
                 if not np.array_equal(rectizarr.open_array(store, mode="r")[...], value):
                     wrong.append((i, step))
 
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    with ThreadPoolExecutor(6) as pool:  # a writer's error is raised here
+        list(pool.map(writer, range(6)))
     assert wrong == []
