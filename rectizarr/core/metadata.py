@@ -410,15 +410,33 @@ def encode_node(meta: NodeMeta) -> bytes:
 
 
 def check_attributes(attrs: Any, *, path: str = "$.attributes") -> dict[str, Any]:
-    """Validate user-supplied attributes: a mapping with string keys, JSON-serialisable values."""
+    """Validate user-supplied attributes: a mapping with string keys whose values are JSON values (``None``,
+    ``bool``, ``int``, ``float``, ``str``, lists or tuples and string-keyed mappings of them; subclasses such
+    as ``np.float64`` become the plain type). Anything else (``bytes``, dates, sets, ``np.float32``) is
+    refused, as zarr-python refuses it, rather than written as some other value (msgspec would write bytes
+    as base64 text, a date as an ISO string)."""
     if not isinstance(attrs, Mapping):
         raise MetadataError(f"attributes must be a mapping, got {type(attrs).__name__}", path=path)
-    out = dict(attrs)
-    for k in out:
+    for k in attrs:
         if not isinstance(k, str):
             raise MetadataError(f"attribute names must be strings, got {k!r}", path=path)
-    try:
-        msgspec.json.encode(out)
-    except (TypeError, msgspec.EncodeError) as exc:
-        raise MetadataError(f"attributes are not JSON-serialisable: {exc}", path=path) from exc
-    return out
+    return {k: _json_value(v, f"{path}.{k}") for k, v in attrs.items()}
+
+
+def _json_value(value: Any, path: str) -> Any:
+    """``value`` as a JSON value (plain types), or MetadataError naming ``path``."""
+    if value is None or value.__class__ in (str, int, float, bool):
+        return value
+    for plain in (bool, int, float, str):  # subclasses: np.float64, np.str_, an IntEnum
+        if isinstance(value, plain):
+            return plain(value)
+    if isinstance(value, list | tuple):
+        items = [_json_value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    if isinstance(value, Mapping):
+        for k in value:
+            if not isinstance(k, str):
+                raise MetadataError(f"keys of a JSON object must be strings, got {k!r}", path=path)
+        return {k: _json_value(item, f"{path}.{k}") for k, item in value.items()}
+    hint = " (convert it with .item() or .tolist())" if isinstance(value, np.generic | np.ndarray) else ""
+    raise MetadataError(f"{type(value).__name__} {value!r:.60} is not a JSON value{hint}", path=path)

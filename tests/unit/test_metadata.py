@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import warnings
@@ -238,3 +239,32 @@ def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] |
     assert node_to_json(again) == node_to_json(meta)
     assert node_to_json(meta)["fill_value"] == fill  # canonical fills are written back as they came
     assert again.attributes == attrs
+
+
+@pytest.mark.parametrize("value", [b"abc", datetime.date(2020, 1, 2), {1, 2}, np.float32(1.5), np.arange(2),
+                                   [1, {"x": b"1"}], {"a": {3: 1}}])
+def test_attributes_that_are_not_json_values_are_refused_not_rewritten(value: Any) -> None:
+    """msgspec would store bytes as base64 text and a date as an ISO string; zarr-python refuses them."""
+    import rectizarr
+
+    with pytest.raises(MetadataError, match=r"\$\.attributes\.b"):
+        rectizarr.create_array(None, shape=(1,), dtype="i1", attributes={"b": value})
+    a = rectizarr.create_array(None, shape=(1,), dtype="i1", attributes={"kept": 1})
+    with pytest.raises(MetadataError, match=r"\$\.attributes\.b"):
+        a.attrs["b"] = value
+    assert rectizarr.open_array(a.store, mode="r").attrs.asdict() == {"kept": 1}
+
+
+def test_attribute_values_of_plain_type_subclasses_are_stored_as_the_plain_type() -> None:
+    import enum
+
+    import rectizarr
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    a = rectizarr.create_array(None, shape=(1,), dtype="i1",
+                               attributes={"f": np.float64(2.5), "s": np.str_("x"), "e": Level.HIGH, "t": (1, [2])})
+    assert a.attrs.asdict() == {"f": 2.5, "s": "x", "e": 3, "t": (1, [2])}
+    assert type(a.attrs.asdict()["f"]) is float
+    assert rectizarr.open_array(a.store, mode="r").attrs.asdict() == {"f": 2.5, "s": "x", "e": 3, "t": [1, [2]]}
