@@ -347,3 +347,20 @@ def test_string_arrays() -> None:
     a[:3] = ["a", "héllo", ""]
     assert list(a[:]) == ["a", "héllo", "", "zz", "zz"]
     assert zjson(s)["codecs"][0]["name"] == "vlen-utf8"
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_format: int) -> None:
+    """zarr-python's string arrays (NumPy StringDType) cast what is written: 5 -> '5', None -> 'None'."""
+    a = rectizarr.create_array(MemoryStore(), shape=(8,), dtype=str, chunks=(3,), zarr_format=zarr_format)
+    a[0] = 5
+    a[1:4] = [None, b"b", np.str_("c")]
+    a[4:6] = np.array([1.5, 2.0])
+    a.vindex[[6]] = [np.int64(7)]
+    want = ["5", "None", "b", "c", "1.5", "2.0", "7", ""]
+    assert list(a[...]) == want
+    assert list(rectizarr.open_array(a.store, mode="r")[...]) == want
+    assert {type(x) for x in rectizarr.open_array(a.store, mode="r")[...]} == {str}
+    with pytest.raises(SelectionError, match="not UTF-8"):
+        a[7:] = [b"\xff"]
+    assert list(a[...]) == want  # nothing written
