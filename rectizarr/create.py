@@ -301,7 +301,7 @@ def user_fill(dt: DataType, value: Any) -> np.ndarray:
         if dt.name != "string" and not isinstance(value, bytes | bytearray):
             raise MetadataError(f"fill_value for a bytes array must be bytes, got {value!r}")
         out = np.empty((), dtype=object)
-        out[()] = bytes(value) if isinstance(value, bytearray) else value
+        out[()] = str(value) if dt.name == "string" else bytes(value)  # np.str_: the plain type, as read back
         return out
     if isinstance(value, list | dict):  # the JSON form: [re, im] of a complex, {field: ...} of a struct
         return dt.parse_fill(value, "fill_value")

@@ -45,9 +45,9 @@ def _codec_config(codec: Any, where: str) -> dict[str, Any]:
     """A numcodecs codec object, a numcodecs config dict (``{"id": ...}``) or a v3-style gzip/zstd/blosc dict."""
     get_config = getattr(codec, "get_config", None)
     if callable(get_config):
-        return dict(get_config())
+        return _without_false_checksum(dict(get_config()))
     if isinstance(codec, Mapping) and isinstance(codec.get("id"), str):
-        return dict(codec)
+        return _without_false_checksum(dict(codec))
     if isinstance(codec, Mapping) and codec.get("name") in _V3_TO_V2:
         config = dict(codec.get("configuration") or {})
         if codec["name"] == "blosc":
@@ -56,6 +56,14 @@ def _codec_config(codec: Any, where: str) -> dict[str, Any]:
             config.pop("typesize", None)
         return {"id": _V3_TO_V2[codec["name"]], **config}
     raise MetadataError(f"{where}: {codec!r} is not a Zarr v2 codec (give a numcodecs codec or {{'id': ...}})")
+
+
+def _without_false_checksum(config: dict[str, Any]) -> dict[str, Any]:
+    """numcodecs' zstd config carries ``"checksum": false``, which tensorstore refuses in a ``.zarray``
+    (an unknown member); zarr-python leaves it out, as here."""
+    if config.get("id") == "zstd" and config.get("checksum", True) is False:
+        del config["checksum"]
+    return config
 
 
 def _compressor(compressors: Any) -> dict[str, Any] | None:

@@ -169,7 +169,9 @@ def v2_fill_to_json(fill: np.ndarray, declared: np.dtype[Any]) -> Any:
         return data_type_from_numpy(declared).fill_to_json(fill)
     kind, value = declared.kind, np.asarray(fill)[()]
     if kind == "O":
-        return value if isinstance(value, str | int | float | bool) or value is None else None
+        if isinstance(value, str):
+            return str(value)  # np.str_ too: JSON knows only the plain type
+        return value if isinstance(value, int | float | bool) or value is None else None
     if kind == "b":
         return bool(value)
     if kind in "iu":

@@ -64,8 +64,12 @@ CASES: dict[str, tuple[Any, tuple[int, ...], dict[str, Any]]] = {
     "zlib_delta": ("<i8", (20,), {"chunks": (8,), "compressors": numcodecs.Zlib(1),
                                   "filters": [numcodecs.Delta(dtype="<i8")]}),
     "string": ("str", (3, 4), {"chunks": (2, 3)}),
+    # numcodecs' config says "checksum": false, which tensorstore refuses in a .zarray
+    "zstd_numcodecs": ("<i4", (20,), {"chunks": (8,), "compressors": numcodecs.Zstd(level=3)}),
+    "string_np_fill": ("str", (7,), {"chunks": (3,), "fill_value": np.str_("x")}),
 }
 NO_TENSORSTORE = {"zlib_delta": "tensorstore's zarr driver refuses filters", "string": "tensorstore has no |O",
+                  "string_np_fill": "tensorstore has no |O",
                   "M8": "tensorstore has no datetime64", "U3": "tensorstore has no <U"}
 
 
