@@ -75,7 +75,9 @@ class ArrayRef:
     """What a task needs to reopen an array: the (picklable) store, the node path and the mode.
 
     :meth:`open` returns the array, opening it at most once per process and reference (``token``); the
-    expected ``shape`` guards against an array that was resized after the graph was built.
+    expected ``shape`` guards against an array that was resized after the graph was built. A reader's
+    regions are explicit, so an array that has only grown since (an append) is still read as it was
+    then; a writer's blocks were aligned to the storage units of that shape, so it must be unchanged.
     """
 
     __slots__ = ("mode", "path", "shape", "store", "token")
@@ -101,7 +103,9 @@ class ArrayRef:
         if arr is None:
             arr = open_array(self.store, path=self.path, mode=self.mode)
             _cache_put(self.token, arr)
-        if arr.shape != self.shape:
+        grown = self.mode == "r" and len(arr.shape) == len(self.shape) and \
+            all(n >= m for n, m in zip(arr.shape, self.shape, strict=True))
+        if arr.shape != self.shape and not grown:
             raise MetadataError(f"array {arr.name!r} now has shape {arr.shape}, not {self.shape} as when the "
                                 "dask graph was built; rebuild it")
         return arr
@@ -187,7 +191,9 @@ def to_dask(array: Array, *, chunks: Any = "storage", name: str | None = None) -
 
 
 def _edges(sizes: tuple[int, ...], extent: int) -> int | list[int]:
-    """Per-axis chunk argument for create_array: an int when regular, else the list of edges."""
+    """Per-axis chunk argument for create_array: an int when regular, else the list of edges (the empty
+    blocks of a filtered dask array, ``x[x > 3]``, are no edges)."""
+    sizes = tuple(s for s in sizes if s)
     if extent == 0 or not sizes:
         return max(1, sizes[0] if sizes else 1)
     if len(sizes) == 1 or (len(set(sizes[:-1])) == 1 and sizes[-1] <= sizes[0]):

@@ -166,6 +166,21 @@ def test_aligned_write_reads_no_chunk(tmp_path: Path) -> None:
     np.testing.assert_array_equal(sh[...], data)
 
 
+def test_empty_blocks_of_a_filtered_array_are_no_chunk_edges() -> None:
+    """``x[x > 3]`` after ``compute_chunk_sizes()`` has blocks of length 0: written as dask + zarr-python do."""
+    x = da.arange(10, chunks=3)
+    y = x[x > 3].compute_chunk_sizes()
+    assert 0 in y.chunks[0]
+    with dask.config.set(scheduler="threads"):
+        a = rectizarr.from_dask(y, MemoryStore())
+        s = rectizarr.from_dask(da.from_array(np.arange(20), chunks=((0, 5, 0, 7, 8, 0),)), MemoryStore(),
+                                shards="match", chunks=(1,))
+    np.testing.assert_array_equal(a[...], np.arange(4, 10))
+    assert a.write_chunk_sizes == (tuple(c for c in y.chunks[0] if c),)
+    np.testing.assert_array_equal(s[...], np.arange(20))
+    assert s.write_chunk_sizes == ((5, 7, 8),)
+
+
 def test_graphs_pickle_small_and_carry_no_array_state(tmp_path: Path) -> None:
     data = np.zeros((64, 64), "f8")
     arr = rectizarr.from_array(tmp_path, data, name="p", chunks=(8, 8))
@@ -201,11 +216,20 @@ def test_workers_reopen_once_per_process(client: Client, tmp_path: Path) -> None
 
 
 def test_resized_array_is_detected(tmp_path: Path) -> None:
+    """A read graph still reads the extent it was built for after an append (its regions are explicit);
+    one built before a shrink, or a write graph after any resize, asks to be rebuilt."""
     arr = rectizarr.create_array(tmp_path, name="r", shape=(10,), dtype="i4", chunks=5)
-    x = rectizarr.to_dask(arr)
-    arr.resize((20,))
-    with pytest.raises(MetadataError, match="rebuild"), dask.config.set(scheduler="sync"):
-        x.compute()
+    arr[...] = np.arange(10)
+    x, shrunk = rectizarr.to_dask(arr), rectizarr.to_dask(arr)
+    writes = write_tasks(da.zeros(10, dtype="i4", chunks=5), arr)
+    arr.append(np.full(10, -1, dtype="i4"))
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(x.compute(), np.arange(10))
+        with pytest.raises(MetadataError, match="rebuild"):
+            writes.compute()
+        rectizarr.open_array(tmp_path / "r").resize((8,))
+        with pytest.raises(MetadataError, match="rebuild"):
+            shrunk.compute()
 
 
 # ------------------------------------------------------------------------- Array as a dask duck array
