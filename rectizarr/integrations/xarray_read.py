@@ -59,9 +59,22 @@ class RectizarrBackendArray(BackendArray):
 
     def _raw(self, key: tuple[Any, ...]) -> np.ndarray[Any, Any]:
         array = self._ref.open()
+        key = tuple(_bounded(k, n) for k, n in zip(key, self.shape, strict=True))
         if any(isinstance(k, np.ndarray) for k in key):
             return np.asarray(array.oindex[key])
         return np.asarray(array[(*key, Ellipsis)])
+
+
+def _bounded(k: Any, n: int) -> Any:
+    """``k`` (an int, slice or int array over an axis of length ``n`` at opening) with every position
+    explicit: an array that has grown since (an append by another writer) is read as the variable
+    describes it, as xarray's Zarr engine does, not with the new end."""
+    if isinstance(k, slice):
+        start, stop, step = k.indices(n)
+        return slice(start, None if stop < 0 else stop, step)  # stepping down past 0: to the start
+    if isinstance(k, np.ndarray):
+        return np.where(k < 0, k + n, k) if k.dtype.kind == "i" else k
+    return k + n if isinstance(k, int | np.integer) and k < 0 else k
 
 
 def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
@@ -78,6 +91,20 @@ def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
         )
     return tuple(str(n) if n is not None else f"dim_{i}"
                  for i, n in enumerate(names if names is not None else (None,) * array.ndim))
+
+
+def _codec_encoding(array: Array) -> dict[str, Any]:
+    """The codecs as encoding that both writers take back (xarray's ``to_zarr`` with zarr-python, and
+    rectizarr's): Zarr v3 codecs as their ``zarr.json`` dicts; for a Zarr v2 array, its compressor and
+    filters as numcodecs codecs and no serializer, as xarray's Zarr engine reports them."""
+    v2 = array.metadata.v2
+    if v2 is None:
+        return {"compressors": tuple(c.to_dict() for c in array.compressors),
+                "filters": tuple(c.to_dict() for c in array.filters), "serializer": array.serializer.to_dict()}
+    from numcodecs import get_codec
+
+    return {"compressors": () if v2.get("compressor") is None else (get_codec(dict(v2["compressor"])),),
+            "filters": tuple(get_codec(dict(f)) for f in v2.get("filters") or ())}
 
 
 class RectizarrDataStore(AbstractDataStore):
@@ -105,8 +132,7 @@ class RectizarrDataStore(AbstractDataStore):
             "preferred_chunks": dict(zip(dims, storage, strict=True)),
             "fill_value": array.fill_value,
         }
-        encoding.update(compressors=array.compressors, filters=array.filters, serializer=array.serializer,
-                        shards=storage if array.is_sharded else None)
+        encoding.update(_codec_encoding(array), shards=storage if array.is_sharded else None)
         if "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute
             attributes["_FillValue"] = FillValueCoder.decode(attributes["_FillValue"], array.dtype)
         data = indexing.LazilyIndexedArray(RectizarrBackendArray(ArrayRef.of(array, "r"), dtype))

@@ -101,6 +101,48 @@ def test_chunks_empty_gives_storage_chunks(tmp_path: Path) -> None:
     assert ds.reg.encoding["preferred_chunks"] == {"a": 8, "b": 4}
 
 
+@pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part")
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_encoding_of_an_opened_dataset_is_taken_back_by_both_writers(tmp_path: Path, zarr_format: int) -> None:
+    """Codecs in ``encoding`` as the zarr engine's consumers take them: zarr.json dicts (v3), numcodecs
+    codecs (v2); xarray's own ``to_zarr`` with zarr-python once failed on rectizarr's codec specs."""
+    import numcodecs
+
+    ds = xr.Dataset({"v": ("x", np.arange(6.0))})
+    codecs = {"compressors": [numcodecs.Zstd(level=2)], "filters": [numcodecs.Delta(dtype="<f8")]} \
+        if zarr_format == 2 else {"compressors": [{"name": "gzip", "configuration": {"level": 2}}]}
+    ds.to_zarr(tmp_path / "a.zarr", zarr_format=zarr_format, encoding={"v": codecs})
+    ours = xr.open_dataset(tmp_path / "a.zarr", engine="rectizarr")
+    theirs = xr.open_dataset(tmp_path / "a.zarr", engine="zarr")
+    if zarr_format == 2:
+        assert ours.v.encoding["compressors"] == theirs.v.encoding["compressors"] == (numcodecs.Zstd(level=2),)
+        assert ours.v.encoding["filters"] == theirs.v.encoding["filters"] and "serializer" not in ours.v.encoding
+    else:
+        assert ours.v.encoding["compressors"] == ({"name": "gzip", "configuration": {"level": 2}},)
+    ours.to_zarr(tmp_path / "b.zarr", zarr_format=zarr_format)
+    to_rectizarr(xr.open_dataset(tmp_path / "a.zarr", engine="rectizarr"), tmp_path / "c.zarr")
+    for out in ("b.zarr", "c.zarr"):
+        back = xr.open_dataset(tmp_path / out, engine="zarr")
+        xr.testing.assert_identical(back, ds)
+        assert rectizarr.open_array(tmp_path / out / "v").compressors[0].name.endswith(
+            "zstd" if zarr_format == 2 else "gzip")
+
+
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_a_lazily_opened_dataset_reads_the_extent_it_was_opened_with(tmp_path: Path, chunks: dict[str, int] | None,
+                                                                       ) -> None:
+    """Another writer appends after the open: the variable still says 10 rows and reads those 10 (as the
+    zarr engine does), never 10 rows' worth of metadata with 14 rows of data."""
+    ds = xr.Dataset({"v": (("t", "y"), np.arange(20.0).reshape(10, 2))})
+    to_rectizarr(ds, tmp_path / "g.zarr", encoding={"v": {"chunks": (4, 2)}})
+    opened = xr.open_dataset(tmp_path / "g.zarr", engine="rectizarr", chunks=chunks)
+    to_rectizarr(xr.Dataset({"v": (("t", "y"), np.full((4, 2), -1.0))}), tmp_path / "g.zarr", append_dim="t")
+    xr.testing.assert_identical(opened.load(), ds)
+    assert opened.v[::-1, -1].values.tolist() == ds.v.values[::-1, -1].tolist()
+    assert opened.v[[-1, 0]].values.tolist() == [[18.0, 19.0], [0.0, 1.0]]
+    assert xr.open_dataset(tmp_path / "g.zarr", engine="rectizarr").sizes["t"] == 14
+
+
 def test_loading_is_lazy(tmp_path: Path) -> None:
     ds = _dataset()
     to_rectizarr(ds, tmp_path / "l.zarr", encoding={"temp": {"chunks": (5, 2, 3)}})
