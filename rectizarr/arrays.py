@@ -18,6 +18,7 @@ from rectizarr import nodes
 from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
@@ -384,7 +385,7 @@ class Array(nodes.Node):
         self._check_writable()
         internal = plan.value_to_internal(value, self.dtype)
         if self._meta.data_type.name == "string":
-            internal = _as_strings(internal)
+            internal = as_strings(internal)
         rio.write(self._layout, plan, internal)
 
     def __getitem__(self, selection: Any) -> Any:
@@ -507,26 +508,6 @@ def _clean_up_shrink(old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> 
     """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent."""
     if any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
         rio.delete_outside(old_layout, new.chunk_grid)
-
-
-def _as_strings(values: np.ndarray) -> np.ndarray:
-    """The elements of an object array as ``str``, as zarr-python's string arrays (NumPy ``StringDType``)
-    cast them: ``5`` -> ``'5'``, ``None`` -> ``'None'``, ``b'x'`` -> ``'x'`` (UTF-8). Before anything
-    is written, so a write never stops half-way on an element its codec cannot encode."""
-    if all(x.__class__ is str for x in values.flat):
-        return values
-    return np.frompyfunc(_as_string, 1, 1)(values).astype(object, copy=False)  # type: ignore[no-any-return]
-
-
-def _as_string(x: Any) -> str:
-    if isinstance(x, str):
-        return str(x)  # np.str_ too, which numcodecs' VLenUTF8 refuses
-    if isinstance(x, bytes | bytearray | memoryview):
-        try:
-            return bytes(x).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SelectionError(f"cannot store {bytes(x)!r:.40} in a string array: not UTF-8 ({exc})") from None
-    return str(x)
 
 
 def _has_ellipsis(selection: Any) -> bool:

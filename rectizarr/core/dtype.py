@@ -37,9 +37,9 @@ from rectizarr.core.fill import (
     parse_float,
     parse_int,
 )
-from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
+from rectizarr.errors import LenientMetadataWarning, MetadataError, SelectionError, UnsupportedError
 
-__all__ = ["DataType", "LenientMetadataWarning", "data_type_from_numpy", "parse_data_type"]
+__all__ = ["DataType", "LenientMetadataWarning", "as_strings", "data_type_from_numpy", "parse_data_type"]
 
 _CORE: dict[str, str] = {
     "bool": "?",
@@ -443,3 +443,24 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
         name = "numpy.datetime64" if kind == "M" else "numpy.timedelta64"
         return _time_type(name, {"unit": unit, "scale_factor": scale}, "$.data_type")
     raise UnsupportedError(f"numpy dtype {dt} has no supported Zarr data type")
+
+
+def as_strings(values: np.ndarray) -> np.ndarray:
+    """The elements of an object array as ``str``, as zarr-python's string arrays (NumPy ``StringDType``)
+    cast what is written into them: ``5`` -> ``'5'``, ``None`` -> ``'None'``, ``b'x'`` -> ``'x'``
+    (UTF-8; other bytes: :class:`SelectionError`). Done before anything is written, so a write never
+    stops half-way on an element its codec cannot encode."""
+    if all(x.__class__ is str for x in values.flat):
+        return values
+    return np.frompyfunc(_as_string, 1, 1)(values).astype(object, copy=False)  # type: ignore[no-any-return]
+
+
+def _as_string(x: Any) -> str:
+    if isinstance(x, str):
+        return str(x)  # np.str_ too, which numcodecs' VLenUTF8 refuses
+    if isinstance(x, bytes | bytearray | memoryview):
+        try:
+            return bytes(x).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SelectionError(f"cannot store {bytes(x)!r:.40} in a string array: not UTF-8 ({exc})") from None
+    return str(x)

@@ -101,11 +101,16 @@ def target_slices(dims: tuple[str, ...], shape: tuple[int, ...], region: Mapping
     return tuple(_resolved(region[d], n) if d in region else slice(0, n) for d, n in zip(dims, shape, strict=True))
 
 
-def check_existing(name: str, dims: tuple[str, ...], shape: tuple[int, ...], array: Array,
-                   append_dim: Hashable | None, region: Mapping[Hashable, slice]) -> None:
-    """xarray's checks before writing into a stored variable: same dimension names, same sizes except
-    along ``append_dim``, region slices inside the stored extent and as long as the data."""
+def check_existing(name: str, var: Variable, array: Array, append_dim: Hashable | None,
+                   region: Mapping[Hashable, slice]) -> Variable:
+    """xarray's checks before writing into a stored variable: the same dimension names (in any order:
+    ``var`` is returned transposed to the stored one), the same sizes except along ``append_dim``, region
+    slices inside the stored extent and as long as the data."""
     stored_dims = tuple(str(d) for d in (array.dimension_names or ())) if array.ndim else ()
+    by_name = {str(d): d for d in var.dims}
+    if set(by_name) == set(stored_dims):
+        var = var.transpose(*(by_name[d] for d in stored_dims))
+    dims, shape = tuple(str(d) for d in var.dims), var.shape
     if stored_dims != dims:
         raise ValueError(f"variable {name!r} already exists with different dimension names {stored_dims} != {dims}, "
                          "but changing variable dimensions is not supported by to_zarr().")
@@ -123,22 +128,24 @@ def check_existing(name: str, dims: tuple[str, ...], shape: tuple[int, ...], arr
             f"variable {name!r} already exists with different dimension sizes: {dict((d, stored[d]) for d in keep)} "
             f"!= {dict((d, new[d]) for d in keep)}. to_zarr() only supports changing dimension sizes when "
             f"explicitly appending, but append_dim={append_dim!r}.")
+    return var
 
 
-def check_safe_chunks(name: str, chunks: tuple[tuple[int, ...], ...], target: tuple[slice, ...], array: Array,
-                      *, edges: bool) -> None:
+def check_safe_chunks(name: str, chunks: tuple[tuple[int, ...], ...], target: tuple[slice, ...],
+                      storage: tuple[tuple[int, ...], ...], *, edges: bool) -> None:
     """Refuse dask blocks that would share a storage chunk: every interior block boundary (and with
-    ``edges``, the start and end of the target region) must be a storage chunk boundary."""
-    for axis, (blocks, where) in enumerate(zip(chunks, target, strict=True)):
+    ``edges``, the start and end of the target region) must be a boundary of the storage chunks
+    (``storage``: their sizes per axis once the array is written, grown by an append)."""
+    for axis, (blocks, where, sizes) in enumerate(zip(chunks, target, storage, strict=True)):
         start = where.start or 0
         bounds = set((start + np.cumsum(blocks)[:-1]).tolist())
         if edges:
             bounds |= {start, start + sum(blocks)}
-        storage = {0, *np.cumsum(array.write_chunk_sizes[axis]).tolist()}
-        bad = sorted(b for b in bounds if b not in storage and b != array.shape[axis])
+        ends = {0, *np.cumsum(sizes).tolist()}
+        bad = sorted(b for b in bounds if b not in ends)
         if bad:
             raise ValueError(
-                f"Specified Zarr chunks {array.write_chunk_sizes[axis]!r} along axis {axis} of variable {name!r} "
+                f"Specified Zarr chunks {sizes!r} along axis {axis} of variable {name!r} "
                 f"would overlap multiple Dask chunks (a block boundary at {bad[0]} falls inside a stored chunk). "
                 "Consider rechunking using `chunk()`, or specify `safe_chunks=False` (rectizarr's partial chunk "
                 "writes are compare-and-swap, so none is lost).")

@@ -8,14 +8,18 @@ chunks that are irregular become a rectilinear grid (xarray refuses them), and c
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from xarray import Dataset, Variable, conventions
 
 from rectizarr.arrays import Array
+from rectizarr.core.dims import FixedDim
+from rectizarr.core.dtype import as_strings
+from rectizarr.core.grid import all_data_lens
 from rectizarr.errors import UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import from_dask
@@ -42,7 +46,7 @@ def _choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> 
     """xarray's defaults and checks of ``mode`` against ``append_dim`` and ``region``."""
     if mode is None:
         mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
-    if append_dim is not None and mode != "a":
+    if append_dim is not None and mode not in ("a", "a-"):
         raise ValueError("cannot set append_dim unless mode='a' or mode=None")
     if region is not None and mode not in ("a", "a-", "r+"):
         raise ValueError("cannot set region unless mode='a', mode='a-', mode='r+' or mode=None")
@@ -142,13 +146,16 @@ def to_rectizarr(
     """Write ``dataset`` as a Zarr v3 group, with ``Dataset.to_zarr``'s arguments and behaviour.
 
     ``mode``: ``"w-"`` (default) creates and fails if the group exists, ``"w"`` replaces it, ``"a"`` adds
-    or replaces variables (default with ``append_dim``), ``"a-"`` adds new variables only, ``"r+"`` writes
-    into existing variables only (default with ``region``). ``append_dim`` grows every stored variable
-    having that dimension; ``region`` maps dimensions to slices (or ``"auto"``: found from the stored
-    coordinates) to write into. ``encoding`` per variable: xarray's CF keys (``dtype``, ``units``,
-    ``scale_factor``, ``_FillValue``, ...) and ``chunks`` (an int or a list of edges per axis:
-    rectilinear), ``shards``, ``compressors``, ``filters``, ``serializer`` (dicts, names, numcodecs or
-    zarr-python codec objects), ``fill_value``. Without ``chunks``, the variable's own encoding (as read)
+    or replaces variables (default with ``append_dim``), ``"a-"`` adds new variables only (and with
+    ``append_dim``, appends to the stored ones having it), ``"r+"`` writes into existing variables only
+    (default with ``region``). ``append_dim`` grows every stored variable having that dimension (dask blocks
+    along it become new chunks of a rectilinear axis; if a write fails, the arrays grown are shrunk back,
+    with ``compute=True``); ``region`` maps dimensions to slices (or ``"auto"``: found from the stored
+    coordinates) to write into. A stored variable's new values are transposed to its stored dimension
+    order and cast to its dtype (as zarr-python casts: numbers into strings become text). ``encoding``
+    per variable: xarray's CF keys (``dtype``, ``units``, ``scale_factor``, ``_FillValue``, ...) and
+    ``chunks`` (an int or a list of edges per axis: rectilinear), ``shards``, ``compressors``, ``filters``,
+    ``serializer`` (dicts, names, numcodecs or zarr-python codec objects), ``fill_value``. Without ``chunks``, the variable's own encoding (as read)
     or its dask chunks (irregular ones give a rectilinear grid) decide, else ~1 MiB regular chunks.
     ``safe_chunks``: refuse dask blocks that share a storage chunk of an existing array (with ``False``
     the write proceeds; rectizarr's partial chunk writes are compare-and-swap, so none is lost).
@@ -175,17 +182,26 @@ def to_rectizarr(
         raise ValueError(f"dataset contains non-pre-existing variables {new!r}, which is not allowed in "
                          "``xarray.Dataset.to_zarr()`` with ``mode='r+'``. To allow writing new variables, set "
                          "``mode='a'``.")
-    if mode == "a-":
-        ds = ds.drop_vars([n for n in names if n in existing])
-        names = [n for n in names if n not in existing]
-    writes = _write_all(ds, g, existing, user_encoding, mode=mode, append_dim=append_dim, region=slices,
-                        safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks)
-    return _finish(g, writes, compute=compute, consolidated=consolidated)
+    if mode == "a-":  # stored variables are left as they are, but for appends along append_dim
+        ds = ds.drop_vars([n for n in names if n in existing
+                           and (append_dim is None or append_dim not in ds.variables[n].dims)])
+    grown: list[tuple[Array, tuple[int, ...]]] = []
+    try:
+        writes = _write_all(ds, g, existing, user_encoding, grown, mode=mode, append_dim=append_dim,
+                            region=slices, safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks)
+        return _finish(g, writes, compute=compute, consolidated=consolidated)
+    except BaseException:
+        for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable
+            with contextlib.suppress(Exception):
+                array.resize(shape)
+        raise
 
 
 def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding: dict[Hashable, dict[str, Any]],
-               *, mode: str, append_dim: Hashable | None, region: dict[Hashable, slice], safe_chunks: bool,
-               write_empty_chunks: bool | None) -> list[Any]:
+               grown: list[tuple[Array, tuple[int, ...]]], *, mode: str, append_dim: Hashable | None,
+               region: dict[Hashable, slice], safe_chunks: bool, write_empty_chunks: bool | None) -> list[Any]:
+    """Write the variables into ``g``; the arrays an append grows are added to ``grown`` (with their shapes
+    before), for the caller to shrink back should a write fail."""
     xz = _untyped("xarray.backends.zarr")
     if append_dim is not None and existing and not _has_dim(existing, str(append_dim)):
         dims = _stored_dims(existing)
@@ -204,15 +220,19 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
             ds.variables[key].encoding = dict(user_encoding[key])
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=3) for key, raw in variables.items()}
-    targets = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
-               for key, var in encoded.items() if str(key) in existing}  # every check before any write
+    plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
+             for key, var in encoded.items() if str(key) in existing}  # every check and cast before any write
     if not region and mode != "r+":
         g.attrs.update({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})
+    for name, plan in plans.items():  # every resize before any data is written
+        if plan.shape != existing[name].shape:
+            grown.append((existing[name], existing[name].shape))
+            existing[name].resize(plan.shape, chunks=plan.edges)
     writes: list[Any] = []
     for key, var in encoded.items():
         name = str(key)
-        if name in existing:
-            writes += _write_existing(var, existing[name], targets[name])
+        if name in plans:
+            writes += _write_existing(existing[name], plans[name])
         else:
             writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks)
     return writes
@@ -259,36 +279,53 @@ def _check_dtype(name: str, stored: Variable, new: Variable) -> None:
                          f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}.")
 
 
+class _Plan(NamedTuple):
+    """A checked write into a stored array: the values (in the stored dimension order and dtype), the shape
+    (grown by an append) with the new edges of a rectilinear append axis, and the target region."""
+    data: Any
+    shape: tuple[int, ...]
+    edges: list[Any] | None
+    target: tuple[slice, ...]
+
+
 def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None,
-             region: dict[Hashable, slice], safe_chunks: bool) -> tuple[int | None, tuple[slice, ...]]:
-    """Check a write into a stored array (xarray's checks, safe chunks); return the append axis (or None)
-    and the target region (for an append, the region past the current extent)."""
+             region: dict[Hashable, slice], safe_chunks: bool) -> _Plan:
+    """Check a write into a stored array (xarray's checks; safe chunks against the grid as the write leaves
+    it) and cast its values to the stored dtype, so that values that do not fit fail before any resize."""
+    var = check_existing(name, var, array, append_dim, region)
     dims = tuple(str(d) for d in var.dims)
-    check_existing(name, dims, var.shape, array, append_dim, region)
-    axis = dims.index(str(append_dim)) if append_dim is not None and str(append_dim) in dims else None
-    if axis is not None:
-        start = array.shape[axis]
-        target = tuple(slice(start, start + var.shape[axis]) if i == axis else slice(0, n)
-                       for i, n in enumerate(array.shape))
+    data = _as_stored(var.data if is_dask(var.data) else np.asarray(var.data), array)
+    shape, edges, grid = array.shape, None, array.grid
+    if append_dim is not None and str(append_dim) in dims:
+        axis = dims.index(str(append_dim))
+        shape = tuple(n + var.shape[axis] if i == axis else n for i, n in enumerate(shape))
+        if is_dask(data) and not isinstance(grid.dims[axis], FixedDim):  # the (non-empty) blocks: new chunks
+            edges = [[c for c in data.chunks[axis] if c] if i == axis else None for i in range(array.ndim)]
+        grid = grid.resize(shape, "new_chunk" if edges is None else edges)
+        target = tuple(slice(array.shape[axis], n) if i == axis else slice(0, n) for i, n in enumerate(shape))
     else:
-        target = target_slices(dims, array.shape, region)
-    if safe_chunks and is_dask(var.data):
-        check_safe_chunks(name, var.data.chunks, target, array, edges=bool(region))
-    return axis, target
+        target = target_slices(dims, shape, region)
+    if safe_chunks and is_dask(data):
+        check_safe_chunks(name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region))
+    return _Plan(data, shape, edges, target)
 
 
-def _write_existing(var: Variable, array: Array, plan: tuple[int | None, tuple[slice, ...]]) -> list[Any]:
-    """Append to, overwrite, or write a region of a stored array (checked by :func:`_planned`)."""
-    axis, target = plan
-    if axis is not None:
-        array.resize(tuple(target[i].stop if i == axis else n for i, n in enumerate(array.shape)))
-    data = var.data
-    if is_dask(data):
+def _as_stored(data: Any, array: Array) -> Any:
+    """``data`` (NumPy or dask) cast to the stored dtype as zarr-python casts it (numbers and bytes written
+    into a string array become text: :meth:`Array.__setitem__`'s cast, done here before any resize)."""
+    data = data.astype(array.dtype, copy=False)
+    if array.metadata.data_type.name != "string":
+        return data
+    return data.map_blocks(as_strings, dtype=object) if is_dask(data) else as_strings(data)
+
+
+def _write_existing(array: Array, plan: _Plan) -> list[Any]:
+    """Append to, overwrite, or write a region of a stored array (checked, and grown, already)."""
+    if is_dask(plan.data):
         da = _untyped("dask.array")
-        return [da.store(data.astype(array.dtype), array, regions=target, lock=False, compute=False)]
-    values = np.asarray(data)
-    if values.size:
-        array[target] = values
+        return [da.store(plan.data, array, regions=plan.target, lock=False, compute=False)]
+    if plan.data.size:
+        array[plan.target] = plan.data
     return []
 
 
