@@ -435,10 +435,12 @@ class Array(nodes.Node):
 
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the elements where a boolean mask of the array's shape is true."""
+        self._revalidate()  # the shape the mask must have is the stored one
         return self._read(self._plan("coordinate", _mask(mask, self.shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
+        self._revalidate()
         self._write(self._plan("coordinate", _mask(mask, self.shape)), value)
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:

@@ -452,7 +452,9 @@ def as_strings(values: np.ndarray) -> np.ndarray:
     stops half-way on an element its codec cannot encode."""
     if all(x.__class__ is str for x in values.flat):
         return values
-    return np.frompyfunc(_as_string, 1, 1)(values).astype(object, copy=False)  # type: ignore[no-any-return]
+    out = np.empty(values.shape, dtype=object)
+    out.flat[:] = [_as_string(x) for x in values.flat]
+    return out
 
 
 def _as_string(x: Any) -> str:

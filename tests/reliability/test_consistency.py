@@ -289,6 +289,12 @@ def test_a_handle_takes_up_another_handles_changes(tmp_path: Path, kind: str) ->
     assert rectizarr.open_array(store, path="x")[...].tolist() == [0, 1, 2, 3] + [0] * 6  # nothing came back
     one.append(np.array([5, 6], "i4"))
     assert two[...].tolist() == [0, 1, 2, 3] + [0] * 6 + [5, 6] and two.shape == (12,)
+    one.append(np.array([7], "i4"))  # a mask has the stored shape, not the one the handle last saw
+    mask = np.zeros(13, bool)
+    mask[[0, 12]] = True
+    two.set_mask_selection(mask, np.array([-1, -2], "i4"))
+    assert two.get_mask_selection(mask).tolist() == [-1, -2]
+    assert rectizarr.open_array(store, path="x").get_mask_selection(mask).tolist() == [-1, -2]
 
 
 def _hold_forever(path: str, ready: str) -> None:

@@ -364,3 +364,6 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
     with pytest.raises(SelectionError, match="not UTF-8"):
         a[7:] = [b"\xff"]
     assert list(a[...]) == want  # nothing written
+    scalar = rectizarr.create_array(MemoryStore(), shape=(), dtype=str, chunks=(), zarr_format=zarr_format)
+    scalar[()] = 5
+    assert scalar[()] == "5" and type(scalar[()]) is str
