@@ -394,8 +394,12 @@ class FsspecStore(Store):
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
         try:
             self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value), **condition)
-        except OSError as exc:  # s3fs: FileExistsError (If-None-Match), EINVAL "pre-conditions" (If-Match)
-            if isinstance(exc, FileExistsError) or "pre-condition" in str(exc):
+        except OSError as exc:
+            # s3fs: FileExistsError (If-None-Match), EINVAL "pre-conditions" (If-Match), FileNotFoundError
+            # (If-Match on a key another writer deleted: 404), 409 ConditionalRequestConflict (two
+            # conditional writes of one key at once): each a lost race, retried by the caller
+            if isinstance(exc, FileExistsError) or (isinstance(exc, FileNotFoundError) and version is not None) \
+                    or "pre-condition" in str(exc) or "ConditionalRequestConflict" in str(exc):
                 return False
             raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
         self.fs.invalidate_cache(self._full(key))

@@ -270,12 +270,14 @@ class ObjectStore(Store):
 
     def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
         """One PUT (``mode``: obstore's, for conditional writes); False when a condition refused it."""
-        from obstore.exceptions import AlreadyExistsError, PreconditionError
+        from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
         try:
             _obstore().put(self._store, self._path(key), value if isinstance(value, bytes) else bytes(value), mode=mode)
         except Exception as exc:
-            if isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError):
+            conditional = mode is not None and mode != "overwrite"
+            if isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError) \
+                    or (conditional and isinstance(exc, NotFoundError | FileNotFoundError)):  # If-Match, deleted
                 return False
             raise self._fail("writing", key, exc) from exc
         return True
