@@ -6,6 +6,7 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -14,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import rectizarr.io as rio
-from rectizarr import nodes
+from rectizarr import nodes, tuning
 from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
@@ -22,6 +23,7 @@ from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
+    ConflictError,
     IrregularChunksError,
     MetadataError,
     NodeExistsError,
@@ -46,7 +48,7 @@ class _Indexer:
         return self._array._read(self._array._plan(self._kind, selection), selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._array._write(self._array._plan(self._kind, selection), value)
+        self._array._write(lambda: self._array._plan(self._kind, selection), value)
 
 
 class Array(nodes.Node):
@@ -100,6 +102,17 @@ class Array(nodes.Node):
         if not self._store.capabilities.cheap_versions:
             return None
         return self._store.version(nodes.doc_key(self._path, self._meta))
+
+    def _still_at(self, version: Any) -> bool:
+        return bool(self._stored_version() == version)
+
+    def _revalidated(self) -> Array:
+        self._revalidate()
+        return self
+
+    def _basic_plan(self, selection: Any) -> Plan:
+        self._revalidate()
+        return basic_plan(self._layout.dims, selection)
 
     def _revalidate(self) -> None:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
@@ -381,18 +394,32 @@ class Array(nodes.Node):
             return result[()]
         return result
 
-    def _write(self, plan: Plan, value: Any) -> None:
+    def _write(self, make_plan: Callable[[], Plan], value: Any) -> None:
+        """Plan (against the stored shape: ``make_plan`` revalidates) and write. Where versions are cheap,
+        the write checks, once it holds its chunks' locks, that ``zarr.json`` is still the one it planned
+        with; if another handle shrank or grew the array meanwhile, it plans again (a write never puts data
+        past a shrink's new end, nor clears what an append just put past the old one)."""
         self._check_writable()
-        internal = plan.value_to_internal(value, self.dtype)
-        if self._meta.data_type.name == "string":
-            internal = as_strings(internal)
-        rio.write(self._layout, plan, internal)
+        for _ in range(tuning.current().conflict_retries):
+            plan = make_plan()
+            internal = plan.value_to_internal(value, self.dtype)
+            if self._meta.data_type.name == "string":
+                internal = as_strings(internal)
+            planned = self._meta_version
+            guard = None if planned is None else functools.partial(self._still_at, planned)
+            try:
+                rio.write(self._layout, plan, internal, guard)
+                return
+            except rio.LayoutChanged:
+                continue
+        raise ConflictError(f"the array {self._path or '/'!r} in {self._store!r} was resized during each of "
+                            f"{tuning.current().conflict_retries} attempts to write to it; try again")
 
     def __getitem__(self, selection: Any) -> Any:
         return self._read(self._plan("basic", selection), selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
-        self._write(self._plan("basic", selection), value)
+        self._write(lambda: self._plan("basic", selection), value)
 
     @property
     def oindex(self) -> _Indexer:
@@ -411,11 +438,11 @@ class Array(nodes.Node):
 
     def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None) -> Any:
         """Read a basic (NumPy slicing) selection; ``out`` receives the result when given."""
-        return self._read(basic_plan(self._layout.dims, selection), selection, out)
+        return self._read(self._basic_plan(selection), selection, out)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast as NumPy does) to a basic selection."""
-        self._write(basic_plan(self._layout.dims, selection), value)
+        self._write(lambda: self._basic_plan(selection), value)
 
     def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read an orthogonal selection: integer or boolean arrays applied to each axis independently."""
@@ -423,7 +450,7 @@ class Array(nodes.Node):
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to an orthogonal selection."""
-        self._write(self._plan("orthogonal", selection), value)
+        self._write(lambda: self._plan("orthogonal", selection), value)
 
     def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the points given by one integer array per axis (pointwise)."""
@@ -431,17 +458,16 @@ class Array(nodes.Node):
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` at the points given by one integer array per axis."""
-        self._write(self._plan("coordinate", selection), value)
+        self._write(lambda: self._plan("coordinate", selection), value)
 
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the elements where a boolean mask of the array's shape is true."""
-        self._revalidate()  # the shape the mask must have is the stored one
-        return self._read(self._plan("coordinate", _mask(mask, self.shape)), mask, out)
+        # the shape the mask must have is the stored one
+        return self._read(self._plan("coordinate", _mask(mask, self._revalidated().shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
-        self._revalidate()
-        self._write(self._plan("coordinate", _mask(mask, self.shape)), value)
+        self._write(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), value)
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read whole storage chunks by chunk index (what ``a.blocks[...]`` does)."""
@@ -449,7 +475,7 @@ class Array(nodes.Node):
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole storage chunks by chunk index."""
-        self._write(self._plan("block", selection), value)
+        self._write(lambda: self._plan("block", selection), value)
 
     # ------------------------------------------------------------------------------ resize/append
     def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:

@@ -5,6 +5,7 @@ and the commit); below them :mod:`.layout`, :mod:`.cache` and :mod:`.pool`. It a
 pipelines what they can do and imports no concrete store class."""
 
 from rectizarr.io.cache import index_cache
+from rectizarr.io.chunk import LayoutChanged
 from rectizarr.io.engine import delete_outside, nbytes_stored, read, write
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout, build_layout
 from rectizarr.io.pool import set_workers
@@ -13,6 +14,7 @@ from rectizarr.io.sparse import stored_chunk_keys
 __all__ = [
     "ChunkedLayout",
     "Layout",
+    "LayoutChanged",
     "ShardedLayout",
     "build_layout",
     "delete_outside",

@@ -25,7 +25,7 @@ from rectizarr.codecs.shard_index import EMPTY, fill_rows, is_fill
 from rectizarr.core.grid import Dim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
-from rectizarr.io.chunk import Data, Encoded, decode, encode_and_commit, value_buffer
+from rectizarr.io.chunk import Data, Encoded, Guard, check, decode, encode_and_commit, value_buffer
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import on_worker, pmap
 from rectizarr.tuning import Tuning
@@ -227,13 +227,13 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
     return True
 
 
-def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning) -> bool:
+def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning, guard: Guard = None) -> bool:
     """Write ``value`` shard by shard, with no step per inner chunk, when the write covers whole shards of
     small inner chunks (each inside the extent, in order): each shard's block of ``value`` cut into its
     inner chunks with one copy, batch-encoded (:func:`encode_shard`) and stored, no old value read. The
     shards are spread over the pool when the codec's batch lets other threads run, else encoded on one
     pool thread (per-value codec calls from two threads would pass the GIL back and forth). False
-    (nothing written) when it is not such a write."""
+    (nothing written) when it is not such a write; ``guard`` is checked once the shards' locks are held."""
     shards = _whole_shard_boxes(layout, plan, t)
     if not shards:
         return False
@@ -245,6 +245,7 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
 
     spread = layout.sharding.codecs.batch_releases_gil(layout.dtype)
     with layout.store.lock(keys):
+        check(guard)
         if spread:
             encode_and_commit(layout, range(len(shards)), work, set(), layout.workers, t)
         else:

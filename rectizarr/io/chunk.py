@@ -24,11 +24,23 @@ from rectizarr.io.pool import pmap, pool_size
 from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["clear_outside", "commit", "decode", "decode_in_place", "encode_and_commit", "merge", "paste", "value_buffer",
-           "prefix_bytes", "whole"]
+__all__ = ["Guard", "LayoutChanged", "check", "clear_outside", "commit", "decode", "decode_in_place",
+           "encode_and_commit", "merge", "paste", "prefix_bytes", "value_buffer", "whole"]
 
 T = TypeVar("T")
 Data = bytes | memoryview
+Guard = Callable[[], bool] | None  # a write's check, once it holds its chunks' locks, that its plan still holds
+
+
+class LayoutChanged(Exception):
+    """A write's plan no longer holds: the array's ``zarr.json`` changed (another handle's shrink or
+    append) while the write waited for its chunks' locks. Nothing was written: plan it again."""
+
+
+def check(guard: Guard) -> None:
+    """Raise :class:`LayoutChanged` when ``guard`` says the plan no longer holds (called with the locks)."""
+    if guard is not None and not guard():
+        raise LayoutChanged
 Encoded = tuple[str, Buffer | None]  # (key, value); None: the chunk is empty (delete it)
 
 

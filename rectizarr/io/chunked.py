@@ -23,6 +23,8 @@ from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io.chunk import (
     Data,
     Encoded,
+    Guard,
+    check,
     decode,
     decode_in_place,
     encode_and_commit,
@@ -95,9 +97,9 @@ def read_windowed(chunks: _Chunks) -> None:
 
 
 def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,
-                  t: Tuning) -> None:
+                  t: Tuning, guard: Guard = None) -> None:
     """Write ``value`` into the chunks of ``projections``: each chunk read (if partly written), merged,
-    encoded and stored once, under its lock."""
+    encoded and stored once, under its lock (``guard`` checked once the locks are held)."""
     by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
@@ -120,6 +122,7 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     spec = layout.spec(by_key[keys[0]][0].coords)
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
     with layout.store.lock(keys):
+        check(guard)
         if conditional:  # partly written chunks: compare-and-swap each
             whole = [k for k in keys if k not in partial_set]
             encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t)

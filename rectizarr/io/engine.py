@@ -6,6 +6,8 @@ hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.s
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import assert_never
 
@@ -16,6 +18,7 @@ from rectizarr._util import Coords, empty
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.indexing import Plan, orthogonal_plan
 from rectizarr.io import batch, cache, slabs
+from rectizarr.io.chunk import Guard
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.io.sharded import read_sharded, write_sharded
@@ -44,19 +47,20 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
             assert_never(layout)
 
 
-def write(layout: Layout, plan: Plan, value: np.ndarray) -> None:
-    """Write ``value`` (shape ``plan.shape``) into the selection."""
+def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) -> None:
+    """Write ``value`` (shape ``plan.shape``) into the selection. ``guard``: called once the write holds its
+    chunks' locks, False when the plan no longer holds (:class:`LayoutChanged` is raised, nothing written)."""
     t = tuning.current()
-    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t):  # whole shards
+    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t, guard):  # whole shards
         return
     projections = list(plan)
     if not projections:
         return
     match layout:
         case ShardedLayout():
-            write_sharded(layout, plan, projections, value, t)
+            write_sharded(layout, plan, projections, value, t, guard)
         case ChunkedLayout():
-            write_chunked(layout, plan, projections, value, t)
+            write_chunked(layout, plan, projections, value, t, guard)
         case _:
             assert_never(layout)
 
@@ -67,6 +71,24 @@ def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
     Clearing means a later grow shows the fill value instead of stale data (a deliberate difference from
     zarr-python and tensorstore, which keep the old values).
     """
+    # Every chunk not wholly inside the new extent, locked: a write that planned with the old shape and
+    # holds some of them finishes first (one that takes them later sees the new zarr.json and plans again),
+    # so the listing below sees what it wrote.
+    with layout.store.lock(_keys_past(layout, new_grid.shape)):
+        _delete_outside_held(layout, new_grid)
+
+
+def _keys_past(layout: Layout, extent: tuple[int, ...]) -> Iterator[str]:
+    """The keys of the chunks of ``layout``'s grid that reach past ``extent`` on some axis (each once)."""
+    grid = layout.grid.grid_shape
+    inside = [n if e >= d.extent else d.chunk_of(e) for d, e, n in zip(layout.grid.dims, extent, grid, strict=True)]
+    for axis in range(len(grid)):  # past on this axis, inside on the axes before it: disjoint boxes
+        ranges = [range(k) for k in inside[:axis]] + [range(inside[axis], grid[axis])] + \
+            [range(n) for n in grid[axis + 1:]]
+        yield from (layout.key(coords) for coords in itertools.product(*ranges))
+
+
+def _delete_outside_held(layout: Layout, new_grid: ChunkGrid) -> None:
     doomed: list[str] = []
     straddling: list[Coords] = []
     for key, coords in stored_chunk_keys(layout):

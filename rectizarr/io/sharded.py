@@ -30,7 +30,17 @@ from rectizarr.errors import CodecError, ConflictError, VersionChanged
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_block
 from rectizarr.io.cache import invalidate
-from rectizarr.io.chunk import Data, Encoded, decode_in_place, encode_and_commit, merge, paste, swap_each
+from rectizarr.io.chunk import (
+    Data,
+    Encoded,
+    Guard,
+    check,
+    decode_in_place,
+    encode_and_commit,
+    merge,
+    paste,
+    swap_each,
+)
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.io.shards import (
@@ -290,9 +300,9 @@ def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[s
 
 
 def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray,
-                  t: Tuning) -> None:
+                  t: Tuning, guard: Guard = None) -> None:
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
-    written once, under its lock."""
+    written once, under its lock (``guard`` checked once the locks are held)."""
     shards = group_by_shard(layout, projections, t)
     conditional = layout.store.capabilities.conditional_writes
     # With conditional writes nothing locks the shape: another client may be appending to an edge shard.
@@ -315,6 +325,7 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     workers = layout.workers if batched else \
         workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
+        check(guard)
         if conditional:  # partly written shards: compare-and-swap each
             whole = [s for s in shards if s not in needs_read]
             encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t)
