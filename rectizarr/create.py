@@ -203,6 +203,9 @@ def build_v2_array_meta(
         raise MetadataError("Zarr v2 dimension names (_ARRAY_DIMENSIONS) must all be strings")
     chunk_list = v2_chunks(shape, chunks, auto_chunks(shape, dt.itemsize or 16))
     fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
+    if dt.name == "bytes" and fill[()] != b"":
+        raise UnsupportedError("a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
+                               "leave fill_value unset (b'') or use zarr_format=3")
     zarray = v2_zarray(shape=shape, dtype=dt, chunks=chunk_list, filters=filters, compressors=compressors,
                        fill=fill, order=order, separator=cke.separator, big_endian=_asks_big_endian(dtype))
     attrs = check_attributes(attributes or {})

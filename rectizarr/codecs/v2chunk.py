@@ -90,6 +90,8 @@ class V2ChunkCodec(ArrayBytesCodec):
         if self.declared.kind != "O":
             arr = arr.astype(self.declared, copy=False)
         data: Any = np.asfortranarray(arr) if self.order == "F" else np.ascontiguousarray(arr)
+        if not data.flags.writeable:  # a broadcast scalar: numcodecs' VLenBytes refuses read-only buffers
+            data = data.copy(order="K")
         try:
             for f in self.filters:
                 data = f.encode(data)

@@ -30,6 +30,8 @@ __all__ = ["delete_outside", "nbytes_stored", "read", "write"]
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""
     t = tuning.current()
+    if not plan.nchunks:  # an empty selection (with thresholds tuned down to 0 the strategies would look)
+        return
     sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value

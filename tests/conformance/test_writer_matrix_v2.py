@@ -196,6 +196,28 @@ def test_v2_hierarchy_consolidated_stays_fresh(tmp_path: Path) -> None:
     assert reopened["a"].dimension_names == ("x",) and reopened["a"].attrs.asdict() == {"units": "m"}
 
 
+@pytest.mark.parametrize("shape", [(), (2,)])
+def test_v2_bytes_arrays_take_a_scalar_covering_a_chunk(tmp_path: Path, shape: tuple[int, ...]) -> None:
+    """The broadcast scalar is a read-only view, which numcodecs' VLenBytes refused to encode."""
+    a = rectizarr.create_array(tmp_path / "b.zarr", shape=shape, dtype="bytes", chunks=(1,) * len(shape),
+                               zarr_format=2)
+    a[(0,) * len(shape)] = b"xy"
+    got = rectizarr.open_array(tmp_path / "b.zarr", mode="r")[...]
+    assert np.asarray(got).reshape(-1).tolist()[:1] == [b"xy"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.asarray(zarr_python().open_array(str(tmp_path / "b.zarr"), mode="r")[...]).reshape(-1)[0] == b"xy"
+
+
+def test_a_v2_bytes_fill_value_is_refused_not_dropped(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedError, match="bytes fill value"):
+        rectizarr.create_array(tmp_path / "f.zarr", shape=(2,), dtype="bytes", chunks=(2,), fill_value=b"q",
+                               zarr_format=2)
+    a = rectizarr.create_array(tmp_path / "g.zarr", shape=(2,), dtype="bytes", chunks=(2,), fill_value=b"",
+                               zarr_format=2)
+    assert a[...].tolist() == [b"", b""]
+
+
 def test_what_v2_cannot_hold_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="sharding"):
         rectizarr.create_array(tmp_path / "a", shape=(8,), chunks=(2,), shards=(4,), dtype="i4", zarr_format=2)

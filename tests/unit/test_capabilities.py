@@ -99,6 +99,7 @@ def test_tuning_reaches_the_pool_threads() -> None:
 
 
 @pytest.mark.parametrize("setting", [{"slab_min_chunks": 1}, {"piecewise_bytes": 0}, {"sparse_min_chunks": 1},
+                                     {"slab_min_chunks": 0, "sparse_min_chunks": 0},
                                      {"threaded_bytes": 0, "threaded_bytes_coded": 0}, {"window_bytes": 1},
                                      {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0}, {"scratch_max_bytes": 0},
                                      {"small_read_projections": 0, "shard_group_block": 1},
@@ -124,5 +125,7 @@ def test_any_tuning_gives_the_same_data(tmp_path: Path, setting: dict[str, float
             np.testing.assert_array_equal(a[...], expected)
             np.testing.assert_array_equal(a[2:33:3, ::-2], expected[2:33:3, ::-2])
             np.testing.assert_array_equal(a.vindex[[1, 5, 36], [0, 40, 7]], expected[[1, 5, 36], [0, 40, 7]])
+            assert a[3:1].shape == (0, 41) and a.oindex[[], 2:5].shape == (0, 3)  # empty selections
+            a[3:1] = 1
             a.resize((20, 41))
             np.testing.assert_array_equal(a[...], expected[:20])
