@@ -33,6 +33,7 @@ from rectizarr.errors import (
     SelectionError,
 )
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
+from rectizarr.shrink import clear_past_end_swapped
 from rectizarr.stores import Store
 from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 
@@ -489,7 +490,22 @@ class Array(nodes.Node):
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
-        self._change_meta(lambda m: _resized(m, new_shape, chunks), _clean_up_shrink)
+        self._change_meta(lambda m: _resized(m, new_shape, chunks), self._clean_up_shrink)
+
+    def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
+        """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent (on
+        stores with conditional writes, past the extent as stored when each is rewritten)."""
+        if not any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
+            return
+        if not self._store.capabilities.conditional_writes:
+            rio.delete_outside(old_layout, new.chunk_grid)
+            return
+
+        def grid_now() -> ChunkGrid | None:
+            stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
+            return stored.chunk_grid if isinstance(stored, ArrayMeta) else None
+
+        clear_past_end_swapped(old_layout, new.chunk_grid, grid_now)
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> Shape:
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
@@ -532,10 +548,6 @@ def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
 
 
-def _clean_up_shrink(old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
-    """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent."""
-    if any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
-        rio.delete_outside(old_layout, new.chunk_grid)
 
 
 def _has_ellipsis(selection: Any) -> bool:

@@ -443,6 +443,54 @@ def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(s3_server
     assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == [0, 0, 0, 0]
 
 
+@pytest.mark.parametrize("layout", [{"chunks": (4, 3)}, {"chunks": (2, 3), "shards": (4, 3)}])
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_a_shrink_on_s3_then_a_grow_shows_the_fill_value(s3_server: Any, s3_store: Any, backend: str,
+                                                         layout: dict[str, Any]) -> None:
+    """As on a local directory: the boundary chunks are cleared past the new end (before, an edge chunk's
+    tail was kept for appenders that might come, and the old values came back)."""
+    from rectizarr.stores import open_store
+
+    store = open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+    a = rectizarr.create_array(store, name="x", shape=(10, 3), dtype="i4", fill_value=0, **layout)
+    a[...] = np.arange(1, 31).reshape(10, 3)
+    a.resize((5, 3))
+    a.resize((10, 3))
+    want = np.zeros((10, 3), "i4")
+    want[:5] = np.arange(1, 16).reshape(5, 3)
+    assert a[...].tolist() == want.tolist()
+    assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: Any, backend: str) -> None:
+    """Another client appends as soon as the shrunk shape is stored: here, right after the shrink's
+    clean-up has listed the chunks, so the chunk it appended to is listed as past the end. The clean-up
+    reads the shape as stored after each chunk and keeps the append (before: the chunk was deleted)."""
+    from rectizarr.stores import open_store
+
+    def client() -> Any:
+        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+
+    shrinking = client()
+    a = rectizarr.create_array(shrinking, name="x", shape=(6,), dtype="i4", chunks=(2,), fill_value=-1)
+    a[...] = np.arange(6)
+    other = rectizarr.open_array(client(), path="x")
+    listing = shrinking.list_prefix
+
+    def list_then_append(prefix: str) -> Any:
+        keys = list(listing(prefix))
+        if prefix and other.shape == (6,):  # the clean-up's listing: the other client appends now
+            assert rectizarr.open_array(client(), path="x", mode="r").shape == (4,)
+            other.append(np.array([42], "i4"))  # into chunk 2, wholly past the shrink's end
+        return iter(keys)
+
+    shrinking.list_prefix = list_then_append  # type: ignore[method-assign]
+    a.resize((4,))
+    back = rectizarr.open_array(client(), path="x", mode="r")
+    assert back.shape == (5,) and back[...].tolist() == [0, 1, 2, 3, 42]
+
+
 def test_conflicts_end_in_conflict_error(s3_store: Any) -> None:
     from dataclasses import replace
 
