@@ -400,7 +400,9 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
                           docs: AncestorDocs | None = None) -> None:
     """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group: under
     the ancestors' locks (:func:`locked`, held by the caller), or as conditional writes where the store
-    has them (re-read and re-applied on conflict)."""
+    has them (re-read and re-applied on conflict). There, the entry is the node's document as stored when
+    the ancestor is rewritten (read after the ancestor), not ``doc``: of two clients changing the node at
+    once, the one whose refresh lands last may hold the older document, and would put it back."""
     docs = docs or AncestorDocs(store)
     for parent in parent_paths(path):
         rel = path[len(parent) + 1 :] if parent else path
@@ -415,7 +417,14 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
         if seen is None or _with_entry(decode_node(seen, key), rel, doc) is None:
             continue
         store.swap(key, lambda data, key=key, rel=rel: data if data is None  # type: ignore[misc]
-                   else _with_entry(decode_node(data, key), rel, doc) or data)
+                   else _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data)
+
+
+def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
+    """The v3 document of the node at ``path`` as stored now (None: there is none)."""
+    key = meta_key(path)
+    data = store.get(key)
+    return None if data is None else node_to_json(decode_node(data, key))
 
 
 def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:

@@ -4,6 +4,7 @@ Each test counts lost updates and wrong values; the bar is 0 of each."""
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import shutil
@@ -489,6 +490,38 @@ def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: A
     a.resize((4,))
     back = rectizarr.open_array(client(), path="x", mode="r")
     assert back.shape == (5,) and back[...].tolist() == [0, 1, 2, 3, 42]
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_the_consolidated_entry_on_s3_is_the_latest_document(s3_server: Any, s3_store: Any, backend: str) -> None:
+    """Two clients change one array of a consolidated group at once, and the refresh of the first lands
+    last: the entry is the array's document as stored then, not the first client's older one (before,
+    2-4 of 40 rounds of four racing clients left a stale entry)."""
+    from rectizarr.stores import open_store
+
+    def client() -> Any:
+        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+
+    first = client()
+    rectizarr.create_group(first)
+    rectizarr.open_group(first).create_array("x", shape=(0,), dtype="i4", chunks=(4,))
+    rectizarr.consolidate_metadata(first)
+    mine, theirs = rectizarr.open_array(first, path="x"), rectizarr.open_array(client(), path="x")
+    versioned = first.get_versioned
+
+    def meanwhile(key: str) -> Any:  # the first client's refresh reads the group: the other changes x now
+        if key == "zarr.json" and not theirs.attrs:
+            theirs.attrs["by"] = "second"
+        return versioned(key)
+
+    first.get_versioned = meanwhile  # type: ignore[method-assign]
+    mine.append(np.array([1], "i4"))
+    stored = json.loads(client().get("x/zarr.json"))
+    entry = json.loads(client().get("zarr.json"))["consolidated_metadata"]["metadata"]["x"]
+    assert stored["attributes"] == {"by": "second"} and stored["shape"] == [1]
+    assert entry["attributes"] == stored["attributes"] and entry["shape"] == stored["shape"]
+    group = rectizarr.open_group(client(), mode="r")
+    assert dict(group["x"].attrs) == {"by": "second"} and group["x"].shape == (1,)
 
 
 def test_conflicts_end_in_conflict_error(s3_store: Any) -> None:
