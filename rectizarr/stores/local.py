@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import secrets
@@ -260,7 +261,7 @@ class LocalStore(Store):
                 return
             for entry in entries:
                 if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
+                    _rmtree(entry.name, self.root)
                 else:
                     os.unlink(entry.path)
             return
@@ -272,9 +273,23 @@ class LocalStore(Store):
             if dirs.is_link_inside(dir_fd, name, prefix[:-1], prefix):  # drop the link only
                 os.unlink(name, dir_fd=dir_fd)
             else:
-                try:
-                    shutil.rmtree(name, dir_fd=dir_fd)
-                except OSError as exc:
-                    if not missing(exc):
-                        raise
+                _rmtree(name, dir_fd)
             dirs.prune(directory)
+
+
+def _rmtree(name: str, parent: int | str) -> None:
+    """Remove the directory ``name`` of ``parent`` (a descriptor or a path) and all in it. A writer of
+    another process may be adding a file meanwhile (a directory is "not empty" when its last entry is
+    removed): removed again, a few times, before the error is raised."""
+    for attempt in range(8):
+        try:
+            if isinstance(parent, int):
+                shutil.rmtree(name, dir_fd=parent)
+            else:
+                shutil.rmtree(os.path.join(parent, name))
+            return
+        except OSError as exc:
+            if missing(exc):
+                return
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST) or attempt == 7:
+                raise

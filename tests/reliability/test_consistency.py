@@ -353,6 +353,33 @@ def test_a_write_to_the_edge_chunk_keeps_what_an_append_put_past_its_end(tmp_pat
     assert lost == 0
 
 
+def _overwrite_and_write(path: str, i: int, n: int) -> list[str]:
+    errors = []
+    for _ in range(n):
+        try:
+            a = rectizarr.create_array(path, shape=(64,), dtype="i4", chunks=(4 + i,), fill_value=0, overwrite=True)
+        except Exception as exc:  # counted
+            errors.append(repr(exc))
+            continue
+        try:
+            a[...] = i + 1
+        except (rectizarr.NodeNotFoundError, rectizarr.StoreError):  # the array was replaced under the write
+            continue
+    return errors
+
+
+def test_overwrites_racing_writers_in_other_processes_fail_nothing(tmp_path: Path) -> None:
+    """A writer of another process adds chunk files while an overwrite removes the array's directory:
+    it is removed again (before: 35 of 400 creates raised OSError "Directory not empty"). A write into an
+    array replaced under it may fail, with a StoreError."""
+    path = str(tmp_path / "o.zarr")
+    with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_overwrite_and_write, path, i, 25 * SCALE) for i in range(4)]
+        errors = [e for f in futures for e in f.result(timeout=120)]
+    assert errors == []
+    assert set(rectizarr.open_array(path, mode="r")[...].tolist()) <= {0, 1, 2, 3, 4}
+
+
 def _hold_forever(path: str, ready: str) -> None:
     store = LocalStore(path)
     with store.lock(["x/zarr.json", "x/c/0"]):
