@@ -509,8 +509,11 @@ class Array(nodes.Node):
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> Shape:
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
-        shape, as zarr-python does."""
-        data = np.asarray(data)
+        shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
+        so data that cannot be written never grows the array."""
+        data = np.asarray(data).astype(self.dtype, copy=False)
+        if self._meta.data_type.name == "string":
+            data = as_strings(data)
         if self.ndim == 0:
             raise SelectionError("cannot append to a 0-d array")
         axis = axis + self.ndim if axis < 0 else axis

@@ -367,3 +367,15 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
     scalar = rectizarr.create_array(MemoryStore(), shape=(), dtype=str, chunks=(), zarr_format=zarr_format)
     scalar[()] = 5
     assert scalar[()] == "5" and type(scalar[()]) is str
+
+
+def test_append_of_data_that_cannot_be_cast_grows_nothing() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(3,), dtype="i4", chunks=(2,))
+    with pytest.raises(ValueError):
+        a.append(np.array(["x", "y"]))
+    assert a.shape == (3,) and rectizarr.open_array(a.store).shape == (3,)
+    a.append([1.7, 2])  # cast as a write casts
+    assert a[...].tolist() == [0, 0, 0, 1, 2]
+    s = rectizarr.create_array(MemoryStore(), shape=(1,), dtype=str, chunks=(2,))
+    s.append([5, b"q"])
+    assert s[...].tolist() == ["", "5", "q"]
