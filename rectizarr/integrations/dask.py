@@ -117,6 +117,9 @@ class ArrayRef:
         if self.mode != "r" and isinstance(inner, MemoryStore):
             raise ReadOnlyError("a MemoryStore pickles by value, so writes made in another process would be "
                                 "lost: write from dask workers to a directory or an fsspec store")
+        if self.mode != "r" and "memory" in _protocols(inner):
+            raise ReadOnlyError("fsspec's memory:// filesystem lives in each process, so writes made by dask "
+                                "workers in other processes would be lost: write to a directory or object store")
         return (ArrayRef, (self.store, self.path, self.mode, self.shape, self.token))
 
     def __dask_tokenize__(self) -> tuple[str, ...]:
@@ -124,6 +127,12 @@ class ArrayRef:
 
     def __repr__(self) -> str:
         return f"ArrayRef({self.store!r}, {self.path!r}, mode={self.mode!r})"
+
+
+def _protocols(store: Any) -> set[str]:
+    """The protocols of an fsspec-backed store's filesystem (empty for other stores)."""
+    protocol = getattr(getattr(store, "fs", None), "protocol", ())
+    return {protocol} if isinstance(protocol, str) else set(protocol)
 
 
 def _dask() -> tuple[Any, Any]:

@@ -201,6 +201,10 @@ def test_graphs_pickle_small_and_carry_no_array_state(tmp_path: Path) -> None:
     with pytest.raises(ReadOnlyError, match="MemoryStore"):
         pickle.dumps(ArrayRef.of(counted, "r+"))
     assert pickle.loads(pickle.dumps(ArrayRef.of(mem, "r"))).open().shape == (4,)
+    # so is fsspec's memory:// filesystem, one per process
+    fs_mem = rectizarr.create_array(f"memory://dask-ref-{id(mem)}/a", shape=(4,), dtype="i1", chunks=2)
+    with pytest.raises(ReadOnlyError, match="memory://"):
+        pickle.dumps(ArrayRef.of(fs_mem, "r+"))
 
 
 def test_workers_reopen_once_per_process(client: Client, tmp_path: Path) -> None:
