@@ -401,15 +401,18 @@ class Array(nodes.Node):
         with; if another handle shrank or grew the array meanwhile, it plans again (a write never puts data
         past a shrink's new end, nor clears what an append just put past the old one)."""
         self._check_writable()
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray):
+            value = np.asarray(value)  # once (a dask array computed once), however often it is planned
         for _ in range(tuning.current().conflict_retries):
-            plan = make_plan()
-            internal = plan.value_to_internal(value, self.dtype)
+            with self._lock:  # the plan, its layout and their version together (other threads revalidate)
+                plan = make_plan()
+                layout, planned = self._layout, self._meta_version
+            internal = plan.value_to_internal(value, layout.dtype)
             if self._meta.data_type.name == "string":
                 internal = as_strings(internal)
-            planned = self._meta_version
             guard = None if planned is None else functools.partial(self._still_at, planned)
             try:
-                rio.write(self._layout, plan, internal, guard)
+                rio.write(layout, plan, internal, guard)
                 return
             except rio.LayoutChanged:
                 continue

@@ -298,6 +298,37 @@ def test_a_handle_takes_up_another_handles_changes(tmp_path: Path, kind: str) ->
     assert rectizarr.open_array(store, path="x").get_mask_selection(mask).tolist() == [-1, -2]
 
 
+def test_a_write_planned_before_another_thread_took_up_a_resize_plans_again() -> None:
+    """The plan, its layout and their version are taken together: a thread of the same handle taking up
+    another handle's resize between them made a write use a plan of one shape with the layout of another
+    (a grow: the edge chunk written with the old extent, the other thread's element cleared; a shrink:
+    an internal "chunk index out of range")."""
+    store = MemoryStore()
+    a = rectizarr.create_array(store, shape=(6,), dtype="i4", chunks=[[2, 3, 2, 4, 4]], fill_value=0)
+    c = rectizarr.open_array(store)
+
+    class Grows:  # its conversion runs after the write planned (once, however often it is planned)
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            c.resize((12,))
+            a[6] = 7  # the same handle, as another thread would use it, takes up the grow
+            return np.array([5], dtype="i4")
+
+    a[5:6] = Grows()
+    assert rectizarr.open_array(store)[...].tolist() == [0] * 5 + [5, 7] + [0] * 5
+    b = rectizarr.create_array(MemoryStore(), shape=(10, 11), dtype="i4", chunks=(2, 5), fill_value=0)
+    d = rectizarr.open_array(b.store)
+
+    class Shrinks:
+        def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+            d.resize((13, 3))
+            b[0, 0]
+            return np.array([1, 2], dtype="i4")
+
+    with pytest.raises(IndexError, match="out of bounds for axis 1"):
+        b.vindex[[5, 9], [0, 6]] = Shrinks()  # (9, 6) is outside the new shape
+    assert rectizarr.open_array(b.store)[...].sum() == 0
+
+
 @pytest.mark.parametrize("layout", [{"chunks": (10,)}, {"chunks": (2,), "shards": (10,)}])
 @pytest.mark.parametrize("whole", [True, False], ids=["whole-chunks", "partial-chunks"])
 def test_a_write_racing_a_shrink_leaves_nothing_past_the_new_end(tmp_path: Path, layout: dict[str, Any],
