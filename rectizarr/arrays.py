@@ -46,7 +46,7 @@ class _Indexer:
         self._kind = kind
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._array._read(self._array._plan(self._kind, selection), selection)
+        return self._array._read(lambda: self._array._plan(self._kind, selection), selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         self._array._write(lambda: self._array._plan(self._kind, selection), value)
@@ -374,7 +374,10 @@ class Array(nodes.Node):
                 else _block_plan_sharded(self, selection)
         raise SelectionError(f"unknown selection kind {kind!r}")
 
-    def _read(self, plan: Plan, selection: Any, out: np.ndarray | None = None) -> Any:
+    def _read(self, make_plan: Callable[[], Plan], selection: Any, out: np.ndarray | None = None) -> Any:
+        with self._lock:  # the plan with the layout it was made for (other threads revalidate)
+            plan = make_plan()
+            layout = self._layout
         if out is not None:
             if out.shape != plan.final_shape or out.dtype != self.dtype:
                 raise SelectionError(f"out has shape {out.shape} and dtype {out.dtype}; "
@@ -382,14 +385,14 @@ class Array(nodes.Node):
             internal = out.reshape(plan.shape)
             if not np.shares_memory(internal, out) and out.size:
                 raise SelectionError("out must be C-contiguous")
-            rio.read(self._layout, plan, internal)
+            rio.read(layout, plan, internal)
             return out
         nbytes = prod(plan.shape) * self.dtype.itemsize
         if nbytes > sys.maxsize:
             raise SelectionError(f"the selection has shape {plan.final_shape}: {nbytes} bytes, more than one "
                                  "numpy array can hold; select less")
         result = empty(plan.shape, self.dtype)
-        rio.read(self._layout, plan, result)
+        rio.read(layout, plan, result)
         result = result.reshape(plan.final_shape)
         if result.shape == () and not _has_ellipsis(selection):
             return result[()]
@@ -420,7 +423,7 @@ class Array(nodes.Node):
                             f"{tuning.current().conflict_retries} attempts to write to it; try again")
 
     def __getitem__(self, selection: Any) -> Any:
-        return self._read(self._plan("basic", selection), selection)
+        return self._read(lambda: self._plan("basic", selection), selection)
 
     def __setitem__(self, selection: Any, value: Any) -> None:
         self._write(lambda: self._plan("basic", selection), value)
@@ -442,7 +445,7 @@ class Array(nodes.Node):
 
     def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None) -> Any:
         """Read a basic (NumPy slicing) selection; ``out`` receives the result when given."""
-        return self._read(self._basic_plan(selection), selection, out)
+        return self._read(lambda: self._basic_plan(selection), selection, out)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast as NumPy does) to a basic selection."""
@@ -450,7 +453,7 @@ class Array(nodes.Node):
 
     def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read an orthogonal selection: integer or boolean arrays applied to each axis independently."""
-        return self._read(self._plan("orthogonal", selection), selection, out)
+        return self._read(lambda: self._plan("orthogonal", selection), selection, out)
 
     def set_orthogonal_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` to an orthogonal selection."""
@@ -458,7 +461,7 @@ class Array(nodes.Node):
 
     def get_coordinate_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the points given by one integer array per axis (pointwise)."""
-        return self._read(self._plan("coordinate", selection), selection, out)
+        return self._read(lambda: self._plan("coordinate", selection), selection, out)
 
     def set_coordinate_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` at the points given by one integer array per axis."""
@@ -467,7 +470,7 @@ class Array(nodes.Node):
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the elements where a boolean mask of the array's shape is true."""
         # the shape the mask must have is the stored one
-        return self._read(self._plan("coordinate", _mask(mask, self._revalidated().shape)), mask, out)
+        return self._read(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
@@ -475,7 +478,7 @@ class Array(nodes.Node):
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read whole storage chunks by chunk index (what ``a.blocks[...]`` does)."""
-        return self._read(self._plan("block", selection), selection, out)
+        return self._read(lambda: self._plan("block", selection), selection, out)
 
     def set_block_selection(self, selection: Any, value: Any) -> None:
         """Write whole storage chunks by chunk index."""
