@@ -139,17 +139,24 @@ def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
     if not arrays:
         axes: list[AxisPlan] = []
         final: list[int] = []
+        ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
+        nothing = any(not range(*r) for r in ranges.values())
         for it in items:
             if it.obj is None:
                 final.append(1)
             elif isinstance(it.obj, slice):
-                rng = _slice(dims, it)
-                axes.append(axis_from_slice(dims[it.axis], *rng))
+                axes.append(_unplanned(ranges[it.axis]) if nothing else axis_from_slice(dims[it.axis], *ranges[it.axis]))
                 final.append(axes[-1].length)
             else:
                 axes.append(axis_from_int(dims[it.axis], _int(dims, it)))
         return orthogonal(axes, tuple(final), _mode(items, ellipsis, False))
     return _one_array(dims, items, arrays[0], ellipsis)
+
+
+def _unplanned(rng: tuple[int, int, int]) -> AxisPlan:
+    """A slice's axis when another slice of the selection is empty: its length, and no chunks (the
+    selection has no element, and the chunks of a huge axis are never listed)."""
+    return AxisPlan(len(range(*rng)), np.empty(0, dtype=np.int64), ())
 
 
 def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bool) -> Plan:
@@ -223,12 +230,14 @@ def orthogonal_plan(dims: Sequence[Dim], selection: object) -> Plan:
     items, ellipsis = _expand(selection, len(dims))
     axes: list[AxisPlan] = []
     final: list[int] = []
+    ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
+    nothing = any(not range(*r) for r in ranges.values())
     for it in items:
         if it.obj is None:
             raise SelectionError(f"np.newaxis is not supported in orthogonal selections (axis {it.axis})")
         dim = dims[it.axis]
         if isinstance(it.obj, slice):
-            axes.append(axis_from_slice(dim, *_slice(dims, it)))
+            axes.append(_unplanned(ranges[it.axis]) if nothing else axis_from_slice(dim, *ranges[it.axis]))
         elif isinstance(it.obj, np.ndarray):
             if it.obj.dtype == bool:
                 idx = axis_from_mask(it.obj, it.axis, dim.extent)

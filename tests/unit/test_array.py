@@ -379,3 +379,14 @@ def test_append_of_data_that_cannot_be_cast_grows_nothing() -> None:
     s = rectizarr.create_array(MemoryStore(), shape=(1,), dtype=str, chunks=(2,))
     s.append([5, b"q"])
     assert s[...].tolist() == ["", "5", "q"]
+
+
+def test_an_empty_selection_does_not_plan_the_chunks_of_a_huge_axis() -> None:
+    """Shape (0, 2**42) in chunks (1, 3): 1.4e12 chunks along axis 1, none selected; the plan once listed
+    them all (10.7 TiB)."""
+    a = rectizarr.create_array(MemoryStore(), shape=(0, 2**42), dtype="u1", chunks=(1, 3))
+    assert a[...].shape == (0, 2**42) and a[0:0, 5:].shape == (0, 2**42 - 5)
+    assert a.oindex[0:0, ::2].shape == (0, 2**41)
+    a[...] = 1
+    a.oindex[:, 7:9] = 1
+    assert a[...].size == 0
