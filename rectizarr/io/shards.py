@@ -247,13 +247,16 @@ def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
 def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
             conditional: bool) -> tuple[Hashable, ShardIndex] | None:
     """``(version, index)`` of shard ``s`` from the cache when it may be used (see :func:`fetch_indexes`)."""
+    # an index cached by another layout of the same key (another handle's stale metadata, a consolidated
+    # entry that disagrees with the array's own) is not this one's
+    shape = layout.sharding.chunks_per_shard(s.shape_t)
     if cheap:
         idx = index_cache().get(layout.store, s.key, version)
-        return None if idx is None else (version, idx)
+        return None if idx is None or idx.offsets.shape != shape else (version, idx)
     if not conditional:
         return None
     entry = index_cache().get_any(layout.store, s.key)
-    if entry is None or all(entry[1].byte_range(c) is None for c, _ in s.projections):
+    if entry is None or entry[1].offsets.shape != shape or all(entry[1].byte_range(c) is None for c, _ in s.projections):
         return None
     return entry
 

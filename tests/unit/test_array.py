@@ -390,3 +390,20 @@ def test_an_empty_selection_does_not_plan_the_chunks_of_a_huge_axis() -> None:
     a[...] = 1
     a.oindex[:, 7:9] = 1
     assert a[...].size == 0
+
+
+def test_a_shard_index_cached_through_another_layout_of_the_key_is_not_used() -> None:
+    """The group's consolidated entry says inner chunks (1, 2), the array's own zarr.json (2, 1): each
+    handle reads the shard's index with its own layout (the cached one has another shape: IndexError)."""
+    store = MemoryStore()
+    g = rectizarr.create_group(store)
+    g.create_array("a", shape=(2, 2), dtype="i8", shards=(2, 2), chunks=(1, 2), compressors=None)[...] = \
+        np.arange(4).reshape(2, 2)
+    rectizarr.consolidate_metadata(store)
+    doc = json.loads(store.get("a/zarr.json"))
+    doc["codecs"][0]["configuration"]["chunk_shape"] = [2, 1]
+    store.set("a/zarr.json", json.dumps(doc).encode())
+    own = rectizarr.open_array(store, path="a", mode="r")
+    assert rectizarr.open_group(store, mode="r")["a"][-1, -1] == 3  # through the consolidated entry
+    # the same bytes, cut as its own inner chunks (2, 1) say: [[0, 2], [1, 3]]
+    assert own[-1, -1] == 3 and own[0, 1] == 2 and own[...].tolist() == [[0, 2], [1, 3]]
