@@ -58,7 +58,18 @@ def check_name(name: str) -> str:
         raise MetadataError(f"node name {name!r} is reserved")
     if "\\" in name or "\x00" in name:
         raise MetadataError(f"node name {name!r} must not contain a backslash or NUL")
+    if not _is_text(name):
+        raise MetadataError(f"node name {name!r} is not valid Unicode text (a lone surrogate)")
     return name
+
+
+def _is_text(name: str) -> bool:
+    """Whether ``name`` encodes to UTF-8 (no lone surrogate): a store key, a file name, a lock's name."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def member_path_problem(rel: Any) -> str | None:

@@ -75,6 +75,11 @@ def validate_key(key: str) -> str:
     if not isinstance(key, str):
         raise StoreError(f"invalid store key {key!r}: expected a str, got {type(key).__name__}")
     _check_plain(key, key)
+    if not key.isascii():
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StoreError(f"invalid store key {key!r}: not valid Unicode text (a lone surrogate)") from None
     text = key
     for _ in range(_MAX_DECODE_ROUNDS):
         if "%" not in text:

@@ -22,6 +22,7 @@ BAD = [
     "..", "../x", "a/../../x", "a/..", "./x", "x/./y", "../../../../../../tmp/escape",
     "%2e%2e", "%2e%2e/x", "a/%2e%2e/%2e%2e/x", "a%2f..%2f..%2fx", "%252e%252e/x", "%2E%2E%5cx",
     "x\x00y", "\x00", "..\\x", "a\\..\\..\\x", "\\abs", "C:\\x\\..\\..",
+    "\ud800", "a/\udfff/b",  # lone surrogates: no UTF-8 form (once a UnicodeEncodeError)
 ]
 # A leading '/' is the root in Zarr paths ("/a/b" == "a/b"): accepted, but it must stay inside the root.
 ROOTED = ["/x", "//x", "/tmp/escape"]
