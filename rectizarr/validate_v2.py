@@ -42,7 +42,7 @@ def _doc(check: Reporter, key: str) -> Any:
         return None
     try:
         return json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         check.error(key, "$", "json.syntax", f"not valid JSON: {exc}")
         return None
 

@@ -173,3 +173,38 @@ def test_missing_root_and_missing_directory(tmp_path: Path) -> None:
     assert [i.rule for i in report.errors] == ["hierarchy.missing_node"]
     with pytest.raises(FileNotFoundError):
         rectizarr.validate(tmp_path / "nope.zarr")
+
+
+_BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
+
+
+def _doc(**over: Any) -> bytes:
+    doc = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int32", "fill_value": 0,
+           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+           "chunk_key_encoding": {"name": "default"}, "codecs": [_BYTES], **over}
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(("key", "data"), [
+    ("zarr.json", b'{"\xff": 1}'),  # not UTF-8
+    ("zarr.json", b"[" * 100_000),  # nested past the recursion limit
+    (".zgroup", b"[" * 100_000),
+    (".zarray", b"[" * 100_000),
+    ("zarr.json", _doc(codecs=[{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": ["\ud800"], "codecs": [_BYTES], "index_codecs": [_BYTES], "index_location": "end"}}])),
+])
+def test_validate_reports_undecodable_documents_and_never_raises(key: str, data: bytes) -> None:
+    store = rectizarr.MemoryStore()
+    store.set(key, data)
+    report = rectizarr.validate(store)
+    assert not report.ok and [e.rule for e in report.errors][:1] == ["json.syntax"]
+
+
+def test_validate_checks_a_huge_declared_chunk_without_allocating_it() -> None:
+    """Declared chunk of 2 x 2**40 x 2 int32 (16 TiB), 16 bytes stored: a decode error, no 16 TiB output."""
+    store = rectizarr.MemoryStore()
+    store.set("zarr.json", _doc(shape=[4, 2**42, 2], chunk_grid={"name": "regular",
+                                                                 "configuration": {"chunk_shape": [2, 2**40, 2]}}))
+    store.set("c/0/0/0", b"\0" * 16)
+    report = rectizarr.validate(store)
+    assert [(e.key, e.rule) for e in report.errors] == [("c/0/0/0", "chunks.decode")]
