@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import sys
 import zlib
 from typing import Any, Literal
 
@@ -70,7 +71,7 @@ class GzipCodec(BytesBytesCodec):
     def _inflate(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
         rest = bytes(data)
         parts: list[bytes] = []
-        room = limit
+        room = None if limit is None else min(limit, sys.maxsize - 1)  # room + 1 is a C ssize_t
         while True:
             if rest[:2] != _GZIP_MAGIC:
                 what = "a zlib stream" if rest[:1] == b"x" else "no gzip header"

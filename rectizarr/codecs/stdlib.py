@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import lzma
+import sys
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -42,7 +43,7 @@ class StdlibCodec(BytesBytesCodec):
             if limit is None:
                 out = d.decompress(bytes(data))
             else:
-                out = d.decompress(bytes(data), limit + 1)
+                out = d.decompress(bytes(data), min(limit + 1, sys.maxsize))  # a C ssize_t
                 if len(out) > limit:
                     raise too_large(self.name, key, limit)
         except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
@@ -67,7 +68,7 @@ def stdlib_codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None
         codec = _codec(codec_id, config)
         if codec is not None:
             codec.encode(b"")  # the parameters are checked when compressing
-    except (TypeError, ValueError, lzma.LZMAError, zlib.error) as exc:
+    except (TypeError, ValueError, OverflowError, lzma.LZMAError, zlib.error) as exc:
         raise MetadataError(f"invalid configuration for codec 'numcodecs.{codec_id}': {exc}") from exc
     return codec
 

@@ -66,8 +66,8 @@ _TIME_UNITS = frozenset(
     {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
 )
 _UTF32 = "fixed_length_utf32"
-_MAX_UTF32_BYTES = 2_147_483_644
-_MAX_ITEMSIZE = 2**31 - 1  # numpy's largest element size
+_MAX_UTF32_BYTES = ext.MAX_ITEMSIZE  # a fill value of the type is built at open: bounded
+_MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element; a fill value of the type is built at open
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
 _EXT_PLAIN = ext.EXT_NAMES - {"struct", "structured", "null_terminated_bytes", "raw_bytes"}  # no configuration
@@ -314,7 +314,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
         digits = m.group(1)
         if len(digits) > 11 or int(digits) // 8 > _MAX_ITEMSIZE:  # no int() of thousands of digits
             raise MetadataError(
-                f"raw data type {name[:24]!r}: more than {_MAX_ITEMSIZE} bytes per element (numpy's limit)",
+                f"raw data type {name[:24]!r}: more than {_MAX_ITEMSIZE} bytes per element",
                 path=path,
             )
         bits = int(digits)

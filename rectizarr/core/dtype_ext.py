@@ -27,14 +27,17 @@ from rectizarr._util import is_int, json_path
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["EXT_NAMES", "ML_INTS", "b64_fill", "FieldType", "ext_fill_to_json", "ext_from_name", "ext_from_numpy",
-           "ext_has_endianness", "ext_parse_fill"]
+__all__ = ["EXT_NAMES", "MAX_ITEMSIZE", "ML_INTS", "b64_fill", "FieldType", "ext_fill_to_json", "ext_from_name",
+           "ext_from_numpy", "ext_has_endianness", "ext_parse_fill"]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
 _NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}
 _COMPLEX = {f"complex_{f}": f for f in FLOAT_SPECS}
 _BYTES = {"null_terminated_bytes": "S", "raw_bytes": "V"}
 EXT_NAMES = frozenset({"struct", "structured", *ML_INTS, *_COMPLEX, *_BYTES})
+#: Bytes per element of the byte-string types and of Zarr v2 dtypes: their fill value is built at open, from
+#: the metadata alone, so a larger claim would allocate that much before any data is read.
+MAX_ITEMSIZE = 1 << 24
 
 
 class FieldType(Protocol):
@@ -85,8 +88,9 @@ def ext_from_name(name: str, config: Mapping[str, Any] | None, path: str,
     if name in _BYTES:
         length: Any = (config or {}).get("length_bytes")
         if not isinstance(config, Mapping) or set(config) != {"length_bytes"} or not is_int(length) \
-                or not 1 <= length <= 2**31 - 1:
-            raise MetadataError(f"{name} needs a configuration {{\"length_bytes\": n}} with n >= 1", path=cpath)
+                or not 1 <= length <= MAX_ITEMSIZE:
+            raise MetadataError(f"{name} needs a configuration {{\"length_bytes\": n}} with 1 <= n <= "
+                                f"{MAX_ITEMSIZE}", path=cpath)
         return MappingProxyType({"length_bytes": int(length)}), np.dtype(f"{_BYTES[name]}{int(length)}")
     if config:
         if name not in ("struct", "structured"):

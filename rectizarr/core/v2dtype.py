@@ -6,13 +6,14 @@ base64 for bytes, raw and structured types). Values are held in native byte orde
 from __future__ import annotations
 
 import base64
+import math
 from typing import Any
 
 import numpy as np
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
-from rectizarr.core.dtype_ext import ML_INTS, b64_fill
+from rectizarr.core.dtype_ext import MAX_ITEMSIZE, ML_INTS, b64_fill
 from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -41,10 +42,12 @@ def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
             raise MetadataError(f"{value!r} is not a numpy dtype", path=path) from exc
         if dt.kind not in _KINDS or dt.fields is not None or (dt.itemsize == 0 and dt.kind != "O"):
             raise UnsupportedError(f"v2 dtype {value!r} is not supported", path=path)
+        _check_size(dt.itemsize, path)
         return dt
     if not isinstance(value, list) or not value:
         raise MetadataError(f"dtype must be a string or a list of fields, got {value!r}", path=path)
     fields: list[Any] = []
+    size = 0  # numpy's sum of the field sizes wraps around past 2**31
     for i, field in enumerate(value):
         where = json_path(path, i)
         if not (isinstance(field, list) and len(field) in (2, 3) and isinstance(field[0], str)):
@@ -52,17 +55,21 @@ def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
         sub = parse_v2_dtype(field[1], json_path(where, 1))
         if sub.kind == "O":
             raise UnsupportedError("object fields in structured dtypes", path=where)
-        if len(field) == 3:
-            shape = field[2]
-            if not (isinstance(shape, list) and all(is_int(s) and s >= 0 for s in shape)):
-                raise MetadataError("a field shape is a list of non-negative integers", path=json_path(where, 2))
-            fields.append((field[0], sub, tuple(shape)))
-        else:
-            fields.append((field[0], sub))
+        shape = field[2] if len(field) == 3 else []
+        if not (isinstance(shape, list) and all(is_int(s) and s >= 0 for s in shape)):
+            raise MetadataError("a field shape is a list of non-negative integers", path=json_path(where, 2))
+        fields.append((field[0], sub, tuple(shape)) if len(field) == 3 else (field[0], sub))
+        size += sub.itemsize * math.prod(shape)
+    _check_size(size, path)
     try:
         return np.dtype(fields)
     except (TypeError, ValueError) as exc:
         raise MetadataError(f"invalid structured dtype: {exc}", path=path) from exc
+
+
+def _check_size(itemsize: int, path: str) -> None:
+    if itemsize > MAX_ITEMSIZE:
+        raise UnsupportedError(f"{itemsize} bytes per element: rectizarr reads at most {MAX_ITEMSIZE}", path=path)
 
 
 def v2_dtype_to_json(dt: np.dtype[Any]) -> Any:
@@ -145,6 +152,8 @@ def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: st
         return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=dtype.numpy).reshape(()).copy()
     if kind in "Mm":
         n = -(2**63) if value == "NaT" else json_int(value, path)
+        if not -(2**63) <= n < 2**63:
+            raise MetadataError(f"{n} is out of the int64 range of {declared}", path=path)
         return np.array(n, dtype=np.int64).view(dtype.numpy)
     if kind == "U":
         if not isinstance(value, str) or len(value) > declared.itemsize // 4:

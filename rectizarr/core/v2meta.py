@@ -24,6 +24,7 @@ import numpy as np
 from rectizarr._util import is_int, json_path
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.codec_meta import (
+    NUMCODECS_KINDS,
     BloscMeta,
     BytesMeta,
     CodecMeta,
@@ -84,8 +85,11 @@ def _compressor(value: Any, declared: np.dtype[Any], path: str) -> list[CodecMet
             return [ZstdMeta(level=int(config.get("level", 1)), checksum=bool(config.get("checksum", False)))]
         if cid == "gzip" and set(config) <= {"level"}:
             return [GzipMeta(level=int(config.get("level", 1)))]
-    except (KeyError, TypeError, ValueError, msgspec.ValidationError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, msgspec.ValidationError) as exc:
         raise MetadataError(f"invalid {cid} configuration: {exc}", path=path) from exc
+    if cid not in NUMCODECS_KINDS:
+        raise UnsupportedError(f"unknown compressor {cid!r}: rectizarr cannot decode it",
+                               path=json_path(path, "id"))
     return [NumcodecsMeta(name=f"numcodecs.{cid}", configuration=config)]
 
 

@@ -3,13 +3,17 @@ and absurd size fields are refused before anything big is allocated."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import json
+import lzma
 import random
 import subprocess
 import sys
 import textwrap
 import tracemalloc
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +24,7 @@ from hypothesis import strategies as st
 import rectizarr
 from rectizarr.cli import main
 from rectizarr.cli.main import info_text
-from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
+from rectizarr.errors import CodecError, MetadataError, SelectionError, UnsupportedError
 from rectizarr.stores import MemoryStore
 from tests.reliability._mutate import CASE_SECONDS, alarm, check_case, mutate, seed_stores
 from tests.strategies import examples
@@ -257,3 +261,152 @@ def test_run_length_edges_stay_compressed(ndim: int) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[-2] == "OK"
     assert ("too many to list" in proc.stdout) == (ndim == 4)
+
+
+# Zarr v2 metadata and chunk sizes that escaped as KeyError, OverflowError or MemoryError.
+def _open_v2(stored: dict[str, bytes] | None = None, **over: object) -> rectizarr.Array:
+    doc = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": None, "fill_value": 0,
+           "order": "C", "filters": None, **over}
+    store = MemoryStore()
+    store.set(".zarray", json.dumps(doc).encode())
+    for k, v in (stored or {}).items():
+        store.set(k, v)
+    return rectizarr.open_array(store, mode="r")
+
+
+@pytest.mark.parametrize("cid", ["nope", "", "vlen-array"])
+def test_unknown_v2_compressor_is_unsupported(cid: str) -> None:
+    with pytest.raises(UnsupportedError, match="unknown compressor") as exc:
+        _open_v2(compressor={"id": cid, "dtype": "<i4"})
+    assert exc.value.path == "$.compressor.id" and exc.value.key == ".zarray"
+    with pytest.raises(UnsupportedError, match="unknown codec") as exc:
+        _open_doc(_doc(codecs=[{"name": "bytes"}, {"name": f"numcodecs.{cid}"}]))
+    assert exc.value.path == "$.codecs[1].name"
+
+
+_INF = float("inf")
+
+
+@pytest.mark.parametrize(("compressor", "path"), [
+    ({"id": "blosc", "cname": "lz4", "clevel": _INF, "shuffle": 1, "blocksize": 0}, "$.compressor"),
+    ({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": _INF}, "$.compressor"),
+    ({"id": "gzip", "level": _INF}, "$.compressor"),
+    ({"id": "zstd", "level": _INF}, "$.compressor"),
+    ({"id": "zlib", "level": _INF}, "$.codecs[1].configuration"),
+    ({"id": "zlib", "level": 2**62}, "$.codecs[1].configuration"),
+])
+@pytest.mark.filterwarnings("ignore:zarr.json. bare NaN/Infinity")  # the v3 document has an Infinity token
+def test_infinite_or_huge_compressor_levels_are_metadata_errors(compressor: dict[str, object], path: str) -> None:
+    with pytest.raises(MetadataError, match="configuration") as exc:
+        _open_v2(compressor=compressor)
+    assert exc.value.path == path and exc.value.key == ".zarray"
+    if compressor["id"] == "zlib":
+        config = {k: v for k, v in compressor.items() if k != "id"}
+        with pytest.raises(MetadataError, match="configuration") as exc:
+            _open_doc(_doc(codecs=[{"name": "bytes"}, {"name": "numcodecs.zlib", "configuration": config}]))
+        assert exc.value.path == path
+
+
+@pytest.mark.parametrize("dtype", ["<m8[s]", "<M8[ns]"])
+@pytest.mark.parametrize("fill", [2**63, 2**64 + 1, -(2**63) - 1])
+def test_v2_time_fill_past_int64_is_a_metadata_error(dtype: str, fill: int) -> None:
+    with pytest.raises(MetadataError, match="out of the int64 range") as exc:
+        _open_v2(dtype=dtype, fill_value=fill)
+    assert exc.value.path == "$.fill_value"
+    assert _open_v2(dtype=dtype, fill_value=2**63 - 1).fill_value.view("i8") == 2**63 - 1
+
+
+_CHUNK = bytes(range(16))
+
+
+@pytest.mark.parametrize(("v3_codec", "compressor", "data"), [
+    ({"name": "gzip", "configuration": {"level": 1}}, {"id": "gzip", "level": 1}, gzip.compress(_CHUNK)),
+    ({"name": "numcodecs.zlib", "configuration": {"level": 1}}, {"id": "zlib", "level": 1}, zlib.compress(_CHUNK)),
+    ({"name": "numcodecs.lzma", "configuration": {}}, {"id": "lzma"}, lzma.compress(_CHUNK)),
+    ({"name": "numcodecs.bz2", "configuration": {"level": 1}}, {"id": "bz2", "level": 1}, bz2.compress(_CHUNK)),
+], ids=["gzip", "zlib", "lzma", "bz2"])
+def test_chunk_bytes_past_ssize_t_with_a_stored_chunk(v3_codec: dict[str, object], compressor: dict[str, object],
+                                                      data: bytes) -> None:
+    """A chunk of 2**62 int32 elements holds 2**64 bytes: the decode bound overflowed a C ssize_t."""
+    a = _open_v2({"0": data}, chunks=[2**62], compressor=compressor)
+    with pytest.raises(CodecError, match="expected 18446744073709551616 bytes") as exc:
+        a[0]
+    assert exc.value.key == "0"
+    a = _open_doc(_doc(data_type="int32", chunk_grid=_regular(2**62), codecs=[
+        {"name": "bytes", "configuration": {"endian": "little"}}, v3_codec]), {"c/0": data})
+    with pytest.raises(CodecError, match="expected 18446744073709551616 bytes") as exc:
+        a[0]
+    assert exc.value.key == "c/0"
+    np.testing.assert_array_equal(_open_v2({"0": data}, shape=[4], chunks=[4], compressor=compressor)[:],
+                                  np.frombuffer(_CHUNK, "<i4"))
+
+
+_ITEMSIZE_SCRIPT = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))   # 1 GiB address space
+    import rectizarr
+    from rectizarr.stores import MemoryStore
+    store = MemoryStore()
+    store.set(sys.argv[1], sys.argv[2].encode())
+    try:
+        rectizarr.open_array(store, mode="r")
+        print("OK")
+    except rectizarr.MetadataError as e:
+        print(type(e).__name__, e.path)
+""")
+
+
+@pytest.mark.parametrize(("dtype", "fill", "path"), [
+    ("|V2147483647", 0, "$.dtype"),
+    ("|V2147483647", "AAAA", "$.dtype"),
+    ("|S2147483647", "AAAA", "$.dtype"),
+    ("|S2147483647", None, "$.dtype"),
+    ("<U536870911", "a", "$.dtype"),
+    ([["a", "|V16777216"], ["b", "|V1"]], 0, "$.dtype"),
+    ([["a", "|V2000", [10000]]], 0, "$.dtype"),
+    ([["a", "|V2147483647"], ["b", "|V2147483647"], ["c", "|V2"]], 0, "$.dtype[0][1]"),
+])
+def test_v2_dtype_larger_than_max_itemsize_is_refused_before_the_fill_is_built(dtype: object, fill: object,
+                                                                              path: str) -> None:
+    """The fill value of a 2 GiB element was allocated at open (MemoryError under a 1 GiB limit)."""
+    doc = {"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": dtype, "compressor": None, "fill_value": fill,
+           "order": "C", "filters": None}
+    proc = subprocess.run([sys.executable, "-c", _ITEMSIZE_SCRIPT, ".zarray", json.dumps(doc)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["UnsupportedError", path]
+    _open_v2(dtype=[["a", "|V16777215"], ["b", "|V1"]], fill_value=0)  # at the limit
+
+
+def test_v3_byte_strings_larger_than_max_itemsize_are_refused() -> None:
+    doc = _doc(data_type={"name": "null_terminated_bytes", "configuration": {"length_bytes": 2**31 - 1}},
+               fill_value="AAAA")
+    proc = subprocess.run([sys.executable, "-c", _ITEMSIZE_SCRIPT, "zarr.json", json.dumps(doc)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["MetadataError", "$.data_type.configuration"]
+
+
+def test_v3_utf32_and_raw_types_larger_than_max_itemsize_are_refused() -> None:
+    """A fill value of the type is built at open: ``fixed_length_utf32`` of 2**31 - 4 bytes allocated 2 GiB."""
+    from rectizarr.core.dtype_ext import MAX_ITEMSIZE
+
+    big = MAX_ITEMSIZE + 4
+    with pytest.raises(MetadataError, match="length_bytes"):
+        _open_doc(_doc(data_type={"name": "fixed_length_utf32", "configuration": {"length_bytes": big}},
+                       fill_value="a"))
+    with pytest.raises(MetadataError, match="bytes per element"):
+        _open_doc(_doc(data_type=f"r{8 * big}", fill_value=[0] * 4))
+
+
+def test_a_zstd_frame_without_a_size_in_a_huge_declared_chunk_is_counted_in_bounded_memory() -> None:
+    """A frame that declares no content size is first counted against the declared chunk size; the count
+    once allocated that size (2**62: a ValueError from numpy)."""
+    import zstandard
+
+    frame = zstandard.ZstdCompressor(write_content_size=False).compress(b"\0" * 16)
+    a = _open_doc(_doc(chunk_grid={"name": "regular", "configuration": {"chunk_shape": [2**62]}},
+                       codecs=[{"name": "bytes"}, {"name": "zstd", "configuration": {"level": 1, "checksum": False}}]),
+                  {"c/0": frame})
+    with pytest.raises(CodecError, match="c/0"):
+        a[0]
