@@ -146,8 +146,9 @@ def to_rectizarr(
     """Write ``dataset`` as a Zarr v3 group, with ``Dataset.to_zarr``'s arguments and behaviour.
 
     ``mode``: ``"w-"`` (default) creates and fails if the group exists, ``"w"`` replaces it, ``"a"`` adds
-    or replaces variables (default with ``append_dim``), ``"a-"`` adds new variables only (and with
-    ``append_dim``, appends to the stored ones having it), ``"r+"`` writes into existing variables only
+    or replaces variables (default with ``append_dim``), ``"a-"`` with ``append_dim`` appends to the stored
+    variables having it and adds new ones, leaving the others (without it: as ``"a"``, as xarray does),
+    ``"r+"`` writes into existing variables only
     (default with ``region``). ``append_dim`` grows every stored variable having that dimension (dask blocks
     along it become new chunks of a rectilinear axis; if a write fails, the arrays grown are shrunk back,
     with ``compute=True``); ``region`` maps dimensions to slices (or ``"auto"``: found from the stored
@@ -182,9 +183,8 @@ def to_rectizarr(
         raise ValueError(f"dataset contains non-pre-existing variables {new!r}, which is not allowed in "
                          "``xarray.Dataset.to_zarr()`` with ``mode='r+'``. To allow writing new variables, set "
                          "``mode='a'``.")
-    if mode == "a-":  # stored variables are left as they are, but for appends along append_dim
-        ds = ds.drop_vars([n for n in names if n in existing
-                           and (append_dim is None or append_dim not in ds.variables[n].dims)])
+    if mode == "a-" and append_dim is not None:  # stored variables without append_dim are left as they are
+        ds = ds.drop_vars([n for n in names if n in existing and append_dim not in ds.variables[n].dims])
     grown: list[tuple[Array, tuple[int, ...]]] = []
     try:
         writes = _write_all(ds, g, existing, user_encoding, grown, mode=mode, append_dim=append_dim,

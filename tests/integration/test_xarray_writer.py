@@ -342,3 +342,15 @@ def test_append_casts_values_before_growing_and_undoes_a_failed_write(tmp_path: 
         to_rectizarr(nxt.assign(n=("t", failing), t=[3]), ours, append_dim="t")
     for engine in ("rectizarr", "zarr"):
         xr.testing.assert_identical(_open(ours, engine), before)
+
+
+def test_mode_a_minus_without_append_dim_is_mode_a_like_the_zarr_engine(tmp_path: Path) -> None:
+    first = xr.Dataset({"v": ("x", [1.0, 2.0])})
+    second = xr.Dataset({"v": ("x", [3.0, 4.0]), "w": ("x", [5.0, 6.0])})
+    ours, theirs = tmp_path / "ours.zarr", tmp_path / "theirs.zarr"
+    to_rectizarr(first, ours)
+    to_rectizarr(second, ours, mode="a-")
+    first.to_zarr(theirs, zarr_format=3)
+    second.to_zarr(theirs, mode="a-")
+    xr.testing.assert_identical(_open(ours, "zarr"), _open(theirs, "zarr"))
+    assert list(_open(ours, "zarr").v.values) == [3.0, 4.0]
