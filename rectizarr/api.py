@@ -10,6 +10,7 @@ import numpy as np
 
 from rectizarr import nodes
 from rectizarr.arrays import Array, create
+from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta, build_v2_array_meta
 from rectizarr.errors import MetadataError, NodeTypeError
@@ -148,10 +149,10 @@ def from_array(
     if isinstance(data, Array):
         src = data
         sharded = src.is_sharded
-        if chunks == "keep":
-            chunks = src.inner_chunk_shape if sharded else _edges_or_int(src.write_chunk_sizes, src.shape)
+        if chunks == "keep":  # as declared, not clipped to the extent (a 12/6 shard of 7 elements stays so)
+            chunks = src.inner_chunk_shape if sharded else declared_sizes(src.grid)
         if shards == "keep":
-            shards = _edges_or_int(src.write_chunk_sizes, src.shape) if sharded else None
+            shards = declared_sizes(src.grid) if sharded else None
         kwargs.setdefault("dtype", src.metadata.data_type)
         kwargs.setdefault("fill_value", src.metadata.fill_value)
         kwargs.setdefault("dimension_names", src.dimension_names)
@@ -168,16 +169,6 @@ def from_array(
     kwargs.setdefault("dtype", arr.dtype)
     out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
     out[...] = arr
-    return out
-
-
-def _edges_or_int(sizes: tuple[tuple[int, ...], ...], shape: tuple[int, ...]) -> list[Any]:
-    out: list[Any] = []
-    for s, extent in zip(sizes, shape, strict=True):
-        if len(set(s[:-1])) <= 1 and s and (len(s) == 1 or s[-1] <= s[0]):
-            out.append(s[0])
-        else:
-            out.append(list(s) if s else max(1, extent))
     return out
 
 

@@ -25,7 +25,14 @@ from rectizarr.core.metadata import (
     node_to_json,
 )
 from rectizarr.core.metadata import node_from_json as _v3_node_from_json
-from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError, ReadOnlyError, StoreError
+from rectizarr.errors import (
+    ConflictError,
+    MetadataError,
+    NodeNotFoundError,
+    ReadOnlyError,
+    StoreError,
+    UnsupportedError,
+)
 from rectizarr.stores import Store, open_store
 
 META = "zarr.json"
@@ -265,6 +272,9 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
         else:
             existing = docs.get(parent)
             found = None if existing is None else decode_node(existing, meta_key(parent))
+            if found is None and read_v2_meta(store, parent) is not None:  # a zarr.json would hide it
+                raise UnsupportedError(f"cannot create the Zarr v3 node {path!r}: its ancestor {parent or '/'!r} "
+                                       "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)")
         if found is None:
             missing.append(parent)
         elif found.__class__ is not GroupMeta:

@@ -17,7 +17,7 @@ from rectizarr.cli.util import Progress, plan_regions
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
-from rectizarr.core.grid import FixedDim
+from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import node_to_json
 from rectizarr.core.v2migrate import v3_codecs
 from rectizarr.create import build_chain
@@ -61,14 +61,6 @@ def _split(chain_json: list[dict[str, Any]], n_array_array: int) -> tuple[list[A
     return chain_json[:n_array_array], chain_json[n_array_array], chain_json[n_array_array + 1:]
 
 
-def _declared(src: Array) -> list[Any]:
-    """The source's storage chunks as declared in its grid (ints, and edges as ``[edge, count]`` runs
-    where they repeat: never expanded, overhang kept)."""
-    return [d.size if isinstance(d, FixedDim) else
-            [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
-            for d in src.grid.dims]
-
-
 def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     """``(storage chunks, full codec chain JSON)`` of the destination of ``src`` under ``opts``."""
     pipe = src.pipeline
@@ -79,7 +71,7 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
                                                                            "auto"))
         pipe = build_pipeline(metas, src.dtype, [d.unique_edges() for d in src.grid.dims])
     outer_a, serializer, outer_b = _split(codecs_to_json(metas), len(pipe.array_array))
-    keep_storage = _declared(src)
+    keep_storage = declared_sizes(src.grid)
     if opts.codecs is not None:
         if opts.shards is not None:
             raise MetadataError("--codecs gives the whole chain: put sharding_indexed in it instead of --shards")

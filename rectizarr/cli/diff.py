@@ -2,9 +2,10 @@
 
 Metadata verdicts: ``identical`` (same canonical JSON), ``equivalent`` (only how the values are stored
 differs: a regular grid and a rectilinear grid with the same chunk boundaries, other chunk boundaries
-("same data, different chunking") or other codecs ("same data, different encoding"); the value comparison
-then decides) or ``different`` (shape, data type, fill value, dimension names, attributes ...). Values are compared region by region (bounded memory), bit for bit for fixed-size types,
-so NaN equals NaN with the same bits and ``-0.0`` differs from ``0.0``.
+("same data, different chunking"), other codecs ("same data, different encoding") or another chunk key
+encoding ("same data, other keys"); the value comparison then decides) or ``different`` (shape, data type,
+fill value, dimension names, attributes ...). Values are compared region by region (bounded memory), bit
+for bit for fixed-size types, so NaN equals NaN with the same bits and ``-0.0`` differs from ``0.0``.
 """
 
 from __future__ import annotations
@@ -119,9 +120,12 @@ def compare_array_meta(a: Array, b: Array, d: ArrayDiff) -> None:
         return
     different: list[str] = []
     equivalent: list[str] = []
-    for key in ("shape", "data_type", "fill_value", "chunk_key_encoding", "dimension_names"):
+    for key in ("shape", "data_type", "fill_value", "dimension_names"):
         if ja.get(key) != jb.get(key):
             different.append(f"{key}: {_j(ja.get(key))} != {_j(jb.get(key))}")
+    if ja.get("chunk_key_encoding") != jb.get("chunk_key_encoding"):  # where chunks are stored, as a migrate makes
+        equivalent.append(f"chunk_key_encoding: {_j(ja.get('chunk_key_encoding'))} != "
+                          f"{_j(jb.get('chunk_key_encoding'))} (same data, other keys)")
     if ja["codecs"] != jb["codecs"]:  # how values are stored, not what they are: the value comparison decides
         equivalent.append(f"codecs: {_j(ja['codecs'])} != {_j(jb['codecs'])} (same data, different encoding)")
     if ja["chunk_grid"] != jb["chunk_grid"]:

@@ -38,6 +38,7 @@ from rectizarr.errors import MetadataError, SelectionError
 
 __all__ = [
     "INT64_MAX",
+    "declared_sizes",
     "MAX_EDGES",
     "AxisResizePolicy",
     "ChunkGrid",
@@ -296,3 +297,11 @@ def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
     if len(runs) == a.size:
         return a.tolist()  # type: ignore[no-any-return]
     return [v if n == 1 else [v, n] for v, n in runs]
+
+
+def declared_sizes(grid: ChunkGrid) -> list[Any]:
+    """The grid's chunk sizes as ``create_array`` takes them, as declared (an overhanging edge kept): an int
+    per regular axis, and edges as ``[edge, count]`` runs where they repeat (never expanded)."""
+    return [d.size if isinstance(d, FixedDim) else
+            [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
+            for d in grid.dims]

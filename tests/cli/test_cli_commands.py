@@ -407,3 +407,33 @@ def test_copy_keeps_consolidation_and_rechunk_diff_is_same_data(capsys: pytest.C
     rectizarr.open_array(dst, path="v")[0, 0] = -1.0
     status, out, _ = run(capsys, "diff", src, dst)
     assert status == 1 and "1 of 240 elements differ" in out
+
+
+def test_diff_of_a_migrated_array_is_equivalent_and_copy_refuses_a_v3_node_in_a_v2_group(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    v2 = rectizarr.create_array(tmp_path / "v2.zarr", shape=(4,), dtype="i4", chunks=(2,), zarr_format=2)
+    v2[...] = [1, 2, 3, 4]
+    assert main(["migrate", str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr"), "--chunks", "3"]) == 0
+    code, out, _ = run(capsys, "diff", str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr"))
+    assert code == 0 and "equivalent" in out and "chunk_key_encoding" in out  # the keys differ, not the data
+    group = rectizarr.create_group(tmp_path / "g.zarr", zarr_format=2, attributes={"title": "t"})
+    group.create_array("old", shape=(2,), dtype="i4")
+    before = sorted(p.name for p in (tmp_path / "g.zarr").iterdir())
+    code, _, err = run(capsys, "copy", str(tmp_path / "v3.zarr"), str(tmp_path / "g.zarr"), "--dst-path", "new")
+    assert code == 2 and "Zarr v2 node" in err
+    assert sorted(p.name for p in (tmp_path / "g.zarr").iterdir()) == before  # no zarr.json hiding the v2 group
+    assert dict(rectizarr.open_group(tmp_path / "g.zarr", mode="r").attrs) == {"title": "t"}
+
+
+def test_from_array_keeps_the_declared_chunks_of_its_source(tmp_path: Path) -> None:
+    """As declared, not clipped to the extent: a 12/6 shard of 7 elements failed ("shards=[7] is not
+    divisible by chunks=(6,)"), and chunks (12,) became 7."""
+    src = rectizarr.create_array(tmp_path / "s.zarr", shape=(7,), dtype="i4", chunks=(6,), shards=(12,))
+    src[...] = np.arange(7)
+    out = rectizarr.from_array(tmp_path / "d.zarr", src)
+    assert out.metadata.chunk_grid == src.metadata.chunk_grid and out.inner_chunk_shape == (6,)
+    assert out[...].tolist() == list(range(7))
+    for chunks in ((12,), [[4, 8]]):
+        a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(10,), dtype="i4", chunks=chunks)
+        a[...] = 1
+        assert rectizarr.from_array(rectizarr.MemoryStore(), a).metadata.chunk_grid == a.metadata.chunk_grid
