@@ -272,7 +272,8 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
         else:
             existing = docs.get(parent)
             found = None if existing is None else decode_node(existing, meta_key(parent))
-            if found is None and read_v2_meta(store, parent) is not None:  # a zarr.json would hide it
+            # a new zarr.json would hide a Zarr v2 group there (one GET, only where a parent is missing)
+            if found is None and store.get(prefix_of(parent) + v2meta.V2_GROUP) is not None:
                 raise UnsupportedError(f"cannot create the Zarr v3 node {path!r}: its ancestor {parent or '/'!r} "
                                        "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)")
         if found is None:
