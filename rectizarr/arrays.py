@@ -19,6 +19,8 @@ from rectizarr import nodes, tuning
 from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.core.codec_meta import ShardingMeta
+from rectizarr.core.dims import VaryingDim
 from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
@@ -486,7 +488,8 @@ class Array(nodes.Node):
 
     # ------------------------------------------------------------------------------ resize/append
     def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:
-        """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default),
+        """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default; a new
+        shard is rounded up to whole inner chunks, reaching past the extent),
         ``chunks="repeat"`` (repeat the last edge), or explicit new edges per axis (``chunks=[None, [31, 30]]``).
 
         Shrinking deletes chunks wholly outside the new shape and resets the out-of-bounds part of the
@@ -551,12 +554,26 @@ def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
     import msgspec
 
-    new_grid = meta.chunk_grid.resize(new_shape, "new_chunk" if chunks is None else chunks)
+    new_grid = meta.chunk_grid.resize(new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks)
     build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims],
                    "$.codecs")  # e.g. a new edge not divisible by the inner chunk
     return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
 
 
+
+
+def _whole_inner_chunks(meta: ArrayMeta, new_shape: Shape) -> Any:
+    """The default growth policy: one new chunk per growing rectilinear axis, of the growth; for shards
+    (sharding first in the chain), rounded up to whole inner chunks (the last shard then reaches past the
+    extent, as a regular grid's last chunk does), since a shard's edge must divide into inner chunks."""
+    first = meta.codecs[0] if meta.codecs else None
+    if not isinstance(first, ShardingMeta):
+        return "new_chunk"
+    policy: list[Any] = []
+    for d, n, inner in zip(meta.chunk_grid.dims, new_shape, first.chunk_shape, strict=True):
+        grow = n - d.total if isinstance(d, VaryingDim) else 0
+        policy.append([-(-grow // inner) * inner] if grow > 0 else None)
+    return policy
 
 
 def _has_ellipsis(selection: Any) -> bool:

@@ -407,3 +407,16 @@ def test_a_shard_index_cached_through_another_layout_of_the_key_is_not_used() ->
     assert rectizarr.open_group(store, mode="r")["a"][-1, -1] == 3  # through the consolidated entry
     # the same bytes, cut as its own inner chunks (2, 1) say: [[0, 2], [1, 3]]
     assert own[-1, -1] == 3 and own[0, 1] == 2 and own[...].tolist() == [[0, 2], [1, 3]]
+
+
+def test_a_sharded_rectilinear_axis_grows_by_whole_inner_chunks() -> None:
+    """A new shard edge must divide into inner chunks: growing by 1 with inner chunks of 2 was refused
+    ("chunk edge length 1 is not divisible"); the new shard is 2 long, reaching past the extent."""
+    a = rectizarr.create_array(MemoryStore(), shape=(5,), dtype="i4", chunks=(2,), shards=[[4, 4]], fill_value=-1)
+    a[...] = np.arange(5)
+    a.append(np.arange(5, 10))  # 8 -> 10: a new shard of 2
+    a.append(np.array([10], "i4"))  # 10 -> 11: a new shard of 2, half past the extent
+    assert a.write_chunk_sizes == ((4, 4, 2, 1),) and a[...].tolist() == list(range(11))
+    a.resize((15,))
+    assert a.write_chunk_sizes == ((4, 4, 2, 2, 3),) and a[11:].tolist() == [-1] * 4
+    assert rectizarr.open_array(a.store)[...].tolist() == list(range(11)) + [-1] * 4
