@@ -33,7 +33,7 @@ from rectizarr.io.chunk import (
     swap_each,
 )
 from rectizarr.io.layout import ChunkedLayout
-from rectizarr.io.pool import each_as_ready, pmap, workers_for
+from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
@@ -87,12 +87,17 @@ def read_windowed(chunks: _Chunks) -> None:
     each decoded and pasted in the workers as it arrives, with at most a window of values (``t.window_bytes``
     decoded, and twice the store's requests in flight) fetched ahead of the workers: memory stays bounded
     next to the output."""
-    keys, t = chunks.keys, chunks.t
+    keys, t, store = chunks.keys, chunks.t, chunks.layout.store
     if len(keys) == 1:  # one request and one decode: on this thread (a hand-off costs more than either)
-        chunks.paste(0, chunks.layout.store.get(keys[0]))
+        chunks.paste(0, store.get(keys[0]))
+        return
+    if store.capabilities.requests_on_threads and len(keys) <= 2 * pool_size() and chunks.layout.workers != 1:
+        # A few chunks: each decoded on the thread its answer arrives on (a hand-off to a worker costs more
+        # than it saves; with more chunks than that, as many decodes at once as requests cost more).
+        store.each_arrival([(k, None) for k in keys], chunks.paste)
         return
     ahead = max(1, min(t.window_bytes // max(1, chunks.specs[0].nbytes), 2 * requests_in_flight()))
-    arriving = chunks.layout.store.iter_many([(k, None) for k in keys], ahead=ahead)
+    arriving = store.iter_many([(k, None) for k in keys], ahead=ahead)
     each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)
 
 

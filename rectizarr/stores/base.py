@@ -142,6 +142,7 @@ class Capabilities:
     conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
+    requests_on_threads: bool = False  # each request runs on a thread of its own: each_arrival() works there
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
@@ -303,6 +304,15 @@ class Store(ABC):
                 if start + step < n:
                     following = fetcher.submit(self.get_many, requests[start + step : start + 2 * step])
                 yield from enumerate(values, start)
+
+    def each_arrival(self, requests: Sequence[tuple[str, ByteRange | None]],
+                     fn: Callable[[int, bytes | memoryview | None], object]) -> None:
+        """Call ``fn(index in requests, value)`` for every request as its value arrives. Where requests run
+        on threads of their own (``capabilities.requests_on_threads``), on the thread that received the
+        value, with no hand-off between the answer and the work on it; here, on this thread as
+        :meth:`iter_many` hands the values over. The first error is raised once no call is under way."""
+        for i, value in self.iter_many(requests):
+            fn(i, value)
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:

@@ -11,6 +11,7 @@ configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through un
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import itertools
@@ -78,7 +79,8 @@ class _Requests:
     def each(cls, calls: Sequence[Callable[[], T]]) -> list[T]:
         """Every call's result, in order, the calls made on the pool (the first error is raised once all
         are done, so none is left running against a store the caller may go on to change)."""
-        futures = [cls.pool().submit(c) for c in calls]
+        pool = cls.pool()
+        futures = [pool.submit(c) for c in calls]
         wait(futures)
         return [f.result() for f in futures]
 
@@ -122,7 +124,8 @@ class ObjectStore(Store):
         super().__init__(read_only=read_only or kind == "http", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self.url, self.kind = url.rstrip("/"), kind
         self.storage_options = dict(storage_options or {})
-        self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True)
+        self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True,
+                                         requests_on_threads=True)
         self.lock_identity = f"objectstore:{self.url}/"
         self._root, self._prefix = _split_root(self.url, kind)
         self._store = self._connect()
@@ -331,6 +334,20 @@ class ObjectStore(Store):
         finally:  # the caller stopped early (an error, or it needs no more): no request left to start
             for f in futures:
                 f.cancel()
+
+    def each_arrival(self, requests: Sequence[tuple[str, ByteRange | None]],
+                     fn: Callable[[int, bytes | memoryview | None], object]) -> None:
+        """Each request and then ``fn`` on its value on one of the pool's threads (in the caller's context):
+        a small read's chunks decode as they arrive, with no hand-off to another thread (4 chunks at 20 ms
+        per request: 0.3-0.4 ms sooner)."""
+        context = contextvars.copy_context()
+
+        def one(i: int, key: str, byte_range: ByteRange | None) -> None:
+            body = self._fetch(key, byte_range)[0]
+            context.copy().run(fn, i, None if body is None else memoryview(body))
+
+        _Requests.each([functools.partial(one, i, validate_key(k), validate_range(k, r))
+                        for i, (k, r) in enumerate(requests)])
 
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:

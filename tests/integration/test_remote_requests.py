@@ -4,12 +4,14 @@ both backends: one document per open, one request per chunk, a group's root docu
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 import rectizarr
+from rectizarr import tuning
 from rectizarr.stores import CountingStore, open_store
 
 
@@ -367,3 +369,41 @@ def test_a_failed_read_ahead_changes_no_read(s3_server: Any) -> None:
     assert any(not on_reader for on_reader, _ in store.batches)  # it tried
     waited = [n for on_reader, n in store.batches if on_reader]
     assert len(waited) == len({(i // 512, j // 256) for i, j in points})  # one index read per shard, no retries
+
+
+def test_each_arrival_works_on_the_thread_that_received_each_value(obstore_store: Any, s3_server: Any) -> None:
+    """ObjectStore: ``fn`` runs on the request's own thread, in the caller's context (its tuning holds), for
+    every request, missing keys as None and ranges as asked; the first error is raised once no call is
+    under way. A small remote read decodes its chunks there: values equal numpy, missing chunks the fill
+    value, a corrupt chunk an error naming it."""
+    obstore_store.set_many({f"e/{i}": bytes(range(i, i + 8)) for i in range(6)})
+    seen: dict[int, tuple[bytes | None, str, int]] = {}
+    requests = [(f"e/{i}", (2, 3) if i == 4 else None) for i in range(7)]  # e/6 is missing
+    with tuning.use(replace(tuning.current(), conflict_retries=7)):
+        obstore_store.each_arrival(requests, lambda i, v: seen.__setitem__(
+            i, (None if v is None else bytes(v), threading.current_thread().name, tuning.current().conflict_retries)))
+    assert {i: v for i, (v, _, _) in seen.items()} == {
+        **{i: bytes(range(i, i + 8)) for i in range(6)}, 4: bytes([6, 7, 8]), 6: None}
+    assert all(name.startswith("rectizarr-objectstore") and retries == 7 for _, name, retries in seen.values())
+
+    def fail(i: int, v: Any) -> None:
+        if i == 2:
+            raise ValueError("two")
+        seen[i] = (b"", "", 0)
+
+    seen.clear()
+    with pytest.raises(ValueError, match="two"):
+        obstore_store.each_arrival(requests, fail)
+    assert sorted(seen) == [0, 1, 3, 4, 5, 6]  # the others ran to the end
+
+    want = np.arange(96 * 96, dtype="u2").reshape(96, 96)
+    want[:32, :32] = 0
+    a = rectizarr.create_array(obstore_store, name="w", shape=want.shape, dtype="u2", chunks=(32, 32),
+                               fill_value=0, compressors={"name": "zstd", "configuration": {"level": 1}})
+    a[...] = want
+    s3_server.reset_counts()
+    assert np.array_equal(a[10:50, 10:30], want[10:50, 10:30]) and s3_server.counts()["get"] == 2  # 1 missing
+    assert np.array_equal(a.oindex[[1, 90], [2, 95]], want[np.ix_([1, 90], [2, 95])])
+    obstore_store.set("w/c/1/1", b"not zstd")
+    with pytest.raises(rectizarr.errors.CodecError, match="w/c/1/1"):
+        a[30:40, 20:40]

@@ -763,3 +763,15 @@ def test_iter_many_fetches_at_most_ahead_values_before_they_are_taken() -> None:
     batches.clear()
     assert list(store.iter_many(requests[:3], ahead=4)) == [(0, b"\x00"), (1, None), (2, b"\x02")]
     assert batches == [3]
+
+
+def test_each_arrival_calls_on_every_value_in_order_for_stores_without_request_threads() -> None:
+    from rectizarr.stores import MemoryStore
+
+    store = MemoryStore()
+    store.set_many({"a": b"abc", "b": b"defg"})
+    assert not store.capabilities.requests_on_threads
+    got: list[tuple[int, bytes | None]] = []
+    store.each_arrival([("b", (1, 2)), ("x", None), ("a", None)],
+                       lambda i, v: got.append((i, None if v is None else bytes(v))))
+    assert got == [(0, b"ef"), (1, None), (2, b"abc")]
