@@ -64,7 +64,8 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         self.name = name
         self.codec_id = codec_id
         self.codec = codec
-        self._dtypes: dict[np.dtype, tuple[np.dtype, np.ndarray]] = {}
+        self._dtypes: dict[np.dtype, np.dtype] = {}
+        self._fills: dict[tuple[np.dtype, np.dtype, bytes], np.ndarray] = {}
 
     @staticmethod
     def check_declared(config: Mapping[str, Any], dtype: np.dtype, path: str) -> None:
@@ -88,21 +89,32 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         return -(-n // 8) + 1
 
     def _encoded_dtype(self, spec: ChunkSpec) -> tuple[np.dtype, np.ndarray]:
-        """The encoded dtype and the encoded fill value for inputs of ``spec``'s dtype (cached)."""
-        cached = self._dtypes.get(spec.dtype)
-        if cached is None:
-            fill = np.asarray(spec.fill_value, dtype=spec.dtype).reshape(1)
+        """The encoded dtype (learnt once per input dtype, by encoding one element) and the encoded
+        representation's fill value: the array's, cast to that dtype, as zarr-python's ``numcodecs.*``
+        codecs leave it (an inner chunk of a shard after this codec that is not stored holds that value
+        before it is decoded; it is not the fill value encoded)."""
+        dtype = self._dtypes.get(spec.dtype)
+        if dtype is None:
+            one = np.asarray(spec.fill_value, dtype=spec.dtype).reshape(1)
             try:
-                probe = np.asarray(self.codec.encode(fill))
+                probe = np.asarray(self.codec.encode(one))
             except Exception as exc:
                 raise MetadataError(f"codec {self.name!r} cannot code dtype {spec.dtype}: {exc}") from exc
-            dtype = probe.dtype.newbyteorder("=")
-            encoded_fill = (
-                np.zeros((), dtype) if self.codec_id == "packbits" else probe.reshape(-1)[:1].reshape(())
-            )
-            cached = (dtype, encoded_fill.astype(dtype))
-            self._dtypes[spec.dtype] = cached
-        return cached
+            dtype = self._dtypes.setdefault(spec.dtype, probe.dtype.newbyteorder("="))
+        value = np.asarray(spec.fill_value)
+        key = (dtype, value.dtype, value.tobytes())
+        fill = self._fills.get(key)
+        if fill is None:
+            if value.dtype.kind == "c" and dtype.kind != "c":
+                value = value.real
+            try:
+                with np.errstate(invalid="ignore", over="ignore"):
+                    fill = value.astype(dtype).reshape(())
+            except (TypeError, ValueError):  # no such cast (a string fill for numbers): as numcodecs' zeros
+                fill = np.zeros((), dtype)
+            if value.dtype.kind != "O":  # (an object's bytes are its address)
+                fill = self._fills.setdefault(key, fill)
+        return dtype, fill
 
     def _shape(self, shape: Shape) -> Shape:
         return (self._flat_size(prod(shape)),) if self.codec_id == "packbits" else shape

@@ -325,7 +325,10 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         self.codec = codec
 
     def encode(self, data: bytes | memoryview) -> bytes:
-        return _bytes(self.codec.encode(np.frombuffer(data, dtype=np.uint8)))
+        try:
+            return _bytes(self.codec.encode(np.frombuffer(data, dtype=np.uint8)))
+        except Exception as exc:  # e.g. shuffle's elementsize not dividing the length
+            raise CodecError(f"cannot encode {len(data)} bytes: {exc}", codec=self.name) from exc
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
         try:
