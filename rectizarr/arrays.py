@@ -71,6 +71,7 @@ class Array(nodes.Node):
         self._lock = threading.RLock()
         self._set_meta(meta, pipeline)
         self._meta_version = self._stored_version()
+        self._unchecked = False  # the metadata came from a consolidated entry: read zarr.json before a write
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as store + path + options; the lock and caches are rebuilt where it is unpickled
@@ -101,10 +102,21 @@ class Array(nodes.Node):
         )
 
     def _stored_version(self) -> Any:
-        """The version of ``zarr.json`` where versions are cheap to check; None elsewhere (not checked)."""
+        """The version of ``zarr.json`` where versions are cheap to check; elsewhere what this process wrote
+        of it (:meth:`Store.written`: another handle's append or resize is taken up, for no request)."""
+        key = nodes.doc_key(self._path, self._meta)
         if not self._store.capabilities.cheap_versions:
-            return None
-        return self._store.version(nodes.doc_key(self._path, self._meta))
+            return self._store.written([key])
+        return self._store.version(key)
+
+    def _check_before_writing(self) -> None:
+        """The metadata came from a group's consolidated metadata, which may be older than the array's own
+        document (a writer that did not consolidate again, a change that failed half-way): read that
+        document before the first write (a stale shape would clip the write), and on stores where
+        versions are cheap before the first use."""
+        self._unchecked = True
+        if self._store.capabilities.cheap_versions:
+            self._meta_version = None
 
     def _still_at(self, version: Any) -> bool:
         return bool(self._stored_version() == version)
@@ -406,6 +418,12 @@ class Array(nodes.Node):
         with; if another handle shrank or grew the array meanwhile, it plans again (a write never puts data
         past a shrink's new end, nor clears what an append just put past the old one)."""
         self._check_writable()
+        if self._unchecked:
+            with self._lock:
+                if self._unchecked:
+                    version = self._stored_version()
+                    self._take_up(nodes.read_meta(self._store, self._path))
+                    self._meta_version, self._unchecked = version, False
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
         for _ in range(tuning.current().conflict_retries):

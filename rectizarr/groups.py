@@ -51,7 +51,9 @@ class Group(nodes.Node):
         self._meta = meta
         self._read_only = read_only or store.read_only
         self._use_consolidated = use_consolidated
-        self._version: Hashable = None  # of zarr.json when self._meta was read (None: not known)
+        # of zarr.json when self._meta was read (None: not known); where versions cost a request, what this
+        # process wrote of it since (written by another handle of ours: read again)
+        self._version: Hashable = None if store.capabilities.cheap_versions else self._stored_version()
         self._stale = False  # our own writes changed what is stored below: read zarr.json again
         # the consolidated entries of the GroupMeta they came from (checked once per document, not per
         # lookup) and the members' metadata parsed from them so far
@@ -86,22 +88,27 @@ class Group(nodes.Node):
         where versions cost a request (S3, GCS, Azure, HTTP) after *other* writers changed the group: this
         handle keeps what it read at open and re-reads after its own writes; on local directories and
         memory every use checks the version (one ``stat``)."""
-        version = self._stored_version() if self._store.capabilities.cheap_versions else None
+        version = self._stored_version()
         meta = nodes.read_meta(self._store, self._path, self._meta.zarr_format)
         if not isinstance(meta, GroupMeta):
             raise NodeNotFoundError(f"{self.name!r} is no longer a group")
         self._meta, self._version, self._stale = meta, version, False
 
     def _stored_version(self) -> Hashable:
-        """The versions of the documents that define the group (v2: ``.zgroup``, ``.zattrs``, ``.zmetadata``)."""
+        """The versions of the documents that define the group (v2: ``.zgroup``, ``.zattrs``, ``.zmetadata``)
+        where versions are cheap; elsewhere what this process wrote of them (:meth:`Store.written`)."""
         if self._meta.zarr_format == 3:
-            return self._store.version(nodes.meta_key(self._path))
-        prefix = nodes.prefix_of(self._path)
-        return tuple(self._store.version(prefix + k) for k in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED))
+            keys = [nodes.meta_key(self._path)]
+        else:
+            prefix = nodes.prefix_of(self._path)
+            keys = [prefix + k for k in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
+        if not self._store.capabilities.cheap_versions:
+            return self._store.written(keys)
+        return self._store.version(keys[0]) if len(keys) == 1 else tuple(self._store.version(k) for k in keys)
 
     def _current(self) -> GroupMeta:
         """The group's metadata, read again if it is known to have changed (see :meth:`refresh`)."""
-        if self._stale or (self._store.capabilities.cheap_versions and self._stored_version() != self._version):
+        if self._stale or self._stored_version() != self._version:
             self.refresh()
         return self._meta
 
@@ -132,10 +139,14 @@ class Group(nodes.Node):
         return meta
 
     # ----------------------------------------------------------------------------------- members
-    def _child(self, rel: str, meta: NodeMeta) -> Array | Group:
+    def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
+        """The member at ``rel`` with ``meta`` (``consolidated``: an entry of the consolidated metadata)."""
         path = nodes.join(self._path, rel)
         if isinstance(meta, ArrayMeta):
-            return Array(self._store, path, meta, read_only=self._read_only)
+            array = Array(self._store, path, meta, read_only=self._read_only)
+            if consolidated:
+                array._check_before_writing()
+            return array
         return Group(self._store, path, meta, read_only=self._read_only, use_consolidated=False)
 
     def _member_metas(self) -> dict[str, NodeMeta]:
@@ -150,7 +161,8 @@ class Group(nodes.Node):
     def members(self, max_depth: int | None = 0) -> list[tuple[str, Array | Group]]:
         """Members as ``(relative path, node)`` pairs, sorted by path: immediate children with
         ``max_depth=0`` (default), down to ``max_depth`` levels below them, or all with ``None``."""
-        out = [(n, self._child(n, m)) for n, m in sorted(self._member_metas().items())]
+        consolidated = self._consolidated() is not None
+        out = [(n, self._child(n, m, consolidated)) for n, m in sorted(self._member_metas().items())]
         if max_depth is not None and max_depth <= 0:
             return out
         deeper = None if max_depth is None else max_depth - 1
@@ -211,7 +223,7 @@ class Group(nodes.Node):
             if rel not in entries:
                 raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} of {self._store!r} "
                                         "(consolidated metadata)")
-            return self._child(rel, self._consolidated_meta(entries, parsed, rel))
+            return self._child(rel, self._consolidated_meta(entries, parsed, rel), consolidated=True)
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -249,8 +261,11 @@ class Group(nodes.Node):
             raise NodeExistsError(f"{name!r} in {self.name!r} is an array, not a group")
         return node
 
-    def require_array(self, name: str, *, shape: Any, dtype: Any, **kwargs: Any) -> Array:
-        """Open the child array ``name`` if it exists with this shape and dtype, else create it."""
+    def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False,
+                      **kwargs: Any) -> Array:
+        """Open the child array ``name`` if it exists with this shape and a dtype that ``dtype`` can hold
+        (``exact``: that very dtype), as zarr-python and h5py's ``require_dataset`` do; else create it
+        with ``kwargs``. ``NodeExistsError`` when what exists does not fit."""
         import numpy as np
 
         from rectizarr.core.dtype import data_type_from_numpy
@@ -258,13 +273,17 @@ class Group(nodes.Node):
         try:
             node = self[name]
         except NodeNotFoundError:
-            return self.create_array(name, shape=shape, dtype=dtype, **kwargs)
+            return self.create_array(name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs)
         if not isinstance(node, Array):
             raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
         want_shape = (shape,) if isinstance(shape, int) else tuple(shape)
-        if node.shape != want_shape or node.dtype != data_type_from_numpy(dtype).numpy:
-            raise NodeExistsError(f"array {name!r} exists with shape {node.shape} and dtype {node.dtype}, "
-                                  f"not {want_shape} and {np.dtype(data_type_from_numpy(dtype).numpy)}")
+        if node.shape != want_shape:
+            raise NodeExistsError(f"array {name!r} exists with shape {node.shape}, not {want_shape}")
+        if dtype is not None:
+            want = np.dtype(data_type_from_numpy(dtype).numpy)
+            if node.dtype != want and (exact or not np.can_cast(node.dtype, want)):
+                raise NodeExistsError(f"array {name!r} exists with dtype {node.dtype}, which "
+                                      f"{'is not' if exact else 'cannot be cast to'} {want}")
         return node
 
     def delete(self, name: str) -> None:

@@ -33,7 +33,7 @@ from rectizarr.errors import (
     StoreError,
     UnsupportedError,
 )
-from rectizarr.stores import Store, open_store
+from rectizarr.stores import Store, open_store, written
 
 META = "zarr.json"
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -398,7 +398,9 @@ def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], Node
         before = {} if old is None else v2meta.v2_docs(old)
         versions = {k: version for k, (_, version) in zip(keys, read, strict=True)}
         changed = {p + name: doc for name, doc in v2meta.v2_docs(new).items() if before.get(name) != doc}
-        if all(store.set_if(k, encode_json(doc), versions[k]) for k, doc in changed.items()):
+        ok = all(store.set_if(k, encode_json(doc), versions[k]) for k, doc in changed.items())
+        written.mark(store.lock_identity, changed)  # (a refused write marks too: a handle reads once more)
+        if ok:
             _refresh_v2_consolidated(store, path, new)
             if then is not None:
                 then(old, new)

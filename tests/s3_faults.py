@@ -8,8 +8,11 @@ header), ``head``, ``put`` (an object, a copy or a multipart part), ``delete`` (
 
 A fault rule applies to the next ``times`` requests of the given kinds, in arrival order:
 
-* ``"500"`` and ``"503"``: the request is not performed; the answer is S3's ``InternalError`` or
-  ``SlowDown`` error document;
+* ``"500"``, ``"503"`` and ``"412"``: the request is not performed; the answer is S3's ``InternalError``,
+  ``SlowDown`` or ``PreconditionFailed`` error document;
+* ``"lost"``: the request is performed, and then answered with the ``InternalError`` document (the
+  answer to a write that landed was lost on the way: a client retries what is already done);
+* ``"reset"``: the request is not performed; the connection is reset without an answer;
 * ``"truncate"``: the request is performed; the answer says the full ``Content-Length`` but half the body
   is sent before the connection closes (werkzeug closes every connection after its answer);
 * ``"hang"``: no answer at all until the server stops (or ``HANG_LIMIT`` seconds pass).
@@ -22,6 +25,8 @@ methods of :class:`FaultInjector` from another process: ``counts``, ``reset_coun
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -30,7 +35,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 KINDS = ("get", "get_range", "head", "put", "delete", "list", "other")
-FAULTS = ("500", "503", "truncate", "hang")
+FAULTS = ("500", "503", "412", "lost", "reset", "truncate", "hang")
 CONTROL_PREFIX = "/_faults/"
 HANG_LIMIT = 600.0
 _LIST_PARAMS = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
@@ -38,6 +43,8 @@ _LIST_PARAMS = {"list-type", "prefix", "delimiter", "max-keys", "continuation-to
 _ERRORS = {
     "500": ("500 Internal Server Error", "InternalError", "We encountered an internal error. Please try again."),
     "503": ("503 Slow Down", "SlowDown", "Please reduce your request rate."),
+    "412": ("412 Precondition Failed", "PreconditionFailed",
+            "At least one of the pre-conditions you specified did not hold"),
 }
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -121,7 +128,8 @@ class FaultInjector:
 
     def counts(self) -> dict[str, int]:
         """Requests by kind since the last reset, their ``total``, ``peak_in_flight``, and the faults
-        injected (``fault_500``, ``fault_503``, ``fault_truncate``, ``fault_hang``)."""
+        injected (``fault_500``, ``fault_503``, ``fault_412``, ``fault_lost``, ``fault_reset``,
+        ``fault_truncate``, ``fault_hang``)."""
         with self._lock:
             out = dict(self._counts)
             out["total"] = sum(self._counts.values())
@@ -198,7 +206,19 @@ class FaultInjector:
             return []
         if rule.fault == "truncate":
             return self._truncated(environ, start_response)
-        status, code, message = _ERRORS[rule.fault]
+        if rule.fault == "reset":
+            conn = environ.get("werkzeug.socket")
+            if conn is not None:  # SO_LINGER 0: the close sends RST
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.shutdown(socket.SHUT_RDWR)
+            raise ConnectionResetError("injected")
+        if rule.fault == "lost":  # done, then the answer is lost
+            inner = self._app(environ, lambda *args: (lambda data: None))
+            try:
+                b"".join(inner)
+            finally:
+                getattr(inner, "close", lambda: None)()
+        status, code, message = _ERRORS["500" if rule.fault == "lost" else rule.fault]
         doc = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
                f"<RequestId>injected</RequestId></Error>").encode()
         body = b"" if environ["REQUEST_METHOD"] == "HEAD" else doc

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from rectizarr import tuning
 from rectizarr._util import is_int
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
-from rectizarr.stores import locks
+from rectizarr.stores import locks, written
 
 __all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "requests_in_flight", "set_requests_in_flight", "slice_range",
            "validate_key", "validate_prefix", "validate_range"]
@@ -367,6 +367,14 @@ class Store(ABC):
             self._set_batch({key: value})
             return True
 
+    def _landed(self, key: str, value: Buffer) -> bool:
+        """Whether ``key`` holds ``value`` now: asked of a conditional write that the backend's client sent
+        again (its first answer was lost: a 5xx, a reset) and that was then refused. The first attempt
+        landed and the condition refused the write's own retry, unless another writer stored the very same
+        bytes at that moment; without this check an append would be applied twice."""
+        stored = self.get(key)
+        return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""
         validate_key(key)
@@ -388,6 +396,8 @@ class Store(ABC):
             stored, version = self.get_versioned(key)
             new = make(stored)
             if new is stored or (self.delete_if(key, version) if new is None else self.set_if(key, new, version)):
+                if new is not stored:
+                    written.mark(self.lock_identity, [key])
                 return stored, new
         raise ConflictError(f"{key!r} was changed by other writers during each of {retries} attempts to "
                             "update it; try again")
@@ -426,6 +436,7 @@ class Store(ABC):
         self._check_writable("set")
         if items:
             self._set_batch(items)
+            written.mark(self.lock_identity, items)
 
     def delete(self, key: str) -> None:
         """Delete ``key``; deleting a missing key does nothing."""
@@ -437,12 +448,16 @@ class Store(ABC):
         self._check_writable("delete")
         if checked:
             self._delete_batch(checked)
+            written.mark(self.lock_identity, checked)
 
     def delete_prefix(self, prefix: str) -> None:
         """Delete every key under ``prefix`` (``""`` = the whole store; otherwise it must end with '/')."""
         validate_prefix(prefix)
         self._check_writable("delete_prefix")
-        self._delete_prefix(prefix)
+        try:
+            self._delete_prefix(prefix)
+        finally:
+            written.forget()
 
     def exists(self, key: str) -> bool:
         """True if ``key`` holds a value."""
@@ -452,6 +467,11 @@ class Store(ABC):
         """Size of the value in bytes, None if missing."""
         info = self._info(validate_key(key))
         return None if info is None else info[0]
+
+    def written(self, keys: Iterable[str]) -> tuple[int, ...]:
+        """What changes whenever this process (through any store object on the same data) writes or deletes
+        one of the documents ``keys`` (:mod:`rectizarr.stores.written`): costs no request."""
+        return written.token(self.lock_identity, keys)
 
     def version(self, key: str) -> Hashable | None:
         """A cheap token that changes whenever the value is rewritten; None if missing."""

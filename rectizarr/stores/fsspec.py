@@ -15,7 +15,7 @@ from fsspec.asyn import sync
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
-from rectizarr.errors import StoreError, VersionChanged
+from rectizarr.errors import RectizarrError, StoreError, VersionChanged
 from rectizarr.stores.base import (
     Buffer,
     ByteRange,
@@ -80,6 +80,18 @@ def _http_options(url: str, options: dict[str, Any] | None,
     options["client_kwargs"] = client
     options["headers"] = {"Accept-Encoding": "identity", **(options.get("headers") or {})}
     return options, timeout
+
+
+def _retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request that ``exc`` (s3fs's translation of its error) answers more than
+    once (its ``RetryAttempts``)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        response = getattr(seen, "response", None)
+        if isinstance(response, dict):
+            return bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class FsspecStore(Store):
@@ -163,8 +175,9 @@ class FsspecStore(Store):
 
     @contextlib.contextmanager
     def _answered(self, what: str, url: str) -> Iterator[None]:
-        """Turns a request that timed out into a StoreError naming ``url`` (fsspec's HTTP ``info`` reports
-        any failure as a missing file, the timeout being its cause)."""
+        """Turns a request that timed out (fsspec's HTTP ``info`` reports any failure as a missing file, the
+        timeout being its cause), or failed with any error but a missing file, into a StoreError naming
+        ``url``."""
         try:
             yield
         except TimeoutError as exc:
@@ -173,6 +186,10 @@ class FsspecStore(Store):
             if isinstance(exc.__cause__, TimeoutError):
                 raise self._timed_out(what, url, exc.__cause__) from exc
             raise
+        except RectizarrError:
+            raise
+        except Exception as exc:  # the client's own errors (botocore's ConnectionClosedError, a 503 as OSError)
+            raise StoreError(f"{what} {url} failed: {type(exc).__name__}: {exc}") from exc
 
     def _timed_out(self, what: str, url: str, error: BaseException) -> StoreError:
         limit = f"{self.timeout:g} s" if self.timeout is not None else "the client's timeout"
@@ -271,11 +288,10 @@ class FsspecStore(Store):
             return super().any_under(prefix)
         bucket, name = self._s3_path(validate_prefix(prefix) + "x")
         try:
-            answer = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=name[:-1], MaxKeys=1)
+            with self._answered("listing", self._full(prefix)):
+                answer = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=name[:-1], MaxKeys=1)
         except FileNotFoundError:
             return False
-        except OSError as exc:
-            raise StoreError(f"listing {self._full(prefix)} failed: {exc}") from exc
         return bool(answer.get("KeyCount") or answer.get("Contents"))
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
@@ -340,6 +356,8 @@ class FsspecStore(Store):
                     if "pre-condition" in str(exc):
                         raise VersionChanged(key) from exc
                     return exc
+                except Exception as exc:  # botocore's own (a connection reset past its retries)
+                    return StoreError(f"reading {self._full(key)} failed: {type(exc).__name__}: {exc}")
                 try:
                     return bytes(await resp["Body"].read()), resp["ETag"]
                 except Exception as exc:  # a body cut short (aiohttp's payload errors): ask again
@@ -379,8 +397,10 @@ class FsspecStore(Store):
         return out
 
     def _etag(self, key: str) -> Hashable:
+        url = self._full(validate_key(key))
         try:
-            etag: Hashable = self.fs.info(self._full(validate_key(key)), refresh=True)["ETag"]
+            with self._answered(f"looking up key {key!r} at", url):
+                etag: Hashable = self.fs.info(url, refresh=True)["ETag"]
             return etag
         except FileNotFoundError:
             return None
@@ -400,8 +420,12 @@ class FsspecStore(Store):
             # conditional writes of one key at once): each a lost race, retried by the caller
             if isinstance(exc, FileExistsError) or (isinstance(exc, FileNotFoundError) and version is not None) \
                     or "pre-condition" in str(exc) or "ConditionalRequestConflict" in str(exc):
-                return False
-            raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
+                if not (_retried(exc) and self._landed(key, value)):
+                    return False
+            else:
+                raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
+        except Exception as exc:  # botocore's own (a connection reset past its retries)
+            raise StoreError(f"cannot write {key!r} to {self!r}: {type(exc).__name__}: {exc}") from exc
         self.fs.invalidate_cache(self._full(key))
         self._writes[key] = next(self._counter)
         return True
@@ -422,22 +446,22 @@ class FsspecStore(Store):
             if "pre-condition" in str(exc):
                 return False
             raise StoreError(f"cannot delete {key!r} from {self!r}: {exc}") from exc
+        except Exception as exc:
+            raise StoreError(f"cannot delete {key!r} from {self!r}: {type(exc).__name__}: {exc}") from exc
         self.fs.invalidate_cache(self._full(key))
         self._writes[key] = next(self._counter)
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}
-        try:
+        first = next(iter(data))
+        with self._answered(f"writing {len(data)} value(s) to {self!r}, the first", first):
             try:
                 self.fs.pipe(data)
             except FileNotFoundError:  # filesystems without implicit directories (file://)
                 for parent in {self.fs._parent(p) for p in data}:
                     self.fs.makedirs(parent, exist_ok=True)
                 self.fs.pipe(data)
-        except OSError as exc:
-            first = next(iter(data))
-            raise StoreError(f"writing {len(data)} value(s) to {self!r} (first {first}) failed: {exc}") from exc
         for key in items:
             self._writes[key] = next(self._counter)
 
@@ -445,14 +469,15 @@ class FsspecStore(Store):
         for key in keys:
             self._writes[key] = next(self._counter)
         paths = [self._full(k) for k in keys]
-        try:
-            self.fs.rm(paths)
-        except FileNotFoundError:
-            for path in paths:
-                try:
-                    self.fs.rm_file(path)
-                except FileNotFoundError:
-                    pass
+        with self._answered(f"deleting {len(paths)} value(s) from {self!r}, the first", paths[0]):
+            try:
+                self.fs.rm(paths)
+            except FileNotFoundError:
+                for path in paths:
+                    try:
+                        self.fs.rm_file(path)
+                    except FileNotFoundError:
+                        pass
         self._prune(paths)
 
     def _prune(self, paths: Iterable[str]) -> None:
@@ -469,6 +494,10 @@ class FsspecStore(Store):
                 parent = self.fs._parent(parent)
 
     def _delete_prefix(self, prefix: str) -> None:
+        with self._answered("deleting everything under", self._full(prefix[:-1]) if prefix else self.root):
+            self._delete_under(prefix)
+
+    def _delete_under(self, prefix: str) -> None:
         if prefix:
             path = self._full(prefix[:-1])
             if self.fs.isdir(path):

@@ -16,6 +16,7 @@ import functools
 import importlib
 import itertools
 import queue
+import re
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -279,9 +280,11 @@ class ObjectStore(Store):
             _obstore().put(self._store, self._path(key), value if isinstance(value, bytes) else bytes(value), mode=mode)
         except Exception as exc:
             conditional = mode is not None and mode != "overwrite"
-            if isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError) \
-                    or (conditional and isinstance(exc, NotFoundError | FileNotFoundError)):  # If-Match, deleted
-                return False
+            if conditional and isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError
+                                          | NotFoundError | FileNotFoundError):  # refused, or If-Match: deleted
+                # (an unconditional write refused is an error, never a write that did not happen)
+                retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
+                return retried and self._landed(key, value)
             raise self._fail("writing", key, exc) from exc
         return True
 

@@ -91,18 +91,36 @@ def test_consolidated_group_is_one_request(remote: CountingStore) -> None:
     assert reads(c) == 1  # the root document, read at open and kept
 
 
-def test_a_group_takes_up_its_own_writes(remote: CountingStore) -> None:
-    c = remote
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_a_group_takes_up_the_writes_of_this_process(s3_server: Any, backend: str) -> None:
+    """A group keeps its document; what this process writes through it or any other handle is read again
+    (once), what another process writes only after ``refresh()``."""
+    import subprocess
+    import sys
+
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    url, options = f"s3://{bucket}", s3_server.storage_options()
+
+    def client() -> CountingStore:
+        return CountingStore(open_store(url, backend=backend, storage_options=options))
+
+    c = client()
     rectizarr.create_group(c)
     rectizarr.consolidate_metadata(c)
     g = rectizarr.open_group(c)
     g.create_array("new", shape=(2,), dtype="i1", chunks=(2,))
     assert g.keys() == ["new"]  # re-read after its own write
-    other = rectizarr.open_group(c)
-    other.create_array("later", shape=(2,), dtype="i1", chunks=(2,))
-    assert g.keys() == ["new"]  # another handle's write: kept until refreshed ...
+    rectizarr.open_group(client()).create_array("later", shape=(2,), dtype="i1", chunks=(2,))
+    c.reset()
+    assert g.keys() == ["later", "new"] and reads(c) == 1  # another handle of this process: read again, once
+    assert g.keys() == ["later", "new"] and reads(c) == 0
+    script = ("import rectizarr\nfrom rectizarr.stores import open_store\n"
+              f"s = open_store({url!r}, backend={backend!r}, storage_options={options!r})\n"
+              "rectizarr.open_group(s).create_array('ext', shape=(2,), dtype='i1', chunks=(2,))\n")
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    assert g.keys() == ["later", "new"] and reads(c) == 0  # another process's write: kept until refreshed ...
     g.refresh()
-    assert g.keys() == ["later", "new"]  # ... explicitly
+    assert g.keys() == ["ext", "later", "new"]  # ... explicitly
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])

@@ -478,6 +478,63 @@ def test_threads_appending_on_s3(s3_server: Any, s3_store: Any, backend: str, za
     assert a.shape == (0, 2)  # the first handle has not been asked anything since
 
 
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_store: Any, backend: str,
+                                                          zarr_format: int) -> None:
+    """Where versions cost a request, a handle keeps what it read, but takes up what this process changed
+    through any other handle or store object: an append through ``g["x"]`` of a consolidated group, then
+    ``g["x"]`` has the new shape (it had the old one, and a write to the appended rows did nothing); a
+    second handle of the array sees a resize. Nothing is asked of the server for it."""
+    from rectizarr.stores import open_store
+
+    def client() -> Any:
+        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+
+    g = rectizarr.open_group(client(), mode="a", zarr_format=zarr_format)
+    g.create_array("x", shape=(8,), dtype="i4", chunks=(4,), fill_value=0)
+    rectizarr.consolidate_metadata(client())
+    g = rectizarr.open_group(client(), mode="a", use_consolidated=True)
+    g["x"].append(np.ones(2, "i4"))
+    s3_server.reset_counts()
+    x = g["x"]
+    reads = sum(s3_server.counts()[k] for k in ("get", "get_range", "head"))
+    assert x.shape == (10,) and reads == (1 if zarr_format == 3 else 4)  # the group's documents, read again
+    x[8:10] = 5
+    assert rectizarr.open_array(client(), path="x", mode="r")[...].tolist() == [0] * 8 + [5, 5]
+    other = rectizarr.open_array(client(), path="x")
+    x.resize((12,))
+    other[11] = 7
+    s3_server.reset_counts()
+    assert other.shape == (12,) and list(g) == ["x"] and g["x"].shape == (12,)
+    assert rectizarr.open_array(client(), path="x", mode="r")[...].tolist() == [0] * 8 + [5, 5, 0, 7]
+    assert dict(rectizarr.open_group(client(), mode="r", use_consolidated=True).members())["x"].shape == (12,)
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+@pytest.mark.parametrize("kind", ["local", "memory", "obstore"])
+def test_a_write_through_an_older_consolidated_entry_uses_the_arrays_own_document(
+        tmp_path: Path, obstore_store: Any, kind: str, zarr_format: int) -> None:
+    """A group's consolidated metadata may be older than an array's own document (a writer that did not
+    consolidate again, a resize whose consolidated update failed): ``g["x"]`` reads ``zarr.json`` before
+    its first write, so a write past the consolidated shape lands (it was clipped to nothing)."""
+    store = obstore_store if kind == "obstore" else stores(tmp_path)[kind]
+    g = rectizarr.open_group(store, mode="a", zarr_format=zarr_format)
+    g.create_array("x", shape=(4,), dtype="i4", chunks=(2,), fill_value=0)[:] = 1
+    rectizarr.consolidate_metadata(store)
+    root = ".zmetadata" if zarr_format == 2 else "zarr.json"
+    old = store.get(root)
+    assert old is not None
+    rectizarr.open_array(store, path="x").resize((8,))
+    store.set(root, old)  # the consolidated entry says 4 again
+    fresh = rectizarr.open_group(store, mode="a", use_consolidated=True)
+    x = fresh["x"]
+    assert x.shape == (4,)  # what the consolidated metadata says (reads trust it)
+    x[4:8] = 7
+    assert x.shape == (8,)
+    assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == [1] * 4 + [7] * 4
+
+
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(s3_server: Any, s3_store: Any,
                                                                         backend: str) -> None:

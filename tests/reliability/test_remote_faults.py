@@ -120,3 +120,72 @@ def test_a_precondition_failure_is_a_conflict_never_lost_data(faulty: S3Server, 
     assert fresh.shape == (96, 64)
     assert np.array_equal(fresh[:64], values)
     assert sorted({int(fresh[64, 0]), int(fresh[80, 0])}) == [-2, -1]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unconditional_write_refused_is_an_error_never_a_write(faulty: S3Server, data: tuple[str, np.ndarray],
+                                                                  backend: str) -> None:
+    """A plain PUT answered 412 (or 409) did not store anything: a StoreError naming the key, not a success
+    (obstore took it for a lost race and returned as if written)."""
+    bucket, values = data
+    a = rectizarr.open_array(store_on(faulty, backend, bucket), path="x")
+    faulty.inject("412", times=1, kinds=["put"])
+    try:
+        with pytest.raises(StoreError, match="x/c/1/0"):
+            a[16:32] = -5  # one whole chunk: an unconditional PUT
+    finally:
+        faulty.clear_faults()
+    assert np.array_equal(rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("change", ["append", "attributes", "create"])
+def test_a_metadata_write_whose_answer_was_lost_is_applied_once(faulty: S3Server, data: tuple[str, np.ndarray],
+                                                                backend: str, change: str) -> None:
+    """The server stores a conditional write of zarr.json, and its answer is lost (a 500): the client sends
+    it again, which the condition refuses (412, its own write having changed the ETag). That refusal is
+    taken for the write's own success when the stored document is the one written: an append is applied
+    once (it was applied twice: a gap of fill values, then the data), a new array is created once."""
+    bucket, values = data
+    store = store_on(faulty, backend, bucket)
+    a = rectizarr.open_array(store, path="x")
+    faulty.reset_counts()
+    faulty.inject("lost", times=1, kinds=["put"])
+    try:
+        if change == "append":
+            assert a.append(np.full((16, 64), -1, "i4")) == (80, 64)
+        elif change == "attributes":
+            a.attrs["k"] = 1
+        else:
+            rectizarr.create_array(store, name="y", shape=(4,), dtype="i4", chunks=(2,), fill_value=3)
+        assert faulty.counts()["fault_lost"] == 1
+    finally:
+        faulty.clear_faults()
+    back = rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")
+    if change == "append":
+        assert back.shape == (80, 64) and np.array_equal(back[:64], values) and (back[64:] == -1).all()
+    elif change == "attributes":
+        assert dict(back.attrs) == {"k": 1} and back.shape == (64, 64)
+    else:
+        assert rectizarr.open_array(store_on(faulty, backend, bucket), path="y", mode="r")[...].tolist() == [3] * 4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_connection_resets_past_the_retries_are_store_errors(faulty: S3Server, data: tuple[str, np.ndarray],
+                                                             backend: str) -> None:
+    """Every request answered by a connection reset: reads, writes, look-ups and listings raise a StoreError
+    naming the bucket (botocore's ConnectionClosedError and s3fs's OSError for a 503 came through raw),
+    and the data is unchanged once the server answers again."""
+    bucket, values = data
+    a = rectizarr.open_array(store_on(faulty, backend, bucket), path="x")
+    for kinds, act in [(["get", "get_range"], lambda: a[0:16]),
+                       (["put", "head", "get", "get_range"], lambda: a.__setitem__((slice(0, 2), 0), 1)),
+                       (["head"], lambda: store_on(faulty, backend, bucket).getsize("x/zarr.json")),
+                       (["list"], lambda: list(store_on(faulty, backend, bucket).list_prefix("x/")))]:
+        faulty.inject("reset", times=1000, kinds=kinds)
+        try:
+            with pytest.raises(StoreError, match=bucket):
+                bounded(act, 120)
+        finally:
+            faulty.clear_faults()
+    assert np.array_equal(rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values)

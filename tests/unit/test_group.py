@@ -107,6 +107,14 @@ def test_require_group_and_array() -> None:
         g.require_array("a", shape=(4,), dtype="i2")
     with pytest.raises(NodeExistsError):
         g.require_group("a")
+    # as zarr-python (and h5py's require_dataset): a dtype the stored one casts to is enough, unless exact
+    assert g.require_array("a", shape=(3,), dtype="f8").dtype == np.dtype("i2")
+    with pytest.raises(NodeExistsError, match="is not float64"):
+        g.require_array("a", shape=(3,), dtype="f8", exact=True)
+    with pytest.raises(NodeExistsError, match="cannot be cast to int8"):
+        g.require_array("a", shape=(3,), dtype="i1")
+    assert g.require_array("a", shape=3).dtype == np.dtype("i2")
+    assert g.require_array("b", shape=(2,), dtype="f4", exact=True, chunks=(2,)).dtype == np.dtype("f4")
 
 
 def test_tree_and_info() -> None:

@@ -1,0 +1,57 @@
+"""What this process wrote of the documents that define nodes (``zarr.json``, Zarr v2's ``.zarray``,
+``.zattrs``, ``.zgroup`` and ``.zmetadata``), whichever handle or store object wrote them.
+
+On stores where a version costs a request (S3, GCS, Azure, HTTP), a handle keeps the document it read
+and does not ask again; but it should see what this process itself changed through another handle (an
+append through ``group["x"]`` rewrites ``x/zarr.json`` and the group's consolidated metadata: the next
+``group["x"]`` must show the new shape). :func:`mark` counts the writes of each document, by the name of
+the data (``store.lock_identity + key``, the same for every store object on it); :func:`token` is what a
+handle compares to know whether to read its document again. Deleting under a prefix, and forgetting the
+counts when there are very many, moves an epoch that every token includes: every handle then reads its
+document once more.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+__all__ = ["DOC_NAMES", "forget", "mark", "token"]
+
+DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+_MOST = 1 << 16  # documents counted before the counts are forgotten (and the epoch moves)
+
+_lock = threading.Lock()
+_counts: dict[str, int] = {}
+_epoch = 0
+
+
+def _is_doc(key: str) -> bool:
+    return key.endswith(DOC_NAMES) and key.rpartition("/")[2] in DOC_NAMES
+
+
+def mark(identity: str, keys: Iterable[str]) -> None:
+    """Count a write (or deletion) of each document among ``keys`` of the store named ``identity``."""
+    global _epoch
+    docs = [identity + k for k in keys if _is_doc(k)]
+    if not docs:
+        return
+    with _lock:
+        if len(_counts) + len(docs) > _MOST:
+            _counts.clear()
+            _epoch += 1
+        for name in docs:
+            _counts[name] = _counts.get(name, 0) + 1
+
+
+def forget() -> None:
+    """Something was deleted under a prefix (its documents are not known): every handle reads its document
+    again."""
+    global _epoch
+    with _lock:
+        _epoch += 1
+
+
+def token(identity: str, keys: Iterable[str]) -> tuple[int, ...]:
+    """What changes whenever this process writes one of ``keys`` (or deletes under a prefix)."""
+    return (_epoch, *(_counts.get(identity + k, 0) for k in keys))
