@@ -19,6 +19,7 @@ from rectizarr import nodes, tuning
 from rectizarr._util import Shape, empty, prod
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.core import v2meta
 from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
 from rectizarr.core.dtype import as_strings
@@ -105,8 +106,9 @@ class Array(nodes.Node):
         """The version of ``zarr.json`` where versions are cheap to check; elsewhere what this process wrote
         of it (:meth:`Store.written`: another handle's append or resize is taken up, for no request)."""
         key = nodes.doc_key(self._path, self._meta)
-        if not self._store.capabilities.cheap_versions:
-            return self._store.written([key])
+        if not self._store.capabilities.cheap_versions:  # (Zarr v2: the attributes are a document of their own)
+            return self._store.written([key] if self._meta.zarr_format == 3 else
+                                       [key, nodes.prefix_of(self._path) + v2meta.V2_ATTRS])
         return self._store.version(key)
 
     def _check_before_writing(self) -> None:

@@ -509,6 +509,9 @@ def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_stor
     assert other.shape == (12,) and list(g) == ["x"] and g["x"].shape == (12,)
     assert rectizarr.open_array(client(), path="x", mode="r")[...].tolist() == [0] * 8 + [5, 5, 0, 7]
     assert dict(rectizarr.open_group(client(), mode="r", use_consolidated=True).members())["x"].shape == (12,)
+    x.attrs["k"] = 1  # Zarr v2: .zattrs, a document of its own
+    other[0]
+    assert dict(other.attrs) == {"k": 1}
 
 
 @pytest.mark.parametrize("zarr_format", [3, 2])
