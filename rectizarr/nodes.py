@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
 from typing import Any
@@ -27,13 +28,14 @@ from rectizarr.core.metadata import (
 from rectizarr.core.metadata import node_from_json as _v3_node_from_json
 from rectizarr.errors import (
     ConflictError,
+    LenientMetadataWarning,
     MetadataError,
     NodeNotFoundError,
     ReadOnlyError,
     StoreError,
     UnsupportedError,
 )
-from rectizarr.stores import Store, open_store, written
+from rectizarr.stores import Store, open_store, validate_key, written
 
 META = "zarr.json"
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -180,9 +182,22 @@ def _v2_from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
     return None
 
 
+def _listable(prefix: str, name: str) -> bool:
+    """Whether a listed child ``name`` can be a node here; a name that cannot be a store key (``pct%2F``:
+    percent-encoding that decodes to a '/', which zarr-python writes as a plain file name) is left out of
+    the listing with a warning, rather than failing the whole group's."""
+    try:
+        validate_key(prefix + name + "/" + META)
+    except StoreError as exc:
+        warnings.warn(f"{prefix or '/'}: the member {name!r} is left out: {exc}", LenientMetadataWarning, stacklevel=4)
+        return False
+    return True
+
+
 def read_children(store: Store, path: str, names: list[str]) -> dict[str, NodeMeta]:
     """The nodes among the children ``names`` of ``path`` (listing order kept; non-nodes left out)."""
     p = prefix_of(path)
+    names = [n for n in names if _listable(p, n)]
     docs = store.get_many([(p + n + "/" + META, None) for n in names])
     out: dict[str, NodeMeta] = {n: decode_node(d, p + n + "/" + META)
                                 for n, d in zip(names, docs, strict=True) if d is not None}

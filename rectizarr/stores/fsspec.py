@@ -151,7 +151,9 @@ class FsspecStore(Store):
         self.root = f"{root}/{path.lstrip('/')}" if root and path else root or path
         # Stripped form of root-relative paths, as listings return them.
         self._base = fs._strip_protocol(self._full("x"))[:-1]
-        self.lock_identity = f"fsspec:{type(fs).__name__}:{self._base}"
+        shared = ("s3" if protocols & {"s3", "s3a"} else "gcs" if protocols & {"gs", "gcs"} else None)
+        # buckets: the data's name, shared with the obstore backend's stores (locks, written.py)
+        self.lock_identity = f"{shared}://{self._base}" if shared else f"fsspec:{type(fs).__name__}:{self._base}"
         self._counter = itertools.count(1)
         self._writes: dict[str, int] = {}
 
@@ -228,8 +230,25 @@ class FsspecStore(Store):
             if isinstance(result, BaseException):
                 out[i] = self._fallback(path, requests[i], result)
             else:
-                out[i] = result if isinstance(result, bytes) else bytes(result)
+                out[i] = self._cut(requests[i], result if isinstance(result, bytes) else bytes(result))
         return out
+
+    def _cut(self, request: tuple[str, ByteRange | None], got: bytes) -> bytes:
+        """The range asked for, from what a server sent: all of the value when it ignores ``Range`` (as
+        ``python -m http.server`` and some static servers do)."""
+        key, byte_range = request
+        if byte_range is None:
+            return got
+        start, length = byte_range
+        if start < 0:
+            return got[start:] if len(got) > -start else got
+        if length is not None:
+            return got[start : start + length] if len(got) > length else got
+        if start:  # to the end: all of it came if it is as long as the value
+            info = self._info(key)
+            if info is not None and len(got) == info[0] > 0:
+                return got[start:]
+        return got
 
     def _fallback(self, path: str, request: tuple[str, ByteRange | None], error: BaseException) -> bytes | None:
         """A failed read: missing key, or a range the backend refused (past the end, or a suffix)."""

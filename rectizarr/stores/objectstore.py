@@ -127,7 +127,9 @@ class ObjectStore(Store):
         self.storage_options = dict(storage_options or {})
         self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True,
                                          requests_on_threads=True)
-        self.lock_identity = f"objectstore:{self.url}/"
+        # the data's name, shared with the fsspec backend's stores on the same bucket (locks, written.py)
+        self.lock_identity = (f"{kind}://{self.url.split('://', 1)[1]}/" if kind in ("s3", "gcs")
+                              else f"objectstore:{self.url}/")
         self._root, self._prefix = _split_root(self.url, kind)
         self._store = self._connect()
         self._lister: Store | None = None
@@ -235,12 +237,23 @@ class ObjectStore(Store):
             return None
         raise self._fail("reading", key, exc) from exc
 
-    def _past_end(self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None, exc: Exception
-                  ) -> tuple[bytes | None, Hashable]:
-        """A range refused: empty when the key exists (at ``etag``, if given), else the error."""
-        if meta is not None and (etag is None or meta[1] == etag):
-            return b"", meta[1]
-        raise self._fail("reading", key, exc) from exc
+    def _past_end(self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None,
+                  exc: Exception) -> tuple[Any, Hashable]:
+        """A range refused, by a key that exists (at ``etag``, if given; else the error): empty when it
+        starts past the end; else the server does not serve such ranges (an HTTP server that ignores
+        ``Range`` or refuses suffixes with a 416): the whole value, cut here."""
+        if meta is None or (etag is not None and meta[1] != etag):
+            raise self._fail("reading", key, exc) from exc
+        size, version = meta
+        start, length = byte_range
+        if start >= size or size == 0:
+            return b"", version
+        body, tag = self._fetch(key, None, etag)
+        if body is None:
+            raise self._fail("reading", key, exc) from exc
+        view = memoryview(body)
+        begin = max(0, size + start) if start < 0 else start
+        return view[begin : len(view) if length is None else begin + length], tag
 
     def _fetch(self, key: str, byte_range: ByteRange | None, etag: Hashable = None) -> tuple[Any, Hashable]:
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
@@ -253,7 +266,10 @@ class ObjectStore(Store):
             return result.bytes(), result.meta.get("e_tag")
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
-            return self._past_end(key, etag, self._head(key), exc) if failed is None else failed
+            if failed is not None:
+                return failed
+            assert byte_range is not None  # (only a range is refused as such)
+            return self._past_end(key, byte_range, etag, self._head(key), exc)
 
     def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
              ) -> tuple[bytes | None, Hashable]:

@@ -10,6 +10,7 @@ import threading
 import time
 import warnings
 import zipfile
+import zlib
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,6 +36,15 @@ class _Archive:
     lock: threading.RLock = field(default_factory=threading.RLock)
     deleted: set[str] = field(default_factory=set)
     dirty: bool = False  # written or deleted since the central directory was last written
+
+
+def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:
+    """``zipfile.ZipFile`` of ``path``; a damaged archive (a bad central directory, an unknown version, a
+    name that is not UTF-8) is a StoreError naming it."""
+    try:
+        return zipfile.ZipFile(path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
+    except (OSError, zipfile.BadZipFile, NotImplementedError, UnicodeDecodeError, EOFError, ValueError) as exc:
+        raise StoreError(f"cannot open zip archive {path!r} in mode {mode!r}: {type(exc).__name__}: {exc}") from exc
 
 
 class ZipStore(Store):
@@ -69,13 +79,13 @@ class ZipStore(Store):
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         self.lock_identity = f"zip:{self.path}:"
-        if mode == "a" and os.path.isfile(self.path) and not zipfile.is_zipfile(self.path):
-            raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
-        try:
-            zf = zipfile.ZipFile(self.path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
-        except (OSError, zipfile.BadZipFile) as exc:
-            raise StoreError(f"cannot open zip archive {self.path!r} in mode {mode!r}: {exc}") from exc
-        self._archive = _Archive(zf)
+        if mode == "a" and os.path.isfile(self.path):
+            # zipfile's mode 'a' takes a file whose central directory it cannot read for "not a zip" and
+            # appends a new archive to it: what the damaged one held would be lost. Read it first.
+            if not zipfile.is_zipfile(self.path):
+                raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
+            _open(self.path, "r").close()
+        self._archive = _Archive(_open(self.path, mode))
 
     capabilities = Capabilities(consistent_listing=True)
 
@@ -127,7 +137,7 @@ class ZipStore(Store):
                 if start:
                     f.seek(start)
                 return f.read(size - start if length is None else min(length, size - start))
-        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError, zlib.error) as exc:
             raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {exc}") from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:

@@ -512,6 +512,13 @@ def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_stor
     x.attrs["k"] = 1  # Zarr v2: .zattrs, a document of its own
     other[0]
     assert dict(other.attrs) == {"k": 1}
+    # a store of the other backend on the same bucket is the same data (its handles, its locks)
+    twin = open_store(f"s3://{s3_store.root}", backend="obstore" if backend == "fsspec" else "fsspec",
+                      storage_options=s3_server.storage_options())
+    assert twin.lock_identity == client().lock_identity
+    y = rectizarr.open_array(twin, path="x")
+    x.append(np.array([9], "i4"))
+    assert y[...].tolist() == [0] * 8 + [5, 5, 0, 7, 9] and y.shape == (13,)
 
 
 @pytest.mark.parametrize("zarr_format", [3, 2])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,63 @@ def test_the_obstore_backend_times_out_and_never_inflates(silent: SilentServer) 
         assert got == bomb
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("server", ["ignores ranges", "refuses suffixes"])
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(tmp_path: Any, server: str,
+                                                                          backend: str) -> None:
+    """An HTTP server that ignores ``Range`` (200 with the whole file, as ``python -m http.server``) or
+    answers a suffix range with 416: a ranged read is the bytes asked for, cut from the whole value (obstore
+    gave b'' and a sharded read 'shard index is 0 bytes'; fsspec gave the whole value)."""
+    import io
+    import re
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    import numpy as np
+
+    root = str(tmp_path)
+    rectizarr.create_array(root, name="sh", shape=(1000,), shards=(1000,), chunks=(10,), dtype="i4",
+                           compressors=None)[:] = np.arange(1000)
+    value = (tmp_path / "sh" / "c" / "0").read_bytes()
+
+    class Handler(SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kw: Any) -> None:
+            super().__init__(*args, directory=root, **kw)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def send_head(self) -> Any:
+            asked = self.headers.get("Range", "")
+            if server == "ignores ranges" or not asked:
+                return super().send_head()
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", asked)
+            data = open(self.translate_path(self.path), "rb").read()
+            if asked.startswith("bytes=-") or (m and int(m[1]) >= len(data)):  # (past the end too)
+                self.send_response(416)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return None
+            start = int(m[1]) if m else 0
+            end = min(int(m[2]) + 1 if m and m[2] else len(data), len(data))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
+            self.send_header("Content-Length", str(end - start))
+            self.end_headers()
+            return io.BytesIO(data[start:end])
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        store = open_store(f"http://127.0.0.1:{httpd.server_address[1]}", backend=backend, mode="r")
+        for byte_range in [(-16, None), (10, 4), (1000, None), (len(value) - 3, 10), (len(value) + 5, 2)]:
+            start, length = byte_range
+            begin = len(value) + start if start < 0 else start
+            want = value[begin:] if length is None else value[begin : begin + length]
+            assert bytes(store.get("sh/c/0", byte_range) or b"") == want, byte_range
+        a = rectizarr.open_array(store, path="sh", mode="r")
+        assert a[5:8].tolist() == [5, 6, 7] and a[::97].tolist() == list(range(0, 1000, 97))
+    finally:
+        httpd.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -308,3 +309,18 @@ def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypat
     r.refresh()  # r sees it: a new document, checked anew
     with pytest.warns(LenientMetadataWarning):
         assert r["a01"].attrs["i"] == 100
+
+
+def test_a_member_whose_name_cannot_be_a_key_is_left_out_of_the_listing(tmp_path: Any) -> None:
+    """zarr-python writes a member named ``pct%2F`` as a plain directory; as a store key its
+    percent-encoding decodes to a '/', which rectizarr refuses. It is left out of the listing with a
+    warning; the group's other members still list (the whole listing raised)."""
+    import shutil
+
+    from rectizarr.errors import LenientMetadataWarning
+
+    g = rectizarr.create_group(str(tmp_path / "g"))
+    g.create_array("ok", shape=(2,), dtype="i4", chunks=(2,))
+    shutil.copytree(tmp_path / "g" / "ok", tmp_path / "g" / "pct%2F")
+    with pytest.warns(LenientMetadataWarning, match="pct%2F"):
+        assert rectizarr.open_group(str(tmp_path / "g"), mode="r").keys() == ["ok"]

@@ -605,6 +605,61 @@ def test_zip_bad_mode_and_bad_file(tmp_path: Path) -> None:
     assert (tmp_path / "bad.zip").read_bytes() == b"not a zip"
 
 
+def _damaged(path: Path, where: bytes, offset: int, value: int | None = None) -> bytes:
+    """``path`` with the byte at ``offset`` past the first ``where`` flipped (or set to ``value``)."""
+    raw = bytearray(path.read_bytes())
+    at = raw.find(where) + offset
+    raw[at] = raw[at] ^ 0xFF if value is None else value
+    path.write_bytes(bytes(raw))
+    return bytes(raw)
+
+
+def test_a_damaged_zip_is_a_store_error_and_is_never_rewritten(tmp_path: Path) -> None:
+    """A central directory that does not read (its end record intact, so it passes ``is_zipfile``): mode
+    'a' raised nothing and zipfile appended a new, empty archive to it, which lost the array on close. Now
+    a StoreError, as in mode 'r', and the file is untouched. A damaged version field or a name flagged
+    UTF-8 that is not (NotImplementedError, UnicodeDecodeError from zipfile), and an entry whose
+    compression field was changed (zlib.error on reading), are StoreErrors naming the archive too."""
+    import rectizarr
+
+    def fresh(name: str) -> Path:
+        p = tmp_path / name
+        with ZipStore(p, mode="w") as s:
+            rectizarr.create_array(s, name="a", shape=(4,), chunks=(2,), dtype="i4")[:] = [1, 2, 3, 4]
+        return p
+
+    p = fresh("cd.zip")
+    raw = _damaged(p, b"PK\x01\x02", 1)  # the central directory's first signature
+    assert zipfile.is_zipfile(p)
+    for mode in ("r", "a"):
+        with pytest.raises(StoreError, match=r"cd\.zip"):
+            ZipStore(p, mode=mode)  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match=r"cd\.zip"):
+        rectizarr.open_group(str(p))  # mode 'a'
+    assert p.read_bytes() == raw
+    p = fresh("version.zip")
+    _damaged(p, b"PK\x01\x02", 6, 255)  # "version needed to extract": 25.5
+    with pytest.raises(StoreError, match=r"version\.zip"):
+        ZipStore(p)
+    p = fresh("utf8.zip")
+    raw = bytearray(p.read_bytes())
+    cd = raw.find(b"PK\x01\x02")
+    raw[cd + 9] |= 0x08  # general purpose flags, bit 11 (UTF-8 names) set ...
+    raw[cd + 46] = 0xFF  # ... on a name that is not UTF-8
+    p.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=r"utf8\.zip"):
+        ZipStore(p)
+    p = fresh("deflate.zip")
+    raw = bytearray(p.read_bytes())
+    for sig, field in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # compression method: 8 (deflate)
+        at = -1
+        while (at := raw.find(sig, at + 1)) >= 0:
+            raw[at + field] = 8
+    p.write_bytes(bytes(raw))
+    with pytest.raises(StoreError, match=r"deflate\.zip"):
+        ZipStore(p).get("a/c/0")
+
+
 # ---- FsspecStore and open_store -----------------------------------------------------------------------
 
 
