@@ -426,7 +426,8 @@ class Array(nodes.Node):
                     version = self._stored_version()
                     self._take_up(nodes.read_meta(self._store, self._path))
                     self._meta_version, self._unchecked = version, False
-        if hasattr(value, "__array__") and not isinstance(value, np.ndarray):
+        # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)

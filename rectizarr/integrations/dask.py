@@ -30,14 +30,14 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from rectizarr.api import create_array, open_array
 from rectizarr.arrays import Array
-from rectizarr.errors import MetadataError, ReadOnlyError
+from rectizarr.errors import MetadataError, ReadOnlyError, UnsupportedError
 from rectizarr.stores import MemoryStore, Store
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def _edges(sizes: tuple[int, ...], extent: int) -> int | list[int]:
 
 
 def _boundaries(sizes: Sequence[int]) -> set[int]:
-    return {int(b) for b in np.cumsum(sizes)}
+    return {int(b) for b in np.cumsum(sizes) if b}  # (an empty leading block is no boundary)
 
 
 def aligned_chunks(block_chunks: Chunks, unit_sizes: Chunks) -> Chunks:
@@ -277,6 +277,34 @@ def store_dask(x: Any, array: Array) -> Delayed:
     return cast("Delayed", write_tasks(x, array).sum().to_delayed().item())
 
 
+def _without_empty_blocks(x: Any) -> Any:
+    """``x`` without its blocks of no elements. An elementwise operation on a dask array with an empty
+    block on an axis other than the first loses blocks from its graph (dask 2026.7: ``x * 2`` of chunks
+    ``((4,), (0, 1))`` computes to shape (4, 2)); such a graph is refused, naming the fix, rather than
+    written (it failed with "could not broadcast" or dask's "Missing dependency")."""
+    graph = x.__dask_graph__()
+    missing = [k for k in _flat_keys(x.__dask_keys__()) if k not in graph]
+    if missing:
+        raise UnsupportedError(
+            f"the dask array {x.name!r} has empty blocks (chunks {x.chunks}) and its graph lacks {len(missing)} "
+            "of its blocks (a dask bug with empty blocks under elementwise operations): rechunk away the "
+            "empty blocks before those operations")
+    if x.size == 0:
+        return x
+    for ax, sizes in enumerate(x.chunks):  # (dask's ``blocks`` takes one list at a time)
+        if 0 in sizes:
+            x = x.blocks[(slice(None),) * ax + ([i for i, n in enumerate(sizes) if n],)]
+    return x
+
+
+def _flat_keys(keys: Any) -> Iterator[Any]:
+    if isinstance(keys, list):
+        for k in keys:
+            yield from _flat_keys(k)
+    else:
+        yield keys
+
+
 def write_tasks(x: Any, array: Array) -> Any:
     """The write step of :func:`store_dask` as a dask array with one element per write task (the count of
     elements it wrote); its blocks are the (aligned) blocks of ``x`` and each owns whole storage units."""
@@ -284,6 +312,8 @@ def write_tasks(x: Any, array: Array) -> Any:
     x = da.asarray(x)
     if tuple(x.shape) != array.shape:
         raise MetadataError(f"cannot store a dask array of shape {x.shape} into an array of shape {array.shape}")
+    if any(0 in axis for axis in x.chunks):
+        x = _without_empty_blocks(x)
     if x.dtype != array.dtype:
         x = x.astype(array.dtype)
     if array.size:

@@ -64,7 +64,7 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "group", "storage_options", "unnamed_dims",
-        "consolidated", "zarr_format",
+        "consolidated", "zarr_format", "use_zarr_fill_value_as_mask",
     )
     supports_groups = True
 
@@ -84,24 +84,29 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
         unnamed_dims: str = "raise",
         consolidated: bool | None = None,
         zarr_format: int | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
     ) -> Dataset:
         """``consolidated``: None uses consolidated metadata when present, True requires it, False lists
-        the store; ``zarr_format`` is checked, not needed (the stored documents say which)."""
+        the store; ``zarr_format`` is checked, not needed (the stored documents say which);
+        ``use_zarr_fill_value_as_mask`` as xarray's (None: for Zarr v2 arrays, as xarray writes them)."""
         g = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
-        return _decode(RectizarrDataStore(g, unnamed_dims=unnamed_dims), mask_and_scale=mask_and_scale,
+        store = RectizarrDataStore(g, unnamed_dims=unnamed_dims, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
+        return _decode(store, mask_and_scale=mask_and_scale,
                        decode_times=decode_times, concat_characters=concat_characters, decode_coords=decode_coords,
                        drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta)
 
     def open_groups_as_dict(self, filename_or_obj: Any, *, drop_variables: str | Iterable[str] | None = None,
                             group: str | None = None, storage_options: Mapping[str, Any] | None = None,
                             consolidated: bool | None = None, zarr_format: int | None = None,
-                            unnamed_dims: str = "raise", **decode: Any) -> dict[str, Dataset]:
+                            unnamed_dims: str = "raise", use_zarr_fill_value_as_mask: bool | None = None,
+                            **decode: Any) -> dict[str, Dataset]:
         """Every group below ``group`` (itself included) as a Dataset, keyed ``"/"``, ``"/a"``, ``"/a/b"``."""
         root = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
         tree = {"/": root, **{"/" + path: node for path, node in root.members(max_depth=None)
                               if isinstance(node, Group)}}
-        return {path: _decode(RectizarrDataStore(g, unnamed_dims=unnamed_dims), drop_variables=drop_variables,
-                              **decode) for path, g in tree.items()}
+        return {path: _decode(RectizarrDataStore(g, unnamed_dims=unnamed_dims,
+                                                 use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask),
+                              drop_variables=drop_variables, **decode) for path, g in tree.items()}
 
     def open_datatree(self, filename_or_obj: Any, *, drop_variables: str | Iterable[str] | None = None,
                       **kwargs: Any) -> Any:

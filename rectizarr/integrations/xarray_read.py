@@ -110,13 +110,17 @@ def _codec_encoding(array: Array) -> dict[str, Any]:
 class RectizarrDataStore(AbstractDataStore):
     """An xarray data store over a rectizarr :class:`~rectizarr.Group` (read-only)."""
 
-    __slots__ = ("_group", "_unnamed_dims")
+    __slots__ = ("_fill_as_mask", "_group", "_unnamed_dims")
 
-    def __init__(self, group: Group, *, unnamed_dims: str = "raise") -> None:
+    def __init__(self, group: Group, *, unnamed_dims: str = "raise",
+                 use_zarr_fill_value_as_mask: bool | None = None) -> None:
+        """``use_zarr_fill_value_as_mask``, as xarray's: the array's Zarr fill value is its ``_FillValue``
+        (CF masking); None: for Zarr v2 arrays, whose ``.zarray`` holds xarray's ``_FillValue``."""
         if unnamed_dims not in UNNAMED:
             raise MetadataError(f"unnamed_dims must be one of {UNNAMED}, got {unnamed_dims!r}")
         self._group = group
         self._unnamed_dims = unnamed_dims
+        self._fill_as_mask = use_zarr_fill_value_as_mask
 
     def open_store_variable(self, name: str, array: Array) -> Variable:
         from xarray.backends.zarr import FillValueCoder
@@ -133,7 +137,11 @@ class RectizarrDataStore(AbstractDataStore):
             "fill_value": array.fill_value,
         }
         encoding.update(_codec_encoding(array), shards=storage if array.is_sharded else None)
-        if "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute
+        v2 = array.metadata.zarr_format == 2
+        if self._fill_as_mask if self._fill_as_mask is not None else v2:  # the fill value is the _FillValue
+            if not v2 or (array.metadata.v2 or {}).get("fill_value") is not None:  # (v2 null: none)
+                attributes["_FillValue"] = array.fill_value
+        elif "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute
             attributes["_FillValue"] = FillValueCoder.decode(attributes["_FillValue"], array.dtype)
         data = indexing.LazilyIndexedArray(RectizarrBackendArray(ArrayRef.of(array, "r"), dtype))
         return Variable(dims, data, attributes, encoding)

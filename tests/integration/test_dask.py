@@ -291,3 +291,26 @@ def test_from_zarr_and_to_zarr_take_paths(client: Client, tmp_path: Path) -> Non
         rectizarr.dask.to_zarr(x, url, "v")
     rectizarr.dask.to_zarr(x * 2, url, "v", overwrite=True)
     np.testing.assert_array_equal(rectizarr.dask.from_zarr(url, "v").compute(), data * 2)
+
+
+def test_empty_blocks_on_any_axis_are_written_around(tmp_path: Path) -> None:
+    """Blocks of no elements, leading, inner or trailing, on every axis: written as if absent, into a new
+    array and into a misaligned one. An elementwise operation on such an array can lose blocks from its
+    graph (dask 2026.7): a clear UnsupportedError then, never "could not broadcast" or a wrong write."""
+    from rectizarr.errors import UnsupportedError
+    from rectizarr.integrations.dask import store_dask
+
+    want = np.arange(24.0).reshape(4, 6)
+    x = da.from_array(want, chunks=((0, 2, 0, 2), (3, 0, 3, 0)))
+    a = rectizarr.from_dask(x, str(tmp_path), name="a")
+    assert np.array_equal(a[...], want) and a.write_chunk_sizes == ((2, 2), (3, 3))
+    b = rectizarr.create_array(str(tmp_path), name="b", shape=want.shape, dtype="f8", chunks=(3, 4))
+    store_dask(x, b).compute()
+    assert np.array_equal(b[...], want)
+    y = da.from_array(want[:, :1], chunks=((4,), (0, 1))) * 2
+    try:
+        c = rectizarr.from_dask(y, str(tmp_path), name="c")
+    except UnsupportedError as exc:
+        assert "empty blocks" in str(exc) and "rechunk" in str(exc)
+    else:  # a dask whose graph keeps every block
+        assert np.array_equal(c[...], want[:, :1] * 2)

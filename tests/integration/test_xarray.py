@@ -212,3 +212,25 @@ def test_dask_writes_are_chunk_aligned_when_encoding_disagrees(tmp_path: Path) -
     assert arr.write_chunk_sizes[0] == (10, 10, 10)
     assert rectizarr.open_array(tmp_path / "a.zarr", path="counts", mode="r").write_chunk_sizes[0] == (7, 7, 7, 7, 2)
     xr.testing.assert_identical(xr.open_dataset(tmp_path / "a.zarr", engine="rectizarr"), ds.compute())
+
+
+@pytest.mark.parametrize("mask", [None, True, False])
+def test_a_zarr_v2_fill_value_is_the_cf_fill_value_as_xarray_reads_it(tmp_path: Path, mask: bool | None) -> None:
+    """xarray keeps a Zarr v2 variable's ``_FillValue`` as the ``.zarray`` fill value (no attribute): read
+    back, it masks the values equal to it (they came back as -999 and, scaled, -0.1), as xarray's zarr
+    engine does. ``use_zarr_fill_value_as_mask=False`` turns that off (xarray 2025's ``open_dataset``
+    drops the keyword and masks anyway)."""
+    p = str(tmp_path / "v2.zarr")
+    ds = xr.Dataset({"T": ("x", np.array([1.5, np.nan, 3.0])), "P": ("x", np.array([10.0, np.nan, 30.0])),
+                     "n": ("x", np.array([1, 2, 3], "i4"))})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ds.to_zarr(p, zarr_format=2, mode="w", consolidated=True,
+                   encoding={"T": {"_FillValue": -999.0}, "P": {"dtype": "int16", "scale_factor": 0.1, "_FillValue": -1}})
+        want = xr.open_dataset(p, engine="zarr", use_zarr_fill_value_as_mask=mask).load()
+    got = xr.open_dataset(p, engine="rectizarr", use_zarr_fill_value_as_mask=mask).load()
+    if mask is False:
+        assert got["T"].values.tolist() == [1.5, -999.0, 3.0] and "_FillValue" not in got["T"].attrs
+        return
+    xr.testing.assert_identical(got, want)
+    assert np.isnan(got["T"][1]) and np.isnan(got["P"][1])

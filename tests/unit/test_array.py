@@ -124,6 +124,31 @@ def test_assignment_casts_and_broadcasts_like_numpy() -> None:
         a[:, 1:3] = np.ones(3)
 
 
+@pytest.mark.parametrize(("dtype", "value"), [
+    ("i4", np.float64("nan")), ("i2", np.uint64(2**64 - 1)), ("i8", np.float64(1e20)),
+    ("i8", np.datetime64("2020-01-01")), ("i8", np.timedelta64(7, "s")), ("u1", np.int64(-1)),
+    ("f4", np.complex128(1 + 2j)), ("i4", np.float32(2.7)), ("M8[s]", np.datetime64("2020-01-01")),
+])
+@pytest.mark.parametrize("sel", [1, slice(0, 2), ..., [0, 2], np.array([True, False, True, False])])
+def test_a_numpy_scalar_is_assigned_by_numpys_rules_for_scalars(dtype: str, value: np.generic, sel: object) -> None:
+    """A NumPy scalar was made a 0-d array first, so NumPy's array casts applied: NaN into int32 stored
+    INT_MIN, 2**64 - 1 into int16 stored -1, where ``ref[sel] = value`` raises. Now raised alike, the
+    stored data unchanged, or stored alike."""
+    ref = np.arange(4).astype(dtype)
+    a = rectizarr.create_array(MemoryStore(), shape=(4,), dtype=dtype, chunks=(2,))
+    a[...] = ref
+    try:
+        with np.errstate(all="ignore"):
+            ref[sel] = value  # type: ignore[index]
+    except (TypeError, ValueError, OverflowError) as exc:
+        with pytest.raises(type(exc)):
+            a[sel] = value
+    else:
+        with np.errstate(all="ignore"):  # (numpy's own casts of a fancy or mask assignment)
+            a[sel] = value
+    assert np.array_equal(a[...], ref)
+
+
 def test_out_parameter() -> None:
     a = rectizarr.create_array(MemoryStore(), shape=(6, 6), dtype="f8", chunks=(4, 4))
     a[:] = np.arange(36.0).reshape(6, 6)
