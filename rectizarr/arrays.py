@@ -26,6 +26,7 @@ from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
+    CodecError,
     ConflictError,
     IrregularChunksError,
     MetadataError,
@@ -402,6 +403,7 @@ class Array(nodes.Node):
             if not np.shares_memory(internal, out) and out.size:
                 raise SelectionError("out must be C-contiguous")
             rio.read(layout, plan, internal)
+            self._check_code_points(internal)
             return out
         nbytes = prod(plan.shape) * self.dtype.itemsize
         if nbytes > sys.maxsize:
@@ -409,10 +411,20 @@ class Array(nodes.Node):
                                  "numpy array can hold; select less")
         result = empty(plan.shape, self.dtype)
         rio.read(layout, plan, result)
+        self._check_code_points(result)
         result = result.reshape(plan.final_shape)
         if result.shape == () and not _has_ellipsis(selection):
             return result[()]
         return result
+
+    def _check_code_points(self, values: np.ndarray) -> None:
+        """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
+        larger numbers make NumPy fail later, on any use, with ``SystemError``."""
+        if self.dtype.kind == "U" and values.size:
+            units = np.ascontiguousarray(values).reshape(-1).view(np.dtype("u4").newbyteorder(values.dtype.byteorder))
+            if (units > 0x10FFFF).any():
+                raise CodecError(f"the array {self._path or '/'!r} in {self._store!r} holds a value that is not a "
+                                 "Unicode code point (corrupt data)")
 
     def _write(self, make_plan: Callable[[], Plan], value: Any) -> None:
         """Plan (against the stored shape: ``make_plan`` revalidates) and write. Where versions are cheap,

@@ -128,15 +128,33 @@ class Group(nodes.Node):
         if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
             raise MetadataError("consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
                                 path="$.consolidated_metadata", key=nodes.meta_key(self._path))
-        self._entries = (meta, _valid_entries(cm["metadata"], nodes.meta_key(self._path)), {})
+        self._entries = (meta, _valid_entries(cm["metadata"], self._consolidated_key(), self._meta.zarr_format), {})
         return self._entries[1], self._entries[2]
 
     def _consolidated_meta(self, entries: dict[str, Any], parsed: dict[str, NodeMeta], rel: str) -> NodeMeta:
         """Member ``rel``'s metadata from the consolidated ``entries`` (it must be there), parsed once."""
         meta = parsed.get(rel)
         if meta is None:
-            meta = parsed[rel] = nodes.node_from_json(entries[rel], nodes.meta_key(nodes.join(self._path, rel)))
+            try:
+                meta = parsed[rel] = nodes.node_from_json(entries[rel])
+            except MetadataError as exc:  # named where it is: in this group's consolidated metadata
+                where = self._entry_path(rel, entries[rel])
+                inner = exc.path[1:] if exc.path and exc.path.startswith("$") else ""
+                raise type(exc)(exc.message, path=where + inner, key=self._consolidated_key()) from exc
         return meta
+
+    def _consolidated_key(self) -> str:
+        """The document that holds the consolidated metadata: ``zarr.json``, or Zarr v2's ``.zmetadata``."""
+        if self._meta.zarr_format == 2:
+            return nodes.prefix_of(self._path) + v2meta.V2_CONSOLIDATED
+        return nodes.meta_key(self._path)
+
+    def _entry_path(self, rel: str, entry: Any) -> str:
+        """The JSON path of member ``rel``'s entry in :meth:`_consolidated_key`."""
+        if self._meta.zarr_format == 2:
+            leaf = v2meta.V2_ARRAY if isinstance(entry, dict) and entry.get("node_type") == "array" else v2meta.V2_GROUP
+            return f"$.metadata[{json.dumps(rel + '/' + leaf)}]"
+        return f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
 
     # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
@@ -457,7 +475,7 @@ def _consolidated(s: Store, p: str) -> GroupMeta:
     return new
 
 
-def _valid_entries(entries: dict[str, Any], key: str) -> dict[str, Any]:
+def _valid_entries(entries: dict[str, Any], key: str, zarr_format: int = 3) -> dict[str, Any]:
     """The consolidated entries whose path can name a node. Others (``""``, ``"__x"``, ``".."``: no stored
     node can have such a path, and listing the store ignores such names too) are skipped with a warning
     rather than refusing the group: consolidated metadata is an optional cache of the hierarchy."""
@@ -467,6 +485,7 @@ def _valid_entries(entries: dict[str, Any], key: str) -> dict[str, Any]:
         if problem is None:
             out[rel] = doc
         else:
-            warnings.warn(f"{key}: $.consolidated_metadata.metadata[{json.dumps(rel)}]: {problem}; "
-                          "entry ignored", LenientMetadataWarning, stacklevel=4)
+            where = f"$.metadata[{json.dumps(rel + '/...')}]" if zarr_format == 2 else \
+                f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
+            warnings.warn(f"{key}: {where}: {problem}; entry ignored", LenientMetadataWarning, stacklevel=4)
     return out

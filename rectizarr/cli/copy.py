@@ -13,7 +13,7 @@ from typing import Any
 from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.arrays import Array
-from rectizarr.cli.util import Progress, plan_regions
+from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
@@ -164,7 +164,7 @@ def copy_node(src: Array | Group, store: Store, path: str, opts: CopyOptions) ->
         g = open_group(store, path=path, mode="w" if opts.overwrite else "w-", attributes=src.attrs.asdict())
     except NodeExistsError:
         raise NodeExistsError(f"the destination already has a node at {path or '/'!r} (use --overwrite)") from None
-    for name, child in src.members():
+    for name, child in stored_members(src):
         copy_node(child, store, f"{path}/{name}" if path else name, opts)
     if src.metadata.consolidated_metadata is not None:  # a consolidated source stays consolidated
         g = consolidate_metadata(store, path)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr.arrays import Array
-from rectizarr.cli.util import Progress, plan_regions
+from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.core.metadata import node_to_json
 from rectizarr.groups import Group
 
@@ -204,7 +204,7 @@ def diff_nodes(a: Array | Group, b: Array | Group, *, metadata_only: bool = Fals
         d = ArrayDiff(path, "group")
         result.nodes.append(d)
         notes = _dict_diff("attribute", a.attrs.asdict(), b.attrs.asdict())
-        ma, mb = dict(a.members()), dict(b.members())
+        ma, mb = dict(stored_members(a)), dict(stored_members(b))
         for name in sorted(set(ma) - set(mb)):
             notes.append(f"member {name!r}: only in A")
         for name in sorted(set(mb) - set(ma)):

@@ -27,7 +27,7 @@ import numpy as np
 
 from rectizarr import nodes
 from rectizarr.arrays import Array
-from rectizarr.cli.util import Progress, plan_regions
+from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
 from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
@@ -112,7 +112,7 @@ def _array_step(src: Array, opts: MigrateOptions) -> Step:
 def _walk(node: Array | Group) -> Iterator[Array | Group]:
     yield node
     if isinstance(node, Group):
-        for _, child in node.members():
+        for _, child in stored_members(node):
             yield from _walk(child)
 
 

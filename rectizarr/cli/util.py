@@ -262,3 +262,13 @@ def _volume(axes: Sequence[list[int]]) -> int:
         v *= _max_len(bs)
     return v
 
+
+
+def stored_members(group: Any) -> list[tuple[str, Any]]:
+    """The members of ``group`` as the store holds them (its listing, each read from its own document):
+    consolidated metadata can be older (zarr-python does not update it) and name members that are gone
+    or miss new ones. From the consolidated metadata only where the store lists nothing (HTTP)."""
+    from rectizarr.groups import open_group
+
+    listed = open_group(group.store, path=group.path, mode="r", use_consolidated=False).members()
+    return listed if listed or group.metadata.consolidated_metadata is None else group.members()

@@ -195,7 +195,8 @@ def decode_v2_group(zgroup: Any, attrs: Any, consolidated: Any = None, key: str 
         raise MetadataError(".zgroup must be {\"zarr_format\": 2}", path="$.zarr_format", key=key)
     inline = None
     if consolidated is not None:
-        inline = {"kind": "inline", "must_understand": False, "metadata": consolidated_entries(consolidated, key)}
+        where = key[: -len(V2_GROUP)] + V2_CONSOLIDATED if key and key.endswith(V2_GROUP) else key
+        inline = {"kind": "inline", "must_understand": False, "metadata": consolidated_entries(consolidated, where)}
     return GroupMeta(attributes=_attrs(attrs, key), consolidated_metadata=inline, zarr_format=2)
 
 

@@ -173,3 +173,28 @@ def test_refuses_v3_and_an_existing_destination(tmp_path: Path) -> None:
     assert main(["migrate", str(case.store), str(tmp_path / "v3.zarr")]) == 2
     assert main(["migrate", str(case.store), str(tmp_path / "v3.zarr"), "--overwrite"]) == 0
     assert rectizarr.open_array(tmp_path / "v3.zarr", mode="r").shape == (5, 7)
+
+
+def test_a_hierarchy_is_walked_as_stored_not_as_consolidated(tmp_path: Path) -> None:
+    """zarr-python leaves ``.zmetadata`` as it was when members are added, grown or deleted afterwards.
+    migrate, copy and diff walk the store's listing: the new member and the grown shape were left out of
+    the v3 copy (exit 0), and a deleted member made migrate fail."""
+    zarr = pytest.importorskip("zarr")
+    src = str(tmp_path / "v2")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = zarr.open_group(src, mode="w", zarr_format=2)
+        g.create_array("a", shape=(4,), chunks=(2,), dtype="i4")[:] = [1, 2, 3, 4]
+        g.create_group("gone")
+        zarr.consolidate_metadata(src, zarr_format=2)
+        g = zarr.open_group(src, mode="a", zarr_format=2, use_consolidated=False)
+        g.create_array("b", shape=(3,), chunks=(2,), dtype="f8")[:] = [1.5, 2.5, 3.5]
+        g["a"].append(np.array([5, 6], "i4"))
+        del g["gone"]
+    assert main(["migrate", src, str(tmp_path / "v3")]) == 0
+    v3 = rectizarr.open_group(str(tmp_path / "v3"), mode="r", use_consolidated=False)
+    assert v3.keys() == ["a", "b"] and v3["a"][...].tolist() == [1, 2, 3, 4, 5, 6]
+    assert v3["b"][...].tolist() == [1.5, 2.5, 3.5]
+    assert main(["copy", src, str(tmp_path / "copy")]) == 0
+    assert rectizarr.open_group(str(tmp_path / "copy"), mode="r", use_consolidated=False).keys() == ["a", "b"]
+    assert main(["diff", src, str(tmp_path / "v3")]) == 0

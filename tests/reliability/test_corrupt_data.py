@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.reliability._corrupt import CHAINS, CHECKED, build, run_case
@@ -44,3 +46,21 @@ def test_blosc_header_claiming_more_bytes_than_stored_is_an_error_not_a_crash() 
     with pytest.raises(CodecError, match="blosc") as info:
         rectizarr.open_array(store, path="a", mode="r")[...]
     assert info.value.key == key
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_fixed_width_strings_that_are_not_code_points_are_a_codec_error(tmp_path: Path, zarr_format: int) -> None:
+    """A corrupt chunk of a NumPy 'U' array (no checksum) holding 0xFFFFFFFF: NumPy made the array, then
+    raised SystemError on any use of the value (``a[0]``, ``tolist()``). Now a CodecError on the read."""
+    import rectizarr
+    from rectizarr.errors import CodecError
+
+    a = rectizarr.create_array(str(tmp_path / "u"), shape=(2,), chunks=(2,), dtype="<U1", compressors=None,
+                               zarr_format=zarr_format)
+    a[:] = ["a", "b"]
+    key = "0" if zarr_format == 2 else "c/0"
+    (tmp_path / "u" / key).write_bytes(b"\xff\xff\xff\xff" + "b".encode("utf-32-le"))
+    b = rectizarr.open_array(str(tmp_path / "u"), mode="r")
+    for read in (lambda: b[0], lambda: b[:], lambda: b.get_basic_selection(slice(None), out=np.empty(2, "<U1"))):
+        with pytest.raises(CodecError, match="not a Unicode code point"):
+            read()
