@@ -267,8 +267,9 @@ def _volume(axes: Sequence[list[int]]) -> int:
 def stored_members(group: Any) -> list[tuple[str, Any]]:
     """The members of ``group`` as the store holds them (its listing, each read from its own document):
     consolidated metadata can be older (zarr-python does not update it) and name members that are gone
-    or miss new ones. From the consolidated metadata only where the store lists nothing (HTTP)."""
+    or miss new ones. From the consolidated metadata where the store cannot list (HTTP)."""
     from rectizarr.groups import open_group
 
-    listed = open_group(group.store, path=group.path, mode="r", use_consolidated=False).members()
-    return listed if listed or group.metadata.consolidated_metadata is None else group.members()
+    if group.store.capabilities.unlisted and group.metadata.consolidated_metadata is not None:
+        return list(group.members())
+    return list(open_group(group.store, path=group.path, mode="r", use_consolidated=False).members())

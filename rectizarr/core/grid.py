@@ -140,6 +140,9 @@ class ChunkGrid:
         extents = as_extents(new_shape, "new_shape")
         if len(extents) != self.ndim:
             raise MetadataError(f"new shape {extents} has {len(extents)} dimensions, the grid {self.ndim}")
+        if not isinstance(policy, str | Sequence | np.ndarray) or isinstance(policy, bytes):
+            raise MetadataError(f"chunks {policy!r} for a resize must be 'new_chunk', 'repeat' or one entry per "
+                                "axis (None, a policy name, or a list of new edges)")
         policies = [policy] * self.ndim if isinstance(policy, str) else list(policy)
         if len(policies) != self.ndim:
             raise MetadataError(f"{len(policies)} resize policies for {self.ndim} dimensions")
@@ -193,10 +196,17 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
     if growth <= 0:  # a policy only acts on an axis that grows past its edges
         return VaryingDim.from_runs(d.values, d.counts, extent, path=path)
     if not isinstance(policy, str):
-        new = edge_array(policy, path)
-        if int(new.sum()) < growth:
-            raise MetadataError(f"new edges {new.tolist()} do not cover the growth of {growth}", path=path)
-        counts = np.ones(new.size, dtype=np.int64)
+        if not isinstance(policy, Sequence | np.ndarray) or isinstance(policy, bytes):
+            raise MetadataError(f"expected a policy name or a list of new edges for a growing axis, got {policy!r}",
+                                path=path)
+        if any(isinstance(x, list | tuple) for x in policy):  # run-length pairs, as create_array takes them
+            new, counts = rle_runs(list(policy), path)
+        else:
+            new = edge_array(policy, path)
+            counts = np.ones(new.size, dtype=np.int64)
+        if int((new * counts).sum()) < growth:
+            raise MetadataError(f"new edges {np.repeat(new, counts).tolist()} do not cover the growth of {growth}",
+                                path=path)
     elif policy == "repeat":
         if not d.values.size:
             raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)

@@ -141,6 +141,8 @@ class FsspecStore(Store):
         self._urls = bool(protocols & _URL_PROTOCOLS)  # keys travel percent-encoded in URL paths
         if protocols & {"s3", "s3a"} and hasattr(fs, "call_s3"):  # S3 (and the moto server): If-Match writes
             self.capabilities = Capabilities(conditional_writes=True, conditional_reads=True)
+        elif protocols & {"http", "https"}:
+            self.capabilities = Capabilities(unlisted=True)
         super().__init__(
             read_only=read_only or self._urls,
             coalesce_gap=coalesce_gap,

@@ -135,7 +135,7 @@ class ObjectStore(Store):
         self.url, self.kind = url.rstrip("/"), kind
         self.storage_options = dict(storage_options or {})
         self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True,
-                                         requests_on_threads=True)
+                                         requests_on_threads=True, unlisted=kind == "http")
         # the data's name, shared with the fsspec backend's stores on the same bucket (locks, written.py)
         self.lock_identity = (f"{kind}://{self.url.split('://', 1)[1]}/" if kind in ("s3", "gcs")
                               else f"objectstore:{self.url}/")

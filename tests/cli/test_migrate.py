@@ -198,3 +198,9 @@ def test_a_hierarchy_is_walked_as_stored_not_as_consolidated(tmp_path: Path) -> 
     assert main(["copy", src, str(tmp_path / "copy")]) == 0
     assert rectizarr.open_group(str(tmp_path / "copy"), mode="r", use_consolidated=False).keys() == ["a", "b"]
     assert main(["diff", src, str(tmp_path / "v3")]) == 0
+    with warnings.catch_warnings():  # every member deleted since: nothing listed, nothing migrated
+        warnings.simplefilter("ignore")
+        for name in ("a", "b"):
+            del g[name]
+    assert main(["migrate", src, str(tmp_path / "v3-empty")]) == 0
+    assert rectizarr.open_group(str(tmp_path / "v3-empty"), mode="r").keys() == []

@@ -539,10 +539,15 @@ def test_resize_explicit_edges() -> None:
     assert edges(g.resize((12, 12), [[1, 1], None]).dims[0]) == [5, 5, 1, 1]
     for policy, path in [([[6, 5], "new_chunk"], "policy[0]"), ([[6, 0, 6], "new_chunk"], "policy[0][1]"),
                          ([[12], [2]], "policy[1]"), (["new_chunk", "grow"], "policy[1]"),
-                         ("grow", "policy[0]")]:
+                         ("grow", "policy[0]"), ([3, "new_chunk"], "policy[0]"), ([[[3, 2]], None], "policy[0]"),
+                         ([[[3, 0]], None], "policy[0][0][1]")]:
         with pytest.raises(MetadataError) as e:
             g.resize((22, 30), policy)  # type: ignore[arg-type]
         assert e.value.path == path
+    # run-length pairs, as create_array takes them: [[3, 4]] is four edges of 3
+    assert edges(g.resize((22, 10), [[[3, 4]], None]).dims[0]) == [5, 5, 3, 3, 3, 3]
+    with pytest.raises(MetadataError):  # not one entry per axis (an int, for append(chunks=4))
+        g.resize((22, 10), 4)  # type: ignore[arg-type]
 
 
 def test_resize_fixed_and_regular_unchanged() -> None:
