@@ -325,3 +325,30 @@ def test_a_member_whose_name_cannot_be_a_key_is_left_out_of_the_listing(tmp_path
     shutil.copytree(tmp_path / "g" / "ok", tmp_path / "g" / "pct%2F")
     with pytest.warns(LenientMetadataWarning, match="pct%2F"):
         assert rectizarr.open_group(str(tmp_path / "g"), mode="r").keys() == ["ok"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_an_error_in_a_consolidated_entry_names_the_consolidating_document(tmp_path: Any, zarr_format: int) -> None:
+    """A bad entry of the consolidated metadata is in the group's document (``.zmetadata``, or the root
+    ``zarr.json``), at the entry's JSON path; it was blamed on the member's own ``zarr.json``, which is valid."""
+    import json
+
+    from rectizarr.errors import MetadataError
+
+    root = tmp_path / "g"
+    g = rectizarr.create_group(str(root), zarr_format=zarr_format)
+    g.create_array("a", shape=(2,), chunks=(2,), dtype="i4")
+    rectizarr.consolidate_metadata(str(root))
+    name = ".zmetadata" if zarr_format == 2 else "zarr.json"
+    doc = json.loads((root / name).read_text())
+    if zarr_format == 2:
+        doc["metadata"]["a/.zarray"]["dtype"] = "<U2000000000"
+        where = '$.metadata["a/.zarray"].dtype'
+    else:
+        doc["consolidated_metadata"]["metadata"]["a"]["shape"] = [-1]
+        where = '$.consolidated_metadata.metadata["a"].shape'
+    (root / name).write_text(json.dumps(doc))
+    with pytest.raises(MetadataError) as exc:
+        rectizarr.open_group(str(root), mode="r")["a"]
+    assert exc.value.key == name and exc.value.path is not None and exc.value.path.startswith(where)
+    assert rectizarr.open_group(str(root), mode="r", use_consolidated=False)["a"].shape == (2,)
