@@ -36,6 +36,7 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.stores import Store, open_store, validate_key, written
+from rectizarr.stores.base import back_off
 
 META = "zarr.json"
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -406,7 +407,9 @@ def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], Node
     p = prefix_of(path)
     keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
     retries = tuning.current().conflict_retries
-    for _ in range(retries):
+    for attempt in range(retries):
+        if attempt:
+            back_off(attempt)
         read = store.get_many_versioned([(k, None) for k in keys])
         old = _v2_from([data for data, _ in read], keys)
         new = change(old)

@@ -7,6 +7,8 @@ Every public method is implemented here once; a backend implements a handful of 
 
 from __future__ import annotations
 
+import random
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -44,6 +46,13 @@ def set_requests_in_flight(n: int) -> None:
     if not is_int(n) or n < 1:
         raise ValueError(f"requests in flight must be an int >= 1, got {n!r}")
     _in_flight = int(n)
+
+
+def back_off(attempt: int) -> None:
+    """Wait before compare-and-swap attempt ``attempt`` (1, 2, ...) after lost races: a random time of up to
+    2 ms x 2**attempt (at most 0.25 s), so writers that keep colliding on one key spread out instead of
+    racing again at once and losing together until their retries run out."""
+    time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
 
 
 def requests_in_flight() -> int:
@@ -393,7 +402,9 @@ class Store(ABC):
         ``tuning.conflict_retries`` times, then :class:`ConflictError`. Returns the winning round's
         ``(stored, new)``."""
         retries = tuning.current().conflict_retries
-        for _ in range(retries):
+        for attempt in range(retries):
+            if attempt:
+                back_off(attempt)
             stored, version = self.get_versioned(key)
             new = make(stored)
             if new is stored or (self.delete_if(key, version) if new is None else self.set_if(key, new, version)):
