@@ -110,12 +110,22 @@ def read_file(path: str, byte_range: ByteRange | None) -> bytes | None:
     return with_file(path, lambda fd, size: _read_fd(fd, size, byte_range))
 
 
+def _within(size: int, start: int, length: int) -> int:
+    """How many of ``length`` bytes from ``start`` a file of ``size`` bytes can give (a range asked for
+    by a corrupt shard index may claim terabytes: never allocated, never past what the file holds)."""
+    return max(0, min(length, size - start))
+
+
 def _read_fd(fd: int, size: int | None, byte_range: ByteRange | None) -> bytes:
     if byte_range is None:
         assert size is not None
         data = os.read(fd, size + 1)  # a regular file comes whole in one read; +1 sees it grow
         return data if len(data) == size else _read_rest(fd, data)
     start, length = byte_range
+    if size is not None and start >= 0 and length is not None:
+        length = _within(size, start, length)
+        if not length:
+            return b""
     if start >= 0 and length is not None:
         return _read_range(fd, start, length)
     if start < 0:
@@ -169,7 +179,10 @@ def _read_fd_transient(byte_range: ByteRange | None, size_hint: int | None, fd: 
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
     start, length = byte_range
     assert length is not None
-    if length >= tuning.current().transient_max_bytes or length == 0:
+    length = _within(size, start, length)
+    if not length:
+        return b""
+    if length >= tuning.current().transient_max_bytes:
         return _read_range(fd, start, length)
     view = _buffer(length)
     got = 0

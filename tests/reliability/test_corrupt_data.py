@@ -64,3 +64,39 @@ def test_fixed_width_strings_that_are_not_code_points_are_a_codec_error(tmp_path
     for read in (lambda: b[0], lambda: b[:], lambda: b.get_basic_selection(slice(None), out=np.empty(2, "<U1"))):
         with pytest.raises(CodecError, match="not a Unicode code point"):
             read()
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+@pytest.mark.parametrize(("offset", "nbytes"), [(2**63, 10), (0, 2**63), (0, 2**36), (0, 2**30), (300, 200)])
+def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(tmp_path: Path, location: str, offset: int,
+                                                                     nbytes: int) -> None:
+    """An index entry (with a valid crc32c) claiming bytes the shard file does not hold: a CodecError naming
+    the shard, with memory bounded by the file. With the index at the end, the local read went to
+    ``os.pread`` as asked: OverflowError, MemoryError for 64 GiB, and 1 GiB allocated for 1 GiB."""
+    import struct
+
+    import google_crc32c
+
+    import rectizarr
+    from rectizarr.errors import CodecError
+    from tests.memory import least_peak
+
+    path = tmp_path / "a"
+    a = rectizarr.create_array(str(path), shape=(20, 30), dtype="i4", shards=(10, 14), chunks=(5, 7),
+                               index_location=location)
+    a[...] = np.arange(600, dtype="i4").reshape(20, 30)
+    shard = path / "c" / "0" / "0"
+    data, size = shard.read_bytes(), 16 * 4 + 4  # 2 x 2 inner chunks, then the crc32c
+    index = bytearray(data[-size:] if location == "end" else data[:size])
+    struct.pack_into("<QQ", index, 0, offset, nbytes)
+    index[-4:] = struct.pack("<I", google_crc32c.value(bytes(index[:-4])))
+    shard.write_bytes(data[:-size] + bytes(index) if location == "end" else bytes(index) + data[size:])
+    b = rectizarr.open_array(str(path), mode="r")
+
+    def read() -> None:
+        with pytest.raises(CodecError) as info:
+            b[0:1, 0:1]
+        assert info.value.key == "c/0/0"
+
+    assert least_peak(read, 4 << 20) < 4 << 20
+    np.testing.assert_array_equal(b[10:, :], np.arange(600, dtype="i4").reshape(20, 30)[10:, :])
