@@ -179,11 +179,11 @@ def _read_fd_transient(byte_range: ByteRange | None, size_hint: int | None, fd: 
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
     start, length = byte_range
     assert length is not None
+    if length >= tuning.current().transient_max_bytes:  # large: fresh bytes (however few the file holds)
+        return _read_range(fd, start, _within(size, start, length))
     length = _within(size, start, length)
     if not length:
         return b""
-    if length >= tuning.current().transient_max_bytes:
-        return _read_range(fd, start, length)
     view = _buffer(length)
     got = 0
     while got < length and (n := os.preadv(fd, [view[got:length]], start + got)):
