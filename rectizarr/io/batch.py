@@ -159,13 +159,13 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
     inner, n, index_n = spec.shape, prod(cps), sharding.index_nbytes(shape_t)
     at_start = sharding.index_location == "start"
     raw = codecs.is_raw(spec.dtype)
-    scratch = None if raw else stage(1, inner, spec.dtype, slot="encode")[0]
+    scratch = None if raw else stage(1, inner, spec.dtype, slot="encode")[0, ...]
     per = max(1, spec.nbytes + tuning.current().encoded_slack_bytes)  # room per inner chunk
     buf = value_buffer(n * per + index_n)  # during a local write, this thread's buffer for every shard
     table = np.full((n, 2), EMPTY, dtype=np.uint64)
     position = index_n if at_start else 0
     for row, coords in enumerate(product(*(range(c) for c in cps))):
-        block = region[tuple(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True))]
+        block = region[(*(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True)), ...)]
         if raw:  # in place: an empty one is overwritten by the next
             if position + spec.nbytes + index_n > buf.size:
                 buf = np.concatenate([buf[:position], empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
@@ -221,7 +221,7 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
             return
         shape = layout.grid.chunk_shape(coords)
         block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
-        if not paste_block(out[box], decode_shard(layout, key, shape, value, 1) if block is None else block):
+        if not paste_block(out[(*box, ...)], decode_shard(layout, key, shape, value, 1) if block is None else block):
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
     pmap(one, shards, layout.workers)
     return True
@@ -241,7 +241,7 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
 
     def work(i: int) -> Encoded:
         coords, box = shards[i]
-        return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), value[box], 1)
+        return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), value[(*box, ...)], 1)
 
     spread = layout.sharding.codecs.batch_releases_gil(layout.dtype)
     with layout.store.lock(keys):

@@ -217,3 +217,23 @@ def test_writers_on_many_threads_each_get_their_own_reused_buffers(tmp_path: Any
     with ThreadPoolExecutor(6) as pool:  # a writer's error is raised here
         list(pool.map(writer, range(6)))
     assert wrong == []
+
+
+@pytest.mark.parametrize("tuned", [{}, {"threaded_bytes_coded": 0, "threaded_bytes": 0}, {"piecewise_bytes": 0}])
+@pytest.mark.parametrize(("dtype", "value"), [("S3", b"ab"), ("U3", "x"), ("i4", 7), ("f8", 1.5), ("?", True),
+                                              ("c16", 1 - 2j)])
+@pytest.mark.parametrize("codec", ["zstd", "none"])
+def test_zero_dimensional_sharded_arrays(tmp_path: Any, tuned: dict[str, int], dtype: str, value: Any,
+                                         codec: str) -> None:
+    """A 0-d shard is cut out of the value as a NumPy scalar unless indexed with an Ellipsis: an 'S3' value
+    b"ab" was stored in 2 bytes (every later read a CodecError), and through the per-inner-chunk encoder
+    any 0-d write raised TypeError."""
+    with tuning.use(replace(tuning.current(), **tuned)):
+        for store in (rectizarr.MemoryStore(), str(tmp_path / f"{dtype}{codec}")):
+            a = rectizarr.create_array(store, shape=(), dtype=dtype, chunks=(), shards=(),
+                                       compressors=CODECS[codec])
+            a[...] = value
+            expected = np.array(value, dtype=dtype)
+            assert a[...] == expected and a[()] == expected and a[...].dtype == expected.dtype
+            b = rectizarr.open_array(store, mode="r")
+            assert b[...] == expected and np.asarray(b).shape == ()
