@@ -447,7 +447,7 @@ class Array(nodes.Node):
                 layout, planned = self._layout, self._meta_version
             internal = plan.value_to_internal(value, layout.dtype)
             if self._meta.data_type.name == "string":
-                internal = as_strings(internal)
+                internal = as_strings(internal, one=plan.final_shape == ())
             guard = None if planned is None else functools.partial(self._still_at, planned)
             try:
                 rio.write(layout, plan, internal, guard)

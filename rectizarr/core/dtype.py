@@ -445,21 +445,27 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
     raise UnsupportedError(f"numpy dtype {dt} has no supported Zarr data type")
 
 
-def as_strings(values: np.ndarray) -> np.ndarray:
+def as_strings(values: np.ndarray, one: bool = False) -> np.ndarray:
     """The elements of an object array as ``str``, as zarr-python's string arrays (NumPy ``StringDType``)
     cast what is written into them: ``5`` -> ``'5'``, ``None`` -> ``'None'``, ``b'x'`` -> ``'x'``
-    (UTF-8; other bytes: :class:`SelectionError`). Done before anything is written, so a write never
-    stops half-way on an element its codec cannot encode."""
+    (UTF-8; other bytes: :class:`SelectionError`). A list, tuple or array in an element came from a
+    value with more dimensions than the selection: NumPy's ValueError, unless ``one`` element is written
+    (``a[0] = ["x"]`` stores ``"['x']"``, as NumPy does). Done before anything is written, so a write
+    never stops half-way on an element its codec cannot encode."""
     if all(x.__class__ is str for x in values.flat):
         return values
     out = np.empty(values.shape, dtype=object)
-    out.flat[:] = [_as_string(x) for x in values.flat]
+    out.flat[:] = [str(x) if one and isinstance(x, list | tuple | np.ndarray) else _as_string(x)
+                   for x in values.flat]
     return out
 
 
 def _as_string(x: Any) -> str:
     if isinstance(x, str):
         return str(x)  # np.str_ too, which numcodecs' VLenUTF8 refuses
+    if isinstance(x, list | tuple | np.ndarray):
+        raise ValueError("setting an array element with a sequence: the value has more dimensions than the "
+                         f"selection (an element is {type(x).__name__} {x!r:.40})")
     if isinstance(x, bytes | bytearray | memoryview):
         try:
             return bytes(x).decode("utf-8")

@@ -389,6 +389,15 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
     with pytest.raises(SelectionError, match="not UTF-8"):
         a[7:] = [b"\xff"]
     assert list(a[...]) == want  # nothing written
+    # a value with more dimensions than the selection: NumPy's ValueError (it was stored as "['x', 'y']")
+    for sel, value in [(slice(0, 2), [["x", "y"]]), (slice(0, 2), [["p"], ["q"]]), (slice(0, 1), [("x",)]),
+                       (slice(0, 2), [np.array(["m"]), "n"])]:
+        with pytest.raises(ValueError, match="sequence"):
+            a[sel] = value
+    assert list(a[...]) == want
+    b = rectizarr.create_array(MemoryStore(), shape=(2,), dtype=str, chunks=(2,), zarr_format=zarr_format)
+    b[0], b[1] = ("x",), [["y"]]  # one element: its str(), as NumPy's StringDType
+    assert list(b[...]) == ["('x',)", "[['y']]"]
     scalar = rectizarr.create_array(MemoryStore(), shape=(), dtype=str, chunks=(), zarr_format=zarr_format)
     scalar[()] = 5
     assert scalar[()] == "5" and type(scalar[()]) is str
