@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 import msgspec
 
 from rectizarr._util import json_path
+from rectizarr.core.dtype_ext import MAX_NESTING
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
 __all__ = [
@@ -306,6 +307,8 @@ def parse_codecs(value: Any, path: str = "$.codecs") -> tuple[CodecMeta, ...]:
         raise MetadataError(f"'codecs' must be a list, got {type(value).__name__}", path=path)
     if not value:
         raise MetadataError("'codecs' must not be empty: an array->bytes codec is required", path=path)
+    if path.count(".configuration") > MAX_NESTING:
+        raise MetadataError(f"sharding nested more than {MAX_NESTING} levels deep", path=path)
     return tuple(_parse_one(item, json_path(path, i)) for i, item in enumerate(value))
 
 

@@ -38,6 +38,7 @@ EXT_NAMES = frozenset({"struct", "structured", *ML_INTS, *_COMPLEX, *_BYTES})
 #: Bytes per element of the byte-string types and of Zarr v2 dtypes: their fill value is built at open, from
 #: the metadata alone, so a larger claim would allocate that much before any data is read.
 MAX_ITEMSIZE = 1 << 24
+MAX_NESTING = 16  # structs in structs, shards in shards: deeper JSON is refused, not recursed into
 
 
 class FieldType(Protocol):
@@ -111,8 +112,11 @@ def _struct(name: str, config: Mapping[str, Any] | None, path: str,
     fields = (config or {}).get("fields")
     if not isinstance(config, Mapping) or set(config) != {"fields"} or not isinstance(fields, list) or not fields:
         raise MetadataError(f"{name} needs a configuration {{\"fields\": [...]}} with at least one field", path=cpath)
+    if cpath.count(".configuration") > MAX_NESTING:
+        raise MetadataError(f"structs nested more than {MAX_NESTING} levels deep", path=cpath)
     names: list[str] = []
     formats: list[np.dtype[Any]] = []
+    types: list[Any] = []
     for i, field in enumerate(fields):
         where = json_path(cpath, "fields", i)
         if isinstance(field, Mapping) and set(field) == {"name", "data_type"}:
@@ -128,13 +132,9 @@ def _struct(name: str, config: Mapping[str, Any] | None, path: str,
             raise UnsupportedError(f"variable-length field {fname!r} in a struct", path=where)
         names.append(fname)
         formats.append(sub.numpy)
-    stored = {"fields": [{"name": n, "data_type": parse(_field_type(f), path).to_json()}
-                         for n, f in zip(names, fields, strict=True)]}
+        types.append(sub.to_json())
+    stored = {"fields": [{"name": n, "data_type": t} for n, t in zip(names, types, strict=True)]}
     return MappingProxyType(stored), np.dtype(list(zip(names, formats, strict=True)))
-
-
-def _field_type(field: Any) -> Any:
-    return field["data_type"] if isinstance(field, Mapping) else field[1]
 
 
 def _fields(config: Mapping[str, Any] | None, parse: Parse, path: str) -> list[tuple[str, FieldType]]:

@@ -13,7 +13,7 @@ import numpy as np
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
-from rectizarr.core.dtype_ext import MAX_ITEMSIZE, ML_INTS, b64_fill
+from rectizarr.core.dtype_ext import MAX_ITEMSIZE, MAX_NESTING, ML_INTS, b64_fill
 from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -46,6 +46,8 @@ def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
         return dt
     if not isinstance(value, list) or not value:
         raise MetadataError(f"dtype must be a string or a list of fields, got {value!r}", path=path)
+    if path.count("[") > 2 * MAX_NESTING:  # two per level: [i][1]
+        raise MetadataError(f"structured dtypes nested more than {MAX_NESTING} levels deep", path=path)
     fields: list[Any] = []
     size = 0  # numpy's sum of the field sizes wraps around past 2**31
     for i, field in enumerate(value):
