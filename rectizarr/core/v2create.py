@@ -77,6 +77,10 @@ def _compressor(compressors: Any) -> dict[str, Any] | None:
     return _codec_config(items[0], "compressors") if items else None
 
 
+# numcodecs filters that take an object array (zarr-python 2 wrote such a filter alone, as its object codec)
+_OBJECT_CODECS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"})
+
+
 def _filters(dtype: DataType, filters: Any, big_endian: bool = False) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
@@ -84,8 +88,8 @@ def _filters(dtype: DataType, filters: Any, big_endian: bool = False) -> tuple[A
     out = [_codec_config(f, "filters") for f in items]
     if dtype.name in ("string", "bytes"):
         codec = "vlen-utf8" if dtype.name == "string" else "vlen-bytes"
-        if not any(f.get("id") == codec for f in out):
-            out.append({"id": codec})
+        if not any(f.get("id") in _OBJECT_CODECS for f in out):  # filters run in order: objects in first
+            out.insert(0, {"id": codec})
         return "|O", out
     native = dtype.numpy
     order: Literal["<", ">"] = ">" if big_endian else "<"

@@ -67,9 +67,10 @@ CASES: dict[str, tuple[Any, tuple[int, ...], dict[str, Any]]] = {
     # numcodecs' config says "checksum": false, which tensorstore refuses in a .zarray
     "zstd_numcodecs": ("<i4", (20,), {"chunks": (8,), "compressors": numcodecs.Zstd(level=3)}),
     "string_np_fill": ("str", (7,), {"chunks": (3,), "fill_value": np.str_("x")}),
+    "string_zlib_filter": ("str", (7,), {"chunks": (3,), "filters": [numcodecs.Zlib(1)]}),  # after vlen-utf8
 }
 NO_TENSORSTORE = {"zlib_delta": "tensorstore's zarr driver refuses filters", "string": "tensorstore has no |O",
-                  "string_np_fill": "tensorstore has no |O",
+                  "string_np_fill": "tensorstore has no |O", "string_zlib_filter": "tensorstore has no |O",
                   "M8": "tensorstore has no datetime64", "U3": "tensorstore has no <U"}
 
 
@@ -252,3 +253,17 @@ def test_v2_byte_order_as_asked(tmp_path: Path, dtype: Any) -> None:
         warnings.simplefilter("ignore")
         got = zarr.open_array(str(tmp_path / "b.zarr"), mode="r")[...]
     assert got.dtype == np.dtype(dtype) and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("codec", [numcodecs.JSON(), numcodecs.MsgPack(),
+                                   numcodecs.Categorize(["red", "green", "blue"], dtype=object, astype="u1")])
+def test_a_v2_object_codec_given_as_a_filter_is_the_only_one(tmp_path: Path, codec: Any) -> None:
+    """zarr-python 2 stored ``json2`` / ``msgpack2`` / ``categorize`` string arrays with that filter alone (see
+    ``conformance_data/v2/zarr-python-2/object_json2``); rectizarr added ``vlen-utf8`` after it, and every
+    write failed. A bytes filter goes after the ``vlen-utf8`` it needs (``string_zlib_filter`` above)."""
+    data = ["red", "green", "blue", "red", "green"]
+    a = rectizarr.create_array(tmp_path / "o.zarr", shape=(5,), chunks=(2,), dtype=str, zarr_format=2,
+                               filters=[codec])
+    a[:] = data
+    assert [f["id"] for f in json.loads((tmp_path / "o.zarr" / ".zarray").read_text())["filters"]] == [codec.codec_id]
+    assert rectizarr.open_array(tmp_path / "o.zarr", mode="r")[...].tolist() == data
