@@ -219,17 +219,22 @@ def build_v2_array_meta(
     return meta, pipeline
 
 
-def _asks_big_endian(dtype: Any) -> bool:
-    """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``)."""
+def _asks_big_endian(dtype: Any) -> tuple[bool, ...]:
+    """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``): for each field
+    of a structured dtype (``[("a", "<i4"), ("b", ">f8")]`` is stored so, as zarr-python 2 does), else one."""
     if isinstance(dtype, DataType):
-        return False
+        return (False,)
     try:
         d = np.dtype(dtype)
     except (TypeError, ValueError):
-        return False
-    fields = [f[0] for f in d.fields.values()] if d.fields else [d]
-    return any(f.byteorder == ">" or (f.byteorder == "=" and sys.byteorder == "big" and f.itemsize > 1)
-               for f in fields)
+        return (False,)
+    return tuple(_big(d.fields[n][0]) for n in d.names) if d.names else (_big(d),)
+
+
+def _big(d: np.dtype[Any]) -> bool:
+    if d.names:
+        return any(_big(d.fields[n][0]) for n in d.names)
+    return d.byteorder == ">" or (d.byteorder == "=" and sys.byteorder == "big" and d.itemsize > 1)
 
 
 def build_array_meta(

@@ -81,7 +81,7 @@ def _compressor(compressors: Any) -> dict[str, Any] | None:
 _OBJECT_CODECS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"})
 
 
-def _filters(dtype: DataType, filters: Any, big_endian: bool = False) -> tuple[Any, list[dict[str, Any]]]:
+def _filters(dtype: DataType, filters: Any, big_endian: tuple[bool, ...] = (False,)) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
@@ -92,16 +92,23 @@ def _filters(dtype: DataType, filters: Any, big_endian: bool = False) -> tuple[A
             out.insert(0, {"id": codec})
         return "|O", out
     native = dtype.numpy
-    order: Literal["<", ">"] = ">" if big_endian else "<"
-    stored = native.newbyteorder(order) if native.fields is None else np.dtype(
-        [(n, native.fields[n][0].newbyteorder(order)) for n in native.names or ()])
+    names = native.names or ()
+    if len(big_endian) != max(1, len(names)):  # (orders asked of another dtype: the little-endian default)
+        big_endian = (False,) * max(1, len(names))
+    stored = native.newbyteorder(_order(big_endian[0])) if not names else np.dtype(
+        [(n, native.fields[n][0].newbyteorder(_order(big))) for n, big in zip(names, big_endian, strict=True)])
     return v2_dtype_to_json(stored), out
 
 
+def _order(big: bool) -> Literal["<", ">"]:
+    return ">" if big else "<"
+
+
 def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any, compressors: Any,
-              fill: np.ndarray, order: str | None, separator: str, big_endian: bool = False) -> dict[str, Any]:
+              fill: np.ndarray, order: str | None, separator: str,
+              big_endian: tuple[bool, ...] = (False,)) -> dict[str, Any]:
     """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
-    stored big-endian when ``big_endian``, as a ``>f8`` dtype asks)."""
+    stored big-endian where ``big_endian`` says, per field of a structured dtype, as ``>f8`` asks)."""
     if order not in (None, "C", "F"):
         raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
     dtype_json, filter_list = _filters(dtype, filters, big_endian)
