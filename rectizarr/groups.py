@@ -271,10 +271,7 @@ class Group(nodes.Node):
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         """Open the child group ``name``, creating it if it does not exist."""
-        try:
-            node = self[name]
-        except NodeNotFoundError:
-            return self.create_group(name, **kwargs)
+        node = self._existing_or_made(name, lambda: self.create_group(name, **kwargs))
         if not isinstance(node, Group):
             raise NodeExistsError(f"{name!r} in {self.name!r} is an array, not a group")
         return node
@@ -288,10 +285,8 @@ class Group(nodes.Node):
 
         from rectizarr.core.dtype import data_type_from_numpy
 
-        try:
-            node = self[name]
-        except NodeNotFoundError:
-            return self.create_array(name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs)
+        node = self._existing_or_made(
+            name, lambda: self.create_array(name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs))
         if not isinstance(node, Array):
             raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
         want_shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -303,6 +298,19 @@ class Group(nodes.Node):
                 raise NodeExistsError(f"array {name!r} exists with dtype {node.dtype}, which "
                                       f"{'is not' if exact else 'cannot be cast to'} {want}")
         return node
+
+    def _existing_or_made(self, name: str, make: Callable[[], Array | Group]) -> Array | Group:
+        """``self[name]``, or ``make()`` when there is no such member; when another writer (thread, handle,
+        process) makes it first, ``make`` fails with NodeExistsError and that member is opened."""
+        try:
+            return self[name]
+        except NodeNotFoundError:
+            pass
+        try:
+            return make()
+        except NodeExistsError:
+            self._stale = True
+            return self[name]
 
     def delete(self, name: str) -> None:
         """Remove the member ``name`` and its whole subtree."""

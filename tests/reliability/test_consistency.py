@@ -156,6 +156,28 @@ def test_threads_creating_in_a_consolidated_group(tmp_path: Path, kind: str) -> 
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_threads_requiring_the_same_members(tmp_path: Path, kind: str, consolidated: bool) -> None:
+    """``require_array`` / ``require_group`` of one name by many threads at once: each gets the member
+    (the one that lost the race to create it raised NodeExistsError: 25 of 160 calls, 4 processes)."""
+    store = stores(tmp_path)[kind]
+    rectizarr.create_group(store)
+    if consolidated:
+        rectizarr.consolidate_metadata(store)
+    got: list[tuple[str, str]] = []
+
+    def work(i: int) -> None:
+        g = rectizarr.open_group(store)
+        for j in range(10 * SCALE):
+            a = g.require_array(f"a{j}", shape=(4,), dtype="i2", chunks=(2,))
+            sub = g.require_group(f"g{j}")
+            got.append((a.name, sub.name))
+
+    run_threads(THREADS, work)
+    assert sorted(got) == sorted((f"/a{j}", f"/g{j}") for j in range(10 * SCALE) for _ in range(THREADS))
+
+
+@pytest.mark.parametrize("kind", ["local", "memory"])
 def test_threads_writing_inner_chunks_of_one_shard(tmp_path: Path, kind: str) -> None:
     store = stores(tmp_path)[kind]
     rectizarr.create_array(store, name="x", shape=(8, 8), dtype="i4", chunks=(1, 2), shards=(8, 8), fill_value=0)
