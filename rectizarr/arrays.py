@@ -121,8 +121,14 @@ class Array(nodes.Node):
         if self._store.capabilities.cheap_versions:
             self._meta_version = None
 
-    def _still_at(self, version: Any) -> bool:
-        return bool(self._stored_version() == version)
+    def _still_at(self, version: Any, planned: ArrayMeta) -> bool:
+        """Whether a write planned with ``planned`` (at ``version``) still fits the stored document: the same
+        version, or another whose only changes leave the chunks as they were (attributes, set by another
+        handle meanwhile: many of them made every write plan again until it gave up)."""
+        if self._stored_version() == version:
+            return True
+        stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
+        return isinstance(stored, ArrayMeta) and _same_chunks(stored, planned)
 
     def _revalidated(self) -> Array:
         self._revalidate()
@@ -444,11 +450,11 @@ class Array(nodes.Node):
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = make_plan()
-                layout, planned = self._layout, self._meta_version
+                layout, planned, meta = self._layout, self._meta_version, self._meta
             internal = plan.value_to_internal(value, layout.dtype)
             if self._meta.data_type.name == "string":
                 internal = as_strings(internal, one=plan.final_shape == ())
-            guard = None if planned is None else functools.partial(self._still_at, planned)
+            guard = None if planned is None else functools.partial(self._still_at, planned, meta)
             try:
                 rio.write(layout, plan, internal, guard)
                 return
@@ -607,6 +613,13 @@ def _whole_inner_chunks(meta: ArrayMeta, new_shape: Shape) -> Any:
         grow = n - d.total if isinstance(d, VaryingDim) else 0
         policy.append([-(-grow // inner) * inner] if grow > 0 else None)
     return policy
+
+
+def _same_chunks(a: ArrayMeta, b: ArrayMeta) -> bool:
+    """Whether two documents of an array lay out and code its chunks alike (what a planned write relies on)."""
+    return (a.shape, a.data_type, a.chunk_grid, a.chunk_key_encoding, a.codecs, a.storage_transformers) == \
+        (b.shape, b.data_type, b.chunk_grid, b.chunk_key_encoding, b.codecs, b.storage_transformers) \
+        and a.fill_value.tobytes() == b.fill_value.tobytes()
 
 
 def _has_ellipsis(selection: Any) -> bool:

@@ -177,6 +177,28 @@ def test_threads_requiring_the_same_members(tmp_path: Path, kind: str, consolida
     assert sorted(got) == sorted((f"/a{j}", f"/g{j}") for j in range(10 * SCALE) for _ in range(THREADS))
 
 
+@pytest.mark.parametrize("kind", ["local", "memory", "zip"])
+def test_attribute_updates_never_make_writes_plan_again_and_give_up(tmp_path: Path, kind: str) -> None:
+    """Threads each writing their own elements across all shards and setting attributes of the same
+    array: an attribute update changes ``zarr.json``, and a write then planned again, up to 16 times, then
+    raised ConflictError ("resized during each of 16 attempts"), though nothing was resized (zip: 8 of
+    720 writes)."""
+    store = rectizarr.ZipStore(tmp_path / "s.zip", mode="w") if kind == "zip" else stores(tmp_path)[kind]
+    size, n = 96, 40 * SCALE
+    rectizarr.create_array(store, name="x", shape=(size,), dtype="i4", chunks=(4,), shards=(32,), fill_value=0)
+
+    def work(i: int) -> None:
+        h = rectizarr.open_array(store, path="x")
+        for k in range(n):
+            h.oindex[np.arange(i, size, 6)] = k + 1
+            h.attrs[f"t{i}_{k}"] = k
+
+    run_threads(6, work)
+    a = rectizarr.open_array(store, path="x")
+    assert int((a[...] != n).sum()) == 0  # 0 lost writes
+    assert len(a.attrs) == 6 * n  # 0 lost attributes
+
+
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_threads_writing_inner_chunks_of_one_shard(tmp_path: Path, kind: str) -> None:
     store = stores(tmp_path)[kind]
