@@ -666,5 +666,5 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
         docs = nodes.AncestorDocs(store)
         if overwrite:
             nodes.delete_node(store, path, docs)
-        nodes.create_node(store, path, meta, docs)
+        nodes.create_node(store, path, meta, docs, exclusive=not overwrite)
     return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

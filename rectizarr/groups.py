@@ -387,7 +387,7 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
             if not overwrite:
                 raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
             nodes.delete_node(s, p, docs)
-        nodes.create_node(s, p, meta, docs)
+        nodes.create_node(s, p, meta, docs, exclusive=not overwrite)
     return Group(s, p, meta)
 
 

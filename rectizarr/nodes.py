@@ -30,6 +30,7 @@ from rectizarr.errors import (
     ConflictError,
     LenientMetadataWarning,
     MetadataError,
+    NodeExistsError,
     NodeNotFoundError,
     ReadOnlyError,
     StoreError,
@@ -263,13 +264,16 @@ def check_format(zarr_format: Any) -> Any:
     return zarr_format
 
 
-def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
+def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
+                exclusive: bool = False) -> None:
     """Write a new node's documents and a group (of the node's format) for each missing ancestor, keeping
     ancestors' consolidated metadata current. The node's own document goes first, so a key the store
-    refuses (a name too long for the file system) leaves nothing behind."""
+    refuses (a name too long for the file system) leaves nothing behind. ``exclusive``: that document is
+    written only where none is (create-only on object stores, under the lock elsewhere), else
+    NodeExistsError: of writers creating one node at once, in any process or client, one succeeds."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
-    write_meta(store, path, meta, docs)
+    write_meta(store, path, meta, docs, exclusive)
     _write_groups(store, missing, meta.zarr_format, docs)
 
 
@@ -330,17 +334,31 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
     return store.lock([meta_key(p) for p in (path, *parent_paths(path))])
 
 
-def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None) -> None:
+def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
+               exclusive: bool = False) -> None:
     """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
-    consolidated metadata current."""
+    consolidated metadata current (``exclusive``: see :func:`create_node`)."""
     if meta.zarr_format == 2:
         p = prefix_of(path)
-        store.set_many({p + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()})
+        items = {p + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
+        if exclusive:  # the .zarray / .zgroup first
+            first = next(iter(items))
+            _create_only(store, first, items.pop(first), path)
+        store.set_many(items)
         _refresh_v2_consolidated(store, path, meta)
         return
     doc = node_to_json(meta)
-    store.set(meta_key(path), encode_json(doc))
+    if exclusive:
+        _create_only(store, meta_key(path), encode_json(doc), path)
+    else:
+        store.set(meta_key(path), encode_json(doc))
     _refresh_consolidated(store, path, doc, docs)
+
+
+def _create_only(store: Store, key: str, value: bytes, path: str) -> None:
+    if not store.set_if(key, value, None):
+        raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
+                              "(pass overwrite=True to replace it)")
 
 
 def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> None:
