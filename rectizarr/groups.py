@@ -425,8 +425,10 @@ def consolidate_metadata(store: Any, path: str | None = None, *,
     with nodes.locked(s, p):  # the group's document and its ancestors' (which may consolidate it)
         if nodes.read_meta(s, p).zarr_format == 2:
             return Group(s, p, nodes.consolidate_v2(s, p))
-        new = _consolidated(s, p)
-        nodes.write_meta(s, p, new)
+    # A read-modify-write of the group's document: what another client changes meanwhile (an attribute, a
+    # member's entry) makes it list and write again, rather than be lost.
+    new = nodes.update_meta(s, p, lambda stored: _consolidated(s, p, stored))
+    assert isinstance(new, GroupMeta)
     return Group(s, p, new)
 
 
@@ -456,9 +458,11 @@ def open(
     return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 
-def _consolidated(s: Store, p: str) -> GroupMeta:
-    """The group at ``p`` with every descendant's document inline, as stored now."""
-    meta = nodes.read_meta(s, p)
+def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
+    """The group at ``p`` (``meta``: its document as stored) with every descendant's document inline, as
+    stored now."""
+    if meta is None:
+        raise NodeNotFoundError(f"no group at {p or '/'!r} in {s!r}")
     if not isinstance(meta, GroupMeta):
         raise NodeNotFoundError(f"the node at {p or '/'!r} is an array; only groups consolidate")
     prefix = nodes.prefix_of(p)
