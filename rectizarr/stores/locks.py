@@ -36,10 +36,25 @@ _warned: list[bool] = []
 _DIR = os.path.join(tempfile.gettempdir(), f"rectizarr-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
 
 
+_open: set[int] = set()  # the descriptors of the flocks held now, by any thread
+_open_lock = threading.Lock()
+_generation = [0]  # counts forks: a hold begun before one does not close descriptors in the child
+
+
 def reset() -> None:
-    """Fresh thread locks (in a forked child: a lock held by another thread of the parent stays held)."""
-    global _threads
+    """In a forked child: fresh thread locks (a lock held by another thread of the parent stays held), and
+    the lock files the parent held closed (without unlocking: the parent still holds them). Left open, the
+    child's copies kept the parent's flocks held after the parent let go, for as long as the child ran."""
+    global _threads, _open_lock
     _threads = [threading.Lock() for _ in range(2 * STRIPES)]
+    for fd in _open:
+        try:
+            os.close(fd)
+        except OSError:  # pragma: no cover - already closed
+            pass
+    _open.clear()
+    _open_lock = threading.Lock()
+    _generation[0] += 1
 
 
 def _stripe(identity: str, key: str) -> int:
@@ -49,27 +64,62 @@ def _stripe(identity: str, key: str) -> int:
 
 
 def _os_lock(stripe: int) -> int | None:
-    """An flock on the stripe's lock file; None (with one warning) when the lock directory is unusable."""
+    """An flock on the stripe's lock file; None (with one warning) when the lock directory is unusable.
+
+    The lock counts only if the file locked is still the one at the path: a file removed meanwhile (a
+    ``/tmp`` cleaner) is locked by nobody else, and the next process would make and lock a new one, both
+    then writing. So the path is checked after the flock, and the file locked again if it changed; and
+    each hold stamps the file's time, so that cleaners of old files pass it by."""
     path = os.path.join(_DIR, f"{stripe}.lock")
+    for _ in range(100):
+        fd = _open_file(path)
+        if fd is None:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            here = os.fstat(fd)
+            try:
+                there = os.stat(path)
+            except FileNotFoundError:
+                there = None
+            if there is not None and (there.st_ino, there.st_dev) == (here.st_ino, here.st_dev):
+                os.utime(fd)
+                return fd
+        except BaseException:
+            _close(fd)
+            raise
+        _close(fd)  # removed or replaced while we waited: lock the file now there
+    raise OSError(f"the lock file {path!r} kept being removed")
+
+
+def _close(fd: int) -> None:
+    with _open_lock:  # (no fork in between: see _before_fork)
+        _open.discard(fd)
+        os.close(fd)  # releases the flock
+
+
+def _open_file(path: str) -> int | None:
+    """The lock file opened, its descriptor in ``_open`` from the start: a fork while this thread waits for
+    the flock closes the child's copy."""
     flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
     try:
         try:
-            fd = os.open(path, flags, 0o600)
-        except FileNotFoundError:  # no lock directory yet (or it was cleaned away): make it once
+            with _open_lock:
+                fd = os.open(path, flags, 0o600)
+                _open.add(fd)
+                return fd
+        except FileNotFoundError:  # no lock directory yet (or it was cleaned away): make it
             os.makedirs(_DIR, mode=0o700, exist_ok=True)
-            fd = os.open(path, flags, 0o600)
+            with _open_lock:
+                fd = os.open(path, flags, 0o600)
+                _open.add(fd)
+                return fd
     except OSError as exc:
         if not _warned:
             _warned.append(True)
             warnings.warn(f"rectizarr cannot use its lock directory {_DIR!r} ({exc}): writes of other "
-                          "processes to the same data are not excluded", RuntimeWarning, stacklevel=4)
+                          "processes to the same data are not excluded", RuntimeWarning, stacklevel=5)
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 @contextmanager
@@ -81,6 +131,7 @@ def hold(identity: str, keys: Iterable[str], across_processes: bool) -> Iterator
         raise RuntimeError("a metadata lock is taken while value locks are held (lock order)")
     fds: list[int] = []
     taken: list[int] = []
+    generation = _generation[0]
     try:
         for s in stripes:
             _threads[s].acquire()
@@ -92,11 +143,20 @@ def hold(identity: str, keys: Iterable[str], across_processes: bool) -> Iterator
         yield
     finally:
         held.difference_update(stripes)
-        for fd in fds:
-            os.close(fd)  # releases the flock
+        if generation == _generation[0]:  # (in a child forked meanwhile, reset() closed them)
+            for fd in fds:
+                _close(fd)
         for s in reversed(taken):
             _threads[s].release()
 
 
+def _before_fork() -> None:
+    _open_lock.acquire()  # no descriptor half opened or half closed at the fork
+
+
+def _after_fork_in_parent() -> None:
+    _open_lock.release()
+
+
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=reset)
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=reset)
