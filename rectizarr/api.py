@@ -13,7 +13,7 @@ from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta, build_v2_array_meta
-from rectizarr.errors import MetadataError, NodeTypeError
+from rectizarr.errors import MetadataError, NodeExistsError, NodeTypeError
 
 __all__ = ["create_array", "from_array", "naming_store", "open_array"]
 
@@ -118,11 +118,14 @@ def open_array(
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode in ("w", "w-") or (mode == "a" and create_kwargs and not nodes.node_exists(s, p)):
-        if zarr_format is not None:
-            create_kwargs["zarr_format"] = zarr_format
-        return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
-                            workers=workers, **create_kwargs)
-    if create_kwargs:
+        try:
+            return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
+                                workers=workers, **create_kwargs,
+                                **({} if zarr_format is None else {"zarr_format": zarr_format}))
+        except NodeExistsError:
+            if mode != "a":
+                raise  # ("a": another writer created it meanwhile: opened below)
+    if create_kwargs and mode != "a":  # ("a" opens an existing array as it is, as zarr-python does)
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
     with naming_store(s):
         meta = nodes.read_meta(s, p, zarr_format)

@@ -401,8 +401,12 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
-        g = create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"), zarr_format=zarr_format or 3)
-        return g
+        try:
+            return create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"),
+                                zarr_format=zarr_format or 3)
+        except NodeExistsError:
+            if mode != "a":
+                raise  # ("a": another writer created it meanwhile: opened below)
     if mode == "w-":
         raise NodeExistsError(f"a node already exists at {p or '/'!r}")
     with naming_store(s):
@@ -448,13 +452,23 @@ def open(
     zarr_format = kwargs.pop("zarr_format", None)
     if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
         create = {} if zarr_format is None else {"zarr_format": zarr_format}
-        if "shape" in kwargs:
-            return open_array(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
-        return open_group(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
+        try:
+            if "shape" in kwargs:
+                return open_array(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
+            return open_group(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
+        except NodeExistsError:
+            if mode != "a":
+                raise  # ("a": another writer created it meanwhile: opened below)
+    if mode == "w-":
+        raise NodeExistsError(f"a node already exists at {p or '/'!r} in {s!r}")
     with naming_store(s):
         meta = nodes.read_meta(s, p, zarr_format)
     if isinstance(meta, ArrayMeta):
         return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+    unexpected = sorted(set(kwargs) - {"use_consolidated", "attributes"})
+    if unexpected:
+        raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for "
+                            "creating an array")
     return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 

@@ -177,6 +177,27 @@ def test_threads_requiring_the_same_members(tmp_path: Path, kind: str, consolida
     assert sorted(got) == sorted((f"/a{j}", f"/g{j}") for j in range(10 * SCALE) for _ in range(THREADS))
 
 
+@pytest.mark.parametrize("kind", ["local", "memory"])
+@pytest.mark.parametrize("call", ["open_array", "open_group", "open"])
+def test_threads_opening_a_missing_node_with_mode_a(tmp_path: Path, kind: str, call: str) -> None:
+    """``mode="a"`` creates what is missing; threads doing so at once each get the node (those that lost
+    the race to create it raised NodeExistsError: 90 of 120 calls of open_array)."""
+    store = stores(tmp_path)[kind]
+    for r in range(5 * SCALE):
+        path = f"n{r}"
+
+        def work(i: int, path: str = path) -> None:
+            if call == "open_array":
+                a = rectizarr.open_array(store, path=path, mode="a", shape=(4,), dtype="i2", chunks=(2,))
+            elif call == "open_group":
+                a = rectizarr.open_group(store, path=path, mode="a")
+            else:
+                a = rectizarr.open(store, path=path, mode="a", shape=(4,), dtype="i2", chunks=(2,))
+            assert a.name == "/" + path
+
+        run_threads(THREADS, work)
+
+
 @pytest.mark.parametrize("kind", ["local", "memory", "zip"])
 def test_attribute_updates_never_make_writes_plan_again_and_give_up(tmp_path: Path, kind: str) -> None:
     """Threads each writing their own elements across all shards and setting attributes of the same

@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, ReadOnlyError, SelectionError
+from rectizarr.errors import (
+    MetadataError,
+    NodeExistsError,
+    NodeNotFoundError,
+    NodeTypeError,
+    ReadOnlyError,
+    SelectionError,
+)
 from rectizarr.stores import CountingStore, MemoryStore
 
 MONTHS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
@@ -262,6 +269,23 @@ def test_open_modes_and_read_only(tmp_path) -> None:
     with pytest.raises(NodeNotFoundError):
         rectizarr.open_array(str(tmp_path / "missing.zarr"), mode="r")
     assert isinstance(rectizarr.open(path), rectizarr.Array)
+
+
+def test_mode_a_opens_an_existing_node_as_zarr_python_does(tmp_path) -> None:
+    """``mode="a"`` with creation keywords opens an existing array as it is (zarr-python ignores them too);
+    on a group they are a NodeTypeError (was a bare TypeError), and ``"w-"`` on either a NodeExistsError."""
+    path, gpath = str(tmp_path / "a.zarr"), str(tmp_path / "g.zarr")
+    rectizarr.create_array(path, shape=(4,), dtype="i4", chunks=(2,))
+    rectizarr.create_group(gpath)
+    for a in (rectizarr.open_array(path, mode="a", shape=(8,), dtype="f8"), rectizarr.open(path, shape=(8,))):
+        assert a.shape == (4,) and a.dtype == np.dtype("i4")
+    with pytest.raises(MetadataError, match="unexpected keywords"):
+        rectizarr.open_array(path, mode="r+", shape=(8,))
+    with pytest.raises(NodeTypeError, match="is a group"):
+        rectizarr.open(gpath, shape=(3,))
+    for p in (path, gpath):
+        with pytest.raises(NodeExistsError):
+            rectizarr.open(p, mode="w-")
 
 
 def test_attrs_write_through() -> None:
