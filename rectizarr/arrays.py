@@ -134,10 +134,6 @@ class Array(nodes.Node):
         self._revalidate()
         return self
 
-    def _basic_plan(self, selection: Any) -> Plan:
-        self._revalidate()
-        return basic_plan(self._layout.dims, selection)
-
     def _revalidate(self) -> None:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
         (one version check, where versions are cheap: local files, memory)."""
@@ -486,11 +482,11 @@ class Array(nodes.Node):
 
     def get_basic_selection(self, selection: Any = Ellipsis, *, out: np.ndarray | None = None) -> Any:
         """Read a basic (NumPy slicing) selection; ``out`` receives the result when given."""
-        return self._read(lambda: self._basic_plan(selection), selection, out)
+        return self._read(lambda: self._plan("basic", selection), selection, out)
 
     def set_basic_selection(self, selection: Any, value: Any) -> None:
         """Write ``value`` (broadcast as NumPy does) to a basic selection."""
-        self._write(lambda: self._basic_plan(selection), value)
+        self._write(lambda: self._plan("basic", selection), value)
 
     def get_orthogonal_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read an orthogonal selection: integer or boolean arrays applied to each axis independently."""
@@ -643,8 +639,10 @@ def _mask(mask: Any, shape: Shape) -> Any:
 
 
 def _block_plan_sharded(array: Array, selection: Any) -> Plan:
-    """Blocks are storage chunks (shards): turn the block selection into an element selection."""
-    return basic_plan(array._layout.dims, block_region(array.grid.dims, selection))
+    """Blocks are storage chunks (shards): turn the block selection into an element selection (of a 0-d
+    array, its one block: ``...``, as an unsharded array's block plan)."""
+    region = block_region(array.grid.dims, selection)
+    return basic_plan(array._layout.dims, region if region else Ellipsis)
 
 
 def _reopen(store: Store, path: str, read_only: bool, write_empty_chunks: bool, workers: int | None) -> Array:

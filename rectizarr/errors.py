@@ -18,6 +18,7 @@ keep working::
      +- ConflictError(RectizarrError)                  a read-modify-write lost to other writers every retry
      |   +- VersionChanged(ConflictError)               a value changed between two reads that must agree
      +- SelectionError(RectizarrError, IndexError)
+         +- SelectionValueError(SelectionError, ValueError)   what NumPy refuses with ValueError (step 0)
 
 A missing chunk is never an error: it reads as the fill value.
 """
@@ -38,6 +39,7 @@ __all__ = [
     "ReadOnlyError",
     "RectizarrError",
     "SelectionError",
+    "SelectionValueError",
     "StoreError",
     "UnsupportedError",
 ]
@@ -145,6 +147,10 @@ class ChecksumError(CodecError):
 
 class SelectionError(RectizarrError, IndexError):
     """An out-of-bounds or malformed selection; the message names the axis and the bound."""
+
+
+class SelectionValueError(SelectionError, ValueError):
+    """A selection NumPy refuses with ValueError rather than IndexError (a slice step of zero)."""
 
 
 class LenientMetadataWarning(UserWarning):

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rectizarr._util import is_int
-from rectizarr.errors import SelectionError
+from rectizarr.errors import SelectionError, SelectionValueError
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
 _FEW_CHUNKS = 16  # slices over fewer chunks of an axis are planned in plain Python (cheaper than numpy)
@@ -152,7 +152,7 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
                 f"slice bound {part!r} for axis {axis}: slice indices must be integers or None"
             )
     if sl.step is not None and sl.step == 0:
-        raise SelectionError(f"slice step cannot be zero (axis {axis})")
+        raise SelectionValueError(f"slice step cannot be zero (axis {axis})")
     return sl.indices(extent)
 
 

@@ -478,3 +478,25 @@ def test_a_sharded_rectilinear_axis_grows_by_whole_inner_chunks() -> None:
     a.resize((15,))
     assert a.write_chunk_sizes == ((4, 4, 2, 2, 3),) and a[11:].tolist() == [-1] * 4
     assert rectizarr.open_array(a.store)[...].tolist() == list(range(11)) + [-1] * 4
+
+
+def test_basic_selection_methods_take_what_getitem_takes() -> None:
+    """``get_/set_basic_selection`` with one index array per axis select points, as ``a[...]`` (they refused
+    it as ambiguous)."""
+    a = rectizarr.create_array(MemoryStore(), shape=(3, 4), dtype="i4", chunks=(2, 2))
+    ref = np.arange(12, dtype="i4").reshape(3, 4)
+    a[...] = ref
+    sel = (np.array([0, 2]), np.array([1, 3]))
+    assert a.get_basic_selection(sel).tolist() == a[sel].tolist() == ref[sel].tolist()
+    a.set_basic_selection(sel, 0)
+    ref[sel] = 0
+    assert np.array_equal(a[...], ref)
+
+
+@pytest.mark.parametrize("shards", [None, ()])
+def test_the_one_block_of_a_0d_array(shards: tuple[int, ...] | None) -> None:
+    """``a.blocks[()]`` of a 0-d array is its one block, sharded or not (sharded, it was planned as an element
+    and refused a shape-(1,) value)."""
+    a = rectizarr.create_array(MemoryStore(), shape=(), dtype="u1", chunks=(), shards=shards)
+    a.blocks[()] = np.array([11], "u1")
+    assert a[()] == 11 and a.blocks[()] == 11

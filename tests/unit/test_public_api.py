@@ -33,7 +33,7 @@ def test_error_tree() -> None:
     assert set(errors.__all__) == {
         "ChecksumError", "CodecError", "ConflictError", "IrregularChunksError", "LenientMetadataWarning",
         "MetadataError", "NodeExistsError", "NodeNotFoundError", "NodeTypeError", "ReadOnlyError", "RectizarrError",
-        "SelectionError", "StoreError", "UnsupportedError", "VersionChanged",
+        "SelectionError", "SelectionValueError", "StoreError", "UnsupportedError", "VersionChanged",
     }
     assert issubclass(errors.MetadataError, ValueError)
     assert issubclass(errors.UnsupportedError, errors.MetadataError)
@@ -45,6 +45,8 @@ def test_error_tree() -> None:
     assert issubclass(errors.NodeExistsError, FileExistsError)
     assert issubclass(errors.ReadOnlyError, PermissionError)
     assert issubclass(errors.SelectionError, IndexError)
+    assert issubclass(errors.SelectionValueError, errors.SelectionError)
+    assert issubclass(errors.SelectionValueError, ValueError)  # as NumPy's a[::0]
     assert issubclass(errors.ChecksumError, errors.CodecError)
     assert issubclass(errors.VersionChanged, errors.ConflictError)
     for name in errors.__all__:
