@@ -18,6 +18,7 @@ indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +61,23 @@ class _Item:
     obj: Any  # None, slice, an integer, or an ndarray of integers or booleans
 
 
+def _as_index(obj: object) -> object:
+    """An object with ``__index__`` (not a bool, an int already or an array) as the int it stands for, as
+    NumPy takes it; anything else as it is."""
+    if obj is None or is_int(obj) or isinstance(obj, bool | np.bool_ | np.ndarray) \
+            or not hasattr(type(obj), "__index__"):
+        return obj
+    return operator.index(obj)  # type: ignore[arg-type]
+
+
 def _canon(obj: object) -> object:
-    """Array-likes as ndarrays (an empty list is an empty int array, like numpy); 0-d int arrays as ints."""
+    """Array-likes as ndarrays (an empty list is an empty int array, like numpy; a range too); 0-d int
+    arrays and objects with ``__index__`` as ints, in slices too."""
+    if isinstance(obj, range):
+        return np.arange(obj.start, obj.stop, obj.step, dtype=np.int64)
+    if isinstance(obj, slice):
+        return slice(_as_index(obj.start), _as_index(obj.stop), _as_index(obj.step))
+    obj = _as_index(obj)
     if isinstance(obj, list | tuple):
         try:
             arr = np.asarray(obj)

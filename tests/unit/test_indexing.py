@@ -572,3 +572,24 @@ def test_value_to_internal() -> None:
     assert scalar.value_to_internal(np.float64(2.5), np.int64).tolist() == [[2]]
     coord = coordinate_plan(DIMS2, ([[1], [2]], [0, 1, 2]))
     assert coord.value_to_internal(np.arange(3), np.int64).tolist() == [0, 1, 2, 0, 1, 2]
+
+
+def test_index_objects_and_ranges_index_as_in_numpy() -> None:
+    """An object with ``__index__`` is an int (also as a slice bound), a ``range`` an index array, as NumPy
+    takes them (both were refused)."""
+
+    class Index:
+        def __init__(self, v: int) -> None:
+            self.v = v
+
+        def __index__(self) -> int:
+            return self.v
+
+    import rectizarr
+
+    ref = np.arange(20, dtype="i4").reshape(5, 4)
+    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(5, 4), dtype="i4", chunks=(2, 3))
+    a[...] = ref
+    for sel in [Index(2), (slice(Index(1), None), Index(-1)), range(1, 4), (range(3), 2), slice(None, None, Index(2))]:
+        assert a[sel].tolist() == ref[sel].tolist()  # type: ignore[index]
+        assert a.oindex[sel].tolist() == ref[sel].tolist()  # type: ignore[index]
