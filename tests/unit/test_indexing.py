@@ -591,5 +591,5 @@ def test_index_objects_and_ranges_index_as_in_numpy() -> None:
     a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(5, 4), dtype="i4", chunks=(2, 3))
     a[...] = ref
     for sel in [Index(2), (slice(Index(1), None), Index(-1)), range(1, 4), (range(3), 2), slice(None, None, Index(2))]:
-        assert a[sel].tolist() == ref[sel].tolist()  # type: ignore[index]
-        assert a.oindex[sel].tolist() == ref[sel].tolist()  # type: ignore[index]
+        assert a[sel].tolist() == ref[sel].tolist()  # type: ignore[call-overload]
+        assert a.oindex[sel].tolist() == ref[sel].tolist()  # type: ignore[call-overload]
