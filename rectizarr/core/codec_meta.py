@@ -75,8 +75,9 @@ class BloscMeta(_Config, frozen=True, forbid_unknown_fields=True):
     cname: Literal["lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"]
     shuffle: Literal["noshuffle", "shuffle", "bitshuffle"]
     clevel: Annotated[int, msgspec.Meta(ge=0, le=9)] = 5
-    typesize: _Positive | None = None
-    blocksize: Annotated[int, msgspec.Meta(ge=0)] = 0
+    # c-blosc takes both as C ints: larger ones opened, then failed every write (OverflowError, error -10)
+    typesize: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)] | None = None
+    blocksize: Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)] = 0
 
 
 class Crc32cMeta(_Config, frozen=True, forbid_unknown_fields=True):

@@ -291,6 +291,7 @@ _INF = float("inf")
     ({"id": "zstd", "level": _INF}, "$.compressor"),
     ({"id": "zlib", "level": _INF}, "$.codecs[1].configuration"),
     ({"id": "zlib", "level": 2**62}, "$.codecs[1].configuration"),
+    ({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 2**31}, "$.compressor"),
 ])
 @pytest.mark.filterwarnings("ignore:zarr.json. bare NaN/Infinity")  # the v3 document has an Infinity token
 def test_infinite_or_huge_compressor_levels_are_metadata_errors(compressor: dict[str, object], path: str) -> None:
@@ -448,3 +449,14 @@ def test_deeply_nested_metadata_is_a_metadata_error_at_once(kind: str) -> None:
                     rectizarr.open_array(store, mode="r")
                 assert info.value.key == key
                 assert not rectizarr.validate(store).ok
+
+
+@pytest.mark.parametrize(("field", "value"), [("blocksize", 2**31), ("blocksize", 10**30), ("typesize", 2**31),
+                                              ("typesize", 10**30)])
+def test_blosc_numbers_past_a_c_int_are_refused_at_open(field: str, value: int) -> None:
+    """c-blosc takes typesize and blocksize as C ints: larger ones opened, then every write failed with
+    OverflowError or blosc's error -10 (and c-blosc printed to stdout)."""
+    config = {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0, field: value}
+    with pytest.raises(MetadataError, match=field) as exc:
+        _open_doc(_doc(codecs=[{"name": "bytes"}, {"name": "blosc", "configuration": config}]))
+    assert exc.value.path == f"$.codecs[1].configuration.{field}"
