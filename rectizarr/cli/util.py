@@ -111,7 +111,7 @@ def parse_selection(text: str | None) -> Any:
 
 
 # ---------------------------------------------------------------------------------- chunk specs
-def _edge_item(text: str, whole: str) -> list[int]:
+def _edge_item(text: str, whole: str) -> list[int | list[int]]:
     t = text.strip().lower()
     m = re.fullmatch(r"(\d+)(?:x(\d+))?", t)
     if not m:
@@ -119,20 +119,20 @@ def _edge_item(text: str, whole: str) -> list[int]:
     value, count = int(m.group(1)), int(m.group(2) or 1)
     if value < 1 or count < 1:
         raise ValueError(f"chunk spec {whole!r}: edges and counts must be >= 1, got {text.strip()!r}")
-    return [value] * count
+    return [value] if count == 1 else [[value, count]]  # a run stays a run (the spec's run-length form)
 
 
-def parse_chunks(text: str) -> list[int | list[int]]:
+def parse_chunks(text: str) -> list[int | list[int | list[int]]]:
     """Parse a chunk spec: per axis, comma-separated, an int (regular) or a bracketed list of edges in
-    which ``VxN`` repeats ``V`` ``N`` times. ``'[31,28,31,30x2],100'`` -> ``[[31, 28, 31, 30, 30], 100]``.
-    """
-    out: list[int | list[int]] = []
+    which ``VxN`` is ``V`` ``N`` times, kept in the run-length form.
+    ``'[31,28,31,30x2],100'`` -> ``[[31, 28, 31, [30, 2]], 100]``."""
+    out: list[int | list[int | list[int]]] = []
     for part in split_top(text):
         p = part.strip()
         if not p:
             raise ValueError(f"chunk spec {text!r}: empty axis")
         if p.startswith("[") and p.endswith("]"):
-            edges: list[int] = []
+            edges: list[int | list[int]] = []
             for item in split_top(p[1:-1]):
                 edges.extend(_edge_item(item, text))
             out.append(edges)

@@ -70,9 +70,10 @@ def test_selection_parser_rejects_without_eval(bad: str) -> None:
 
 def test_chunk_spec_parser() -> None:
     assert parse_chunks("10,20") == [10, 20]
-    assert parse_chunks("[31,28,31,30x2],100") == [[31, 28, 31, 30, 30], 100]
+    assert parse_chunks("[31,28,31,30x2],100") == [[31, 28, 31, [30, 2]], 100]  # runs stay runs
     assert parse_chunks(" [ 3 , 3 , 1 ] , 5 ") == [[3, 3, 1], 5]
-    assert parse_chunks("[1x365]") == [[1] * 365]
+    assert parse_chunks("[1x365]") == [[[1, 365]]]
+    assert parse_chunks("[1x1000000000000000000]") == [[[1, 10**18]]]  # (was a list of that many ints)
     for bad in ["", "0", "[0]", "[3x0]", "a,1", "[1,2", "1,,2", "[1.5]", "-3"]:
         with pytest.raises(ValueError):
             parse_chunks(bad)
@@ -82,7 +83,7 @@ def test_compact_sizes_round_trips_through_the_chunk_spec() -> None:
     days = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
     text = compact_sizes(days)
     assert text == "[31,28,31,30,31,30,31x2,30,31,30,31]"
-    assert parse_chunks(text) == [list(days)]
+    assert parse_chunks(text) == [[31, 28, 31, 30, 31, 30, [31, 2], 30, 31, 30, 31]]
     assert compact_sizes((1,) * 365) == "[1x365]"
     assert "..." in compact_sizes(tuple(range(1, 100)))
     assert rle_sizes((31, 28, 31, 31, 30)) == [31, 28, [31, 2], 30]
