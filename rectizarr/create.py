@@ -254,6 +254,9 @@ def build_array_meta(
     index_location: str = "end",
 ) -> tuple[ArrayMeta, CodecPipeline]:
     shape, dt = _shape_and_dtype(shape, dtype)
+    if dt.name.startswith("v2:"):  # a Zarr v2 type (a structured dtype with a sub-array field) with no v3 name
+        raise UnsupportedError(f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with "
+                               "zarr_format=2")
     itemsize = dt.itemsize or 16
     if codecs is not None:
         if filters is not None or compressors not in ("auto", None) or serializer != "auto":

@@ -447,3 +447,16 @@ def test_copy_with_a_run_of_a_huge_count_keeps_it_a_run(tmp_path: Path) -> None:
     assert main(["copy", src, dst, "--chunks", f"[3,1x{10**18}]"]) == 0
     out = rectizarr.open_array(dst, mode="r")
     assert out.read_chunk_runs[0][:2] == ((3, 1), (1, 47)) and out[...].tolist() == list(np.arange(50.0))
+
+
+def test_a_v2_type_with_no_v3_name_is_refused_by_copy_and_from_array(tmp_path: Path) -> None:
+    """A v2 structured dtype with a sub-array field has no Zarr v3 data type: ``copy`` (to v3) and
+    ``from_array`` wrote ``"data_type": "v2:|V20"``, which nothing can open; refused like ``migrate``."""
+    src = Path(__file__).resolve().parents[2] / "conformance_data/v2/zarr-python-2/dtype_structured/data.zarr"
+    dst = tmp_path / "dst"
+    assert main(["copy", str(src), str(dst)]) == 2
+    assert not (dst / "zarr.json").exists()
+    with pytest.raises(rectizarr.UnsupportedError, match="no Zarr v3 data type"):
+        rectizarr.from_array(str(tmp_path / "f"), rectizarr.open_array(str(src), mode="r"))
+    v2 = rectizarr.from_array(str(tmp_path / "v2"), rectizarr.open_array(str(src), mode="r"), zarr_format=2)
+    assert v2[...].tobytes() == rectizarr.open_array(str(src), mode="r")[...].tobytes()
