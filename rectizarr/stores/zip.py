@@ -9,6 +9,7 @@ import shutil
 import threading
 import time
 import warnings
+import weakref
 import zipfile
 import zlib
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -28,7 +29,7 @@ from rectizarr.stores.base import (
 __all__ = ["ZipStore"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)
 class _Archive:
     """State shared by a ZipStore and its read-only views."""
 
@@ -36,6 +37,12 @@ class _Archive:
     lock: threading.RLock = field(default_factory=threading.RLock)
     deleted: set[str] = field(default_factory=set)
     dirty: bool = False  # written or deleted since the central directory was last written
+
+
+# The archive each open writable ZipStore of this process writes, by path: a second writer of one archive
+# (zip has one) is refused. Two wrote over each other's central directories: one array lost, no error.
+_writers: dict[str, weakref.ref[_Archive]] = {}
+_writers_lock = threading.Lock()
 
 
 def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:
@@ -79,13 +86,22 @@ class ZipStore(Store):
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
         self.lock_identity = f"zip:{self.path}:"
-        if mode == "a" and os.path.isfile(self.path):
-            # zipfile's mode 'a' takes a file whose central directory it cannot read for "not a zip" and
-            # appends a new archive to it: what the damaged one held would be lost. Read it first.
-            if not zipfile.is_zipfile(self.path):
-                raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
-            _open(self.path, "r").close()
-        self._archive = _Archive(_open(self.path, mode))
+        with _writers_lock:
+            if mode != "r":
+                other = _writers.get(os.path.realpath(self.path))
+                archive = None if other is None else other()
+                if archive is not None and archive.zf is not None:
+                    raise StoreError(f"zip archive {self.path!r} is open for writing by another ZipStore of this "
+                                     "process; a zip archive has one writer: use that store, or close it first")
+            if mode == "a" and os.path.isfile(self.path):
+                # zipfile's mode 'a' takes a file whose central directory it cannot read for "not a zip" and
+                # appends a new archive to it: what the damaged one held would be lost. Read it first.
+                if not zipfile.is_zipfile(self.path):
+                    raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
+                _open(self.path, "r").close()
+            self._archive = _Archive(_open(self.path, mode))
+            if mode != "r":
+                _writers[os.path.realpath(self.path)] = weakref.ref(self._archive)
 
     capabilities = Capabilities(consistent_listing=True)
 
@@ -206,6 +222,11 @@ class ZipStore(Store):
                 self._finalise()
                 zf.close()  # idempotent; needed in mode "r"
                 self._archive.zf = None
+        if not self.read_only:
+            with _writers_lock:
+                key = os.path.realpath(self.path)
+                if (ref := _writers.get(key)) is not None and ref() is self._archive:
+                    del _writers[key]
 
     def _finalise(self) -> None:
         zf = self._zf()

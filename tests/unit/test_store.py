@@ -830,3 +830,24 @@ def test_each_arrival_calls_on_every_value_in_order_for_stores_without_request_t
     store.each_arrival([("b", (1, 2)), ("x", None), ("a", None)],
                        lambda i, v: got.append((i, None if v is None else bytes(v))))
     assert got == [(0, b"ef"), (1, None), (2, b"abc")]
+
+
+def test_a_zip_archive_has_one_writer_in_a_process(tmp_path: Path) -> None:
+    """A second writable ZipStore of an archive another one of this process writes is refused: the two
+    wrote over each other's central directory (one array lost, nothing raised). Readers, and a writer
+    once the first is closed, are fine."""
+    path = tmp_path / "a.zip"
+    first = ZipStore(path, mode="w")
+    first.set("k", b"1")
+    for mode in ("a", "w"):
+        with pytest.raises(StoreError, match="open for writing by another ZipStore"):
+            ZipStore(path, mode=mode)
+    import rectizarr
+
+    with pytest.raises(StoreError, match="open for writing"):
+        rectizarr.open_group(str(path), mode="a")
+    first.close()
+    with ZipStore(path, mode="a") as second:
+        second.set("j", b"2")
+    with ZipStore(path) as reader:
+        assert reader.get("k") == b"1" and reader.get("j") == b"2"
