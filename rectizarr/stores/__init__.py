@@ -86,10 +86,11 @@ def open_store(
 ) -> Store:
     """Make a store from a path, URL, fsspec filesystem or mapper, or pass a store through.
 
-    A plain path (or ``file://`` URL) ending in ``.zip`` is a :class:`ZipStore`, any other plain path a
-    :class:`LocalStore`; a URL
-    (``file://``, ``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``) or an fsspec
-    object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
+    A plain path (or ``file://`` URL) ending in ``.zip`` is a :class:`ZipStore`, any other plain path or
+    ``file://`` URL a :class:`LocalStore` (one directory is one store, with the same locks and atomic
+    writes, however it is named); another URL
+    (``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with
+    ``storage_options`` or ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
     ``"w-"`` a writable one (whether a node may be overwritten is decided above the store layer; only a
     zip archive is truncated by ``"w"``).
 
@@ -111,7 +112,7 @@ def open_store(
     if not isinstance(obj, str | os.PathLike):
         raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object or Store")
     text = os.fspath(obj)
-    if text.startswith("file://") and "::" not in text and text.endswith(".zip"):
+    if text.startswith("file://") and "::" not in text and not storage_options and backend is None:
         text = text.removeprefix("file://")
     if "://" in text or "::" in text:
         return _url_store(text, storage_options, read_only, backend)
