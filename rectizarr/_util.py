@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -43,6 +43,13 @@ def json_path(base: str, *parts: str | int) -> str:
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else f".{p}"
     return out
+
+
+def region_of(a: np.ndarray, box: Sequence[slice]) -> np.ndarray:
+    """``a[box]`` as an array (a view), also when ``box`` is empty: ``a[()]`` of a 0-d array is a scalar."""
+    sel: tuple[Any, ...] = (*box, Ellipsis)
+    view: np.ndarray = a[sel]
+    return view
 
 
 def is_int(x: object) -> bool:

@@ -118,10 +118,11 @@ def open_array(
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     if mode in ("w", "w-") or (mode == "a" and create_kwargs and not nodes.node_exists(s, p)):
+        if zarr_format is not None:
+            create_kwargs["zarr_format"] = zarr_format
         try:
             return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
-                                workers=workers, **create_kwargs,
-                                **({} if zarr_format is None else {"zarr_format": zarr_format}))
+                                workers=workers, **create_kwargs)
         except NodeExistsError:
             if mode != "a":
                 raise  # ("a": another writer created it meanwhile: opened below)

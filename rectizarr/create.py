@@ -228,12 +228,12 @@ def _asks_big_endian(dtype: Any) -> tuple[bool, ...]:
         d = np.dtype(dtype)
     except (TypeError, ValueError):
         return (False,)
-    return tuple(_big(d.fields[n][0]) for n in d.names) if d.names else (_big(d),)
+    return tuple(_big(d[n]) for n in d.names) if d.names else (_big(d),)
 
 
 def _big(d: np.dtype[Any]) -> bool:
     if d.names:
-        return any(_big(d.fields[n][0]) for n in d.names)
+        return any(_big(d[n]) for n in d.names)
     return d.byteorder == ">" or (d.byteorder == "=" and sys.byteorder == "big" and d.itemsize > 1)
 
 

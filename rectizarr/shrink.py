@@ -18,7 +18,7 @@ from dataclasses import replace
 from rectizarr._util import empty
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.indexing import orthogonal_plan
-from rectizarr.io import Layout, read, stored_chunk_keys, write
+from rectizarr.io import Layout, each_cleared, read, stored_chunk_keys, write
 from rectizarr.io.cache import invalidate
 from rectizarr.stores import MemoryStore
 
@@ -29,13 +29,17 @@ def clear_past_end_swapped(layout: Layout, new_grid: ChunkGrid, grid_now: Callab
     """After a shrink to ``new_grid`` (``layout``: the array before it), with conditional writes: every
     stored chunk reaching past the new end cleared past the extent stored when it is rewritten
     (``grid_now``: the array's grid read afresh; None when the array is gone)."""
+    past = []
     for key, coords in list(stored_chunk_keys(layout)):
         region = layout.grid.chunk_region(coords)
-        if all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True)) and \
-                all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True)):
-            continue  # wholly inside the new extent
+        if not (all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True)) and
+                all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True))):
+            past.append((key, coords))  # not wholly inside the new extent
 
-        def make(stored: bytes | None, key: str = key, coords: tuple[int, ...] = coords) -> bytes | None:
+    def clear(item: tuple[str, tuple[int, ...]]) -> None:
+        key, coords = item
+
+        def make(stored: bytes | None) -> bytes | None:
             if stored is None:
                 return None
             grid = grid_now()
@@ -45,8 +49,12 @@ def clear_past_end_swapped(layout: Layout, new_grid: ChunkGrid, grid_now: Callab
                 return None  # wholly past the end as stored now
             return _cleared(layout, grid, key, coords, stored)
 
-        layout.store.swap(key, make)
-        invalidate(layout.store, [key])
+        try:
+            layout.store.swap(key, make)
+        finally:
+            invalidate(layout.store, [key])
+
+    each_cleared(past, lambda item: item[0], clear)
 
 
 def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:

@@ -96,7 +96,7 @@ def _filters(dtype: DataType, filters: Any, big_endian: tuple[bool, ...] = (Fals
     if len(big_endian) != max(1, len(names)):  # (orders asked of another dtype: the little-endian default)
         big_endian = (False,) * max(1, len(names))
     stored = native.newbyteorder(_order(big_endian[0])) if not names else np.dtype(
-        [(n, native.fields[n][0].newbyteorder(_order(big))) for n, big in zip(names, big_endian, strict=True)])
+        [(n, native[n].newbyteorder(_order(big))) for n, big in zip(names, big_endian, strict=True)])
     return v2_dtype_to_json(stored), out
 
 

@@ -6,7 +6,7 @@ pipelines what they can do and imports no concrete store class."""
 
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import LayoutChanged
-from rectizarr.io.engine import delete_outside, nbytes_stored, read, write
+from rectizarr.io.engine import delete_outside, each_cleared, nbytes_stored, read, write
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout, build_layout
 from rectizarr.io.pool import set_workers
 from rectizarr.io.sparse import stored_chunk_keys
@@ -18,6 +18,7 @@ __all__ = [
     "ShardedLayout",
     "build_layout",
     "delete_outside",
+    "each_cleared",
     "index_cache",
     "nbytes_stored",
     "read",

@@ -17,7 +17,7 @@ from itertools import product
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import Shape, empty, prod
+from rectizarr._util import Shape, empty, prod, region_of
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
@@ -165,7 +165,7 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
     table = np.full((n, 2), EMPTY, dtype=np.uint64)
     position = index_n if at_start else 0
     for row, coords in enumerate(product(*(range(c) for c in cps))):
-        block = region[(*(slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True)), ...)]
+        block = region_of(region, [slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True)])
         if raw:  # in place: an empty one is overwritten by the next
             if position + spec.nbytes + index_n > buf.size:
                 buf = np.concatenate([buf[:position], empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
@@ -221,7 +221,7 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
             return
         shape = layout.grid.chunk_shape(coords)
         block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
-        if not paste_block(out[(*box, ...)], decode_shard(layout, key, shape, value, 1) if block is None else block):
+        if not paste_block(region_of(out, box), decode_shard(layout, key, shape, value, 1) if block is None else block):
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
     pmap(one, shards, layout.workers)
     return True
@@ -241,7 +241,7 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
 
     def work(i: int) -> Encoded:
         coords, box = shards[i]
-        return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), value[(*box, ...)], 1)
+        return keys[i], encode_shard(layout, layout.grid.chunk_shape(coords), region_of(value, box), 1)
 
     spread = layout.sharding.codecs.batch_releases_gil(layout.dtype)
     with layout.store.lock(keys):

@@ -7,15 +7,16 @@ hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.s
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import assert_never
+from typing import TypeVar, assert_never
 
 import numpy as np
 
 from rectizarr import tuning
 from rectizarr._util import Coords, empty
 from rectizarr.core.grid import ChunkGrid
+from rectizarr.errors import CodecError
 from rectizarr.indexing import Plan, orthogonal_plan
 from rectizarr.io import batch, cache, slabs
 from rectizarr.io.chunk import Guard
@@ -24,7 +25,9 @@ from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 
-__all__ = ["delete_outside", "nbytes_stored", "read", "write"]
+__all__ = ["delete_outside", "each_cleared", "nbytes_stored", "read", "write"]
+
+T = TypeVar("T")
 
 
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
@@ -102,18 +105,37 @@ def _delete_outside_held(layout: Layout, new_grid: ChunkGrid) -> None:
         layout.store.delete_many(doomed)
         cache.invalidate(layout.store, doomed)
     new_layout = replace(layout, grid=new_grid)
-    for coords in straddling:
+
+    def clear(coords: Coords) -> None:
         # Re-write the in-bounds part of the chunk under the new extent: the write path resets
         # everything beyond the extent to the fill value.
         region = layout.grid.chunk_region(coords)
         clipped = tuple(slice(r.start, min(r.stop, e)) for r, e in zip(region, new_grid.shape, strict=True))
         if any(s.stop <= s.start for s in clipped):
-            continue
+            return
         rplan = orthogonal_plan(layout.dims, clipped)
         data = empty(rplan.shape, layout.dtype)
         with layout.store.lock([layout.key(coords)]):  # no write to the chunk between reading and rewriting
             read(layout, rplan, data)
             write(new_layout, orthogonal_plan(new_layout.dims, clipped), data)  # complete: no old value read
+
+    each_cleared(straddling, layout.key, clear)
+
+
+def each_cleared(items: Iterable[T], key_of: Callable[[T], str], clear: Callable[[T], object]) -> None:
+    """``clear`` each item of a shrink's clean-up; one that cannot be read (a corrupt chunk) does not stop
+    the others: once all are done, a CodecError names every one left uncleared (the shape has changed)."""
+    failed: list[tuple[str, CodecError]] = []
+    for item in items:
+        try:
+            clear(item)
+        except CodecError as exc:
+            failed.append((key_of(item), exc))
+    if failed:
+        keys = [k for k, _ in failed]
+        raise CodecError(f"the array was resized, but {len(keys)} chunk(s) reaching past its new end could not be "
+                         f"cleared and may show old values if it grows again: {keys[:8]}; {failed[0][1]}",
+                         key=keys[0])
 
 
 def nbytes_stored(layout: Layout) -> tuple[int, int]:

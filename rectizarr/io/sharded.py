@@ -23,7 +23,7 @@ from types import EllipsisType
 
 import numpy as np
 
-from rectizarr._util import Coords, prod
+from rectizarr._util import Coords, prod, region_of
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.shard_index import is_fill
 from rectizarr.errors import CodecError, ConflictError, VersionChanged
@@ -249,7 +249,7 @@ def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     if box is None or block is None:
         return False
     nd = len(s.shape_t)
-    target = r.out[(*box, ...)].reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True)
+    target = region_of(r.out, box).reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True)
                                  for n in pair])  # (shards-axis, inner-axis) pairs: a view
     if not np.may_share_memory(target, r.out):
         return False
@@ -266,7 +266,7 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
     block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
     plan = r.plan
     box = None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
-    if box is not None and paste_block(r.out[(*box, ...)], block):
+    if box is not None and paste_block(region_of(r.out, box), block):
         return True
     for c, p in s.projections:
         where: tuple[int | EllipsisType, ...] = (*c, Ellipsis)  # a view, also of a 0-d chunk
@@ -317,7 +317,7 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
         box = _shard_box(layout, plan, s) \
             if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
         if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
-            return s.key, encode_shard(layout, s.shape_t, value[(*box, ...)], 1)
+            return s.key, encode_shard(layout, s.shape_t, region_of(value, box), 1)
         chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -100,3 +101,26 @@ def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(tmp_path: Pa
 
     assert least_peak(read, 4 << 20) < 4 << 20
     np.testing.assert_array_equal(b[10:, :], np.arange(600, dtype="i4").reshape(20, 30)[10:, :])
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_a_shrink_meeting_a_corrupt_shard_clears_the_others_and_says_so(tmp_path: Path, where: str,
+                                                                         request: pytest.FixtureRequest) -> None:
+    """A shrink whose clean-up meets one corrupt shard (its index checksum broken) still clears every other
+    shard reaching past the new end, then raises a CodecError saying the array was resized and which shard
+    was left. It stopped at the corrupt one: a healthy shard showed its old values after growing again."""
+    import rectizarr
+    from rectizarr.errors import CodecError
+
+    store: Any = str(tmp_path / "a") if where == "local" else request.getfixturevalue("obstore_store")
+    a = rectizarr.create_array(store, shape=(20, 28), dtype="i4", shards=(10, 14), chunks=(5, 7), compressors=None)
+    a[...] = np.arange(560, dtype="i4").reshape(20, 28) + 1
+    raw = a.store.get("c/0/0")
+    a.store.set("c/0/0", raw[:-1] + bytes([raw[-1] ^ 1]))  # the crc32c of its index
+    with pytest.raises(CodecError, match="resized, but 1 chunk") as info:
+        rectizarr.open_array(store, mode="r+").resize((7, 28))
+    assert info.value.key == "c/0/0"
+    b = rectizarr.open_array(store, mode="r+")
+    assert b.shape == (7, 28)
+    b.resize((20, 28))
+    assert b[7:, 14:].tolist() == np.zeros((13, 14), "i4").tolist()  # the healthy shard c/0/1 was cleared
