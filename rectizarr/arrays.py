@@ -6,6 +6,7 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import threading
@@ -534,7 +535,14 @@ class Array(nodes.Node):
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
-        self._change_meta(lambda m: _resized(m, new_shape, chunks), self._clean_up_shrink)
+        def change(m: ArrayMeta) -> ArrayMeta:
+            new = _resized(m, new_shape, chunks)
+            if any(n > o for n, o in zip(new.shape, m.shape, strict=True)) \
+                    and not self._store.capabilities.conditional_writes:  # (under the document's lock)
+                _drop_past_end(self._layout, new)
+            return new
+
+        self._change_meta(change, self._clean_up_shrink)
 
     def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
         """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent (on
@@ -583,6 +591,18 @@ class Array(nodes.Node):
 
         self._change_meta(grow, write)
         return self.shape
+
+
+def _drop_past_end(layout: rio.Layout, new: ArrayMeta) -> None:
+    """Before a grow: delete the stored chunks wholly past the present end, which only a shrink cut off
+    before its clean-up (a killed process) leaves; the grow would show their old values. No writer puts
+    data there while the document's lock is held."""
+    grown = dataclasses.replace(layout, grid=new.chunk_grid)
+    now = layout.grid.grid_shape
+    past = [key for key, coords in rio.stored_chunk_keys(grown)
+            if any(c >= n for c, n in zip(coords, now, strict=True))]
+    if past:
+        layout.store.delete_many(past)
 
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
