@@ -19,7 +19,7 @@ from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import node_to_json
-from rectizarr.core.v2migrate import v3_codecs
+from rectizarr.core.v2migrate import v3_attributes, v3_codecs
 from rectizarr.create import build_chain
 from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.groups import Group, consolidate_metadata, open_group
@@ -139,7 +139,7 @@ def _create_dest(src: Array, store: Store, path: str, opts: CopyOptions, chunks:
     return create_array(
         store, name=path, shape=src.shape, dtype=src.metadata.data_type, chunks=chunks, codecs=codecs,
         fill_value=src.metadata.fill_value, dimension_names=src.dimension_names,
-        attributes=src.attrs.asdict(), chunk_key_encoding=meta_json["chunk_key_encoding"],
+        attributes=v3_attributes(src.metadata), chunk_key_encoding=meta_json["chunk_key_encoding"],
         overwrite=opts.overwrite,
     )
 

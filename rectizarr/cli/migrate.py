@@ -31,7 +31,7 @@ from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
 from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
-from rectizarr.core.v2migrate import v3_codecs
+from rectizarr.core.v2migrate import v3_attributes, v3_codecs
 from rectizarr.create import build_array_meta
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata
@@ -103,7 +103,7 @@ def _array_step(src: Array, opts: MigrateOptions) -> Step:
     codecs, why = v3_codecs(meta)
     if codecs is None:
         return Step(src.path, "reencode", why, source=src)
-    v3 = msgspec.structs.replace(meta, codecs=codecs, zarr_format=3, v2=None)
+    v3 = msgspec.structs.replace(meta, codecs=codecs, zarr_format=3, v2=None, attributes=v3_attributes(meta))
     if codecs != meta.codecs and not _verified(src, v3):
         return Step(src.path, "reencode", f"{why} decode a stored chunk differently", source=src)
     return Step(src.path, "reuse", why, meta=v3, source=src)
@@ -168,7 +168,7 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     dtype = m.data_type
     chunks = opts.chunks if opts.chunks is not None else list(src.chunks)
     meta, pipeline = build_array_meta(shape=m.shape, dtype=dtype, chunks=chunks, fill_value=m.fill_value,
-                                      dimension_names=m.dimension_names, attributes=m.attributes)
+                                      dimension_names=m.dimension_names, attributes=v3_attributes(m))
     dst = Array(store, path, meta, pipeline=pipeline)  # its zarr.json is written once the data is
     step.meta = meta
     regions = plan_regions(m.shape, dst.write_chunk_sizes, src.read_chunk_sizes, max(1, dtype.itemsize or 16),

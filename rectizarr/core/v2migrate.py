@@ -5,12 +5,17 @@
 
 from __future__ import annotations
 
+import base64
+from typing import Any
+
+import numpy as np
+
 from rectizarr.core import codec_meta as cm
 from rectizarr.core.codec_meta import NUMCODECS_KINDS
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.core.v2dtype import parse_v2_dtype
 
-__all__ = ["v3_codecs"]
+__all__ = ["v3_attributes", "v3_codecs"]
 
 _SAFE_FILTERS = frozenset(k for k, v in NUMCODECS_KINDS.items() if v == "array_array") - {"packbits"}
 
@@ -38,3 +43,20 @@ def v3_codecs(meta: ArrayMeta) -> tuple[tuple[cm.CodecMeta, ...] | None, str]:
         return (*transpose, *filters, cm.BytesMeta(endian="little" if wide else None), *rest), \
             f"filters {ids} as numcodecs.* array->array codecs"
     return None, f"filters {ids} on {declared} have no v3 codec chain that reads the v2 chunks"
+
+
+def v3_attributes(meta: ArrayMeta) -> dict[str, Any]:
+    """The attributes of a v2 array as a v3 array: xarray's v2 arrays (``_ARRAY_DIMENSIONS``: dimension
+    names here) keep their CF ``_FillValue`` in the ``.zarray`` ``fill_value``, its v3 arrays in a
+    ``_FillValue`` attribute (an int, or a float's little-endian float64 bytes in base64): written so, or the
+    values it masks come back as numbers."""
+    attrs = dict(meta.attributes)
+    fill = None if meta.v2 is None else meta.v2.get("fill_value")
+    if meta.zarr_format != 2 or meta.dimension_names is None or fill is None or "_FillValue" in attrs:
+        return attrs
+    value = meta.fill_value
+    if value.dtype.kind in "iu":
+        attrs["_FillValue"] = int(value)
+    elif value.dtype.kind == "f":
+        attrs["_FillValue"] = base64.b64encode(np.float64(value).astype("<f8").tobytes()).decode()
+    return attrs
