@@ -101,6 +101,10 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
         raise MetadataError("--shards needs --chunks for the inner chunk shape (regular ints, one per axis)")
     if any(not isinstance(c, int) for c in inner):
         raise MetadataError(f"inner chunks of a sharded array are regular: got {inner}")
+    if opts.chunks is not None:  # given as ``info`` prints them, in the array's axis order: in the codec's
+        for codec in outer_a:
+            if codec.get("name") == "transpose":
+                inner = [inner[i] for i in codec["configuration"]["order"]]
     sharded = {"name": "sharding_indexed", "configuration": {
         "chunk_shape": list(inner), "codecs": inner_chain, "index_codecs": index_codecs,
         "index_location": index_location}}

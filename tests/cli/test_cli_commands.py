@@ -460,3 +460,23 @@ def test_a_v2_type_with_no_v3_name_is_refused_by_copy_and_from_array(tmp_path: P
         rectizarr.from_array(str(tmp_path / "f"), rectizarr.open_array(str(src), mode="r"))
     v2 = rectizarr.from_array(str(tmp_path / "v2"), rectizarr.open_array(str(src), mode="r"), zarr_format=2)
     assert v2[...].tobytes() == rectizarr.open_array(str(src), mode="r")[...].tobytes()
+
+
+@pytest.mark.parametrize("spec", ["2,3", "1,3"])
+def test_copy_chunks_of_a_transposed_sharded_array_are_in_the_arrays_axis_order(tmp_path: Path, spec: str) -> None:
+    """``--chunks`` is in the array's axis order, as ``info`` prints; with ``transpose`` before sharding the
+    inner ``chunk_shape`` is in the transposed order (the spec), and the spec was written there as given:
+    refused ("not divisible") or other inner chunks."""
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    tr = {"name": "transpose", "configuration": {"order": [1, 0]}}
+    shd = {"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [3, 2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        "index_location": "end"}}
+    a = rectizarr.create_array(src, shape=(8, 12), dtype="i4", chunks=(4, 6), codecs=[tr, shd])
+    a[...] = np.arange(96).reshape(8, 12)
+    assert main(["copy", src, dst, "--chunks", spec]) == 0
+    b = rectizarr.open_array(dst, mode="r")
+    rows, cols = (int(x) for x in spec.split(","))
+    assert {b.read_chunk_sizes[0][0], b.read_chunk_sizes[1][0]} == {rows, cols} and b.read_chunk_sizes[0][0] == rows
+    assert b[...].tolist() == np.arange(96).reshape(8, 12).tolist()
