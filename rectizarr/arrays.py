@@ -36,6 +36,7 @@ from rectizarr.errors import (
     NodeTypeError,
     ReadOnlyError,
     SelectionError,
+    UnsupportedError,
 )
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
 from rectizarr.shrink import clear_past_end_swapped
@@ -457,6 +458,12 @@ class Array(nodes.Node):
                 return
             except rio.LayoutChanged:
                 continue
+            except MemoryError as exc:  # a chunk (or a shard's index) the metadata makes too large to hold
+                raise UnsupportedError(
+                    f"writing to the array {self._path or '/'!r} in {self._store!r} needs a whole chunk (or a "
+                    f"shard's index) in memory, more than this machine gives: storage chunks "
+                    f"{self.grid.regular_chunk_shape or 'of varying shapes'}, inner chunks "
+                    f"{self.inner_chunk_shape}, {self.dtype} ({exc})") from exc
         raise ConflictError(f"the array {self._path or '/'!r} in {self._store!r} was resized during each of "
                             f"{tuning.current().conflict_retries} attempts to write to it; try again")
 

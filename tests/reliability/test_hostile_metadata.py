@@ -460,3 +460,24 @@ def test_blosc_numbers_past_a_c_int_are_refused_at_open(field: str, value: int) 
     with pytest.raises(MetadataError, match=field) as exc:
         _open_doc(_doc(codecs=[{"name": "bytes"}, {"name": "blosc", "configuration": config}]))
     assert exc.value.path == f"$.codecs[1].configuration.{field}"
+
+
+@pytest.mark.parametrize("inner", [None, [1]])
+def test_a_write_into_a_chunk_no_memory_can_hold_is_a_clear_error(inner: list[int] | None) -> None:
+    """A chunk of 2**47 int64 (1 PiB, past any address space), or a shard of 2**47 inner chunks (its index):
+    the array opens and reads as fill, and a one-element write raised numpy's bare MemoryError; it is an
+    UnsupportedError naming the array and its chunks, and nothing is stored."""
+    n = 2**47
+    codecs: list[dict[str, object]] = [{"name": "bytes", "configuration": {"endian": "little"}}]
+    if inner is not None:
+        codecs = [{"name": "sharding_indexed", "configuration": {"chunk_shape": inner, "codecs": codecs,
+                   "index_codecs": [*codecs, {"name": "crc32c"}], "index_location": "end"}}]
+    store = MemoryStore()
+    store.set("zarr.json", json.dumps(_doc(shape=[n], data_type="int64", codecs=codecs,
+                                           chunk_grid={"name": "regular", "configuration": {"chunk_shape": [n]}},
+                                           fill_value=0)).encode())
+    a = rectizarr.open_array(store, mode="r+")
+    assert a[:2].tolist() == [0, 0]
+    with pytest.raises(UnsupportedError, match="needs a whole chunk"):
+        a[0] = 5
+    assert sorted(store.list_prefix("")) == ["zarr.json"]
