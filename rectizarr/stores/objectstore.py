@@ -272,13 +272,16 @@ class ObjectStore(Store):
             return (None, None) if meta is None else (b"", meta[1])
         try:
             result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
-            return result.bytes(), result.meta.get("e_tag")
+            tag, body = result.meta.get("e_tag"), result.bytes()
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
             return self._past_end(key, byte_range, etag, self._head(key), exc)
+        if etag is not None and tag is not None and tag != etag:  # a server that ignores If-Match (plain HTTP)
+            raise VersionChanged(key)
+        return body, tag
 
     def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
              ) -> tuple[bytes | None, Hashable]:
