@@ -184,9 +184,10 @@ class OrthogonalPlan(Plan):
 
 def _cartesian(chunks: Sequence[IntArray]) -> IntArray:
     lens = [c.size for c in chunks]
-    if all(n == 1 for n in lens):  # one chunk (a small read): no numpy call per axis
-        return np.array([[int(c[0]) for c in chunks]], dtype=np.int64).reshape(1, len(chunks))
-    out = np.empty((_prod(tuple(lens)), len(chunks)), dtype=np.int64)
+    total = _prod(tuple(lens))
+    if total <= 64:  # a few chunks (a small read): one array from Python ints, no numpy call per axis
+        return np.array(list(product(*[c.tolist() for c in chunks])), dtype=np.int64).reshape(total, len(chunks))
+    out = np.empty((total, len(chunks)), dtype=np.int64)
     for i, c in enumerate(chunks):
         out[:, i] = np.tile(np.repeat(c, _prod(tuple(lens[i + 1 :]))), _prod(tuple(lens[:i])))
     return out
