@@ -24,7 +24,7 @@ __all__ = ["array", "empty", "empty_like", "full", "full_like", "group", "load",
 
 
 def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
-    _check_format(kwargs.pop("zarr_format", None))
+    _check_format(kwargs.get("zarr_format"))
     store = kwargs.pop("store", None)
     name = kwargs.pop("path", None) or kwargs.pop("name", None)
     kwargs.setdefault("dtype", np.float64)
@@ -34,8 +34,8 @@ def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
 
 
 def _check_format(zarr_format: Any) -> None:
-    if zarr_format not in (None, 3):
-        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr writes Zarr format 3")
+    if zarr_format not in (None, 2, 3) or isinstance(zarr_format, bool):
+        raise UnsupportedError(f"zarr_format={zarr_format!r}: Zarr formats are 2 and 3")
 
 
 def zeros(shape: Any, **kwargs: Any) -> Array:
@@ -71,6 +71,10 @@ def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             out["chunks"], out["shards"] = a.inner_chunk_shape, a.shards
         out.update(filters=a.filters, serializer=a.serializer, compressors=a.compressors,
                    fill_value=a.fill_value, dimension_names=a.dimension_names)
+        v2 = a.metadata.v2
+        if v2 is not None:  # a v2 array's like is v2 (as zarr-python makes it), with its .zarray's codecs
+            del out["serializer"]
+            out.update(zarr_format=2, compressors=v2.get("compressor"), filters=v2.get("filters"))
     else:
         chunks = getattr(a, "chunks", None)
         if isinstance(chunks, tuple) and all(isinstance(c, int) for c in chunks):
@@ -107,7 +111,7 @@ def empty_like(a: Any, **kwargs: Any) -> Array:
 
 def array(data: Any, **kwargs: Any) -> Array:
     """A new array holding a copy of ``data`` (``store=None``: in memory; ``dtype`` converts)."""
-    _check_format(kwargs.pop("zarr_format", None))
+    _check_format(kwargs.get("zarr_format"))
     store = kwargs.pop("store", None)
     name = kwargs.pop("path", None) or kwargs.pop("name", None)
     values = data if isinstance(data, Array) else np.asarray(data, dtype=kwargs.pop("dtype", None))
@@ -124,7 +128,7 @@ def group(store: Any = None, *, overwrite: bool = False, path: str | None = None
     """Open the group at ``path``, creating it if missing; ``overwrite=True`` replaces what is there."""
     _check_format(zarr_format)
     return open_group(store, path=path, mode="w" if overwrite else "a", attributes=attributes,
-                      storage_options=storage_options)
+                      storage_options=storage_options, zarr_format=zarr_format)
 
 
 def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwargs: Any) -> Group:
@@ -135,15 +139,18 @@ def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwa
 def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | None = None,
          storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
     """Save one array (``save(store, a)``) or several, positional ones as ``arr_0``, ``arr_1``, ... and
-    keyword ones under their names, in a new group (zarr-python's ``save``). Replaces what is there."""
+    keyword ones under their names, in a new group (zarr-python's ``save``). One array is refused
+    (NodeExistsError) where a node exists, as zarr-python refuses it; a group of several replaces what
+    is there."""
     _check_format(zarr_format)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
+    fmt = {} if zarr_format is None else {"zarr_format": zarr_format}
     if len(args) == 1 and not kwargs:
-        s = nodes.store_for(store, "w", storage_options)
-        create_array(s, name=path, data=args[0], overwrite=True)
+        s = nodes.store_for(store, "a", storage_options)
+        create_array(s, name=path, data=args[0], overwrite=False, **fmt)
         return
-    g = open_group(store, path=path, mode="w", storage_options=storage_options)
+    g = open_group(store, path=path, mode="w", storage_options=storage_options, **fmt)
     for i, value in enumerate(args):
         g[f"arr_{i}"] = value
     for name, value in kwargs.items():
@@ -155,7 +162,8 @@ def load(store: Any, path: str | None = None, zarr_format: int | None = None,
     """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     _check_format(zarr_format)
-    node = open_node(store, path=path, mode="r", storage_options=storage_options)
+    node = open_node(store, path=path, mode="r", storage_options=storage_options,
+                     **({} if zarr_format is None else {"zarr_format": zarr_format}))
     if isinstance(node, Array):
         return node[...]
     return {name: a[...] for name, a in node.arrays()}

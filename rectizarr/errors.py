@@ -10,8 +10,8 @@ keep working::
      |   +- NodeTypeError(MetadataError)               an array where a group is expected, or the reverse
      |   +- IrregularChunksError(MetadataError, AttributeError)   ``.chunks`` of a rectilinear grid
      +- NodeNotFoundError(RectizarrError, FileNotFoundError, KeyError)
-     +- NodeExistsError(RectizarrError, FileExistsError)
-     +- ReadOnlyError(RectizarrError, PermissionError)
+     +- NodeExistsError(RectizarrError, FileExistsError, ValueError)   ValueError: zarr-python's ContainsArrayError
+     +- ReadOnlyError(RectizarrError, PermissionError, ValueError)     ValueError: zarr-python's read-only error
      +- StoreError(RectizarrError, OSError)            invalid key, escape attempt, backend failure
      +- CodecError(RectizarrError)                     corrupt or undecodable chunk; names the store key
      |   +- ChecksumError(CodecError)
@@ -97,12 +97,13 @@ class NodeNotFoundError(RectizarrError, FileNotFoundError, KeyError):
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
-class NodeExistsError(RectizarrError, FileExistsError):
-    """A node already exists where one is being created without ``overwrite``."""
+class NodeExistsError(RectizarrError, FileExistsError, ValueError):
+    """A node already exists where one is being created without ``overwrite`` (a ValueError too: code
+    written for zarr-python's ``ContainsArrayError`` / ``ContainsGroupError`` catches it)."""
 
 
-class ReadOnlyError(RectizarrError, PermissionError):
-    """A mutating operation on a read-only store, array or group."""
+class ReadOnlyError(RectizarrError, PermissionError, ValueError):
+    """A mutating operation on a read-only store, array or group (a ValueError too, as zarr-python's)."""
 
 
 class StoreError(RectizarrError, OSError):

@@ -44,6 +44,8 @@ def test_error_tree() -> None:
     assert issubclass(errors.NodeTypeError, errors.MetadataError)
     assert issubclass(errors.NodeExistsError, FileExistsError)
     assert issubclass(errors.ReadOnlyError, PermissionError)
+    # caught by code written for zarr-python (ContainsArrayError, ContainsGroupError, its read-only error)
+    assert issubclass(errors.NodeExistsError, ValueError) and issubclass(errors.ReadOnlyError, ValueError)
     assert issubclass(errors.SelectionError, IndexError)
     assert issubclass(errors.SelectionValueError, errors.SelectionError)
     assert issubclass(errors.SelectionValueError, ValueError)  # as NumPy's a[::0]

@@ -125,3 +125,37 @@ def test_load_of_a_group_gives_its_arrays(tmp_path: Path) -> None:
     with pytest.raises(rectizarr.NodeNotFoundError, match="no Zarr node") as info:
         missing["nope"]
     assert isinstance(info.value, KeyError) and str(tmp_path) in str(info.value)
+
+
+def test_saving_one_array_where_a_node_is_refuses_as_zarr_python(tmp_path: Path) -> None:
+    """``save(path, a)`` onto an existing array or group: zarr-python refuses (ContainsArrayError /
+    ContainsGroupError, ValueErrors) and changes nothing; rectizarr replaced it, a whole hierarchy too."""
+    rectizarr.save(tmp_path / "a", DATA)
+    g = rectizarr.group(tmp_path / "g")
+    g.create_array("precious", shape=(2,), dtype="i4")
+    for where in ("a", "g"):
+        with pytest.raises(ValueError):  # NodeExistsError, caught as zarr-python users catch its errors
+            rectizarr.save(tmp_path / where, DATA * 3)
+    assert rectizarr.load(tmp_path / "a").tolist() == DATA.tolist()
+    assert list(rectizarr.open_group(tmp_path / "g").keys()) == ["precious"]
+
+
+@pytest.mark.parametrize("make", ["zeros", "ones", "full", "empty", "array", "save", "group"])
+def test_convenience_functions_write_zarr_v2_when_asked(tmp_path: Path, make: str) -> None:
+    """``zarr_format=2`` works wherever zarr-python takes it (it was refused outside create_array and
+    create_group); a ``*_like`` of a v2 array is v2 with its codecs."""
+    path = tmp_path / "x"
+    calls = {"zeros": lambda: rectizarr.zeros((4,), store=path, chunks=(2,), zarr_format=2),
+             "ones": lambda: rectizarr.ones((4,), store=path, chunks=(2,), zarr_format=2),
+             "full": lambda: rectizarr.full((4,), 7, store=path, chunks=(2,), zarr_format=2),
+             "empty": lambda: rectizarr.empty((4,), store=path, chunks=(2,), zarr_format=2),
+             "array": lambda: rectizarr.array(DATA, store=path, zarr_format=2),
+             "save": lambda: rectizarr.save(path, DATA, zarr_format=2),
+             "group": lambda: rectizarr.group(path, zarr_format=2)}
+    calls[make]()
+    assert (path / (".zgroup" if make == "group" else ".zarray")).exists() and not (path / "zarr.json").exists()
+    if make != "group":
+        a = rectizarr.open_array(path, mode="r")
+        like = rectizarr.zeros_like(a, store=tmp_path / "like")
+        assert like.metadata.zarr_format == 2 and like.metadata.v2 == {**a.metadata.v2, "fill_value": like.metadata.v2["fill_value"]}
+        assert rectizarr.load(path, zarr_format=2).shape == a.shape
