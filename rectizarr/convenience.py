@@ -145,7 +145,7 @@ def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | Non
     _check_format(zarr_format)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
-    fmt = {} if zarr_format is None else {"zarr_format": zarr_format}
+    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
     if len(args) == 1 and not kwargs:
         s = nodes.store_for(store, "a", storage_options)
         create_array(s, name=path, data=args[0], overwrite=False, **fmt)
