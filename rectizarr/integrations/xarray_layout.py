@@ -55,7 +55,8 @@ def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any) ->
     """create_array / from_dask keywords for the (CF-encoded) variable ``var``; ``strict``: its encoding
     came from the user, so unknown keys and chunks that do not fit raise (as in xarray)."""
     xz = importlib.import_module("xarray.backends.zarr")
-    enc = {k: v for k, v in var.encoding.items() if k not in _DROPPED}
+    # (``_FillValue: None``, xarray's way to write no fill value, is left in the encoding after CF encoding)
+    enc = {k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)}
     invalid = [k for k in enc if k not in _LAYOUT]
     if invalid and strict:
         raise ValueError(f"unexpected encoding parameters for zarr backend:  {invalid!r}.")

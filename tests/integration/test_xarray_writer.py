@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import dask
 import dask.array as da
@@ -354,3 +355,15 @@ def test_mode_a_minus_without_append_dim_is_mode_a_like_the_zarr_engine(tmp_path
     second.to_zarr(theirs, mode="a-")
     xr.testing.assert_identical(_open(ours, "zarr"), _open(theirs, "zarr"))
     assert list(_open(ours, "zarr").v.values) == [3.0, 4.0]
+
+
+@pytest.mark.parametrize("enc", [{"_FillValue": None}, {"dtype": "f4", "_FillValue": None}, {"_FillValue": -9.0}])
+def test_fill_value_encodings_as_xarray_takes_them(tmp_path: Path, enc: dict[str, Any]) -> None:
+    """``encoding={"v": {"_FillValue": None}}``, xarray's way to store floats with no fill value, was refused
+    ("unexpected encoding parameters"); the store matches xarray's own, read without masking."""
+    ds = xr.Dataset({"v": (("t",), np.array([np.nan, 1.0, 2.0]))})
+    ds.rectizarr.to_zarr(tmp_path / "rz.zarr", encoding={"v": dict(enc)})
+    ds.to_zarr(tmp_path / "xr.zarr", encoding={"v": dict(enc)})
+    got, want = (xr.open_dataset(tmp_path / p, engine="zarr", mask_and_scale=False) for p in ("rz.zarr", "xr.zarr"))
+    np.testing.assert_array_equal(got.v.values, want.v.values)
+    assert got.v.attrs == want.v.attrs
