@@ -132,8 +132,12 @@ def group(store: Any = None, *, overwrite: bool = False, path: str | None = None
 
 
 def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwargs: Any) -> Group:
-    """:func:`rectizarr.open_group` requiring consolidated metadata (zarr-python's ``open_consolidated``)."""
-    return open_group(store, use_consolidated=use_consolidated, **kwargs)
+    """:func:`rectizarr.open_group` requiring consolidated metadata (zarr-python's ``open_consolidated``):
+    a group without it is a MetadataError (a ValueError) here, at open, as in zarr-python."""
+    g = open_group(store, use_consolidated=use_consolidated, **kwargs)
+    if use_consolidated:
+        g._consolidated()  # checked now, not at the first lookup
+    return g
 
 
 def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | None = None,

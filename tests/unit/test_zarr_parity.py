@@ -159,3 +159,13 @@ def test_convenience_functions_write_zarr_v2_when_asked(tmp_path: Path, make: st
         like = rectizarr.zeros_like(a, store=tmp_path / "like")
         assert like.metadata.zarr_format == 2 and like.metadata.v2 == {**a.metadata.v2, "fill_value": like.metadata.v2["fill_value"]}
         assert rectizarr.load(path, zarr_format=2).shape == a.shape
+
+
+def test_open_consolidated_without_consolidated_metadata_fails_at_open(tmp_path: Path) -> None:
+    """zarr-python raises at ``open_consolidated`` (a ValueError a fallback catches); it raised only at the
+    first lookup."""
+    rectizarr.group(tmp_path / "g").create_array("x", shape=(2,), dtype="i4")
+    with pytest.raises(ValueError, match="no consolidated metadata"):
+        rectizarr.open_consolidated(tmp_path / "g")
+    rectizarr.consolidate_metadata(tmp_path / "g")
+    assert list(rectizarr.open_consolidated(tmp_path / "g").keys()) == ["x"]
