@@ -16,7 +16,7 @@ from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
-from rectizarr.core.v2create import v2_chunks, v2_zarray
+from rectizarr.core.v2create import v2_chunks, v2_zarray, whole_axes
 from rectizarr.core.v2meta import decode_v2_array
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -126,9 +126,9 @@ def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
     if chunks == "auto" or chunks is None:
         raise MetadataError("with shards=..., chunks must give the inner chunk shape explicitly")
     if is_int(chunks):
-        return tuple(int(chunks) for _ in shape)
+        chunks = (int(chunks),) * len(shape)
     out = []
-    for axis, c in enumerate(chunks):
+    for axis, c in enumerate(whole_axes(chunks, shape)):
         if not is_int(c):
             raise MetadataError(f"inner chunks of a sharded array are regular: axis {axis} got {c!r}")
         out.append(int(c))
@@ -158,7 +158,7 @@ def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
         chunks = (int(chunks),) * len(shape)
     if len(chunks) != len(shape):
         raise MetadataError(f"chunks has {len(chunks)} entries but shape has {len(shape)} dimensions")
-    return ChunkGrid.from_chunks(shape, chunks)
+    return ChunkGrid.from_chunks(shape, whole_axes(chunks, shape))
 
 
 def _shape_and_dtype(shape: Any, dtype: Any) -> tuple[Shape, DataType]:
@@ -193,10 +193,8 @@ def build_v2_array_meta(
         raise UnsupportedError("codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
                                "filters= and compressors=")
     shape, dt = _shape_and_dtype(shape, dtype)
-    given = chunk_key_encoding or {"name": "v2"}
-    if isinstance(given, Mapping) and "separator" in given:  # zarr-python's flat form {"name", "separator"}
-        given = {"name": given.get("name", "v2"), "configuration": {"separator": given["separator"]}}
-    cke = parse_chunk_key_encoding(given, "chunk_key_encoding")
+    cke = parse_chunk_key_encoding(_flat_key_encoding(chunk_key_encoding or {"name": "v2"}, "v2"),
+                                   "chunk_key_encoding")
     if cke.name != "v2":
         raise UnsupportedError(f"chunk key encoding {cke.name!r} is Zarr v3 only; Zarr v2 uses 'v2'")
     if any(n is None for n in dimension_names or ()):
@@ -217,6 +215,13 @@ def build_v2_array_meta(
     pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
                               "codecs")
     return meta, pipeline
+
+
+def _flat_key_encoding(given: Any, name: str) -> Any:
+    """zarr-python's flat form ``{"name": ..., "separator": ...}`` as the metadata's form."""
+    if isinstance(given, Mapping) and "separator" in given and "configuration" not in given:
+        return {"name": given.get("name", name), "configuration": {"separator": given["separator"]}}
+    return given
 
 
 def _asks_big_endian(dtype: Any) -> tuple[bool, ...]:
@@ -287,7 +292,8 @@ def build_array_meta(
         if len(dimension_names) != len(shape):
             raise MetadataError(f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions")
     cke: ChunkKeyEncoding = parse_chunk_key_encoding(
-        chunk_key_encoding if chunk_key_encoding is not None else {"name": "default"}, "chunk_key_encoding"
+        _flat_key_encoding(chunk_key_encoding if chunk_key_encoding is not None else {"name": "default"}, "default"),
+        "chunk_key_encoding"
     )
     meta = ArrayMeta(
         shape=shape,

@@ -24,6 +24,11 @@ V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
 
 
+def whole_axes(chunks: Sequence[Any], shape: Shape) -> list[Any]:
+    """``-1`` in a chunk shape as the whole axis (zarr-python's and dask's spelling)."""
+    return [max(1, n) if is_int(c) and c == -1 else c for c, n in zip(chunks, shape, strict=False)]
+
+
 def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
     """Regular chunk sizes for a v2 array (``auto``: the chunks to use for ``"auto"``)."""
     if isinstance(chunks, str) and chunks == "auto":
@@ -32,6 +37,7 @@ def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
         chunks = [chunks] * len(shape)
     if not isinstance(chunks, Sequence) or len(chunks) != len(shape):
         raise MetadataError(f"chunks {chunks!r} do not give one size for each of {len(shape)} dimensions")
+    chunks = whole_axes(chunks, shape)
     for axis, c in enumerate(chunks):
         if not is_int(c):
             raise UnsupportedError(f"chunks[{axis}] = {c!r}: Zarr v2 has regular chunk grids only (one size per "

@@ -169,3 +169,18 @@ def test_open_consolidated_without_consolidated_metadata_fails_at_open(tmp_path:
         rectizarr.open_consolidated(tmp_path / "g")
     rectizarr.consolidate_metadata(tmp_path / "g")
     assert list(rectizarr.open_consolidated(tmp_path / "g").keys()) == ["x"]
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_zarr_python_spellings_of_chunks_and_key_encodings(zarr_format: int) -> None:
+    """``chunks=(-1, 10)`` is the whole first axis, and ``chunk_key_encoding={"name": ..., "separator": ...}``
+    the flat form, as zarr-python takes them (both were MetadataErrors for Zarr v3)."""
+    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(100, 50), dtype="i4", chunks=(-1, 10),
+                               zarr_format=zarr_format)
+    assert a.chunks == (100, 10)
+    name = "default" if zarr_format == 3 else "v2"
+    b = rectizarr.create_array(rectizarr.MemoryStore(), shape=(4,), dtype="i4", chunks=(2,), zarr_format=zarr_format,
+                               chunk_key_encoding={"name": name, "separator": "."})
+    b[...] = 1
+    chunks = sorted(k for k in b.store.list_prefix("") if k not in ("zarr.json", ".zarray", ".zattrs"))
+    assert chunks == (["c.0", "c.1"] if zarr_format == 3 else ["0", "1"])
