@@ -306,6 +306,12 @@ class Array(nodes.Node):
         return self.grid.nchunks
 
     @property
+    def cdata_shape(self) -> Shape:
+        """The number of storage units (shards when sharded, else chunks) along each axis (zarr-python's
+        name)."""
+        return self.grid.grid_shape
+
+    @property
     def nchunks_initialized(self) -> int:
         """The number of chunks stored (lists the store). When sharded, each stored shard counts its
         inner chunks at its full declared size, as zarr-python counts them."""

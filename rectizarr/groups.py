@@ -222,6 +222,11 @@ class Group(nodes.Node):
     def __len__(self) -> int:
         return len(self.keys())
 
+    @property
+    def nmembers(self) -> int:
+        """The number of direct members (zarr-python's name; ``len(g)``)."""
+        return len(self.keys())
+
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False

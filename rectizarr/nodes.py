@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Self
 
 from rectizarr import tuning
 from rectizarr.core import v2meta
@@ -575,9 +575,19 @@ class Node:
         return "/" + self._path
 
     @property
+    def basename(self) -> str:
+        """The last part of the node's name (``"b"`` for ``/a/b``; ``""`` for the root)."""
+        return self._path.rpartition("/")[2]
+
+    @property
     def read_only(self) -> bool:
         """True when the node was opened read-only or lives in a read-only store."""
         return self._read_only
+
+    def update_attributes(self, new: Mapping[str, Any]) -> Self:
+        """Merge ``new`` into the attributes (one read-modify-write) and return the node, as zarr-python's."""
+        self.attrs.update(new)
+        return self
 
     @property
     def attrs(self) -> Attributes:

@@ -184,3 +184,14 @@ def test_zarr_python_spellings_of_chunks_and_key_encodings(zarr_format: int) -> 
     b[...] = 1
     chunks = sorted(k for k in b.store.list_prefix("") if k not in ("zarr.json", ".zarray", ".zattrs"))
     assert chunks == (["c.0", "c.1"] if zarr_format == 3 else ["0", "1"])
+
+
+def test_zarr_python_names_for_node_facts() -> None:
+    """``basename``, ``update_attributes`` (returns the node), ``cdata_shape`` and ``nmembers``, as
+    zarr-python spells them."""
+    g = rectizarr.group()
+    a = g.create_array("x/y", shape=(10, 4), dtype="i4", chunks=(3, 2))
+    assert (a.basename, g.basename, rectizarr.open_group(g.store, path="x").basename) == ("y", "", "x")
+    assert a.update_attributes({"k": 1}) is a and a.attrs.asdict() == {"k": 1}
+    assert g.update_attributes({"z": 2}) is g and g.attrs["z"] == 2
+    assert a.cdata_shape == (4, 2) and g.nmembers == len(g) == 1
