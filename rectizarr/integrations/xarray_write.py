@@ -165,7 +165,9 @@ def to_rectizarr(
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
     """
     if zarr_format not in (None, 3):
-        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr writes Zarr format 3")
+        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr's xarray writer makes new stores in Zarr "
+                               "format 3 (it appends to and writes regions of existing Zarr v2 stores); make a new "
+                               "v2 store with xarray's own to_zarr(..., zarr_format=2)")
     mode = _choose_mode(mode, append_dim, region)
     user_encoding = {k: dict(v) for k, v in (encoding or {}).items()}
     missing = set(user_encoding) - set(dataset.variables)
