@@ -256,6 +256,14 @@ class AncestorDocs:
         self.store.set(meta_key(path), data)
         self._docs[path] = data
 
+    def forget(self, path: str, written: bytes | None = None) -> None:
+        """``path``'s document is what was ``written`` there, or (None: made by someone else meanwhile) is
+        read again when next asked."""
+        if written is None:
+            self._docs.pop(path, None)
+        else:
+            self._docs[path] = written
+
 
 def check_format(zarr_format: Any) -> Any:
     """``zarr_format`` if it is 2 or 3 (for creation)."""
@@ -266,15 +274,26 @@ def check_format(zarr_format: Any) -> Any:
 
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
                 exclusive: bool = False) -> None:
-    """Write a new node's documents and a group (of the node's format) for each missing ancestor, keeping
-    ancestors' consolidated metadata current. The node's own document goes first, so a key the store
-    refuses (a name too long for the file system) leaves nothing behind. ``exclusive``: that document is
-    written only where none is (create-only on object stores, under the lock elsewhere), else
+    """Write a group (of the node's format) for each missing ancestor, then the new node's documents,
+    keeping ancestors' consolidated metadata current. Ancestors first: a process killed in between leaves
+    empty groups, never a node no reader can reach; if the node's document fails (a key the store refuses:
+    a name too long for the file system) the groups made for it are removed again. ``exclusive``: that
+    document is written only where none is (create-only on object stores, under the lock elsewhere), else
     NodeExistsError: of writers creating one node at once, in any process or client, one succeeds."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
-    write_meta(store, path, meta, docs, exclusive)
-    _write_groups(store, missing, meta.zarr_format, docs)
+    made: list[str] = []
+    try:
+        _write_groups(store, missing, meta.zarr_format, docs, made)
+        write_meta(store, path, meta, docs, exclusive)
+    except BaseException:
+        for parent in reversed(made):  # only their documents (what another writer put below stays; best effort)
+            names = (v2meta.V2_GROUP, v2meta.V2_ATTRS) if meta.zarr_format == 2 else (META,)
+            try:
+                store.delete_many([prefix_of(parent) + n for n in names])
+            except Exception:  # pragma: no cover - a store failing twice: the node's own error is raised
+                break
+        raise
 
 
 def create_parents(store: Store, path: str, zarr_format: int = 3) -> None:
@@ -303,13 +322,27 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
     return missing
 
 
-def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: AncestorDocs) -> None:
-    for parent in paths:  # from the root down
-        if zarr_format == 2:
-            write_meta(store, parent, GroupMeta(zarr_format=2))
+def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: AncestorDocs,
+                  made: list[str] | None = None) -> None:
+    """Write an empty group at each of ``paths`` (from the root down), create-only: where another writer
+    made a node meanwhile, it is kept (another group's attributes are not overwritten); an array there is a
+    StoreError. ``made`` receives the paths where this call made the group, as it goes."""
+    made = [] if made is None else made
+    for parent in paths:
+        try:
+            if zarr_format == 2:
+                write_meta(store, parent, GroupMeta(zarr_format=2), exclusive=True)
+            else:
+                doc = node_to_json(GroupMeta())
+                _create_only(store, meta_key(parent), encode_json(doc), parent)
+                docs.forget(parent, encode_json(doc))
+                _refresh_consolidated(store, parent, doc, docs)
+        except NodeExistsError:
+            docs.forget(parent)
+            if not isinstance(try_read_meta(store, parent, zarr_format), GroupMeta):
+                raise StoreError(f"cannot create below {parent or '/'!r}: another writer made an array there") from None
             continue
-        docs.set(parent, encode_json(node_to_json(GroupMeta())))
-        _refresh_consolidated(store, parent, node_to_json(GroupMeta()), docs)
+        made.append(parent)
 
 
 def consolidate_v2(store: Store, path: str) -> GroupMeta:

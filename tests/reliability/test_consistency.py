@@ -976,3 +976,46 @@ def test_a_shard_rewritten_behind_a_server_that_ignores_if_match(tmp_path: Path,
     assert np.array_equal(r[0:8], first[0:8])  # its index read and cached
     w[...] = second
     assert np.array_equal(r[8:16], second[8:16]) and np.array_equal(r[...], second)
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_a_parent_group_another_client_makes_meanwhile_is_kept(s3_store: Any, obstore_store: Any,
+                                                                monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """Creating ``p/z`` writes the missing group ``p`` create-only: a group another client made there after
+    our check keeps its attributes (an unconditional PUT replaced it)."""
+    import rectizarr.nodes as nodes
+
+    store = s3_store if backend == "fsspec" else obstore_store
+    rectizarr.create_group(store)
+    real = nodes._missing_parents
+
+    def check_then_they_create(*args: Any) -> list[str]:
+        missing = real(*args)
+        store.set("p/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"by": "them"}}).encode())
+        return missing
+
+    monkeypatch.setattr(nodes, "_missing_parents", check_then_they_create)
+    rectizarr.create_array(store, name="p/z", shape=(2,), dtype="i1", chunks=(2,))
+    monkeypatch.undo()
+    assert rectizarr.open_group(store, path="p").attrs.asdict() == {"by": "them"}
+    assert rectizarr.open_array(store, path="p/z").shape == (2,)
+
+
+@pytest.mark.parametrize("zarr_format", [3, 2])
+def test_missing_parents_are_written_before_the_node(tmp_path: Path, zarr_format: int) -> None:
+    """A process killed while creating ``a/b/c`` left ``a/b/c``'s document with no group ``a`` or ``a/b``:
+    no reader found the node and ``validate`` failed. Parents go first now (a kill leaves empty groups)."""
+    order: list[str] = []
+    store = LocalStore(tmp_path / "s")
+    rectizarr.create_group(store, zarr_format=zarr_format)
+    real = LocalStore.set_if
+
+    def spy(self: Any, key: str, value: Any, version: Any) -> bool:
+        order.append(key)
+        return real(self, key, value, version)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(LocalStore, "set_if", spy)
+        rectizarr.create_group(store, path="a/b/c", zarr_format=zarr_format)
+    doc = "zarr.json" if zarr_format == 3 else ".zgroup"
+    assert order == [f"a/{doc}", f"a/b/{doc}", f"a/b/c/{doc}"]
