@@ -349,12 +349,18 @@ def consolidate_v2(store: Store, path: str) -> GroupMeta:
     """Write the v2 group at ``path``'s ``.zmetadata`` (every ``.zarray``/``.zgroup``/``.zattrs`` at or
     below it, as zarr-python 2 does) and return the group as read back."""
     prefix = prefix_of(path)
-    keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS
-                  and not any(part.startswith("__") for part in k[len(prefix):].split("/")))
-    values = store.get_many([(k, None) for k in keys])
-    entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
-    store.set(prefix + v2meta.V2_CONSOLIDATED,
-              encode_json({"metadata": entries, "zarr_consolidated_format": 1}))
+
+    def listed(_: bytes | None = None) -> bytes:
+        keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS
+                      and not any(part.startswith("__") for part in k[len(prefix):].split("/")))
+        values = store.get_many([(k, None) for k in keys])
+        entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
+        return encode_json({"metadata": entries, "zarr_consolidated_format": 1})
+
+    if store.capabilities.conditional_writes:  # a compare-and-swap: a change another client makes meanwhile
+        store.swap(prefix + v2meta.V2_CONSOLIDATED, listed)  # (its own .zmetadata update) lists again
+    else:  # under the caller's locks
+        store.set(prefix + v2meta.V2_CONSOLIDATED, listed())
     meta = read_v2_meta(store, path)
     if not isinstance(meta, GroupMeta):
         raise NodeNotFoundError(f"the node at {path or '/'!r} is not a v2 group; only groups consolidate")

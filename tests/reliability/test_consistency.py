@@ -1019,3 +1019,27 @@ def test_missing_parents_are_written_before_the_node(tmp_path: Path, zarr_format
         rectizarr.create_group(store, path="a/b/c", zarr_format=zarr_format)
     doc = "zarr.json" if zarr_format == 3 else ".zgroup"
     assert order == [f"a/{doc}", f"a/b/{doc}", f"a/b/c/{doc}"]
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_consolidating_a_v2_group_keeps_what_another_client_changes_meanwhile(
+        s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """Zarr v2: ``.zmetadata`` is written with a compare-and-swap too, listing again on a conflict (it was an
+    unconditional PUT: a member or attribute another client added meanwhile was dropped)."""
+    store = s3_store if backend == "fsspec" else obstore_store
+    rectizarr.create_group(store, zarr_format=2, attributes={"a": 1})
+    rectizarr.consolidate_metadata(store)
+    real, calls = type(store).list_prefix, []
+
+    def list_then_they_change(self: Any, prefix: str) -> Any:
+        calls.append(prefix)
+        listing = list(real(self, prefix))
+        if len(calls) == 1:  # after our listing, before our write: their change, .zmetadata included
+            rectizarr.open_group(store, use_consolidated=False).attrs["b"] = 2
+        return iter(listing)
+
+    monkeypatch.setattr(type(store), "list_prefix", list_then_they_change)
+    rectizarr.consolidate_metadata(store)
+    monkeypatch.undo()
+    zmeta = json.loads(store.get(".zmetadata"))["metadata"]
+    assert zmeta[".zattrs"] == {"a": 1, "b": 2} and len(calls) >= 2
