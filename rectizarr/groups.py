@@ -313,9 +313,10 @@ class Group(nodes.Node):
             pass
         try:
             return make()
-        except NodeExistsError:
+        except NodeExistsError:  # its own document, not the consolidated entry (which may not list it yet)
             self._stale = True
-            return self[name]
+            rel = nodes.normalize_path(name)
+            return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     def delete(self, name: str) -> None:
         """Remove the member ``name`` and its whole subtree."""

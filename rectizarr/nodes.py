@@ -410,7 +410,12 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
             current = v2meta.load_json(data, key)
             if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
                 return data  # no consolidated metadata here: left as it is
-            return encode_json(v2meta.with_entries(current, rel, meta))
+            now = meta
+            if meta is not None and store.capabilities.conditional_writes:
+                # the node's documents as stored now (read after .zmetadata, at each try), not this writer's:
+                # another client's later change of them may have reached .zmetadata first
+                now = read_v2_meta(store, path) or meta
+            return encode_json(v2meta.with_entries(current, rel, now))
 
         if store.capabilities.conditional_writes:
             store.swap(key, make)  # a compare-and-swap: concurrent updates of .zmetadata all land
