@@ -13,9 +13,9 @@ from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.create import build_array_meta, build_v2_array_meta
-from rectizarr.errors import MetadataError, NodeExistsError, NodeTypeError
+from rectizarr.errors import ConflictError, MetadataError, NodeExistsError, NodeTypeError
 
-__all__ = ["create_array", "from_array", "naming_store", "open_array"]
+__all__ = ["copy_region", "create_array", "from_array", "naming_store", "open_array"]
 
 
 @contextmanager
@@ -163,7 +163,7 @@ def from_array(
         kwargs.setdefault("attributes", src.attrs.asdict())
         out = create_array(store, name=name, shape=src.shape, chunks=chunks, shards=shards, **kwargs)
         for block in _copy_regions(src):
-            out[block] = src[block]
+            copy_region(out, src, block)
         return out
     arr = np.asarray(data)
     if chunks == "keep":
@@ -174,6 +174,17 @@ def from_array(
     out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
     out[...] = arr
     return out
+
+
+def copy_region(dst: Array, src: Array, region: tuple[slice, ...]) -> None:
+    """``dst[region] = src[region]``, refused (ConflictError) when the source no longer holds the whole
+    region: another writer shrank it during the copy (a shorter block would be broadcast, or fail in numpy)."""
+    values = src[region]
+    want = np.broadcast_to(np.empty((), bool), dst.shape)[region].shape  # (a view: nothing allocated)
+    if np.shape(values) != want:
+        raise ConflictError(f"the source array {src.name!r} changed shape while being copied (it is {src.shape} "
+                            f"now); copy it again")
+    dst[region] = values
 
 
 def _copy_regions(src: Array) -> list[tuple[slice, ...]]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import create_array
+from rectizarr.api import copy_region, create_array
 from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
@@ -131,7 +131,7 @@ def copy_array(src: Array, store: Store, path: str, opts: CopyOptions) -> Array:
                                opts.budget)
     bar = Progress(f"copy {src.path or '/'}", len(regions))
     for region in regions:
-        dst[region] = src[region]
+        copy_region(dst, src, region)
         bar.advance()
     bar.close()
     return dst

@@ -26,6 +26,7 @@ import msgspec
 import numpy as np
 
 from rectizarr import nodes
+from rectizarr.api import copy_region
 from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
@@ -176,7 +177,7 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     bar = Progress(f"re-encode {src.name}", len(regions))
     try:
         for region in regions:
-            dst[region] = src[region]
+            copy_region(dst, src, region)
             bar.advance()
     finally:
         bar.close()

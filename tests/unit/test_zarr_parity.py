@@ -195,3 +195,21 @@ def test_zarr_python_names_for_node_facts() -> None:
     assert a.update_attributes({"k": 1}) is a and a.attrs.asdict() == {"k": 1}
     assert g.update_attributes({"z": 2}) is g and g.attrs["z"] == 2
     assert a.cdata_shape == (4, 2) and g.nmembers == len(g) == 1
+
+
+def test_a_copy_whose_source_shrinks_meanwhile_is_a_conflict_not_a_broadcast() -> None:
+    """``copy`` / ``from_array`` / ``migrate`` copy region by region: a source shrunk by another writer
+    meanwhile gave numpy's bare ValueError (11 of 30 CLI copies), or, one element left, would be broadcast
+    over the region."""
+    from rectizarr.api import copy_region
+    from rectizarr.errors import ConflictError
+
+    src = rectizarr.create_array(rectizarr.MemoryStore(), shape=(100,), dtype="i4", chunks=(10,))
+    src[...] = np.arange(100)
+    dst = rectizarr.create_array(rectizarr.MemoryStore(), shape=(100,), dtype="i4", chunks=(10,))
+    copy_region(dst, src, (slice(0, 50),))
+    for left in (60, 51):
+        src.resize((left,))
+        with pytest.raises(ConflictError, match="changed shape while being copied"):
+            copy_region(dst, src, (slice(50, 100),))
+    assert dst[...].tolist() == list(range(50)) + [0] * 50
