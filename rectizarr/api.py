@@ -148,7 +148,8 @@ def from_array(
     """Create an array holding a copy of ``data`` (a numpy array-like or another rectizarr array).
 
     ``chunks="keep"`` keeps a rectizarr source's chunking (its storage and inner chunk sizes, rectilinear
-    included) and, for other data, chooses regular chunks of about 1 MiB.
+    included), a zarr-python array's chunks, shards, fill value, dimension names and attributes, and, for
+    other data, chooses regular chunks of about 1 MiB.
     """
     if isinstance(data, Array):
         src = data
@@ -165,6 +166,14 @@ def from_array(
         for block in _copy_regions(src):
             copy_region(out, src, block)
         return out
+    if type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # a zarr-python array: its layout
+        if chunks == "keep":
+            chunks = tuple(data.chunks)  # (the inner chunks when sharded, as here)
+        if shards == "keep":
+            shards = None if data.shards is None else tuple(data.shards)
+        kwargs.setdefault("fill_value", data.fill_value)
+        kwargs.setdefault("dimension_names", getattr(data.metadata, "dimension_names", None))
+        kwargs.setdefault("attributes", dict(data.attrs))
     arr = np.asarray(data)
     if chunks == "keep":
         chunks = "auto"

@@ -213,3 +213,15 @@ def test_a_copy_whose_source_shrinks_meanwhile_is_a_conflict_not_a_broadcast() -
         with pytest.raises(ConflictError, match="changed shape while being copied"):
             copy_region(dst, src, (slice(50, 100),))
     assert dst[...].tolist() == list(range(50)) + [0] * 50
+
+
+def test_from_array_of_a_zarr_python_array_keeps_its_layout(tmp_path: Path) -> None:
+    """``from_array(store, zarr_python_array)`` keeps its chunks, shards, fill value, dimension names and
+    attributes, as for a rectizarr source (they were dropped: 1 MiB regular chunks, fill 0)."""
+    zarr = pytest.importorskip("zarr")
+    src = zarr.create_array(str(tmp_path / "zp"), shape=(100,), dtype="i4", chunks=(10,), shards=(50,),
+                            fill_value=-1, dimension_names=["t"], attributes={"a": 1})
+    src[:60] = np.arange(60)
+    out = rectizarr.from_array(rectizarr.MemoryStore(), src)
+    assert (out.inner_chunk_shape, out.shards, out.fill_value, out.dimension_names) == ((10,), (50,), -1, ("t",))
+    assert out.attrs.asdict() == {"a": 1} and out[...].tolist() == list(range(60)) + [-1] * 40
