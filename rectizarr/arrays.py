@@ -401,9 +401,18 @@ class Array(nodes.Node):
                 else _block_plan_sharded(self, selection)
         raise SelectionError(f"unknown selection kind {kind!r}")
 
+    def _planned(self, make_plan: Callable[[], Plan]) -> Plan:
+        """``make_plan()``; a selection over more chunks than memory can list (2**40 per axis: numpy's
+        MemoryError while planning) is a SelectionError."""
+        try:
+            return make_plan()
+        except MemoryError as exc:
+            raise SelectionError(f"the selection of the array {self._path or '/'!r} touches more chunks than "
+                                 f"can be planned in memory ({exc}); select less") from exc
+
     def _read(self, make_plan: Callable[[], Plan], selection: Any, out: np.ndarray | None = None) -> Any:
         with self._lock:  # the plan with the layout it was made for (other threads revalidate)
-            plan = make_plan()
+            plan = self._planned(make_plan)
             layout = self._layout
         if out is not None:
             if out.shape != plan.final_shape or out.dtype != self.dtype:
@@ -453,7 +462,7 @@ class Array(nodes.Node):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
-                plan = make_plan()
+                plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
             internal = plan.value_to_internal(value, layout.dtype)
             if self._meta.data_type.name == "string":

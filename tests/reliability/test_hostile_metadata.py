@@ -481,3 +481,13 @@ def test_a_write_into_a_chunk_no_memory_can_hold_is_a_clear_error(inner: list[in
     with pytest.raises(UnsupportedError, match="needs a whole chunk"):
         a[0] = 5
     assert sorted(store.list_prefix("")) == ["zarr.json"]
+
+
+def test_a_selection_over_more_chunks_than_memory_can_list_is_a_selection_error() -> None:
+    """``a.blocks[-1]`` with 2**40 chunks per axis planned an 8 TiB array of chunk offsets: numpy's bare
+    MemoryError. A SelectionError now (a 1-D array's last block still reads)."""
+    a = rectizarr.create_array(MemoryStore(), shape=(2**40,) * 3, chunks=(1, 1, 1), dtype="i4")
+    with pytest.raises(SelectionError, match="more chunks than can be planned"):
+        a.blocks[-1]
+    b = rectizarr.create_array(MemoryStore(), shape=(2**40,), chunks=(1,), dtype="i4")
+    assert b.blocks[-1].tolist() == [0]
