@@ -37,6 +37,7 @@ class IndexBudget:
         self._lock = threading.Lock()
         self._touched = 0
         self._read = 0
+        self.maybe_uncached = True  # False once a look for uncached indexes found none (until the next miss)
 
     def spend(self, touched: int, read: int, most: int) -> int:
         """Count a read that touched ``touched`` shards and read ``read`` indexes; how many more indexes it
@@ -47,6 +48,11 @@ class IndexBudget:
             extra = max(0, min(most, self._touched - self._read))
             self._read += extra
             return extra
+
+    def refund(self, n: int) -> None:
+        """``n`` indexes granted by :meth:`spend` were not read after all."""
+        with self._lock:
+            self._read -= n
 
 
 @dataclass(frozen=True)

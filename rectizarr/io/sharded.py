@@ -44,6 +44,7 @@ from rectizarr.io.chunk import (
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.io.shards import (
+    Ahead,
     Bodies,
     Indexes,
     Shard,
@@ -66,6 +67,7 @@ class _Read:
 
     def __init__(self, layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> None:
         self.layout, self.plan, self.out, self.t = layout, plan, out, t
+        self.aheads: list[Ahead] = []  # shard indexes being read ahead, joined before the read returns
         codecs = layout.sharding.codecs
         spec = layout.inner_spec(None)
         self.workers = workers_for(layout.workers, bool(codecs.bytes_bytes), spec.nbytes, t)
@@ -124,9 +126,13 @@ def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProje
         read_whole_arriving(r, whole)
     elif whole:
         jobs.extend(read_whole_fetched(r, whole))
-    if partial:
-        jobs.extend(_read_partial(r, partial))
-    pmap(lambda job: r.paste(*job), jobs, r.workers)
+    try:
+        if partial:
+            jobs.extend(_read_partial(r, partial))
+        pmap(lambda job: r.paste(*job), jobs, r.workers)
+    finally:
+        for ahead in r.aheads:
+            ahead.join()
 
 
 def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
@@ -134,7 +140,7 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
     was rewritten between the reads of its index and its inner chunks (never a stale index's ranges)."""
     retries = r.t.conflict_retries
     for _ in range(retries):
-        indexes, versions, bodies = fetch_indexes(r.layout, shards)
+        indexes, versions, bodies, ahead = fetch_indexes(r.layout, shards)
         try:
             try:
                 return _read_partial_at(r, shards, indexes, versions, bodies)
@@ -143,6 +149,9 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
                 raise
         except VersionChanged as exc:
             invalidate(r.layout.store, [exc.key])
+        finally:
+            if ahead is not None:  # indexes read ahead beside the inner chunks: joined once they are pasted
+                r.aheads.append(ahead)
     raise ConflictError(f"shards of {r.layout.store!r} were rewritten during each of {retries} reads; try again")
 
 

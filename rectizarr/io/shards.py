@@ -17,11 +17,11 @@ from rectizarr.errors import CodecError, VersionChanged
 from rectizarr.indexing import ChunkProjection
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import Data
-from rectizarr.io.layout import ShardedLayout
+from rectizarr.io.layout import IndexBudget, ShardedLayout
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["Bodies", "Indexes", "Shard", "Versions", "checked_versions", "fetch_indexes", "group_by_shard"]
+__all__ = ["Ahead", "Bodies", "Indexes", "Shard", "Versions", "checked_versions", "fetch_indexes", "group_by_shard"]
 
 
 @dataclass
@@ -98,7 +98,7 @@ Versions = dict[str, Hashable]  # the version each shard's index was read at, wh
 Bodies = dict[str, Data]  # whole shards that came with their index (small shards of stores with round trips)
 
 
-def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, Bodies]:
+def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
     misses, and the version each was read at, which the reads of the shard's inner chunks are checked
     against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
@@ -111,11 +111,13 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
     ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request.
 
-    Where indexes are cached on conditional reads, a miss also reads ahead, at the same time (no added
-    wait), the uncached indexes of the shards nearest to it, as many as the array handle's
+    Where indexes are cached on conditional reads, a read also reads ahead, at the same time (no added
+    wait), the uncached indexes of the shards nearest to its first one, as many as the array handle's
     :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
     wait for a handful of index reads instead of one per shard, with never more index requests than a
-    reader without a cache makes."""
+    reader without a cache makes. A miss reads them beside its own index reads; a read whose indexes
+    were all cached, beside its inner chunks: the last value is an :class:`Ahead` under way then, which
+    the caller joins once those are read."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
     versions: Versions = {}
@@ -134,19 +136,21 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     at_end = sharding.index_location == "end"
     budget = layout.index_budget if conditional and not cheap and at_end else None
     if not misses:
-        if budget is not None:
-            budget.spend(len(shards), 0, 0)
-        return out, versions, bodies
+        return out, versions, bodies, None if budget is None else _ahead_of_hits(layout, budget, shards)
+    if budget is not None:
+        budget.maybe_uncached = True
     reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
     extra = 0 if budget is None else budget.spend(len(shards), len(misses),
                                                   0 if reach else requests_in_flight() - len(misses))
     requests = [(s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
                 for s in misses]
     checked = cheap or conditional
-    if extra:
-        raw = _read_with_ahead(layout, requests, _nearest_uncached(layout, misses, extra))
-    else:
+    ahead = None if not extra else _ahead(layout, budget, misses, extra)  # (extra: a budget)
+    try:
         raw = store.get_many_versioned(requests) if checked else [(d, None) for d in store.get_many(requests)]
+    finally:
+        if ahead is not None:
+            ahead.join()
     for s, (data, version) in zip(misses, raw, strict=True):
         if data is None:
             out[s.key] = None
@@ -164,24 +168,46 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
         if checked:
             versions[s.key] = version
             index_cache().put(store, s.key, version, idx)
-    return out, versions, bodies
+    return out, versions, bodies, None
 
 
-def _read_with_ahead(layout: ShardedLayout, requests: list[tuple[str, tuple[int, int | None]]],
-                     ahead: list[Shard]) -> list[tuple[bytes | None, Hashable]]:
-    """The answers to ``requests``, read on this thread while the indexes of ``ahead`` are read at the same
-    time on another one and cached (the read waits for both). A read ahead never changes a read's outcome:
-    an index that fails, is not there or does not decode is left out, and the requests' own errors (after
-    the store's own retries, no more) are raised as they come."""
-    store, sharding = layout.store, layout.sharding
-    more = [(s.key, sharding.index_byte_range(s.shape_t)) for s in ahead]
+def _ahead_of_hits(layout: ShardedLayout, budget: IndexBudget, shards: list[Shard]) -> Ahead | None:
+    """For a read whose indexes were all cached: the indexes it may read ahead, under way (see
+    :func:`fetch_indexes`), unless the last look found every index cached."""
+    most = 0
+    if budget.maybe_uncached and not _index_reach(layout, shards):
+        most = requests_in_flight()
+    extra = budget.spend(len(shards), 0, most)
+    return _ahead(layout, budget, shards, extra) if extra else None
 
-    def read_ahead() -> None:
+
+def _ahead(layout: ShardedLayout, budget: IndexBudget | None, near: list[Shard], n: int) -> Ahead | None:
+    """Up to ``n`` indexes the budget granted, of the uncached shards nearest to ``near``, read ahead."""
+    assert budget is not None
+    found, everywhere = _nearest_uncached(layout, near, n)
+    budget.refund(n - len(found))
+    budget.maybe_uncached = bool(found) or not everywhere
+    return Ahead(layout, found) if found else None
+
+
+class Ahead:
+    """Shard indexes read ahead, on a thread of their own, into the cache; :meth:`join` waits for them. A
+    read ahead never changes a read's outcome: an index that fails, is not there or does not decode is
+    left out (the errors of the read's own requests are raised as they come)."""
+
+    def __init__(self, layout: ShardedLayout, shards: list[Shard]) -> None:
+        self._thread = threading.Thread(target=self._read, args=(layout, shards), name="rectizarr-index-ahead",
+                                        daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _read(layout: ShardedLayout, shards: list[Shard]) -> None:
+        store, sharding = layout.store, layout.sharding
         try:
-            got = store.get_many_versioned(more)
+            got = store.get_many_versioned([(s.key, sharding.index_byte_range(s.shape_t)) for s in shards])
         except Exception:  # an index read ahead is only a guess: the read goes on without it
             return
-        for s, (data, version) in zip(ahead, got, strict=True):
+        for s, (data, version) in zip(shards, got, strict=True):
             if data is None:
                 continue
             try:
@@ -190,23 +216,20 @@ def _read_with_ahead(layout: ShardedLayout, requests: list[tuple[str, tuple[int,
                 continue
             index_cache().put(store, s.key, version, idx)
 
-    helper = threading.Thread(target=read_ahead, name="rectizarr-index-ahead", daemon=True)
-    helper.start()
-    try:
-        return store.get_many_versioned(requests)
-    finally:
-        helper.join()
+    def join(self) -> None:
+        self._thread.join()
 
 
-def _nearest_uncached(layout: ShardedLayout, misses: list[Shard], n: int) -> list[Shard]:
-    """Up to ``n`` shards of the array, nearest to the first of ``misses`` in C order of the shard grid
-    (after it first), that are not among ``misses`` and have no cached index; at most ``8 n`` looked at."""
+def _nearest_uncached(layout: ShardedLayout, near: list[Shard], n: int) -> tuple[list[Shard], bool]:
+    """Up to ``n`` shards of the array, nearest to the first of ``near`` in C order of the shard grid (after
+    it first), that are not among ``near`` and have no cached index, at most ``8 n`` looked at; and
+    whether every other shard was looked at."""
     shape = layout.grid.grid_shape
     total = prod(shape)
     centre = 0
-    for c, size in zip(misses[0].coords, shape, strict=True):
+    for c, size in zip(near[0].coords, shape, strict=True):
         centre = centre * size + c
-    taken, cache, found = {s.key for s in misses}, index_cache(), []
+    taken, cache, found = {s.key for s in near}, index_cache(), []
     looked = 0
     for step in range(1, total):
         for flat in (centre + step, centre - step):
@@ -224,10 +247,12 @@ def _nearest_uncached(layout: ShardedLayout, misses: list[Shard], n: int) -> lis
                 found.append(Shard(sc, key, tuple(declared[a] for a in layout.perm), []))
                 taken.add(key)
                 if len(found) == n:
-                    return found
-        if looked >= 8 * n or (centre + step >= total and centre - step < 0):
+                    return found, False
+        if centre + step >= total and centre - step < 0:
+            return found, True
+        if looked >= 8 * n:
             break
-    return found
+    return found, total <= 1
 
 
 def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:

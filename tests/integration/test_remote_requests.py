@@ -368,6 +368,28 @@ def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_c
     assert a[0, 0] == 0 and len(store.requests) == 1  # every index is cached: the inner chunk alone
 
 
+def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inner_chunk(s3_server: Any) -> None:
+    """obstore: a read that finds its shard's index cached spends what the budget allows on reading the
+    index of the nearest uncached shard beside its own request; a later read there makes one request."""
+    store, a, data, _ = _points_over_16_shards(s3_server, _BatchCounting, 0, 5)
+    assert a[0, 0] == data[0, 0]  # a miss, no credit: its index, then its inner chunk
+    assert [r[0] for r in store.requests] == ["c/0/0", "c/0/0"] and store.batches == [(True, 1)]
+    store.reset()
+    store.batches.clear()
+    assert a[1, 2] == data[1, 2]  # a hit: its inner chunk, and shard (0, 1)'s index beside it
+    assert sorted(r[0] for r in store.requests) == ["c/0/0", "c/0/1"] and store.batches == [(False, 1)]
+    store.reset()
+    store.batches.clear()
+    assert a[3, 300] == data[3, 300]  # in shard (0, 1): its inner chunk alone (and the next index ahead)
+    mine = [r for r in store.requests if r[0] == "c/0/1"]
+    assert len(mine) == 1 and mine[0][1][0] >= 0  # a ranged read of an inner chunk, not of the index
+    assert all(not on_reader for on_reader, _ in store.batches)
+    store.reset()
+    for p in [(0, 5), (2, 7), (9, 9)]:  # more hits: more indexes read ahead, never more than one per read
+        assert a[p] == data[p]
+    assert len([r for r in store.requests if r[1] is not None and r[1][0] < 0]) <= 3
+
+
 class _FailingAhead(_BatchCounting):
     """Index reads made beside a read (read ahead) fail as a broken server would make them fail."""
 
