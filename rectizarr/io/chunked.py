@@ -89,7 +89,7 @@ def read_windowed(chunks: _Chunks) -> None:
     next to the output."""
     keys, t, store = chunks.keys, chunks.t, chunks.layout.store
     if len(keys) == 1:  # one request and one decode: on this thread (a hand-off costs more than either)
-        chunks.paste(0, store.get(keys[0]))
+        chunks.paste(0, store.get_transient(keys[0]))
         return
     if store.capabilities.requests_on_threads and len(keys) <= 2 * pool_size() and chunks.layout.workers != 1:
         # A few chunks: each decoded on the thread its answer arrives on (a hand-off to a worker costs more

@@ -380,6 +380,12 @@ class ObjectStore(Store):
         _Requests.each([functools.partial(one, i, validate_key(k), validate_range(k, r))
                         for i, (k, r) in enumerate(requests)])
 
+    def get_transient(self, key: str, byte_range: ByteRange | None = None,
+                      size_hint: int | None = None) -> bytes | memoryview | None:
+        """One GET, its value a view of obstore's buffer (no copy)."""
+        body = self._fetch(key, validate_range(key, byte_range))[0]
+        return None if body is None else memoryview(body)
+
     def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
                       versions: Mapping[str, Hashable]) -> list[bytes | None]:
         return [data for data, _ in self._gets(requests, versions)]

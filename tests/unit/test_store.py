@@ -169,6 +169,9 @@ class TestStoreContract:
         ]
         for byte_range, expected in cases:
             assert s.get("a/b/c", byte_range) == expected, byte_range
+            transient = s.get_transient("a/b/c", byte_range)  # (the I/O layer's one-value read)
+            assert transient is not None and bytes(transient) == expected, byte_range
+        assert s.get_transient("a/b/c") == DATA and s.get_transient("a/b/nope") is None
         assert s.get_many([("a/b/c", r) for r, _ in cases]) == [e for _, e in cases]
 
     def test_byte_range_types(self, harness: Harness) -> None:
