@@ -80,8 +80,11 @@ class Plan(ABC):
         (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``).
         """
         dt = np.dtype(dtype)
-        if isinstance(value, np.generic) and self.write_mode in ("fancy", "mask"):
-            value = np.asarray(value)  # numpy casts a scalar as an array there (NaN into int: no error)
+        if isinstance(value, np.generic) and self.write_mode in ("fancy", "mask") \
+                and not (dt.kind in "SU" and isinstance(value, np.datetime64 | np.timedelta64)):
+            # numpy casts a scalar as an array there (NaN into int: no error), except a date or duration
+            # into strings, which it sets as an element (its text cut to the width, where the cast raises)
+            value = np.asarray(value)
         if dt.kind == "O" and isinstance(value, np.ndarray) and value.ndim == 0:
             value = value[()]  # a 0-d object array holds one element: store the element, as numpy does
         if (

@@ -135,6 +135,7 @@ def test_assignment_casts_and_broadcasts_like_numpy() -> None:
     ("i4", np.float64("nan")), ("i2", np.uint64(2**64 - 1)), ("i8", np.float64(1e20)),
     ("i8", np.datetime64("2020-01-01")), ("i8", np.timedelta64(7, "s")), ("u1", np.int64(-1)),
     ("f4", np.complex128(1 + 2j)), ("i4", np.float32(2.7)), ("M8[s]", np.datetime64("2020-01-01")),
+    ("U8", np.datetime64("2020-01-01")), ("S8", np.timedelta64(5, "s")), ("U30", np.datetime64("NaT", "s")),
 ])
 @pytest.mark.parametrize("sel", [1, slice(0, 2), ..., [0, 2], np.array([True, False, True, False])])
 def test_a_numpy_scalar_is_assigned_by_numpys_rules_for_scalars(dtype: str, value: np.generic, sel: object) -> None:
