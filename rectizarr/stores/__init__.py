@@ -109,8 +109,11 @@ def open_store(
         from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore(obj, read_only=read_only)
+    if isinstance(obj, dict):  # as zarr-python: the dict holds the store's contents
+        return MemoryStore.in_dict(obj, read_only=read_only)
     if not isinstance(obj, str | os.PathLike):
-        raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object or Store")
+        raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object, "
+                         "dict or Store")
     text = os.fspath(obj)
     if text.startswith("file://") and "::" not in text and not storage_options and backend is None:
         text = text.removeprefix("file://")

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
     DEFAULT_COALESCE_MAX,
@@ -21,12 +22,61 @@ from rectizarr.stores.base import (
 __all__ = ["CountingStore", "MemoryStore"]
 
 
+class _InDict:
+    """A caller's dict as the contents of a :class:`MemoryStore` (what ``MemoryStore._data`` is asked for,
+    ``(value, version)`` pairs): values are written into it as ``bytes``; a value's version is kept while
+    the same object stays under its key, and anything put there by other code is a new version."""
+
+    def __init__(self, data: dict[str, Any], counter: Iterator[int]) -> None:
+        self.data, self._counter = data, counter
+        self._seen: dict[str, tuple[Any, int]] = {}  # (the object, its version): held, so ``is`` is safe
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bytes, int] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or seen[0] is not value:
+                seen = self._seen[key] = (value, next(self._counter))
+        if isinstance(value, bytes):
+            return value, seen[1]
+        try:
+            return bytes(memoryview(value)), seen[1]
+        except TypeError:
+            raise StoreError(f"the value of {key!r} in the dict this store was opened on is a "
+                             f"{type(value).__name__}, not bytes") from None
+
+    def __setitem__(self, key: str, entry: tuple[bytes, int]) -> None:
+        with self._lock:
+            self.data[key] = entry[0]
+            self._seen[key] = entry
+
+    def pop(self, key: str, default: None = None) -> None:
+        with self._lock:
+            self.data.pop(key, None)
+            self._seen.pop(key, None)
+
+    def __delitem__(self, key: str) -> None:
+        self.pop(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self.data))
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def items(self) -> Iterator[tuple[str, tuple[bytes, int]]]:
+        return ((k, v) for k in list(self.data) if (v := self.get(k)) is not None)
+
+
 class MemoryStore(Store):
     """A store held in a dict of bytes.
 
     ``data`` is copied: independent instances never share state (a read-only view from
     :meth:`with_read_only` does share it). Versions come from a per-store write counter. Pickling
-    copies the contents.
+    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead.
     """
 
     def __init__(
@@ -44,6 +94,18 @@ class MemoryStore(Store):
         self.lock_identity = f"memory:{id(self._data)}:"
         for key, value in (data or {}).items():
             self._data[validate_key(key)] = (bytes(value), next(self._counter))
+
+    @classmethod
+    def in_dict(cls, data: dict[str, Any], *, read_only: bool = False) -> MemoryStore:
+        """A store whose contents are ``data`` itself, as zarr-python's ``MemoryStore`` over a dict: what is
+        written appears in it (as ``bytes``), and another store over the same dict sees it (and takes the
+        same locks). Its values must be bytes-like; a value changed there by other code is a new version."""
+        for key in data:
+            validate_key(key)
+        store = cls(read_only=read_only)
+        store._data = _InDict(data, store._counter)  # type: ignore[assignment]
+        store.lock_identity = f"memory:{id(data)}:"
+        return store
 
     capabilities = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
                                 values_consumed=True)  # set_many copies

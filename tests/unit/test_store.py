@@ -19,6 +19,7 @@ import fsspec
 import numpy as np
 import pytest
 
+import rectizarr
 from rectizarr.errors import ReadOnlyError, StoreError
 from rectizarr.stores import (
     CountingStore,
@@ -108,7 +109,7 @@ def _http_harness(served: Path, store: Store) -> Harness:
     return Harness("http", store, True, write, delete, delete_prefix)
 
 
-@pytest.fixture(params=["memory", "local", "fsspec_memory", "fsspec_file", "zip", "s3", "http", "obstore",
+@pytest.fixture(params=["memory", "dict", "local", "fsspec_memory", "fsspec_file", "zip", "s3", "http", "obstore",
                         "obstore_http"])
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     kind = request.param
@@ -124,6 +125,10 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     store: Store
     if kind == "fsspec_file":
         store = FsspecStore(f"file://{tmp_path}/fsfile")
+    elif kind == "dict":
+        from rectizarr.stores import open_store
+
+        store = open_store({})
     else:
         store = request.getfixturevalue(f"{kind}_store")
     return Harness(kind, store, False, store.set_many, store.delete, store.delete_prefix)
@@ -860,3 +865,29 @@ def test_a_zip_archive_has_one_writer_in_a_process(tmp_path: Path) -> None:
         second.set("j", b"2")
     with ZipStore(path) as reader:
         assert reader.get("k") == b"1" and reader.get("j") == b"2"
+
+
+def test_a_dict_is_a_memory_store_over_its_contents() -> None:
+    """As zarr-python: a dict opened as a store holds its contents, as bytes; other stores over the same
+    dict see them (and take the same locks); a value put there by other code is a new version; a value
+    that is not bytes-like is a StoreError naming its key."""
+    from rectizarr.stores import open_store
+
+    d: dict[str, Any] = {}
+    a = rectizarr.create_array(d, shape=(5,), dtype="i4", chunks=(2,))
+    a[...] = np.arange(5)
+    assert sorted(d) == ["c/0", "c/1", "c/2", "zarr.json"] and all(type(v) is bytes for v in d.values())
+    b = rectizarr.open_array(d, mode="r")
+    assert np.array_equal(b[...], np.arange(5)) and open_store(d).lock_identity == open_store(d).lock_identity
+    store = open_store(d)
+    before = store.version("c/0")
+    d["c/0"] = bytearray(d["c/1"])  # changed by other code: a new version, read as bytes
+    assert store.version("c/0") != before and store.get("c/0") == d["c/1"]
+    assert np.array_equal(b[...], [2, 3, 2, 3, 4])
+    with pytest.raises(ReadOnlyError):
+        b[0] = 1
+    with pytest.raises(StoreError, match=r"'zarr\.json'.*int"):
+        rectizarr.open_array({"zarr.json": 5})
+    g = rectizarr.open_group(d2 := {}, mode="w")
+    g.create_array("x", shape=(3,), dtype="f4", chunks=(3,))[...] = 1
+    assert np.array_equal(rectizarr.open_group(d2, mode="r")["x"][...], np.ones(3, "f4"))
