@@ -27,7 +27,8 @@ from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
 from rectizarr.io.chunk import Data, Encoded, Guard, check, decode, encode_and_commit, value_buffer
 from rectizarr.io.layout import ShardedLayout
-from rectizarr.io.pool import on_worker, pmap
+from rectizarr.io.pool import each_as_ready, on_worker, pmap, pool_size
+from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
 __all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "encode_shard_each", "gather",
@@ -200,30 +201,42 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
 
 
 def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
-    """Fill ``out`` shard by shard, with no step per inner chunk, when the read selects whole shards of
-    small inner chunks (each inside the extent, in order) from a store with no round trip: each shard's
-    value read, all its inner chunks decoded with one batch call and pasted with one strided copy, the
-    shards spread over the pool. False (nothing read) when it is not such a read."""
-    if not layout.store.capabilities.low_latency:
+    """Fill ``out`` shard by shard, with no step per inner chunk, when the read selects whole shards (each
+    inside the extent, its inner chunks in order): each shard's value read, all its inner chunks decoded
+    with one batch call and pasted with one strided copy. From a store with no round trip, when the inner
+    chunks are small, the shards are spread over the pool; from one with round trips (where shards are
+    read whole anyway) they are requested at once and each is decoded in the pool as it arrives, at most
+    a window of them (``t.window_bytes`` decoded, twice the requests in flight, no fewer than the
+    workers) fetched ahead. False (nothing read) when it is not such a read."""
+    store = layout.store
+    local = store.capabilities.low_latency
+    shards = _whole_shard_boxes(layout, plan, t, small_inner=local)
+    if not shards:
         return False
-    shards = _whole_shard_boxes(layout, plan, t)
-    if not shards or max(prod(layout.grid.chunk_shape(coords)) for coords, _ in shards) \
-            * layout.dtype.itemsize > t.scratch_max_bytes:
+    largest = max(prod(layout.grid.chunk_shape(coords)) for coords, _ in shards) * layout.dtype.itemsize
+    if largest > t.scratch_max_bytes:
         return False
-    get, fill = layout.store.get_transient, layout.fill_value
+    fill = layout.fill_value
 
-    def one(shard: tuple[tuple[int, ...], tuple[slice, ...]]) -> None:
+    def one(shard: tuple[tuple[int, ...], tuple[slice, ...]], value: Data | None) -> None:
         coords, box = shard
-        key = layout.key(coords)
-        value = get(key, None)
         if value is None:
             out[box] = fill
             return
+        key = layout.key(coords)
         shape = layout.grid.chunk_shape(coords)
         block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
         if not paste_block(region_of(out, box), decode_shard(layout, key, shape, value, 1) if block is None else block):
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
-    pmap(one, shards, layout.workers)
+
+    if local:
+        get = store.get_transient
+        pmap(lambda shard: one(shard, get(layout.key(shard[0]), None)), shards, layout.workers)
+        return True
+    threads = pool_size() if layout.workers is None else layout.workers
+    ahead = max(threads, min(t.window_bytes // max(1, largest), 2 * requests_in_flight()))
+    arriving = store.iter_many([(layout.key(coords), None) for coords, _ in shards], ahead=ahead)
+    each_as_ready(lambda item: one(shards[item[0]], item[1]), arriving, threads)
     return True
 
 
@@ -253,12 +266,14 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
     return True
 
 
-def _whole_shard_boxes(layout: ShardedLayout, plan: Plan, t: Tuning) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
-    """Each shard of a selection of whole shards of small inner chunks (none reaching past the extent),
-    with the block of the output or value it covers; empty when the selection is not one."""
+def _whole_shard_boxes(layout: ShardedLayout, plan: Plan, t: Tuning, small_inner: bool = True
+                       ) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+    """Each shard of a selection of whole shards (of small inner chunks, with ``small_inner``; none reaching
+    past the extent), with the block of the output or value it covers; empty when the selection is not
+    one."""
     spec = layout.inner_spec(None)
     if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
-            or spec.nbytes >= t.piecewise_bytes or not plan.axes:
+            or (small_inner and spec.nbytes >= t.piecewise_bytes) or not plan.axes:
         return []
     per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
                                                          strict=True)]

@@ -256,6 +256,25 @@ def test_whole_remote_shards_of_large_inner_chunks_are_batch_decoded(obstore_sto
     assert np.array_equal(b.oindex[[5, 600, 300], ::11], want[[5, 600, 300], ::11])
 
 
+def test_a_remote_read_of_whole_shards_pastes_each_shard_as_it_arrives(obstore_store: Any, s3_server: Any) -> None:
+    """A selection of whole shards (inside the extent) from a store with round trips: one GET per shard,
+    an absent shard read as the fill value, values equal NumPy, and a corrupt shard a CodecError naming
+    it (nothing else read wrong)."""
+    want = np.arange(1024 * 1024, dtype="u2").reshape(1024, 1024)
+    want[512:, :512] = 9  # one shard of the fill value only: not stored
+    a = rectizarr.create_array(obstore_store, name="whole", shape=want.shape, dtype="u2", chunks=(256, 256),
+                               shards=(512, 512), fill_value=9)
+    a[...] = want
+    assert obstore_store.get("whole/c/1/0") is None
+    s3_server.reset_counts()
+    assert np.array_equal(a[...], want) and np.array_equal(a[:512, 512:], want[:512, 512:])
+    assert s3_server.counts()["get"] == 4 + 1 and s3_server.counts()["get_range"] == 0
+    value = obstore_store.get("whole/c/0/1")
+    obstore_store.set("whole/c/0/1", b"XXXX" + value[4:])  # its first inner chunk is no zstd frame
+    with pytest.raises(rectizarr.CodecError, match="c/0/1"):
+        a[...]
+
+
 def test_object_store_iter_many_starts_a_request_only_when_a_value_is_taken(obstore_store: Any,
                                                                              s3_server: Any) -> None:
     """With ``ahead``, requests start as values are taken: memory stays bounded however slow the caller."""

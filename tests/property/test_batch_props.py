@@ -192,6 +192,27 @@ def test_whole_shard_reads_equal_per_chunk_reads(case: tuple[dict[str, Any], tup
     assert bits(got) == bits(model[sel])
 
 
+class _RoundTrips(rectizarr.MemoryStore):
+    """A memory store the I/O layer treats as one with round trips (as S3): whole shards are requested at
+    once and pasted as they arrive."""
+
+    capabilities = replace(rectizarr.MemoryStore.capabilities, low_latency=False)
+
+
+@examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(case=whole_shard_reads(), data=st.data())
+def test_whole_shard_reads_with_round_trips_equal_per_chunk_reads(case: tuple[dict[str, Any], tuple[slice, ...]],
+                                                                  data: st.DataObject) -> None:
+    setup, sel = case
+    remote = _RoundTrips()
+    a = rectizarr.create_array(remote, **setup)
+    _populate(a, data, setup["dtype"])
+    local = rectizarr.MemoryStore({k: remote.get(k) or b"" for k in remote.list_prefix("")})  # the same bytes
+    with tuning.use(PER_CHUNK):
+        model = np.asarray(rectizarr.open_array(local, mode="r")[...])
+    assert bits(a[sel]) == bits(model[sel])
+
+
 @examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=whole_shard_reads(), data=st.data())
 def test_whole_shard_writes_store_the_per_chunk_bytes(case: tuple[dict[str, Any], tuple[slice, ...]],
