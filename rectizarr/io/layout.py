@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TypeAlias
@@ -38,6 +39,14 @@ class IndexBudget:
         self._touched = 0
         self._read = 0
         self.maybe_uncached = True  # False once a look for uncached indexes found none (until the next miss)
+        self._recent: deque[str] = deque(maxlen=8)  # the first shard of each of the last reads
+
+    def spread(self, keys: list[str]) -> bool:
+        """Note a read of the shards at ``keys``; whether reads lately went to more than one shard (a loop
+        over one shard's elements never needs another shard's index: it reads none ahead)."""
+        with self._lock:
+            self._recent.append(keys[0])
+            return len(keys) > 1 or len(set(self._recent)) > 1
 
     def spend(self, touched: int, read: int, most: int) -> int:
         """Count a read that touched ``touched`` shards and read ``read`` indexes; how many more indexes it

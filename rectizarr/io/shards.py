@@ -116,7 +116,8 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
     wait for a handful of index reads instead of one per shard, with never more index requests than a
     reader without a cache makes. A miss reads them beside its own index reads; a read whose indexes
-    were all cached, beside its inner chunks: the last value is an :class:`Ahead` under way then, which
+    were all cached, beside its inner chunks, when the handle's reads lately went to more than one shard
+    (a loop over one shard reads no others): the last value is an :class:`Ahead` under way then, which
     the caller joins once those are read."""
     store, sharding = layout.store, layout.sharding
     out: Indexes = {}
@@ -138,6 +139,7 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
     if not misses:
         return out, versions, bodies, None if budget is None else _ahead_of_hits(layout, budget, shards)
     if budget is not None:
+        budget.spread([s.key for s in shards])
         budget.maybe_uncached = True
     reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
     extra = 0 if budget is None else budget.spend(len(shards), len(misses),
@@ -175,7 +177,7 @@ def _ahead_of_hits(layout: ShardedLayout, budget: IndexBudget, shards: list[Shar
     """For a read whose indexes were all cached: the indexes it may read ahead, under way (see
     :func:`fetch_indexes`), unless the last look found every index cached."""
     most = 0
-    if budget.maybe_uncached and not _index_reach(layout, shards):
+    if budget.spread([s.key for s in shards]) and budget.maybe_uncached and not _index_reach(layout, shards):
         most = requests_in_flight()
     extra = budget.spend(len(shards), 0, most)
     return _ahead(layout, budget, shards, extra) if extra else None

@@ -388,25 +388,29 @@ def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_c
 
 
 def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inner_chunk(s3_server: Any) -> None:
-    """obstore: a read that finds its shard's index cached spends what the budget allows on reading the
-    index of the nearest uncached shard beside its own request; a later read there makes one request."""
+    """obstore: once reads go to more than one shard, a read that finds its shard's index cached spends what
+    the budget allows on reading the index of the nearest uncached shard beside its own request; a later
+    read there makes one request. A loop over one shard's elements reads no other index."""
     store, a, data, _ = _points_over_16_shards(s3_server, _BatchCounting, 0, 5)
-    assert a[0, 0] == data[0, 0]  # a miss, no credit: its index, then its inner chunk
-    assert [r[0] for r in store.requests] == ["c/0/0", "c/0/0"] and store.batches == [(True, 1)]
+    for p in [(0, 0), (1, 2), (100, 200), (511, 255)]:  # one shard: after its index, one request per read
+        store.reset()
+        assert a[p] == data[p]
+        assert len(store.requests) == (2 if p == (0, 0) else 1) and all(r[0] == "c/0/0" for r in store.requests)
     store.reset()
     store.batches.clear()
-    assert a[1, 2] == data[1, 2]  # a hit: its inner chunk, and shard (0, 1)'s index beside it
-    assert sorted(r[0] for r in store.requests) == ["c/0/0", "c/0/1"] and store.batches == [(False, 1)]
+    assert a[0, 300] == data[0, 300]  # a miss in shard (0, 1): the 3 indexes of credit are read beside it
+    assert sorted(r[0] for r in store.requests) == ["c/0/1", "c/0/1", "c/0/2", "c/0/3", "c/1/0"]
+    assert sorted(store.batches) == [(False, 3), (True, 1)]
     store.reset()
     store.batches.clear()
-    assert a[3, 300] == data[3, 300]  # in shard (0, 1): its inner chunk alone (and the next index ahead)
-    mine = [r for r in store.requests if r[0] == "c/0/1"]
+    assert a[1, 2] == data[1, 2]  # a hit, reads spread: its inner chunk, and shard (1, 1)'s index beside it
+    assert sorted(r[0] for r in store.requests) == ["c/0/0", "c/1/1"] and store.batches == [(False, 1)]
+    store.reset()
+    store.batches.clear()
+    assert a[600, 300] == data[600, 300]  # in shard (1, 1): its inner chunk, no index read waited for
+    mine = [r for r in store.requests if r[0] == "c/1/1"]
     assert len(mine) == 1 and mine[0][1][0] >= 0  # a ranged read of an inner chunk, not of the index
     assert all(not on_reader for on_reader, _ in store.batches)
-    store.reset()
-    for p in [(0, 5), (2, 7), (9, 9)]:  # more hits: more indexes read ahead, never more than one per read
-        assert a[p] == data[p]
-    assert len([r for r in store.requests if r[1] is not None and r[1][0] < 0]) <= 3
 
 
 class _FailingAhead(_BatchCounting):
