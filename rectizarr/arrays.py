@@ -460,6 +460,8 @@ class Array(nodes.Node):
         # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
+        if isinstance(value, np.ndarray) and value.dtype.kind in "Mm" and self._meta.data_type.name == "string":
+            value = value.astype(np.dtypes.StringDType())  # dates as numpy writes them into strings ('NaT', '1')
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = self._planned(make_plan)

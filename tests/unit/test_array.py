@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -426,6 +427,19 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
     scalar = rectizarr.create_array(MemoryStore(), shape=(), dtype=str, chunks=(), zarr_format=zarr_format)
     scalar[()] = 5
     assert scalar[()] == "5" and type(scalar[()]) is str
+
+
+@pytest.mark.parametrize("value", [np.array(["2020-01-01", "NaT"], "M8[D]"), np.array([1, -2], "m8[s]"),
+                                   np.array(["2020-01-01T00:00:00.000000001", "NaT"], "M8[ns]"),
+                                   np.array([3, "NaT"], "m8[D]")])
+@pytest.mark.parametrize("sel", [slice(None), [0, 1], np.array([True, True])])
+def test_dates_and_durations_written_to_string_arrays_read_as_numpy_writes_them(value: np.ndarray, sel: Any) -> None:
+    """As numpy (and zarr-python) write them into StringDType: 'NaT', '1' (no Python date objects' text)."""
+    ref = np.full(2, "x", dtype=np.dtypes.StringDType())
+    ref[sel] = value
+    a = rectizarr.create_array(MemoryStore(), shape=(2,), dtype=str, chunks=(2,))
+    a[sel] = value
+    assert a[...].tolist() == ref.tolist()
 
 
 def test_append_of_data_that_cannot_be_cast_grows_nothing() -> None:
