@@ -7,6 +7,7 @@ import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rectizarr.codecs.crc32c import crc32c
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
@@ -22,36 +23,50 @@ from rectizarr.stores.base import (
 __all__ = ["CountingStore", "MemoryStore"]
 
 
+def _value_bytes(value: Any, key: str) -> bytes:
+    """A value given in a dict as ``bytes``: any bytes-like object, or one of zarr-python's buffers (what it
+    puts in a dict store); anything else is a :class:`StoreError` naming ``key``."""
+    if isinstance(value, bytes):
+        return value
+    try:
+        return bytes(memoryview(value))
+    except TypeError:
+        pass
+    if type(value).__module__.startswith("zarr.") and callable(getattr(value, "to_bytes", None)):
+        return bytes(value.to_bytes())
+    raise StoreError(f"the value of {key!r} in the dict the store was made from is a {type(value).__name__}, "
+                     "not bytes")
+
+
 class _InDict:
     """A caller's dict as the contents of a :class:`MemoryStore` (what ``MemoryStore._data`` is asked for,
-    ``(value, version)`` pairs): values are written into it as ``bytes``; a value's version is kept while
-    the same object stays under its key, and anything put there by other code is a new version."""
+    ``(value, version)`` pairs): values are written into it as ``bytes``, and read as bytes from any
+    bytes-like value (:func:`_value_bytes`). A ``bytes`` value keeps its version while the same object
+    stays under its key; another value put there by other code is a new version, and so is a mutable one
+    (a ``bytearray``, an array) whose contents changed in place (its CRC-32C is compared)."""
 
     def __init__(self, data: dict[str, Any], counter: Iterator[int]) -> None:
         self.data, self._counter = data, counter
-        self._seen: dict[str, tuple[Any, int]] = {}  # (the object, its version): held, so ``is`` is safe
+        # key -> (the object, its version, CRC-32C of a mutable one's contents): held, so ``is`` is safe
+        self._seen: dict[str, tuple[Any, int, int | None]] = {}
         self._lock = threading.Lock()
 
     def get(self, key: str) -> tuple[bytes, int] | None:
         value = self.data.get(key)
         if value is None:
             return None
+        content = _value_bytes(value, key)
+        digest = None if isinstance(value, bytes) else crc32c(content)
         with self._lock:
             seen = self._seen.get(key)
-            if seen is None or seen[0] is not value:
-                seen = self._seen[key] = (value, next(self._counter))
-        if isinstance(value, bytes):
-            return value, seen[1]
-        try:
-            return bytes(memoryview(value)), seen[1]
-        except TypeError:
-            raise StoreError(f"the value of {key!r} in the dict this store was opened on is a "
-                             f"{type(value).__name__}, not bytes") from None
+            if seen is None or seen[0] is not value or seen[2] != digest:
+                seen = self._seen[key] = (value, next(self._counter), digest)
+        return content, seen[1]
 
     def __setitem__(self, key: str, entry: tuple[bytes, int]) -> None:
         with self._lock:
             self.data[key] = entry[0]
-            self._seen[key] = entry
+            self._seen[key] = (entry[0], entry[1], None)
 
     def pop(self, key: str, default: None = None) -> None:
         with self._lock:
@@ -62,7 +77,7 @@ class _InDict:
         self.pop(key)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(list(self.data))
+        return iter([k for k in list(self.data) if isinstance(k, str)])  # (no other key can be a Zarr key)
 
     def __len__(self) -> int:
         return len(self.data)
@@ -93,7 +108,7 @@ class MemoryStore(Store):
         self._data: dict[str, tuple[bytes, int]] = {}
         self.lock_identity = f"memory:{id(self._data)}:"
         for key, value in (data or {}).items():
-            self._data[validate_key(key)] = (bytes(value), next(self._counter))
+            self._data[validate_key(key)] = (_value_bytes(value, key), next(self._counter))
 
     @classmethod
     def in_dict(cls, data: dict[str, Any], *, read_only: bool = False) -> MemoryStore:

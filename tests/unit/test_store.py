@@ -888,6 +888,31 @@ def test_a_dict_is_a_memory_store_over_its_contents() -> None:
         b[0] = 1
     with pytest.raises(StoreError, match=r"'zarr\.json'.*int"):
         rectizarr.open_array({"zarr.json": 5})
+    with pytest.raises(StoreError, match=r"'c/0'.*int"):
+        MemoryStore({"c/0": 4})  # (not four zero bytes)
     g = rectizarr.open_group(d2 := {}, mode="w")
     g.create_array("x", shape=(3,), dtype="f4", chunks=(3,))[...] = 1
     assert np.array_equal(rectizarr.open_group(d2, mode="r")["x"][...], np.ones(3, "f4"))
+
+
+def test_a_bytearray_in_a_dict_changed_in_place_is_a_new_version() -> None:
+    """A mutable value changed in place (same object) is a new version: a cached shard index is not used
+    for its new bytes."""
+    d: dict[str, Any] = {}
+    a = rectizarr.create_array(d, shape=(32,), dtype="i4", chunks=(2,), shards=(16,), fill_value=0,
+                               compressors=None)
+    a[0:2], a[30:32], a[16:18] = [1, 2], [7, 8], [5, 6]
+    d["c/0"] = bytearray(d["c/0"])
+    assert a[0:4].tolist() == [1, 2, 0, 0] and a[0] == 1  # its index cached
+    d["c/0"][:] = d["c/1"]  # in place: now shard 1's bytes
+    assert a[0:16].tolist() == [5, 6] + [0] * 12 + [7, 8]
+
+
+def test_a_dict_written_by_zarr_python_is_read() -> None:
+    """zarr-python keeps its own buffer objects in a dict store: rectizarr reads their bytes."""
+    zarr = pytest.importorskip("zarr")
+    d: dict[str, Any] = {}
+    z = zarr.create_array(d, shape=(3,), dtype="i4", chunks=(2,))
+    z[...] = [1, 2, 3]
+    assert not isinstance(d["zarr.json"], bytes)
+    assert rectizarr.open_array(d, mode="r")[...].tolist() == [1, 2, 3]
