@@ -15,6 +15,7 @@ from rectizarr.api import create_array, from_array, open_array
 from rectizarr.arrays import Array
 from rectizarr.convenience import (
     array,
+    create,
     empty,
     empty_like,
     full,
@@ -101,6 +102,7 @@ __all__ = [
     "ZipStore",
     "__version__",
     "array",
+    "create",
     "consolidate_metadata",
     "create_array",
     "create_group",

@@ -12,7 +12,7 @@ from rectizarr import nodes
 from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.create import build_array_meta, build_v2_array_meta
+from rectizarr.creation import build_array_meta, build_v2_array_meta
 from rectizarr.errors import ConflictError, MetadataError, NodeExistsError, NodeTypeError
 
 __all__ = ["copy_region", "create_array", "from_array", "naming_store", "open_array"]

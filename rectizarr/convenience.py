@@ -19,7 +19,7 @@ from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedErr
 from rectizarr.groups import Group, open_group
 from rectizarr.groups import open as open_node
 
-__all__ = ["array", "empty", "empty_like", "full", "full_like", "group", "load", "ones", "ones_like",
+__all__ = ["array", "create", "empty", "empty_like", "full", "full_like", "group", "load", "ones", "ones_like",
            "open_consolidated", "save", "zeros", "zeros_like"]
 
 
@@ -36,6 +36,12 @@ def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
 def _check_format(zarr_format: Any) -> None:
     if zarr_format not in (None, 2, 3) or isinstance(zarr_format, bool):
         raise UnsupportedError(f"zarr_format={zarr_format!r}: Zarr formats are 2 and 3")
+
+
+def create(shape: Any, **kwargs: Any) -> Array:
+    """zarr-python's ``zarr.create``: a new array of ``shape`` (``store``, ``path``, ``chunks``, ``dtype``
+    (float64 unless given), ``fill_value``, ``overwrite``, ``zarr_format``, ... as :func:`create_array`)."""
+    return _create(shape, kwargs.pop("fill_value", None), kwargs)
 
 
 def zeros(shape: Any, **kwargs: Any) -> Array:

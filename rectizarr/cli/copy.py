@@ -20,7 +20,7 @@ from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import node_to_json
 from rectizarr.core.v2migrate import v3_attributes, v3_codecs
-from rectizarr.create import build_chain
+from rectizarr.creation import build_chain
 from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.stores import Store

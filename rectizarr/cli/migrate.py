@@ -33,7 +33,7 @@ from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
 from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
 from rectizarr.core.v2migrate import v3_attributes, v3_codecs
-from rectizarr.create import build_array_meta
+from rectizarr.creation import build_array_meta
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata
 from rectizarr.stores import Store

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import threading
+import zlib
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from rectizarr.codecs.crc32c import crc32c
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
@@ -43,11 +43,11 @@ class _InDict:
     ``(value, version)`` pairs): values are written into it as ``bytes``, and read as bytes from any
     bytes-like value (:func:`_value_bytes`). A ``bytes`` value keeps its version while the same object
     stays under its key; another value put there by other code is a new version, and so is a mutable one
-    (a ``bytearray``, an array) whose contents changed in place (its CRC-32C is compared)."""
+    (a ``bytearray``, an array) whose contents changed in place (its CRC-32 is compared)."""
 
     def __init__(self, data: dict[str, Any], counter: Iterator[int]) -> None:
         self.data, self._counter = data, counter
-        # key -> (the object, its version, CRC-32C of a mutable one's contents): held, so ``is`` is safe
+        # key -> (the object, its version, CRC-32 of a mutable one's contents): held, so ``is`` is safe
         self._seen: dict[str, tuple[Any, int, int | None]] = {}
         self._lock = threading.Lock()
 
@@ -56,7 +56,7 @@ class _InDict:
         if value is None:
             return None
         content = _value_bytes(value, key)
-        digest = None if isinstance(value, bytes) else crc32c(content)
+        digest = None if isinstance(value, bytes) else zlib.crc32(content)
         with self._lock:
             seen = self._seen.get(key)
             if seen is None or seen[0] is not value or seen[2] != digest:

@@ -28,7 +28,7 @@ RANKS: Mapping[str, int] = {
     "core": 1, "stores": 1,  # stores stand alone: errors and _util only
     "indexing": 2, "codecs": 2,
     "io": 3,  # the only layer that knows stores AND codecs
-    "nodes": 4, "create": 4, "summary": 4, "shrink": 4,
+    "nodes": 4, "creation": 4, "summary": 4, "shrink": 4,
     "arrays": 5,
     "api": 6, "validate_v2": 6,
     "groups": 7, "validate": 7,  # Group.create_array and open() call the array functions of api

@@ -140,6 +140,18 @@ def test_saving_one_array_where_a_node_is_refuses_as_zarr_python(tmp_path: Path)
     assert list(rectizarr.open_group(tmp_path / "g").keys()) == ["precious"]
 
 
+def test_create_is_zarr_pythons_create() -> None:
+    """``rectizarr.create`` was a module; zarr-python's ``zarr.create(shape, ...)`` makes an array."""
+    zarr = pytest.importorskip("zarr")
+    for kwargs in ({"chunks": 5, "dtype": "i4"}, {}, {"fill_value": 3, "dtype": "u1", "chunks": (4,)}):
+        a = rectizarr.create(10, store={}, **kwargs)
+        z = zarr.create(10, store={}, **kwargs)
+        assert (a.shape, a.dtype, a.chunks, a.fill_value) == (z.shape, z.dtype, z.chunks, z.fill_value)
+        assert a[...].tolist() == z[...].tolist()
+    b = rectizarr.create((3, 4), store={}, path="x/y", attributes={"u": 1}, zarr_format=2)
+    assert b.path == "x/y" and b.attrs["u"] == 1 and b.metadata.zarr_format == 2
+
+
 @pytest.mark.parametrize("make", ["zeros", "ones", "full", "empty", "array", "save", "group"])
 def test_convenience_functions_write_zarr_v2_when_asked(tmp_path: Path, make: str) -> None:
     """``zarr_format=2`` works wherever zarr-python takes it (it was refused outside create_array and
