@@ -139,7 +139,7 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
     """Read the inner chunks of ``shards`` through their indexes; again, with fresh indexes, when a shard
     was rewritten between the reads of its index and its inner chunks (never a stale index's ranges)."""
     retries = r.t.conflict_retries
-    for _ in range(retries):
+    for attempt in range(retries):
         indexes, versions, bodies, ahead = fetch_indexes(r.layout, shards)
         try:
             try:
@@ -147,8 +147,9 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
             except CodecError:  # bytes that are not what the index says: stale, or corrupt
                 checked_versions(r.layout, shards, versions)
                 raise
-        except VersionChanged as exc:
-            invalidate(r.layout.store, [exc.key])
+        except VersionChanged as exc:  # that shard's index is read again; from the second conflict on, every
+            # index this read used (another writer rewrote many shards: each would cost a retry of its own)
+            invalidate(r.layout.store, [exc.key] if attempt == 0 else [exc.key, *versions])
         finally:
             if ahead is not None:  # indexes read ahead beside the inner chunks: joined once they are pasted
                 r.aheads.append(ahead)

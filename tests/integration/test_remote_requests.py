@@ -413,6 +413,27 @@ def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inn
     assert all(not on_reader for on_reader, _ in store.batches)
 
 
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_a_read_whose_cached_indexes_all_went_stale_reads_them_again_at_once(s3_server: Any, backend: str) -> None:
+    """Another handle rewrote every shard (and finished) since this handle cached their indexes: the read
+    is right after two tries (each stale index cost a retry of its own, and 100 of them a ConflictError)."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    url, opts = f"s3://{bucket}/x.zarr", s3_server.storage_options()
+    w = rectizarr.create_array(open_store(url, backend=backend, storage_options=opts), shape=(40, 40), dtype="i8",
+                               chunks=(2, 2), shards=(4, 4), fill_value=-1)
+    want = np.arange(1600).reshape(40, 40)
+    w[...] = want  # 100 shards
+    store = CountingStore(open_store(url, backend=backend, storage_options=opts))
+    r = rectizarr.open_array(store, mode="r")
+    sel = (slice(0, 40, 4), slice(0, 40, 4))  # one element of each shard: their indexes cached
+    assert np.array_equal(r[sel], want[sel])
+    w[...] = want + 10_000
+    store.reset()
+    assert np.array_equal(r[sel], want[sel] + 10_000)
+    index_reads = [q for q in store.requests if q[1] is not None and q[1][0] < 0]
+    assert len(index_reads) <= 101  # one stale index, then all of them again: not one retry per shard
+
+
 class _FailingAhead(_BatchCounting):
     """Index reads made beside a read (read ahead) fail as a broken server would make them fail."""
 
