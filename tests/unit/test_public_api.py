@@ -18,7 +18,7 @@ EXPECTED_ALL = {
     "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
     "open_group", "open_store", "set_workers", "to_dask", "validate", "ObjectStore", "set_requests_in_flight",
     # zarr-python's names (rectizarr.convenience) and the errors they need
-    "IrregularChunksError", "NodeTypeError", "array", "empty", "empty_like", "full", "full_like", "group", "load",
+    "IrregularChunksError", "NodeTypeError", "array", "create", "empty", "empty_like", "full", "full_like", "group", "load",
     "ones", "ones_like", "open_consolidated", "save", "zeros", "zeros_like",
 }
 
