@@ -225,7 +225,7 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
     plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
              for key, var in encoded.items() if str(key) in existing}  # every check and cast before any write
     if not region and mode != "r+":
-        g.attrs.update({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})
+        g.attrs.put({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})  # replaced, as xarray does
     for name, plan in plans.items():  # every resize before any data is written
         if plan.shape != existing[name].shape:
             grown.append((existing[name], existing[name].shape))

@@ -367,3 +367,20 @@ def test_fill_value_encodings_as_xarray_takes_them(tmp_path: Path, enc: dict[str
     got, want = (xr.open_dataset(tmp_path / p, engine="zarr", mask_and_scale=False) for p in ("rz.zarr", "xr.zarr"))
     np.testing.assert_array_equal(got.v.values, want.v.values)
     assert got.v.attrs == want.v.attrs
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_mode_a_replaces_the_group_attributes_like_the_zarr_engine(tmp_path: Path, append: bool) -> None:
+    """xarray's zarr engine puts the dataset's attributes in place of the group's (they were merged)."""
+    ds = xr.Dataset({"a": ("x", np.arange(3.0))}, attrs={"title": "old", "keep": 1})
+    new = xr.Dataset({"a" if append else "b": ("x", np.ones(3))}, attrs={"title": "new"})
+    kwargs: dict[str, Any] = {"append_dim": "x"} if append else {}
+    for engine, path in (("zarr", tmp_path / "z"), ("rectizarr", tmp_path / "r")):
+        if engine == "zarr":
+            ds.to_zarr(path, zarr_format=3)
+            new.to_zarr(path, mode="a", **kwargs)
+        else:
+            ds.rectizarr.to_zarr(path)
+            new.rectizarr.to_zarr(path, mode="a", **kwargs)
+    want = xr.open_dataset(tmp_path / "z", engine="zarr").attrs
+    assert want == {"title": "new"} and xr.open_dataset(tmp_path / "r", engine="rectizarr").attrs == want
