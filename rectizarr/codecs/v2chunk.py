@@ -125,6 +125,8 @@ class V2ChunkCodec(ArrayBytesCodec):
         if arr.size != n:
             raise CodecError(f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})", key=spec.key,
                              codec=self.name)
-        arr = arr.reshape(-1, order="A").reshape(spec.shape, order=self.order)  # type: ignore[call-overload]
+        if not (self.declared.kind == "O" and arr.ndim > 1 and arr.shape == spec.shape):
+            # (object codecs that keep the shape, json2 and msgpack2, give the values in place already)
+            arr = arr.reshape(-1, order="A").reshape(spec.shape, order=self.order)  # type: ignore[call-overload]
         out: np.ndarray = arr.astype(spec.dtype, copy=False)
         return out

@@ -269,3 +269,17 @@ def test_a_v2_object_codec_given_as_a_filter_is_the_only_one(tmp_path: Path, cod
     a[:] = data
     assert [f["id"] for f in json.loads((tmp_path / "o.zarr" / ".zarray").read_text())["filters"]] == [codec.codec_id]
     assert rectizarr.open_array(tmp_path / "o.zarr", mode="r")[...].tolist() == data
+
+
+@pytest.mark.parametrize("codec", [numcodecs.JSON(), numcodecs.MsgPack()])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_v2_object_codecs_that_keep_the_shape_round_trip_in_either_order(tmp_path: Path, codec: Any,
+                                                                        order: str) -> None:
+    """``json2`` and ``msgpack2`` store a chunk's values as nested lists, in place whatever the order: an
+    ``order="F"`` array read them back transposed in memory (laid out again as if flat in F order)."""
+    want = np.array([["a", "b", "c"], ["d", "e", "f"], ["g", "h", "i"], ["j", "k", "l"]], dtype=object)
+    a = rectizarr.create_array(tmp_path / "o.zarr", shape=(4, 3), chunks=(2, 3), dtype=object, zarr_format=2,
+                               order=order, filters=[codec], compressors=None)
+    a[...] = want
+    assert rectizarr.open_array(tmp_path / "o.zarr", mode="r")[...].tolist() == want.tolist()
+    assert a[1:3, 1].tolist() == ["e", "h"]
