@@ -16,7 +16,7 @@ from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
-from rectizarr.core.v2create import v2_chunks, v2_zarray, whole_axes
+from rectizarr.core.v2create import ByteOrders, v2_chunks, v2_zarray, whole_axes
 from rectizarr.core.v2meta import decode_v2_array
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -224,9 +224,10 @@ def _flat_key_encoding(given: Any, name: str) -> Any:
     return given
 
 
-def _asks_big_endian(dtype: Any) -> tuple[bool, ...]:
+def _asks_big_endian(dtype: Any) -> tuple[ByteOrders, ...]:
     """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``): for each field
-    of a structured dtype (``[("a", "<i4"), ("b", ">f8")]`` is stored so, as zarr-python 2 does), else one."""
+    of a structured dtype, nested ones field by field (``[("a", "<i4"), ("b", ">f8")]`` is stored so, as
+    zarr-python 2 does), else one."""
     if isinstance(dtype, DataType):
         return (False,)
     try:
@@ -236,9 +237,11 @@ def _asks_big_endian(dtype: Any) -> tuple[bool, ...]:
     return tuple(_big(d[n]) for n in d.names) if d.names else (_big(d),)
 
 
-def _big(d: np.dtype[Any]) -> bool:
+def _big(d: np.dtype[Any]) -> ByteOrders:
+    if d.subdtype is not None:
+        return _big(d.subdtype[0])
     if d.names:
-        return any(_big(d[n]) for n in d.names)
+        return tuple(_big(d[n]) for n in d.names)
     return d.byteorder == ">" or (d.byteorder == "=" and sys.byteorder == "big" and d.itemsize > 1)
 
 

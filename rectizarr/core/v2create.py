@@ -87,7 +87,7 @@ def _compressor(compressors: Any) -> dict[str, Any] | None:
 _OBJECT_CODECS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"})
 
 
-def _filters(dtype: DataType, filters: Any, big_endian: tuple[bool, ...] = (False,)) -> tuple[Any, list[dict[str, Any]]]:
+def _filters(dtype: DataType, filters: Any, big_endian: tuple[ByteOrders, ...] = (False,)) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
@@ -98,12 +98,20 @@ def _filters(dtype: DataType, filters: Any, big_endian: tuple[bool, ...] = (Fals
             out.insert(0, {"id": codec})
         return "|O", out
     native = dtype.numpy
-    names = native.names or ()
-    if len(big_endian) != max(1, len(names)):  # (orders asked of another dtype: the little-endian default)
-        big_endian = (False,) * max(1, len(names))
-    stored = native.newbyteorder(_order(big_endian[0])) if not names else np.dtype(
-        [(n, native[n].newbyteorder(_order(big))) for n, big in zip(names, big_endian, strict=True)])
-    return v2_dtype_to_json(stored), out
+    return v2_dtype_to_json(_in_orders(native, big_endian if native.names else big_endian[0])), out
+
+
+ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
+
+
+def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
+    """``native`` with each field big-endian where ``big`` says (a tuple per structured level; orders asked
+    of another dtype: the little-endian default)."""
+    names = native.names
+    if not names:
+        return native.newbyteorder(_order(big is True))
+    orders = big if isinstance(big, tuple) and len(big) == len(names) else (False,) * len(names)
+    return np.dtype([(n, _in_orders(native[n], o)) for n, o in zip(names, orders, strict=True)])
 
 
 def _order(big: bool) -> Literal["<", ">"]:
@@ -112,7 +120,7 @@ def _order(big: bool) -> Literal["<", ">"]:
 
 def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any, compressors: Any,
               fill: np.ndarray, order: str | None, separator: str,
-              big_endian: tuple[bool, ...] = (False,)) -> dict[str, Any]:
+              big_endian: tuple[ByteOrders, ...] = (False,)) -> dict[str, Any]:
     """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
     stored big-endian where ``big_endian`` says, per field of a structured dtype, as ``>f8`` asks)."""
     if order not in (None, "C", "F"):

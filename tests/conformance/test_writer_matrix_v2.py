@@ -283,3 +283,22 @@ def test_v2_object_codecs_that_keep_the_shape_round_trip_in_either_order(tmp_pat
     a[...] = want
     assert rectizarr.open_array(tmp_path / "o.zarr", mode="r")[...].tolist() == want.tolist()
     assert a[1:3, 1].tolist() == ["e", "h"]
+
+
+@pytest.mark.parametrize("dtype", [[("a", [("x", ">u8"), ("y", ">c8"), ("z", "<i4")]), ("b", "i1"), ("c", ">u2")],
+                                   [("a", [("x", "<u8"), ("y", ">c8")])]])
+def test_v2_byte_order_as_asked_in_nested_fields(tmp_path: Path, dtype: Any) -> None:
+    """Each field of a nested structured dtype is stored in the order asked, as zarr-python writes it (the
+    order of a nested field's first leaf was taken for all its leaves)."""
+    zarr = zarr_python()
+    want = np.frombuffer(bytes(range(6 * np.dtype(dtype).itemsize)), dtype=dtype)
+    a = rectizarr.create_array(tmp_path / "r.zarr", shape=(6,), dtype=dtype, chunks=(4,), zarr_format=2)
+    a[...] = want
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.create_array(str(tmp_path / "z.zarr"), shape=(6,), dtype=dtype, chunks=(4,), zarr_format=2)
+        got = zarr.open_array(str(tmp_path / "r.zarr"), mode="r")[...]
+    ours, theirs = (json.loads((tmp_path / f"{n}.zarr" / ".zarray").read_text())["dtype"] for n in "rz")
+    assert ours == theirs
+    assert rectizarr.open_array(tmp_path / "r.zarr", mode="r")[...].astype(want.dtype).tobytes() == want.tobytes()
+    assert got.astype(want.dtype).tobytes() == want.tobytes()
