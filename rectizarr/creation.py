@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr._util import Shape, is_int, prod
+from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
@@ -18,7 +19,7 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
 from rectizarr.core.v2create import ByteOrders, v2_chunks, v2_zarray, whole_axes
 from rectizarr.core.v2meta import decode_v2_array
-from rectizarr.errors import MetadataError, UnsupportedError
+from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
 ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
 
@@ -214,7 +215,19 @@ def build_v2_array_meta(
     meta = decode_v2_array(zarray, attrs)
     pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
                               "codecs")
+    _probe(pipeline, fill, len(shape), zarray)
     return meta, pipeline
+
+
+def _probe(pipeline: CodecPipeline, fill: np.ndarray, ndim: int, zarray: Mapping[str, Any]) -> None:
+    """Encode and decode one element of the fill value, so that a chain that cannot code the data type at all
+    (``vlen-utf8`` on integers, ``delta`` on strings) is refused before any ``.zarray`` is written."""
+    spec = ChunkSpec((1,) * ndim, fill.dtype, fill)
+    try:
+        pipeline.decode(pipeline.encode(np.broadcast_to(fill, spec.shape).copy(), spec), spec)
+    except CodecError as exc:
+        raise MetadataError(f"filters {zarray.get('filters')} and compressor {zarray.get('compressor')} cannot "
+                            f"code the data type {zarray.get('dtype')}: {exc}") from None
 
 
 def _flat_key_encoding(given: Any, name: str) -> Any:

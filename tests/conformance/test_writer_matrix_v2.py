@@ -302,3 +302,20 @@ def test_v2_byte_order_as_asked_in_nested_fields(tmp_path: Path, dtype: Any) -> 
     assert ours == theirs
     assert rectizarr.open_array(tmp_path / "r.zarr", mode="r")[...].astype(want.dtype).tobytes() == want.tobytes()
     assert got.astype(want.dtype).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize(("dtype", "filters"), [("<i4", [{"id": "vlen-utf8"}]), ("<i4", [{"id": "categorize",
+                                                 "labels": ["a"], "dtype": "|O", "astype": "|u1"}]),
+                                                ("<i2", [{"id": "quantize", "digits": 2, "dtype": "<f8"}])])
+def test_a_v2_filter_chain_that_cannot_code_the_data_type_is_refused_at_creation(tmp_path: Path, dtype: Any,
+                                                                                filters: Any) -> None:
+    """Such a ``.zarray`` was written (zarr-python refuses to open it) and every write then failed. (A chain
+    whose failure depends on the values, as ``delta`` after ``vlen-utf8``, still fails at the write.)"""
+    with pytest.raises(rectizarr.MetadataError, match="cannot code the data type"):
+        rectizarr.create_array(tmp_path / "a.zarr", shape=(3,), chunks=(2,), zarr_format=2, dtype=dtype,
+                               filters=filters)
+    assert not (tmp_path / "a.zarr" / ".zarray").exists()
+    ok = rectizarr.create_array(tmp_path / "b.zarr", shape=(3,), chunks=(2,), zarr_format=2, dtype=str,
+                                filters=[{"id": "json2"}])  # (an object codec alone: fine)
+    ok[...] = ["x", "y", "z"]
+    assert ok[...].tolist() == ["x", "y", "z"]
