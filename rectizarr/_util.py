@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
@@ -99,3 +100,30 @@ def _madvise() -> Callable[[int, int, int], int] | None:
     fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     fn.restype = ctypes.c_int
     return fn
+
+
+# ------------------------------------------------------------------------------------------ fork
+
+
+def in_forked_child(fn: Callable[[], None]) -> Callable[[], None]:
+    """Run ``fn`` in a child just forked (``os.register_at_fork``; a decorator): for module-level state
+    such as locks, which another thread of the parent may have held at the fork and would then stay held."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=fn)
+    return fn
+
+
+_RELOCKED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def relocked_in_child(obj: Any) -> None:
+    """Give ``obj`` (which keeps its lock in ``obj._lock``) a fresh lock in a forked child: a handle used
+    after ``fork`` (a multiprocessing pool's workers) would wait forever on a lock another thread of the
+    parent held at the fork."""
+    _RELOCKED.add(obj)
+
+
+@in_forked_child
+def _relock() -> None:  # pragma: no cover - runs in forked children (tests/reliability)
+    for obj in list(_RELOCKED):
+        obj._lock = type(obj._lock)()

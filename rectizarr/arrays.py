@@ -17,7 +17,7 @@ import numpy as np
 
 import rectizarr.io as rio
 from rectizarr import nodes, tuning
-from rectizarr._util import Shape, empty, prod
+from rectizarr._util import Shape, empty, prod, relocked_in_child
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core import v2meta
@@ -36,6 +36,7 @@ from rectizarr.errors import (
     NodeTypeError,
     ReadOnlyError,
     SelectionError,
+    SelectionValueError,
     UnsupportedError,
 )
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
@@ -73,6 +74,7 @@ class Array(nodes.Node):
         self._write_empty_chunks = write_empty_chunks
         self._workers = workers
         self._lock = threading.RLock()
+        relocked_in_child(self)
         self._set_meta(meta, pipeline)
         self._meta_version = self._stored_version()
         self._unchecked = False  # the metadata came from a consolidated entry: read zarr.json before a write
@@ -604,8 +606,8 @@ class Array(nodes.Node):
             if data.ndim != len(m.shape) or any(
                 d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
             ):
-                raise SelectionError(f"cannot append data of shape {data.shape} to an array of shape "
-                                     f"{m.shape} along axis {axis}")
+                raise SelectionValueError(f"cannot append data of shape {data.shape} to an array of shape "
+                                          f"{m.shape} along axis {axis}")  # (a ValueError, as in zarr-python)
             return _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
                             axis_chunks)
 

@@ -19,6 +19,7 @@ indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for 
 from __future__ import annotations
 
 import operator
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -290,21 +291,23 @@ def coordinate_plan(dims: Sequence[Dim], selection: object) -> Plan:
         raise SelectionError(
             f"coordinate selections need one integer array per axis: got {len(objs)} for {ndim} axes"
         )
+    try:
+        final = np.broadcast_shapes(*(o.shape if isinstance(o, np.ndarray) else () for o in objs))
+    except ValueError:
+        shapes = " ".join(str(o.shape if isinstance(o, np.ndarray) else ()) for o in objs)
+        raise SelectionError(f"index arrays could not be broadcast together with shapes {shapes}") from None
+    # no point selected: bounds are not checked, as NumPy does not check them (a[[16], []] is empty)
+    bounds = extents if prod(final) else (sys.maxsize,) * ndim
     arrays: list[IntArray] = []
     for axis, o in enumerate(objs):
         if isinstance(o, np.ndarray):
             if o.dtype == bool:
                 raise SelectionError(f"boolean array for axis {axis}: a coordinate mask must cover all axes")
-            arrays.append(check_index_array(o, axis, extents[axis]))
+            arrays.append(check_index_array(o, axis, bounds[axis]))
         elif is_int(o):
-            arrays.append(np.array(check_index(o, axis, extents[axis]), dtype=np.int64))
+            arrays.append(np.array(check_index(o, axis, bounds[axis]), dtype=np.int64))
         else:
             raise bad_index(o, axis)
-    try:
-        final = np.broadcast_shapes(*(a.shape for a in arrays))
-    except ValueError:
-        shapes = " ".join(str(a.shape) for a in arrays)
-        raise SelectionError(f"index arrays could not be broadcast together with shapes {shapes}") from None
     return coordinate(dims, arrays, final, "fancy" if final else "scalar")
 
 

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from rectizarr._util import in_forked_child
 from rectizarr.api import create_array, open_array
 from rectizarr.arrays import Array
 from rectizarr.errors import MetadataError, ReadOnlyError, UnsupportedError
@@ -53,6 +54,12 @@ Chunks = tuple[tuple[int, ...], ...]
 _CACHE_SIZE = 128
 _cache: OrderedDict[tuple[int, str], Array] = OrderedDict()
 _cache_lock = threading.Lock()
+
+
+@in_forked_child
+def _relock() -> None:  # pragma: no cover - runs in forked children
+    global _cache_lock
+    _cache_lock = threading.Lock()
 
 
 def _cache_get(token: str) -> Array | None:

@@ -8,6 +8,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
+from rectizarr._util import relocked_in_child
 from rectizarr.codecs.shard_index import ShardIndex
 from rectizarr.stores import Store
 
@@ -21,6 +22,7 @@ class ShardIndexCache:
         self.maxsize = maxsize
         self._entries: OrderedDict[tuple[str, str], tuple[Hashable, ShardIndex]] = OrderedDict()
         self._lock = threading.Lock()
+        relocked_in_child(self)
 
     def __len__(self) -> int:
         return len(self._entries)

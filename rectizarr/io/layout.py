@@ -19,7 +19,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-from rectizarr._util import Coords, Shape
+from rectizarr._util import Coords, Shape, relocked_in_child
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
@@ -36,6 +36,7 @@ class IndexBudget:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        relocked_in_child(self)
         self._touched = 0
         self._read = 0
         self.maybe_uncached = True  # False once a look for uncached indexes found none (until the next miss)

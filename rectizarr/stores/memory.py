@@ -8,6 +8,7 @@ import zlib
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
@@ -50,6 +51,7 @@ class _InDict:
         # key -> (the object, its version, CRC-32 of a mutable one's contents): held, so ``is`` is safe
         self._seen: dict[str, tuple[Any, int, int | None]] = {}
         self._lock = threading.Lock()
+        relocked_in_child(self)
 
     def get(self, key: str) -> tuple[bytes, int] | None:
         value = self.data.get(key)
@@ -104,6 +106,7 @@ class MemoryStore(Store):
     ) -> None:
         super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self._lock = threading.Lock()
+        relocked_in_child(self)
         self._counter = itertools.count(1)
         self._data: dict[str, tuple[bytes, int]] = {}
         self.lock_identity = f"memory:{id(self._data)}:"

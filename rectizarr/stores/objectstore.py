@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError, VersionChanged
 from rectizarr.stores.base import (
     Buffer,
@@ -46,6 +47,13 @@ T = TypeVar("T")
 _CLIENTS: dict[tuple[str, str, str], Any] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
 _SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one client per bucket or server
 _CLIENTS_LOCK = threading.Lock()
+
+
+@in_forked_child
+def _relock() -> None:  # pragma: no cover - runs in forked children (where obstore itself cannot work)
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    _Requests._lock, _Requests._pool, _Requests._size = threading.Lock(), None, 0
 
 
 @functools.cache

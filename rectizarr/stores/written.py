@@ -16,6 +16,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+from rectizarr._util import in_forked_child
+
 __all__ = ["DOC_NAMES", "forget", "mark", "token"]
 
 DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
@@ -24,6 +26,12 @@ _MOST = 1 << 16  # documents counted before the counts are forgotten (and the ep
 _lock = threading.Lock()
 _counts: dict[str, int] = {}
 _epoch = 0
+
+
+@in_forked_child
+def _relock() -> None:  # pragma: no cover - runs in forked children
+    global _lock
+    _lock = threading.Lock()
 
 
 def _is_doc(key: str) -> bool:

@@ -16,6 +16,7 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import (
     DEFAULT_COALESCE_GAP,
@@ -43,6 +44,12 @@ class _Archive:
 # (zip has one) is refused. Two wrote over each other's central directories: one array lost, no error.
 _writers: dict[str, weakref.ref[_Archive]] = {}
 _writers_lock = threading.Lock()
+
+
+@in_forked_child
+def _relock() -> None:  # pragma: no cover - runs in forked children
+    global _writers_lock
+    _writers_lock = threading.Lock()
 
 
 def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:

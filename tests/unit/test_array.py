@@ -515,3 +515,22 @@ def test_the_one_block_of_a_0d_array(shards: tuple[int, ...] | None) -> None:
     a = rectizarr.create_array(MemoryStore(), shape=(), dtype="u1", chunks=(), shards=shards)
     a.blocks[()] = np.array([11], "u1")
     assert a[()] == 11 and a.blocks[()] == 11
+
+
+def test_an_empty_coordinate_selection_checks_no_bounds_as_numpy() -> None:
+    """``[16]`` broadcast with ``[]`` selects nothing: NumPy checks no bound (it was a SelectionError)."""
+    a = rectizarr.create_array(MemoryStore(), shape=(16, 4), dtype="i4", chunks=(4, 4))
+    ref = np.zeros((16, 4), "i4")
+    assert a.vindex[[16], []].shape == ref[[16], []].shape == (0,)
+    assert a[np.array([16]), np.array([], dtype=int)].shape == (0,)
+    a.vindex[[16], []] = 5
+    assert not a[...].any()
+    with pytest.raises(IndexError):
+        a.vindex[[16], [1]]
+
+
+def test_append_of_another_shape_is_a_value_error_as_in_zarr_python() -> None:
+    a = rectizarr.create_array(MemoryStore(), shape=(4, 3), dtype="i4", chunks=(2, 3))
+    with pytest.raises(ValueError, match="cannot append"):
+        a.append(np.zeros((2, 5), "i4"))
+    assert a.shape == (4, 3)
