@@ -342,13 +342,18 @@ class Store(ABC):
         from one version; a key rewritten during each of ``tuning.conflict_retries`` attempts raises
         :class:`ConflictError`."""
         keys = {validate_key(k) for k, _ in requests}
+        got: dict[int, tuple[bytes | None, Hashable]] = {}
+        todo = list(range(len(requests)))  # only the keys rewritten meanwhile are read again
         for _ in range(tuning.current().conflict_retries):
-            before = {k: self.version(k) for k in keys}
-            try:
-                data = self.get_many(requests, versions=before)
-            except VersionChanged:
-                continue
-            return [(d, before[k]) for d, (k, _) in zip(data, requests, strict=True)]
+            before = {k: self.version(k) for k in {requests[i][0] for i in todo}}
+            data = self.get_many([requests[i] for i in todo])
+            changed = {k for k, v in before.items() if self.version(k) != v}
+            for i, d in zip(todo, data, strict=True):
+                if requests[i][0] not in changed:
+                    got[i] = (d, before[requests[i][0]])
+            todo = [i for i in todo if requests[i][0] in changed]
+            if not todo:
+                return [got[i] for i in range(len(requests))]
         raise ConflictError(f"{sorted(keys)[:3]} kept being rewritten while read; try again")
 
     def get_transient(self, key: str, byte_range: ByteRange | None = None,

@@ -916,3 +916,24 @@ def test_a_dict_written_by_zarr_python_is_read() -> None:
     z[...] = [1, 2, 3]
     assert not isinstance(d["zarr.json"], bytes)
     assert rectizarr.open_array(d, mode="r")[...].tolist() == [1, 2, 3]
+
+
+def test_get_many_versioned_reads_again_only_the_keys_rewritten_meanwhile() -> None:
+    """A key rewritten during the read is read again alone, at one version for all its ranges (every key
+    was read again, and a writer rewriting one of many shards made readers give up)."""
+
+    reads: list[list[str]] = []
+
+    class Rewriting(MemoryStore):
+        def _get_batch(self, requests: Any) -> Any:
+            reads.append(sorted({k for k, _ in requests}))
+            out = super()._get_batch(requests)
+            if len(reads) == 1:
+                self.set("b", b"BBBB")  # a writer, between the read and the version check
+            return out
+
+    store = Rewriting({"a": b"aaaa", "b": b"bbbb", "c": b"cccc"})
+    got = store.get_many_versioned([("a", (0, 2)), ("b", (0, 2)), ("b", (2, 2)), ("c", None)])
+    assert [d for d, _ in got] == [b"aa", b"BB", b"BB", b"cccc"]
+    assert reads == [["a", "b", "c"], ["b"]]
+    assert got[1][1] == got[2][1] == store.version("b") and got[0][1] == store.version("a")
