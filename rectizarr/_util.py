@@ -125,5 +125,7 @@ def relocked_in_child(obj: Any) -> None:
 
 @in_forked_child
 def _relock() -> None:  # pragma: no cover - runs in forked children (tests/reliability)
+    fresh: dict[int, Any] = {}  # objects that shared a lock (a store and its read-only view) still share one
     for obj in list(_RELOCKED):
-        obj._lock = type(obj._lock)()
+        old = obj._lock
+        obj._lock = fresh.setdefault(id(old), type(old)())

@@ -19,7 +19,7 @@ from typing import Self, TypeAlias
 from urllib.parse import unquote
 
 from rectizarr import tuning
-from rectizarr._util import is_int
+from rectizarr._util import is_int, relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks, written
 
@@ -514,6 +514,8 @@ class Store(ABC):
         view.__dict__.update(self.__dict__)
         view.read_only = True
         view._is_view = True
+        if "_lock" in view.__dict__:
+            relocked_in_child(view)  # (its lock stays the store's in a forked child)
         return view
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ import random
 import shutil
 import signal
 import threading
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -937,3 +938,18 @@ def test_get_many_versioned_reads_again_only_the_keys_rewritten_meanwhile() -> N
     assert [d for d, _ in got] == [b"aa", b"BB", b"BB", b"cccc"]
     assert reads == [["a", "b", "c"], ["b"]]
     assert got[1][1] == got[2][1] == store.version("b") and got[0][1] == store.version("a")
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_child_gets_a_fresh_lock_shared_by_a_store_and_its_views() -> None:
+    """A lock held at the fork (by another thread of the parent) is free in the child, and a store and its
+    read-only view still share one lock there."""
+    store = MemoryStore()
+    view = store.with_read_only()
+    with store._lock, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # (fork() with other threads running)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            os._exit(0 if store._lock is view._lock and store._lock.acquire(timeout=5) else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
