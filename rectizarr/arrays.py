@@ -704,11 +704,10 @@ def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *,
     if store.read_only:
         raise ReadOnlyError("cannot create an array in a read-only store")
     with nodes.locked(store, path):
-        existing = nodes.probe_meta(store, path) if not overwrite else None
-        if existing is not None:
-            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
         docs = nodes.AncestorDocs(store)
         if overwrite:
             nodes.delete_node(store, path, docs)
-        nodes.create_node(store, path, meta, docs, exclusive=not overwrite)
+            nodes.create_node(store, path, meta, docs)
+        else:
+            nodes.create_new(store, path, meta, docs)
     return Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers, pipeline=pipeline)

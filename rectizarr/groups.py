@@ -389,11 +389,12 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
     meta = GroupMeta(attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format))
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
-        if nodes.node_exists(s, p):
-            if not overwrite:
-                raise NodeExistsError(f"a node already exists at {p or '/'!r} (pass overwrite=True to replace it)")
-            nodes.delete_node(s, p, docs)
-        nodes.create_node(s, p, meta, docs, exclusive=not overwrite)
+        if not overwrite:
+            nodes.create_new(s, p, meta, docs)
+        else:
+            if nodes.node_exists(s, p):
+                nodes.delete_node(s, p, docs)
+            nodes.create_node(s, p, meta, docs)
     return Group(s, p, meta)
 
 

@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from rectizarr import tuning
 from rectizarr.core import v2meta
@@ -40,6 +43,7 @@ from rectizarr.stores import Store, open_store, validate_key, written
 from rectizarr.stores.base import back_off
 
 META = "zarr.json"
+T = TypeVar("T")
 _MODES = ("r", "r+", "a", "w", "w-")
 
 
@@ -153,21 +157,6 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
     return read_v2_meta(store, path)
 
 
-def probe_meta(store: Store, path: str) -> NodeMeta | None:
-    """:func:`try_read_meta` for a node that is most likely missing (before creating one). On object
-    stores one listing request first (``any_under``): nothing stored under the node's prefix, no node. Else
-    ``zarr.json``, ``.zarray`` and ``.zgroup`` asked for at once (a v3 node is never created over a v2
-    one)."""
-    p = prefix_of(path)
-    if store.capabilities.conditional_reads and not store.any_under(p):  # S3, obstore: one request
-        return None
-    v3, zarray, zgroup = store.get_many([(meta_key(path), None), (p + v2meta.V2_ARRAY, None),
-                                         (p + v2meta.V2_GROUP, None)])
-    if v3 is not None:
-        return decode_node(v3, meta_key(path))
-    return None if zarray is None and zgroup is None else read_v2_meta(store, path)
-
-
 def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
     """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
     p = prefix_of(path)
@@ -272,20 +261,70 @@ def check_format(zarr_format: Any) -> Any:
     return zarr_format
 
 
+def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> None:
+    """:func:`create_node` where no node is (NodeExistsError where one is: a v3 or v2 one, whatever the new
+    node's format). Where a listing costs a round trip and the store writes create-only (object stores),
+    the listing that looks for another node's documents runs beside the creation, whose create-only write
+    refuses a document of its own name: one round trip before the node is there, not two (a new array at
+    20 ms per request: 20 ms sooner). Should the listing show another document, the new one is deleted
+    again. Elsewhere the node is looked for first."""
+    caps = store.capabilities
+    if not (caps.conditional_reads and caps.conditional_writes):
+        if node_exists(store, path):
+            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+        create_node(store, path, meta, docs, exclusive=True)
+        return
+    own = doc_key(path, meta)
+    listing = _beside(lambda: store.keys_under(prefix_of(path), 2))
+
+    def nothing_else() -> None:
+        if all(k == own for k in listing.result()):  # (this writer's own document may be listed)
+            return
+        p = prefix_of(path)
+        others = [k for k in (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP) if k != own]
+        if any(v is not None for v in store.get_many([(k, None) for k in others])):
+            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+
+    try:
+        create_node(store, path, meta, docs, exclusive=True, check=nothing_else)
+    except NodeExistsError:  # (refused create-only: there before, or made meanwhile, it is all one here)
+        raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)") \
+            from None
+    finally:
+        wait([listing])  # no request of this call left running
+
+
+def _beside(fn: Callable[[], T]) -> Future[T]:
+    """``fn()`` on a new thread (in the caller's context), its result or error in the future returned."""
+    future: Future[T] = Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                future.set_result(context.run(fn))
+            except BaseException as exc:  # handed to the caller
+                future.set_exception(exc)
+
+    threading.Thread(target=run, name="rectizarr-beside", daemon=True).start()
+    return future
+
+
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-                exclusive: bool = False) -> None:
+                exclusive: bool = False, check: Callable[[], None] | None = None) -> None:
     """Write a group (of the node's format) for each missing ancestor, then the new node's documents,
     keeping ancestors' consolidated metadata current. Ancestors first: a process killed in between leaves
     empty groups, never a node no reader can reach; if the node's document fails (a key the store refuses:
     a name too long for the file system) the groups made for it are removed again. ``exclusive``: that
     document is written only where none is (create-only on object stores, under the lock elsewhere), else
-    NodeExistsError: of writers creating one node at once, in any process or client, one succeeds."""
+    NodeExistsError: of writers creating one node at once, in any process or client, one succeeds.
+    ``check``: called once the node's defining document is written (see :func:`write_meta`)."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
     made: list[str] = []
     try:
         _write_groups(store, missing, meta.zarr_format, docs, made)
-        write_meta(store, path, meta, docs, exclusive)
+        write_meta(store, path, meta, docs, exclusive, check)
     except BaseException:
         for parent in reversed(made):  # only their documents (what another writer put below stays; best effort)
             names = (v2meta.V2_GROUP, v2meta.V2_ATTRS) if meta.zarr_format == 2 else (META,)
@@ -374,30 +413,39 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
 
 
 def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-               exclusive: bool = False) -> None:
+               exclusive: bool = False, check: Callable[[], None] | None = None) -> None:
     """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
-    consolidated metadata current (``exclusive``: see :func:`create_node`)."""
+    consolidated metadata current (``exclusive``: see :func:`create_node`). ``check`` (with
+    ``exclusive``) is called once the defining document is written, before anything else: if it raises,
+    that document is deleted again and nothing more written."""
     if meta.zarr_format == 2:
         p = prefix_of(path)
         items = {p + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
         if exclusive:  # the .zarray / .zgroup first
             first = next(iter(items))
-            _create_only(store, first, items.pop(first), path)
+            _create_only(store, first, items.pop(first), path, check)
         store.set_many(items)
         _refresh_v2_consolidated(store, path, meta)
         return
     doc = node_to_json(meta)
     if exclusive:
-        _create_only(store, meta_key(path), encode_json(doc), path)
+        _create_only(store, meta_key(path), encode_json(doc), path, check)
     else:
         store.set(meta_key(path), encode_json(doc))
     _refresh_consolidated(store, path, doc, docs)
 
 
-def _create_only(store: Store, key: str, value: bytes, path: str) -> None:
+def _create_only(store: Store, key: str, value: bytes, path: str, check: Callable[[], None] | None = None) -> None:
     if not store.set_if(key, value, None):
         raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
                               "(pass overwrite=True to replace it)")
+    if check is None:
+        return
+    try:
+        check()
+    except BaseException:
+        store.delete(key)
+        raise
 
 
 def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> None:

@@ -7,6 +7,7 @@ Every public method is implemented here once; a backend implements a handful of 
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 import uuid
@@ -502,7 +503,12 @@ class Store(ABC):
     def any_under(self, prefix: str) -> bool:
         """Whether any key lies under ``prefix`` (one listing request where the backend can stop at the
         first key)."""
-        return next(iter(self.list_prefix(prefix)), None) is not None
+        return bool(self.keys_under(prefix, 1))
+
+    def keys_under(self, prefix: str, limit: int) -> list[str]:
+        """At most ``limit`` of the keys under ``prefix``, whichever the listing gives first (one request
+        where the backend can stop there)."""
+        return list(itertools.islice(self.list_prefix(prefix), max(0, limit)))
 
     def list_dir(self, prefix: str) -> list[str]:
         """Sorted names of the keys and sub-prefixes directly under ``prefix``, without a trailing '/'."""

@@ -304,16 +304,17 @@ class FsspecStore(Store):
             if key and key.startswith(prefix):
                 yield key
 
-    def any_under(self, prefix: str) -> bool:
-        if not self.capabilities.conditional_reads:  # not S3
-            return super().any_under(prefix)
+    def keys_under(self, prefix: str, limit: int) -> list[str]:
+        if not self.capabilities.conditional_reads or limit < 1:  # not S3
+            return super().keys_under(prefix, limit)
         bucket, name = self._s3_path(validate_prefix(prefix) + "x")
         try:
             with self._answered("listing", self._full(prefix)):
-                answer = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=name[:-1], MaxKeys=1)
+                answer = self.fs.call_s3("list_objects_v2", Bucket=bucket, Prefix=name[:-1], MaxKeys=limit)
         except FileNotFoundError:
-            return False
-        return bool(answer.get("KeyCount") or answer.get("Contents"))
+            return []
+        keys = (self._key_of(f"{bucket}/{entry['Key']}") for entry in answer.get("Contents") or ())
+        return [k for k in keys if k and k.startswith(prefix)][:limit]
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
         url = self._full(prefix[:-1]) if prefix else self.root

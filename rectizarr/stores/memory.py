@@ -296,9 +296,9 @@ class CountingStore(Store):
         self._counts.lists += 1
         return self.inner._list_dir(prefix)
 
-    def any_under(self, prefix: str) -> bool:
+    def keys_under(self, prefix: str, limit: int) -> list[str]:
         self._counts.lists += 1
-        return self.inner.any_under(prefix)
+        return self.inner.keys_under(prefix, limit)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         self._counts.infos += 1

@@ -459,19 +459,22 @@ class ObjectStore(Store):
                 if path.startswith(prefix) and path != prefix.rstrip("/"):
                     yield path
 
-    def any_under(self, prefix: str) -> bool:
+    def keys_under(self, prefix: str, limit: int) -> list[str]:
         validate_prefix(prefix)
         lister = self._listing()
         if lister is not None:
-            return lister.any_under(prefix)
+            return lister.keys_under(prefix, limit)
+        if limit < 1:
+            return []
         obstore = _obstore()
-        try:
-            first: list[Any] = next(iter(obstore.list(self._store, self._under(prefix), chunk_size=1)), [])
-            return any(self._key_of(m["path"]).startswith(prefix) for m in first)
+        try:  # (the first batch comes from the first page of the listing: one request)
+            first: list[Any] = next(iter(obstore.list(self._store, self._under(prefix), chunk_size=limit)), [])
         except (FileNotFoundError, NotADirectoryError):
-            return False
+            return []
         except Exception as exc:
             raise self._fail("listing", prefix, exc) from exc
+        keys = (self._key_of(m["path"]) for m in first)
+        return [k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/")][:limit]
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
         obstore = _obstore()

@@ -790,23 +790,29 @@ def test_processes_creating_in_a_consolidated_group_on_s3(s3_server: Any, s3_sto
 def test_a_node_another_client_creates_after_the_check_is_not_overwritten(
         s3_server: Any, s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str,
         kind: str) -> None:
-    """Another client (another process or machine: no lock of ours) creates the node between our check and
-    our write: create-only, the write is refused, NodeExistsError, and the other client's node stays. It
-    was overwritten and both callers told they made it (4 processes x 20 names on S3: 31 successes)."""
-    import rectizarr.nodes as nodes
-
+    """Another client (another process or machine: no lock of ours) creates the node after our listing
+    and just before our write: create-only, the write is refused, NodeExistsError, and the other client's
+    node stays. It was overwritten and both callers told they made it (4 processes x 20 names on S3: 31
+    successes)."""
     store = s3_store if backend == "fsspec" else obstore_store
     theirs = json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"by": "them"}}).encode()
-    checks = {"array": "probe_meta", "group": "node_exists"}
-    real = getattr(nodes, checks[kind])
+    real_list, real_set_if = type(store).keys_under, type(store).set_if
 
-    def check_then_they_create(store_: Any, path: str) -> Any:
-        found = real(store_, path)
-        store_.set("x/zarr.json", theirs)  # (through the store, as their client's own PUT would land)
-        return found
+    def listed_first(self: Any, prefix: str, limit: int) -> list[str]:
+        if prefix == "x/":
+            listed.set()
+        return real_list(self, prefix, limit)
 
-    monkeypatch.setattr(nodes, checks[kind], check_then_they_create)
-    with pytest.raises(rectizarr.NodeExistsError, match="another writer created it"):
+    def they_create_first(self: Any, key: str, value: Any, version: Any) -> bool:
+        if key == "x/zarr.json":
+            assert listed.wait(10)
+            self.set("x/zarr.json", theirs)  # (through the store, as their client's own PUT would land)
+        return real_set_if(self, key, value, version)
+
+    listed = threading.Event()
+    monkeypatch.setattr(type(store), "keys_under", listed_first)
+    monkeypatch.setattr(type(store), "set_if", they_create_first)
+    with pytest.raises(rectizarr.NodeExistsError, match="already exists at 'x'"):
         if kind == "array":
             rectizarr.create_array(store, name="x", shape=(4,), dtype="i2", chunks=(2,))
         else:

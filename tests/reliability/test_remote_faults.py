@@ -189,3 +189,20 @@ def test_connection_resets_past_the_retries_are_store_errors(faulty: S3Server, d
         finally:
             faulty.clear_faults()
     assert np.array_equal(rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_failed_listing_leaves_no_new_node(faulty: S3Server, backend: str) -> None:
+    """The listing made beside a node's create-only write fails (the server answers 500 however often it
+    is asked): StoreError, and the document written beside it is deleted again."""
+    faulty.clear_faults()
+    bucket = faulty.new_bucket(faulty.filesystem())
+    store = store_on(faulty, backend, bucket)
+    faulty.inject("500", times=1000, kinds=["list"])
+    try:
+        with pytest.raises(StoreError):
+            rectizarr.create_array(store, name="x", shape=(4,), dtype="u2", chunks=(2,))
+    finally:
+        faulty.clear_faults()
+    assert list(store.list_prefix("")) == []
+    rectizarr.create_array(store, name="x", shape=(4,), dtype="u2", chunks=(2,))  # (and then it can be made)
