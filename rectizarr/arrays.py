@@ -31,7 +31,6 @@ from rectizarr.errors import (
     ConflictError,
     IrregularChunksError,
     MetadataError,
-    NodeExistsError,
     NodeNotFoundError,
     NodeTypeError,
     ReadOnlyError,
