@@ -231,11 +231,19 @@ class TestStoreContract:
         assert s.list_dir("a/c/") == ["0", "1"]
         assert s.list_dir("a/c/1/") == ["0"]
         assert s.list_dir("bc/") == []
+        for prefix in ("", "a/", "a/c/0/", "b/", "bc/", "zz/"):  # some of the keys, whichever come first
+            under = sorted(s.list_prefix(prefix))
+            for limit in (0, 1, 2, 100):
+                some = s.keys_under(prefix, limit)
+                assert len(some) == min(limit, len(under)) and set(some) <= set(under), (prefix, limit, some)
+            assert s.any_under(prefix) == bool(under)
         for bad in BAD_PREFIXES:
             with pytest.raises(StoreError):
                 list(s.list_prefix(bad))
             with pytest.raises(StoreError):
                 s.list_dir(bad)
+            with pytest.raises(StoreError):
+                s.keys_under(bad, 2)
 
     def test_delete(self, harness: Harness) -> None:
         harness.write({**TREE, "ab": b"ab", "a/c/5/0": b"x"})
