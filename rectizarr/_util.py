@@ -60,6 +60,7 @@ def is_int(x: object) -> bool:
 
 NO_HUGE_PAGES_BYTES = 1 << 29  # arrays from 512 MiB up: ordinary pages (see empty)
 _MADV_NOHUGEPAGE = 15  # <asm-generic/mman-common.h>, as mmap.MADV_NOHUGEPAGE
+_MADV_POPULATE_WRITE = 23  # (Linux 5.14)
 
 
 def empty(shape: Shape | int, dtype: Any) -> np.ndarray:
@@ -83,15 +84,38 @@ def empty(shape: Shape | int, dtype: Any) -> np.ndarray:
     return out
 
 
+def populate(a: np.ndarray) -> None:
+    """Make the pages of ``a``'s memory, as its first writes would, leaving what it holds as it is (Linux's
+    ``MADV_POPULATE_WRITE``; nothing elsewhere, or on kernels without it). ctypes lets go of the GIL for
+    the call: on another thread it makes a read's output ready while the read waits for its data (32 MiB:
+    5 ms of page faults on these machines)."""
+    madvise = _libc_madvise()
+    if madvise is None or not a.nbytes:
+        return
+    page = os.sysconf("SC_PAGE_SIZE")
+    address = int(a.__array_interface__["data"][0])
+    start, end = address // page * page, -(-(address + a.nbytes) // page) * page
+    madvise(start, end - start, _MADV_POPULATE_WRITE)  # advice: a failure changes nothing
+
+
 @functools.cache
 def _madvise() -> Callable[[int, int, int], int] | None:
     """libc's ``madvise`` on Linux when huge pages come only on request; None elsewhere."""
-    if not sys.platform.startswith("linux"):
-        return None
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
             if "[madvise]" not in f.read():
                 return None
+    except OSError:
+        return None
+    return _libc_madvise()
+
+
+@functools.cache
+def _libc_madvise() -> Callable[[int, int, int], int] | None:
+    """libc's ``madvise`` on Linux; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
         import ctypes
 
         fn = ctypes.CDLL(None, use_errno=True).madvise

@@ -9,13 +9,11 @@
 
 from __future__ import annotations
 
-import contextvars
-import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from concurrent.futures import Future, wait
+from concurrent.futures import wait
 from contextlib import AbstractContextManager
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 from rectizarr import tuning
 from rectizarr.core import v2meta
@@ -39,11 +37,11 @@ from rectizarr.errors import (
     StoreError,
     UnsupportedError,
 )
+from rectizarr.io.pool import beside
 from rectizarr.stores import Store, open_store, validate_key, written
 from rectizarr.stores.base import back_off
 
 META = "zarr.json"
-T = TypeVar("T")
 _MODES = ("r", "r+", "a", "w", "w-")
 
 
@@ -275,7 +273,7 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
         create_node(store, path, meta, docs, exclusive=True)
         return
     own = doc_key(path, meta)
-    listing = _beside(lambda: store.keys_under(prefix_of(path), 2))
+    listing = beside(lambda: store.keys_under(prefix_of(path), 2))
 
     def nothing_else() -> None:
         if all(k == own for k in listing.result()):  # (this writer's own document may be listed)
@@ -292,22 +290,6 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
             from None
     finally:
         wait([listing])  # no request of this call left running
-
-
-def _beside(fn: Callable[[], T]) -> Future[T]:
-    """``fn()`` on a new thread (in the caller's context), its result or error in the future returned."""
-    future: Future[T] = Future()
-    context = contextvars.copy_context()
-
-    def run() -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                future.set_result(context.run(fn))
-            except BaseException as exc:  # handed to the caller
-                future.set_exception(exc)
-
-    threading.Thread(target=run, name="rectizarr-beside", daemon=True).start()
-    return future
 
 
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,

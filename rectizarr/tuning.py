@@ -63,6 +63,9 @@ class Tuning:
     reused_value_bytes: int = 4 * MiB
     """Value size from which a local write stores each value before it makes the next, in one buffer per
     thread for the whole write (fresh memory per 64 MiB shard cost a fifth of W1 raw sharded) [W1 sharded]."""
+    prefault_bytes: int = 256 * KiB
+    """Output size from which a read from a store with round trips has the output's pages made while its
+    requests are in flight, rather than by the first writes after the data arrives [remote read sharded]."""
     transient_max_bytes: int = 16 * MiB
     """Largest value a local read puts in its thread's reused buffer (fresh memory costs 4x) [R1, L1]."""
     conflict_retries: int = 16

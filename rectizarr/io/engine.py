@@ -6,6 +6,7 @@ hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.s
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -14,7 +15,7 @@ from typing import TypeVar, assert_never
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import Coords, empty
+from rectizarr._util import Coords, empty, populate
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
 from rectizarr.indexing import Plan, orthogonal_plan
@@ -22,6 +23,7 @@ from rectizarr.io import batch, cache, slabs
 from rectizarr.io.chunk import Guard
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
+from rectizarr.io.pool import beside
 from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 
@@ -35,6 +37,10 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     t = tuning.current()
     if not plan.nchunks:  # an empty selection (with thresholds tuned down to 0 the strategies would look)
         return
+    if not layout.store.capabilities.low_latency and out.nbytes >= t.prefault_bytes:
+        # the output's pages made while the requests are in flight, not by the first pastes after the data
+        # arrives (a remote read of 32 MiB: 5 ms of page faults there)
+        beside(functools.partial(populate, out))
     sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value

@@ -8,7 +8,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from rectizarr import tuning
@@ -20,6 +20,7 @@ R = TypeVar("R")
 _pool: ThreadPoolExecutor | None = None
 _pool_size = default_workers()
 _pool_lock = threading.Lock()
+_beside: ThreadPoolExecutor | None = None
 
 
 def set_workers(n: int) -> None:
@@ -33,8 +34,8 @@ def set_workers(n: int) -> None:
 
 
 def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-based tests
-    global _pool, _pool_lock
-    _pool = None
+    global _pool, _pool_lock, _beside
+    _pool = _beside = None
     _pool_lock = threading.Lock()
 
 
@@ -56,6 +57,19 @@ def _get_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
         return _pool
+
+
+def beside(fn: Callable[[], R]) -> Future[R]:
+    """``fn()`` on one of a few threads kept apart from the codec pool (in the caller's context), for work
+    the caller does not wait for at once: a read's output pages made while its requests are in flight, a
+    listing made beside a write. Such work never waits for other work of these threads."""
+    global _beside
+    with _pool_lock:
+        if _beside is None:
+            _beside = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rectizarr-beside")
+        pool = _beside
+    context = contextvars.copy_context()
+    return pool.submit(context.run, fn)
 
 
 def on_worker(fn: Callable[[], R]) -> R:

@@ -67,3 +67,22 @@ def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_
     out = read[...]
     assert out.nbytes >= small and (out == 1).all()
     assert _no_huge_pages_asked(out) == (mode == "madvise")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="MADV_POPULATE_WRITE is Linux's")
+def test_populate_makes_the_pages_and_keeps_what_they_hold() -> None:
+    """``populate`` faults the pages in for writing (the writes that follow fault no more) and changes no
+    value, also of a view that starts and ends inside a page."""
+    import resource
+
+    from rectizarr._util import populate
+
+    a = np.empty(8 << 20, np.uint8)  # a mapping of its own: no page made yet
+    a[: 3 * 4096] = 7
+    view = a[100:-100]
+    populate(view)
+    assert (a[: 3 * 4096] == 7).all()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    view[::4096] = 1
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 64  # (2,048 pages: 2,048 faults before)
+    populate(np.empty(0, np.uint8))  # nothing to do
