@@ -34,12 +34,13 @@ from rectizarr.errors import (
     NodeExistsError,
     NodeNotFoundError,
     ReadOnlyError,
+    RectizarrError,
     StoreError,
     UnsupportedError,
 )
 from rectizarr.io.pool import beside
 from rectizarr.stores import Store, open_store, validate_key, written
-from rectizarr.stores.base import back_off
+from rectizarr.stores.base import back_off, inferred_landings
 
 META = "zarr.json"
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -264,49 +265,121 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     node's format). Where a listing costs a round trip and the store writes create-only (object stores),
     the listing that looks for another node's documents runs beside the creation, whose create-only write
     refuses a document of its own name: one round trip before the node is there, not two (a new array at
-    20 ms per request: 20 ms sooner). Should the listing show another document, the new one is deleted
-    again. Elsewhere the node is looked for first."""
+    20 ms per request: 20 ms sooner); see :class:`_Beside` for what follows from the listing. Elsewhere
+    the node is looked for first."""
     caps = store.capabilities
     if not (caps.conditional_reads and caps.conditional_writes):
         if node_exists(store, path):
-            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
+            raise NodeExistsError(_exists(path))
         create_node(store, path, meta, docs, exclusive=True)
         return
-    own = doc_key(path, meta)
-    listing = beside(lambda: store.keys_under(prefix_of(path), 2))
-
-    def nothing_else() -> None:
-        if all(k == own for k in listing.result()):  # (this writer's own document may be listed)
-            return
-        p = prefix_of(path)
-        others = [k for k in (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP) if k != own]
-        if any(v is not None for v in store.get_many([(k, None) for k in others])):
-            raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)")
-
+    check = _Beside(store, path, meta)
     try:
-        create_node(store, path, meta, docs, exclusive=True, check=nothing_else)
+        create_node(store, path, meta, docs, exclusive=True, check=check)
     except NodeExistsError:  # (refused create-only: there before, or made meanwhile, it is all one here)
-        raise NodeExistsError(f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)") \
-            from None
+        raise NodeExistsError(_exists(path)) from None
+    except RectizarrError as exc:  # an ancestor refused (a v2 group, an array): the node itself first, as elsewhere
+        if not check.written and check.node_there():
+            raise NodeExistsError(_exists(path)) from exc
+        raise
     finally:
-        wait([listing])  # no request of this call left running
+        wait([check.listing])  # no request of this call left running
+
+
+def _exists(path: str) -> str:
+    return f"a node already exists at {path or '/'!r} (pass overwrite=True to replace it)"
+
+
+class _Beside:
+    """The listing made beside a node's create-only write (:func:`create_new`), and what it decides once
+    the write is answered (:func:`_create_only` calls it):
+
+    * it shows nothing but the new document: the node is made;
+    * it shows more (a listing of three keys, a directory marker left out, is complete only when at most one
+      is left): another node's documents are asked for (the other format's); if one is there, the new
+      document is deleted again and NodeExistsError raised. If the write was only taken as done because the
+      key held its bytes (:func:`~rectizarr.stores.base.inferred_landings`: another writer's identical
+      document, for all this writer knows), it is left as it is and NodeExistsError raised;
+    * the write failed (no answer came): if another node is there and the key holds the new document's
+      bytes, they are deleted again and NodeExistsError raised, else the write's error.
+    A listing that fails has the new document deleted again and its error raised."""
+
+    def __init__(self, store: Store, path: str, meta: NodeMeta) -> None:
+        self.store, self.path, self.own = store, path, doc_key(path, meta)
+        self.listing = beside(lambda: store.keys_under(prefix_of(path), 3))
+        self.written = False
+
+    def _more_listed(self) -> bool:
+        listed = self.listing.result()
+        return not (len(listed) <= 1 and set(listed) <= {self.own})
+
+    def _other_node(self) -> bool:
+        p = prefix_of(self.path)
+        keys = [k for k in (meta_key(self.path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP) if k != self.own]
+        return any(v is not None for v in self.store.get_many([(k, None) for k in keys]))
+
+    def node_there(self) -> bool:
+        """Before any write of the node's own: whether a node (v3 or v2) is there."""
+        try:
+            return self._more_listed() and (self._other_node() or self.store.get(self.own) is not None)
+        except RectizarrError:
+            return False
+
+    def after_write(self, ours: bool) -> None:
+        """The create-only write of the node's document was answered: raise NodeExistsError if another node
+        is there (``ours``: the write made the document, not only found its bytes there)."""
+        self.written = True
+        try:
+            refuse = self._more_listed() and (not ours or self._other_node())
+        except BaseException:  # the listing (or a look-up) failed: nothing is known, the document goes again
+            if ours:
+                _delete_made(self.store, self.own)
+            raise
+        if refuse:
+            if ours:
+                _delete_made(self.store, self.own)
+            raise NodeExistsError(_exists(self.path))
+
+    def after_failed_write(self, key: str, value: bytes, exc: Exception) -> None:
+        """The create-only write of ``key`` failed with ``exc`` (it may have landed all the same)."""
+        try:
+            there = self._more_listed() and self._other_node()
+        except RectizarrError:
+            return
+        if there:
+            stored = self.store.get(key)
+            if stored is not None and bytes(stored) == value:
+                _delete_made(self.store, key)
+            raise NodeExistsError(_exists(self.path)) from exc
+
+
+def _delete_made(store: Store, key: str) -> None:
+    """Delete ``key``, a document this writer made and must take back; a failure says what is left."""
+    try:
+        store.delete(key)
+    except RectizarrError as exc:
+        raise StoreError(f"{key!r} was written over another node at its path and could not be deleted again "
+                         f"({exc}); delete it to uncover that node") from exc
 
 
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-                exclusive: bool = False, check: Callable[[], None] | None = None) -> None:
+                exclusive: bool = False, check: _Beside | None = None) -> None:
     """Write a group (of the node's format) for each missing ancestor, then the new node's documents,
     keeping ancestors' consolidated metadata current. Ancestors first: a process killed in between leaves
     empty groups, never a node no reader can reach; if the node's document fails (a key the store refuses:
-    a name too long for the file system) the groups made for it are removed again. ``exclusive``: that
+    a name too long for the file system) the groups made for it are removed again, but not when a node is
+    there (NodeExistsError: the node another writer made may sit under them). ``exclusive``: that
     document is written only where none is (create-only on object stores, under the lock elsewhere), else
     NodeExistsError: of writers creating one node at once, in any process or client, one succeeds.
-    ``check``: called once the node's defining document is written (see :func:`write_meta`)."""
+    ``check``: what follows the document's write on object stores (:class:`_Beside`)."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
     made: list[str] = []
     try:
         _write_groups(store, missing, meta.zarr_format, docs, made)
         write_meta(store, path, meta, docs, exclusive, check)
+    except NodeExistsError:  # a node is there, made by another writer, maybe under the groups made here
+        raise
     except BaseException:
         for parent in reversed(made):  # only their documents (what another writer put below stays; best effort)
             names = (v2meta.V2_GROUP, v2meta.V2_ATTRS) if meta.zarr_format == 2 else (META,)
@@ -329,11 +402,19 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
     for parent in parent_paths(path):
         if zarr_format == 2:
             found = read_v2_meta(store, parent)
+            # a new .zgroup beside a Zarr v3 node's zarr.json (one GET, only where a parent is missing)
+            if found is None and docs.get(parent) is not None:
+                raise UnsupportedError(f"cannot create the Zarr v2 node {path!r}: its ancestor {parent or '/'!r} "
+                                       "is a Zarr v3 node (create it with zarr_format=3)")
         else:
             existing = docs.get(parent)
             found = None if existing is None else decode_node(existing, meta_key(parent))
-            # a new zarr.json would hide a Zarr v2 group there (one GET, only where a parent is missing)
-            if found is None and store.get(prefix_of(parent) + v2meta.V2_GROUP) is not None:
+            # a new zarr.json would hide a Zarr v2 node there (one round trip, only where a parent is missing)
+            v2 = [] if found is not None else store.get_many([(prefix_of(parent) + name, None)
+                                                              for name in (v2meta.V2_GROUP, v2meta.V2_ARRAY)])
+            if v2 and v2[1] is not None:
+                raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is a Zarr v2 array, not a group")
+            if v2 and v2[0] is not None:
                 raise UnsupportedError(f"cannot create the Zarr v3 node {path!r}: its ancestor {parent or '/'!r} "
                                        "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)")
         if found is None:
@@ -395,11 +476,10 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
 
 
 def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-               exclusive: bool = False, check: Callable[[], None] | None = None) -> None:
+               exclusive: bool = False, check: _Beside | None = None) -> None:
     """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
-    consolidated metadata current (``exclusive``: see :func:`create_node`). ``check`` (with
-    ``exclusive``) is called once the defining document is written, before anything else: if it raises,
-    that document is deleted again and nothing more written."""
+    consolidated metadata current (``exclusive``: see :func:`create_node`; ``check``: see
+    :func:`_create_only`)."""
     if meta.zarr_format == 2:
         p = prefix_of(path)
         items = {p + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
@@ -417,17 +497,22 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
     _refresh_consolidated(store, path, doc, docs)
 
 
-def _create_only(store: Store, key: str, value: bytes, path: str, check: Callable[[], None] | None = None) -> None:
-    if not store.set_if(key, value, None):
+def _create_only(store: Store, key: str, value: bytes, path: str, check: _Beside | None = None) -> None:
+    """Write ``key`` where it is not (NodeExistsError where it is); with ``check``, what the listing beside
+    the write decides follows before anything else is written (:class:`_Beside`)."""
+    before = inferred_landings()
+    try:
+        created = store.set_if(key, value, None)
+    except Exception as exc:
+        if check is not None:
+            check.after_failed_write(key, value, exc)
+        raise
+    if not created:
         raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
                               "(pass overwrite=True to replace it)")
     if check is None:
         return
-    try:
-        check()
-    except BaseException:
-        store.delete(key)
-        raise
+    check.after_write(ours=inferred_landings() == before)
 
 
 def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> None:

@@ -6,6 +6,7 @@ hands numcodecs codec objects to the array->array and array->bytes wrappers.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import struct
 import sys
@@ -118,7 +119,7 @@ class ZstdCodec(BytesBytesCodec):
         self._codec = Zstd(level=level, checksum=checksum)
 
     def encode(self, data: bytes | memoryview) -> bytes:
-        if len(data) > _ZSTD_SMALL:  # numcodecs' context per call costs little next to a large chunk
+        if len(data) > _zstd_small():  # numcodecs' context per call costs little next to a large chunk
             return _bytes(self._codec.encode(_as_bytes(data)))
         from rectizarr.codecs import zstd
 
@@ -186,10 +187,20 @@ class ZstdCodec(BytesBytesCodec):
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-# Values up to this size are coded through reused zstandard contexts (the same bytes): 32 MiB of 128 KiB
-# uint16 chunks at level 1 in 72-82 ms on one thread, 86-101 ms through numcodecs (which makes a context
-# per call); from 512 KiB on, neither is faster.
-_ZSTD_SMALL = 256 << 10
+
+
+@functools.cache
+def _zstd_small() -> int:
+    """Values up to this size are encoded through reused zstandard contexts: 64 KiB (a third of numcodecs'
+    cost for 1 KiB), or 256 KiB where zstandard and numcodecs bundle the same libzstd, so that the bytes
+    stay zarr-python's (32 MiB of 128 KiB uint16 chunks at level 1: 72-82 ms on one thread, 86-101 ms
+    through numcodecs, which makes a context per call; from 512 KiB on, neither is faster). Versions 1.5.6
+    and 1.5.7 code some values apart at every level from 256 KiB on, at levels 0 and 3 from 17 KiB."""
+    import numcodecs.zstd
+
+    from rectizarr.codecs import zstd
+
+    return (256 if getattr(numcodecs.zstd, "VERSION_NUMBER", None) == zstd.LIBZSTD_VERSION else 64) << 10
 
 
 def _zstd_content_size(data: bytes | memoryview) -> int | None:

@@ -24,6 +24,8 @@ __all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_
            "prefix_enabled"]
 
 ZstdError = zstandard.ZstdError
+LIBZSTD_VERSION = 10000 * zstandard.ZSTD_VERSION[0] + 100 * zstandard.ZSTD_VERSION[1] + zstandard.ZSTD_VERSION[2]
+"""The version of the libzstd ``zstandard`` bundles, as numcodecs' ``zstd.VERSION_NUMBER`` gives its own."""
 _FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
 # From this decoded size on, frames decode one by one into their rows faster than through one batch call
 # (whose output is joined and copied to the rows): 2 MiB in 8 KiB frames 2.6 vs 3.5 ms, in 128 KiB

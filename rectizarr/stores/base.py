@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -138,6 +139,16 @@ def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
     if length is None:
         return data[start:] if start != 0 else data
     return data[start : start + length]
+
+
+_inferred = threading.local()
+
+
+def inferred_landings() -> int:
+    """How many conditional writes made on this thread were taken as done because the key held their very
+    bytes after their retry was refused (:meth:`Store._landed`): a caller that must know it made a key
+    compares the count before and after its write."""
+    return int(getattr(_inferred, "count", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +400,10 @@ class Store(ABC):
         landed and the condition refused the write's own retry, unless another writer stored the very same
         bytes at that moment; without this check an append would be applied twice."""
         stored = self.get(key)
-        return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        landed = stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        if landed:
+            _inferred.count = inferred_landings() + 1
+        return landed
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""

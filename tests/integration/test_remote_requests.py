@@ -31,9 +31,10 @@ def reads(c: CountingStore) -> int:
 def test_array_round_trips(remote: CountingStore) -> None:
     c = remote
     a = rectizarr.create_array(c, name="x", shape=(512, 512), dtype="u2", chunks=(256, 256))
-    # The existing-node check: one listing request (nothing under x/), then the parent's document, and as
-    # there is none, whether a Zarr v2 group is there (a v3 root would hide it)
-    assert (c.lists, [k for k, _ in c.requests]) == (1, ["zarr.json", ".zgroup"])
+    # The existing-node check: one listing request (nothing under x/, beside the document's write), then
+    # the parent's document, and as there is none, whether a Zarr v2 group or array is there (a v3 root
+    # would hide it)
+    assert (c.lists, sorted(k for k, _ in c.requests)) == (1, [".zarray", ".zgroup", "zarr.json"])
     c.reset()
     with pytest.raises(rectizarr.NodeExistsError):
         rectizarr.create_array(c, name="x", shape=(4,), dtype="u2", chunks=(2,))
@@ -197,6 +198,68 @@ def test_a_node_is_not_created_over_a_node_of_the_other_format(s3_server: Any, b
     assert rectizarr.open_array(store, path="orphan").shape == (4,)
 
 
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_a_directory_marker_does_not_hide_a_node_from_the_listing(s3_server: Any, backend: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A "directory marker" object (``d/``, as some tools make) is listed with the keys under ``d/`` but is
+    none of them: the listing beside the create-only write, answered after that write landed, still
+    shows the v3 group there, and no v2 group is made over it."""
+    fs = s3_server.filesystem()
+    bucket = s3_server.new_bucket(fs)
+    store = open_store(f"s3://{bucket}", backend=backend, storage_options=s3_server.storage_options())
+    rectizarr.create_group(store, path="d", attributes={"v": 3})
+    fs.call_s3("put_object", Bucket=bucket, Key="d/", Body=b"")
+    real_list, real_set_if, landed = type(store).keys_under, type(store).set_if, threading.Event()
+
+    def listed_after_the_write(self: Any, prefix: str, limit: int) -> list[str]:
+        landed.wait(10)
+        return real_list(self, prefix, limit)
+
+    def set_if(self: Any, key: str, value: Any, version: Any) -> bool:
+        try:
+            return real_set_if(self, key, value, version)
+        finally:
+            landed.set()
+
+    monkeypatch.setattr(type(store), "keys_under", listed_after_the_write)
+    monkeypatch.setattr(type(store), "set_if", set_if)
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_group(store, path="d", zarr_format=2)
+    monkeypatch.undo()
+    assert sorted(store.list_prefix("d/")) == ["d/zarr.json"]
+
+
+@pytest.mark.parametrize("backend", ["obstore", "fsspec", "local"])
+def test_nodes_of_the_two_formats_never_share_a_path(s3_server: Any, backend: str, tmp_path: Any) -> None:
+    """Creating a node where one of the other format is, or below one of the other format, is refused the
+    same way on every store: NodeExistsError where the node is, UnsupportedError below a group."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+
+    def at(name: str) -> Any:
+        if backend == "local":
+            return open_store(str(tmp_path / name))
+        return open_store(f"s3://{bucket}/{name}", backend=backend, storage_options=s3_server.storage_options())
+
+    two, three = at("two"), at("three")
+    rectizarr.create_group(two, path="g/a", zarr_format=2)
+    rectizarr.create_group(three, path="g", zarr_format=3)
+    before = sorted(two.list_prefix("")), sorted(three.list_prefix(""))
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_array(two, name="g/a", shape=(2,), dtype="u1")
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_group(two, path="g/a")
+    with pytest.raises(rectizarr.UnsupportedError, match="ancestor '/' is a Zarr v2 node"):
+        rectizarr.create_group(two, path="g/b")
+    with pytest.raises(rectizarr.UnsupportedError, match="ancestor '/' is a Zarr v3 node"):
+        rectizarr.create_array(three, name="g/b", shape=(2,), dtype="u1", zarr_format=2)
+    assert (sorted(two.list_prefix("")), sorted(three.list_prefix(""))) == before
+    rectizarr.create_array(two, name="g/a2", shape=(2,), dtype="u1", zarr_format=2)
+    with pytest.raises(rectizarr.StoreError, match="is an array, not a group"):
+        rectizarr.create_array(two, name="g/a2/b", shape=(2,), dtype="u1", zarr_format=2)
+    with pytest.raises(rectizarr.StoreError, match="is a Zarr v2 array, not a group"):  # (a v2 array at the root)
+        rectizarr.create_array(at("two/g/a2"), name="b", shape=(2,), dtype="u1", zarr_format=3)
+
+
 def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPatch, s3_server: Any) -> None:
     """obstore: a lone request is obstore's blocking call on the caller's thread (no hand-off to another
     thread, most of a loopback request's time); a batch's requests go to the pool's threads."""
@@ -208,6 +271,8 @@ def test_one_request_is_made_on_the_callers_thread(monkeypatch: pytest.MonkeyPat
     pool = objectstore._Requests.pool
     monkeypatch.setattr(objectstore._Requests, "pool", classmethod(lambda cls: batches.append(1) or pool()))
     a = rectizarr.create_array(store, name="x", shape=(64, 64), dtype="u2", chunks=(32, 32))
+    assert batches == [1]  # (whether a v2 group or array is at the root: both asked for at once)
+    batches.clear()
     a[:32, :32] = 5  # one chunk
     b = rectizarr.open_array(store, path="x", mode="r")
     assert b[3, 4] == 5 and b[40, 40] == 0 and store.getsize("x/zarr.json") and store.get("x/c/9/9") is None

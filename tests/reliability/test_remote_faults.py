@@ -206,3 +206,47 @@ def test_a_failed_listing_leaves_no_new_node(faulty: S3Server, backend: str) -> 
         faulty.clear_faults()
     assert list(store.list_prefix("")) == []
     rectizarr.create_array(store, name="x", shape=(4,), dtype="u2", chunks=(2,))  # (and then it can be made)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("kind", ["group", "array"])
+def test_a_retried_create_over_an_identical_document_is_refused_and_changes_nothing(
+        faulty: S3Server, backend: str, kind: str) -> None:
+    """The create-only PUT of a v2 node's document is answered 500 once; its retry is refused because the
+    key holds the very same bytes (every v2 group's ``.zgroup`` is the same), which a writer cannot tell
+    from its own first attempt having landed. Another node's keys are listed beside: NodeExistsError, and
+    the existing node's attributes stay (they were overwritten)."""
+    faulty.clear_faults()
+    store = store_on(faulty, backend, faulty.new_bucket(faulty.filesystem()))
+
+    def make(owner: str) -> Any:
+        if kind == "group":
+            return rectizarr.create_group(store, path="x", zarr_format=2, attributes={"owner": owner})
+        return rectizarr.create_array(store, name="x", shape=(4,), dtype="u1", chunks=(2,), zarr_format=2,
+                                      attributes={"owner": owner})
+
+    make("first")
+    faulty.inject("500", times=1, kinds=["put"])
+    try:
+        with pytest.raises(rectizarr.NodeExistsError):
+            make("second")
+    finally:
+        faulty.clear_faults()
+    assert dict(rectizarr.open(store, path="x", mode="r").attrs) == {"owner": "first"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_node(faulty: S3Server,
+                                                                                  backend: str) -> None:
+    """Every answer to the create-only PUT of a v2 group's ``.zgroup`` is lost (the write lands) where a v2
+    array is: NodeExistsError, and the ``.zgroup`` that landed is deleted again (the array opens as one)."""
+    faulty.clear_faults()
+    store = store_on(faulty, backend, faulty.new_bucket(faulty.filesystem()))
+    rectizarr.create_array(store, name="x", shape=(4,), dtype="u1", chunks=(2,), zarr_format=2)
+    faulty.inject("lost", times=50, kinds=["put"])
+    try:
+        with pytest.raises(rectizarr.NodeExistsError):
+            rectizarr.create_group(store, path="x", zarr_format=2)
+    finally:
+        faulty.clear_faults()
+    assert sorted(store.list_prefix("x/")) == ["x/.zarray", "x/.zattrs"]

@@ -352,3 +352,21 @@ def test_an_error_in_a_consolidated_entry_names_the_consolidating_document(tmp_p
         rectizarr.open_group(str(root), mode="r")["a"]
     assert exc.value.key == name and exc.value.path is not None and exc.value.path.startswith(where)
     assert rectizarr.open_group(str(root), mode="r", use_consolidated=False)["a"].shape == (2,)
+
+
+def test_a_creator_that_loses_the_race_for_the_node_keeps_the_groups_it_made() -> None:
+    """Two writers create the v2 group ``x`` in an empty store: one makes the root ``.zgroup`` and then
+    loses the race for ``x/.zgroup``. The root group stays: the winner's group sits under it (it was
+    deleted again as the loser's rollback)."""
+    store = rectizarr.MemoryStore()
+    real = type(store).set_if
+
+    def they_make_x_first(self: Any, key: str, value: Any, version: Any) -> bool:
+        if key == "x/.zgroup":
+            real(self, key, value, version)  # (the other writer's identical document lands first)
+        return real(self, key, value, version)
+
+    store.set_if = they_make_x_first.__get__(store)  # type: ignore[method-assign]
+    with pytest.raises(NodeExistsError):
+        rectizarr.create_group(store, path="x", zarr_format=2)
+    assert store.get(".zgroup") is not None and store.get("x/.zgroup") is not None
