@@ -61,6 +61,7 @@ def is_int(x: object) -> bool:
 NO_HUGE_PAGES_BYTES = 1 << 29  # arrays from 512 MiB up: ordinary pages (see empty)
 _MADV_NOHUGEPAGE = 15  # <asm-generic/mman-common.h>, as mmap.MADV_NOHUGEPAGE
 _MADV_POPULATE_WRITE = 23  # (Linux 5.14)
+_POPULATE_STEP = 2 << 20
 
 
 def empty(shape: Shape | int, dtype: Any) -> np.ndarray:
@@ -95,7 +96,9 @@ def populate(a: np.ndarray) -> None:
     page = os.sysconf("SC_PAGE_SIZE")
     address = int(a.__array_interface__["data"][0])
     start, end = address // page * page, -(-(address + a.nbytes) // page) * page
-    madvise(start, end - start, _MADV_POPULATE_WRITE)  # advice: a failure changes nothing
+    for at in range(start, end, _POPULATE_STEP):  # (in steps: the memory map's lock is never held long)
+        if madvise(at, min(_POPULATE_STEP, end - at), _MADV_POPULATE_WRITE):  # advice: a failure changes nothing
+            return
 
 
 @functools.cache

@@ -23,7 +23,7 @@ from rectizarr.io import batch, cache, slabs
 from rectizarr.io.chunk import Guard
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
-from rectizarr.io.pool import beside
+from rectizarr.io.pool import when_idle
 from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 
@@ -40,7 +40,7 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if not layout.store.capabilities.low_latency and out.nbytes >= t.prefault_bytes:
         # the output's pages made while the requests are in flight, not by the first pastes after the data
         # arrives (a remote read of 32 MiB: 5 ms of page faults there)
-        beside(functools.partial(populate, out))
+        when_idle(functools.partial(populate, out))
     sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value

@@ -21,6 +21,7 @@ _pool: ThreadPoolExecutor | None = None
 _pool_size = default_workers()
 _pool_lock = threading.Lock()
 _beside: ThreadPoolExecutor | None = None
+_idle: ThreadPoolExecutor | None = None
 
 
 def set_workers(n: int) -> None:
@@ -34,8 +35,8 @@ def set_workers(n: int) -> None:
 
 
 def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-based tests
-    global _pool, _pool_lock, _beside
-    _pool = _beside = None
+    global _pool, _pool_lock, _beside, _idle
+    _pool = _beside = _idle = None
     _pool_lock = threading.Lock()
 
 
@@ -70,6 +71,26 @@ def beside(fn: Callable[[], R]) -> Future[R]:
         pool = _beside
     context = contextvars.copy_context()
     return pool.submit(context.run, fn)
+
+
+def when_idle(fn: Callable[[], object]) -> None:
+    """``fn()`` on a thread of the lowest priority (nice 19, where the system lets a thread have its own),
+    for work that only pays while the cores would otherwise idle: the pages of a read's output made while
+    its requests are in flight. At normal priority that took the cores from the requests being sent (a
+    remote read of 256 chunks: 2.5 ms later); at nice 19 it yields to them and runs while they wait."""
+    global _idle
+    with _pool_lock:
+        if _idle is None:
+            _idle = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rectizarr-idle", initializer=_lowest)
+        pool = _idle
+    pool.submit(fn)
+
+
+def _lowest() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)  # (Linux: this thread only)
+    except (AttributeError, OSError):  # not on this system: normal priority
+        pass
 
 
 def on_worker(fn: Callable[[], R]) -> R:

@@ -4,6 +4,7 @@ both backends: one document per open, one request per chunk, a group's root docu
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -617,4 +618,7 @@ def test_a_remote_read_makes_its_output_pages_while_its_requests_are_in_flight(
         a[...] = data
         made.clear()
         assert (a[...] == data).all() and (a[:64] == data[:64]).all()
+        deadline = time.monotonic() + 10
+        while store is remote and not made and time.monotonic() < deadline:  # (made on a thread of its own)
+            time.sleep(0.01)
         assert made == ([data.nbytes] if store is remote else [])
