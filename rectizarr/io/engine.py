@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TypeVar, assert_never
@@ -39,8 +40,9 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
         return
     if not layout.store.capabilities.low_latency and out.nbytes >= t.prefault_bytes:
         # the output's pages made while the requests are in flight, not by the first pastes after the data
-        # arrives (a remote read of 32 MiB: 5 ms of page faults there)
-        when_idle(functools.partial(populate, out))
+        # arrives (a remote read of 32 MiB: 5 ms of page faults there); not once the read is over (the
+        # array is then let go of, or filled), however long the idle thread waits for a core
+        when_idle(functools.partial(_populate_while_read, weakref.ref(out)))
     sparse = stored_projections(layout, plan, t) if plan.nchunks >= t.sparse_min_chunks else None
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value
@@ -56,6 +58,12 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
                 read_chunked(layout, plan, sparse, coords, out, t)
         case _:
             assert_never(layout)
+
+
+def _populate_while_read(ref: weakref.ref[np.ndarray]) -> None:
+    out = ref()
+    if out is not None:
+        populate(out)
 
 
 def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) -> None:
