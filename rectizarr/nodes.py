@@ -296,10 +296,11 @@ class _Beside:
 
     * it shows nothing but the new document: the node is made;
     * it shows more (a listing of three keys, a directory marker left out, is complete only when at most one
-      is left): another node's documents are asked for (the other format's); if one is there, the new
-      document is deleted again and NodeExistsError raised. If the write was only taken as done because the
-      key held its bytes (:func:`~rectizarr.stores.base.inferred_landings`: another writer's identical
-      document, for all this writer knows), it is left as it is and NodeExistsError raised;
+      is left): the documents of another node (of the other kind or format) are asked for; if one is
+      there, the new document is deleted again and NodeExistsError raised;
+    * the write was only taken as done because the key held its bytes after a retry
+      (:func:`~rectizarr.stores.base.inferred_landings`: another writer's identical document, for all this
+      writer knows) and the listing showed anything at all: it is left as it is, NodeExistsError;
     * the write failed (no answer came): if another node is there and the key holds the new document's
       bytes, they are deleted again and NodeExistsError raised, else the write's error.
     A listing that fails has the new document deleted again and its error raised."""
@@ -307,7 +308,11 @@ class _Beside:
     def __init__(self, store: Store, path: str, meta: NodeMeta) -> None:
         self.store, self.path, self.own = store, path, doc_key(path, meta)
         self.listing = beside(lambda: store.keys_under(prefix_of(path), 3))
-        self.written = False
+        self.written = self.taken_back = False
+
+    def _take_back(self) -> None:
+        _delete_made(self.store, self.own)
+        self.taken_back = True
 
     def _more_listed(self) -> bool:
         listed = self.listing.result()
@@ -321,23 +326,28 @@ class _Beside:
     def node_there(self) -> bool:
         """Before any write of the node's own: whether a node (v3 or v2) is there."""
         try:
-            return self._more_listed() and (self._other_node() or self.store.get(self.own) is not None)
+            listed = self.listing.result()
+            return bool(listed) and (self.own in listed or self._other_node() or self.store.get(self.own) is not None)
         except RectizarrError:
             return False
 
     def after_write(self, ours: bool) -> None:
         """The create-only write of the node's document was answered: raise NodeExistsError if another node
-        is there (``ours``: the write made the document, not only found its bytes there)."""
+        is there (``ours``: the write made the document, not only found its bytes there; else it is this
+        writer's only if the listing saw nothing at all, its own document not yet landed)."""
         self.written = True
         try:
-            refuse = self._more_listed() and (not ours or self._other_node())
+            listed = self.listing.result()
+            more = self._more_listed()
+            other = more and self._other_node()
         except BaseException:  # the listing (or a look-up) failed: nothing is known, the document goes again
             if ours:
-                _delete_made(self.store, self.own)
+                self._take_back()
             raise
-        if refuse:
-            if ours:
-                _delete_made(self.store, self.own)
+        if other:  # a node of another kind or format: the document here can only hide it
+            self._take_back()
+            raise NodeExistsError(_exists(self.path))
+        if not ours and listed:  # maybe another writer's very same document, maybe with data below: as it is
             raise NodeExistsError(_exists(self.path))
 
     def after_failed_write(self, key: str, value: bytes, exc: Exception) -> None:
@@ -349,7 +359,7 @@ class _Beside:
         if there:
             stored = self.store.get(key)
             if stored is not None and bytes(stored) == value:
-                _delete_made(self.store, key)
+                self._take_back()
             raise NodeExistsError(_exists(self.path)) from exc
 
 
@@ -358,8 +368,8 @@ def _delete_made(store: Store, key: str) -> None:
     try:
         store.delete(key)
     except RectizarrError as exc:
-        raise StoreError(f"{key!r} was written over another node at its path and could not be deleted again "
-                         f"({exc}); delete it to uncover that node") from exc
+        raise StoreError(f"{key!r} was written, then found not to belong there (another node at its path, or "
+                         f"nothing known of it), and could not be deleted again ({exc}); delete it") from exc
 
 
 def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
@@ -368,19 +378,24 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
     keeping ancestors' consolidated metadata current. Ancestors first: a process killed in between leaves
     empty groups, never a node no reader can reach; if the node's document fails (a key the store refuses:
     a name too long for the file system) the groups made for it are removed again, but not when a node is
-    there (NodeExistsError: the node another writer made may sit under them). ``exclusive``: that
+    there (NodeExistsError: the node another writer made may sit under them), nor on object stores once the
+    document was sent (with its answer lost, it may have landed). ``exclusive``: that
     document is written only where none is (create-only on object stores, under the lock elsewhere), else
     NodeExistsError: of writers creating one node at once, in any process or client, one succeeds.
     ``check``: what follows the document's write on object stores (:class:`_Beside`)."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
     made: list[str] = []
+    started = False
     try:
         _write_groups(store, missing, meta.zarr_format, docs, made)
+        started = True
         write_meta(store, path, meta, docs, exclusive, check)
     except NodeExistsError:  # a node is there, made by another writer, maybe under the groups made here
         raise
     except BaseException:
+        if started and store.capabilities.conditional_writes and not (check is not None and check.taken_back):
+            raise  # (an answer lost: the node may stand, and so do the groups above it)
         for parent in reversed(made):  # only their documents (what another writer put below stays; best effort)
             names = (v2meta.V2_GROUP, v2meta.V2_ATTRS) if meta.zarr_format == 2 else (META,)
             try:
@@ -444,6 +459,9 @@ def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: Ancest
             if not isinstance(try_read_meta(store, parent, zarr_format), GroupMeta):
                 raise StoreError(f"cannot create below {parent or '/'!r}: another writer made an array there") from None
             continue
+        except BaseException:  # after the group's document, maybe: it goes with the others made
+            made.append(parent)
+            raise
         made.append(parent)
 
 

@@ -254,6 +254,9 @@ def test_nodes_of_the_two_formats_never_share_a_path(s3_server: Any, backend: st
     with pytest.raises(rectizarr.UnsupportedError, match="ancestor '/' is a Zarr v3 node"):
         rectizarr.create_array(three, name="g/b", shape=(2,), dtype="u1", zarr_format=2)
     assert (sorted(two.list_prefix("")), sorted(three.list_prefix(""))) == before
+    three.set("g/c/.zgroup", b'{"zarr_format": 2}')  # (a v2 group of one key, the new node's own: there first)
+    with pytest.raises(rectizarr.NodeExistsError):
+        rectizarr.create_group(three, path="g/c", zarr_format=2)
     rectizarr.create_array(two, name="g/a2", shape=(2,), dtype="u1", zarr_format=2)
     with pytest.raises(rectizarr.StoreError, match="is an array, not a group"):
         rectizarr.create_array(two, name="g/a2/b", shape=(2,), dtype="u1", zarr_format=2)

@@ -250,3 +250,30 @@ def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_nod
     finally:
         faulty.clear_faults()
     assert sorted(store.list_prefix("x/")) == ["x/.zarray", "x/.zattrs"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(faulty: S3Server, backend: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The create-only PUT of a new node's document lands but every answer to it is lost: StoreError, and
+    the groups made above it stay, so the node, which may stand, is reachable from the root (they were
+    deleted again, leaving a node below no group)."""
+    faulty.clear_faults()
+    store = store_on(faulty, backend, faulty.new_bucket(faulty.filesystem()))
+    rectizarr.create_group(store)
+    real = type(store).set_if
+
+    def answers_lost(self: Any, key: str, value: Any, version: Any) -> bool:
+        if key == "n/x/zarr.json":  # (only the node's own document)
+            faulty.inject("lost", times=50, kinds=["put"])
+        try:
+            return real(self, key, value, version)
+        finally:
+            faulty.clear_faults()
+
+    monkeypatch.setattr(type(store), "set_if", answers_lost)
+    with pytest.raises(StoreError):
+        rectizarr.create_array(store, name="n/x", shape=(4,), dtype="u1", chunks=(2,))
+    monkeypatch.undo()
+    assert store.get("n/x/zarr.json") is not None  # (it landed)
+    assert list(rectizarr.open_group(store, mode="r")["n"].keys()) == ["x"]
