@@ -428,6 +428,44 @@ def test_local_set_many_makes_each_directory_once(tmp_path: Path, monkeypatch: p
     assert len(list(store.list_prefix("c/"))) == 10_000
 
 
+def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small batch (a read's shard indexes) runs on the caller's thread; a large one on kept threads
+    (no pool started and joined per batch); inside rectizarr's own workers, always on the worker."""
+    import rectizarr.stores.local as local_module
+
+    store = LocalStore(tmp_path / "root", workers=2)
+    store.set_many({f"c/{i}": bytes([i]) * 2048 for i in range(64)})
+    threads: list[str] = []
+    real_read = local_module.read_file
+
+    def recording_read(path: str, byte_range: Any = None) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_read(path, byte_range)
+
+    monkeypatch.setattr(local_module, "read_file", recording_read)
+    caller = threading.current_thread().name
+    ranges = [(f"c/{i}", (-16, None)) for i in range(64)]  # 1 KiB in all: on this thread
+    assert store.get_many(ranges) == [bytes([i]) * 16 for i in range(64)]
+    assert set(threads) == {caller}
+    threads.clear()
+    whole = [(f"c/{i}", None) for i in range(64)]  # 64 files of unknown size: on two kept threads
+    assert store.get_many(whole) == [bytes([i]) * 2048 for i in range(64)]
+    first = set(threads)
+    assert caller not in first and len(first) <= 2
+    threads.clear()
+    store.get_many(whole)
+    assert set(threads) <= first | {caller}  # the same threads again
+    threads.clear()
+    assert store.get_many(whole[:8]) == [bytes([i]) * 2048 for i in range(8)]  # a few files: here
+    assert set(threads) == {caller}
+    threads.clear()
+    worker = threading.Thread(target=lambda: store.get_many(whole), name="rectizarr-test-worker")
+    worker.start()
+    worker.join()
+    assert set(threads) == {"rectizarr-test-worker"}
+
+
 def test_local_temp_files_are_invisible_and_reserved(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "root", fsync=True)
     store.set("a/k", b"v")
