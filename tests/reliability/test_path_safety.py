@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import secrets
 import shutil
-import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -135,39 +136,61 @@ def test_symlink_leading_outside_is_never_written_through(tmp_path: Path) -> Non
     assert snapshot(outside) == before
 
 
+def _swap_forever(root: str, outside: str, done: Any, swaps: Any) -> None:
+    real, aside = os.path.join(root, "c"), os.path.join(root, "c.real")
+    while not done.is_set():
+        try:
+            os.rename(real, aside)  # the directory aside, a link to outside in its place, and back
+            os.symlink(outside, real, target_is_directory=True)
+            os.unlink(real)
+            os.rename(aside, real)
+            with swaps.get_lock():
+                swaps.value += 1
+        except OSError:  # the store made "c" again meanwhile: drop that one, put the directory back
+            with contextlib.suppress(OSError):
+                if os.path.islink(real):
+                    os.unlink(real)
+                elif os.path.exists(aside):
+                    shutil.rmtree(real, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                os.rename(aside, real)
+
+
 class Swapper:
-    """A thread that keeps swapping ``root/c`` between a real directory and a link to ``outside``."""
+    """Another process that keeps swapping ``root/c`` between a real directory and a link to ``outside``
+    (a process, not a thread: a thread waits for the GIL between its renames, and a writer holding it
+    makes ``c`` again every time, so no swap would ever complete)."""
 
     def __init__(self, root: Path, outside: Path) -> None:
-        self.root, self.outside, self.swaps = root, outside, 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        context = multiprocessing.get_context("fork")
+        self._done, self._swaps = context.Event(), context.Value("q", 0)
+        self._process = context.Process(target=_swap_forever, args=(str(root), str(outside), self._done, self._swaps),
+                                        daemon=True)
+
+    @property
+    def swaps(self) -> int:
+        return int(self._swaps.value)
 
     def __enter__(self) -> Swapper:
-        self._thread.start()
+        self._process.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
-        self._thread.join(10)
+        self._process.join(10)
+        if self._process.is_alive():  # pragma: no cover - a swapper stuck in a system call
+            self._process.kill()
+            self._process.join()
 
-    def _run(self) -> None:
-        real, aside = self.root / "c", self.root / "c.real"
-        while not self._done.is_set():
-            try:
-                os.rename(real, aside)  # the directory aside, a link to outside in its place, and back
-                os.symlink(self.outside, real, target_is_directory=True)
-                os.unlink(real)
-                os.rename(aside, real)
-                self.swaps += 1
-            except OSError:  # the store made "c" again meanwhile: drop that one, put the directory back
-                with contextlib.suppress(OSError):
-                    if os.path.islink(real):
-                        os.unlink(real)
-                    elif aside.exists():
-                        shutil.rmtree(real, ignore_errors=True)
-                with contextlib.suppress(OSError):
-                    os.rename(aside, real)
+
+def _until_swapped(swapper: Swapper, at_least: int, swaps: int = 20, seconds: float = 60.0) -> Iterator[int]:
+    """0, 1, 2, ... until ``at_least`` steps are done and the swapper has made ``swaps`` swaps (or
+    ``seconds`` have passed: the caller's assertion on the swaps then fails)."""
+    deadline = time.monotonic() + seconds
+    i = 0
+    while i < at_least or (swapper.swaps < swaps and time.monotonic() < deadline):
+        yield i
+        i += 1
 
 
 def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_outside(tmp_path: Path) -> None:
@@ -180,9 +203,7 @@ def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_out
     store.set("c/first", b"v")
     refused = 0
     with Swapper(root, outside) as swapper:
-        for i in range(3000):  # at least 300 writes and 20 swaps
-            if i >= 300 and swapper.swaps >= 20:
-                break
+        for i in _until_swapped(swapper, 300):  # at least 300 writes and 20 swaps
             try:
                 if i % 3:
                     store.set(f"c/k{i}", b"x")
@@ -208,9 +229,7 @@ def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_o
     before = snapshot(outside)
     store = LocalStore(root)
     with Swapper(root, outside) as swapper:
-        for i in range(3000):  # at least 300 deletes and 20 swaps
-            if i >= 300 and swapper.swaps >= 20:
-                break
+        for i in _until_swapped(swapper, 300):  # at least 300 deletes and 20 swaps
             name = names[i % len(names)]
             try:
                 store.set_many({f"c/{name}": b"x", f"c/d{name}/n": b"y"})
