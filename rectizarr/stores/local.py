@@ -144,8 +144,23 @@ class LocalStore(Store):
             key, byte_range = requests[0]
             return [read_file(self._path(key), byte_range)]
         nbytes = _range_bytes(requests)  # ranges of known size: by bytes alone; whole files: by count too
-        return self._map(lambda r: read_file(self._path(r[0]), r[1]), requests, nbytes,
-                         None if nbytes is not None else _THREADED_FILES)
+        many = None if nbytes is not None else _THREADED_FILES
+        if nbytes is None and len(requests) < _THREADED_FILES and self.workers > 1 \
+                and not threading.current_thread().name.startswith("rectizarr"):
+            nbytes = sum(map(self._stat_bytes, requests))  # a few whole files (shards): by their sizes
+        return self._map(lambda r: read_file(self._path(r[0]), r[1]), requests, nbytes, many)
+
+    def _stat_bytes(self, request: tuple[str, ByteRange | None]) -> int:
+        """About how many bytes ``request`` reads (0 when its file is not there)."""
+        key, byte_range = request
+        try:
+            size = os.stat(self._path(key)).st_size
+        except OSError:
+            return 0
+        if byte_range is None:
+            return size
+        start, length = byte_range
+        return min(size, -start) if start < 0 else max(0, size - start) if length is None else length
 
     capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
                                 consistent_listing=True, process_locks=True, values_consumed=True)

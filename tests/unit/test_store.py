@@ -460,6 +460,10 @@ def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
     assert store.get_many(whole[:8]) == [bytes([i]) * 2048 for i in range(8)]  # a few files: here
     assert set(threads) == {caller}
     threads.clear()
+    store.set_many({f"big/{i}": bytes([i]) * (2 << 20) for i in range(3)})  # a few large files: threads
+    assert [len(v or b"") for v in store.get_many([(f"big/{i}", None) for i in range(3)])] == [2 << 20] * 3
+    assert caller not in threads
+    threads.clear()
     worker = threading.Thread(target=lambda: store.get_many(whole), name="rectizarr-test-worker")
     worker.start()
     worker.join()
