@@ -43,6 +43,9 @@ class Tuning:
     """Small raw local chunks from which a dense block is read slab by slab into a staging buffer [T1]."""
     slab_max_bytes: int = 64 * MiB
     """Most staging bytes of one slab [T1; memory]."""
+    slab_coded_bytes: int = 128 * KiB
+    """Coded chunk size below which a dense local read goes slab by slab, each slab's chunks batch-decoded
+    on a worker (64 KiB zstd chunks: 34-36 vs 37-40 ms for 32 MiB; from 128 KiB on, no faster) [T1z]."""
     scratch_max_bytes: int = 16 * MiB
     """Largest chunk decoded into a reused per-thread buffer before pasting: no page faults [R1, L1]."""
     prefix_min_bytes: int = 64 * KiB

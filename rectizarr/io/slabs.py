@@ -27,16 +27,16 @@ __all__ = ["read_slabs"]
 
 def read_slabs(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
     """Fill ``out`` slab by slab when the read is a dense step-1 block of at least ``t.slab_min_chunks``
-    small raw chunks of a regular grid, from a store that reads straight into buffers; False (nothing
-    read) when it is not such a read."""
+    small chunks (raw, or coded below ``t.slab_coded_bytes``) of a regular grid, from a store that reads
+    straight into buffers; False (nothing read) when it is not such a read."""
     caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
     if plan.nchunks < t.slab_min_chunks or not isinstance(plan, OrthogonalPlan) \
             or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype)):
         return False
     coords = plan.chunk_coords
     spec = layout.spec(tuple(int(c) for c in coords[0])).with_key(None)
-    if workers_for(layout.workers, not raw, spec.nbytes, t) != 1:  # large chunks: the threaded general way
-        return False
+    if (workers_for(layout.workers, False, spec.nbytes, t) != 1) if raw else spec.nbytes >= t.slab_coded_bytes:
+        return False  # large chunks: the threaded general way
     dims = layout.grid.dims
     if not dims or not all(isinstance(d, FixedDim) for d in dims):
         return False

@@ -101,6 +101,7 @@ def test_tuning_reaches_the_pool_threads() -> None:
 @pytest.mark.parametrize("setting", [{"slab_min_chunks": 1}, {"piecewise_bytes": 0}, {"sparse_min_chunks": 1},
                                      {"slab_min_chunks": 0, "sparse_min_chunks": 0},
                                      {"threaded_bytes": 0, "threaded_bytes_coded": 0}, {"window_bytes": 1},
+                                     {"slab_min_chunks": 1, "slab_coded_bytes": 1 << 40}, {"slab_coded_bytes": 0},
                                      {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0}, {"scratch_max_bytes": 0},
                                      {"small_read_projections": 0, "shard_group_block": 1},
                                      {"transient_max_bytes": 1, "assemble_numpy_bytes": 1}])
