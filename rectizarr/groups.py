@@ -251,12 +251,13 @@ class Group(nodes.Node):
 
     def __setitem__(self, name: str, value: Any) -> None:
         """``g[name] = data``: store ``data`` (a NumPy array-like or a rectizarr array) as a new array
-        ``name``, replacing any member of that name (zarr-python's behaviour)."""
+        ``name`` in the group's Zarr format, replacing any member of that name (zarr-python's behaviour)."""
         from rectizarr.api import from_array
 
         self._check_writable()
         self._stale = True
-        from_array(self._store, value, name=nodes.join(self._path, _member_path(name)), overwrite=True)
+        from_array(self._store, value, name=nodes.join(self._path, _member_path(name)), overwrite=True,
+                   zarr_format=self._meta.zarr_format)
 
     # ---------------------------------------------------------------------------------- creation
     def create_group(self, name: str, *, attributes: Mapping[str, Any] | None = None,

@@ -17,6 +17,7 @@ from rectizarr.errors import (
     NodeExistsError,
     NodeNotFoundError,
     ReadOnlyError,
+    UnsupportedError,
 )
 from rectizarr.stores import CountingStore, MemoryStore
 from tests.refs import zarr_python
@@ -370,3 +371,24 @@ def test_a_creator_that_loses_the_race_for_the_node_keeps_the_groups_it_made() -
     with pytest.raises(NodeExistsError):
         rectizarr.create_group(store, path="x", zarr_format=2)
     assert store.get(".zgroup") is not None and store.get("x/.zgroup") is not None
+
+
+def test_setitem_makes_an_array_in_the_groups_format(tmp_path: Any) -> None:
+    """``g[name] = data`` on a Zarr v2 group makes a v2 array, as zarr-python does (not a v3 array, which
+    cannot sit under a v2 group); data that v2 cannot hold (a sharded source) is a clear UnsupportedError."""
+    g = rectizarr.create_group(str(tmp_path / "g.zarr"), zarr_format=2)
+    g["x"] = np.arange(5.0)
+    src = rectizarr.create_array(MemoryStore(), shape=(6, 4), chunks=(3, 2), dtype="i4", dimension_names=("y", "x"))
+    src[...] = np.arange(24).reshape(6, 4)
+    g["y"] = src
+    assert g["x"].metadata.zarr_format == 2 and g["y"].metadata.zarr_format == 2
+    np.testing.assert_array_equal(g["y"][...], np.arange(24).reshape(6, 4))
+    assert g["y"].dimension_names == ("y", "x")
+    sharded = rectizarr.create_array(MemoryStore(), shape=(6, 4), chunks=(3, 2), shards=(6, 4), dtype="i4")
+    with pytest.raises(UnsupportedError):
+        g["z"] = sharded
+    assert sorted(g.keys()) == ["x", "y"]
+    np.testing.assert_array_equal(zarr_python().open_group(str(tmp_path / "g.zarr"), mode="r")["x"][:], np.arange(5.0))
+    g3 = rectizarr.create_group(MemoryStore())
+    g3["a"] = np.arange(3)
+    assert g3["a"].metadata.zarr_format == 3
