@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import itertools
 import os
+import weakref
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -92,6 +94,28 @@ def _retried(exc: BaseException) -> bool:
             return bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
         seen = seen.__cause__ or seen.__context__
     return False
+
+
+_UNEXPECTING: weakref.WeakSet[Any] = weakref.WeakSet()  # s3fs clients whose uploads wait for no 100 Continue
+
+
+def _without_expect_continue(fs: Any) -> None:
+    """Make ``fs``'s S3 client (s3fs: made here if it has none yet, with no request) send uploads without
+    ``Expect: 100-continue``. botocore asks for it on every ``PUT`` with a body, and aiohttp waits for the
+    server's ``100 Continue`` with no timeout: a server that takes the connection and never answers held a
+    write past 500 s, where with the body sent at once it fails after the read timeout (``StoreError``,
+    41 s with a 2 s read timeout and s3fs's retries; fuzz fz34). The body is then sent whatever the answer
+    (a ``PUT`` refused for its credentials uploads its value for nothing)."""
+    client = getattr(fs, "s3", None)
+    if client is None:
+        with contextlib.suppress(Exception):  # no client can be made: the write reports why
+            fs.connect()
+        client = getattr(fs, "s3", None)
+    if client is None or client in _UNEXPECTING:
+        return
+    handlers = importlib.import_module("botocore.handlers")  # (installed with s3fs)
+    client.meta.events.unregister("before-call.s3", handlers.add_expect_header)
+    _UNEXPECTING.add(client)
 
 
 class FsspecStore(Store):
@@ -434,6 +458,7 @@ class FsspecStore(Store):
         self._check_writable("set")
         bucket, name = self._s3_path(key)
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        _without_expect_continue(self.fs)
         try:
             self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value), **condition)
         except OSError as exc:
@@ -477,6 +502,8 @@ class FsspecStore(Store):
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
         data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}
         first = next(iter(data))
+        if self.capabilities.conditional_writes:  # S3
+            _without_expect_continue(self.fs)
         with self._answered(f"writing {len(data)} value(s) to {self!r}, the first", first):
             try:
                 self.fs.pipe(data)

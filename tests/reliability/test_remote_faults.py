@@ -104,6 +104,27 @@ def test_a_server_that_never_answers_times_out(faulty: S3Server, data: tuple[str
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_server_that_never_answers_writes_times_out(faulty: S3Server, data: tuple[str, np.ndarray],
+                                                      backend: str) -> None:
+    """Writes too: a chunk's PUT and a conditional PUT of ``zarr.json`` (an append) end in a StoreError
+    naming the bucket, and the data is unchanged. (s3fs uploads with ``Expect: 100-continue`` waited for
+    the server's 100 Continue with no timeout: past 500 s, fuzz fz34.)"""
+    bucket, values = data
+    store = store_on(faulty, backend, bucket, timeout=1)
+    a = rectizarr.open_array(store, path="x")
+    faulty.inject("hang", times=1000, kinds=["put"])
+    try:
+        for write in (lambda: a.__setitem__((slice(0, 16),), 5), lambda: a.append(np.zeros((16, 64), "i4"))):
+            with pytest.raises(StoreError, match=r"timed out|timeout|Timeout") as info:
+                bounded(write, 150)
+            assert bucket in str(info.value)
+    finally:
+        faulty.clear_faults()
+    back = rectizarr.open_array(store_on(faulty, "obstore", bucket), path="x", mode="r")
+    assert back.shape == values.shape and np.array_equal(back[...], values)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_precondition_failure_is_a_conflict_never_lost_data(faulty: S3Server, data: tuple[str, np.ndarray],
                                                               backend: str) -> None:
     """Two clients change attributes and append, interleaved: each conditional write that loses (412)
