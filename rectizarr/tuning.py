@@ -2,7 +2,7 @@
 
 Each field has a one-line reason and, in brackets, the ``make bench`` row that set it (benchmarks/README.md).
 A threshold changes *how* data moves, never *what* is read or written, so tests may set extreme values to
-drive every strategy: ``with tuning.use(replace(tuning.current(), slab_min_chunks=1)): ...``. The active
+drive every strategy: ``with tuning.use(replace(tuning.current(), block_min_chunks=1)): ...``. The active
 tuning is a context variable: a read or write takes it in the calling thread, and the I/O layer's thread
 pool runs its work in that context.
 """
@@ -39,13 +39,15 @@ class Tuning:
     """Existence checks spread over a large read that tell a dense read (no listing) from a sparse one."""
     window_bytes: int = 64 * MiB
     """Decoded bytes fetched at once from a store with round trips: memory stays bounded [P1]."""
-    slab_min_chunks: int = 64
-    """Small raw local chunks from which a dense block is read slab by slab into a staging buffer [T1]."""
-    slab_max_bytes: int = 64 * MiB
-    """Most staging bytes of one slab [T1; memory]."""
-    slab_coded_bytes: int = 128 * KiB
-    """Coded chunk size below which a dense local read goes slab by slab, each slab's chunks batch-decoded
-    on a worker (64 KiB zstd chunks: 34-36 vs 37-40 ms for 32 MiB; from 128 KiB on, no faster) [T1z]."""
+    block_min_chunks: int = 64
+    """Small local chunks from which a dense block is read batch by batch (:mod:`rectizarr.io.blocks`) [T1]."""
+    batch_bytes: int = 1 * MiB
+    """Decoded bytes per batch of a block read: a staging array this size stays in cache while it is
+    decoded into and pasted from, and Python's work per batch is spread over this many bytes [T1z, S1]."""
+    block_coded_bytes: int = 128 * KiB
+    """Coded chunk size below which a dense local read goes batch by batch, each batch's chunks
+    batch-decoded on a worker (64 KiB zstd chunks: 34-36 vs 37-40 ms for 32 MiB; from 128 KiB on, no
+    faster) [T1z]."""
     scratch_max_bytes: int = 16 * MiB
     """Largest chunk decoded into a reused per-thread buffer before pasting: no page faults [R1, L1]."""
     prefix_min_bytes: int = 64 * KiB

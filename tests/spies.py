@@ -8,15 +8,16 @@ from typing import Any
 
 import pytest
 
-import rectizarr.io.slabs as slabs
+import rectizarr.io.blocks as blocks
 
 
 @contextmanager
-def slab_calls() -> Iterator[list[bool | str]]:
-    """One entry per read inside the block that went slab by slab: True, or the name of what it raised
-    (``read_slabs`` is asked on every read of a chunked layout; a False, declined, is not recorded)."""
+def block_calls() -> Iterator[list[bool | str]]:
+    """One entry per read inside the ``with`` that went batch by batch (:mod:`rectizarr.io.blocks`): True,
+    or the name of what it raised (``read_block`` is asked on every read of a chunked layout; a False,
+    declined, is not recorded)."""
     calls: list[bool | str] = []
-    original = slabs.read_slabs
+    original = blocks.read_block
 
     def spy(*args: Any) -> bool:
         try:
@@ -29,5 +30,5 @@ def slab_calls() -> Iterator[list[bool | str]]:
         return ok
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(slabs, "read_slabs", spy)
+        mp.setattr(blocks, "read_block", spy)
         yield calls

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
@@ -90,11 +90,14 @@ class AxisEntries(Sequence[AxisChunk]):
 @dataclass(frozen=True, slots=True)
 class AxisPlan:
     """The chunks one axis touches (``chunks``, increasing), how to build each one's :class:`AxisChunk`
-    (``entries``, lazily), and the axis's internal output length."""
+    (``entries``, lazily), and the axis's internal output length. ``span``: the array range ``[start,
+    stop)`` when the axis selects it whole, in order (an integer, a step-1 slice): batch strategies then
+    work out every chunk's part by arithmetic, with no entry built."""
 
     length: int
     chunks: IntArray
     entries: Sequence[AxisChunk]
+    span: tuple[int, int] | None = None
 
 
 # ------------------------------------------------------------------------------------ index checks
@@ -168,7 +171,7 @@ def axis_from_int(dim: Dim, i: int) -> AxisPlan:
     c = dim.chunk_of(i)
     local = i - dim.offset(c)
     entry = AxisChunk(c, slice(local, local + 1, 1), slice(0, 1, 1), dim.data_len(c) == 1)
-    return AxisPlan(1, np.array([c], dtype=np.int64), (entry,))
+    return AxisPlan(1, np.array([c], dtype=np.int64), (entry,), (i, i + 1))
 
 
 def reversed_positions(top: int, count: int) -> slice:
@@ -182,15 +185,16 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
     n = len(range(start, stop, step))
     if n == 0:
         return empty_axis()
+    span = (start, start + n) if step == 1 else None
     first, s = (start, step) if step > 0 else (start + (n - 1) * step, -step)
     c0, c1 = dim.chunk_of(first), dim.chunk_of(first + (n - 1) * s)
     if c0 == c1:  # one chunk (a small read): plain integers
         local = first - dim.offset(c0)
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
-        return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,))
+        return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
     if c1 - c0 < _FEW_CHUNKS:  # a few chunks (a window): plain integers, no numpy call per axis
-        return _axis_few(dim, first, s, n, step, c0, c1)
+        return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(f"the selection of {n} elements along axis of extent {dim.extent} touches "
                              f"{c1 - c0 + 1} chunks: too many to plan; select less")
@@ -215,7 +219,7 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(kl, kl + cnt, 1) if step > 0 else reversed_positions(n - 1 - kl, cnt)
         return AxisChunk(int(chunks[j]), slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == int(lens[j]))
 
-    return AxisPlan(n, chunks, AxisEntries(chunks.size, make))
+    return AxisPlan(n, chunks, AxisEntries(chunks.size, make), span)
 
 
 def _axis_few(dim: Dim, first: int, s: int, n: int, step: int, c0: int, c1: int) -> AxisPlan:

@@ -1,6 +1,6 @@
 """The I/O layer, the only one that knows both stores and codecs: a read goes plan -> requests (keys, byte
 ranges) -> fetch -> decode -> paste, a write mirrors it. Top-down: :mod:`.engine` picks a strategy
-(:mod:`.chunked`, :mod:`.sharded` with :mod:`.shards`, :mod:`.slabs`, :mod:`.sparse`), which ends in :mod:`.chunk` (one chunk,
+(:mod:`.chunked`, :mod:`.sharded` with :mod:`.shards`, :mod:`.blocks`, :mod:`.sparse`), which ends in :mod:`.chunk` (one chunk,
 and the commit); below them :mod:`.layout`, :mod:`.cache` and :mod:`.pool`. It asks stores and codec
 pipelines what they can do and imports no concrete store class."""
 

@@ -2,7 +2,7 @@
 (:meth:`~rectizarr.codecs.pipeline.CodecPipeline.decode_many`) into the rows of a staging array, which is
 then pasted into the output with a few strided copies (a block of whole chunks: one copy; otherwise one
 paste per projection, with no decode in between). Used for whole shards of small inner chunks
-(:func:`decode_shard`) and for slabs of small chunk files (:mod:`.slabs`).
+(:func:`decode_shard`) and for batches of small chunk files (:mod:`.blocks`).
 
 A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
 chunk's row holds the fill value.
@@ -275,35 +275,23 @@ def _whole_shard_boxes(layout: ShardedLayout, plan: Plan, t: Tuning, small_inner
     if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
             or (small_inner and spec.nbytes >= t.piecewise_bytes) or not plan.axes:
         return []
-    per_axis = [_whole_shards(a, d, n) for a, d, n in zip(plan.axes, layout.grid.dims, layout.inner_shape,
-                                                         strict=True)]
+    per_axis = [_whole_shards(a, d) for a, d in zip(plan.axes, layout.grid.dims, strict=True)]
     axes = [p for p in per_axis if p is not None]
     if len(axes) < len(per_axis):
         return []
     return [(tuple(c for c, _ in s), tuple(b for _, b in s)) for s in product(*axes)]
 
 
-def _whole_shards(a: AxisPlan, d: Dim, inner: int) -> list[tuple[int, slice]] | None:
-    """Along one axis: each touched shard with the output positions it fills, when every touched shard lies
-    inside the extent and has all its inner chunks selected whole, in order, at consecutive positions;
-    else None."""
-    found: list[tuple[int, slice]] = []
-    entries, chunks, i = a.entries, a.chunks.tolist(), 0
-    while i < len(chunks):
-        shard = d.chunk_of(chunks[i] * inner)
-        first, n = d.offset(shard) // inner, d.edge(shard) // inner
-        if chunks[i] != first or d.data_len(shard) != d.edge(shard) or i + n > len(chunks):
-            return None
-        start = None
-        for k in range(n):
-            e = entries[i + k]
-            if not (chunks[i + k] == first + k and isinstance(e.local, slice) and isinstance(e.out, slice)
-                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1 and e.out.step == 1):
-                return None
-            start = e.out.start if start is None else start
-            if e.out.start != start + k * inner:
-                return None
-        assert start is not None
-        found.append((shard, slice(start, start + n * inner)))
-        i += n
-    return found
+def _whole_shards(a: AxisPlan, d: Dim) -> list[tuple[int, slice]] | None:
+    """Along one axis: each touched shard with the output positions it fills, when the axis selects a
+    run of whole shards in order, all inside the extent; else None. Arithmetic on the axis's span: no
+    step per inner chunk."""
+    if a.span is None:
+        return None
+    lo, hi = a.span
+    first, last = d.chunk_of(lo), d.chunk_of(hi - 1)
+    if d.offset(first) != lo or d.offset(last) + d.edge(last) != hi or d.data_len(last) != d.edge(last):
+        return None
+    shards = np.arange(first, last + 1, dtype=np.int64)
+    starts = (d.offsets_of(shards) - lo).tolist()
+    return [(s, slice(b, e)) for s, b, e in zip(shards.tolist(), starts, [*starts[1:], hi - lo], strict=True)]

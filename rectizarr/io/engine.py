@@ -1,6 +1,6 @@
 """The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan, and the upkeep of
 a shrink (:func:`delete_outside`). A read or write takes the active :mod:`rectizarr.tuning` once and
-hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.slabs`) or sharded
+hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.blocks`) or sharded
 (:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`).
 """
 
@@ -20,7 +20,7 @@ from rectizarr._util import Coords, empty, populate
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
 from rectizarr.indexing import Plan, orthogonal_plan
-from rectizarr.io import batch, cache, slabs
+from rectizarr.io import batch, blocks, cache
 from rectizarr.io.chunk import Guard
 from rectizarr.io.chunked import read_chunked, write_chunked
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
@@ -51,7 +51,7 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
             if sparse is not None or not batch.read_shards(layout, plan, out, t):  # whole shards: no projections
                 read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
-            if sparse is None and not slabs.read_slabs(layout, plan, out, t):
+            if sparse is None and not blocks.read_block(layout, plan, out, t):
                 read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)
             elif sparse is not None:
                 coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(len(sparse), layout.grid.ndim)

@@ -35,8 +35,8 @@ from tests.strategies import (
 )
 
 BIG = 1 << 40
-BATCH = replace(tuning.DEFAULT, slab_min_chunks=1, piecewise_bytes=BIG, scratch_max_bytes=BIG)
-PER_CHUNK = replace(tuning.DEFAULT, slab_min_chunks=BIG, piecewise_bytes=0)
+BATCH = replace(tuning.DEFAULT, block_min_chunks=1, piecewise_bytes=BIG, scratch_max_bytes=BIG)
+PER_CHUNK = replace(tuning.DEFAULT, block_min_chunks=BIG, piecewise_bytes=0)
 
 
 def bits(a: Any) -> bytes:

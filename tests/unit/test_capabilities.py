@@ -90,18 +90,18 @@ def test_tuning_reaches_the_pool_threads() -> None:
 
     def probe(_: int) -> None:
         with lock:
-            seen.append(tuning.current().slab_min_chunks)
+            seen.append(tuning.current().block_min_chunks)
 
-    with tuning.use(replace(tuning.current(), slab_min_chunks=3)):
+    with tuning.use(replace(tuning.current(), block_min_chunks=3)):
         pmap(probe, list(range(64)), 2)
     pmap(probe, [0, 1], 2)
-    assert seen == [3] * 64 + [tuning.DEFAULT.slab_min_chunks] * 2
+    assert seen == [3] * 64 + [tuning.DEFAULT.block_min_chunks] * 2
 
 
-@pytest.mark.parametrize("setting", [{"slab_min_chunks": 1}, {"piecewise_bytes": 0}, {"sparse_min_chunks": 1},
-                                     {"slab_min_chunks": 0, "sparse_min_chunks": 0},
+@pytest.mark.parametrize("setting", [{"block_min_chunks": 1}, {"piecewise_bytes": 0}, {"sparse_min_chunks": 1},
+                                     {"block_min_chunks": 0, "sparse_min_chunks": 0},
                                      {"threaded_bytes": 0, "threaded_bytes_coded": 0}, {"window_bytes": 1},
-                                     {"slab_min_chunks": 1, "slab_coded_bytes": 1 << 40}, {"slab_coded_bytes": 0},
+                                     {"block_min_chunks": 1, "block_coded_bytes": 1 << 40}, {"block_coded_bytes": 0},
                                      {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0}, {"scratch_max_bytes": 0},
                                      {"small_read_projections": 0, "shard_group_block": 1},
                                      {"transient_max_bytes": 1, "assemble_numpy_bytes": 1}])

@@ -207,8 +207,8 @@ def test_array_reads_through_transient_values(monkeypatch: pytest.MonkeyPatch, t
     data = np.arange(17 * 30, dtype="<i4").reshape(17, 30) * 3
     data[8:12] = -1  # some chunks never stored
     a[...] = data
-    # inner chunks of a shard read one by one; no slabs (their chunk files are read into slots: test_coded_slabs)
-    piecewise = replace(tuning.current(), piecewise_bytes=0, slab_min_chunks=10**9)
+    # inner chunks of a shard read one by one; no block batches (their chunk files are read into slots: test_coded_blocks)
+    piecewise = replace(tuning.current(), piecewise_bytes=0, block_min_chunks=10**9)
     for sel in [(...,), (slice(None, None, -1), slice(3, 29, 2)), (slice(1, 16, 5), [0, 29, 4])]:
         seen.clear()
         with tuning.use(piecewise):

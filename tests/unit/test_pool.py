@@ -14,8 +14,8 @@ from rectizarr.io.pool import each_as_ready, on_worker, pmap
 
 
 def test_on_worker_runs_on_a_pool_thread_in_the_callers_context() -> None:
-    with tuning.use(replace(tuning.current(), slab_min_chunks=12345)):
-        name, seen = on_worker(lambda: (threading.current_thread().name, tuning.current().slab_min_chunks))
+    with tuning.use(replace(tuning.current(), block_min_chunks=12345)):
+        name, seen = on_worker(lambda: (threading.current_thread().name, tuning.current().block_min_chunks))
     assert name.startswith("rectizarr") and seen == 12345
     inner = on_worker(lambda: on_worker(lambda: threading.current_thread().name))  # inline there: no deadlock
     assert inner.startswith("rectizarr")

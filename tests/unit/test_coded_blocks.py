@@ -1,8 +1,8 @@
-"""Dense reads of many small *coded* chunk files of a local directory (``rectizarr.io.slabs``: each file read
-into a slot of a staging buffer with one ``readv``, the slab decoded with one batch call): they equal numpy
+"""Dense reads of many small *coded* chunk files of a local directory (``rectizarr.io.blocks``: each file read
+into a slot of a staging buffer with one ``readv``, each batch decoded with one batch call): they equal numpy
 for zstd, blosc and gzip, with chunks missing (one by one, or a whole directory), a value larger than its
 slot, keys without a directory (v2's ``.`` separator) and two threads reading at once; an invalid chunk is a
-``CodecError`` naming its key. A spy on ``read_slabs`` shows that the slab path took each read."""
+``CodecError`` naming its key. A spy on ``read_block`` shows that the batch path took each read."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import pytest
 import rectizarr
 from rectizarr.errors import CodecError
 from rectizarr.stores import LocalStore
-from tests.spies import slab_calls
+from tests.spies import block_calls
 
 CODECS: dict[str, Any] = {
     "zstd": {"name": "zstd", "configuration": {"level": 1}},
@@ -49,12 +49,12 @@ SELECTIONS: list[Any] = [np.s_[...], np.s_[3:41, 5:200], np.s_[8:, :60], np.s_[:
 def test_equal_numpy_with_missing_chunks(tmp_path: Path, codec: str) -> None:
     a, data = make(tmp_path, codec)
     root, expected = tmp_path / "a" / "c", data.copy()
-    for i, j in [(0, 0), (1, 5), (2, 25), (11, 0), (11, 25)]:  # the first of a slab, the last, inner ones
+    for i, j in [(0, 0), (1, 5), (2, 25), (11, 0), (11, 25)]:  # the first of a chunk row, the last, inner ones
         (root / str(i) / str(j)).unlink()
         expected[4 * i : 4 * i + 4, 8 * j : 8 * j + 8] = 7
     shutil.rmtree(root / "4")  # a whole row of chunks
     expected[16:20] = 7
-    with slab_calls() as calls:
+    with block_calls() as calls:
         for sel in SELECTIONS:
             np.testing.assert_array_equal(a[sel], expected[sel])
     assert calls == [True] * len(SELECTIONS)
@@ -76,7 +76,7 @@ def test_a_value_larger_than_its_slot(tmp_path: Path) -> None:
         path = tmp_path / "a" / key
         path.write_bytes(_big_gzip(path.read_bytes(), 5000))
         assert path.stat().st_size > 5000
-    with slab_calls() as calls:
+    with block_calls() as calls:
         for sel in SELECTIONS:
             np.testing.assert_array_equal(a[sel], data[sel])
     assert calls == [True] * len(SELECTIONS)
@@ -89,10 +89,10 @@ def test_an_invalid_chunk_names_its_key(tmp_path: Path, codec: str, bad: bytes |
     path = tmp_path / "a" / "c" / "5" / "7"
     value = path.read_bytes()
     path.write_bytes(value[: len(value) // 2] if bad is None else bad)  # None: cut short
-    with slab_calls() as calls, pytest.raises(CodecError, match=re.escape("'c/5/7'")):
+    with block_calls() as calls, pytest.raises(CodecError, match=re.escape("'c/5/7'")):
         a[...]
     assert calls == ["CodecError"]
-    np.testing.assert_array_equal(a[:20], make(tmp_path / "again", codec)[1][:20])  # other slabs still read
+    np.testing.assert_array_equal(a[:20], make(tmp_path / "again", codec)[1][:20])  # other batches still read
 
 
 @pytest.mark.parametrize("codec", ["zstd", "blosc"])
@@ -101,7 +101,7 @@ def test_keys_without_a_directory(tmp_path: Path, codec: str) -> None:
     (tmp_path / "a" / "c.3.1").unlink()
     expected = data.copy()
     expected[12:16, 8:16] = 7
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[...], expected)
     assert calls == [True]
 
@@ -115,7 +115,7 @@ def test_two_threads_reading(tmp_path: Path, codec: str) -> None:
         barrier.wait()
         return all(np.array_equal(a[SELECTIONS[(i + k) % 4]], data[SELECTIONS[(i + k) % 4]]) for k in range(8))
 
-    with slab_calls() as calls, ThreadPoolExecutor(2) as pool:
+    with block_calls() as calls, ThreadPoolExecutor(2) as pool:
         assert all(pool.map(read, [0, 1]))
     assert calls == [True] * 16
 

@@ -1,7 +1,7 @@
-"""Dense reads of many small raw chunks of a local directory, slab by slab (``rectizarr.io.slabs.read_slabs``
+"""Dense reads of many small raw chunks of a local directory, batch by batch (``rectizarr.io.blocks.read_block``
 -> ``LocalStore.read_into``): they equal numpy, missing chunks read as the
 fill value, a chunk of the wrong size is a ``CodecError`` naming its key, and whatever the path does not
-handle goes the general way (a spy on ``read_raw_slabs`` shows which way each read took)."""
+handle goes the general way (a spy on ``read_block`` shows which way each read took)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from rectizarr import tuning
 from rectizarr.errors import CodecError
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
 from tests.refs import zarr_python
-from tests.spies import slab_calls
+from tests.spies import block_calls
 from tests.strategies import basic_selections, examples
 
 RAW: dict[str, Any] = {"compressors": []}  # only the bytes codec, little-endian: raw chunks
@@ -32,7 +32,7 @@ CASES: dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]] = {  # dtype, sha
     "1d-f8": ("<f8", (1003,), (7,)),
     **{f"2d-{dt}": (dt, (61, 47), (4, 5)) for dt in ("|u1", "<i2", "<f4", "<f8", "|b1", "<c8", "|V8", "<U5")},
     "3d-i4": ("<i4", (23, 19, 17), (3, 4, 5)), "4d-u2": ("<u2", (9, 8, 7, 11), (2, 3, 2, 4)),
-    "wide-u2": ("<u2", (9, 410), (4, 5)),  # 82 chunks in a first-axis chunk row: one slab
+    "wide-u2": ("<u2", (9, 410), (4, 5)),  # 82 chunks in a first-axis chunk row
 }
 Array = tuple[Any, np.ndarray]  # an array and its data
 
@@ -59,7 +59,7 @@ def base(tmp: Path, store: Any = None, case: str = "base", **kw: Any) -> Array:
 
 @pytest.fixture(scope="module", params=list(CASES)[1:])
 def array(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Array:
-    return base(tmp_path_factory.mktemp("slabs"), case=request.param)
+    return base(tmp_path_factory.mktemp("blocks"), case=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +72,8 @@ def selections(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[Any, ...]]:
     return basic_selections(shape, steps=st.sampled_from([None, 1]), advanced=False, ellipsis=False, newaxis=False)
 
 
-def slab_path(sel: tuple[Any, ...], a: Any) -> bool:
-    """Whether a step-1 selection touches Tuning.slab_min_chunks (64) chunks or more."""
+def block_path(sel: tuple[Any, ...], a: Any) -> bool:
+    """Whether a step-1 selection touches Tuning.block_min_chunks (64) chunks or more."""
     total = 1
     for s, n, c in zip(sel, a.shape, a.chunks, strict=True):
         start, stop, _ = s.indices(n) if isinstance(s, slice) else (0, 1, 1)
@@ -87,11 +87,11 @@ def test_step1_blocks_equal_numpy(array: Array, data: st.DataObject) -> None:
     a, expected = array
     sel = data.draw(selections(a.shape), "sel")
     oindex = data.draw(st.booleans(), "oindex")
-    with slab_calls() as calls:
+    with block_calls() as calls:
         got = a.oindex[sel] if oindex else a[sel]
     assert np.shape(got) == expected[sel].shape
     np.testing.assert_array_equal(got, expected[sel])
-    assert calls == ([True] if slab_path(sel, a) else [])
+    assert calls == ([True] if block_path(sel, a) else [])
 
 
 def test_whole_inner_and_one_chunk_row(array: Array) -> None:
@@ -99,14 +99,14 @@ def test_whole_inner_and_one_chunk_row(array: Array) -> None:
     rest, c0 = tuple(slice(1, n - 1) for n in a.shape[1:]), a.chunks[0]
     sels: list[Any] = [(slice(1, a.shape[0] - 1), *rest), (slice(c0 + 1, 2 * c0), *rest), (c0, *rest),
                        (slice(c0, c0), *rest), (*(slice(3, 3 + 7 * c0), *rest)[:-1], 2)]
-    with slab_calls() as calls:
+    with block_calls() as calls:
         for sel in sels:
             for got in (a[sel], a.oindex[sel]):
                 assert np.shape(got) == data[sel].shape
                 np.testing.assert_array_equal(got, data[sel])
-    assert calls == [True for sel in sels if slab_path(sel, a) for _ in "ab"]
+    assert calls == [True for sel in sels if block_path(sel, a) for _ in "ab"]
     out = np.zeros((*a.shape[:-1], 2 * a.shape[-1]), a.dtype)[..., ::2]  # a strided out: still filled right
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[...], data)
         np.testing.assert_array_equal(a.get_basic_selection(..., out=out), data)
         np.testing.assert_array_equal(a.blocks[..., 1:], data[..., a.chunks[-1]:])
@@ -123,7 +123,7 @@ def test_declined_selections(shared: Array) -> None:
         ("basic", np.s_[0:28, 0:45], []), ("basic", np.s_[0:32, 0:40], [True]),  # 63 and 64 chunks
     ]
     for kind, sel, expected in cases:
-        with slab_calls() as calls:
+        with block_calls() as calls:
             got = a.oindex[sel] if kind == "oindex" else a.vindex[sel] if kind == "vindex" else a[sel]
         np.testing.assert_array_equal(got, data[sel])
         assert calls == expected, sel
@@ -144,7 +144,7 @@ OTHER_LAYOUTS: dict[str, tuple[dict[str, Any], list[bool]]] = {  # create keywor
     "zstd": ({"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}, [True]),  # batch-decoded (calls, not reads)
     "big-endian": ({"serializer": BIG_ENDIAN}, [True]),  # coded: batch-decoded
     "memory": ({}, []),  # raw, and no native read_into
-    "slab-max": ({}, []),  # a slab above the staging limit
+    "batch-of-one": ({}, [True]),  # batches of one chunk each
 }
 
 
@@ -155,20 +155,20 @@ def test_other_layouts(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, case: st
         kw = {"store": MemoryStore()}
     a, data = base(tmp_path, **kw)
     sels: list[Any] = [np.s_[...], np.s_[0:32, 0:40], np.s_[2:, 1:]]
-    limit = 100 if case == "slab-max" else tuning.current().slab_max_bytes
-    with tuning.use(replace(tuning.current(), slab_max_bytes=limit)):
+    limit = 1 if case == "batch-of-one" else tuning.current().batch_bytes
+    with tuning.use(replace(tuning.current(), batch_bytes=limit)):
         for sel in sels:
-            with slab_calls() as calls:
+            with block_calls() as calls:
                 np.testing.assert_array_equal(a[sel], data[sel])
             assert calls == expected
 
 
 def test_wrappers_forward_the_capability(tmp_path: Path) -> None:
-    """A CountingStore around a local directory reads slab by slab too, and records every file read."""
+    """A CountingStore around a local directory reads batch by batch too, and records every file read."""
     spy = CountingStore(LocalStore(tmp_path / "c"))
     a, data = base(tmp_path, store=spy)
     spy.reset()
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[...], data)
     assert calls == [True]
     assert len(spy.requests) == a.nchunks and all(r is None for _, r in spy.requests)
@@ -180,7 +180,7 @@ def test_chunks_from_256_kib_go_the_threaded_way(tmp_path: Path, rows: int, take
                                chunks=(rows, 1024), fill_value=7, **RAW)  # 64 chunks, a few stored
     expected = np.full(a.shape, 7, np.uint8)
     a[100:400, 3000:5000] = expected[100:400, 3000:5000] = sample("|u1", (300, 2000), 1)
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[...], expected)
     assert calls == ([True] if taken else [])
 
@@ -196,7 +196,7 @@ def test_missing_chunks_read_as_fill(tmp_path: Path) -> None:
     (root / "5").write_bytes(b"")  # a file where the row's directory was: its chunks are missing
     expected[12:16] = expected[20:24] = 7
     sels: list[Any] = [np.s_[...], np.s_[2:41, 1:56], np.s_[10:30, :], np.s_[-30:, 10:], np.s_[:, 7]]
-    with slab_calls() as calls:
+    with block_calls() as calls:
         for sel in sels:
             np.testing.assert_array_equal(a[sel], expected[sel])
     assert calls == [True] * 4  # np.s_[:, 7] touches 11 chunks: the general way
@@ -207,7 +207,7 @@ def test_missing_chunks_read_as_fill(tmp_path: Path) -> None:
 def test_no_chunks_written(tmp_path: Path, dtype: str, fill: Any) -> None:
     a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=(103, 87), dtype=dtype, chunks=(4, 5),
                                fill_value=fill, **RAW)
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[1:, 2:], np.full((102, 85), fill, dtype))
     assert calls == [True]
 
@@ -219,17 +219,17 @@ def test_wrong_sizes_raise_naming_the_key(tmp_path: Path) -> None:
     (root / "5" / "3").write_bytes(b"\0" * 4000)
     cases: list[Any] = [(np.s_[:, :], "c/1/2"), (np.s_[20:, :], "c/5/3"), (np.s_[2:30, 8:], "c/1/2")]
     for sel, key in cases:
-        with slab_calls() as calls, pytest.raises(CodecError, match=re.escape(repr(key))) as slab_error:
+        with block_calls() as calls, pytest.raises(CodecError, match=re.escape(repr(key))) as batch_error:
             a[sel]
-        assert calls == ["CodecError"] and slab_error.value.key == key and "40 bytes" in str(slab_error.value)
+        assert calls == ["CodecError"] and batch_error.value.key == key and "40 bytes" in str(batch_error.value)
         with pytest.raises(CodecError) as general_error:  # index arrays: the general way, the same error
             a.oindex[np.arange(43)[sel[0]], sel[1]]
-        assert str(general_error.value) == str(slab_error.value)
+        assert str(general_error.value) == str(batch_error.value)
     (root / "2" / "4").unlink()
     (root / "2" / "4").mkdir()  # a directory where a chunk file was: missing
     expected = data.copy()
     expected[8:12, 20:25] = 7
-    with slab_calls() as calls:  # no chunk of the wrong size in these blocks
+    with block_calls() as calls:  # no chunk of the wrong size in these blocks
         np.testing.assert_array_equal(a[:, 20:], expected[:, 20:])
         np.testing.assert_array_equal(a[8:, 20:], expected[8:, 20:])
     assert calls == [True] * 2
@@ -269,7 +269,7 @@ def test_chunk_key_encodings(tmp_path: Path, writer: str, name: str, sep: str) -
     expected = data.copy()
     expected[4:8, 6:9] = 7
     a = rectizarr.open_array(str(tmp_path / "z"), mode="r")
-    with slab_calls() as calls:
+    with block_calls() as calls:
         np.testing.assert_array_equal(a[:24], expected[:24])
         np.testing.assert_array_equal(a.oindex[2:31, 1:26], expected[2:31, 1:26])
         with pytest.raises(CodecError, match=re.escape(repr(key69))):
@@ -286,6 +286,6 @@ def test_threads_reading_one_array(shared: Array) -> None:
         barrier.wait()
         return all(np.array_equal(a[sels[(i + k) % 4]], data[sels[(i + k) % 4]]) for k in range(12))
 
-    with slab_calls() as calls, ThreadPoolExecutor(2) as pool:
+    with block_calls() as calls, ThreadPoolExecutor(2) as pool:
         assert all(pool.map(read, [0, 1]))
     assert calls == [True] * 18  # np.s_[1:, 3] touches 11 chunks: the general way
