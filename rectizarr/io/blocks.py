@@ -93,17 +93,15 @@ def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
     if plan.nchunks < t.block_min_chunks or not isinstance(plan, OrthogonalPlan) \
             or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype)):
         return False
-    dims = layout.grid.dims
-    if not dims or not all(isinstance(d, FixedDim) for d in dims):
+    dims = [d for d in layout.grid.dims if isinstance(d, FixedDim)]
+    spans = [a.span for a in plan.axes if a.span is not None]
+    if not dims or len(dims) < layout.grid.ndim or len(spans) < len(plan.axes):
         return False
-    spans = [a.span for a in plan.axes]
-    if any(s is None for s in spans):
-        return False
-    chunk = tuple(d.size for d in dims)  # type: ignore[attr-defined]
+    chunk = tuple(d.size for d in dims)
     spec = ChunkSpec(chunk, layout.dtype, layout.fill_value)
     if (workers_for(layout.workers, False, spec.nbytes, t) != 1) if raw else spec.nbytes >= t.block_coded_bytes:
         return False  # large chunks: the threaded general way
-    block = Block.of(spans, chunk, spec.nbytes, t.batch_bytes)  # type: ignore[arg-type]
+    block = Block.of(spans, chunk, spec.nbytes, t.batch_bytes)
     _read(layout, block, layout.keys(plan.chunk_coords), out, spec)
     return True
 
@@ -202,10 +200,9 @@ def _read_coded(layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: 
     ``fstat``: a slot holds any value up to a little over the decoded size) and decoded into ``rows`` with
     one batch call; a larger value is read and decoded on its own."""
     cap = spec.nbytes + spec.nbytes // 16 + 64  # above every codec's bound for data that does not shrink
-    slots = stage(len(keys), (cap,), np.dtype(np.uint8), "coded")
-    whole = memoryview(slots.reshape(-1))
+    whole, views = _slots(len(keys), cap)
     with files:
-        got = layout.store.read_into(keys, [whole[i * cap : (i + 1) * cap] for i in range(len(keys))])
+        got = layout.store.read_into(keys, views)
     sizes = np.asarray(got, dtype=np.int64)
     present = np.flatnonzero((sizes >= 0) & (sizes <= cap))
     if present.size < len(keys):
@@ -216,3 +213,16 @@ def _read_coded(layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: 
             rows[j] = layout.fill_value if chunk is None else chunk
     frames = Frames(whole, present.astype(np.uint64) * np.uint64(cap), sizes[present].astype(np.uint64))
     decode_rows(layout.pipeline, frames, present, spec, rows, lambda i: keys[int(present[i])], 1)
+
+
+_local = threading.local()
+
+
+def _slots(n: int, cap: int) -> tuple[memoryview, list[memoryview]]:
+    """This thread's buffer of ``n`` slots of ``cap`` bytes and a view of each, made again only when a
+    batch needs more or other slots (the views of one batch serve the next)."""
+    made: tuple[int, int, memoryview, list[memoryview]] | None = getattr(_local, "slots", None)
+    if made is None or made[1] != cap or made[0] < n:
+        whole = memoryview(stage(n, (cap,), np.dtype(np.uint8), "coded").reshape(-1))
+        made = _local.slots = (n, cap, whole, [whole[i * cap : (i + 1) * cap] for i in range(n)])
+    return made[2], made[3][:n]

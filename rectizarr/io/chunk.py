@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -197,14 +197,24 @@ def _largest_value_nbytes(layout: Layout) -> int:
 
 
 def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
-                      workers: int | None, t: Tuning) -> None:
+                      workers: int | None, t: Tuning, fallible: Callable[[T], bool] | None = None) -> None:
     """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
-    the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
-    encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
-    written at once, so an encoding error writes nothing. ``known_absent`` keys need no delete."""
+    the results, all or nothing where the codecs can fail. Local data whose encoding cannot fail is
+    written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
+    except the ``fallible`` items (their work decodes a stored value, which may be corrupt: a partly
+    written chunk), made first, before anything is written, and stored last; otherwise everything is
+    encoded first and written at once. So a CodecError writes nothing. ``known_absent`` keys need no
+    delete."""
     if not layout.pipeline.encode_cannot_fail(layout.dtype):
         commit(layout.store, pmap(work, items, workers), known_absent)
         return
+    if fallible is not None:
+        first = [x for x in items if fallible(x)]
+        if first:
+            made = pmap(work, first, workers)  # a corrupt stored value raises here: nothing written yet
+            encode_and_commit(layout, [x for x in items if not fallible(x)], work, known_absent, workers, t)
+            commit(layout.store, made, known_absent)
+            return
     if not layout.store.capabilities.low_latency:
         _stream_remote(layout, items, work, known_absent, workers, t)
         return
@@ -259,17 +269,29 @@ def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encod
 
 
 def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],
-              make: Callable[[T, Data | None], Encoded], workers: int | None) -> None:
+              make: Callable[[T, Data | None], Encoded], workers: int | None,
+              before: Callable[[], object] | None = None) -> None:
     """Stores with conditional writes (S3): each item's value made from the stored one and written with
-    :meth:`~rectizarr.stores.Store.swap` (made again on a conflict)."""
+    :meth:`~rectizarr.stores.Store.swap` (made again on a conflict). Every value is read and made before
+    anything is written (a corrupt stored value raises with nothing written), then ``before()`` runs (the
+    writes that need no stored value), then the values are written."""
     store = layout.store
 
-    def one(item: T) -> None:
+    def prepare(item: T) -> tuple[Data | None, Hashable, Buffer | None]:
+        stored, version = store.get_versioned(key_of(item))
+        return stored, version, make(item, stored)[1]
+
+    ready = pmap(prepare, items, workers)
+    if before is not None:
+        before()
+
+    def one(pair: tuple[T, tuple[Data | None, Hashable, Buffer | None]]) -> None:
+        item, first = pair
         key = key_of(item)
-        store.swap(key, lambda stored: make(item, stored)[1])
+        store.swap(key, lambda stored: make(item, stored)[1], first)  # type: ignore[arg-type]
         cache.invalidate(store, [key])
 
-    pmap(one, items, workers)
+    pmap(one, list(zip(items, ready, strict=True)), workers)
 
 
 def commit(store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()) -> None:

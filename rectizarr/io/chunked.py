@@ -128,12 +128,12 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
     with layout.store.lock(keys):
         check(guard)
-        if conditional:  # partly written chunks: compare-and-swap each
+        if conditional:  # partly written chunks: compare-and-swap each (all made before any is written)
             whole = [k for k in keys if k not in partial_set]
-            encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t)
-            swap_each(layout, partial, lambda k: k, work, workers)
+            swap_each(layout, partial, lambda k: k, work, workers,
+                      lambda: encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t))
             return
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
         encode_and_commit(layout, keys, lambda k: work(k, old.get(k)), {k for k in partial if old[k] is None},
-                          workers, t)
+                          workers, t, lambda k: old.get(k) is not None)
 

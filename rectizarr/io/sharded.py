@@ -336,15 +336,16 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
         workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     with layout.store.lock([s.key for s in shards]):
         check(guard)
-        if conditional:  # partly written shards: compare-and-swap each
+        if conditional:  # partly written shards: compare-and-swap each (all made before any is written)
             whole = [s for s in shards if s not in needs_read]
-            encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t)
-            swap_each(layout, needs_read, lambda s: s.key, work, workers)
+            swap_each(layout, needs_read, lambda s: s.key, work, workers,
+                      lambda: encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t))
             return
         old = dict(zip([s.key for s in needs_read],
                        layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
         encode_and_commit(layout, shards, lambda s: work(s, old.get(s.key)),
-                          {s.key for s in needs_read if old[s.key] is None}, workers, t)
+                          {s.key for s in needs_read if old[s.key] is None}, workers, t,
+                          lambda s: old.get(s.key) is not None)
 
 
 def _replaced_whole(layout: ShardedLayout, s: Shard) -> bool:

@@ -415,18 +415,23 @@ class Store(ABC):
             self._delete_batch([key])
             return True
 
-    def swap(self, key: str, make: Callable[[bytes | None], Buffer | None]) -> tuple[bytes | None, Buffer | None]:
+    def swap(self, key: str, make: Callable[[bytes | None], Buffer | None],
+             first: tuple[bytes | None, Hashable, Buffer | None] | None = None) -> tuple[bytes | None, Buffer | None]:
         """A compare-and-swap read-modify-write of one value: ``make(stored)`` gives the new value (None:
         delete it; ``stored`` itself: leave it), written only if the stored value is unchanged since it was
         read (:meth:`set_if`, :meth:`delete_if`); else it is read and made again, up to
         ``tuning.conflict_retries`` times, then :class:`ConflictError`. Returns the winning round's
-        ``(stored, new)``."""
+        ``(stored, new)``. ``first``: the first round's ``(stored, version, new)``, read and made
+        beforehand (:meth:`get_versioned`)."""
         retries = tuning.current().conflict_retries
         for attempt in range(retries):
             if attempt:
                 back_off(attempt)
-            stored, version = self.get_versioned(key)
-            new = make(stored)
+            if attempt == 0 and first is not None:
+                stored, version, new = first
+            else:
+                stored, version = self.get_versioned(key)
+                new = make(stored)
             if new is stored or (self.delete_if(key, version) if new is None else self.set_if(key, new, version)):
                 if new is not stored:
                     written.mark(self.lock_identity, [key])
