@@ -654,6 +654,8 @@ def bench_tz(res: Results, root: str) -> None:
             round_robin({impl.name: reader(impl) for impl in IMPLS}, max(2, cfg.t_repeats + 1), rows)
             assert np.array_equal(BY_NAME[RZ].read(BY_NAME[RZ].open(path)), data)
             _tz_decode_limit(res, wl, case, codec, _stored_frames(path, sharded), 1024)
+            if codec == "zstd":
+                _gil_row(res, wl, case, "read", path, nchunks)
             _report(res, wl, case)
             rmtree(path)
             _tz_write(res, root, wl, codec, spec, data, sharded)
@@ -688,6 +690,78 @@ def _tz_write(res: Results, root: str, wl: str, codec: str, spec: Spec, data: np
 
     round_robin({impl.name: writer(impl) for impl in IMPLS}, 2, rows)
     _report(res, wl, case)
+
+
+# ------------------------------------------------------------------------------------------ S1
+
+S1_CASES = [  # (label, shape, chunks, shards): uint16 values 0-599, zstd level 1
+    ("1-D, 1 KiB chunk files", (20000 * 512,), (512,), None),
+    ("1-D, 1 KiB chunks in 20 shards", (20000 * 512,), (512,), (512 * 1000,)),
+    ("4-D, 1 KiB chunk files", (80, 40, 40, 80), (4, 4, 4, 8), None),
+    ("4-D, 1 KiB chunks in 8 shards", (80, 40, 40, 80), (4, 4, 4, 8), (20, 20, 40, 80)),
+    ("3-D, chunks small only along the first axis (1 x 256 x 256, 128 KiB), files", (1024, 256, 256),
+     (1, 256, 256), None),
+    ("3-D, the same chunks in 16 shards", (1024, 256, 256), (1, 256, 256), (64, 256, 256)),
+]
+
+
+def _gil_row(res: Results, wl: str, case: str, kind: str, path: str, nchunks: int, sel: str = "...") -> None:
+    """rectizarr's GIL-held time per chunk on one codec thread (benchmarks/gil.py, py-spy): the many-core
+    proxy of issue 33. No row where py-spy cannot run."""
+    from gil import gil_held
+
+    got = gil_held(kind, path, sel, 5)
+    if got is not None:
+        res.add(Row(wl, case, "limit: rectizarr GIL held (1 thread, py-spy)", [got[0]], per=nchunks,
+                    per_label="per chunk", limit=True))
+
+
+def bench_s1(res: Results, root: str) -> None:
+    """S1: every shape a fast shape (issue 33): 1-D and 4-D arrays of 1 KiB zstd chunks (files and shards) and
+    chunks small only along the first axis, read whole (zarr-python+zarrs and TensorStore; plain zarr-python
+    would take minutes), and the sharded ones written; with rectizarr's GIL-held time per chunk."""
+    cfg = res.cfg
+    impls = [BY_NAME[RZ], BY_NAME[ZS], BY_NAME[TS]]
+    rng = np.random.default_rng(5)
+    for label, shape, chunks, shards in S1_CASES:
+        if cfg.quick:
+            shape = (shape[0] // 8, *shape[1:])
+        spec = Spec(shape, "uint16", chunks, shards, "zstd")
+        data = rng.integers(0, 600, size=shape, dtype=np.uint16)
+        nchunks = int(np.prod([n // c for n, c in zip(shape, chunks, strict=True)]))
+        path = os.path.join(root, "S1.zarr")
+        BY_NAME[RZ].write(BY_NAME[RZ].create(path, spec), data, shards is not None)
+        case = f"read: {label}, {nchunks:,} chunks"
+        rows = {i.name: res.add(Row("S1", case, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes))
+                for i in impls}
+
+        def reader(impl: Impl, path: str = path) -> Callable[[], float]:
+            return lambda: timed(lambda: impl.read(impl.open(path)))
+
+        round_robin({i.name: reader(i) for i in impls}, max(2, cfg.t_repeats + 1), rows)
+        assert np.array_equal(BY_NAME[RZ].read(BY_NAME[RZ].open(path)), data)
+        _gil_row(res, "S1", case, "read", path, nchunks)
+        _report(res, "S1", case)
+        if shards is not None:
+            wcase = f"write: {label}, {nchunks:,} chunks"
+            wrows = {i.name: res.add(Row("S1", wcase, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes))
+                     for i in impls}
+
+            def writer(impl: Impl, spec: Spec = spec, data: np.ndarray = data) -> Callable[[], float]:
+                out = os.path.join(root, f"S1w-{impl.name}.zarr")
+
+                def run() -> float:
+                    rmtree(out)
+                    dt = timed(lambda: impl.write(impl.create(out, spec), data, True))
+                    rmtree(out)
+                    return dt
+
+                return run
+
+            round_robin({i.name: writer(i) for i in impls}, 2, wrows)
+            _gil_row(res, "S1", wcase, "write", path, nchunks)
+            _report(res, "S1", wcase)
+        rmtree(path)
 
 
 # ------------------------------------------------------------------------------------------ I1 / M2 / A1 / P1
@@ -1216,6 +1290,9 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
         lines += ["", "## P1: peak memory of a full read", ""] + res.tables["P1"]
     if "Remote" in res.tables:
         lines += [""] + res.tables["Remote"]
+    scale = HERE / "scale.md"
+    if scale.exists() and not cfg.quick:  # the thread sweep's latest run (make bench-scale)
+        lines += ["", scale.read_text().strip()]
     lines += before_after(res)
     lines += ["", "## Phase times", "", "| Phase | Seconds |", "|---|---:|"]
     lines += [f"| {k} | {v:.0f} |" for k, v in res.phase_times.items()]
@@ -1228,7 +1305,8 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
 # ------------------------------------------------------------------------------------------ main
 
 
-WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "T1Z", "T2Z", "M2", "A1", "P1", "C1", "RM")
+WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "T1Z", "T2Z", "S1", "M2", "A1", "P1", "C1",
+             "RM")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1298,6 +1376,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             phase("T1+T2+T3", lambda: bench_t(res, root))
         if only & {"T1Z", "T2Z"}:
             phase("T1z+T2z", lambda: bench_tz(res, root))
+        if "S1" in only:
+            phase("S1", lambda: bench_s1(res, root))
         if "M2" in only:
             phase("M2", lambda: bench_m2(res, root))
         if "A1" in only:

@@ -102,6 +102,7 @@ def test_tuning_reaches_the_pool_threads() -> None:
                                      {"block_min_chunks": 0, "sparse_min_chunks": 0},
                                      {"threaded_bytes": 0, "threaded_bytes_coded": 0}, {"window_bytes": 1},
                                      {"block_min_chunks": 1, "block_coded_bytes": 1 << 40}, {"block_coded_bytes": 0},
+                                     {"block_min_chunks": 1, "batch_bytes": 1},
                                      {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0}, {"scratch_max_bytes": 0},
                                      {"small_read_projections": 0, "shard_group_block": 1},
                                      {"transient_max_bytes": 1, "assemble_numpy_bytes": 1}])
