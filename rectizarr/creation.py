@@ -171,6 +171,19 @@ def _shape_and_dtype(shape: Any, dtype: Any) -> tuple[Shape, DataType]:
         data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype)
 
 
+class _NullFill:
+    """The type of :data:`NULL_FILL`."""
+
+    def __repr__(self) -> str:
+        return "NULL_FILL"
+
+
+NULL_FILL: Any = _NullFill()
+"""``fill_value=NULL_FILL`` for a Zarr v2 array: a ``.zarray`` whose ``fill_value`` is ``null`` (no fill
+value: chunks not stored read as the data type's default, and xarray sees no ``_FillValue``), what
+zarr-python writes for an explicit ``fill_value=None``."""
+
+
 def build_v2_array_meta(
     *,
     shape: Any,
@@ -201,12 +214,15 @@ def build_v2_array_meta(
     if any(n is None for n in dimension_names or ()):
         raise MetadataError("Zarr v2 dimension names (_ARRAY_DIMENSIONS) must all be strings")
     chunk_list = v2_chunks(shape, chunks, auto_chunks(shape, dt.itemsize or 16))
-    fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
+    null = fill_value is NULL_FILL
+    fill = dt.default_fill() if fill_value is None or null else user_fill(dt, fill_value)
     if dt.name == "bytes" and fill[()] != b"":
         raise UnsupportedError("a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
                                "leave fill_value unset (b'') or use zarr_format=3")
     zarray = v2_zarray(shape=shape, dtype=dt, chunks=chunk_list, filters=filters, compressors=compressors,
                        fill=fill, order=order, separator=cke.separator, big_endian=_asks_big_endian(dtype))
+    if null:
+        zarray["fill_value"] = None
     attrs = check_attributes(attributes or {})
     if dimension_names is not None:
         if len(dimension_names) != len(shape):
@@ -302,6 +318,8 @@ def build_array_meta(
         chain_json = build_chain(dt, filters, serializer, compressors)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
     pipeline = build_pipeline(metas, dt.numpy, [d.unique_edges() for d in grid.dims], "codecs")
+    if fill_value is NULL_FILL:
+        raise MetadataError("a null fill value (NULL_FILL) exists in Zarr v2 only; Zarr v3 arrays always have one")
     fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
     if dimension_names is not None:
         dimension_names = tuple(dimension_names)

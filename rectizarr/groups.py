@@ -173,7 +173,7 @@ class Group(nodes.Node):
             entries, parsed = consolidated
             return {k: self._consolidated_meta(entries, parsed, k) for k in sorted(entries) if "/" not in k}
         prefix = nodes.prefix_of(self._path)
-        names = [n for n in self._store.list_dir(prefix) if not n.startswith("__") and n != nodes.META]
+        names = [n for n in self._store.list_dir(prefix) if n != nodes.META]
         return nodes.read_children(self._store, self._path, names)
 
     def members(self, max_depth: int | None = 0) -> list[tuple[str, Array | Group]]:
@@ -494,7 +494,7 @@ def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
     docs = s.get_many([(k, None) for k in keys])
     entries: dict[str, Any] = {}
     for rel, key, data in zip(rels, keys, docs, strict=True):
-        if data is None or any(part.startswith("__") for part in rel.split("/")):
+        if data is None:
             continue
         doc = node_to_json(decode_node(data, key))
         if doc.get("node_type") == "group":
@@ -510,7 +510,7 @@ def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
 
 
 def _valid_entries(entries: dict[str, Any], key: str, zarr_format: int = 3) -> dict[str, Any]:
-    """The consolidated entries whose path can name a node. Others (``""``, ``"__x"``, ``".."``: no stored
+    """The consolidated entries whose path can name a node. Others (``""``, ``"a//b"``, ``".."``: no stored
     node can have such a path, and listing the store ignores such names too) are skipped with a warning
     rather than refusing the group: consolidated metadata is an optional cache of the hierarchy."""
     out = {}

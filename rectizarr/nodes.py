@@ -66,8 +66,6 @@ def check_name(name: str) -> str:
         raise MetadataError(f"node name {name!r} must not contain '/'")
     if set(name) == {"."}:
         raise MetadataError(f"node name {name!r} must not consist only of periods")
-    if name.startswith("__"):
-        raise MetadataError(f"node name {name!r} must not start with '__' (reserved)")
     if name == META:
         raise MetadataError(f"node name {name!r} is reserved")
     if "\\" in name or "\x00" in name:
@@ -88,7 +86,7 @@ def _is_text(name: str) -> bool:
 
 def member_path_problem(rel: Any) -> str | None:
     """Why ``rel`` (a path relative to a group, as in consolidated metadata) cannot name a node, or None
-    when every name in it is valid (``""``, ``"__x"``, ``"a//b"`` or ``"a/.."`` cannot)."""
+    when every name in it is valid (``""``, ``"a//b"`` or ``"a/.."`` cannot)."""
     if not isinstance(rel, str):
         return f"node path must be a string, got {rel!r}"
     try:
@@ -471,8 +469,7 @@ def consolidate_v2(store: Store, path: str) -> GroupMeta:
     prefix = prefix_of(path)
 
     def listed(_: bytes | None = None) -> bytes:
-        keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS
-                      and not any(part.startswith("__") for part in k[len(prefix):].split("/")))
+        keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS)
         values = store.get_many([(k, None) for k in keys])
         entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
         return encode_json({"metadata": entries, "zarr_consolidated_format": 1})

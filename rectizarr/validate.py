@@ -260,7 +260,7 @@ class _Checker:
         for child_key in docs:
             if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
                 rel = child_key[len(prefix):-len("/zarr.json")]
-                if rel not in entries and not any(p.startswith("__") for p in rel.split("/")):
+                if rel not in entries:
                     self.tolerated(key, f"{where}.metadata", "consolidated.stale",
                                    f"node {rel!r} is missing from the consolidated metadata")
 
@@ -370,6 +370,11 @@ def validate(
             except MetadataError as exc:
                 check.tolerated(key, "", "hierarchy.node_name",
                                 f"{exc}; readers do not treat it as a member of the hierarchy")
+            else:
+                if name.startswith("__"):
+                    check.tolerated(key, "", "hierarchy.node_name",
+                                    f"node name {name!r} starts with '__', which the spec reserves; zarr-python "
+                                    "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)")
         if doc is None:
             continue
         docs[key] = doc

@@ -4,10 +4,11 @@
 >>> ds.rectizarr.to_zarr("out.zarr")                       # Dataset.to_zarr's arguments
 >>> ds2.rectizarr.to_zarr("out.zarr", append_dim="time")
 >>> tree.rectizarr.to_zarr("tree.zarr")                    # DataTree.to_zarr's arguments
+>>> da.rectizarr.to_zarr("da.zarr")                        # DataArray.to_zarr's
 >>> xr.open_dataset("out.zarr", engine="rectizarr")
 
-Importing this module registers the accessors (``xarray.register_dataset_accessor`` and
-``register_datatree_accessor``); the functions :func:`to_rectizarr` / :func:`to_rectizarr_tree` need no
+Importing this module registers the accessors (``xarray.register_dataset_accessor``,
+``register_dataarray_accessor`` and ``register_datatree_accessor``); the functions :func:`to_rectizarr` / :func:`to_rectizarr_tree` need no
 registration.
 """
 
@@ -24,7 +25,7 @@ from rectizarr.integrations.xarray import (
     to_rectizarr_tree,
 )
 
-__all__ = ["DataTreeAccessor", "DatasetAccessor", "RectizarrBackendEntrypoint", "RectizarrDataStore",
+__all__ = ["DataArrayAccessor", "DataTreeAccessor", "DatasetAccessor", "RectizarrBackendEntrypoint", "RectizarrDataStore",
            "to_rectizarr", "to_rectizarr_tree"]
 
 
@@ -36,6 +37,32 @@ class DatasetAccessor:
 
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         return to_rectizarr(self._ds, store, **kwargs)
+
+
+class DataArrayAccessor:
+    """``da.rectizarr``: ``to_zarr(store, **kwargs)`` writes the DataArray as xarray's ``DataArray.to_zarr``
+    does: as a one-variable Dataset, named ``__xarray_dataarray_variable__`` when it has no name (or its name
+    is also a coordinate's or a dimension's, then kept in the ``__xarray_dataarray_name__`` attribute), so
+    ``xr.open_dataarray(store, engine="rectizarr")`` gives it back."""
+
+    def __init__(self, da: xr.DataArray) -> None:
+        self._da = da
+
+    def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
+        da = self._da
+        if da.name is None:
+            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
+        elif da.name in da.coords or da.name in da.dims:
+            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
+            ds.attrs[DATAARRAY_NAME] = da.name
+        else:
+            ds = da.to_dataset()
+        return to_rectizarr(ds, store, **kwargs)
+
+
+DATAARRAY_VARIABLE = "__xarray_dataarray_variable__"
+DATAARRAY_NAME = "__xarray_dataarray_name__"
+"""The names xarray gives a DataArray written as a Dataset (its ``open_dataarray`` reads them back)."""
 
 
 class DataTreeAccessor:
@@ -50,4 +77,5 @@ class DataTreeAccessor:
 
 _xr: Any = xr  # its registration functions are untyped
 _xr.register_dataset_accessor("rectizarr")(DatasetAccessor)
+_xr.register_dataarray_accessor("rectizarr")(DataArrayAccessor)
 _xr.register_datatree_accessor("rectizarr")(DataTreeAccessor)

@@ -64,7 +64,7 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
     open_dataset_parameters = (
         "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
         "drop_variables", "use_cftime", "decode_timedelta", "group", "storage_options", "unnamed_dims",
-        "consolidated", "zarr_format", "use_zarr_fill_value_as_mask",
+        "consolidated", "zarr_format", "use_zarr_fill_value_as_mask", "mode",
     )
     supports_groups = True
 
@@ -85,10 +85,14 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
         consolidated: bool | None = None,
         zarr_format: int | None = None,
         use_zarr_fill_value_as_mask: bool | None = None,
+        mode: str = "r",
     ) -> Dataset:
         """``consolidated``: None uses consolidated metadata when present, True requires it, False lists
         the store; ``zarr_format`` is checked, not needed (the stored documents say which);
-        ``use_zarr_fill_value_as_mask`` as xarray's (None: for Zarr v2 arrays, as xarray writes them)."""
+        ``use_zarr_fill_value_as_mask`` as xarray's (None: for Zarr v2 arrays, as xarray writes them);
+        ``mode`` as xarray's Zarr engine takes it: the group is read only, whichever of ``"r"``, ``"r+"``
+        or ``"a"`` is given."""
+        _check_read_mode(mode)
         g = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
         store = RectizarrDataStore(g, unnamed_dims=unnamed_dims, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
         return _decode(store, mask_and_scale=mask_and_scale,
@@ -99,8 +103,9 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
                             group: str | None = None, storage_options: Mapping[str, Any] | None = None,
                             consolidated: bool | None = None, zarr_format: int | None = None,
                             unnamed_dims: str = "raise", use_zarr_fill_value_as_mask: bool | None = None,
-                            **decode: Any) -> dict[str, Dataset]:
+                            mode: str = "r", **decode: Any) -> dict[str, Dataset]:
         """Every group below ``group`` (itself included) as a Dataset, keyed ``"/"``, ``"/a"``, ``"/a/b"``."""
+        _check_read_mode(mode)
         root = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
         tree = {"/": root, **{"/" + path: node for path, node in root.members(max_depth=None)
                               if isinstance(node, Group)}}
@@ -124,6 +129,11 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
             return False
         root = os.fspath(filename_or_obj)
         return any(os.path.isfile(os.path.join(root, name)) for name in ("zarr.json", ".zgroup", ".zarray"))
+
+
+def _check_read_mode(mode: str) -> None:
+    if mode not in ("r", "r+", "a"):
+        raise ValueError(f"mode={mode!r}: opening a dataset reads it; give 'r' (or 'r+' / 'a', which read too)")
 
 
 def _decode(store: RectizarrDataStore, **kwargs: Any) -> Dataset:

@@ -12,6 +12,7 @@ from xarray import Variable
 
 from rectizarr._util import is_int
 from rectizarr.arrays import Array
+from rectizarr.creation import NULL_FILL
 
 __all__ = ["array_kwargs", "check_existing", "check_safe_chunks", "is_dask", "target_slices"]
 
@@ -31,6 +32,10 @@ def _chunks_arg(name: str, key: str, value: Any, shape: tuple[int, ...], strict:
         return None
     if is_int(value):
         return [int(value)] * len(shape) if shape else []
+    if isinstance(value, tuple | list) and any(not is_int(c) and not isinstance(c, tuple | list) for c in value):
+        raise TypeError(f"zarr chunk sizes specified in `encoding[{key!r}]` must be an int or a tuple of ints (or, "
+                        f"per axis, a list of chunk lengths). Instead found encoding[{key!r}]={value!r} for variable "
+                        f"named {name!r}.")
     problem = None
     out: list[Any] = []
     if not isinstance(value, tuple | list) or len(value) != len(shape):
@@ -51,27 +56,36 @@ def _chunks_arg(name: str, key: str, value: Any, shape: tuple[int, ...], strict:
     return None
 
 
-def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any) -> dict[str, Any]:
+def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any, zarr_format: int = 3) -> dict[str, Any]:
     """create_array / from_dask keywords for the (CF-encoded) variable ``var``; ``strict``: its encoding
-    came from the user, so unknown keys and chunks that do not fit raise (as in xarray)."""
+    came from the user, so unknown keys and chunks that do not fit raise (as in xarray). In Zarr v2 the
+    CF ``_FillValue`` is the array's fill value (``null`` without one) and chunks are regular."""
     xz = importlib.import_module("xarray.backends.zarr")
     # (``_FillValue: None``, xarray's way to write no fill value, is left in the encoding after CF encoding)
     enc = {k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)}
-    invalid = [k for k in enc if k not in _LAYOUT]
+    layout = _LAYOUT if zarr_format == 3 else _LAYOUT - {"fill_value"}
+    invalid = [k for k in enc if k not in layout]
     if invalid and strict:
-        raise ValueError(f"unexpected encoding parameters for zarr backend:  {invalid!r}.")
+        hint = " Use `_FillValue` to set the Zarr array `fill_value`" if "fill_value" in invalid else ""
+        raise ValueError(f"unexpected encoding parameters for zarr backend:  {invalid!r}.{hint}")
     shape = tuple(var.shape)
     chunks = _chunks_arg(name, "chunks", enc.get("chunks"), shape, strict)
     shards = _chunks_arg(name, "shards", enc.get("shards"), shape, strict)
-    fill = enc.get("fill_value")
-    if fill is None and var.dtype.kind == "f":
-        fill = np.nan  # what xarray's Zarr v3 writer stores for floats
     attrs = dict(var.attrs)
-    if attrs.get("_FillValue") is not None:
-        attrs["_FillValue"] = xz.FillValueCoder.encode(attrs["_FillValue"], var.dtype)
+    if zarr_format == 2:
+        fill = attrs.pop("_FillValue", None)
+        fill = NULL_FILL if fill is None else fill
+        if chunks is None and dask_chunks is not None:
+            chunks = regular_dask_chunks(name, dask_chunks)
+    else:
+        fill = enc.get("fill_value")
+        if fill is None and var.dtype.kind == "f":
+            fill = np.nan  # what xarray's Zarr v3 writer stores for floats
+        if attrs.get("_FillValue") is not None:
+            attrs["_FillValue"] = xz.FillValueCoder.encode(attrs["_FillValue"], var.dtype)
     kwargs: dict[str, Any] = {
         "dtype": var.dtype, "fill_value": fill,
-        "dimension_names": [str(d) for d in var.dims] if var.ndim else None,
+        "dimension_names": [str(d) for d in var.dims] if var.ndim or zarr_format == 2 else None,
         "attributes": {str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()},
     }
     for key in ("compressors", "filters", "serializer", "chunk_key_encoding", "write_empty_chunks"):
@@ -90,6 +104,36 @@ def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any) ->
     if shards is not None and kwargs["chunks"] is None:
         raise ValueError(f"encoding['shards'] for variable {name!r} needs encoding['chunks'] (the inner chunks)")
     return kwargs
+
+
+def regular_dask_chunks(name: str, dask_chunks: tuple[tuple[int, ...], ...]) -> list[int]:
+    """The regular chunk shape of a Zarr v2 array written from dask blocks: each axis's first block, where
+    every block but the last has that size and the last no more (else xarray's error: v2 has no
+    rectilinear grids)."""
+    out = []
+    for blocks in dask_chunks:
+        first = blocks[0] if blocks else 1
+        if any(b != first for b in blocks[:-1]) or (blocks and blocks[-1] > first):
+            raise ValueError(f"Zarr requires uniform chunk sizes except for final chunk. Variable named {name!r} has "
+                             f"incompatible dask chunks: {dask_chunks!r}. Consider rechunking using `chunk()` (or "
+                             "write Zarr format 3, where irregular chunks become a rectilinear grid).")
+        out.append(max(1, first))
+    return out
+
+
+def storage_lengths(chunks: Any, shards: Any, shape: tuple[int, ...]) -> tuple[tuple[int, ...], ...] | None:
+    """The lengths of the chunks a new array's writes go by (its shards when sharded) per axis, from
+    :func:`array_kwargs`' ``chunks`` / ``shards``; None where those are automatic."""
+    given = shards if shards is not None else chunks
+    if not isinstance(given, list) or len(given) != len(shape):
+        return None
+    out = []
+    for c, n in zip(given, shape, strict=True):
+        if isinstance(c, list):
+            out.append(tuple(c))
+        else:
+            out.append((c,) * (n // c) + ((n % c,) if n % c else ()))
+    return tuple(out)
 
 
 def _resolved(s: slice, n: int) -> slice:
@@ -146,7 +190,7 @@ def check_safe_chunks(name: str, chunks: tuple[tuple[int, ...], ...], target: tu
         bad = sorted(b for b in bounds if b not in ends)
         if bad:
             raise ValueError(
-                f"Specified Zarr chunks {sizes!r} along axis {axis} of variable {name!r} "
+                f"Specified Zarr chunks {sizes!r} along axis {axis} of the variable named {name!r} "
                 f"would overlap multiple Dask chunks (a block boundary at {bad[0]} falls inside a stored chunk). "
                 "Consider rechunking using `chunk()`, or specify `safe_chunks=False` (rectizarr's partial chunk "
                 "writes are compare-and-swap, so none is lost).")

@@ -7,6 +7,7 @@ fill_value); data loads lazily through a picklable :class:`~rectizarr.integratio
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 from typing import Any
 
@@ -56,6 +57,15 @@ class RectizarrBackendArray(BackendArray):
 
     def __getitem__(self, key: Any) -> Any:
         return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, self._raw)
+
+    async def async_getitem(self, key: Any) -> Any:
+        """``__getitem__`` to await (xarray's ``load_async``): the read runs on a thread of asyncio's default
+        executor, so the event loop goes on while its chunks are fetched and decoded, and the variables of a
+        dataset load concurrently."""
+        async def raw(k: tuple[Any, ...]) -> np.ndarray[Any, Any]:
+            return await asyncio.to_thread(self._raw, k)
+
+        return await indexing.async_explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, raw)
 
     def _raw(self, key: tuple[Any, ...]) -> np.ndarray[Any, Any]:
         array = self._ref.open()
@@ -138,7 +148,7 @@ class RectizarrDataStore(AbstractDataStore):
         }
         encoding.update(_codec_encoding(array), shards=storage if array.is_sharded else None)
         v2 = array.metadata.zarr_format == 2
-        if self._fill_as_mask if self._fill_as_mask is not None else v2:  # the fill value is the _FillValue
+        if v2 or self._fill_as_mask:  # the fill value is the _FillValue (in v2 always, as xarray reads it)
             if not v2 or (array.metadata.v2 or {}).get("fill_value") is not None:  # (v2 null: none)
                 attributes["_FillValue"] = array.fill_value
         elif "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute

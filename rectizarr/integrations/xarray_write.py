@@ -20,7 +20,7 @@ from rectizarr.arrays import Array
 from rectizarr.core.dims import FixedDim
 from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import all_data_lens
-from rectizarr.errors import UnsupportedError
+from rectizarr.errors import NodeNotFoundError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import from_dask
 from rectizarr.integrations.xarray_layout import (
@@ -28,6 +28,7 @@ from rectizarr.integrations.xarray_layout import (
     check_existing,
     check_safe_chunks,
     is_dask,
+    storage_lengths,
     target_slices,
 )
 from rectizarr.integrations.xarray_read import RectizarrDataStore
@@ -55,11 +56,40 @@ def _choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> 
     return mode
 
 
-def _target(store: Any, group: str | None, mode: str, storage_options: Mapping[str, Any] | None) -> Group:
+NONE_NAME = "__values__"
+"""The stored name of a variable named None (xarray's, which its readers decode back to None)."""
+
+
+def _check_names(ds: Dataset) -> None:
+    """xarray's rule for the names of variables it writes: a non-empty string, or None."""
+    for name in ds.variables:
+        if isinstance(name, str) and not name:
+            raise ValueError(f"Invalid name {name!r} for DataArray or Dataset key: string must be length 1 or greater "
+                             "for serialization to netCDF or zarr files")
+        if not isinstance(name, str) and name is not None:
+            raise TypeError(f"Invalid name {name!r} for DataArray or Dataset key: must be either a string or None for "
+                            "serialization to netCDF or zarr files")
+
+
+def _encoding_of(name: Hashable, value: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"encoding for variable {name!r} must be castable to a dictionary, got {value!r}")
+    return dict(value)
+
+
+def _target(store: Any, group: str | None, mode: str, storage_options: Mapping[str, Any] | None,
+            zarr_format: int | None) -> Group:
+    """The group written into: opened, or created in ``zarr_format`` (default 3) where ``mode`` creates."""
     if isinstance(store, Group):
         return store.require_group(group) if group else store
-    group_mode = {"w": "w", "w-": "w-", "a": "a", "a-": "a", "r+": "r+"}[mode]
-    return open_group(store, path=group, mode=group_mode, storage_options=storage_options)
+    if mode in ("w", "w-"):
+        return open_group(store, path=group, mode=mode, storage_options=storage_options, zarr_format=zarr_format)
+    try:  # a stored group, in whichever format it is
+        return open_group(store, path=group, mode="r+", storage_options=storage_options)
+    except NodeNotFoundError:
+        if mode == "r+":
+            raise
+    return open_group(store, path=group, mode="a", storage_options=storage_options, zarr_format=zarr_format)
 
 
 def _auto_region(ds: Dataset, region: dict[Hashable, Any], g: Group) -> dict[Hashable, Any]:
@@ -143,7 +173,11 @@ def to_rectizarr(
     zarr_format: int | None = None,
     write_empty_chunks: bool | None = None,
 ) -> Any:
-    """Write ``dataset`` as a Zarr v3 group, with ``Dataset.to_zarr``'s arguments and behaviour.
+    """Write ``dataset`` as a Zarr group, with ``Dataset.to_zarr``'s arguments and behaviour.
+
+    ``zarr_format``: 3 (default) or 2 for a new group; a stored group keeps its own (another one given is
+    an error). In Zarr v2, as xarray writes it: dimensions in ``_ARRAY_DIMENSIONS``, the CF ``_FillValue``
+    as the array's fill value (``null`` without one), regular chunks only.
 
     ``mode``: ``"w-"`` (default) creates and fails if the group exists, ``"w"`` replaces it, ``"a"`` adds
     or replaces variables (default with ``append_dim``), ``"a-"`` with ``append_dim`` appends to the stored
@@ -158,22 +192,27 @@ def to_rectizarr(
     ``chunks`` (an int or a list of edges per axis: rectilinear), ``shards``, ``compressors``, ``filters``,
     ``serializer`` (dicts, names, numcodecs or zarr-python codec objects), ``fill_value``. Without ``chunks``, the variable's own encoding (as read)
     or its dask chunks (irregular ones give a rectilinear grid) decide, else ~1 MiB regular chunks.
-    ``safe_chunks``: refuse dask blocks that share a storage chunk of an existing array (with ``False``
-    the write proceeds; rectizarr's partial chunk writes are compare-and-swap, so none is lost).
+    ``safe_chunks``: refuse dask blocks that share a storage chunk (a shard, when sharded) of a new or an
+    existing array (with ``False`` the write proceeds; rectizarr's partial chunk writes are
+    compare-and-swap, so none is lost).
     ``consolidated`` (default None: consolidate a group that is not yet; a consolidated group is kept
     current by every write) or True (consolidate) or False (leave as is). Returns the :class:`~rectizarr.Group`,
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
     """
-    if zarr_format not in (None, 3):
-        raise UnsupportedError(f"zarr_format={zarr_format!r}: rectizarr's xarray writer makes new stores in Zarr "
-                               "format 3 (it appends to and writes regions of existing Zarr v2 stores); make a new "
-                               "v2 store with xarray's own to_zarr(..., zarr_format=2)")
+    if zarr_format not in (None, 2, 3):
+        raise ValueError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
     mode = _choose_mode(mode, append_dim, region)
-    user_encoding = {k: dict(v) for k, v in (encoding or {}).items()}
+    _check_names(dataset)
+    user_encoding = {NONE_NAME if k is None else k: _encoding_of(k, v) for k, v in (encoding or {}).items()}
+    if None in dataset.variables:  # stored under xarray's name for it (read back as None)
+        dataset = dataset.rename({None: NONE_NAME})
     missing = set(user_encoding) - set(dataset.variables)
     if missing:
-        raise ValueError(f"variables {sorted(map(str, missing))!r} in encoding are not in the dataset")
-    g = _target(store, group, mode, storage_options)
+        raise KeyError(f"variables {sorted(map(str, missing))!r} in encoding are not in the dataset")
+    g = _target(store, group, mode, storage_options, zarr_format)
+    if zarr_format is not None and g.metadata.zarr_format != zarr_format:
+        raise ValueError(f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
+                         f"{g.metadata.zarr_format}")
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
     if mode in ("a", "a-", "r+"):
         for name in user_encoding:
@@ -221,7 +260,8 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         elif key in user_encoding:
             ds.variables[key].encoding = dict(user_encoding[key])
     variables, attrs = conventions.encode_dataset_coordinates(ds)
-    encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=3) for key, raw in variables.items()}
+    fmt = g.metadata.zarr_format
+    encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=fmt) for key, raw in variables.items()}
     plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
              for key, var in encoded.items() if str(key) in existing}  # every check and cast before any write
     if not region and mode != "r+":
@@ -236,7 +276,8 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         if name in plans:
             writes += _write_existing(existing[name], plans[name])
         else:
-            writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks)
+            writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks,
+                                 zarr_format=fmt, safe_chunks=safe_chunks)
     return writes
 
 
@@ -331,17 +372,23 @@ def _write_existing(array: Array, plan: _Plan) -> list[Any]:
     return []
 
 
-def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None) -> list[Any]:
+def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None,
+               zarr_format: int, safe_chunks: bool) -> list[Any]:
     """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
     data = var.data
-    kwargs = array_kwargs(name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None)
+    kwargs = array_kwargs(name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None,
+                          zarr_format=zarr_format)
     if write_empty_chunks is not None:
         kwargs["write_empty_chunks"] = write_empty_chunks
     if is_dask(data):
+        storage = storage_lengths(kwargs.get("chunks"), kwargs.get("shards"), tuple(var.shape))
+        if safe_chunks and storage is not None:  # dask blocks that share a chunk (shard) would race
+            check_safe_chunks(name, data.chunks, tuple(slice(0, n) for n in var.shape), storage, edges=False)
         path = f"{g.path}/{name}" if g.path else name
-        return [from_dask(data, g.store, name=path, compute=False, overwrite=True, **kwargs)]
+        return [from_dask(data, g.store, name=path, compute=False, overwrite=True, zarr_format=zarr_format,
+                          **kwargs)]
     values = np.asarray(data)
-    array = g.create_array(name, shape=values.shape, overwrite=True, **kwargs)
+    array = g.create_array(name, shape=values.shape, overwrite=True, zarr_format=zarr_format, **kwargs)
     if values.size:
         array[...] = values
     return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ def test_create_open_and_attrs_write_through() -> None:
     assert rectizarr.open_group(s).attrs.asdict() == {}
 
 
-@pytest.mark.parametrize("bad", ["", "a/b", ".", "..", "...", "__x", "zarr.json"])
+@pytest.mark.parametrize("bad", ["", "a/b", ".", "..", "...", "zarr.json"])
 def test_invalid_node_names_rejected(bad: str) -> None:
     g = rectizarr.create_group(MemoryStore())
     with pytest.raises(MetadataError):
@@ -66,16 +67,16 @@ def test_creating_nested_writes_explicit_ancestors_without_clobbering() -> None:
     assert isinstance(g["a/b/c"], rectizarr.Array) and isinstance(g["a"]["b"], rectizarr.Group)
 
 
-def test_members_skip_prefixes_without_metadata_and_dunder_children() -> None:
+def test_members_skip_prefixes_without_metadata() -> None:
     s = MemoryStore()
     g = rectizarr.create_group(s)
     g.create_array("arr", shape=(3,), dtype="f4", chunks=(2,))
     g.create_group("sub")
     s.set("implicit/deeper/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
     s.set("__meta/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
-    assert g.keys() == ["arr", "sub"]
-    assert [n for n, _ in g.arrays()] == ["arr"] and [n for n, _ in g.groups()] == ["sub"]
-    assert list(g) == ["arr", "sub"] and len(g) == 2
+    assert g.keys() == ["__meta", "arr", "sub"]  # a '__' name is a member, as in zarr-python
+    assert [n for n, _ in g.arrays()] == ["arr"] and [n for n, _ in g.groups()] == ["__meta", "sub"]
+    assert list(g) == ["__meta", "arr", "sub"] and len(g) == 3
     assert "implicit" not in g
     with pytest.raises(NodeNotFoundError):
         g["implicit"]
@@ -260,7 +261,7 @@ def test_zarr_python_consolidated_hierarchy(tmp_path) -> None:
     assert g.attrs["a"] == 1
 
 
-@pytest.mark.parametrize("bad", ["", "__x", ".", "..", "zarr.json", "x/", "x//y", "x/__y"])
+@pytest.mark.parametrize("bad", ["", ".", "..", "zarr.json", "x/", "x//y", "x/.."])
 def test_consolidated_entries_with_invalid_names_are_ignored_and_reported(bad: str) -> None:
     """An entry whose name cannot be a node's (``""`` made the root group list itself as an array) is
     skipped with a warning naming the JSON path, like the listing skips such names; validate reports it."""
@@ -292,7 +293,7 @@ def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypat
         g.create_array(f"a{i:02d}", shape=(2,), dtype="u1", chunks=(1,), attributes={"i": i})
     rectizarr.consolidate_metadata(store)
     doc = json.loads(bytes(store.get("zarr.json") or b""))
-    doc["consolidated_metadata"]["metadata"]["__bad"] = doc["consolidated_metadata"]["metadata"]["a00"]
+    doc["consolidated_metadata"]["metadata"]["bad/"] = doc["consolidated_metadata"]["metadata"]["a00"]
     store.set("zarr.json", json.dumps(doc).encode())
     checked, parsed = [], []
     real_check, real_parse = nodes.member_path_problem, nodes.node_from_json
@@ -302,9 +303,9 @@ def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypat
     r = rectizarr.open_group(store, mode="r")
     with pytest.warns(LenientMetadataWarning) as caught:
         assert [r[name].attrs["i"] for name in r.keys()] == list(range(50))
-        assert "a07" in r and "__bad" not in r and "zz" not in r
+        assert "a07" in r and "zz" not in r
     assert len(caught) == 1  # the bad name, reported once
-    assert sorted(checked) == sorted([*(f"a{i:02d}" for i in range(50)), "__bad"])
+    assert sorted(checked) == sorted([*(f"a{i:02d}" for i in range(50)), "bad/"])
     assert sorted(parsed) == list(range(50))  # each entry parsed once
     with pytest.warns(LenientMetadataWarning):  # g's write keeps the consolidated metadata current
         g["a01"].attrs["i"] = 100
@@ -392,3 +393,24 @@ def test_setitem_makes_an_array_in_the_groups_format(tmp_path: Any) -> None:
     g3 = rectizarr.create_group(MemoryStore())
     g3["a"] = np.arange(3)
     assert g3["a"].metadata.zarr_format == 3
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_dunder_names_are_written_listed_and_consolidated(zarr_format: int, tmp_path: Path) -> None:
+    """Names starting with '__' (the spec reserves them; rectizarr invents none): written, listed and
+    consolidated as zarr-python does, so xarray's ``__xarray_dataarray_variable__`` round-trips both ways."""
+    zarr = pytest.importorskip("zarr")
+    root = tmp_path / "d.zarr"
+    g = rectizarr.create_group(str(root), zarr_format=zarr_format)
+    g.create_array("__xarray_dataarray_variable__", shape=(3,), dtype="i4", chunks=(2,))[...] = [1, 2, 3]
+    g.create_group("__sub").create_array("__a", shape=(1,), dtype="u1", chunks=(1,))
+    rectizarr.consolidate_metadata(str(root))
+    for consolidated in (True, False):
+        r = rectizarr.open_group(str(root), mode="r", use_consolidated=consolidated)
+        assert r.keys() == ["__sub", "__xarray_dataarray_variable__"]
+        assert r["__xarray_dataarray_variable__"][...].tolist() == [1, 2, 3] and "__a" in r["__sub"]
+    z = zarr.open_group(str(root), mode="r")
+    assert sorted(z.keys()) == ["__sub", "__xarray_dataarray_variable__"]
+    assert z["__xarray_dataarray_variable__"][...].tolist() == [1, 2, 3]
+    zarr.open_group(str(root), mode="a", zarr_format=zarr_format).create_array("__from_zp", shape=(1,), dtype="u1")
+    assert "__from_zp" in rectizarr.open_group(str(root), mode="r", use_consolidated=False)
