@@ -57,7 +57,8 @@ def create_array(
     """Create an array and return it.
 
     ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
-    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape. Defaults: little-endian
+    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape (``shards="auto"``: whole
+    inner chunks doubled along the axis with the fewest until a shard holds about 64 MiB, or the array). Defaults: little-endian
     ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
     (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``. ``data`` (as in

@@ -35,6 +35,26 @@ def auto_chunks(shape: Shape, itemsize: int) -> Shape:
     return tuple(chunks)
 
 
+_TARGET_SHARD_BYTES = 64 << 20
+
+
+def auto_shards(shape: Shape, inner: Shape, itemsize: int) -> Shape:
+    """``shards="auto"``: whole inner chunks, doubled along the axis holding the fewest of them (and never
+    past the array's extent), until a shard would pass about 64 MiB decoded."""
+    shard = [max(1, c) for c in inner]
+
+    def fits(axis: int) -> bool:
+        grown = [2 * n if i == axis else n for i, n in enumerate(shard)]
+        return grown[axis] < max(1, shape[axis]) + shard[axis] and prod(tuple(grown)) * itemsize <= _TARGET_SHARD_BYTES
+
+    while True:
+        growable = [i for i in range(len(shard)) if fits(i)]
+        if not growable:
+            return tuple(shard)
+        axis = min(growable, key=lambda i: shard[i] // max(1, inner[i]))
+        shard[axis] *= 2
+
+
 # What a codec given by name alone means (zarr-python's defaults for its codec classes).
 _NAME_DEFAULTS: Mapping[str, dict[str, Any]] = {
     "gzip": {"level": 5},
@@ -302,6 +322,8 @@ def build_array_meta(
         grid = _grid(shape, chunks if shards is None else shards, itemsize)
     elif shards is not None:
         inner = _regular_inner(chunks, shape)
+        if _is_auto(shards):
+            shards = auto_shards(shape, inner, itemsize)
         grid = _grid(shape, shards, itemsize)
         _check_divides(grid, inner, shards, chunks)
         chain_json = [{

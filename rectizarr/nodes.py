@@ -139,7 +139,8 @@ def read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMe
     if meta is None:
         names = {2: "'.zarray' or '.zgroup'", 3: repr(meta_key(path))}.get(
             zarr_format or 0, f"{meta_key(path)!r}, '.zarray' or '.zgroup'")
-        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r} (no {names} in the store)")
+        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r}: it does not exist (no {names} in the "
+                                "store)")
     return meta
 
 

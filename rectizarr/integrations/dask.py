@@ -281,7 +281,8 @@ def store_dask(x: Any, array: Array) -> Delayed:
     """A ``Delayed`` writing the dask array ``x`` into all of ``array`` (same shape), one task per block,
     after rechunking ``x`` so that every task owns whole storage units; computing it gives the number of
     elements written."""
-    return cast("Delayed", write_tasks(x, array).sum().to_delayed().item())
+    # (graph not optimised here: computed together with other writes, work they share runs once)
+    return cast("Delayed", write_tasks(x, array).sum().to_delayed(optimize_graph=False).item())
 
 
 def _without_empty_blocks(x: Any) -> Any:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -48,7 +49,15 @@ def _open_group(obj: Any, group: str | None, storage_options: Mapping[str, Any] 
         if not isinstance(node, Group):
             raise MetadataError(f"{group!r} in {obj.name!r} is an array, not a group")
         return node
-    return open_group(obj, path=group, mode="r", storage_options=storage_options, use_consolidated=consolidated)
+    g = open_group(obj, path=group, mode="r", storage_options=storage_options, use_consolidated=consolidated)
+    if consolidated is None and g.metadata.consolidated_metadata is None and (
+            not g.path or open_group(g.store, mode="r").metadata.consolidated_metadata is None):
+        warnings.warn("Failed to open Zarr store with consolidated metadata, but successfully read with "
+                      "non-consolidated metadata (rectizarr lists the store). This is typically much slower for "
+                      "opening a dataset. To silence this warning, consolidate the metadata "
+                      "(rectizarr.consolidate_metadata) or pass consolidated=False; consolidated=True raises "
+                      "instead.", RuntimeWarning, stacklevel=4)
+    return g
 
 
 class RectizarrBackendEntrypoint(BackendEntrypoint):

@@ -71,6 +71,8 @@ def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any, za
     shape = tuple(var.shape)
     chunks = _chunks_arg(name, "chunks", enc.get("chunks"), shape, strict)
     shards = _chunks_arg(name, "shards", enc.get("shards"), shape, strict)
+    if isinstance(enc.get("shards"), str) and enc["shards"] == "auto" and zarr_format == 3:
+        shards = "auto"  # rectizarr picks the shard shape (create_array's shards="auto")
     attrs = dict(var.attrs)
     if zarr_format == 2:
         fill = attrs.pop("_FillValue", None)
@@ -136,6 +138,29 @@ def storage_lengths(chunks: Any, shards: Any, shape: tuple[int, ...]) -> tuple[t
     return tuple(out)
 
 
+def aligned_rechunk(data: Any, target: tuple[slice, ...], storage: tuple[tuple[int, ...], ...]) -> Any:
+    """``data`` (dask) rechunked so that its blocks, written at ``target``, end only on boundaries of the
+    stored chunks (``storage``: their lengths per axis), each block about as long as the largest block
+    was (``align_chunks=True``): no two blocks share a chunk, so the write is safe."""
+    new = []
+    for blocks, where, lengths in zip(data.chunks, target, storage, strict=True):
+        start = where.start or 0
+        stop = start + sum(blocks)
+        ends = np.cumsum(lengths).tolist()
+        cuts = [int(b) for b in ends if start < b < stop] + [stop]
+        longest = max(blocks, default=0)
+        out, first, previous = [], start, start
+        for cut in cuts:
+            if cut - first > longest and previous > first:  # this piece would make the block too long
+                out.append(previous - first)
+                first = previous
+            previous = cut
+        if stop > first or not out:
+            out.append(stop - first)
+        new.append(tuple(out))
+    return data.rechunk(tuple(new))
+
+
 def _resolved(s: slice, n: int) -> slice:
     start, stop, _ = s.indices(n)
     return slice(start, max(start, stop))
@@ -165,8 +190,9 @@ def check_existing(name: str, var: Variable, array: Array, append_dim: Hashable 
         if d in region:
             s = _resolved(region[d], stored[d])
             if s.stop - s.start != new[d] or (region[d].stop or 0) > stored[d]:
-                raise ValueError(f"variable {name!r}: region {d}={region[d]} covers {s.stop - s.start} of the "
-                                 f"stored length {stored[d]}, but the data has length {new[d]} along {d!r}")
+                raise ValueError(f"variable {name!r} already exists with different dimension sizes: the region "
+                                 f"{d}={region[d]} covers {s.stop - s.start} of the stored length {stored[d]}, but "
+                                 f"the data has length {new[d]} along {d!r}")
     keep = [d for d in dims if d != str(append_dim) and d not in region]
     if any(stored[d] != new[d] for d in keep):
         raise ValueError(

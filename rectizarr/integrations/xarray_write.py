@@ -16,14 +16,17 @@ from typing import Any, NamedTuple
 import numpy as np
 from xarray import Dataset, Variable, conventions
 
+from rectizarr.api import open_array
 from rectizarr.arrays import Array
 from rectizarr.core.dims import FixedDim
 from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import all_data_lens
-from rectizarr.errors import NodeNotFoundError
+from rectizarr.core.metadata import check_attributes
+from rectizarr.errors import MetadataError, NodeNotFoundError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import from_dask
 from rectizarr.integrations.xarray_layout import (
+    aligned_rechunk,
     array_kwargs,
     check_existing,
     check_safe_chunks,
@@ -69,6 +72,18 @@ def _check_names(ds: Dataset) -> None:
         if not isinstance(name, str) and name is not None:
             raise TypeError(f"Invalid name {name!r} for DataArray or Dataset key: must be either a string or None for "
                             "serialization to netCDF or zarr files")
+
+
+def _check_attrs(ds: Dataset) -> None:
+    """Every attribute of the dataset and its variables stored as JSON, checked before anything is written
+    (xarray's TypeError, with the JSON path of the value that has no JSON form)."""
+    xz = _untyped("xarray.backends.zarr")
+    owners = [("Dataset", ds.attrs), *((f"variable {str(k)!r}", v.attrs) for k, v in ds.variables.items())]
+    for owner, attrs in owners:
+        try:
+            check_attributes({k: xz.encode_zarr_attr_value(v) if isinstance(k, str) else v for k, v in attrs.items()})
+        except (MetadataError, TypeError, ValueError) as exc:
+            raise TypeError(f"Invalid attribute in Dataset.attrs. ({owner}): {exc}") from exc
 
 
 def _encoding_of(name: Hashable, value: Any) -> dict[str, Any]:
@@ -169,6 +184,7 @@ def to_rectizarr(
     append_dim: Hashable | None = None,
     region: Mapping[Hashable, Any] | str | None = None,
     safe_chunks: bool = True,
+    align_chunks: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     zarr_format: int | None = None,
     write_empty_chunks: bool | None = None,
@@ -195,6 +211,8 @@ def to_rectizarr(
     ``safe_chunks``: refuse dask blocks that share a storage chunk (a shard, when sharded) of a new or an
     existing array (with ``False`` the write proceeds; rectizarr's partial chunk writes are
     compare-and-swap, so none is lost).
+    ``align_chunks``: dask blocks rechunked first so that each ends on a boundary of the stored chunks
+    (shards), about as long as the longest block was: such writes are safe whatever the dask chunks.
     ``consolidated`` (default None: consolidate a group that is not yet; a consolidated group is kept
     current by every write) or True (consolidate) or False (leave as is). Returns the :class:`~rectizarr.Group`,
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
@@ -203,6 +221,7 @@ def to_rectizarr(
         raise ValueError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
     mode = _choose_mode(mode, append_dim, region)
     _check_names(dataset)
+    _check_attrs(dataset)
     user_encoding = {NONE_NAME if k is None else k: _encoding_of(k, v) for k, v in (encoding or {}).items()}
     if None in dataset.variables:  # stored under xarray's name for it (read back as None)
         dataset = dataset.rename({None: NONE_NAME})
@@ -214,6 +233,9 @@ def to_rectizarr(
         raise ValueError(f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
                          f"{g.metadata.zarr_format}")
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
+    if write_empty_chunks is not None:  # appends and regions write chunks of the fill value as told, too
+        existing = {n: open_array(g.store, path=a.path, mode="r+", write_empty_chunks=write_empty_chunks)
+                    for n, a in existing.items()}
     if mode in ("a", "a-", "r+"):
         for name in user_encoding:
             if str(name) in existing:
@@ -229,7 +251,8 @@ def to_rectizarr(
     grown: list[tuple[Array, tuple[int, ...]]] = []
     try:
         writes = _write_all(ds, g, existing, user_encoding, grown, mode=mode, append_dim=append_dim,
-                            region=slices, safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks)
+                            region=slices, safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks,
+                            align_chunks=align_chunks)
         return _finish(g, writes, compute=compute, consolidated=consolidated)
     except BaseException:
         for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable
@@ -240,7 +263,8 @@ def to_rectizarr(
 
 def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding: dict[Hashable, dict[str, Any]],
                grown: list[tuple[Array, tuple[int, ...]]], *, mode: str, append_dim: Hashable | None,
-               region: dict[Hashable, slice], safe_chunks: bool, write_empty_chunks: bool | None) -> list[Any]:
+               region: dict[Hashable, slice], safe_chunks: bool, write_empty_chunks: bool | None,
+               align_chunks: bool = False) -> list[Any]:
     """Write the variables into ``g``; the arrays an append grows are added to ``grown`` (with their shapes
     before), for the caller to shrink back should a write fail."""
     xz = _untyped("xarray.backends.zarr")
@@ -262,7 +286,7 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     fmt = g.metadata.zarr_format
     encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=fmt) for key, raw in variables.items()}
-    plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks)
+    plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks, mode, align_chunks)
              for key, var in encoded.items() if str(key) in existing}  # every check and cast before any write
     if not region and mode != "r+":
         g.attrs.put({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})  # replaced, as xarray does
@@ -277,7 +301,7 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
             writes += _write_existing(existing[name], plans[name])
         else:
             writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks,
-                                 zarr_format=fmt, safe_chunks=safe_chunks)
+                                 zarr_format=fmt, safe_chunks=safe_chunks, align_chunks=align_chunks)
     return writes
 
 
@@ -332,7 +356,7 @@ class _Plan(NamedTuple):
 
 
 def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None,
-             region: dict[Hashable, slice], safe_chunks: bool) -> _Plan:
+             region: dict[Hashable, slice], safe_chunks: bool, mode: str, align_chunks: bool = False) -> _Plan:
     """Check a write into a stored array (xarray's checks; safe chunks against the grid as the write leaves
     it) and cast its values to the stored dtype, so that values that do not fit fail before any resize."""
     var = check_existing(name, var, array, append_dim, region)
@@ -348,8 +372,12 @@ def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None
         target = tuple(slice(array.shape[axis], n) if i == axis else slice(0, n) for i, n in enumerate(shape))
     else:
         target = target_slices(dims, shape, region)
+    if align_chunks and is_dask(data):
+        data = aligned_rechunk(data, target, all_data_lens(grid.dims))
     if safe_chunks and is_dask(data):
-        check_safe_chunks(name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region))
+        # dask blocks must not share a stored chunk; with mode "r+" (xarray's rule) a region must also
+        # start and end on chunk boundaries, where "a" lets its first and last blocks write part of one
+        check_safe_chunks(name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region) and mode == "r+")
     return _Plan(data, shape, edges, target)
 
 
@@ -373,7 +401,7 @@ def _write_existing(array: Array, plan: _Plan) -> list[Any]:
 
 
 def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None,
-               zarr_format: int, safe_chunks: bool) -> list[Any]:
+               zarr_format: int, safe_chunks: bool, align_chunks: bool = False) -> list[Any]:
     """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
     data = var.data
     kwargs = array_kwargs(name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None,
@@ -382,6 +410,8 @@ def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_
         kwargs["write_empty_chunks"] = write_empty_chunks
     if is_dask(data):
         storage = storage_lengths(kwargs.get("chunks"), kwargs.get("shards"), tuple(var.shape))
+        if align_chunks and storage is not None:
+            data = aligned_rechunk(data, tuple(slice(0, n) for n in var.shape), storage)
         if safe_chunks and storage is not None:  # dask blocks that share a chunk (shard) would race
             check_safe_chunks(name, data.chunks, tuple(slice(0, n) for n in var.shape), storage, edges=False)
         path = f"{g.path}/{name}" if g.path else name
@@ -412,6 +442,12 @@ def _finish(g: Group, writes: list[Any], *, compute: bool, consolidated: bool | 
     return dask.delayed(done)(*writes)
 
 
+def _tree_path(node: Any, tree: Any) -> str:
+    """``node``'s path with ``tree`` as the root (``"/"``, ``"/a/b"``): a subtree is written as a tree."""
+    rel = node.relative_to(tree)
+    return "/" if rel == "." else "/" + rel
+
+
 def to_rectizarr_tree(
     tree: Any,
     store: Any = None,
@@ -426,24 +462,31 @@ def to_rectizarr_tree(
     zarr_format: int | None = None,
 ) -> Any:
     """Write an ``xarray.DataTree`` as nested groups, like ``DataTree.to_zarr``: each node's Dataset
-    through :func:`to_rectizarr` at its path; ``encoding`` maps node paths (``"/"``, ``"/a/b"``) to
-    per-variable encodings. Returns the root :class:`~rectizarr.Group` (or a ``Delayed``)."""
+    through :func:`to_rectizarr` at its path below ``tree`` (a node that is not the root is written as the
+    root, with the coordinates it inherits); ``encoding`` maps those paths (``"/"``, ``"/a/b"``) to
+    per-variable encodings. The dask data of all nodes is computed at once (what nodes share, once).
+    Returns the root :class:`~rectizarr.Group` (or a ``Delayed``)."""
     if mode not in ("w", "w-", "a", "a-", "r+"):
         raise ValueError(f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}")
     encoding = dict(encoding or {})
-    unknown = set(encoding) - {node.path for node in tree.subtree}
+    paths = {node.path: _tree_path(node, tree) for node in tree.subtree}  # relative to ``tree``: its root
+    unknown = set(encoding) - set(paths.values())
     if unknown:
         raise ValueError(f"unexpected encoding group name(s) provided: {sorted(unknown)}")
+    # Dask data is written by one computation for the whole tree, so work that nodes share runs once.
+    lazy = compute and any(is_dask(v.data) for node in tree.subtree for v in node.to_dataset(inherit=False).variables.values())
     root: Group | None = None
     delayed = []
     for node in tree.subtree:
-        ds = node.to_dataset(inherit=write_inherited_coords or node.is_root)
-        path = "/".join(p for p in ((group or "").strip("/"), node.path.strip("/")) if p)
-        node_mode = mode if node.is_root or mode not in ("w", "w-") else "w"
+        top = node is tree
+        ds = node.to_dataset(inherit=write_inherited_coords or top)
+        path = "/".join(p for p in ((group or "").strip("/"), paths[node.path].strip("/")) if p)
+        node_mode = mode if top or mode not in ("w", "w-") else "w"
         result = to_rectizarr(ds, store if root is None else root.store, mode=node_mode, group=path or None,
-                              encoding=encoding.get(node.path), compute=compute, consolidated=False,
-                              storage_options=storage_options if root is None else None, zarr_format=zarr_format)
-        if compute:
+                              encoding=encoding.get(paths[node.path]), compute=compute and not lazy,
+                              consolidated=False, storage_options=storage_options if root is None else None,
+                              zarr_format=zarr_format)
+        if compute and not lazy:
             root = root or result
         else:
             delayed.append(result)

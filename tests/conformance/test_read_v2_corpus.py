@@ -156,10 +156,10 @@ def test_dask_and_xarray_on_v2() -> None:
     ds = xr.open_dataset(case.store, engine="rectizarr")
     assert ds["temp"].dims == ("y", "x") and ds["temp"].attrs == {"units": "m"}
     same(ds["temp"].values, expected(case, "temp.npy"), "xarray")
-    sub = xr.open_dataset(case.store, engine="rectizarr", group="sub", use_zarr_fill_value_as_mask=False)
+    sub = xr.open_dataset(case.store, engine="rectizarr", group="sub", mask_and_scale=False)
     same(sub["count"].values, want, "xarray group")
-    # by default a Zarr v2 fill value (0 here) is the CF _FillValue, as xarray's zarr engine reads it:
-    # the zeros masked, the integers made floats
+    # a Zarr v2 fill value (0 here) is the CF _FillValue, as xarray's zarr engine reads it: the zeros
+    # masked, the integers made floats
     masked = xr.open_dataset(case.store, engine="rectizarr", group="sub")["count"].values
     assert masked.dtype == np.float64 and np.array_equal(masked, np.where(want == 0, np.nan, want), equal_nan=True)
 

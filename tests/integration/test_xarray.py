@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,6 +164,34 @@ def test_loading_is_lazy(tmp_path: Path) -> None:
     np.testing.assert_array_equal(outer.values, ds.temp.values[[1, 7, 3]][:, ::-1][:, :, [4, 2]])
 
 
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_metadata_reads_do_not_grow_with_the_chunks(tmp_path: Path, consolidated: bool) -> None:
+    """Opening reads the group's ``zarr.json`` (twice at most: opened, then revalidated when listed) and,
+    unconsolidated, each member's once; loading, eagerly or through dask over many chunks, reads each
+    array's ``zarr.json`` once at most (a handle revalidates its metadata before its first read: no stale
+    read), never once per chunk. xarray's test of this (issue 8290) counts zarr-python's own group
+    look-ups, so it cannot apply to rectizarr: this is its counterpart."""
+    ds = _dataset(40)
+    to_rectizarr(ds, tmp_path / "m.zarr", consolidated=consolidated, encoding={"temp": {"chunks": (2, 1, 2)}})
+    store = CountingStore(LocalStore(tmp_path / "m.zarr", read_only=True))
+
+    def metadata_reads() -> collections.Counter[str]:
+        return collections.Counter(k for k, _ in store.requests if k.rpartition("/")[2] == "zarr.json")
+
+    for chunks in (None, {}):
+        store.reset()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the fallback-to-listing warning, unconsolidated
+            opened = xr.open_dataset(store, engine="rectizarr", consolidated=consolidated or None, chunks=chunks)
+        at_open = metadata_reads()
+        assert at_open["zarr.json"] <= 2
+        assert max((n for k, n in at_open.items() if k != "zarr.json"), default=0) <= 1
+        assert consolidated or len(at_open) == 1 + len(ds.variables)
+        store.reset()
+        opened.compute(scheduler="sync") if chunks is not None else opened.load()
+        assert max(metadata_reads().values(), default=0) <= 1, metadata_reads()
+
+
 def test_irregular_time_axis_round_trip_and_distributed_read(client: Client, tmp_path: Path) -> None:
     time = pd.date_range("2024-01-01", "2024-12-31", freq="D")
     values = RNG.normal(size=(len(time), 3))
@@ -206,8 +235,10 @@ def test_entrypoint_is_registered_and_does_not_claim_zarr_paths(tmp_path: Path) 
 
 def test_dask_writes_are_chunk_aligned_when_encoding_disagrees(tmp_path: Path) -> None:
     ds = _dataset(30).chunk({"time": 7})
-    with dask.config.set(scheduler="threads"):
+    with pytest.raises(ValueError, match="named 'temp' would overlap multiple Dask chunks"):  # as xarray
         to_rectizarr(ds, tmp_path / "a.zarr", encoding={"temp": {"chunks": (10, 4, 6)}})
+    with dask.config.set(scheduler="threads"):  # safe_chunks=False: written chunk by chunk all the same
+        to_rectizarr(ds, tmp_path / "a.zarr", mode="w", safe_chunks=False, encoding={"temp": {"chunks": (10, 4, 6)}})
     arr = rectizarr.open_array(tmp_path / "a.zarr", path="temp", mode="r")
     assert arr.write_chunk_sizes[0] == (10, 10, 10)
     assert rectizarr.open_array(tmp_path / "a.zarr", path="counts", mode="r").write_chunk_sizes[0] == (7, 7, 7, 7, 2)
@@ -218,8 +249,9 @@ def test_dask_writes_are_chunk_aligned_when_encoding_disagrees(tmp_path: Path) -
 def test_a_zarr_v2_fill_value_is_the_cf_fill_value_as_xarray_reads_it(tmp_path: Path, mask: bool | None) -> None:
     """xarray keeps a Zarr v2 variable's ``_FillValue`` as the ``.zarray`` fill value (no attribute): read
     back, it masks the values equal to it (they came back as -999 and, scaled, -0.1), as xarray's zarr
-    engine does. ``use_zarr_fill_value_as_mask=False`` turns that off (xarray 2025's ``open_dataset``
-    drops the keyword and masks anyway)."""
+    engine does, whatever ``use_zarr_fill_value_as_mask`` says (xarray's engine masks a v2 variable even
+    with False, and its own tests expect that: the keyword is for Zarr v3); ``mask_and_scale=False`` gives
+    the stored values."""
     p = str(tmp_path / "v2.zarr")
     ds = xr.Dataset({"T": ("x", np.array([1.5, np.nan, 3.0])), "P": ("x", np.array([10.0, np.nan, 30.0])),
                      "n": ("x", np.array([1, 2, 3], "i4"))})
@@ -229,8 +261,7 @@ def test_a_zarr_v2_fill_value_is_the_cf_fill_value_as_xarray_reads_it(tmp_path: 
                    encoding={"T": {"_FillValue": -999.0}, "P": {"dtype": "int16", "scale_factor": 0.1, "_FillValue": -1}})
         want = xr.open_dataset(p, engine="zarr", use_zarr_fill_value_as_mask=mask).load()
     got = xr.open_dataset(p, engine="rectizarr", use_zarr_fill_value_as_mask=mask).load()
-    if mask is False:
-        assert got["T"].values.tolist() == [1.5, -999.0, 3.0] and "_FillValue" not in got["T"].attrs
-        return
     xr.testing.assert_identical(got, want)
+    raw = xr.open_dataset(p, engine="rectizarr", mask_and_scale=False, use_zarr_fill_value_as_mask=mask)
+    assert raw["T"].values.tolist() == [1.5, -999.0, 3.0] and raw["T"].attrs["_FillValue"] == -999.0
     assert np.isnan(got["T"][1]) and np.isnan(got["P"][1])

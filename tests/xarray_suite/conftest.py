@@ -32,3 +32,52 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     names = pyfuncitem._fixtureinfo.argnames
     asyncio.run(pyfuncitem.obj(**{name: pyfuncitem.funcargs[name] for name in names}))
     return True
+
+
+def _zarr_default_format() -> int:
+    import zarr
+
+    return int(zarr.config.get("default_zarr_format"))
+
+
+def _creates(kwargs: dict[str, Any]) -> bool:
+    return kwargs.get("append_dim") is None and kwargs.get("region") is None and kwargs.get("mode") not in ("a", "a-",
+                                                                                                           "r+")
+
+
+@pytest.fixture(autouse=True)
+def through_rectizarr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Zarr write and read xarray's tests make goes through rectizarr, as a user who swapped the
+    backend would have it: ``Dataset``/``DataArray``/``DataTree.to_zarr`` are rectizarr's writers, and the
+    ``"zarr"`` engine (``open_zarr``, ``open_dataset(engine="zarr")``, ``open_datatree``) is rectizarr's.
+    New stores take xarray's ``default_zarr_format`` (the tests set it); what the tests do with zarr-python
+    itself (``zarr.open_group`` to look at what was written) stays zarr-python: a check of interop."""
+    import xarray as xr
+    from xarray.backends import plugins
+
+    import rectizarr.xarray as rx
+
+    def dataset_to_zarr(self: Any, store: Any = None, **kwargs: Any) -> Any:
+        if _creates(kwargs) and kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = _zarr_default_format()
+        return rx.to_rectizarr(self, store, **kwargs)
+
+    def dataarray_to_zarr(self: Any, store: Any = None, **kwargs: Any) -> Any:
+        if _creates(kwargs) and kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = _zarr_default_format()
+        return self.rectizarr.to_zarr(store, **kwargs)
+
+    def datatree_to_zarr(self: Any, store: Any = None, **kwargs: Any) -> Any:
+        if _creates(kwargs) and kwargs.get("zarr_format") is None:
+            kwargs["zarr_format"] = _zarr_default_format()
+        return rx.to_rectizarr_tree(self, store, **kwargs)
+
+    real_get_backend = plugins.get_backend
+
+    def get_backend(engine: Any) -> Any:
+        return rx.RectizarrBackendEntrypoint() if engine in ("zarr", "rectizarr") else real_get_backend(engine)
+
+    monkeypatch.setattr(xr.Dataset, "to_zarr", dataset_to_zarr)
+    monkeypatch.setattr(xr.DataArray, "to_zarr", dataarray_to_zarr)
+    monkeypatch.setattr(xr.DataTree, "to_zarr", datatree_to_zarr)
+    monkeypatch.setattr(plugins, "get_backend", get_backend)
