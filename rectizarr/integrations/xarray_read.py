@@ -87,6 +87,13 @@ def _bounded(k: Any, n: int) -> Any:
     return k + n if isinstance(k, int | np.integer) and k < 0 else k
 
 
+class DimensionNamesError(MetadataError, KeyError):
+    """An array whose dimensions xarray cannot name; also a ``KeyError``, as xarray's Zarr engine raises."""
+
+    def __str__(self) -> str:  # ValueError's form, not KeyError's quoted one
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
 def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
     if array.ndim == 0:  # a scalar needs no names (zarr-python writes none for it)
         return ()
@@ -94,9 +101,10 @@ def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
     if names is not None and all(n is not None for n in names):
         return tuple(str(n) for n in names)
     if unnamed_dims == "raise":
-        raise MetadataError(
-            f"array {array.name!r} has no dimension_names (or some are null), which xarray needs to know its "
-            "dimensions; open with unnamed_dims='dim_n' to name them dim_0, dim_1, ... by axis",
+        raise DimensionNamesError(
+            f"array {array.name!r} has no dimension_names (or some are null; in Zarr v2 no _ARRAY_DIMENSIONS "
+            "attribute), which xarray needs: they allow xarray to determine variable dimensions. Open with "
+            "unnamed_dims='dim_n' to name them dim_0, dim_1, ... by axis",
             key=(array.path + "/zarr.json").lstrip("/"),
         )
     return tuple(str(n) if n is not None else f"dim_{i}"

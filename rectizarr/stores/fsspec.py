@@ -251,13 +251,23 @@ class FsspecStore(Store):
             start, length = byte_range if byte_range is not None else (None, None)
             starts.append(start)
             ends.append(None if start is None or length is None else start + length)
-        results = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+        try:
+            results = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+        except FileNotFoundError:  # a filesystem whose cat_ranges raises for one missing path (simplecache::)
+            results = [self._cat_one(p, a, b) for p, a, b in zip(paths, starts, ends, strict=True)]
         for i, path, result in zip(fetch, paths, results, strict=True):
             if isinstance(result, BaseException):
                 out[i] = self._fallback(path, requests[i], result)
             else:
                 out[i] = self._cut(requests[i], result if isinstance(result, bytes) else bytes(result))
         return out
+
+    def _cat_one(self, path: str, start: int | None, end: int | None) -> bytes | BaseException:
+        """One value (or its range), or the exception reading it raised (for :meth:`_fallback`)."""
+        try:
+            return bytes(self.fs.cat_file(path, start=start, end=end))
+        except Exception as exc:
+            return exc
 
     def _cut(self, request: tuple[str, ByteRange | None], got: bytes) -> bytes:
         """The range asked for, from what a server sent: all of the value when it ignores ``Range`` (as

@@ -106,3 +106,33 @@ def test_load_async(tmp_path: Path) -> None:
     with xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr") as lazy:
         loaded = asyncio.run(lazy.load_async())
         xr.testing.assert_identical(loaded, ds)
+
+
+@pytest.mark.parametrize("cache", ["simplecache", "filecache"])
+def test_chunks_never_written_read_as_the_fill_value_through_fsspec_caches(cache: str) -> None:
+    """fsspec's ``simplecache::`` raises for a whole ``cat_ranges`` call when one path is missing (it does not
+    honour ``on_error="return"``): a chunk never written still reads as the fill value, as on the plain URL."""
+    import uuid
+
+    url = f"memory://cache-{uuid.uuid4().hex}.zarr"
+    a = rectizarr.create_array(url, shape=(6,), dtype="i4", chunks=(2,), fill_value=7)
+    a[:2] = [1, 2]
+    a[4:] = [5, 6]
+    assert rectizarr.open_array(f"{cache}::{url}", mode="r")[...].tolist() == [1, 2, 7, 7, 5, 6]
+    ds = xr.Dataset({"v": ("x", np.arange(6.0))}).chunk({"x": 2})
+    ds.rectizarr.to_zarr(url.replace(".zarr", "-ds.zarr"), encoding={"v": {"chunks": 2}}, compute=False)
+    opened = xr.open_dataset(f"{cache}::" + url.replace(".zarr", "-ds.zarr"), engine="rectizarr", consolidated=False)
+    assert np.isnan(opened["v"].values).all()  # nothing computed: every chunk is the (NaN) fill value
+
+
+def test_arrays_without_dimension_names_are_a_key_error(tmp_path: Path) -> None:
+    """As xarray's engine raises for an array it cannot name the dimensions of (a KeyError, also a
+    rectizarr MetadataError); ``unnamed_dims="dim_n"`` opens it."""
+    g = rectizarr.create_group(str(tmp_path / "d.zarr"))
+    g.create_array("bar", shape=(3, 5), dtype="f4", chunks=(3, 5))
+    with pytest.raises(KeyError, match="xarray to determine variable dimensions"):
+        xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False)
+    with pytest.raises(rectizarr.MetadataError):
+        xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False)
+    assert xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False,
+                           unnamed_dims="dim_n")["bar"].dims == ("dim_0", "dim_1")
