@@ -17,8 +17,8 @@ xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
 from xarray.tests import test_backends as xtb  # noqa: E402
-from xarray.tests.test_backends import default_zarr_format  # noqa: E402, F401  (a fixture)
-from xarray.tests.test_backends import (  # noqa: E402, F401  (xarray's module-level Zarr tests, run here too)
+from xarray.tests.test_backends import (  # noqa: E402, F401  (a fixture; xarray's module-level Zarr tests)
+    default_zarr_format,
     test_raises_key_error_on_invalid_zarr_store,
     test_zarr_create_default_indexes,
 )
