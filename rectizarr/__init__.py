@@ -30,6 +30,7 @@ from rectizarr.convenience import (
     zeros_like,
 )
 from rectizarr.errors import (
+    CastError,
     ChecksumError,
     CodecError,
     ConflictError,
@@ -79,6 +80,7 @@ def __getattr__(name: str) -> Any:  # the dask integration and fsspec are import
 
 __all__ = [
     "Array",
+    "CastError",
     "ChecksumError",
     "ConflictError",
     "CodecError",

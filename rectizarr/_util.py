@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
@@ -150,9 +151,18 @@ def relocked_in_child(obj: Any) -> None:
     _RELOCKED.add(obj)
 
 
+_RLOCK = type(threading.RLock())
+
+
+def _fresh_lock(old: Any) -> Any:
+    """A new lock of ``old``'s kind (``type(lock)()`` cannot make a plain lock before Python 3.13:
+    "cannot create '_thread.lock' instances")."""
+    return threading.RLock() if isinstance(old, _RLOCK) else threading.Lock()
+
+
 @in_forked_child
 def _relock() -> None:  # pragma: no cover - runs in forked children (tests/reliability)
     fresh: dict[int, Any] = {}  # objects that shared a lock (a store and its read-only view) still share one
     for obj in list(_RELOCKED):
         old = obj._lock
-        obj._lock = fresh.setdefault(id(old), type(old)())
+        obj._lock = fresh.setdefault(id(old), _fresh_lock(old))

@@ -27,6 +27,7 @@ from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
+    CastError,
     CodecError,
     ConflictError,
     IrregularChunksError,
@@ -437,6 +438,10 @@ class Array(nodes.Node):
             return result[()]
         return result
 
+    def _cast_error(self, exc: OverflowError) -> CastError:
+        return CastError(f"a value written to the array {self._path or '/'!r} in {self._store!r} does not fit its "
+                         f"data type {self.dtype}: {exc}; nothing was written")
+
     def _check_code_points(self, values: np.ndarray) -> None:
         """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
         larger numbers make NumPy fail later, on any use, with ``SystemError``."""
@@ -467,7 +472,10 @@ class Array(nodes.Node):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
-            internal = plan.value_to_internal(value, layout.dtype)
+            try:
+                internal = plan.value_to_internal(value, layout.dtype)
+            except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
+                raise self._cast_error(exc) from exc
             if self._meta.data_type.name == "string":
                 internal = as_strings(internal, one=plan.final_shape == ())
             guard = None if planned is None else functools.partial(self._still_at, planned, meta)
@@ -588,7 +596,10 @@ class Array(nodes.Node):
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
-        data = np.asarray(data).astype(self.dtype, copy=False)
+        try:
+            data = np.asarray(data).astype(self.dtype, copy=False)
+        except OverflowError as exc:
+            raise self._cast_error(exc) from exc
         if self._meta.data_type.name == "string":
             data = as_strings(data)
         if self.ndim == 0:

@@ -26,6 +26,7 @@ A missing chunk is never an error: it reads as the fill value.
 from __future__ import annotations
 
 __all__ = [
+    "CastError",
     "ChecksumError",
     "CodecError",
     "ConflictError",
@@ -152,6 +153,11 @@ class SelectionError(RectizarrError, IndexError):
 
 class SelectionValueError(SelectionError, ValueError):
     """A selection NumPy refuses with ValueError rather than IndexError (a slice step of zero)."""
+
+
+class CastError(RectizarrError, OverflowError):
+    """A value written does not fit the array's data type (a date out of ``datetime64[ns]``'s range, a
+    Python int past the integer type): NumPy's OverflowError, naming the array. Nothing is written."""
 
 
 class LenientMetadataWarning(UserWarning):

@@ -534,3 +534,25 @@ def test_append_of_another_shape_is_a_value_error_as_in_zarr_python() -> None:
     with pytest.raises(ValueError, match="cannot append"):
         a.append(np.zeros((2, 5), "i4"))
     assert a.shape == (4, 3)
+
+
+@pytest.mark.parametrize("how", ["setitem", "append", "int"])
+def test_values_that_do_not_fit_the_dtype_are_a_cast_error_and_write_nothing(how: str) -> None:
+    """Dates past ``datetime64[ns]``'s range (NumPy: OverflowError when the units convert) and Python ints
+    past the integer type: a CastError (a RectizarrError, and still an OverflowError) naming the array;
+    the stored data and the shape are unchanged."""
+    store = rectizarr.MemoryStore()
+    dtype = "i1" if how == "int" else "datetime64[ns]"
+    a = rectizarr.create_array(store, name="t", shape=(2,), dtype=dtype, chunks=(2,))
+    a[...] = np.array([1, 2], dtype) if how == "int" else np.array(["2000-01-01", "2001-01-01"], dtype)
+    before = a[...].copy()
+    far = np.array(["1000-01-01", "3000-01-01"], dtype="datetime64[s]")
+    with pytest.raises(rectizarr.CastError, match=r"'t'.*does not fit its data type") as caught:
+        if how == "setitem":
+            a[...] = far
+        elif how == "append":
+            a.append(far)
+        else:
+            a[0] = 1000
+    assert isinstance(caught.value, OverflowError)
+    assert a.shape == (2,) and np.array_equal(a[...], before)
