@@ -12,7 +12,7 @@ import rectizarr.errors as errors
 PKG = pathlib.Path(rectizarr.__file__).parent
 
 EXPECTED_ALL = {
-    "Array", "ChecksumError", "CodecError", "ConflictError", "FsspecStore", "Group", "LenientMetadataWarning", "LocalStore",
+    "Array", "CastError", "ChecksumError", "CodecError", "ConflictError", "FsspecStore", "Group", "LenientMetadataWarning", "LocalStore",
     "MemoryStore", "MetadataError", "NodeExistsError", "NodeNotFoundError", "ReadOnlyError", "RectizarrError",
     "SelectionError", "Store", "StoreError", "UnsupportedError", "ZipStore", "__version__",
     "consolidate_metadata", "create_array", "create_group", "from_array", "from_dask", "open", "open_array",
@@ -31,7 +31,7 @@ def test_all_is_pinned() -> None:
 
 def test_error_tree() -> None:
     assert set(errors.__all__) == {
-        "ChecksumError", "CodecError", "ConflictError", "IrregularChunksError", "LenientMetadataWarning",
+        "CastError", "ChecksumError", "CodecError", "ConflictError", "IrregularChunksError", "LenientMetadataWarning",
         "MetadataError", "NodeExistsError", "NodeNotFoundError", "NodeTypeError", "ReadOnlyError", "RectizarrError",
         "SelectionError", "SelectionValueError", "StoreError", "UnsupportedError", "VersionChanged",
     }
@@ -51,6 +51,7 @@ def test_error_tree() -> None:
     assert issubclass(errors.SelectionValueError, ValueError)  # as NumPy's a[::0]
     assert issubclass(errors.ChecksumError, errors.CodecError)
     assert issubclass(errors.VersionChanged, errors.ConflictError)
+    assert issubclass(errors.CastError, OverflowError)  # NumPy's error for such a value
     for name in errors.__all__:
         cls = getattr(errors, name)
         if name != "LenientMetadataWarning":
