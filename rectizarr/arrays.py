@@ -6,8 +6,10 @@ This module is the API surface only: plans come from :mod:`rectizarr.indexing`, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import itertools
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -158,10 +160,14 @@ class Array(nodes.Node):
         return self._meta
 
     def _change_meta(self, change: Callable[[ArrayMeta], ArrayMeta],
-                     then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None) -> None:
+                     then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
+                     stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None
+                     ) -> None:
         """A read-modify-write of ``zarr.json`` (:func:`nodes.update_meta`): ``change`` maps the document
         as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
-        after it is written (a shrink's clean-up, an append's data)."""
+        after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
+    where writers hold the document's lock (no conditional writes), the chunk work before it is written
+    (an append's data, invisible until then)."""
         self._check_writable()
         before: list[rio.Layout] = []
 
@@ -178,7 +184,8 @@ class Array(nodes.Node):
                 then(before[0], old, new)
 
         with self._lock:
-            nodes.update_meta(self._store, self._path, apply, after, zarr_format=self._meta.zarr_format)
+            nodes.update_meta(self._store, self._path, apply, after, zarr_format=self._meta.zarr_format,
+                              stage=None if stage is None else lambda old, new: stage(old, new))  # type: ignore[arg-type]
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
@@ -621,12 +628,93 @@ class Array(nodes.Node):
             return _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
                             axis_chunks)
 
-        def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for this append
-            self[tuple(slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
-                       for i in range(self.ndim))] = data
+        def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
+            return tuple(slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
+                         for i in range(self.ndim))
 
-        self._change_meta(grow, write)
+        def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for this append
+            self[region(old, new)] = data
+
+        @contextlib.contextmanager
+        def stage(old: ArrayMeta, new: ArrayMeta) -> Iterator[None]:  # seen once zarr.json is written
+            # the chunks reaching past the stored end stay locked until then: a write planned with the
+            # stored shape would clear what this put past it
+            with self._store.lock(_edge_keys(self._layout)):
+                self.staged(new).write_staged(region(old, new), data)
+                yield
+
+        if self._store.capabilities.conditional_writes:  # (no lock: the document reserves the region first)
+            self._change_meta(grow, write)
+        else:  # the data first: a writer killed before the document leaves the array as it was
+            self._change_meta(grow, stage=stage)
         return self.shape
+
+    def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Array:
+        """A handle of this array resized as :meth:`resize` would (from the document as stored now), whose
+        document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
+        is (:func:`rectizarr.nodes.publish`; under the document's lock)."""
+        self._check_writable()
+        meta = self._take_up(nodes.read_for_write(self._store, self._path, self._meta.zarr_format))
+        return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
+
+    def staged(self, meta: ArrayMeta) -> Array:
+        """A handle for ``meta``, a document not yet written (:meth:`write_staged`)."""
+        return Array(self._store, self._path, meta, write_empty_chunks=self._write_empty_chunks, workers=self._workers)
+
+    def write_staged(self, selection: Any, value: Any) -> None:
+        """Write ``value`` at the basic ``selection`` of this handle's shape, which the stored document does
+        not have yet (an append or a dataset's update before its commit, under the document's lock): no
+        check against the stored document."""
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+            value = np.asarray(value)
+        plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
+        try:
+            internal = plan.value_to_internal(value, self._layout.dtype)
+        except OverflowError as exc:
+            raise self._cast_error(exc) from exc
+        if self._meta.data_type.name == "string":
+            internal = as_strings(internal, one=plan.final_shape == ())
+        rio.write(self._layout, plan, internal, None)
+
+
+class StagedTarget:
+    """The target of ``dask.array.store`` for a staged handle (:meth:`Array.staged_resize`): writes go
+    through :meth:`Array.write_staged`; pickled with its document (not read again where unpickled)."""
+
+    def __init__(self, array: Array) -> None:
+        self.array = array
+        self.shape, self.dtype, self.ndim = array.shape, array.dtype, array.ndim
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self.array.write_staged(selection, value)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        a = self.array
+        return (_staged_target, (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers))
+
+
+def _staged_target(store: Store, path: str, doc: dict[str, Any], write_empty_chunks: bool,
+                   workers: int | None) -> StagedTarget:
+    meta = nodes.node_from_json(doc)
+    assert isinstance(meta, ArrayMeta)
+    return StagedTarget(Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers))
+
+
+def _edge_keys(layout: rio.Layout) -> list[str]:
+    """The keys of the chunks (shards) that reach past the array's extent (at most 65536 of them)."""
+    grid = layout.grid
+    counts = grid.grid_shape
+    last = [n - 1 for n in counts]
+    if not all(counts):
+        return []
+    edge_axes = [a for a, (d, c) in enumerate(zip(grid.dims, last, strict=True)) if d.data_len(c) < d.edge(c)]
+    keys: set[str] = set()
+    for a in edge_axes:
+        ranges = [range(n) if i != a else range(last[a], last[a] + 1) for i, n in enumerate(counts)]
+        if prod(tuple(len(r) for r in ranges)) + len(keys) > 65536:
+            break
+        keys.update(layout.key(c) for c in itertools.product(*ranges))
+    return sorted(keys)
 
 
 def _drop_past_end(layout: rio.Layout, new: ArrayMeta) -> None:

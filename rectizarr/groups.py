@@ -23,7 +23,6 @@ from rectizarr.core.metadata import (
     GroupMeta,
     NodeMeta,
     check_attributes,
-    decode_node,
     node_to_json,
 )
 from rectizarr.errors import (
@@ -493,10 +492,11 @@ def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
     rels = [k[len(prefix): -len(nodes.META) - 1] for k in keys]
     docs = s.get_many([(k, None) for k in keys])
     entries: dict[str, Any] = {}
-    for rel, key, data in zip(rels, keys, docs, strict=True):
-        if data is None:
+    for rel, data in zip(rels, docs, strict=True):
+        node = None if data is None else nodes.decoded(s, nodes.join(p, rel), data)
+        if node is None:  # (gone, or a new node a killed writer never committed)
             continue
-        doc = node_to_json(decode_node(data, key))
+        doc = node_to_json(node)
         if doc.get("node_type") == "group":
             doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
         entries[rel] = doc

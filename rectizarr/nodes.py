@@ -12,10 +12,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from concurrent.futures import wait
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Self
 
-from rectizarr import tuning
+from rectizarr import commit, tuning
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
     ArrayMeta,
@@ -151,8 +151,15 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
     if zarr_format != 2:
         data = store.get(meta_key(path))
         if data is not None or zarr_format == 3:
-            return None if data is None else decode_node(data, meta_key(path))
+            return None if data is None else decoded(store, path, data)
     return read_v2_meta(store, path)
+
+
+def decoded(store: Store, path: str, data: bytes) -> NodeMeta | None:
+    """A node's ``zarr.json`` as readers see it: a marker of an update in progress (or of one a killed
+    writer left) decided by its commit record (:mod:`rectizarr.commit`; None: the node is not there)."""
+    meta = decode_node(data, meta_key(path))
+    return commit.resolve(store, path, meta) if commit.MARK in meta.extra_fields else meta
 
 
 def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
@@ -188,10 +195,10 @@ def read_children(store: Store, path: str, names: list[str]) -> dict[str, NodeMe
     p = prefix_of(path)
     names = [n for n in names if _listable(p, n)]
     docs = store.get_many([(p + n + "/" + META, None) for n in names])
-    out: dict[str, NodeMeta] = {n: decode_node(d, p + n + "/" + META)
-                                for n, d in zip(names, docs, strict=True) if d is not None}
+    found = {n: decoded(store, join(path, n), d) for n, d in zip(names, docs, strict=True) if d is not None}
+    out: dict[str, NodeMeta] = {n: meta for n, meta in found.items() if meta is not None}
     for n in names:
-        if n not in out and not n.startswith("."):
+        if n not in found and not n.startswith("."):
             meta = read_v2_meta(store, join(path, n))
             if meta is not None:
                 out[n] = meta
@@ -203,8 +210,13 @@ def node_exists(store: Store, path: str) -> bool:
     p = prefix_of(path)
     keys = (meta_key(path), p + v2meta.V2_ARRAY, p + v2meta.V2_GROUP)
     if store.capabilities.low_latency:
-        return any(store.exists(k) for k in keys)
-    return any(v is not None for v in store.get_many([(k, None) for k in keys]))  # one round trip
+        if store.exists(keys[0]):  # (one left by an update a killed writer never committed is not there)
+            return try_read_meta(store, path, 3) is not None
+        return any(store.exists(k) for k in keys[1:])
+    values = store.get_many([(k, None) for k in keys])  # one round trip
+    if values[0] is not None:
+        return decoded(store, path, values[0]) is not None
+    return any(v is not None for v in values[1:])
 
 
 def doc_key(path: str, meta: NodeMeta) -> str:
@@ -270,6 +282,8 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     if not (caps.conditional_reads and caps.conditional_writes):
         if node_exists(store, path):
             raise NodeExistsError(_exists(path))
+        if store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under the caller's locks)
+            store.delete(meta_key(path))
         create_node(store, path, meta, docs, exclusive=True)
         return
     check = _Beside(store, path, meta)
@@ -384,6 +398,14 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
     ``check``: what follows the document's write on object stores (:class:`_Beside`)."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
+    primary = None if store.capabilities.conditional_writes or meta.zarr_format == 2 \
+        else commit.primary_of(store, path, docs.get)
+    if primary is not None and all(len(p) > len(primary) for p in missing):
+        # the groups it needs and the node, in the consolidated copies too: one update (all or nothing)
+        new: dict[str, tuple[NodeMeta | None, NodeMeta | None]] = {p: (None, GroupMeta()) for p in missing}
+        new[path] = (None, commit.stripped(meta))
+        publish(store, primary, new, docs, exclusive=exclusive)
+        return
     made: list[str] = []
     started = False
     try:
@@ -449,10 +471,8 @@ def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: Ancest
             if zarr_format == 2:
                 write_meta(store, parent, GroupMeta(zarr_format=2), exclusive=True)
             else:
-                doc = node_to_json(GroupMeta())
-                _create_only(store, meta_key(parent), encode_json(doc), parent)
-                docs.forget(parent, encode_json(doc))
-                _refresh_consolidated(store, parent, doc, docs)
+                write_meta(store, parent, GroupMeta(), docs, exclusive=True)
+                docs.forget(parent, encode_json(node_to_json(GroupMeta())))
         except NodeExistsError:
             docs.forget(parent)
             if not isinstance(try_read_meta(store, parent, zarr_format), GroupMeta):
@@ -492,7 +512,7 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
 
 
 def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-               exclusive: bool = False, check: _Beside | None = None) -> None:
+               exclusive: bool = False, check: _Beside | None = None, before: Any = ...) -> None:
     """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
     consolidated metadata current (``exclusive``: see :func:`create_node`; ``check``: see
     :func:`_create_only`)."""
@@ -505,12 +525,63 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
         store.set_many(items)
         _refresh_v2_consolidated(store, path, meta)
         return
+    meta = commit.stripped(meta)
+    if not store.capabilities.conditional_writes:
+        docs = docs or AncestorDocs(store)
+        primary = commit.primary_of(store, path, docs.get)
+        if primary is not None:  # the node and the consolidated copies above it: one update
+            if before is ...:
+                before = None if exclusive else try_read_meta(store, path, 3)
+            publish(store, primary, {path: (before, meta)}, docs, exclusive=exclusive)
+            return
     doc = node_to_json(meta)
     if exclusive:
         _create_only(store, meta_key(path), encode_json(doc), path, check)
     else:
         store.set(meta_key(path), encode_json(doc))
     _refresh_consolidated(store, path, doc, docs)
+
+
+def publish(store: Store, primary: str, changes: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
+            docs: AncestorDocs | None = None, exclusive: bool = False, primary_meta: NodeMeta | None = None) -> None:
+    """Write the v3 documents ``changes`` (path -> (before, after; None: deleted)) of nodes below the group
+    ``primary`` as one update (:mod:`rectizarr.commit`), with the consolidated metadata of ``primary`` and
+    of every group between brought up to date; under the caller's locks of all of them (stores without
+    conditional writes). ``primary_meta``: the primary's own new content (attributes), else as stored.
+    ``exclusive``: the changed nodes are new (create-only)."""
+    docs = docs or AncestorDocs(store)
+    data = docs.get(primary)
+    raw = None if data is None else decode_node(data, meta_key(primary))
+    if not isinstance(raw, GroupMeta):
+        raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
+    stored = commit.finish(store, primary, raw)  # an update a killed writer committed: finished first
+    groups: dict[str, NodeMeta] = {primary: primary_meta or stored}
+    members = dict(changes)
+    for path, (_, after) in changes.items():
+        for parent in parent_paths(path):
+            if len(parent) < len(primary) or (primary and not (parent + "/").startswith(primary + "/")):
+                continue  # (above the primary)
+            if parent not in groups:
+                if parent in members:
+                    groups[parent] = members[parent][1] or GroupMeta()
+                else:
+                    data = docs.get(parent)
+                    found = None if data is None else decoded(store, parent, data)
+                    if found is None:
+                        continue
+                    groups[parent] = found
+            rel = path[len(parent) + 1:] if parent else path
+            current = groups[parent]
+            updated = _with_entry_meta(current, rel, None if after is None else node_to_json(after))
+            if updated is None:
+                continue
+            groups[parent] = updated
+            if parent != primary:
+                members[parent] = (members[parent][0] if parent in members else current, updated)
+    final = commit.publish(store, primary, groups[primary], members,
+                           frozenset(changes) if exclusive else frozenset())
+    for path in (primary, *members):
+        docs.forget(path, final.get(path))
 
 
 def _create_only(store: Store, key: str, value: bytes, path: str, check: _Beside | None = None) -> None:
@@ -559,19 +630,23 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
 
 def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
                 then: Callable[[NodeMeta | None, NodeMeta], None] | None = None,
-                zarr_format: int = 3) -> NodeMeta:
+                zarr_format: int = 3,
+                stage: Callable[[NodeMeta | None, NodeMeta], AbstractContextManager[None]] | None = None) -> NodeMeta:
     """A read-modify-write of a node's ``zarr.json``: ``change`` maps the document as stored now (None:
     missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
-    document's locks where the store has no conditional writes (``then`` inside them); else a conditional
-    write, re-read and re-applied on conflict (``change`` may run again; ``then`` runs once, after it)."""
+    document's locks where the store has no conditional writes (``then`` inside them, and the document
+    written inside ``with stage(old, new)``: data readers cannot see until it is); else a conditional
+    write, re-read and re-applied on conflict (``change`` may run again; ``then`` runs once, after it;
+    ``stage`` is not used)."""
     key = meta_key(path)
     if store.capabilities.conditional_writes and zarr_format == 2:
         return _update_v2(store, path, change, then)
     if not store.capabilities.conditional_writes or zarr_format == 2:
         with locked(store, path):  # v2: two documents (.zarray, .zattrs), written under the lock
-            old = try_read_meta(store, path, zarr_format)
+            old = read_for_write(store, path, zarr_format)
             new = change(old)
-            write_meta(store, path, new)
+            with nullcontext() if stage is None else stage(old, new):
+                write_meta(store, path, new, before=old)
             if then is not None:
                 then(old, new)
             return new
@@ -588,6 +663,17 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
     if then is not None:
         then(old, new)
     return new
+
+
+def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:
+    """:func:`try_read_meta` for a writer holding the node's locks and its ancestors': a committed update
+    a killed writer left half cleaned up at this group is finished first (:func:`commit.finish`)."""
+    meta = try_read_meta(store, path, zarr_format)
+    if isinstance(meta, GroupMeta) and not store.capabilities.conditional_writes:
+        raw = commit.read_raw(store, path)
+        if raw is not None and commit.MARK in raw.extra_fields and "members" in (commit.mark_of(raw) or {}):
+            return commit.finish(store, path, raw)
+    return meta
 
 
 def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
@@ -622,6 +708,15 @@ def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], Node
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
     """Remove a node and its whole subtree; ancestors' consolidated metadata drop it too."""
+    if path and not store.capabilities.conditional_writes:
+        docs = docs or AncestorDocs(store)
+        primary = commit.primary_of(store, path, docs.get)
+        before = try_read_meta(store, path, 3) if primary is not None else None
+        if before is not None and primary is not None:  # the deletion and the consolidated copies: one update
+            publish(store, primary, {path: (before, None)}, docs)
+            store.delete_prefix(prefix_of(path))  # (a v2 node's documents, a prefix without a node)
+            _refresh_v2_consolidated(store, path, None)
+            return
     if path:
         store.delete_prefix(prefix_of(path))
     else:
@@ -665,6 +760,12 @@ def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
 def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:
     """The encoded group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with
     its descendants); None when ``meta`` does not consolidate."""
+    new = _with_entry_meta(meta, rel, doc)
+    return None if new is None else encode_json(node_to_json(new))
+
+
+def _with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> GroupMeta | None:
+    """:func:`_with_entry`, not encoded."""
     if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
         return None
     entries = dict(meta.consolidated_metadata.get("metadata") or {})
@@ -672,14 +773,14 @@ def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes |
         entries = {k: v for k, v in entries.items() if k != rel and not k.startswith(rel + "/")}
     else:
         entry = dict(doc)
+        entry.pop(commit.MARK, None)
         if entry.get("node_type") == "group":
             entry.pop("consolidated_metadata", None)
             entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
         entries[rel] = entry
     updated = dict(meta.consolidated_metadata)
     updated["metadata"] = entries
-    new = GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
-    return encode_json(node_to_json(new))
+    return GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
 
 
 class Attributes(MutableMapping[str, Any]):

@@ -16,13 +16,14 @@ from typing import Any, NamedTuple
 import numpy as np
 from xarray import Dataset, Variable, conventions
 
+from rectizarr import commit, nodes
 from rectizarr.api import open_array
-from rectizarr.arrays import Array
+from rectizarr.arrays import Array, StagedTarget
 from rectizarr.core.dims import FixedDim
 from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import all_data_lens
-from rectizarr.core.metadata import check_attributes
-from rectizarr.errors import MetadataError, NodeNotFoundError
+from rectizarr.core.metadata import ArrayMeta, check_attributes
+from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import from_dask
 from rectizarr.integrations.xarray_layout import (
@@ -233,8 +234,50 @@ def to_rectizarr(
         raise ValueError(f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
                          f"{g.metadata.zarr_format}")
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
-    if write_empty_chunks is not None:  # appends and regions write chunks of the fill value as told, too
-        existing = {n: open_array(g.store, path=a.path, mode="r+", write_empty_chunks=write_empty_chunks)
+    # An append on a store whose writers lock (local, memory), Zarr v3: one update of all the arrays it grows,
+    # their data written first (past the stored ends, unseen) and every document published at once
+    atomic = append_dim is not None and bool(existing) and g.metadata.zarr_format == 3 \
+        and not g.store.capabilities.conditional_writes
+    with _locked(g, existing) if atomic else contextlib.nullcontext():
+        return _to_group(dataset, g, existing, mode=mode, user_encoding=user_encoding, compute=compute,
+                         consolidated=consolidated, append_dim=append_dim, region=region, safe_chunks=safe_chunks,
+                         align_chunks=align_chunks, write_empty_chunks=write_empty_chunks, atomic=atomic)
+
+
+def _locked(g: Group, existing: Mapping[str, Array]) -> contextlib.AbstractContextManager[None]:
+    """The locks of the group's document, its ancestors' and its arrays' (taken at once)."""
+    paths = {g.path, *nodes.parent_paths(g.path), *(a.path for a in existing.values())}
+    return g.store.lock([nodes.meta_key(p) for p in sorted(paths)])
+
+
+def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array], check: bool) -> None:
+    """Publish the documents of the staged arrays as one update (:func:`rectizarr.nodes.publish`), under the
+    primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
+    must still be those the data was staged against (ConflictError), the locks having been let go since."""
+    store = g.store
+    changes: dict[str, tuple[Any, Any]] = {existing[n].path: (existing[n].metadata, a.metadata)
+                                           for n, a in staged.items()}
+    if not changes:
+        return
+    with _locked(g, existing):
+        if check:
+            for path, (old, _) in changes.items():
+                now = nodes.read_for_write(store, path)
+                if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
+                    raise ConflictError(f"the array {path!r} was changed by another writer while this append's "
+                                        "data was written (compute=False); its documents were not published")
+        docs = nodes.AncestorDocs(store)
+        primary = commit.primary_of(store, next(iter(changes)), docs.get)
+        nodes.publish(store, g.path if primary is None else primary, changes, docs)
+
+
+def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: str,
+              user_encoding: dict[Hashable, dict[str, Any]], compute: bool, consolidated: bool | None,
+              append_dim: Hashable | None, region: Any, safe_chunks: bool, align_chunks: bool,
+              write_empty_chunks: bool | None, atomic: bool) -> Any:
+    """:func:`to_rectizarr` once the group and its arrays are known (under their locks when ``atomic``)."""
+    if atomic or write_empty_chunks is not None:  # (as stored now; appends and regions write empty chunks too)
+        existing = {n: open_array(g.store, path=a.path, mode="r+", write_empty_chunks=bool(write_empty_chunks))
                     for n, a in existing.items()}
     if mode in ("a", "a-", "r+"):
         for name in user_encoding:
@@ -249,11 +292,20 @@ def to_rectizarr(
     if mode == "a-" and append_dim is not None:  # stored variables without append_dim are left as they are
         ds = ds.drop_vars([n for n in names if n in existing and append_dim not in ds.variables[n].dims])
     grown: list[tuple[Array, tuple[int, ...]]] = []
+    staged: dict[str, Array] | None = {} if atomic else None
     try:
         writes = _write_all(ds, g, existing, user_encoding, grown, mode=mode, append_dim=append_dim,
                             region=slices, safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks,
-                            align_chunks=align_chunks)
-        return _finish(g, writes, compute=compute, consolidated=consolidated)
+                            align_chunks=align_chunks, staged=staged)
+        if staged is None:
+            return _finish(g, writes, compute=compute, consolidated=consolidated)
+        if compute:
+            if writes:
+                _untyped("dask").compute(*writes)
+            _publish(g, existing, staged, check=False)
+            return _finish(g, [], compute=True, consolidated=consolidated)
+        return _finish(g, writes, compute=False, consolidated=consolidated,
+                       before=lambda: _publish(g, existing, staged, check=True))
     except BaseException:
         for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable
             with contextlib.suppress(Exception):
@@ -264,9 +316,10 @@ def to_rectizarr(
 def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding: dict[Hashable, dict[str, Any]],
                grown: list[tuple[Array, tuple[int, ...]]], *, mode: str, append_dim: Hashable | None,
                region: dict[Hashable, slice], safe_chunks: bool, write_empty_chunks: bool | None,
-               align_chunks: bool = False) -> list[Any]:
+               align_chunks: bool = False, staged: dict[str, Array] | None = None) -> list[Any]:
     """Write the variables into ``g``; the arrays an append grows are added to ``grown`` (with their shapes
-    before), for the caller to shrink back should a write fail."""
+    before), for the caller to shrink back should a write fail; with ``staged``, they are not resized but
+    staged (:meth:`Array.staged_resize`, the handles put there by name) for the caller to publish."""
     xz = _untyped("xarray.backends.zarr")
     if append_dim is not None and existing and not _has_dim(existing, str(append_dim)):
         dims = _stored_dims(existing)
@@ -292,12 +345,17 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         g.attrs.put({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})  # replaced, as xarray does
     for name, plan in plans.items():  # every resize before any data is written
         if plan.shape != existing[name].shape:
+            if staged is not None:
+                staged[name] = existing[name].staged_resize(plan.shape, chunks=plan.edges)
+                continue
             grown.append((existing[name], existing[name].shape))
             existing[name].resize(plan.shape, chunks=plan.edges)
     writes: list[Any] = []
     for key, var in encoded.items():
         name = str(key)
-        if name in plans:
+        if staged is not None and name in staged:
+            writes += _write_staged(staged[name], plans[name])
+        elif name in plans:
             writes += _write_existing(existing[name], plans[name])
         else:
             writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks,
@@ -400,6 +458,16 @@ def _write_existing(array: Array, plan: _Plan) -> list[Any]:
     return []
 
 
+def _write_staged(array: Array, plan: _Plan) -> list[Any]:
+    """Write an append's data into a staged array (its document not yet published)."""
+    if is_dask(plan.data):
+        da = _untyped("dask.array")
+        return [da.store(plan.data, StagedTarget(array), regions=plan.target, lock=False, compute=False)]
+    if plan.data.size:
+        array.write_staged(plan.target, plan.data)
+    return []
+
+
 def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None,
                zarr_format: int, safe_chunks: bool, align_chunks: bool = False) -> list[Any]:
     """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
@@ -424,10 +492,14 @@ def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_
     return []
 
 
-def _finish(g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None) -> Any:
-    """Run (or return as one ``Delayed``) the dask writes, then consolidate: where the group is not yet
-    consolidated (``None`` or ``True``); a consolidated group is kept current by every metadata write."""
+def _finish(g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None,
+            before: Any = None) -> Any:
+    """Run (or return as one ``Delayed``) the dask writes, then ``before()`` (an append's publication),
+    then consolidate: where the group is not yet consolidated (``None`` or ``True``); a consolidated group
+    is kept current by every metadata write."""
     def done(*_: Any) -> Group:
+        if before is not None:
+            before()
         stored = read_meta(g.store, g.path)
         if consolidated is True or (consolidated is None and getattr(stored, "consolidated_metadata", None) is None):
             consolidate_metadata(g.store, g.path)

@@ -26,7 +26,7 @@ TESTS = pathlib.Path(__file__).parents[1]
 RANKS: Mapping[str, int] = {
     "errors": 0, "_util": 0, "tuning": 0,  # tuning: thresholds every layer may read
     "core": 1, "stores": 1,  # stores stand alone: errors and _util only
-    "indexing": 2, "codecs": 2,
+    "indexing": 2, "codecs": 2, "commit": 2,  # commit: multi-document updates (core + stores)
     "io": 3,  # the only layer that knows stores AND codecs
     "nodes": 4, "creation": 4, "summary": 4, "shrink": 4,
     "arrays": 5,
