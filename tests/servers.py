@@ -312,6 +312,7 @@ class SilentServer:
 
 class _GzipHandler(BaseHTTPRequestHandler):
     body: bytes  # set on a subclass per server
+    encoding: str  # the Content-Encoding sent
     seen: list[str]  # the Accept-Encoding of every request
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -326,7 +327,7 @@ class _GzipHandler(BaseHTTPRequestHandler):
     def _answer(self, send_body: bool) -> None:
         self.seen.append(self.headers.get("Accept-Encoding", ""))
         self.send_response(200)
-        self.send_header("Content-Encoding", "gzip")  # whatever the client accepts
+        self.send_header("Content-Encoding", self.encoding)  # whatever the client accepts
         self.send_header("Content-Length", str(len(self.body)))
         self.end_headers()
         if send_body:
@@ -334,11 +335,78 @@ class _GzipHandler(BaseHTTPRequestHandler):
 
 
 class GzipServer:
-    """An HTTP server on 127.0.0.1 answering every GET with ``body`` sent as ``Content-Encoding: gzip``."""
+    """An HTTP server on 127.0.0.1 answering every GET with ``body`` sent as ``Content-Encoding: gzip`` (or
+    ``encoding``)."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, encoding: str = "gzip") -> None:
         self.seen: list[str] = []
-        handler = type("Handler", (_GzipHandler,), {"body": body, "seen": self.seen})
+        handler = type("Handler", (_GzipHandler,), {"body": body, "encoding": encoding, "seen": self.seen})
+        self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        self.base_url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+
+class _BodyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # (chunked answers)
+    bodies: dict[str, bytes | int]  # set on a subclass per server
+    encoding: str | None
+    chunked: bool
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # a client that refused an answer closes its connection
+            pass
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    def do_GET(self) -> None:
+        self._answer(send_body=True)
+
+    def _answer(self, send_body: bool) -> None:
+        body = self.bodies.get(self.path.split("?", 1)[0].lstrip("/"))
+        if body is None:
+            self.send_response(404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        size = body if isinstance(body, int) else len(body)
+        self.send_response(200)
+        if self.encoding:
+            self.send_header("Content-Encoding", self.encoding)
+        self.send_header(*(("Transfer-Encoding", "chunked") if self.chunked else ("Content-Length", str(size))))
+        self.end_headers()
+        if not send_body:
+            return
+        pieces = [body] if isinstance(body, bytes) else (bytes(min(1 << 20, size - i)) for i in range(0, size, 1 << 20))
+        try:
+            for piece in pieces:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if self.chunked else piece)
+            if self.chunked:
+                self.wfile.write(b"0\r\n\r\n")
+        except OSError:  # the client stopped reading (it refused the answer)
+            self.close_connection = True
+
+
+class BodyServer:
+    """An HTTP server on 127.0.0.1 answering GET and HEAD of each path of ``bodies`` (``"x.zarr/zarr.json"``)
+    with its value: bytes, or an int ``n`` for ``n`` zero bytes sent 1 MiB at a time (never held whole);
+    other paths are 404. ``encoding`` is sent as ``Content-Encoding``; ``chunked`` sends the body with
+    chunked transfer encoding and no ``Content-Length``. Ranges are ignored (the whole body, 200)."""
+
+    def __init__(self, bodies: dict[str, bytes | int], *, encoding: str | None = None, chunked: bool = False) -> None:
+        handler = type("Handler", (_BodyHandler,), {"bodies": bodies, "encoding": encoding, "chunked": chunked})
         self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)

@@ -108,6 +108,12 @@ class ArrayBytesCodec(Codec):
         """Size in bytes of the encoding of any chunk of ``spec``, or ``None`` when it varies."""
         return None
 
+    def encoded_bound(self, spec: ChunkSpec) -> int | None:
+        """The most bytes a valid encoding of a chunk of ``spec`` takes (what decoding and reading the stored
+        value may be limited to), or ``None`` when there is no such bound (variable-length data). The
+        default is :meth:`encoded_size`."""
+        return self.encoded_size(spec)
+
 
 def too_large(codec: str, key: str | None, limit: int) -> CodecError:
     return CodecError(f"decodes to more than {limit} bytes, more than the chunk can hold (corrupt or crafted data)",

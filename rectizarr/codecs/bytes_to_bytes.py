@@ -11,6 +11,7 @@ import gzip
 import struct
 import sys
 import zlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
@@ -64,34 +65,37 @@ class GzipCodec(BytesBytesCodec):
         return gzip.compress(data, compresslevel=self.level, mtime=0)
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
-        return self._inflate(data, key, None)
+        return _gunzip(data, key, None, self.name)
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
-        return self._inflate(data, key, limit)
+        return _gunzip(data, key, limit, self.name)
 
-    def _inflate(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
-        rest = bytes(data)
-        parts: list[bytes] = []
-        room = None if limit is None else min(limit, sys.maxsize - 1)  # room + 1 is a C ssize_t
-        while True:
-            if rest[:2] != _GZIP_MAGIC:
-                what = "a zlib stream" if rest[:1] == b"x" else "no gzip header"
-                raise CodecError(f"not a gzip member ({what} at a member start)", key=key, codec=self.name)
-            inflater = zlib.decompressobj(wbits=31)
-            try:
-                part = inflater.decompress(rest) if room is None else inflater.decompress(rest, room + 1)
-            except zlib.error as exc:
-                raise CodecError(f"corrupt gzip data: {exc}", key=key, codec=self.name) from exc
-            if room is not None:
-                room -= len(part)
-                if room < 0:  # stopped one byte past the limit: there is more
-                    raise too_large(self.name, key, limit or 0)
-            parts.append(part)
-            if not inflater.eof:
-                raise CodecError("truncated gzip member", key=key, codec=self.name)
-            rest = inflater.unused_data.lstrip(b"\x00")  # gzip tolerates zero padding between members
-            if not rest:
-                return b"".join(parts)
+
+def _gunzip(data: bytes | memoryview, key: str | None, limit: int | None, name: str) -> bytes:
+    """The gzip members in ``data`` inflated, at most ``limit`` bytes in all: inflating stops one byte past
+    it (``CodecError``), whatever the members would inflate to."""
+    rest = bytes(data)
+    parts: list[bytes] = []
+    room = None if limit is None else min(limit, sys.maxsize - 1)  # room + 1 is a C ssize_t
+    while True:
+        if rest[:2] != _GZIP_MAGIC:
+            what = "a zlib stream" if rest[:1] == b"x" else "no gzip header"
+            raise CodecError(f"not a gzip member ({what} at a member start)", key=key, codec=name)
+        inflater = zlib.decompressobj(wbits=31)
+        try:
+            part = inflater.decompress(rest) if room is None else inflater.decompress(rest, room + 1)
+        except zlib.error as exc:
+            raise CodecError(f"corrupt gzip data: {exc}", key=key, codec=name) from exc
+        if room is not None:
+            room -= len(part)
+            if room < 0:  # stopped one byte past the limit: there is more
+                raise too_large(name, key, limit or 0)
+        parts.append(part)
+        if not inflater.eof:
+            raise CodecError("truncated gzip member", key=key, codec=name)
+        rest = inflater.unused_data.lstrip(b"\x00")  # gzip tolerates zero padding between members
+        if not rest:
+            return b"".join(parts)
 
 
 def _decode_into(codec: Any, data: bytes | memoryview, out: np.ndarray) -> bool:
@@ -146,17 +150,7 @@ class ZstdCodec(BytesBytesCodec):
         return cls(f"cannot decompress: {exc}", key=key, codec=self.name)
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
-        size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
-        if size is None:  # no declared size: numcodecs would grow its buffer as long as data comes
-            from rectizarr.codecs import zstd
-
-            try:
-                size = zstd.decoded_size(data, limit)  # decoding stops one byte past the limit
-            except zstd.ZstdError as exc:
-                raise self._error(exc, key) from exc
-        if size > limit:
-            raise too_large(self.name, key, limit)
-        return super().decode_limited(data, key, limit)  # bounded now; numcodecs reports truncation
+        return _zstd_limited(data, key, limit, self.name, self.decode)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
         # The frame must declare exactly out's size. The zstandard binding decodes it in place with this
@@ -187,6 +181,36 @@ class ZstdCodec(BytesBytesCodec):
 
 
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _zstd_limited(data: bytes | memoryview, key: str | None, limit: int, name: str,
+                  decode: Callable[[bytes | memoryview, str | None], bytes | memoryview]) -> bytes | memoryview:
+    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares
+    more is refused from its header; one that declares its size and is the whole value is decoded into a
+    buffer of that size; anything else (no size declared, a size of 0, more frames after the first:
+    numcodecs would grow its buffer as long as data comes) is first counted by decoding it into a reused
+    buffer, which stops one byte past the limit, and then ``decode`` (numcodecs, which reports truncated
+    data) makes the value."""
+    size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
+    if size is not None and size > limit:
+        raise too_large(name, key, limit)
+    from rectizarr.codecs import zstd
+
+    if size:  # one frame of exactly that size and nothing after it (the usual value): decoded in place
+        out = np.empty(size, np.uint8)
+        if zstd.decode_into(data, out):
+            return memoryview(out).cast("B")
+    try:
+        counted = zstd.decoded_size(data, limit)  # decoding stops one byte past the limit
+    except zstd.ZstdError as exc:
+        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+        raise cls(f"cannot decompress: {exc}", key=key, codec=name) from exc
+    if counted > limit:
+        raise too_large(name, key, limit)
+    out2 = decode(data, key)  # bounded now (it holds no more than was counted); reports truncation
+    if len(out2) > limit:
+        raise too_large(name, key, limit)
+    return out2
 
 
 @functools.cache
@@ -222,6 +246,20 @@ def _zstd_content_size(data: bytes | memoryview) -> int | None:
 _SHUFFLE = {"noshuffle": "NOSHUFFLE", "shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE"}  # numcodecs.blosc names
 
 
+def _blosc_whole(data: bytes | memoryview, key: str | None, name: str) -> None:
+    """c-blosc trusts the header's compressed size and reads past a shorter buffer (a crash): check it."""
+    if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data):
+        raise CodecError(f"not a whole blosc buffer: the header's compressed size does not match the "
+                         f"{len(data)}-byte value (truncated or corrupt)", key=key, codec=name)
+
+
+def _blosc_declared(data: bytes | memoryview, key: str | None, limit: int, name: str) -> None:
+    """A blosc header that declares more than ``limit`` decoded bytes is refused before c-blosc allocates
+    them (it allocates what the header declares and decodes no more)."""
+    if len(data) >= 8 and int.from_bytes(bytes(data[4:8]), "little") > limit:
+        raise too_large(name, key, limit)
+
+
 class BloscCodec(BytesBytesCodec):
     """Blosc; decoding reads every parameter from the blosc header."""
 
@@ -250,18 +288,14 @@ class BloscCodec(BytesBytesCodec):
         return _bytes(self._codec.encode(_as_bytes(data)))
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
-        # c-blosc trusts the header's compressed size and reads past a shorter buffer (a crash): check it.
-        if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data):
-            raise CodecError(f"not a whole blosc buffer: the header's compressed size does not match the "
-                             f"{len(data)}-byte value (truncated or corrupt)", key=key, codec=self.name)
+        _blosc_whole(data, key, self.name)
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
             raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
-        if len(data) >= 8 and int.from_bytes(bytes(data[4:8]), "little") > limit:  # the header's decoded size
-            raise too_large(self.name, key, limit)
+        _blosc_declared(data, key, limit, self.name)
         return self.decode(data, key)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
@@ -332,11 +366,17 @@ class Crc32cCodec(BytesBytesCodec):
 
 
 class NumcodecsBytesBytes(BytesBytesCodec):
-    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...)."""
+    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...).
+
+    Decoding with a limit never allocates more than the limit: ``lz4`` and ``blosc`` headers that declare
+    more are refused before numcodecs allocates what they declare; ``zstd``, ``gzip`` and ``lzma`` (the raw
+    formats and filter chains that :mod:`.stdlib` leaves to numcodecs) stop decoding one byte past it.
+    The others (``shuffle``, the checksums) never decode to more than their input."""
 
     def __init__(self, name: str, codec: Any) -> None:
         self.name = name
         self.codec = codec
+        self._id = str(getattr(codec, "codec_id", ""))
 
     def encode(self, data: bytes | memoryview) -> bytes:
         try:
@@ -345,8 +385,28 @@ class NumcodecsBytesBytes(BytesBytesCodec):
             raise CodecError(f"cannot encode {len(data)} bytes: {exc}", codec=self.name) from exc
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
+        if self._id == "blosc":
+            _blosc_whole(data, key, self.name)
         try:
             return _bytes(self.codec.decode(_as_bytes(data)))
         except Exception as exc:
             cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
             raise cls(f"cannot decode: {exc}", key=key, codec=self.name) from exc
+
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
+        match self._id:
+            case "lz4":  # numcodecs' lz4: a signed 32-bit little-endian decoded size, then one LZ4 block
+                if len(data) >= 4 and int.from_bytes(bytes(data[:4]), "little", signed=True) > limit:
+                    raise too_large(self.name, key, limit)
+            case "blosc":
+                _blosc_declared(data, key, limit, self.name)
+            case "zstd":
+                return _zstd_limited(data, key, limit, self.name, self.decode)
+            case "gzip":
+                return _gunzip(data, key, limit, self.name)
+            case "lzma":
+                from rectizarr.codecs.stdlib import lzma_limited
+
+                return lzma_limited(data, key, limit, self.name, self.codec.format, self.codec.filters)
+        return super().decode_limited(data, key, limit)  # bounded now (lz4 and blosc decode no more
+        # than their header declares), or no larger than the input

@@ -87,12 +87,17 @@ class CodecPipeline:
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         """A chunk of ``spec.shape`` and ``spec.dtype`` (possibly read-only or a view of ``data``)."""
-        if self.bytes_bytes:
-            for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True):
-                data = codec.decode(data, spec.key) if limit is None else codec.decode_limited(data, spec.key, limit)
-        if not self.array_array:  # the common chain: no spec to resolve
-            return self.array_bytes.decode(data, spec)
-        return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
+        stored = len(data)
+        try:
+            if self.bytes_bytes:
+                for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True):
+                    data = codec.decode(data, spec.key) if limit is None else \
+                        codec.decode_limited(data, spec.key, limit)
+            if not self.array_array:  # the common chain: no spec to resolve
+                return self.array_bytes.decode(data, spec)
+            return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
+        except MemoryError as exc:  # (bounded decodes stop at what a chunk can hold; this is the rest)
+            raise CodecError(f"out of memory decoding a {stored}-byte value ({exc})", key=spec.key) from exc
 
     def is_raw(self, dtype: np.dtype) -> bool:
         """Whether chunks of ``dtype`` are stored as their own bytes: only ``bytes``, in native order."""
@@ -181,12 +186,22 @@ class CodecPipeline:
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
         """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (None: no
         bound, e.g. variable-length strings)."""
-        size = self.array_bytes.encoded_size(self.resolve(spec) if self.array_array else spec)
+        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
         limits: list[int | None] = []
         for codec in self.bytes_bytes:
             limits.append(size)
             size = None if size is None else codec.decoded_bound(size)
         return limits
+
+    def stored_bound(self, spec: ChunkSpec) -> int | None:
+        """The most bytes the stored value of a valid chunk of ``spec`` takes (what a store may refuse to
+        read past), or None when there is no bound (variable-length data)."""
+        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
+        for codec in self.bytes_bytes:
+            if size is None:
+                return None
+            size = codec.decoded_bound(size)
+        return size
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))
@@ -285,6 +300,14 @@ class ShardingCodec(ArrayBytesCodec):
         """The stored index of a shard of ``cps`` inner chunks from its ``(offset, nbytes)`` table (one row
         per inner chunk in C order; :data:`EMPTY` rows for absent ones)."""
         return bytes(self.index_codecs.encode(table.reshape(*cps, 2), self._index_spec(cps, None)))
+
+    def encoded_bound(self, spec: ChunkSpec) -> int | None:
+        """Twice what the inner chunks and the index of a shard of ``spec`` can take: writers that rewrite
+        inner chunks in place may leave stale bytes behind (None: inner chunks without a bound)."""
+        inner = self.codecs.stored_bound(self.inner_spec(spec))
+        if inner is None:
+            return None
+        return 2 * (prod(self.chunks_per_shard(spec.shape)) * inner + self.index_nbytes(spec.shape))
 
     def index_nbytes(self, shard_shape: Shape) -> int:
         size = self.index_codecs.encoded_size(self._index_spec(self.chunks_per_shard(shard_shape), None))

@@ -1,7 +1,8 @@
 """numcodecs' ``zlib``, ``bz2`` and ``lzma`` compressors (Zarr v2 compressors; ``numcodecs.*`` in v3) on
 Python's own modules, so that decoding stops one byte past the most a valid chunk can hold instead of
 allocating whatever a crafted stream expands to. Encoding calls the same functions with the same
-parameters as numcodecs, so the bytes are numcodecs' bytes."""
+parameters as numcodecs, so the bytes are numcodecs' bytes. An lzma stream is also decoded with a memory
+limit (:data:`LZMA_DICTIONARY`): its header declares the dictionary the decoder allocates (up to 4 GiB)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ from typing import Any
 from rectizarr.codecs.base import BytesBytesCodec, too_large
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["StdlibCodec", "stdlib_codec"]
+__all__ = ["LZMA_DICTIONARY", "StdlibCodec", "lzma_limited", "stdlib_codec"]
+
+LZMA_DICTIONARY = 65 << 20
+"""The memory an lzma decoder may take beyond the decoded size limit: preset 9 (the largest numcodecs
+writes) uses a 64 MiB dictionary."""
+
+
+def _lzma_memlimit(limit: int | None) -> int | None:
+    return None if limit is None else min(limit + LZMA_DICTIONARY, 2**63 - 1)
 
 
 class StdlibCodec(BytesBytesCodec):
@@ -23,7 +32,8 @@ class StdlibCodec(BytesBytesCodec):
 
     infallible = True
 
-    def __init__(self, name: str, compress: Callable[[bytes], bytes], decompressor: Callable[[], Any]) -> None:
+    def __init__(self, name: str, compress: Callable[[bytes], bytes],
+                 decompressor: Callable[[int | None], Any]) -> None:
         self.name = name
         self._compress = compress
         self._decompressor = decompressor
@@ -38,7 +48,7 @@ class StdlibCodec(BytesBytesCodec):
         return self._inflate(data, key, limit)
 
     def _inflate(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
-        d = self._decompressor()
+        d = self._decompressor(limit)
         try:
             if limit is None:
                 out = d.decompress(bytes(data))
@@ -48,6 +58,8 @@ class StdlibCodec(BytesBytesCodec):
                     raise too_large(self.name, key, limit)
         except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
             raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+        except MemoryError as exc:  # an lzma dictionary past the memory left (no bound, or a large one)
+            raise CodecError(f"cannot decompress: out of memory ({exc})", key=key, codec=self.name) from exc
         if not d.eof:
             raise CodecError("the compressed stream is truncated", key=key, codec=self.name)
         return bytes(out)
@@ -58,7 +70,7 @@ def _lzma(config: Mapping[str, Any]) -> StdlibCodec | None:
     if config.get("filters") is not None or fmt not in (lzma.FORMAT_XZ, lzma.FORMAT_ALONE):
         return None  # raw formats and custom filter chains: numcodecs handles them
     return StdlibCodec("numcodecs.lzma", lambda b: lzma.compress(b, format=fmt, check=check, preset=preset),
-                       lambda: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO))
+                       lambda limit: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO, memlimit=_lzma_memlimit(limit)))
 
 
 def stdlib_codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
@@ -77,10 +89,41 @@ def _codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
     keys = set(config)
     if codec_id == "zlib" and keys <= {"level"}:
         level = int(config.get("level", 1))
-        return StdlibCodec("numcodecs.zlib", lambda b: zlib.compress(b, level), zlib.decompressobj)
+        return StdlibCodec("numcodecs.zlib", lambda b: zlib.compress(b, level), lambda _: zlib.decompressobj())
     if codec_id == "bz2" and keys <= {"level"}:
         level = int(config.get("level", 1))
-        return StdlibCodec("numcodecs.bz2", lambda b: bz2.compress(b, level), bz2.BZ2Decompressor)
+        return StdlibCodec("numcodecs.bz2", lambda b: bz2.compress(b, level), lambda _: bz2.BZ2Decompressor())
     if codec_id == "lzma" and keys <= {"format", "check", "preset", "filters"}:
         return _lzma(config)
     return None
+
+
+def lzma_limited(data: bytes | memoryview, key: str | None, limit: int, name: str, fmt: int,
+                 filters: Any) -> bytes:
+    """numcodecs' ``lzma`` decode (``lzma.decompress``: one stream after another, trailing data that is not a
+    stream ignored) of the formats and filter chains :func:`stdlib_codec` leaves to numcodecs, stopping one
+    byte past ``limit``; with the memory limit of :data:`LZMA_DICTIONARY` except in the raw format (whose
+    dictionary the array's metadata declares)."""
+    rest, total = bytes(data), 0
+    parts: list[bytes] = []
+    memlimit = None if fmt == lzma.FORMAT_RAW else _lzma_memlimit(limit)
+    while True:
+        try:
+            d = lzma.LZMADecompressor(fmt, memlimit, filters)
+            part = d.decompress(rest, min(limit + 1 - total, sys.maxsize))
+        except lzma.LZMAError as exc:
+            if parts:
+                break  # what follows the streams is not a stream: ignored, as lzma.decompress does
+            raise CodecError(f"cannot decompress: {exc}", key=key, codec=name) from exc
+        except (ValueError, TypeError, MemoryError) as exc:
+            raise CodecError(f"cannot decompress: {type(exc).__name__}: {exc}", key=key, codec=name) from exc
+        total += len(part)
+        if total > limit:
+            raise too_large(name, key, limit)
+        parts.append(part)
+        if not d.eof:
+            raise CodecError("the compressed stream is truncated", key=key, codec=name)
+        rest = d.unused_data
+        if not rest:
+            return b"".join(parts)
+    return b"".join(parts)

@@ -156,10 +156,20 @@ Layout: TypeAlias = ChunkedLayout | ShardedLayout
 """The two layouts, matched with ``match``."""
 
 
+def stored_bound(pipeline: CodecPipeline, grid: ChunkGrid, dtype: np.dtype, fill_value: np.ndarray) -> int | None:
+    """The most bytes the stored value of any valid chunk (shard) of the grid takes: the chain's bound for a
+    chunk as large as the largest edge on every axis (None: no bound, variable-length data)."""
+    shape = tuple(int(np.max(e)) if e.size else 1 for e in (d.unique_edges() for d in grid.dims))
+    return pipeline.stored_bound(ChunkSpec(shape, dtype, fill_value))
+
+
 def build_layout(store: Store, prefix: str, grid: ChunkGrid, key_encoding: ChunkKeyEncoding,
                  pipeline: CodecPipeline, dtype: np.dtype, fill_value: np.ndarray, *,
                  write_empty_chunks: bool = False, workers: int | None = None) -> Layout:
-    """The layout of an array: sharded when the chain allows inner chunks in place, else chunked."""
+    """The layout of an array: sharded when the chain allows inner chunks in place, else chunked. Its store
+    reads chunks (shards) through :meth:`Store.limited` to what a valid one can take: a zip entry or a
+    remote answer larger than that is refused before it is read."""
+    store = store.limited(stored_bound(pipeline, grid, dtype, fill_value))
     common = (store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks, workers)
     sharding, perm = pipeline.sharding, pipeline.sharding_axes(grid.ndim)
     if sharding is None or perm is None:

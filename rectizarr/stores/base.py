@@ -25,8 +25,9 @@ from rectizarr._util import is_int, relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks, written
 
-__all__ = ["Buffer", "ByteRange", "Capabilities", "Store", "requests_in_flight", "set_requests_in_flight", "slice_range",
-           "validate_key", "validate_prefix", "validate_range"]
+__all__ = ["DOCUMENTS", "Buffer", "ByteRange", "Capabilities", "Store", "max_document_bytes", "requests_in_flight",
+           "set_max_document_bytes", "set_requests_in_flight", "slice_range", "validate_key", "validate_prefix",
+           "validate_range"]
 
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
@@ -38,6 +39,25 @@ DEFAULT_COALESCE_MAX = 1 << 24
 
 _MAX_DECODE_ROUNDS = 4
 _in_flight = 64
+_max_document = 64 << 20
+
+DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
+"""The names of metadata documents: a value whose key ends with one is read with :func:`max_document_bytes`
+as its limit."""
+
+
+def max_document_bytes() -> int:
+    """The most bytes a metadata document (:data:`DOCUMENTS`) may take (default 64 MiB): zip archives and
+    remote stores refuse a larger one (``StoreError``) before reading it, or once that many bytes came."""
+    return _max_document
+
+
+def set_max_document_bytes(n: int) -> None:
+    """Set :func:`max_document_bytes` (a hierarchy whose consolidated metadata is larger than 64 MiB)."""
+    global _max_document
+    if not is_int(n) or n < 1:
+        raise ValueError(f"the metadata document limit must be an int >= 1, got {n!r}")
+    _max_document = int(n)
 
 
 def set_requests_in_flight(n: int) -> None:
@@ -185,6 +205,8 @@ class Store(ABC):
     """Where the keys live, as a prefix of the key: ``lock_identity + key`` names a value wherever it was
     opened from, so store objects on the same data (opened twice, a subdirectory, a view) share locks."""
     _is_view: bool = False
+    _limits_reads = False  # the backend honours value_limit() (see limited())
+    _max_value: int | None = None
 
     def __init__(
         self,
@@ -532,6 +554,38 @@ class Store(ABC):
     def list_dir(self, prefix: str) -> list[str]:
         """Sorted names of the keys and sub-prefixes directly under ``prefix``, without a trailing '/'."""
         return sorted(set(self._list_dir(validate_prefix(prefix))))
+
+    def limited(self, max_value: int | None) -> Store:
+        """A view of the same storage whose reads refuse a value (or range) of more than ``max_value`` bytes
+        with :class:`StoreError` naming the key, before it is read where the backend can tell (the header of
+        a zip entry, the ``Content-Length`` of a remote answer), else once one byte more came: an array's
+        chunks are read through a view limited to what a valid chunk (shard) can take. Metadata documents
+        keep :func:`max_document_bytes`. Stores whose values are what they hold on disk or in memory (no
+        inflating, no server to send more) are their own view (``self``); so is ``max_value`` None."""
+        if max_value is None or not self._limits_reads or max_value == self._max_value:
+            return self
+        view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
+        view.__dict__.update(self.__dict__)
+        view._max_value = int(max_value)
+        view._is_view = True  # closing it leaves the storage open
+        if "_lock" in view.__dict__:
+            relocked_in_child(view)
+        return view
+
+    def value_limit(self, key: str) -> int | None:
+        """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
+        metadata document, else what :meth:`limited` set."""
+        if key.rpartition("/")[2] in DOCUMENTS:
+            return _max_document
+        return self._max_value
+
+    def _too_large(self, key: str, size: int | None, limit: int, where: str) -> StoreError:
+        """The error of a read of ``key`` that would bring ``size`` bytes (None: more than ``limit`` came)."""
+        what = "a metadata document may take (rectizarr.stores.set_max_document_bytes)" \
+            if key.rpartition("/")[2] in DOCUMENTS else "a chunk or shard of the array can take"
+        amount = "came with" if size is None else f"is {size} bytes,"
+        return StoreError(f"key {key!r} in {where} {amount} more than the {limit} bytes {what} (corrupt or "
+                          "crafted data): refused")
 
     def with_read_only(self) -> Store:
         """A read-only view of the same storage (closing the view leaves the storage open)."""

@@ -252,15 +252,72 @@ class FsspecStore(Store):
             starts.append(start)
             ends.append(None if start is None or length is None else start + length)
         try:
-            results = self.fs.cat_ranges(paths, starts, ends, on_error="return")
+            results = self._http_cat([requests[i][0] for i in fetch], paths, starts, ends) if self._http() \
+                else self.fs.cat_ranges(paths, starts, ends, on_error="return")
         except FileNotFoundError:  # a filesystem whose cat_ranges raises for one missing path (simplecache::)
             results = [self._cat_one(p, a, b) for p, a, b in zip(paths, starts, ends, strict=True)]
         for i, path, result in zip(fetch, paths, results, strict=True):
+            if isinstance(result, RectizarrError):  # a body longer than its limit
+                raise result
             if isinstance(result, BaseException):
                 out[i] = self._fallback(path, requests[i], result)
             else:
                 out[i] = self._cut(requests[i], result if isinstance(result, bytes) else bytes(result))
         return out
+
+    def _http(self) -> bool:
+        """Whether reads go through :meth:`_http_cat` (fsspec's HTTP filesystem)."""
+        return self._urls and hasattr(self.fs, "set_session") and hasattr(self.fs, "_process_limits")
+
+    _limits_reads = True
+
+    def limited(self, max_value: int | None) -> Store:
+        """Limits apply on S3 (the answer's ``ContentLength``) and HTTP (:meth:`_http_cat`); other
+        filesystems read as they are."""
+        return super().limited(max_value) if self.capabilities.conditional_reads or self._http() else self
+
+    def _http_cat(self, keys: Sequence[str], paths: Sequence[str], starts: Sequence[int | None],
+                  ends: Sequence[int | None]) -> list[bytes | BaseException]:
+        """fsspec's HTTP ``cat_ranges`` (the same requests and errors, ``requests_in_flight()`` at a time),
+        each body read in pieces to at most its key's :meth:`value_limit`: an answer whose
+        ``Content-Length`` says more is refused unread, one that sends more (no length, or chunks) once one
+        byte more came (a :class:`StoreError` in its place)."""
+        fs = self.fs
+
+        async def one(key: str, path: str, start: int | None, end: int | None) -> bytes:
+            kw = fs.kwargs.copy()
+            if start is not None or end is not None:
+                headers = dict(kw.pop("headers", None) or {})
+                headers["Range"] = await fs._process_limits(path, start, end)
+                kw["headers"] = headers
+            limit = self.value_limit(key)
+            session = await fs.set_session()
+            async with session.get(fs.encode_url(path), **kw) as r:
+                fs._raise_not_found_for_status(r, path)
+                if limit is not None and r.content_length is not None and r.content_length > limit:
+                    raise self._too_large(key, r.content_length, limit, path)
+                parts, got = [], 0
+                async for part in r.content.iter_chunked(1 << 20):
+                    got += len(part)
+                    if limit is not None and got > limit:
+                        raise self._too_large(key, None, limit, path)
+                    parts.append(part)
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+        async def run() -> list[bytes | BaseException]:
+            gate = asyncio.Semaphore(requests_in_flight())
+
+            async def bounded(*request: Any) -> bytes | BaseException:
+                async with gate:
+                    try:
+                        return await one(*request)
+                    except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
+                        return exc
+
+            return list(await asyncio.gather(*(bounded(*r) for r in zip(keys, paths, starts, ends, strict=True))))
+
+        result: list[bytes | BaseException] = sync(fs.loop, run)
+        return result
 
     def _cat_one(self, path: str, start: int | None, end: int | None) -> bytes | BaseException:
         """One value (or its range), or the exception reading it raised (for :meth:`_fallback`)."""
@@ -308,6 +365,12 @@ class FsspecStore(Store):
         end = size if length is None else min(size, start + length)
         if start >= end:
             return b""
+        if self._http():
+            got = self._http_cat([key], [path], [start], [end])[0]
+            if isinstance(got, RectizarrError):
+                raise got
+            if not isinstance(got, BaseException):
+                return got
         try:
             return bytes(self.fs.cat_file(path, start=start, end=end))
         except Exception as exc:
@@ -415,6 +478,9 @@ class FsspecStore(Store):
                 except Exception as exc:  # botocore's own (a connection reset past its retries)
                     return StoreError(f"reading {self._full(key)} failed: {type(exc).__name__}: {exc}")
                 try:
+                    limit, length = self.value_limit(key), int(resp.get("ContentLength") or 0)
+                    if limit is not None and length > limit:  # refused before its body is read
+                        return self._too_large(key, length, limit, self._full(key))
                     return bytes(await resp["Body"].read()), resp["ETag"]
                 except Exception as exc:  # a body cut short (aiohttp's payload errors): ask again
                     if attempt == _BODY_ATTEMPTS - 1:

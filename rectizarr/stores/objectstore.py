@@ -130,7 +130,10 @@ class ObjectStore(Store):
     reads at a version carry ``If-Match`` (:class:`~rectizarr.errors.VersionChanged` on 412). Requests
     answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then raise :class:`StoreError`
     naming the URL, as does a server that does not answer within ``timeout`` seconds. HTTP(S) stores are
-    read-only. Pickles by URL and options."""
+    read-only. Pickles by URL and options. A read through :meth:`limited` (an array's chunks) or of a
+    metadata document refuses an answer longer than its limit from its ``Content-Length``, unread."""
+
+    _limits_reads = True
 
     def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None, read_only: bool = False,
                  coalesce_gap: int = REMOTE_COALESCE_GAP, coalesce_max: int = REMOTE_COALESCE_MAX) -> None:
@@ -278,15 +281,20 @@ class ObjectStore(Store):
         if byte_range is not None and byte_range[1] == 0:  # an empty range cannot be asked for
             meta = self._head(key)
             return (None, None) if meta is None else (b"", meta[1])
+        limit, size = self.value_limit(key), 0
         try:
             result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
-            tag, body = result.meta.get("e_tag"), result.bytes()
+            start, end = result.range  # from the answer's headers: the body is not read yet
+            size = end - start
+            tag, body = result.meta.get("e_tag"), None if limit is not None and size > limit else result.bytes()
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
             return self._past_end(key, byte_range, etag, self._head(key), exc)
+        if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
+            raise self._too_large(key, size, limit or 0, self._url(key))
         if etag is not None and tag is not None and tag != etag:  # a server that ignores If-Match (plain HTTP)
             raise VersionChanged(key)
         return body, tag

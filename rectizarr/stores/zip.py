@@ -111,6 +111,7 @@ class ZipStore(Store):
                 _writers[os.path.realpath(self.path)] = weakref.ref(self._archive)
 
     capabilities = Capabilities(consistent_listing=True)
+    _limits_reads = True  # an entry may inflate to far more than the archive holds
 
     def __repr__(self) -> str:
         return f"ZipStore({self.path!r}, mode={self.mode!r}, read_only={self.read_only})"
@@ -150,18 +151,26 @@ class ZipStore(Store):
         if info is None:
             return None
         # Never an unbounded ``read()``: that inflates a whole deflated entry, however far past its declared
-        # size it goes. ``read(n)`` inflates about n bytes, and zipfile stops at the declared size and
-        # checks the CRC there, so an entry that inflates past it is refused (a bad CRC).
+        # size it goes. ``read(n)`` inflates in pieces up to n bytes, and zipfile stops at the declared size
+        # and checks the CRC there, so an entry that inflates past it is refused (a bad CRC). A declared
+        # size past the reader's limit (what a chunk of the array, or a metadata document, can take) is
+        # refused before anything is inflated: no more than the limit is ever read.
         size = info.file_size
         start, length = byte_range or (0, None)
         start = max(0, size + start) if start < 0 else min(start, size)
+        want = size - start if length is None else min(length, size - start)
+        limit = self.value_limit(key)
+        if limit is not None and want > limit:
+            raise self._too_large(key, want, limit, f"zip archive {self.path!r} (its header's size)")
         try:
             with self._zf().open(info) as f:
                 if start:
                     f.seek(start)
-                return f.read(size - start if length is None else min(length, size - start))
-        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError, zlib.error) as exc:
-            raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {exc}") from exc
+                return f.read(want)
+        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError, zlib.error,
+                OverflowError, MemoryError) as exc:
+            raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {type(exc).__name__}: "
+                             f"{exc}") from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         with self._archive.lock:

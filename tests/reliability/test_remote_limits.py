@@ -1,5 +1,7 @@
-"""An HTTP server that never answers, or answers with a compressed body that inflates without end: the
-store gives up after its timeout with a StoreError naming the URL, and never inflates what it is sent."""
+"""An HTTP server that never answers, or answers with a compressed body that inflates without end, or with
+more than the value can be: the store gives up after its timeout with a StoreError naming the URL, never
+inflates what it is sent, and refuses a body longer than what its reader can take (a chunk of the array, a
+metadata document) before reading it (its ``Content-Length``) or once one byte more came."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import RectizarrError, StoreError
-from rectizarr.stores import FsspecStore, open_store
+from rectizarr.stores import FsspecStore, max_document_bytes, open_store, set_max_document_bytes
 from tests.memory import least_peak
+from tests.reliability._bombs import array_doc, deflate_zeros
 from tests.reliability._helpers import bounded
-from tests.servers import GzipServer, SilentServer
+from tests.servers import BodyServer, GzipServer, SilentServer
 
 MiB = 1 << 20
 
@@ -137,3 +140,118 @@ def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(tmp_pat
         assert a[5:8].tolist() == [5, 6, 7] and a[::97].tolist() == list(range(0, 1000, 97))
     finally:
         httpd.shutdown()
+
+
+# ---- bodies bounded by what the reader can take (issue 35) ----------------------------------------------
+
+def _gzip_bomb() -> bytes:
+    return gzip.compress(bytes(64 * MiB), compresslevel=9)  # ~64 KiB inflating to 64 MiB
+
+
+def _deflate_bomb() -> bytes:  # HTTP's "deflate" is a zlib stream
+    return b"\x78\xda" + deflate_zeros(64 * MiB)
+
+
+def _zstd_bomb() -> bytes:  # one frame of RLE blocks declaring no size: 8 KiB decoding to 250 MiB
+    blocks = [((128 << 10) << 3 | 1 << 1 | int(i == 1999)).to_bytes(3, "little") + b"\0" for i in range(2000)]
+    return b"\x28\xb5\x2f\xfd\x00\x38" + b"".join(blocks)
+
+
+ENCODED = {"gzip": _gzip_bomb, "deflate": _deflate_bomb, "zstd": _zstd_bomb,
+           "br": lambda: bytes(range(256)) * 256}  # (no brotli encoder here: bytes a decoder would change)
+
+
+@pytest.mark.parametrize("encoding", sorted(ENCODED))
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_content_encoded_answers_come_as_sent(backend: str, encoding: str) -> None:
+    """Whatever the ``Content-Encoding`` (gzip, deflate, br, zstd), the bytes are the ones sent, never
+    inflated: a codec or the JSON parser then refuses them, bounded."""
+    body = ENCODED[encoding]()
+    server = GzipServer(body, encoding)
+    try:
+        store = open_store(f"{server.base_url}/data.zarr", mode="r", backend=backend)
+        got: list[Any] = []
+        peak = least_peak(lambda: got.append(store.get("c/0")), 16 * MiB)  # (obstore's buffers: not traced)
+        assert bytes(got[-1]) == body and peak < 16 * MiB
+        with pytest.raises(RectizarrError):
+            rectizarr.open_group(store, mode="r")
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def small_documents() -> Iterator[None]:
+    before = max_document_bytes()
+    set_max_document_bytes(MiB)
+    yield
+    set_max_document_bytes(before)
+
+
+@pytest.mark.usefixtures("small_documents")
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_answers_longer_than_a_chunk_or_document_are_refused(backend: str, chunked: bool) -> None:
+    """A server that answers a chunk of 4 bytes (or a ``zarr.json``) with 256 MiB: refused from its
+    ``Content-Length`` before the body is read, or, sent in chunks with no length, once one byte more
+    than the limit came (obstore refuses any answer without a ``Content-Length``); StoreError naming the
+    key, memory bounded by the limit, the other chunks readable."""
+    server = BodyServer({"x.zarr/zarr.json": array_doc(), "x.zarr/c/0": 256 * MiB, "x.zarr/c/1": b"\1\2\3\4",
+                         "y.zarr/zarr.json": 256 * MiB, "z.zarr/zarr.json": array_doc() + b" " * MiB},
+                        chunked=chunked)
+    try:
+        def read_chunk() -> None:
+            with pytest.raises(StoreError, match="more than the 4 bytes a chunk") as info:
+                a[:]
+            assert "c/0" in str(info.value)
+
+        def open_document(name: str) -> None:
+            with pytest.raises(StoreError, match=f"{name}/zarr.json") as info:
+                rectizarr.open_array(open_store(f"{server.base_url}/{name}", mode="r", backend=backend), mode="r")
+            assert "1048576 bytes a metadata document" in str(info.value)
+
+        if backend == "obstore" and chunked:
+            with pytest.raises(StoreError, match=r"x\.zarr/zarr\.json.*Content-Length"):
+                rectizarr.open_array(open_store(f"{server.base_url}/x.zarr", mode="r", backend=backend), mode="r")
+            return
+        a = rectizarr.open_array(open_store(f"{server.base_url}/x.zarr", mode="r", backend=backend), mode="r")
+        assert a[4:].tolist() == [1, 2, 3, 4]
+        assert least_peak(read_chunk, 8 * MiB) < 8 * MiB
+        assert least_peak(lambda: open_document("y.zarr"), 8 * MiB) < 8 * MiB
+        open_document("z.zarr")  # a valid document, larger than the limit
+    finally:
+        server.stop()
+
+
+def test_opting_in_to_decoding_is_bounded_by_the_chunk_too() -> None:
+    """``client_kwargs={"auto_decompress": True}`` (fsspec) inflates what the server compressed: the body
+    is then read in pieces and refused once more than a chunk (1 MiB here) came, not inflated whole."""
+    bomb = gzip.compress(bytes(256 * MiB), compresslevel=9)  # ~250 KiB inflating to 256 MiB
+    server = BodyServer({"x.zarr/zarr.json": gzip.compress(array_doc(chunk=MiB, shape=2 * MiB)),
+                         "x.zarr/c/0": bomb, "x.zarr/c/1": gzip.compress(bytes(MiB))}, encoding="gzip")
+    try:
+        store = FsspecStore(f"{server.base_url}/x.zarr", storage_options={"client_kwargs": {"auto_decompress": True}})
+        a = rectizarr.open_array(store, mode="r")
+        assert not a[MiB:].any()
+
+        def read() -> None:
+            with pytest.raises(StoreError, match=r"c/0.* came with more than the 1048576 bytes"):
+                a[:]
+
+        assert least_peak(read, 32 * MiB) < 32 * MiB  # not the 256 MiB it inflates to
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+def test_s3_values_longer_than_a_chunk_are_refused_unread(s3_server: Any, backend: str) -> None:
+    """On S3 the answer's ``ContentLength`` is checked before its body is read (the error gives the length
+    from the headers; memory is not measured here: the moto server runs in this process)."""
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    store = open_store(f"s3://{bucket}", backend=backend, storage_options=s3_server.storage_options())
+    a = rectizarr.create_array(store, shape=(8,), chunks=(4,), dtype="u1", compressors=None, fill_value=0)
+    a[:] = range(8)
+    store.set("c/0", bytes(4 * MiB))
+    with pytest.raises(StoreError, match=r"c/0.* is 4194304 bytes, more than the 4 bytes a chunk"):
+        a[:]
+    assert a[4:].tolist() == [4, 5, 6, 7]
+    assert store.get("c/0") == bytes(4 * MiB)  # a plain read of the store has no chunk to go by
