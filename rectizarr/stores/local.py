@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import secrets
 import shutil
+import socket
 import stat
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -38,6 +40,11 @@ from rectizarr.stores.fileread import (
 __all__ = ["LocalStore"]
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
+# a temporary file's writer: its process id and machine (a hash of the host name: another machine's
+# processes, on a shared file system, are not known here)
+_WRITER = re.compile(r"\.p([0-9]+)-([0-9a-f]{6})\.[0-9a-f]{16}\.tmp$")
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+_swept: set[tuple[str, str]] = set()  # (root, directory) whose killed writers' temporary files were removed
 _O_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | getattr(os, "O_BINARY", 0)
             | getattr(os, "O_CLOEXEC", 0))
 _OPEN_DIRS = 256  # directory descriptors a batch write holds at once
@@ -55,6 +62,33 @@ def _pool(workers: int) -> ThreadPoolExecutor:
         if pool is None:
             pool = _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rectizarr-local")
         return pool
+
+
+def _sweep(dir_fd: int) -> None:
+    """Remove the temporary files in a directory whose writer process is gone (killed while writing): done
+    by the first write of each process to each directory."""
+    try:
+        names = os.listdir(dir_fd)
+    except OSError:
+        return
+    for name in names:
+        found = _WRITER.search(name) if name.startswith(".") else None
+        if found is None or found.group(2) != _HOST or not _TMP_NAME.match(name) or _alive(int(found.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(name, dir_fd=dir_fd)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 @in_forked_child
@@ -85,8 +119,9 @@ class LocalStore(Store):
 
     Reads use plain ``open``/``seek``/``read``; batches run in a thread pool of ``workers`` threads.
     Every write goes to a uniquely named temporary file in the destination directory
-    (``.{name}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a crash
-    only ever sees the old or the new value. With ``fsync=True`` the file and its directory are
+    (``.{name}.p{pid}-{host}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a
+    crash only ever sees the old or the new value; the first write of a process into a directory removes
+    the temporary files there whose writer process no longer runs (a killed writer's). With ``fsync=True`` the file and its directory are
     flushed to disk before the write returns. ``set_many`` opens (and makes) each directory once per
     batch, segment by segment from the root, and writes by name in the opened directory; deleting the
     last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
@@ -244,6 +279,9 @@ class LocalStore(Store):
                     directory, name, key, value = work[start]
                     fd = dirs.open(directory, key)
                     assert fd is not None  # made when missing
+                    if (self._real_root, directory) not in _swept:
+                        _sweep(fd)
+                        _swept.add((self._real_root, directory))
                     run.append((fd, name, key, value))
                     leaves.add(fd)
                     start += 1
@@ -256,7 +294,7 @@ class LocalStore(Store):
 
     def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
         dir_fd, name, key, value = item
-        tmp = f".{name if len(name.encode()) <= 200 else 'long'}.{secrets.token_hex(8)}.tmp"  # fits if the name does
+        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_HOST}.{secrets.token_hex(8)}.tmp"
         try:
             fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
         except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once
@@ -300,6 +338,9 @@ class LocalStore(Store):
                 dir_fd = dirs.open(directory, key)
                 if dir_fd is None:
                     continue
+                if (self._real_root, directory) not in _swept:
+                    _sweep(dir_fd)
+                    _swept.add((self._real_root, directory))
                 touched.add(directory)
                 try:
                     if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):

@@ -204,6 +204,26 @@ def test_kills_in_a_consolidated_group_never_leave_a_disagreeing_view(tmp_path: 
         _kill_after([str(script), str(root), str(kill)], 0.6 + rng.random() * 0.5)
         bad += [f"kill {kill}: {problem}" for problem in _agree(root)]
     assert bad == []
+    # the next writer (a new process) rewrites every array and appends: the killed writers' temporary files
+    # in each directory it writes to are gone
+    subprocess.run([sys.executable, "-c", _REWRITE, str(root)], check=True)
+    assert _leftovers(root) == []
+
+
+_REWRITE = textwrap.dedent("""
+    import sys
+    import numpy as np
+    import rectizarr
+    g = rectizarr.open_group(sys.argv[1])
+    for _, a in g.arrays():
+        a.resize((48, 3))
+        a[...] = np.arange(a.size, dtype=a.dtype).reshape(a.shape) + 1
+    g.attrs["done"] = True
+""")
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*.tmp"))
 
 
 _XR_WORKER = textwrap.dedent("""
@@ -249,3 +269,41 @@ def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, 
             assert ds[v].shape == (n, 4)
             assert np.array_equal(ds[v].values, np.repeat(np.arange(n)[:, None] * 10 + i, 4, axis=1))
     assert lengths[-1] > 3  # appends happened
+
+
+def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_path: Path) -> None:
+    """Temporary files whose writer process is gone (planted: the process ran and ended) are removed by the
+    next process writing into their directory, also one that only deletes there; a running writer's and
+    another machine's are kept."""
+    import hashlib
+    import socket
+
+    root = tmp_path / "g.zarr"
+    g = rectizarr.create_group(root)
+    g.create_array("a", shape=(8,), dtype="i4", chunks=(4,), fill_value=0)[...] = 1
+    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                              capture_output=True, text=True).stdout)
+    host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+    planted = {
+        "zarr.json": f".zarr.json.p{dead}-{host}.0123456789abcdef.tmp",
+        "a/zarr.json": f".zarr.json.p{dead}-{host}.0123456789abcde0.tmp",
+        "a/c/0": f".0.p{dead}-{host}.0123456789abcde1.tmp",
+        "a/c/1": f".1.p{dead}-{host}.0123456789abcde2.tmp",
+    }
+    kept = [root / f".zarr.json.p{os.getpid()}-{host}.0123456789abcde3.tmp",  # running
+            root / f".zarr.json.p{dead}-{'f' if host[0] != 'f' else 'e'}{host[1:]}.0123456789abcde4.tmp"]
+    for key, name in planted.items():
+        (root / key).parent.joinpath(name).write_bytes(b"half")
+    for path in kept:
+        path.write_bytes(b"half")
+    subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        import rectizarr
+        g = rectizarr.open_group(sys.argv[1])
+        g.attrs["k"] = 1
+        a = g["a"]
+        a.append([2, 2])
+        a[0:4] = 0  # a chunk of the fill value: deleted, not written
+    """), str(root)], check=True)
+    assert [p for p in kept if p.exists()] == kept
+    assert [k for k, name in planted.items() if (root / k).parent.joinpath(name).exists()] == []
