@@ -12,13 +12,13 @@ import functools
 import itertools
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 import rectizarr.io as rio
-from rectizarr import nodes, tuning
+from rectizarr import commit, nodes, tuning
 from rectizarr._util import Shape, empty, prod, relocked_in_child
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
@@ -675,6 +675,41 @@ class Array(nodes.Node):
         if self._meta.data_type.name == "string":
             internal = as_strings(internal, one=plan.final_shape == ())
         rio.write(self._layout, plan, internal, None)
+
+
+def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str, Sequence[int]],
+                    chunks: Mapping[str, Any]) -> None:
+    """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
+    update where writers lock (local directories, memory; Zarr v3): every new document published at once
+    (:func:`rectizarr.nodes.publish`), then each shrink's clean-up; elsewhere one after the other."""
+    handles = list(arrays.items())
+    if not handles:
+        return
+    store = handles[0][1].store
+    if store.capabilities.conditional_writes or any(a.metadata.zarr_format == 2 for _, a in handles):
+        for name, a in handles:
+            a.resize(shapes[name], chunks=chunks.get(name))
+        return
+    paths = {group, *nodes.parent_paths(group), *(a.path for _, a in handles)}
+    with store.lock([nodes.meta_key(p) for p in sorted(paths)]):
+        steps = []
+        for name, a in handles:
+            a._check_writable()
+            with a._lock:
+                old = a._take_up(nodes.read_for_write(store, a.path, 3))
+                new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
+                if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
+                    _drop_past_end(a._layout, new)
+                steps.append((a, a._layout, old, new))
+        docs = nodes.AncestorDocs(store)
+        primary = commit.primary_of(store, handles[0][1].path, docs.get)
+        nodes.publish(store, group if primary is None else primary, {a.path: (old, new) for a, _, old, new in steps},
+                      docs)
+        for a, layout, old, new in steps:
+            with a._lock:
+                a._set_meta(new)
+                a._meta_version = a._stored_version()
+            a._clean_up_shrink(layout, old, new)
 
 
 class StagedTarget:

@@ -16,7 +16,7 @@ from typing import Any
 
 from rectizarr import nodes
 from rectizarr.api import create_array, naming_store, open_array
-from rectizarr.arrays import Array
+from rectizarr.arrays import Array, resize_together
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
     ArrayMeta,
@@ -266,6 +266,25 @@ class Group(nodes.Node):
         self._stale = True
         return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
                             attributes=attributes, overwrite=overwrite, zarr_format=self._meta.zarr_format)
+
+    def resize_arrays(self, shapes: Mapping[str, Any], *, chunks: Mapping[str, Any] | None = None) -> None:
+        """Resize several arrays of the group (``{"temp": (40, 64), "time": 40}``; ``chunks``: per array, as
+        :meth:`Array.resize` takes it) as one update: on a local directory or in memory (Zarr v3), readers
+        see every new shape or none, also after a writer was killed half-way (docs/guarantees.md); on
+        object stores and for Zarr v2 arrays, one after the other."""
+        self._check_writable()
+        arrays: dict[str, Array] = {}
+        for name in shapes:
+            node = self[name]
+            if not isinstance(node, Array):
+                raise NodeTypeError(f"{name!r} in the group {self.name!r} is a group, not an array")
+            arrays[name] = node
+        wanted = {n: (int(v),) if isinstance(v, int) else tuple(int(x) for x in v) for n, v in shapes.items()}
+        for name, shape in wanted.items():
+            if len(shape) != arrays[name].ndim or any(n < 0 for n in shape):
+                raise MetadataError(f"new shape {shape} does not fit the array {name!r} of {arrays[name].ndim} "
+                                    "dimensions")
+        resize_together(self._path, arrays, wanted, dict(chunks or {}))
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""

@@ -307,3 +307,58 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_pat
     """), str(root)], check=True)
     assert [p for p in kept if p.exists()] == kept
     assert [k for k, name in planted.items() if (root / k).parent.joinpath(name).exists()] == []
+
+
+def test_resize_arrays_is_one_update(tmp_path: Path) -> None:
+    """``Group.resize_arrays`` grows and shrinks several arrays as one update: the consolidated view and
+    each array agree, a shrink's clean-up is done (a later grow shows the fill value), no marker stays; in
+    memory too; a bad shape changes nothing."""
+    for store in (tmp_path / "g.zarr", rectizarr.MemoryStore()):
+        g = rectizarr.create_group(store)
+        g.create_array("x", shape=(6,), dtype="i4", chunks=(4,), fill_value=-1)[...] = 1
+        g.create_array("y", shape=(6, 2), dtype="f4", chunks=(4, 2), fill_value=0)[...] = 2
+        rectizarr.consolidate_metadata(store)
+        g = rectizarr.open_group(store)
+        g.resize_arrays({"x": 3, "y": (9, 2)})
+        assert (g["x"].shape, g["y"].shape) == ((3,), (9, 2))
+        fresh = rectizarr.open_group(store, mode="r")
+        assert {n: a.shape for n, a in fresh.arrays()} == {"x": (3,), "y": (9, 2)}
+        assert rectizarr.open_array(store, path="y", mode="r")[...][:, 0].tolist() == [2] * 6 + [0] * 3
+        g.resize_arrays({"x": 8})
+        assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == [1, 1, 1] + [-1] * 5
+        with pytest.raises(rectizarr.MetadataError):
+            g.resize_arrays({"x": 2, "y": (1,)})
+        assert {n: a.shape for n, a in rectizarr.open_group(store, mode="r").arrays()} == {"x": (8,), "y": (9, 2)}
+        if isinstance(store, Path):
+            assert all(commit.MARK not in _doc(p) for p in store.rglob("zarr.json"))
+
+
+_RESIZER = textwrap.dedent("""
+    import random, sys
+    import rectizarr
+    g = rectizarr.open_group(sys.argv[1])
+    rng = random.Random(int(sys.argv[2]))
+    while True:
+        n = rng.randrange(1, 60)
+        g.resize_arrays({name: (n, 2) for name in "abcdef"})
+""")
+
+
+def test_kills_during_resize_arrays_leave_every_array_at_one_length(tmp_path: Path) -> None:
+    """A writer resizing six arrays together, SIGKILLed at random moments, consolidated or not: every
+    reader sees the six at one length."""
+    for consolidated in (True, False):
+        root = tmp_path / f"g{consolidated}.zarr"
+        g = rectizarr.create_group(root)
+        for name in "abcdef":
+            g.create_array(name, shape=(1, 2), dtype="u1", chunks=(4, 2))
+        if consolidated:
+            rectizarr.consolidate_metadata(root)
+        script = tmp_path / "resizer.py"
+        script.write_text(_RESIZER)
+        rng = random.Random(37)
+        for kill in range(4 * SCALE):
+            _kill_after([str(script), str(root), str(kill)], 0.5 + rng.random() * 0.4)
+            view = {a.shape for _, a in rectizarr.open_group(root, mode="r").arrays()}
+            own = {rectizarr.open_array(root, path=n, mode="r").shape for n in "abcdef"}
+            assert len(view) == 1 and view == own, (consolidated, kill, view, own)
