@@ -362,3 +362,46 @@ def test_kills_during_resize_arrays_leave_every_array_at_one_length(tmp_path: Pa
             view = {a.shape for _, a in rectizarr.open_group(root, mode="r").arrays()}
             own = {rectizarr.open_array(root, path=n, mode="r").shape for n in "abcdef"}
             assert len(view) == 1 and view == own, (consolidated, kill, view, own)
+
+
+def test_readers_during_updates_see_one_length_through_consolidated_metadata(tmp_path: Path) -> None:
+    """Threads reading while another resizes four arrays together again and again: every read of the
+    consolidated view shows the four at one length, and every array opened by itself opens (its marker,
+    when it has one, decided) at a length the writer set: 0 mixed views, 0 errors."""
+    import threading
+
+    root = tmp_path / "g.zarr"
+    g = rectizarr.create_group(root)
+    for name in "abcd":
+        g.create_array(name, shape=(1,), dtype="u1", chunks=(8,))
+    rectizarr.consolidate_metadata(root)
+    lengths = list(range(1, 40))
+    stop = threading.Event()
+    mixed: list[Any] = []
+    errors: list[str] = []
+    reads = [0]
+
+    def read() -> None:
+        while not stop.is_set():
+            try:
+                view = {a.shape for _, a in rectizarr.open_group(root, mode="r").arrays()}
+                own = rectizarr.open_array(root, path=random.choice("abcd"), mode="r").shape
+            except Exception as exc:  # counted
+                errors.append(repr(exc))
+                continue
+            reads[0] += 1
+            if len(view) != 1 or own[0] not in lengths:
+                mixed.append((view, own))
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    w = rectizarr.open_group(root)
+    for i in range(60 * SCALE):
+        n = lengths[i % len(lengths)]
+        w.resize_arrays({name: n for name in "abcd"})
+    stop.set()
+    for t in threads:
+        t.join()
+    assert (mixed, errors) == ([], [])
+    assert reads[0] > 0
