@@ -6,13 +6,18 @@ are counted as one of :data:`KINDS`: ``get`` (a whole object), ``get_range`` (a 
 header), ``head``, ``put`` (an object, a copy or a multipart part), ``delete`` (an object, or a batch
 ``POST ?delete``), ``list`` (a bucket listing) and ``other`` (bucket creation, multipart start/finish ...).
 
-A fault rule applies to the next ``times`` requests of the given kinds, in arrival order:
+A fault rule applies to the next ``times`` requests of the given kinds (and, if it names one, to the given
+key of a bucket only), in arrival order:
 
 * ``"500"``, ``"503"`` and ``"412"``: the request is not performed; the answer is S3's ``InternalError``,
   ``SlowDown`` or ``PreconditionFailed`` error document;
 * ``"lost"``: the request is performed, and then answered with the ``InternalError`` document (the
   answer to a write that landed was lost on the way: a client retries what is already done);
 * ``"reset"``: the request is not performed; the connection is reset without an answer;
+* ``"lost_reset"``: the request is performed, and then the connection is reset without an answer (a write
+  that landed, whose answer a proxy or a broken connection lost);
+* ``"lost_timeout"``: the request is performed, and then no answer comes until the server stops (or
+  ``HANG_LIMIT`` seconds pass): the client's read timeout ends it, after the write landed;
 * ``"truncate"``: the request is performed; the answer says the full ``Content-Length`` but half the body
   is sent before the connection closes (werkzeug closes every connection after its answer);
 * ``"hang"``: no answer at all until the server stops (or ``HANG_LIMIT`` seconds pass).
@@ -35,7 +40,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 KINDS = ("get", "get_range", "head", "put", "delete", "list", "other")
-FAULTS = ("500", "503", "412", "lost", "reset", "truncate", "hang")
+FAULTS = ("500", "503", "412", "lost", "reset", "lost_reset", "lost_timeout", "truncate", "hang")
 CONTROL_PREFIX = "/_faults/"
 HANG_LIMIT = 600.0
 _LIST_PARAMS = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
@@ -70,11 +75,17 @@ def classify(environ: dict[str, Any]) -> str:
     return "other"
 
 
+def key_of(environ: dict[str, Any]) -> str:
+    """The key of a path-style request (``/bucket/key``); empty for a bucket's own requests."""
+    return environ.get("PATH_INFO", "").lstrip("/").partition("/")[2]
+
+
 @dataclass
 class _Rule:
     fault: str
     remaining: int
     kinds: frozenset[str]
+    key: str | None = None
 
 
 class _Closing:
@@ -130,7 +141,7 @@ class FaultInjector:
     def counts(self) -> dict[str, int]:
         """Requests by kind since the last reset, their ``total``, ``peak_in_flight``, and the faults
         injected (``fault_500``, ``fault_503``, ``fault_412``, ``fault_lost``, ``fault_reset``,
-        ``fault_truncate``, ``fault_hang``)."""
+        ``fault_lost_reset``, ``fault_lost_timeout``, ``fault_truncate``, ``fault_hang``)."""
         with self._lock:
             out = dict(self._counts)
             out["total"] = sum(self._counts.values())
@@ -149,9 +160,9 @@ class FaultInjector:
             raise ValueError(f"latency must be >= 0 seconds, got {seconds!r}")
         self._latency = float(seconds)
 
-    def inject(self, fault: str, times: int = 1, kinds: Iterable[str] | None = None) -> None:
-        """Answer the next ``times`` requests of ``kinds`` (default: GETs for ``truncate``, else all) with
-        ``fault``."""
+    def inject(self, fault: str, times: int = 1, kinds: Iterable[str] | None = None, key: str | None = None) -> None:
+        """Answer the next ``times`` requests of ``kinds`` (default: GETs for ``truncate``, else all; only
+        those to ``key``, if given) with ``fault``."""
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}: expected one of {FAULTS}")
         chosen = frozenset(kinds) if kinds is not None else frozenset(
@@ -159,7 +170,7 @@ class FaultInjector:
         if not chosen <= set(KINDS):
             raise ValueError(f"unknown request kinds {sorted(chosen - set(KINDS))}: expected some of {KINDS}")
         with self._lock:
-            self._rules.append(_Rule(fault, int(times), chosen))
+            self._rules.append(_Rule(fault, int(times), chosen, key))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -179,7 +190,7 @@ class FaultInjector:
             self._counts[kind] += 1
             self._in_flight += 1
             self._peak = max(self._peak, self._in_flight)
-            rule = self._take(kind)
+            rule = self._take(kind, key_of(environ))
         try:
             if self._latency:
                 time.sleep(self._latency)
@@ -199,9 +210,9 @@ class FaultInjector:
         with self._writes:
             return self._app(environ, start_response)
 
-    def _take(self, kind: str) -> _Rule | None:
+    def _take(self, kind: str, key: str) -> _Rule | None:
         for rule in self._rules:
-            if rule.remaining > 0 and kind in rule.kinds:
+            if rule.remaining > 0 and kind in rule.kinds and rule.key in (None, key):
                 rule.remaining -= 1
                 self._faulted[rule.fault] += 1
                 return rule
@@ -211,30 +222,34 @@ class FaultInjector:
                 start_response: Callable[..., Any]) -> Iterable[bytes]:
         if rule is None:
             return self._app_call(environ, start_response)
-        if rule.fault == "hang":
+        if rule.fault in ("lost", "lost_reset", "lost_timeout"):  # done, then the answer is lost
+            self._performed(environ)
+        if rule.fault in ("hang", "lost_timeout"):
             self._stopping.wait(HANG_LIMIT)
             start_response("503 Slow Down", [("Content-Length", "0")])
             return []
         if rule.fault == "truncate":
             return self._truncated(environ, start_response)
-        if rule.fault == "reset":
+        if rule.fault in ("reset", "lost_reset"):
             conn = environ.get("werkzeug.socket")
             if conn is not None:  # SO_LINGER 0: the close sends RST
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 conn.shutdown(socket.SHUT_RDWR)
             raise ConnectionResetError("injected")
-        if rule.fault == "lost":  # done, then the answer is lost
-            inner = self._app_call(environ, lambda *args: (lambda data: None))
-            try:
-                b"".join(inner)
-            finally:
-                getattr(inner, "close", lambda: None)()
         status, code, message = _ERRORS["500" if rule.fault == "lost" else rule.fault]
         doc = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
                f"<RequestId>injected</RequestId></Error>").encode()
         body = b"" if environ["REQUEST_METHOD"] == "HEAD" else doc
         start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
         return [body]
+
+    def _performed(self, environ: dict[str, Any]) -> None:
+        """The request answered by moto, its answer dropped."""
+        inner = self._app_call(environ, lambda *args: (lambda data: None))
+        try:
+            b"".join(inner)
+        finally:
+            getattr(inner, "close", lambda: None)()
 
     def _truncated(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         answer: list[Any] = []

@@ -78,10 +78,11 @@ class S3Server:
     def set_latency(self, seconds: float) -> None:
         self._control("set_latency", seconds=seconds)
 
-    def inject(self, fault: str, times: int = 1, kinds: Sequence[str] | None = None) -> None:
-        """Answer the next ``times`` requests (of ``kinds``) with ``fault``: ``"500"``, ``"503"``,
-        ``"truncate"`` or ``"hang"`` (see :mod:`tests.s3_faults`)."""
-        self._control("inject", fault=fault, times=times, kinds=None if kinds is None else list(kinds))
+    def inject(self, fault: str, times: int = 1, kinds: Sequence[str] | None = None, key: str | None = None) -> None:
+        """Answer the next ``times`` requests (of ``kinds``; to ``key`` of a bucket, if given) with ``fault``:
+        ``"500"``, ``"503"``, ``"lost"``, ``"lost_reset"``, ``"truncate"``, ``"hang"`` ... (see
+        :mod:`tests.s3_faults`)."""
+        self._control("inject", fault=fault, times=times, kinds=None if kinds is None else list(kinds), key=key)
 
     def clear_faults(self) -> None:
         self._control("clear_faults")

@@ -22,7 +22,7 @@ from urllib.parse import unquote
 
 from rectizarr import tuning
 from rectizarr._util import is_int, relocked_in_child
-from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
+from rectizarr.errors import ConflictError, ReadOnlyError, RectizarrError, StoreError, VersionChanged
 from rectizarr.stores import locks, written
 
 __all__ = ["DOCUMENTS", "Buffer", "ByteRange", "Capabilities", "Store", "max_document_bytes", "requests_in_flight",
@@ -38,6 +38,10 @@ DEFAULT_COALESCE_GAP = 1 << 16
 DEFAULT_COALESCE_MAX = 1 << 24
 
 _MAX_DECODE_ROUNDS = 4
+WRITE_TOKEN = "rectizarrwrite"
+"""The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
+conditional write: a token of that write alone, by which a write whose answer was lost is told apart from
+another writer's of the very same bytes (:meth:`Store._ours`). A name valid on S3, GCS and Azure."""
 _in_flight = 64
 _max_document = 64 << 20
 
@@ -418,7 +422,8 @@ class Store(ABC):
 
     def _landed(self, key: str, value: Buffer) -> bool:
         """Whether ``key`` holds ``value`` now: asked of a conditional write that the backend's client sent
-        again (its first answer was lost: a 5xx, a reset) and that was then refused. The first attempt
+        again (its first answer was lost: a 5xx, a reset, a timeout) and that was then refused, or that got
+        no answer at all, where the value stored carries no write token (:meth:`_ours`). The first attempt
         landed and the condition refused the write's own retry, unless another writer stored the very same
         bytes at that moment; without this check an append would be applied twice."""
         stored = self.get(key)
@@ -426,6 +431,34 @@ class Store(ABC):
         if landed:
             _inferred.count = inferred_landings() + 1
         return landed
+
+    def _write_token(self, key: str) -> str | None:
+        """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or written without one). Object
+        stores override it (a ``HEAD``); elsewhere conditional writes are made under a lock and need none."""
+        return None
+
+    def _ours(self, key: str, value: Buffer, token: str, resent: bool) -> bool:
+        """Whether the conditional write of ``value`` that carried ``token`` landed, asked when it was
+        refused or got no answer: the value stored carries its token. A value that carries none (a server
+        that keeps no user metadata, a writer without tokens) is taken for it only where the request may
+        have been sent more than once (``resent``) and the key holds exactly ``value`` (:meth:`_landed`)."""
+        stored = self._write_token(key)
+        if stored is not None:
+            return stored == token
+        return resent and self._landed(key, value)
+
+    def _landed_unanswered(self, key: str, value: Buffer, token: str | None) -> bool:
+        """Whether a write of ``key`` that got no answer past the client's retries (a reset connection, no
+        answer within the timeout, a 5xx) landed all the same: a conditional one's (``token``) by
+        :meth:`_ours`, an unconditional one's (None) if the key holds ``value``; False when the key cannot
+        be read either (the write's own error is then raised)."""
+        try:
+            if token is not None:
+                return self._ours(key, value, token, resent=True)
+            stored = self.get(key)
+            return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        except RectizarrError:
+            return False
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import importlib
 import itertools
 import os
+import uuid
 import weakref
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -19,6 +21,7 @@ from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError, VersionChanged
 from rectizarr.stores.base import (
+    WRITE_TOKEN,
     Buffer,
     ByteRange,
     Capabilities,
@@ -84,38 +87,74 @@ def _http_options(url: str, options: dict[str, Any] | None,
     return options, timeout
 
 
-def _retried(exc: BaseException) -> bool:
-    """Whether botocore sent the request that ``exc`` (s3fs's translation of its error) answers more than
-    once (its ``RetryAttempts``)."""
+def _responses(exc: BaseException) -> Iterator[dict[str, Any]]:
+    """The botocore responses along ``exc``'s chain (s3fs's translation of botocore's error, and its cause)."""
     seen: BaseException | None = exc
     while seen is not None:
         response = getattr(seen, "response", None)
         if isinstance(response, dict):
-            return bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
+            yield response
         seen = seen.__cause__ or seen.__context__
-    return False
 
 
-_UNEXPECTING: weakref.WeakSet[Any] = weakref.WeakSet()  # s3fs clients whose uploads wait for no 100 Continue
+def _retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request that ``exc`` answers more than once (its ``RetryAttempts``)."""
+    response = next(_responses(exc), None)
+    return response is not None and bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
 
 
-def _without_expect_continue(fs: Any) -> None:
-    """Make ``fs``'s S3 client (s3fs: made here if it has none yet, with no request) send uploads without
-    ``Expect: 100-continue``. botocore asks for it on every ``PUT`` with a body, and aiohttp waits for the
-    server's ``100 Continue`` with no timeout: a server that takes the connection and never answers held a
-    write past 500 s, where with the body sent at once it fails after the read timeout (``StoreError``,
-    41 s with a 2 s read timeout and s3fs's retries; fuzz fz34). The body is then sent whatever the answer
-    (a ``PUT`` refused for its credentials uploads its value for nothing)."""
+def _unanswered(exc: BaseException) -> bool:
+    """Whether ``exc`` may follow a request that the server carried out: no answer was read (a reset or
+    closed connection, a timeout) or the answer was a 5xx. A 4xx is the server's refusal of it."""
+    response = next(_responses(exc), None)
+    status = None if response is None else response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return not isinstance(status, int) or status >= 500
+
+
+def _refused(exc: BaseException, version: Hashable) -> bool:
+    """Whether ``exc`` is a conditional ``PUT``'s condition refusing it. s3fs: FileExistsError
+    (If-None-Match), EINVAL "pre-conditions" (If-Match), FileNotFoundError (If-Match on a key another
+    writer deleted: 404), 409 ConditionalRequestConflict (two conditional writes of one key at once)."""
+    if not isinstance(exc, OSError):
+        return False
+    return isinstance(exc, FileExistsError) or (isinstance(exc, FileNotFoundError) and version is not None) \
+        or "pre-condition" in str(exc) or "ConditionalRequestConflict" in str(exc)
+
+
+# The sends of the conditional PUT being made (set around the call: fsspec runs it as a task on its loop,
+# which copies the caller's context). s3fs sends a request again on a reset connection or a timeout itself,
+# as a new botocore call whose answer says no retry: a refusal that follows such a send is counted here.
+_SENDS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("rectizarr_s3_sends", default=None)
+
+
+def _count_send(**kwargs: Any) -> None:
+    sends = _SENDS.get()
+    if sends is not None:
+        sends[0] += 1
+
+
+_PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()  # s3fs clients made ready for our writes
+
+
+def _prepare_client(fs: Any) -> None:
+    """Make ``fs``'s S3 client (s3fs: made here if it has none yet, with no request) count the sends of a
+    ``PutObject`` (:data:`_SENDS`) and send uploads without ``Expect: 100-continue``. botocore asks for it
+    on every ``PUT`` with a body, and aiohttp waits for the server's ``100 Continue`` with no timeout: a
+    server that takes the connection and never answers held a write past 500 s, where with the body sent
+    at once it fails after the read timeout (``StoreError``, 41 s with a 2 s read timeout and s3fs's
+    retries; fuzz fz34). The body is then sent whatever the answer (a ``PUT`` refused for its credentials
+    uploads its value for nothing)."""
     client = getattr(fs, "s3", None)
     if client is None:
         with contextlib.suppress(Exception):  # no client can be made: the write reports why
             fs.connect()
         client = getattr(fs, "s3", None)
-    if client is None or client in _UNEXPECTING:
+    if client is None or client in _PREPARED:
         return
     handlers = importlib.import_module("botocore.handlers")  # (installed with s3fs)
     client.meta.events.unregister("before-call.s3", handlers.add_expect_header)
-    _UNEXPECTING.add(client)
+    client.meta.events.register("before-send.s3.PutObject", _count_send)
+    _PREPARED.add(client)
 
 
 class FsspecStore(Store):
@@ -528,30 +567,47 @@ class FsspecStore(Store):
             return None
 
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        """A conditional ``PUT`` on S3 (:meth:`Store.set_if` elsewhere), its value kept with a token of this
+        write (:data:`~rectizarr.stores.base.WRITE_TOKEN`). A refusal is asked whether the key holds this
+        write's token: aiohttp sends a ``PUT`` again, unseen, when its connection is reset, and s3fs as a
+        new call on a timeout, so a refusal may answer the write's own first send (that landed)."""
         if not self.capabilities.conditional_writes:
             return super().set_if(key, value, version)
         validate_key(key)
         self._check_writable("set")
         bucket, name = self._s3_path(key)
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
-        _without_expect_continue(self.fs)
+        token = uuid.uuid4().hex
+        _prepare_client(self.fs)
+        sends = [0]
+        counting = _SENDS.set(sends)
         try:
-            self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value), **condition)
-        except OSError as exc:
-            # s3fs: FileExistsError (If-None-Match), EINVAL "pre-conditions" (If-Match), FileNotFoundError
-            # (If-Match on a key another writer deleted: 404), 409 ConditionalRequestConflict (two
-            # conditional writes of one key at once): each a lost race, retried by the caller
-            if isinstance(exc, FileExistsError) or (isinstance(exc, FileNotFoundError) and version is not None) \
-                    or "pre-condition" in str(exc) or "ConditionalRequestConflict" in str(exc):
-                if not (_retried(exc) and self._landed(key, value)):
+            try:
+                self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value),
+                                Metadata={WRITE_TOKEN: token}, **condition)
+            finally:
+                _SENDS.reset(counting)
+        except Exception as exc:  # (botocore's own too: a connection reset past its retries)
+            if _refused(exc, version):  # a lost race, retried by the caller; or its own first send landed
+                if not self._ours(key, value, token, resent=sends[0] > 1 or _retried(exc)):
                     return False
-            else:
-                raise StoreError(f"cannot write {key!r} to {self!r}: {exc}") from exc
-        except Exception as exc:  # botocore's own (a connection reset past its retries)
-            raise StoreError(f"cannot write {key!r} to {self!r}: {type(exc).__name__}: {exc}") from exc
+            elif not (_unanswered(exc) and self._landed_unanswered(key, value, token)):
+                raise StoreError(f"cannot write {key!r} to {self!r}: {type(exc).__name__}: {exc}") from exc
         self.fs.invalidate_cache(self._full(key))
         self._writes[key] = next(self._counter)
         return True
+
+    def _write_token(self, key: str) -> str | None:
+        if not self.capabilities.conditional_writes:
+            return None
+        bucket, name = self._s3_path(key)
+        try:
+            with self._answered(f"looking up key {key!r} at", self._full(key)):
+                head = self.fs.call_s3("head_object", Bucket=bucket, Key=name)
+        except FileNotFoundError:
+            return None
+        token = (head.get("Metadata") or {}).get(WRITE_TOKEN)
+        return token if isinstance(token, str) else None
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         if not self.capabilities.conditional_writes:
@@ -579,7 +635,7 @@ class FsspecStore(Store):
         data = {self._full(k): v if isinstance(v, bytes) else bytes(v) for k, v in items.items()}
         first = next(iter(data))
         if self.capabilities.conditional_writes:  # S3
-            _without_expect_continue(self.fs)
+            _prepare_client(self.fs)
         with self._answered(f"writing {len(data)} value(s) to {self!r}, the first", first):
             try:
                 self.fs.pipe(data)

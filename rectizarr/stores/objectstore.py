@@ -18,6 +18,7 @@ import itertools
 import queue
 import re
 import threading
+import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import timedelta
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError, VersionChanged
 from rectizarr.stores.base import (
+    WRITE_TOKEN,
     Buffer,
     ByteRange,
     Capabilities,
@@ -111,6 +113,25 @@ def _split_root(url: str, kind: str) -> tuple[str, str]:
     if kind not in _SHARED_ROOTS or parts.query or parts.fragment or "%" in url or not parts.netloc or "//" in path:
         return url, ""
     return f"{parts.scheme}://{parts.netloc}", path
+
+
+def _unanswered(exc: BaseException) -> bool:
+    """Whether obstore's ``exc`` may follow a request that the server carried out: no answer was read (a
+    reset connection, no answer within the timeout) or the answer was a 5xx. A 4xx is the server's refusal
+    of it."""
+    from obstore.exceptions import (
+        InvalidPathError,
+        NotSupportedError,
+        PermissionDeniedError,
+        UnauthenticatedError,
+        UnknownConfigurationKeyError,
+    )
+
+    if isinstance(exc, InvalidPathError | NotSupportedError | PermissionDeniedError | UnauthenticatedError
+                  | UnknownConfigurationKeyError):
+        return False
+    status = re.search(r"status(?: code)?:? (\d{3})\b", str(exc))
+    return status is None or int(status.group(1)) >= 500
 
 
 def _range_option(byte_range: ByteRange) -> Any:
@@ -317,20 +338,37 @@ class ObjectStore(Store):
         return int(meta["size"]), meta.get("e_tag")
 
     def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
-        """One PUT (``mode``: obstore's, for conditional writes); False when a condition refused it."""
+        """One PUT (``mode``: obstore's, for conditional writes, whose value is kept with a token of this
+        write: :data:`~rectizarr.stores.base.WRITE_TOKEN`); False when a condition refused it."""
         from obstore.exceptions import AlreadyExistsError, NotFoundError, PreconditionError
 
+        conditional = mode is not None and mode != "overwrite"
+        token = uuid.uuid4().hex
         try:
-            _obstore().put(self._store, self._path(key), value if isinstance(value, bytes) else bytes(value), mode=mode)
+            _obstore().put(self._store, self._path(key), value if isinstance(value, bytes) else bytes(value), mode=mode,
+                           attributes={WRITE_TOKEN: token} if conditional else None)
         except Exception as exc:
-            conditional = mode is not None and mode != "overwrite"
             if conditional and isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError
                                           | NotFoundError | FileNotFoundError):  # refused, or If-Match: deleted
                 # (an unconditional write refused is an error, never a write that did not happen)
                 retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
-                return retried and self._landed(key, value)
-            raise self._fail("writing", key, exc) from exc
+                return retried and self._ours(key, value, token, resent=True)
+            # (object_store sends a PUT that timed out only once: it may have landed)
+            if not (_unanswered(exc) and self._landed_unanswered(key, value, token if conditional else None)):
+                raise self._fail("writing", key, exc) from exc
         return True
+
+    def _write_token(self, key: str) -> str | None:
+        from obstore.exceptions import NotFoundError
+
+        try:
+            result = _obstore().get(self._store, self._path(key), options={"head": True})
+        except Exception as exc:
+            if not isinstance(exc, NotFoundError | FileNotFoundError):
+                raise self._fail("looking up", key, exc) from exc
+            return None
+        token = (result.attributes or {}).get(WRITE_TOKEN)
+        return token if isinstance(token, str) else None
 
     # ---- backend primitives -------------------------------------------------------------------------
 

@@ -147,7 +147,8 @@ def test_on_the_wire_one_get_per_value_and_no_head(s3_server: Any, backend: str)
 def test_on_the_wire_creating_a_node(s3_server: Any, backend: str, kind: str) -> None:
     """Creating a node where nothing is stored: one LIST (is anything there?) and the document's
     create-only PUT, in flight together (one round trip). Over an existing node, the PUT is refused and
-    what is stored stays."""
+    what is stored stays (fsspec: one HEAD more, asking whether the refusal answered this write's own
+    first send, which aiohttp sends again unseen when its connection is reset)."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
     store = open_store(f"s3://{bucket}/data.zarr", backend=backend, storage_options=s3_server.storage_options())
 
@@ -170,7 +171,7 @@ def test_on_the_wire_creating_a_node(s3_server: Any, backend: str, kind: str) ->
     s3_server.reset_counts()
     with pytest.raises(rectizarr.NodeExistsError, match="already exists at '/'"):
         create()
-    assert s3_server.counts()["total"] <= 2
+    assert s3_server.counts()["total"] <= (3 if backend == "fsspec" else 2)
     assert {k: store.get(k) for k in store.list_prefix("")} == before
 
 

@@ -165,6 +165,25 @@ def test_faults_apply_only_to_the_kinds_asked_for(fresh: S3Server) -> None:
         fresh.inject("500", kinds=["post"])
 
 
+@pytest.mark.parametrize("fault", ["lost", "lost_reset", "lost_timeout"])
+def test_a_lost_answer_follows_a_write_that_landed(fresh: S3Server, fault: str) -> None:
+    """``lost``: a 500; ``lost_reset``: the connection reset with no answer; ``lost_timeout``: no answer
+    until the client gives up. Each after the server stored the value; only the key asked for is faulted."""
+    from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
+
+    client = boto(fresh, read_timeout=0.5)
+    name = bucket_with(fresh, client, a=b"old", b=b"old")
+    fresh.inject(fault, times=1, kinds=["put"], key="b")
+    client.put_object(Bucket=name, Key="a", Body=b"new")  # (another key: not faulted)
+    with pytest.raises((ClientError, ConnectionClosedError, ReadTimeoutError)) as info:
+        client.put_object(Bucket=name, Key="b", Body=b"new")
+    assert isinstance(info.value, {"lost": ClientError, "lost_reset": ConnectionClosedError,
+                                   "lost_timeout": ReadTimeoutError}[fault])
+    assert client.get_object(Bucket=name, Key="b")["Body"].read() == b"new"  # it landed
+    counts = fresh.counts()
+    assert counts[f"fault_{fault}"] == 1 and counts["put"] == 2
+
+
 def test_truncated_body(fresh: S3Server) -> None:
     from botocore.exceptions import IncompleteReadError, ResponseStreamingError
 
