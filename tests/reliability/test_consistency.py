@@ -272,9 +272,18 @@ def test_a_cached_remote_reader_never_reads_another_chunk(s3_store: Any) -> None
 
 class _Racing:
     """A store mixin that rewrites a shard once, through the same store, just before the first ranged read
-    of inner chunks: the window between a shard index's read and its data's."""
+    of inner chunks: the window between a shard index's read and its data's. The hook is held in a list
+    shared with the store's views (:meth:`Store.limited` copies the store's attributes)."""
 
-    rewrite: Callable[[], None] | None = None
+    _hook: list[Callable[[], None] | None]
+
+    @property
+    def rewrite(self) -> Callable[[], None] | None:
+        return self.__dict__.setdefault("_hook", [None])[0]
+
+    @rewrite.setter
+    def rewrite(self, value: Callable[[], None] | None) -> None:
+        self.__dict__.setdefault("_hook", [None])[0] = value
 
     def _race(self) -> None:
         rewrite, self.rewrite = self.rewrite, None
@@ -319,6 +328,7 @@ def test_a_shard_rewritten_between_index_and_data_reads(tmp_path: Path, s3_store
     from rectizarr import tuning
 
     store = racing_store(kind, tmp_path, s3_store)
+    store.rewrite = None  # type: ignore[attr-defined]  # (the hook's list, before any view of the store shares it)
     shape, kw = (32, 8), {"dtype": "i4", "chunks": (8, 8), "shards": (32, 8), "fill_value": 0}
     first = np.arange(32 * 8, dtype="i4").reshape(shape)
     a = rectizarr.create_array(store, name="x", shape=shape, **kw)
@@ -663,10 +673,9 @@ def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: A
     def client() -> Any:
         return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
 
-    shrinking = client()
-    a = rectizarr.create_array(shrinking, name="x", shape=(6,), dtype="i4", chunks=(2,), fill_value=-1)
-    a[...] = np.arange(6)
+    rectizarr.create_array(client(), name="x", shape=(6,), dtype="i4", chunks=(2,), fill_value=-1)[...] = np.arange(6)
     other = rectizarr.open_array(client(), path="x")
+    shrinking = client()
     listing = shrinking.list_prefix
 
     def list_then_append(prefix: str) -> Any:
@@ -677,6 +686,7 @@ def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: A
         return iter(keys)
 
     shrinking.list_prefix = list_then_append  # type: ignore[method-assign]
+    a = rectizarr.open_array(shrinking, path="x")  # (after the patch: the array's view of the store has it)
     a.resize((4,))
     back = rectizarr.open_array(client(), path="x", mode="r")
     assert back.shape == (5,) and back[...].tolist() == [0, 1, 2, 3, 42]
