@@ -17,6 +17,31 @@ $(STAMP): pyproject.toml
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	@$(MAKE) --no-print-directory test-oldest
+
+# The oldest supported Python (requires-python: 3.11, without zarr-python) runs the unit, fork and
+# consistency tests too, in its own .venv-3.11. What is the same on every Python runs in the main run only:
+# the S3 cases (moto, obstore), the tests of the test servers and of the source's layering.
+# Without that Python, CI (CI set) fails; elsewhere it is a note.
+OLDEST_PY   := $(shell .ci/find-oldest-python --version)
+OLDEST      := .venv-$(OLDEST_PY)
+OLDEST_ARGS := -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
+               tests/reliability/test_consistency.py tests/reliability/test_crash_safety.py \
+               -k "not s3 and not obstore" --ignore=tests/unit/test_fault_server.py --ignore=tests/unit/test_layering.py
+.PHONY: test-oldest
+
+test-oldest:
+	@if .ci/find-oldest-python >/dev/null; then $(MAKE) --no-print-directory $(OLDEST)/.installed && \
+	  echo '$(OLDEST)/bin/python -m pytest $(OLDEST_ARGS)' && $(OLDEST)/bin/python -m pytest $(OLDEST_ARGS); \
+	elif [ -n "$$CI" ]; then echo "make test-oldest: CI needs Python $(OLDEST_PY), the oldest supported" \
+	  "(python$(OLDEST_PY) on PATH, or pyenv's), for its tests" >&2; exit 1; \
+	else echo "note: no Python $(OLDEST_PY) here (python$(OLDEST_PY) or pyenv's): the tests on the oldest" \
+	  "supported Python are left to CI"; fi
+
+$(OLDEST)/.installed: pyproject.toml
+	@test -x $(OLDEST)/bin/python || $$(.ci/find-oldest-python) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -e '.[test]'
+	@touch $@
 
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
@@ -39,4 +64,5 @@ bench-quick: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(OLDEST)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -556,3 +556,22 @@ def test_values_that_do_not_fit_the_dtype_are_a_cast_error_and_write_nothing(how
             a[0] = 1000
     assert isinstance(caught.value, OverflowError)
     assert a.shape == (2,) and np.array_equal(a[...], before)
+
+
+@pytest.mark.parametrize("dtype", ["datetime64[ns]", ">M8[ns]", "timedelta64[ns]"])
+def test_the_range_of_a_finer_time_unit_is_checked_on_every_numpy(dtype: str) -> None:
+    """NumPy before 2.5 (what Python 3.11 gets) and NumPy's scalar casts wrap a date or duration past the
+    range of a finer unit into another one, silently: the last value that fits is written, the first that
+    does not is a CastError, for arrays, NumPy scalars, NaT among them and either byte order."""
+    kind = np.dtype(dtype).kind
+    seconds = (2**63 - 1) // 10**9  # the largest int64 in nanoseconds, in whole seconds
+    first, last = ("1677-09-21T00:12:44", "2262-04-11T23:47:16") if kind == "M" else (-seconds, seconds)
+    fits = np.array([first, "NaT", last], f"{kind}8[s]")
+    a = rectizarr.create_array(rectizarr.MemoryStore(), name="t", shape=(3,), dtype=dtype, chunks=(3,))
+    a[...] = fits
+    assert np.array_equal(a[...], fits.astype(dtype), equal_nan=True)
+    for past in (fits[0] - np.timedelta64(1, "s"), fits[2] + np.timedelta64(1, "s")):
+        for value in (past, np.array([past, past], past.dtype.newbyteorder(">"))):
+            with pytest.raises(rectizarr.CastError, match="does not fit its data type"):
+                a[:2] = value
+    assert np.array_equal(a[...], fits.astype(dtype), equal_nan=True)

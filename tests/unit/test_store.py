@@ -436,15 +436,15 @@ def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
 
     store = LocalStore(tmp_path / "root", workers=2)
     store.set_many({f"c/{i}": bytes([i]) * 2048 for i in range(64)})
-    threads: list[str] = []
+    threads: list[threading.Thread] = []
     real_read = local_module.read_file
 
     def recording_read(path: str, byte_range: Any = None) -> Any:
-        threads.append(threading.current_thread().name)
+        threads.append(threading.current_thread())
         return real_read(path, byte_range)
 
     monkeypatch.setattr(local_module, "read_file", recording_read)
-    caller = threading.current_thread().name
+    caller = threading.current_thread()
     ranges = [(f"c/{i}", (-16, None)) for i in range(64)]  # 1 KiB in all: on this thread
     assert store.get_many(ranges) == [bytes([i]) * 16 for i in range(64)]
     assert set(threads) == {caller}
@@ -455,7 +455,7 @@ def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
     assert caller not in first and len(first) <= 2
     threads.clear()
     store.get_many(whole)
-    assert set(threads) <= first | {caller}  # the same threads again
+    assert len((first | set(threads)) - {caller}) <= 2  # the same two threads again (one may have done all)
     threads.clear()
     assert store.get_many(whole[:8]) == [bytes([i]) * 2048 for i in range(8)]  # a few files: here
     assert set(threads) == {caller}
@@ -467,7 +467,7 @@ def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
     worker = threading.Thread(target=lambda: store.get_many(whole), name="rectizarr-test-worker")
     worker.start()
     worker.join()
-    assert set(threads) == {"rectizarr-test-worker"}
+    assert set(threads) == {worker}
 
 
 def test_local_temp_files_are_invisible_and_reserved(tmp_path: Path) -> None:
