@@ -25,7 +25,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core import v2meta
 from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
-from rectizarr.core.dtype import as_strings, check_unit_cast
+from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
@@ -480,7 +480,6 @@ class Array(nodes.Node):
                 plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
             try:
-                check_unit_cast(value, layout.dtype)
                 internal = plan.value_to_internal(value, layout.dtype)
             except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
                 raise self._cast_error(exc) from exc
@@ -605,9 +604,7 @@ class Array(nodes.Node):
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
         try:
-            data = np.asarray(data)
-            check_unit_cast(data, self.dtype)
-            data = data.astype(self.dtype, copy=False)
+            data = np.asarray(data).astype(self.dtype, copy=False)
         except OverflowError as exc:
             raise self._cast_error(exc) from exc
         if self._meta.data_type.name == "string":
@@ -689,7 +686,8 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
     if not handles:
         return
     store = handles[0][1].store
-    if store.capabilities.conditional_writes or any(a.metadata.zarr_format == 2 for _, a in handles):
+    v2 = {a.metadata.zarr_format for _, a in handles} == {2}
+    if store.capabilities.conditional_writes or (any(a.metadata.zarr_format == 2 for _, a in handles) and not v2):
         for name, a in handles:
             a.resize(shapes[name], chunks=chunks.get(name))
         return
@@ -699,15 +697,18 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
         for name, a in handles:
             a._check_writable()
             with a._lock:
-                old = a._take_up(nodes.read_for_write(store, a.path, 3))
+                old = a._take_up(nodes.read_for_write(store, a.path, 2 if v2 else 3))
                 new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
                 if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
                     _drop_past_end(a._layout, new)
                 steps.append((a, a._layout, old, new))
-        docs = nodes.AncestorDocs(store)
-        primary = commit.primary_of(store, handles[0][1].path, docs.get)
-        nodes.publish(store, group if primary is None else primary, {a.path: (old, new) for a, _, old, new in steps},
-                      docs)
+        changes = {a.path: (old, new) for a, _, old, new in steps}
+        if v2:
+            nodes.publish_v2(store, group, changes)
+        else:
+            docs = nodes.AncestorDocs(store)
+            primary = commit.primary_of(store, handles[0][1].path, docs.get)
+            nodes.publish(store, group if primary is None else primary, changes, docs)
         for a, layout, old, new in steps:
             with a._lock:
                 a._set_meta(new)

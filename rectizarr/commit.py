@@ -169,3 +169,72 @@ def primary_of(store: Store, path: str, get: Any) -> str | None:
         if isinstance(meta, GroupMeta) and meta.consolidated_metadata is not None:
             return parent
     return None
+
+
+# ------------------------------------------------------------------------------------------ Zarr v2
+# The same steps on JSON documents: a member's ``.zarray`` holds the marker (``"record"``: the key of the
+# primary's document, its ``.zmetadata`` when it consolidates, else its ``.zgroup``), and the record is a
+# top-level field of that document.
+
+
+def resolve_doc(store: Store, key: str, doc: Any) -> Any:
+    """A v2 document (JSON, as just read at ``key``) as readers see it: a marker decided by its record
+    (None: the node is not there)."""
+    for _ in range(_MAX_ROUNDS):
+        mark = doc.get(MARK) if isinstance(doc, dict) else None
+        if not isinstance(mark, dict) or not isinstance(mark.get("record"), str):
+            return doc
+        record = _json(store, mark["record"])
+        held = record.get(MARK) if isinstance(record, dict) else None
+        if isinstance(held, dict) and held.get("id") == mark.get("id") and "members" in held:
+            return {k: v for k, v in doc.items() if k != MARK}
+        again = _json(store, key)
+        again_mark = again.get(MARK) if isinstance(again, dict) else None
+        if isinstance(again_mark, dict) and again_mark.get("id") == mark.get("id"):
+            return mark.get("before")
+        doc = again
+    raise ConflictError(f"{key!r}: changed by other writers during each of {_MAX_ROUNDS} reads; try again")
+
+
+def _json(store: Store, key: str) -> Any:
+    import json
+
+    data = store.get(key)
+    if data is None:
+        return None
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+def finish_doc(store: Store, record_key: str) -> Any:
+    """Under the locks of the v2 group and its members: the record document at ``record_key`` with a
+    committed update's clean-up done and its record dropped (rewritten only if it held one); its JSON."""
+    record_doc = _json(store, record_key)
+    held = record_doc.get(MARK) if isinstance(record_doc, dict) else None
+    if not isinstance(held, dict) or "members" not in held:
+        return record_doc
+    for member in held["members"]:
+        doc = _json(store, member) if isinstance(member, str) else None
+        mark = doc.get(MARK) if isinstance(doc, dict) else None
+        if isinstance(doc, dict) and isinstance(mark, dict) and mark.get("id") == held.get("id"):
+            store.set(member, encode_json({k: v for k, v in doc.items() if k != MARK}))
+    clean = {k: v for k, v in record_doc.items() if k != MARK}
+    store.set(record_key, encode_json(clean))
+    return clean
+
+
+def publish_docs(store: Store, record_key: str, record_doc: dict[str, Any],
+                 members: Mapping[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Write the v2 documents ``members`` (key -> (before, after)) and ``record_doc`` at ``record_key`` as
+    one update, under the caller's locks."""
+    ident = uuid.uuid4().hex
+    for key, (before, after) in members.items():
+        store.set(key, encode_json({**after, MARK: {"must_understand": False, "id": ident, "record": record_key,
+                                                    "before": before}}))
+    store.set(record_key, encode_json({**record_doc, MARK: {"must_understand": False, "id": ident,
+                                                             "members": list(members)}}))
+    for key, (_, after) in members.items():
+        store.set(key, encode_json(after))
+    store.set(record_key, encode_json(record_doc))

@@ -166,7 +166,11 @@ def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
     """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
     p = prefix_of(path)
     keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
-    return _v2_from(store.get_many([(k, None) for k in keys]), keys)
+    values = store.get_many([(k, None) for k in keys])
+    if values[0] is not None and commit.MARK.encode() in values[0]:  # an update of several documents
+        doc = commit.resolve_doc(store, keys[0], v2meta.load_json(values[0], keys[0]))
+        values[0] = None if doc is None else encode_json(doc)
+    return _v2_from(values, keys)
 
 
 def _v2_from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
@@ -663,6 +667,28 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
     if then is not None:
         then(old, new)
     return new
+
+
+def publish_v2(store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]) -> None:
+    """:func:`publish` for Zarr v2 arrays of the group at ``group`` (their ``.zarray``; the record in the
+    group's ``.zmetadata`` when it consolidates, brought up to date, else its ``.zgroup``)."""
+    p = prefix_of(group)
+    zmeta_key, zgroup_key = p + v2meta.V2_CONSOLIDATED, p + v2meta.V2_GROUP
+    consolidated = commit.finish_doc(store, zmeta_key)
+    if not (isinstance(consolidated, dict) and isinstance(consolidated.get("metadata"), dict)):
+        consolidated = None
+    record_key = zgroup_key if consolidated is None else zmeta_key
+    record = commit.finish_doc(store, zgroup_key) if consolidated is None else consolidated
+    if not isinstance(record, dict):
+        raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
+    members = {}
+    for path, (old, new) in changes.items():
+        members[prefix_of(path) + v2meta.V2_ARRAY] = (v2meta.v2_docs(old)[v2meta.V2_ARRAY],
+                                                      v2meta.v2_docs(new)[v2meta.V2_ARRAY])
+        if consolidated is not None:
+            record = v2meta.with_entries(record, path[len(p):], new)
+    commit.publish_docs(store, record_key, record, members)
+    written.mark(store.lock_identity, [*members, record_key])
 
 
 def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:

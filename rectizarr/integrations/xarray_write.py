@@ -236,8 +236,7 @@ def to_rectizarr(
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
     # An append on a store whose writers lock (local, memory), Zarr v3: one update of all the arrays it grows,
     # their data written first (past the stored ends, unseen) and every document published at once
-    atomic = append_dim is not None and bool(existing) and g.metadata.zarr_format == 3 \
-        and not g.store.capabilities.conditional_writes
+    atomic = append_dim is not None and bool(existing) and not g.store.capabilities.conditional_writes
     with _locked(g, existing) if atomic else contextlib.nullcontext():
         return _to_group(dataset, g, existing, mode=mode, user_encoding=user_encoding, compute=compute,
                          consolidated=consolidated, append_dim=append_dim, region=region, safe_chunks=safe_chunks,
@@ -266,6 +265,9 @@ def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array
                 if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
                     raise ConflictError(f"the array {path!r} was changed by another writer while this append's "
                                         "data was written (compute=False); its documents were not published")
+        if g.metadata.zarr_format == 2:
+            nodes.publish_v2(store, g.path, changes)
+            return
         docs = nodes.AncestorDocs(store)
         primary = commit.primary_of(store, next(iter(changes)), docs.get)
         nodes.publish(store, g.path if primary is None else primary, changes, docs)

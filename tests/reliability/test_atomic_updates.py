@@ -242,8 +242,10 @@ _XR_WORKER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.parametrize("zarr_format", [3, 2])
 @pytest.mark.parametrize("consolidated", [True, False])
-def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, consolidated: bool) -> None:
+def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, consolidated: bool,
+                                                                zarr_format: int) -> None:
     """A process appending 3 time steps at a time to a 4-variable dataset, SIGKILLed at random moments: the
     dataset always opens, every variable at the same length (a multiple of 3), with the right values
     (before: 11 of 20 kills left it unopenable)."""
@@ -253,12 +255,13 @@ def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, 
     path = tmp_path / "d.zarr"
     t = np.arange(3)
     xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
-                for i, v in enumerate("abcd")}, coords={"time": t}).rectizarr.to_zarr(path, consolidated=consolidated)
+                for i, v in enumerate("abcd")}, coords={"time": t}).rectizarr.to_zarr(path, consolidated=consolidated,
+                                                                      zarr_format=zarr_format)
     script = tmp_path / "worker.py"
     script.write_text(_XR_WORKER)
     rng = random.Random(36)
     lengths = []
-    for _ in range(4 * SCALE):
+    for _ in range(3 * SCALE):
         _kill_after([str(script), str(path), "1" if consolidated else "0"], 2.0 + rng.random() * 1.0)
         ds = xr.open_dataset(path, engine="rectizarr", consolidated=consolidated)
         n = ds.sizes["time"]
@@ -405,3 +408,28 @@ def test_readers_during_updates_see_one_length_through_consolidated_metadata(tmp
         t.join()
     assert (mixed, errors) == ([], [])
     assert reads[0] > 0
+
+
+def test_zarr_v2_updates_resolve_the_same_way(tmp_path: Path) -> None:
+    """Zarr v2: a ``.zarray`` prepared with a marker is seen as before until its record is in the group's
+    ``.zmetadata`` (or ``.zgroup``); with the record it is seen as after, and the next writer cleans up."""
+    for consolidated in (True, False):
+        root = tmp_path / f"v2{consolidated}.zarr"
+        g = rectizarr.create_group(root, zarr_format=2)
+        g.create_array("x", shape=(4,), dtype="i4", chunks=(2,), fill_value=-1, zarr_format=2)[...] = [1, 2, 3, 4]
+        if consolidated:
+            rectizarr.consolidate_metadata(root)
+        record_key = root / (".zmetadata" if consolidated else ".zgroup")
+        before = _doc(root / "x" / ".zarray")
+        _put(root / "x" / ".zarray", {**before, "shape": [6], commit.MARK: {
+            "must_understand": False, "id": "v", "record": record_key.name, "before": before}})
+        assert rectizarr.open_array(root, path="x", mode="r").shape == (4,)
+        record = _doc(record_key)
+        if consolidated:
+            record["metadata"]["x/.zarray"]["shape"] = [6]
+        _put(record_key, {**record, commit.MARK: {"must_understand": False, "id": "v", "members": ["x/.zarray"]}})
+        assert rectizarr.open_array(root, path="x", mode="r")[...].tolist() == [1, 2, 3, 4, -1, -1]
+        assert rectizarr.open_group(root, mode="r")["x"].shape == (6,)
+        rectizarr.open_group(root).resize_arrays({"x": 7})
+        assert commit.MARK not in _doc(root / "x" / ".zarray") and commit.MARK not in _doc(record_key)
+        assert rectizarr.open_group(root, mode="r")["x"].shape == (7,)
