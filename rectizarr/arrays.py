@@ -25,7 +25,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core import v2meta
 from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
-from rectizarr.core.dtype import as_strings
+from rectizarr.core.dtype import as_strings, check_unit_cast
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import (
@@ -480,6 +480,7 @@ class Array(nodes.Node):
                 plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
             try:
+                check_unit_cast(value, layout.dtype)
                 internal = plan.value_to_internal(value, layout.dtype)
             except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
                 raise self._cast_error(exc) from exc
@@ -604,7 +605,9 @@ class Array(nodes.Node):
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
         try:
-            data = np.asarray(data).astype(self.dtype, copy=False)
+            data = np.asarray(data)
+            check_unit_cast(data, self.dtype)
+            data = data.astype(self.dtype, copy=False)
         except OverflowError as exc:
             raise self._cast_error(exc) from exc
         if self._meta.data_type.name == "string":
@@ -669,6 +672,7 @@ class Array(nodes.Node):
             value = np.asarray(value)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
         try:
+            check_unit_cast(value, self._layout.dtype)
             internal = plan.value_to_internal(value, self._layout.dtype)
         except OverflowError as exc:
             raise self._cast_error(exc) from exc
