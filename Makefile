@@ -4,8 +4,9 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
+SOAK_ARGS   ?=
 
-.PHONY: test demo lint bench bench-quick bench-scale clean env
+.PHONY: test demo lint bench bench-quick bench-scale soak clean env
 
 env: $(STAMP)
 
@@ -61,6 +62,11 @@ bench-scale: $(STAMP)
 bench-quick: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[bench]'
 	$(PY) benchmarks/run.py --quick
+
+# Client processes doing random operations on one hierarchy for 10 minutes, with SIGKILLs (and, on S3, a
+# moto server with injected faults); the history is checked afterwards: scripts/soak.py --help.
+soak: $(STAMP)
+	$(PY) scripts/soak.py $(SOAK_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
