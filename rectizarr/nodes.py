@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from concurrent.futures import wait
@@ -149,10 +150,37 @@ def try_read_meta(store: Store, path: str, zarr_format: int | None = None) -> No
     if zarr_format not in (None, 2, 3):
         raise MetadataError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
     if zarr_format != 2:
+        before = store.version(meta_key(path)) if store.capabilities.cheap_versions else None
         data = store.get(meta_key(path))
         if data is not None or zarr_format == 3:
-            return None if data is None else decoded(store, path, data)
+            meta = None if data is None else decoded(store, path, data)
+            _remember(store, meta_key(path), meta, before)
+            return meta
     return read_v2_meta(store, path)
+
+
+_versions = threading.local()  # per thread: doc key -> (the meta read, the version taken before reading it)
+
+
+def _remember(store: Store, key: str, meta: NodeMeta | None, version: Any) -> None:
+    if meta is None or version is None:
+        return
+    seen: dict[str, tuple[NodeMeta, Any]] = _versions.__dict__.setdefault("seen", {})
+    seen[store.lock_identity + key] = (meta, version)
+    if len(seen) > 64:
+        del seen[next(iter(seen))]
+
+
+def version_before_read(store: Store, key: str, meta: NodeMeta) -> Any:
+    """The version of the document at ``key`` taken just before ``meta`` was read from it by this thread
+    (where versions are cheap), or None: a handle made from ``meta`` checks writes against it, and one taken
+    later may be of a newer document."""
+    seen: dict[str, tuple[NodeMeta, Any]] = _versions.__dict__.setdefault("seen", {})
+    entry = seen.get(store.lock_identity + key)
+    if entry is None or entry[0] is not meta:
+        return None
+    del seen[store.lock_identity + key]
+    return entry[1]
 
 
 def decoded(store: Store, path: str, data: bytes) -> NodeMeta | None:
@@ -166,11 +194,15 @@ def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
     """The Zarr v2 node at ``path`` (``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``)."""
     p = prefix_of(path)
     keys = [p + name for name in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
+    before = store.version(keys[0]) if store.capabilities.cheap_versions else None
     values = store.get_many([(k, None) for k in keys])
     if values[0] is not None and commit.MARK.encode() in values[0]:  # an update of several documents
         doc = commit.resolve_doc(store, keys[0], v2meta.load_json(values[0], keys[0]))
         values[0] = None if doc is None else encode_json(doc)
-    return _v2_from(values, keys)
+    meta = _v2_from(values, keys)
+    if isinstance(meta, ArrayMeta):
+        _remember(store, keys[0], meta, before)
+    return meta
 
 
 def _v2_from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
@@ -198,8 +230,13 @@ def read_children(store: Store, path: str, names: list[str]) -> dict[str, NodeMe
     """The nodes among the children ``names`` of ``path`` (listing order kept; non-nodes left out)."""
     p = prefix_of(path)
     names = [n for n in names if _listable(p, n)]
+    cheap = store.capabilities.cheap_versions
+    before = [store.version(p + n + "/" + META) for n in names] if cheap else [None] * len(names)
     docs = store.get_many([(p + n + "/" + META, None) for n in names])
     found = {n: decoded(store, join(path, n), d) for n, d in zip(names, docs, strict=True) if d is not None}
+    for n, version in zip(names, before, strict=True):
+        if isinstance(found.get(n), ArrayMeta):
+            _remember(store, p + n + "/" + META, found[n], version)
     out: dict[str, NodeMeta] = {n: meta for n, meta in found.items() if meta is not None}
     for n in names:
         if n not in found and not n.startswith("."):
