@@ -681,6 +681,9 @@ class FsspecStore(Store):
     def _delete_under(self, prefix: str) -> None:
         if prefix:
             path = self._full(prefix[:-1])
+            # (s3fs answers isdir from a listing of the parent it may have cached before another client
+            # made the node: a delete would then remove nothing)
+            self.fs.invalidate_cache(path)
             if self.fs.isdir(path):
                 self.fs.rm(path, recursive=True)
                 self._prune([path])

@@ -1201,3 +1201,22 @@ def test_a_handle_opened_during_appends_never_clears_what_they_put_past_its_shap
         t.join()
     x = rectizarr.open_array(store, path="x", mode="r")[...]
     assert [r for r in range(len(x)) if (x[r, 1:] != 1000 + r).any()] == []
+
+
+def test_a_delete_on_s3_fsspec_sees_a_node_another_client_made(s3_server: Any) -> None:
+    """s3fs answers ``isdir`` from a listing it cached: a client that listed a group before another client
+    made a node there deleted nothing (soak finding); it deletes the node."""
+    from rectizarr.stores import open_store
+
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    opts = {**s3_server.storage_options(), "skip_instance_cache": True}
+
+    def client() -> Any:
+        return open_store(f"s3://{bucket}", backend="fsspec", storage_options=opts)
+
+    rectizarr.create_group(client()).create_group("nodes")
+    mine = rectizarr.open_group(client(), path="nodes", mode="r+", use_consolidated=False)
+    assert mine.keys() == []
+    rectizarr.open_group(client(), path="nodes", mode="r+").create_group("n1")
+    del mine["n1"]
+    assert rectizarr.open_group(client(), path="nodes", mode="r").keys() == []
