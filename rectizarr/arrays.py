@@ -583,9 +583,12 @@ class Array(nodes.Node):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
         def change(m: ArrayMeta) -> ArrayMeta:
             new = _resized(m, new_shape, chunks)
-            if any(n > o for n, o in zip(new.shape, m.shape, strict=True)) \
-                    and not self._store.capabilities.conditional_writes:  # (under the document's lock)
-                _drop_past_end(self._layout, new)
+            if any(n > o for n, o in zip(new.shape, m.shape, strict=True)):
+                if not self._store.capabilities.conditional_writes:  # (under the document's lock)
+                    _drop_past_end(self._layout, new)
+                else:  # what a shrink's clean-up left (another client grew first): cleared before it shows
+                    clear_past_end_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid), m.chunk_grid,
+                                           self._grid_now)
             return new
 
         self._change_meta(change, self._clean_up_shrink)
@@ -599,11 +602,12 @@ class Array(nodes.Node):
             rio.delete_outside(old_layout, new.chunk_grid)
             return
 
-        def grid_now() -> ChunkGrid | None:
-            stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
-            return stored.chunk_grid if isinstance(stored, ArrayMeta) else None
+        clear_past_end_swapped(old_layout, new.chunk_grid, self._grid_now)
 
-        clear_past_end_swapped(old_layout, new.chunk_grid, grid_now)
+    def _grid_now(self) -> ChunkGrid | None:
+        """The array's grid as stored now (None: no array there any more)."""
+        stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
+        return stored.chunk_grid if isinstance(stored, ArrayMeta) else None
 
     def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> Shape:
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new

@@ -1220,3 +1220,33 @@ def test_a_delete_on_s3_fsspec_sees_a_node_another_client_made(s3_server: Any) -
     rectizarr.open_group(client(), path="nodes", mode="r+").create_group("n1")
     del mine["n1"]
     assert rectizarr.open_group(client(), path="nodes", mode="r").keys() == []
+
+
+@pytest.mark.parametrize("backend", ["fsspec", "obstore"])
+@pytest.mark.parametrize("chunks", [(2, 2), [[2, 2, 2, 2], 2]])
+def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
+        s3_server: Any, s3_store: Any, backend: str, chunks: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another client grows the array right after a shrink's ``zarr.json`` is stored, before its clean-up:
+    the grow clears what lies past the stored end first, so the rows the shrink cut show the fill value
+    (soak finding: they showed their old values, for good)."""
+    import rectizarr.arrays as arrays
+    from rectizarr.stores import open_store
+
+    def client() -> Any:
+        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+
+    x = rectizarr.create_array(client(), name="x", shape=(8, 2), dtype="i8", chunks=chunks, fill_value=-1)
+    x[...] = 7
+    clean_up = arrays.clear_past_end_swapped
+    first = [True]
+
+    def grow_first(*args: Any, **kwargs: Any) -> Any:
+        if first[0]:
+            first[0] = False
+            rectizarr.open_array(client(), path="x").resize((8, 2))
+        return clean_up(*args, **kwargs)
+
+    monkeypatch.setattr(arrays, "clear_past_end_swapped", grow_first)
+    x.resize((1, 2))
+    assert not first[0]
+    assert rectizarr.open_array(client(), path="x", mode="r")[:, 0].tolist() == [7] + [-1] * 7
