@@ -28,6 +28,7 @@ OLDEST_PY   := $(shell .ci/find-oldest-python --version)
 OLDEST      := .venv-$(OLDEST_PY)
 OLDEST_ARGS := -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
                tests/reliability/test_consistency.py tests/reliability/test_crash_safety.py \
+               tests/reliability/test_atomic_updates.py \
                -k "not s3 and not obstore" --ignore=tests/unit/test_fault_server.py --ignore=tests/unit/test_layering.py
 .PHONY: test-oldest
 
