@@ -575,17 +575,24 @@ class Checker:
                        final: bool) -> None:
         kind, detail = verdict
         shown = "the fill value" if v == FILL else f"the value of op {v >> 16}"
-        if kind == "phantom":
-            self.report.add("phantom", f"{r.describe()}: {where} shows {shown}, which nothing wrote there")
-        elif kind == "future":
-            self.report.add("future-read", f"{r.describe()}: {where} shows {shown}, written by an operation "
-                                           f"invoked only at {_t(detail.inv)}, after the read completed")
-        else:
+        if not self._unwritten(kind, detail, r, f"{where} shows {shown}"):
             best, over = detail
             self.report.add("lost-write" if final else "stale-read",
                             f"{r.describe()}: {where} shows {shown} (its write ended by {_t(best.end)}), but "
                             f"{self._name(over[2])} wrote it there over [{_t(over[0])}, {_t(over[1])}], "
                             f"definitely later and before the read began{self._beside_shrink(model, over[2])}")
+
+    def _unwritten(self, kind: str, detail: Any, r: Op, what: str) -> bool:
+        """Report a value that nothing wrote (``phantom``) or that was written only after the read
+        (``future``); False for any other verdict."""
+        if kind == "phantom":
+            self.report.add("phantom", f"{r.describe()}: {what}, which nothing wrote there")
+        elif kind == "future":
+            self.report.add("future-read", f"{r.describe()}: {what}, written by an operation invoked only at "
+                                           f"{_t(detail.inv)}, after the read completed")
+        else:
+            return False
+        return True
 
     def _beside_shrink(self, model: _ArrayModel, op_id: int) -> str:
         """For a shrink: the resizes and appends of the array that ran beside it (a hint for triage)."""
@@ -690,12 +697,7 @@ class Checker:
                     seen[key] = value
                 continue
             kind, detail = verdict
-            if kind == "phantom":
-                self.report.add("phantom", f"{r.describe()}: {where} = {value!r}, which no update set")
-            elif kind == "future":
-                self.report.add("future-read", f"{r.describe()}: {where} = {value!r}, set by an update invoked "
-                                               f"at {_t(detail.inv)}, after the read")
-            else:
+            if not self._unwritten(kind, detail, r, f"{where} = {value!r}"):
                 if value is not None:
                     seen[key] = value
                 if staleness:

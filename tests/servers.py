@@ -335,13 +335,10 @@ class _GzipHandler(BaseHTTPRequestHandler):
             self.wfile.write(self.body)
 
 
-class GzipServer:
-    """An HTTP server on 127.0.0.1 answering every GET with ``body`` sent as ``Content-Encoding: gzip`` (or
-    ``encoding``)."""
+class _Loopback:
+    """A threaded HTTP server of ``handler`` on 127.0.0.1, serving from a thread of its own until stopped."""
 
-    def __init__(self, body: bytes, encoding: str = "gzip") -> None:
-        self.seen: list[str] = []
-        handler = type("Handler", (_GzipHandler,), {"body": body, "encoding": encoding, "seen": self.seen})
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -352,6 +349,15 @@ class GzipServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=10)
+
+
+class GzipServer(_Loopback):
+    """An HTTP server on 127.0.0.1 answering every GET with ``body`` sent as ``Content-Encoding: gzip`` (or
+    ``encoding``)."""
+
+    def __init__(self, body: bytes, encoding: str = "gzip") -> None:
+        self.seen: list[str] = []
+        self._serve(type("Handler", (_GzipHandler,), {"body": body, "encoding": encoding, "seen": self.seen}))
 
 
 class _BodyHandler(BaseHTTPRequestHandler):
@@ -400,24 +406,14 @@ class _BodyHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-class BodyServer:
+class BodyServer(_Loopback):
     """An HTTP server on 127.0.0.1 answering GET and HEAD of each path of ``bodies`` (``"x.zarr/zarr.json"``)
     with its value: bytes, or an int ``n`` for ``n`` zero bytes sent 1 MiB at a time (never held whole);
     other paths are 404. ``encoding`` is sent as ``Content-Encoding``; ``chunked`` sends the body with
     chunked transfer encoding and no ``Content-Length``. Ranges are ignored (the whole body, 200)."""
 
     def __init__(self, bodies: dict[str, bytes | int], *, encoding: str | None = None, chunked: bool = False) -> None:
-        handler = type("Handler", (_BodyHandler,), {"bodies": bodies, "encoding": encoding, "chunked": chunked})
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        self.base_url = f"http://{LOOPBACK}:{self._server.server_address[1]}"
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=10)
+        self._serve(type("Handler", (_BodyHandler,), {"bodies": bodies, "encoding": encoding, "chunked": chunked}))
 
 
 KILL_VALUES = (bytes([1]) * (4 << 20), bytes([2]) * (3 << 20))

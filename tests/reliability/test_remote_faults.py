@@ -287,18 +287,7 @@ def test_a_write_whose_landing_cannot_be_known_is_a_store_error_applied_at_most_
     bucket, values = data
     store = store_on(faulty, backend, bucket)
     a = rectizarr.open_array(store, path="x")
-    real = type(store).set_if
-
-    def answers_lost(self: Any, key: str, value: Any, version: Any) -> bool:
-        if key == "x/zarr.json":
-            faulty.inject("lost_reset", times=1000, kinds=["put"], key=key)
-            faulty.inject("500", times=1000, kinds=["get", "head"], key=key)
-        try:
-            return real(self, key, value, version)
-        finally:
-            faulty.clear_faults()
-
-    monkeypatch.setattr(type(store), "set_if", answers_lost)
+    _lose_every_answer(monkeypatch, faulty, store, "x/zarr.json", "lost_reset", 1000, key_only=True)
     with pytest.raises(StoreError, match=r"x/zarr\.json"):
         bounded(lambda: a.append(np.full((16, 64), -1, "i4")) if change == "append" else a.attrs.update(k=1), 120)
     monkeypatch.undo()
@@ -401,11 +390,24 @@ def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(faulty: 
     faulty.clear_faults()
     store = store_on(faulty, backend, faulty.new_bucket(faulty.filesystem()))
     rectizarr.create_group(store)
+    # (only the node's own document, which cannot be read back either)
+    _lose_every_answer(monkeypatch, faulty, store, "n/x/zarr.json", "lost", 50, key_only=False)
+    with pytest.raises(StoreError):
+        rectizarr.create_array(store, name="n/x", shape=(4,), dtype="u1", chunks=(2,))
+    monkeypatch.undo()
+    assert store.get("n/x/zarr.json") is not None  # (it landed)
+    assert list(rectizarr.open_group(store, mode="r")["n"].keys()) == ["x"]
+
+
+def _lose_every_answer(monkeypatch: pytest.MonkeyPatch, faulty: S3Server, store: Any, target: str, fault: str,
+                       times: int, *, key_only: bool) -> None:
+    """While ``store`` writes ``target`` conditionally, its PUTs land with their answers lost (``fault``,
+    ``times``; to ``target`` only if ``key_only``) and reads of it fail: the landing cannot be known."""
     real = type(store).set_if
 
     def answers_lost(self: Any, key: str, value: Any, version: Any) -> bool:
-        if key == "n/x/zarr.json":  # (only the node's own document, which cannot be read back either)
-            faulty.inject("lost", times=50, kinds=["put"])
+        if key == target:
+            faulty.inject(fault, times=times, kinds=["put"], **({"key": key} if key_only else {}))
             faulty.inject("500", times=1000, kinds=["get", "head"], key=key)
         try:
             return real(self, key, value, version)
@@ -413,8 +415,3 @@ def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(faulty: 
             faulty.clear_faults()
 
     monkeypatch.setattr(type(store), "set_if", answers_lost)
-    with pytest.raises(StoreError):
-        rectizarr.create_array(store, name="n/x", shape=(4,), dtype="u1", chunks=(2,))
-    monkeypatch.undo()
-    assert store.get("n/x/zarr.json") is not None  # (it landed)
-    assert list(rectizarr.open_group(store, mode="r")["n"].keys()) == ["x"]

@@ -278,7 +278,7 @@ def test_a_short_real_soak_with_a_kill_finds_nothing(tmp_path: Path) -> None:
         [sys.executable, str(ROOT / "scripts" / "soak.py"), "--seconds", "5", "--clients", "2", "--threads", "2",
          "--store", "local", "--kill-every", "1.5", "--max-kills", "1", "--think", "0.01", "--seed", "7",
          "--dir", str(tmp_path / "work")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     summary = out.stdout.strip().splitlines()[-1]
     assert "kills=1;" in summary and "violations=0" in summary, out.stdout
