@@ -587,8 +587,9 @@ class Array(nodes.Node):
                 if not self._store.capabilities.conditional_writes:  # (under the document's lock)
                     _drop_past_end(self._layout, new)
                 else:  # what a shrink's clean-up left (another client grew first): cleared before it shows
-                    clear_past_end_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid), m.chunk_grid,
-                                           self._grid_now)
+                    with contextlib.suppress(CodecError):  # (a corrupt chunk stays as it is; the others are
+                        clear_past_end_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid),  # cleared)
+                                               m.chunk_grid, self._grid_now)
             return new
 
         self._change_meta(change, self._clean_up_shrink)
