@@ -32,8 +32,10 @@ RANKS: Mapping[str, int] = {
     "arrays": 5,
     "api": 6, "validate_v2": 6,
     "groups": 7, "validate": 7,  # Group.create_array and open() call the array functions of api
-    "integrations": 8, "cli": 8, "convenience": 8,
-    "__init__": 9, "__main__": 9, "dask": 9, "xarray": 9,  # short names of the integrations
+    "integrations": 8, "convenience": 8,
+    "virtual": 8,  # virtual concatenation (reference sets): opens arrays and groups; the cli builds on it
+    "cli": 9,
+    "__init__": 10, "__main__": 10, "dask": 10, "xarray": 10,  # short names of the integrations
 }
 
 
@@ -264,7 +266,7 @@ UNITS = sorted(RANKS)
 
 def test_every_unit_has_a_rank() -> None:
     assert {unit(m) for m in modules(PKG)} == set(RANKS)
-    assert len(set(RANKS.values())) <= 10
+    assert len(set(RANKS.values())) <= 11  # 11: the cli sits above virtual, which sits above groups
 
 
 @pytest.mark.parametrize("name", UNITS)

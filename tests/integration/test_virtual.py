@@ -1,0 +1,318 @@
+"""Virtual concatenation (rectizarr.virtual): reference sets over existing files, read back by rectizarr and
+zarr-python; sharded, v2, HDF5 (kerchunk) and remote sources; request counts; every refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rectizarr
+from rectizarr import virtual
+from rectizarr.stores import CountingStore, FsspecStore, open_store
+from rectizarr.virtual import ConcatError, SourceMismatchError, UnreferenceableError
+from tests.refs import zarr_python
+
+MONTHS = (31, 28, 31)
+
+
+def _open(refs: Any, **options: Any) -> rectizarr.Array:
+    return rectizarr.open_array("reference://", mode="r", storage_options={"fo": refs, **options})
+
+
+def _zarr_read(refs: Any, **options: Any) -> np.ndarray:
+    zarr = zarr_python()
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        store = zarr.storage.FsspecStore.from_url("reference://", read_only=True,
+                                                  storage_options={"fo": refs, **options})
+        return np.asarray(zarr.open_array(store, mode="r")[...])
+
+
+def _months(root: Path, lengths: tuple[int, ...] = MONTHS, **kwargs: Any) -> tuple[list[str], list[np.ndarray]]:
+    """One array per month, shape (days, 5, 3), 7-day chunks; values distinct per source."""
+    kwargs.setdefault("chunks", (7, 5, 2))
+    paths, values = [], []
+    for i, n in enumerate(lengths):
+        x = (np.arange(n * 15, dtype="f4").reshape(n, 5, 3) + 1000 * i)
+        path = str(root / f"m{i}")
+        rectizarr.create_array(path, data=x, fill_value=np.float32(np.nan), **kwargs)
+        paths.append(path)
+        values.append(x)
+    return paths, values
+
+
+def _edges(refs: dict[str, Any], path: str = "") -> list[Any]:
+    doc = json.loads(refs["refs"][f"{path}/zarr.json" if path else "zarr.json"])
+    assert doc["chunk_grid"]["name"] == "rectilinear"
+    return list(doc["chunk_grid"]["configuration"]["chunk_shapes"])
+
+
+def test_months_of_31_28_31_days_with_7_day_chunks(tmp_path: Path) -> None:
+    paths, values = _months(tmp_path)
+    result = virtual.build(paths, 0, side_store=tmp_path / "side")
+    # the 31-day month's 5th week is 3 days: rewritten at its true size (two chunks across the last axis);
+    # the last month's keeps its stored 7 (the grid overhangs the extent by 4)
+    assert result.rewritten == 2 and result.prefixes == 0
+    assert _edges(result.refs) == [[[7, 4], 3, [7, 9]], 5, 2]
+    assert len(os.listdir(tmp_path / "side" / "edges")) == 2
+    expected = np.concatenate(values)
+    out = tmp_path / "v.json"
+    virtual.write_refs(result.refs, out)
+    a = _open(str(out))
+    assert a.shape == (90, 5, 3)
+    assert np.array_equal(a[...], expected) and np.array_equal(a[29:33, 1:, ::2], expected[29:33, 1:, ::2])
+    assert np.array_equal(_zarr_read(str(out)), expected)
+    # every other chunk is a whole-file reference to the source's own chunk file
+    assert result.refs["refs"]["c/5/0/0"] == [os.path.join(paths[1], "c", "0", "0", "0")]
+
+
+def test_raw_chunks_on_axis_0_are_referenced_as_a_byte_prefix(tmp_path: Path) -> None:
+    paths, values = _months(tmp_path, compressors=None)
+    result = virtual.build(paths, 0)  # no side store needed: nothing is rewritten
+    assert (result.rewritten, result.prefixes) == (0, 2)
+    ref = result.refs["refs"]["c/4/0/0"]
+    assert ref == [os.path.join(paths[0], "c", "4", "0", "0"), 0, 3 * 5 * 2 * 4]
+    assert np.array_equal(_open(result.refs)[...], np.concatenate(values))
+    assert np.array_equal(_zarr_read(result.refs), np.concatenate(values))
+
+
+def test_join_along_an_inner_axis(tmp_path: Path) -> None:
+    values = [np.arange(4 * n, dtype="i2").reshape(4, n) - 50 * i for i, n in enumerate((5, 9, 3))]
+    paths = []
+    for i, x in enumerate(values):
+        paths.append(str(tmp_path / f"s{i}"))
+        rectizarr.create_array(paths[-1], data=x, chunks=(3, 4), fill_value=-1)
+    refs = virtual.concat(paths, axis=1, side_store="inline")
+    assert _edges(refs) == [3, [4, 1, [4, 2], 1, 4]]
+    expected = np.concatenate(values, axis=1)
+    assert np.array_equal(_open(refs)[...], expected)
+    assert np.array_equal(_zarr_read(refs), expected)
+
+
+def test_missing_chunks_read_as_fill_and_get_no_reference(tmp_path: Path) -> None:
+    a = rectizarr.create_array(tmp_path / "a", shape=(10, 4), dtype="i4", chunks=(4, 4), fill_value=-7)
+    a[0:4] = 1  # chunks 1 and 2 never written
+    b = rectizarr.create_array(tmp_path / "b", shape=(6, 4), dtype="i4", chunks=(4, 4), fill_value=-7)
+    b[4:6] = 2
+    refs = virtual.concat([str(tmp_path / "a"), str(tmp_path / "b")], side_store="inline")
+    assert sorted(k for k in refs["refs"] if k != "zarr.json") == ["c/0/0", "c/4/0"]
+    expected = np.concatenate([a[...], b[...]])
+    assert np.array_equal(_open(refs)[...], expected)
+    assert np.array_equal(_zarr_read(refs), expected)
+
+
+def test_sharded_sources_reference_each_inner_chunk(tmp_path: Path) -> None:
+    paths, values = _months(tmp_path, chunks=(7, 5, 3), shards=(14, 5, 3))
+    counted = [rectizarr.open_array(CountingStore(open_store(p)), mode="r") for p in paths]
+    for a in counted:
+        a.store.reset()
+    result = virtual.build(counted, 0, side_store=tmp_path / "side")
+    # metadata only: the shard indexes (3, 2 and 3 shards of 14 days, each a suffix read), no listing;
+    # and one edge chunk read back to be rewritten (the first month's 3-day week)
+    index_reads = [r for a in counted for r in a.store.requests if r[1] == (-(16 * 2 + 4), None)]
+    assert len(index_reads) == 3 + 2 + 3 and sum(a.store.lists for a in counted) == 0
+    assert [k for k, _ in counted[0].store.requests[3:]] == ["c/2/0/0"]  # (its shard holds only that chunk)
+    assert [len(a.store.requests) for a in counted[1:]] == [2, 3]
+    assert result.rewritten == 1
+    doc = json.loads(result.refs["refs"]["zarr.json"])
+    assert [c["name"] for c in doc["codecs"]] == ["bytes", "zstd"]  # the inner chain, unsharded
+    ref = result.refs["refs"]["c/5/0/0"]  # month 2, week 1: inner chunk (0, 0, 0) of its first shard
+    assert ref[0] == os.path.join(paths[1], "c", "0", "0", "0") and len(ref) == 3
+    expected = np.concatenate(values)
+    assert np.array_equal(_open(result.refs)[...], expected)
+    assert np.array_equal(_zarr_read(result.refs), expected)
+
+
+def test_v2_sources(tmp_path: Path) -> None:
+    values = [np.arange(n * 4, dtype=">i4").reshape(n, 4) for n in (10, 7)]
+    paths = []
+    for i, x in enumerate(values):
+        paths.append(str(tmp_path / f"v{i}"))
+        rectizarr.create_array(paths[-1], data=x, chunks=(3, 4), zarr_format=2, fill_value=0,
+                               chunk_key_encoding={"name": "v2", "separator": "/" if i else "."})
+    result = virtual.build(paths, 0, side_store=tmp_path / "side")
+    assert result.rewritten == 1  # 10 = 3 + 3 + 3 + 1
+    assert result.refs["refs"]["c/1/0"] == [os.path.join(paths[0], "1.0")]
+    assert result.refs["refs"]["c/5/0"] == [os.path.join(paths[1], "1", "0")]
+    doc = json.loads(result.refs["refs"]["zarr.json"])
+    assert doc["zarr_format"] == 3 and doc["codecs"][0] == {"name": "bytes", "configuration": {"endian": "big"}}
+    expected = np.concatenate(values)
+    assert np.array_equal(_open(result.refs)[...], expected)
+    assert np.array_equal(_zarr_read(result.refs), expected)
+
+
+def test_kerchunk_references_to_hdf5_files(tmp_path: Path) -> None:
+    h5py = pytest.importorskip("h5py")
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    sources, values = [], []
+    for i, n in enumerate(MONTHS):
+        x = np.random.default_rng(i).random((n, 6)).astype("f8")
+        path = str(tmp_path / f"m{i}.h5")
+        with h5py.File(path, "w") as f:
+            f.create_dataset("t", data=x, chunks=(7, 3), compression="gzip", shuffle=True)
+        refs = SingleHdf5ToZarr(path, inline_threshold=0).translate()
+        # the dataset as a root array: its keys without the "t/" prefix
+        sources.append({"version": 1, "refs": {k[2:]: v for k, v in refs["refs"].items() if k.startswith("t/")}})
+        values.append(x)
+    result = virtual.build(sources, 0, side_store=tmp_path / "side")
+    assert result.rewritten == 2  # the first month's 3-day week, both column chunks
+    doc = json.loads(result.refs["refs"]["zarr.json"])
+    assert [c["name"] for c in doc["codecs"]] == ["bytes", "numcodecs.shuffle", "numcodecs.zlib"]
+    ref = result.refs["refs"]["c/5/1"]
+    assert ref[0] == str(tmp_path / "m1.h5") and len(ref) == 3  # a byte range of the HDF5 file
+    expected = np.concatenate(values)
+    assert np.array_equal(_open(result.refs)[...], expected)
+    assert np.array_equal(_zarr_read(result.refs), expected)
+    with h5py.File(tmp_path / "m2.h5") as f:
+        assert np.array_equal(_open(result.refs)[59:], f["t"][...])
+
+
+def test_inline_chunks_of_a_reference_set_stay_inline(tmp_path: Path) -> None:
+    a = rectizarr.create_array(tmp_path / "a", shape=(4, 2), dtype="u1", chunks=(2, 2), compressors=None,
+                               fill_value=0)
+    a[...] = np.arange(8).reshape(4, 2)
+    src = {"version": 1, "refs": {"zarr.json": (tmp_path / "a" / "zarr.json").read_text(),
+                                  "c/0/0": "base64:AAECAw==", "c/1/0": [str(tmp_path / "a" / "c" / "1" / "0")]}}
+    refs = virtual.concat([src, str(tmp_path / "a")])
+    assert refs["refs"]["c/0/0"] == "base64:AAECAw=="
+    assert np.array_equal(_open(refs)[...], np.concatenate([a[...], a[...]]))
+
+
+# ------------------------------------------------------------------------------------------- refusals
+
+
+def _pair(tmp_path: Path, **second: Any) -> list[str]:
+    first = dict(shape=(10, 4), dtype="i4", chunks=(5, 2), fill_value=0)
+    out = []
+    for name, kw in (("a", first), ("b", {**first, **second})):
+        rectizarr.create_array(tmp_path / name, **kw)[...] = 1
+        out.append(str(tmp_path / name))
+    return out
+
+
+@pytest.mark.parametrize(("second", "field"), [
+    ({"dtype": "i8"}, "data_type"),
+    ({"fill_value": 3}, "fill_value"),
+    ({"compressors": {"name": "gzip", "configuration": {"level": 1}}}, "codecs"),
+    ({"shape": (10, 5)}, "shape"),
+    ({"shape": (10, 4, 1), "chunks": (5, 2, 1)}, "shape"),
+    ({"chunks": (5, 4)}, "chunk_grid"),
+])
+def test_mismatches_are_refused_naming_source_and_field(tmp_path: Path, second: dict[str, Any], field: str) -> None:
+    paths = _pair(tmp_path, **second)
+    with pytest.raises(SourceMismatchError) as info:
+        virtual.concat(paths, side_store=tmp_path / "side")
+    assert info.value.field == field and info.value.source is not None and paths[1] in info.value.source
+    assert isinstance(info.value, rectizarr.RectizarrError) and isinstance(info.value, ValueError)
+    assert not (tmp_path / "side").exists()  # nothing written
+
+
+def test_edge_chunks_without_a_side_store_are_refused_before_anything_is_written(tmp_path: Path) -> None:
+    paths, _ = _months(tmp_path)
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat(paths)
+    assert info.value.field == "side_store" and "2 edge chunk(s)" in str(info.value)
+
+
+def test_unreferenceable_sources_are_refused(tmp_path: Path) -> None:
+    mem = rectizarr.create_array(rectizarr.MemoryStore(), shape=(4,), dtype="u1", chunks=(2,))
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat([mem, mem])
+    assert info.value.field == "store"
+    # a whole-shard compressor: inner chunks are not byte ranges of the stored value
+    codecs = [{"name": "sharding_indexed", "configuration": {
+        "chunk_shape": [2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}},
+        {"name": "gzip", "configuration": {"level": 1}}]
+    s = rectizarr.create_array(tmp_path / "s", shape=(4,), dtype="u1", chunks=(4,), codecs=codecs)
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat([s, s])
+    assert info.value.field == "codecs"
+    # a reference set whose chunk key does not map to its array's chunk key encoding
+    a = rectizarr.create_array(tmp_path / "a", shape=(4,), dtype="u1", chunks=(2,))
+    refs = {"version": 1, "refs": {"zarr.json": (tmp_path / "a" / "zarr.json").read_text(), "c.0": ["/x"]}}
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat([refs, a])
+    assert info.value.field == "chunk_key_encoding" and "#0" in str(info.value)
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat([{"version": 1, "refs": {}, "gen": [{"key": "c/{{i}}"}]}, a])
+    assert info.value.field == "gen"
+
+
+def test_calls_that_cannot_be_planned_are_refused(tmp_path: Path) -> None:
+    paths = _pair(tmp_path)
+    with pytest.raises(ConcatError) as info:
+        virtual.concat(paths, axis=2)
+    assert info.value.field == "axis"
+    with pytest.raises(ConcatError):
+        virtual.concat([])
+    rectizarr.open_group(tmp_path / "g", mode="w")
+    with pytest.raises(SourceMismatchError) as info:
+        virtual.concat([paths[0], str(tmp_path / "g")])
+    assert info.value.field == "node_type"
+
+
+# ----------------------------------------------------------------------------------------------- remote
+
+
+def test_http_sources(tmp_path: Path, http_server: Any) -> None:
+    paths, values = _months(tmp_path)
+    urls = [http_server.serve(p) for p in paths]
+    # (edge chunks inline: a reference set's targets are best on one protocol, which fsspec reads without
+    # being told each protocol's filesystem)
+    result = virtual.build(urls, 0, side_store="inline")
+    assert result.refs["refs"]["c/5/0/0"] == [f"{urls[1]}/c/0/0/0"]
+    assert result.refs["refs"]["c/4/0/0"].startswith("base64:")
+    expected = np.concatenate(values)
+    assert np.array_equal(_open(result.refs)[...], expected)
+    # zarr-python reads asynchronously: the HTTP filesystem it is given must be an asynchronous one (fsspec
+    # would otherwise hand back the synchronous instance rectizarr's read above made and cached)
+    remote = {"remote_protocol": "http", "remote_options": {"asynchronous": True, "skip_instance_cache": True}}
+    assert np.array_equal(_zarr_read(result.refs, **remote), expected)
+
+
+@pytest.fixture
+def s3_months(tmp_path: Path, s3_server: Any) -> tuple[list[str], list[np.ndarray], dict[str, Any]]:
+    options = s3_server.storage_options()
+    bucket = s3_server.new_bucket(s3_server.filesystem())
+    paths, values = [], []
+    for i, n in enumerate(MONTHS):
+        x = np.arange(n * 6, dtype="u2").reshape(n, 6) + i
+        url = f"s3://{bucket}/m{i}"
+        rectizarr.create_array(url, data=x, chunks=(7, 3), storage_options=options, fill_value=0)
+        paths.append(url)
+        values.append(x)
+    return paths, values, options
+
+
+def test_s3_sources_read_metadata_only_and_reads_cost_what_direct_reads_cost(
+        tmp_path: Path, s3_server: Any, s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]) -> None:
+    paths, values, options = s3_months
+    sources = [rectizarr.open_array(CountingStore(FsspecStore(p, storage_options=options)), mode="r")
+               for p in paths]
+    for a in sources:
+        a.store.reset()
+    side = paths[0].rsplit("/", 1)[0] + "/side"
+    result = virtual.build(sources, 0, side_store=side, side_options=options)
+    assert result.refs["refs"]["c/4/0"][0].startswith(side + "/edges/")
+    # one listing per source, and the one edge chunk row rewritten (2 chunks of the first month read back)
+    assert [a.store.lists for a in sources] == [1, 1, 1]
+    assert [len(a.store.requests) for a in sources] == [2, 0, 0]
+    expected = np.concatenate(values)
+    # (s3fs asks for the size of a whole object before a GET (a HEAD) unless max_concurrency is 1)
+    ref_options = {"remote_protocol": "s3", "remote_options": {**options, "max_concurrency": 1}}
+    v = _open(result.refs, **ref_options)
+    assert np.array_equal(v[...], expected)
+    # a window over the join of months 1 and 2: the same GETs as reading the two sources directly
+    s3_server.reset_counts()
+    assert np.array_equal(v[50:66, 1:4], expected[50:66, 1:4])
+    virtual_gets = s3_server.counts()["total"]
+    direct = [rectizarr.open_array(p, mode="r", storage_options=options) for p in paths[1:]]
+    s3_server.reset_counts()
+    assert np.array_equal(np.concatenate([direct[0][50 - 31:], direct[1][:66 - 59]])[:, 1:4], expected[50:66, 1:4])
+    assert virtual_gets == s3_server.counts()["total"] == 3 * 2
