@@ -9,9 +9,11 @@
     rectizarr diff A B [--metadata-only] [--json]         exit 0 identical/equivalent, 1 different, 2 error
     rectizarr copy SRC DST [--chunks SPEC] [--shards SPEC|none] [--codecs JSON] [--compressor NAME]
     rectizarr migrate SRC [DST] [--dry-run] [--chunks SPEC] [--keep-v2]   Zarr v2 -> v3, in place or to DST
+    rectizarr virtualize SRC... --axis N -o REFS.json [--side DIR] [--append]   join along an axis, no copy
 
-PATH is a local directory, a ``.zip`` file or any fsspec URL. Chunk specs give, per axis and separated by
-commas, an int (regular) or a bracketed list of edges where ``VxN`` repeats ``V`` ``N`` times:
+PATH is a local directory, a ``.zip`` file, a reference set (``.json``/``.parq``) or any fsspec URL. Chunk
+specs give, per axis and separated by commas, an int (regular) or a bracketed list of edges where ``VxN``
+repeats ``V`` ``N`` times:
 ``--chunks '[31,28,31,30,31,30,31x2,30,31,30,31],100,100'`` (the form ``info`` prints). Errors print one
 line, ``rectizarr: error: ...``, and exit 2; ``--debug`` shows the traceback.
 """
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr.arrays import Array
+from rectizarr.cli import virtualize
 from rectizarr.cli.copy import CopyOptions, copy_node
 from rectizarr.cli.diff import diff_nodes
 from rectizarr.cli.migrate import MigrateOptions, migrate, plan_migration
@@ -139,7 +142,7 @@ def info_text(node: Array | Group) -> str:
 # ---------------------------------------------------------------------------------------- helpers
 def _open(url: str, node: str | None) -> Array | Group:
     try:
-        result: Array | Group = open_node(url, path=node, mode="r")
+        result: Array | Group = open_node(virtualize.reference_store(url) or url, path=node, mode="r")
     except NodeNotFoundError as exc:
         raise NodeNotFoundError(f"{url}: {exc}") from None
     return result
@@ -339,6 +342,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--memory", default="64M", help="approximate memory per re-encoded region (default 64M)")
     sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sp.set_defaults(func=_cmd_migrate)
+
+    virtualize.add_parser(sub)
     return p
 
 
