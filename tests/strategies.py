@@ -561,3 +561,35 @@ attribute_dicts = st.dictionaries(st.text(max_size=6), json_values, max_size=4)
 def dimension_names(ndim: int) -> st.SearchStrategy[list[str | None] | None]:
     """None, or per axis a name (maybe empty) or None."""
     return st.none() | st.lists(st.none() | st.text(max_size=3), min_size=ndim, max_size=ndim)
+
+
+# ---------------------------------------------------------------------------- virtual concatenation
+
+
+@st.composite
+def concat_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Sources to join (``rectizarr.virtual``): ``ndim`` 1..3, an ``axis``, 1..4 source ``lengths`` along it
+    (0 now and then) over the same ``other`` extents, and one layout for all: ``kwargs`` of
+    ``create_array`` (regular chunks, a raw/zstd/gzip chain or sharding, Zarr v3 or v2) plus a ``dtype``;
+    ``partial``: per source, whether only its first half is written (the rest: missing chunks)."""
+    ndim = draw(st.integers(1, 3))
+    axis = draw(st.integers(0, ndim - 1))
+    n = draw(st.integers(1, 4))
+    lengths = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n).filter(any))
+    other = [draw(st.integers(1, 6)) for _ in range(ndim)]
+    chunks = [draw(st.integers(1, 8)) for _ in range(ndim)]
+    layout = draw(st.sampled_from(["raw", "zstd", "gzip", "sharded", "v2"]))
+    kwargs: dict[str, Any] = {"chunks": tuple(chunks), "fill_value": draw(st.sampled_from([0, 7]))}
+    if layout == "raw":
+        kwargs["compressors"] = None
+    elif layout == "gzip":
+        kwargs["compressors"] = {"name": "gzip", "configuration": {"level": 1}}
+    elif layout == "sharded":
+        kwargs["shards"] = tuple(c * draw(st.integers(1, 3)) for c in chunks)
+        kwargs["index_location"] = draw(st.sampled_from(["start", "end"]))
+    elif layout == "v2":
+        kwargs["zarr_format"] = 2
+        kwargs["chunk_key_encoding"] = {"name": "v2", "separator": draw(st.sampled_from([".", "/"]))}
+    dtype = draw(st.sampled_from([">i4", "<f8", "u1"] if layout == "v2" else ["int16", "float32", "uint8"]))
+    return {"ndim": ndim, "axis": axis, "lengths": lengths, "other": other, "kwargs": kwargs, "dtype": dtype,
+            "partial": draw(st.lists(st.booleans(), min_size=n, max_size=n)), "seed": draw(st.integers(0, 2**16))}
