@@ -90,7 +90,9 @@ def open_store(
 ) -> Store:
     """Make a store from a path, URL, fsspec filesystem or mapper, or pass a store through.
 
-    A plain path (or ``file://`` URL) ending in ``.zip`` is a :class:`ZipStore`, any other plain path or
+    A reference set (fsspec's format, version 1: a dict, or a ``.json`` file) is a read-only
+    :class:`FsspecStore` over ``reference://``. A plain path (or ``file://`` URL) ending in ``.zip`` is a
+    :class:`ZipStore`, any other plain path or
     ``file://`` URL a :class:`LocalStore` (one directory is one store, with the same locks and atomic
     writes, however it is named); another URL
     (``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with
@@ -113,6 +115,9 @@ def open_store(
         from rectizarr.stores.fsspec import FsspecStore
 
         return FsspecStore(obj, read_only=read_only)
+    if isinstance(obj, dict) and obj.get("version") == 1 and isinstance(obj.get("refs"), dict):
+        # an fsspec reference set (what rectizarr.virtual builds): the store it describes
+        return _url_store("reference://", {"fo": obj, **(storage_options or {})}, True, "fsspec")
     if isinstance(obj, dict):  # as zarr-python: the dict holds the store's contents
         return MemoryStore.in_dict(obj, read_only=read_only)
     if not isinstance(obj, str | os.PathLike):
@@ -121,6 +126,9 @@ def open_store(
     text = os.fspath(obj)
     if text.startswith("file://") and "::" not in text and not storage_options and backend is None:
         text = text.removeprefix("file://")
+    if text.endswith(".json") and "://" not in text and "::" not in text and os.path.isfile(text):
+        # a reference set (fsspec's JSON, what rectizarr.virtual writes): the store it describes
+        return _url_store("reference://", {"fo": text, **(storage_options or {})}, True, "fsspec")
     if "://" in text or "::" in text:
         return _url_store(text, storage_options, read_only, backend)
     if backend is not None:

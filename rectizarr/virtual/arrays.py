@@ -112,6 +112,12 @@ def _check(first: Part, p: Part, axis: int) -> None:
     cb = codecs_to_json(canonical_codecs(b.codecs, b.data_type))
     if ca != cb:
         refuse("codecs", "codec chain", ca, cb)
+    if a.dimension_names != b.dimension_names:
+        refuse("dimension_names", "dimension names", a.dimension_names, b.dimension_names)
+    if a.attributes != b.attributes:  # (units, scale factors, a time encoding: the values' meaning)
+        keys = sorted(k for k in set(a.attributes) | set(b.attributes) if a.attributes.get(k) != b.attributes.get(k))
+        refuse("attributes", f"attributes {keys}", {k: a.attributes.get(k) for k in keys},
+               {k: b.attributes.get(k) for k in keys})
     for ax in range(a.ndim):
         if ax == axis:
             continue

@@ -316,3 +316,97 @@ def test_s3_sources_read_metadata_only_and_reads_cost_what_direct_reads_cost(
     s3_server.reset_counts()
     assert np.array_equal(np.concatenate([direct[0][50 - 31:], direct[1][:66 - 59]])[:, 1:4], expected[50:66, 1:4])
     assert virtual_gets == s3_server.counts()["total"] == 3 * 2
+
+
+# --------------------------------------------------------------------------------------- groups, xarray
+
+
+def _dataset(i: int, start: Any, n: int, orog: float = 0.0) -> Any:
+    import pandas as pd
+    import xarray as xr
+
+    t = pd.date_range(start, periods=n, freq="D")
+    ds = xr.Dataset({"tas": (("time", "lat", "lon"), np.random.default_rng(i).random((n, 3, 4)).astype("f4")),
+                     "orog": (("lat", "lon"), np.arange(12.0).reshape(3, 4) + orog)},
+                    coords={"time": t, "lat": [1.0, 2.0, 3.0], "lon": [10.0, 20.0, 30.0, 40.0]})
+    ds["tas"].encoding["chunks"] = (7, 3, 4)
+    # one time encoding for every file: a joined array's attributes (its units) must be the same everywhere
+    ds["time"].encoding.update(chunks=(7,), units="days since 2000-01-01", dtype="int32")
+    return ds
+
+
+def _datasets(root: Path, lengths: tuple[int, ...] = (31, 29, 31)) -> tuple[list[str], list[Any]]:
+    import pandas as pd
+
+    from rectizarr.xarray import to_rectizarr
+
+    start = pd.Timestamp("2024-01-01")
+    paths, dss = [], []
+    for i, n in enumerate(lengths):
+        ds = _dataset(i, start, n)
+        start += pd.Timedelta(days=n)
+        paths.append(str(root / f"m{i}.zarr"))
+        to_rectizarr(ds, paths[-1], mode="w")
+        dss.append(ds)
+    return paths, dss
+
+
+def test_xarray_datasets_join_along_time(tmp_path: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    paths, dss = _datasets(tmp_path)
+    result = virtual.build(paths, "time", side_store=tmp_path / "side")
+    assert result.joined == ("tas", "time") and result.rewritten == 4  # Jan's and Feb's last weeks, both arrays
+    root = json.loads(result.refs["refs"]["zarr.json"])
+    assert sorted(root["consolidated_metadata"]["metadata"]) == ["lat", "lon", "orog", "tas", "time"]
+    assert _edges(result.refs, "tas") == [[[7, 4], 3, [7, 4], 1, [7, 5]], 3, 4]
+    expected = xr.concat(dss, "time", data_vars="minimal")
+    out = tmp_path / "v.json"
+    virtual.write_refs(result.refs, out)
+    for source in (result.refs, str(out)):
+        xr.testing.assert_identical(xr.open_dataset(source, engine="rectizarr").load(), expected)
+    zarr = zarr_python()
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        ds = xr.open_dataset("reference://", engine="zarr", storage_options={"fo": result.refs},
+                             consolidated=True, zarr_format=3)
+        xr.testing.assert_identical(ds.load(), expected)
+
+
+def test_appending_a_month_to_a_virtual_dataset(tmp_path: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    paths, dss = _datasets(tmp_path, (31, 29, 31, 30))
+    out = tmp_path / "v.json"
+    virtual.write_refs(virtual.concat(paths[:2], "time", side_store=tmp_path / "side"), out)
+    for p in paths[2:]:
+        result = virtual.append(out, [p], "time", side_store=tmp_path / "side")
+        assert result.rewritten == 2  # the previous end's overhanging week (tas and time)
+    expected = xr.concat(dss, "time", data_vars="minimal")
+    xr.testing.assert_identical(xr.open_dataset(out, engine="rectizarr").load(), expected)
+
+
+def test_group_refusals(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from rectizarr.xarray import to_rectizarr
+
+    paths, _ = _datasets(tmp_path, (7, 7))
+    with pytest.raises(ConcatError) as info:
+        virtual.concat(paths, 0)
+    assert info.value.field == "axis"
+    # an array without the axis must be the same in every source
+    other = _dataset(5, pd.Timestamp("2024-01-15"), 7, orog=1.0)
+    to_rectizarr(other, tmp_path / "o.zarr", mode="w")
+    with pytest.raises(SourceMismatchError) as info:
+        virtual.concat([paths[0], str(tmp_path / "o.zarr")], "time")
+    assert info.value.field == "values" and "'orog'" in str(info.value)
+    # a joined array's attributes (a time encoding with other units) must be the same too
+    other = _dataset(5, pd.Timestamp("2024-01-15"), 7)
+    other["time"].encoding["units"] = "days since 2024-01-01"
+    to_rectizarr(other, tmp_path / "u.zarr", mode="w")
+    with pytest.raises(SourceMismatchError) as info:
+        virtual.concat([paths[0], str(tmp_path / "u.zarr")], "time")
+    assert info.value.field == "attributes" and "units" in str(info.value)
+    # the same members in every source
+    to_rectizarr(other.drop_vars("orog"), tmp_path / "d.zarr", mode="w")
+    with pytest.raises(SourceMismatchError) as info:
+        virtual.concat([paths[0], str(tmp_path / "d.zarr")], "time")
+    assert info.value.field == "members" and "orog" in str(info.value)
