@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rectizarr import nodes
+from rectizarr.api import naming_store
 from rectizarr.arrays import Array
+from rectizarr.core.metadata import ArrayMeta
 from rectizarr.groups import Group
-from rectizarr.groups import open as open_node
 from rectizarr.stores import LocalStore, Store, open_store
 from rectizarr.virtual.errors import UnreferenceableError
 from rectizarr.virtual.refs import PARQUET_SUFFIXES, Target, Url, is_refs, load_refs, normalized, target_of
 
-__all__ = ["Source", "open_source", "store_url"]
+__all__ = ["Source", "open_node", "open_source", "store_url"]
 
 _META_NAMES = frozenset({nodes.META, ".zarray", ".zattrs", ".zgroup", ".zmetadata"})
 
@@ -74,6 +75,17 @@ def store_url(store: Store, name: str) -> str:
                                "a file:// / s3:// / http(s):// URL or a reference set)", source=name, field="store")
 
 
+def open_node(obj: Any, storage_options: Mapping[str, Any] | None = None) -> Array | Group:
+    """The array or group at the root of ``obj`` (a path, URL or store), read-only, from one read of its
+    document (``rectizarr.open`` reads an array's twice)."""
+    store = nodes.store_for(obj, "r", storage_options)
+    with naming_store(store):
+        meta = nodes.read_meta(store, "")
+    if isinstance(meta, ArrayMeta):
+        return Array(store, "", meta, read_only=True)
+    return Group(store, "", meta, read_only=True)
+
+
 def _refs_store(refs: dict[str, Any], options: Mapping[str, Any] | None) -> Store:
     return open_store("reference://", mode="r", storage_options={"fo": refs, **dict(options or {})})
 
@@ -102,10 +114,10 @@ def open_source(obj: Any, index: int, *, storage_options: Mapping[str, Any] | No
     if isinstance(obj, Array | Group):
         node: Array | Group = obj
     else:
-        node = open_node(obj, mode="r", storage_options=storage_options)
+        node = open_node(obj, storage_options)
     return Source(name, node, base=store_url(node.store, name))
 
 
 def _from_refs(refs: dict[str, Any], name: str, ref_options: Mapping[str, Any] | None) -> Source:
-    node = open_node(_refs_store(refs, ref_options), mode="r")
+    node = open_node(_refs_store(refs, ref_options))
     return Source(name, node, refs=refs["refs"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -410,3 +411,42 @@ def test_group_refusals(tmp_path: Path) -> None:
     with pytest.raises(SourceMismatchError) as info:
         virtual.concat([paths[0], str(tmp_path / "d.zarr")], "time")
     assert info.value.field == "members" and "orog" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------ request counts
+
+
+def _counting(paths: list[str]) -> list[CountingStore]:
+    return [CountingStore(open_store(p, mode="r")) for p in paths]
+
+
+def test_requests_per_source_are_metadata_only(tmp_path: Path) -> None:
+    # chunked v3: one document and one listing per source; chunks neither read nor stat'ed (the one info
+    # is the stat of zarr.json a local store's open makes: its version, which caches are keyed on)
+    paths, _ = _months(tmp_path / "v3", (28, 14, 21))  # (multiples of 7: nothing to rewrite)
+    stores = _counting(paths)
+    virtual.build(stores, 0)
+    assert [(s.requests, s.lists, s.infos) for s in stores] == [([("zarr.json", None)], 1, 1)] * 3
+    # sharded: one document and each shard's index (a suffix read), no listing
+    paths, _ = _months(tmp_path / "sh", (28, 14), chunks=(7, 5, 3), shards=(14, 5, 3))
+    stores = _counting(paths)
+    virtual.build(stores, 0)
+    index = (-(16 * 2 + 4), None)
+    assert [(s.requests, s.lists) for s in stores] == [
+        ([("zarr.json", None), ("c/0/0/0", index), ("c/1/0/0", index)], 0),
+        ([("zarr.json", None), ("c/0/0/0", index)], 0)]
+    # Zarr v2: its documents (zarr.json is looked for first), one listing
+    x = np.arange(28, dtype="i2").reshape(14, 2)
+    v2 = [str(tmp_path / f"v2_{i}") for i in range(2)]
+    for p in v2:
+        rectizarr.create_array(p, data=x, chunks=(7, 2), zarr_format=2)
+    stores = _counting(v2)
+    virtual.build(stores, 0)
+    assert [(sorted(k for k, _ in s.requests), s.lists) for s in stores] == \
+        [([".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"], 1)] * 2
+    # a reference set: its one file, nothing of the files it points to (here gone)
+    refs = tmp_path / "r.json"
+    virtual.write_refs(virtual.concat(paths, 0), refs)
+    shutil.rmtree(tmp_path / "sh")
+    result = virtual.build([str(refs), str(refs)], 0)
+    assert len(result.refs["refs"]) == 1 + 2 * 6
