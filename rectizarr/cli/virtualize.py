@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     sp = sub.add_parser("virtualize", help="join arrays or groups along an axis into a reference set (no copy)")
     sp.add_argument("sources", nargs="+", metavar="SOURCE",
                     help="arrays or groups (paths, URLs) or reference sets (.json, .parq), in order")
-    sp.add_argument("-o", "--output", required=True, metavar="REFS", help="the reference set (.json or .parq)")
+    sp.add_argument("-o", "--output", required=True, metavar="REFS", help="the reference set (JSON)")
     sp.add_argument("--axis", default="0", metavar="N|NAME", help="axis number, or dimension name (groups)")
     sp.add_argument("--side", default=None, metavar="DIR",
                     help="where edge chunks rewritten at their true size go (a path or URL)")

@@ -4,18 +4,22 @@ A reference set maps store keys to a document (a JSON string), inline bytes (a s
 prefixed when binary) or a target ``[url]`` (the whole file) / ``[url, offset, length]``. Templates
 (``{{u}}`` in a URL) are resolved on reading; ``gen`` entries (generated keys) are refused: each chunk
 must be a key of its own to be re-referenced. Parquet reference sets (a directory of ``.parq`` files)
-are read and written through fsspec's ``LazyReferenceMapper`` (it needs pandas and a Parquet engine).
+are read through fsspec's ``LazyReferenceMapper`` (it needs pandas and fastparquet); they can be written
+only for Zarr v2 layouts (fsspec places each chunk key by its ``.zarray``), so the Zarr v3 reference sets
+of :func:`rectizarr.virtual.concat` are written as JSON.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import numbers
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from rectizarr.errors import UnsupportedError
 from rectizarr.virtual.errors import ConcatError, UnreferenceableError
 
 __all__ = ["Inline", "Target", "Url", "encode_target", "is_refs", "load_refs", "target_of", "write_refs"]
@@ -58,7 +62,7 @@ def target_of(value: Any, key: str, source: str) -> Target:
     if isinstance(value, list | tuple) and value and isinstance(value[0], str):
         if len(value) == 1:
             return Url(value[0])
-        if len(value) == 3 and all(isinstance(v, int) for v in value[1:]):
+        if len(value) == 3 and all(isinstance(v, numbers.Integral) for v in value[1:]):  # (Parquet: numpy ints)
             return Url(value[0], int(value[1]), int(value[2]))
     if isinstance(value, bytes):
         return Inline(value)
@@ -131,12 +135,17 @@ def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
 
 def write_refs(refs: Mapping[str, Any], location: str | os.PathLike[str], *,
                storage_options: Mapping[str, Any] | None = None, record_size: int = 10000) -> str:
-    """Write a reference set: JSON, or Parquet when ``location`` ends in ``.parq``/``.parquet``. Returns
-    the location written."""
+    """Write a reference set: JSON, or Parquet when ``location`` ends in ``.parq``/``.parquet`` (Zarr v2
+    layouts only, an :class:`~rectizarr.UnsupportedError` for Zarr v3 documents). Returns the location."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
         from fsspec.implementations.reference import LazyReferenceMapper
 
+        v3 = sorted(k for k in refs["refs"] if k == "zarr.json" or k.endswith("/zarr.json"))
+        if v3:
+            raise UnsupportedError(f"{text}: fsspec's Parquet references place each chunk key by its array's Zarr "
+                                   f"v2 .zarray, and this reference set holds Zarr v3 documents ({v3[0]}): write it "
+                                   "as JSON (.json)")
         fs, root = _fs(text, storage_options)
         mapper = LazyReferenceMapper.create(root, fs=fs, record_size=record_size)
         for k, v in refs["refs"].items():

@@ -147,7 +147,7 @@ def test_v2_sources(tmp_path: Path) -> None:
 
 
 def test_kerchunk_references_to_hdf5_files(tmp_path: Path) -> None:
-    h5py = pytest.importorskip("h5py")
+    import h5py
     from kerchunk.hdf import SingleHdf5ToZarr
 
     sources, values = [], []
@@ -171,6 +171,36 @@ def test_kerchunk_references_to_hdf5_files(tmp_path: Path) -> None:
     assert np.array_equal(_zarr_read(result.refs), expected)
     with h5py.File(tmp_path / "m2.h5") as f:
         assert np.array_equal(_open(result.refs)[59:], f["t"][...])
+
+
+def test_parquet_reference_sets_are_read_and_the_result_is_json(tmp_path: Path) -> None:
+    import h5py
+    from kerchunk.df import refs_to_dataframe
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    sources, values = [], []
+    for i, n in enumerate((10, 6)):
+        x = np.arange(n * 4, dtype="f4").reshape(n, 4) + 100 * i
+        with h5py.File(tmp_path / f"h{i}.h5", "w") as f:
+            f.create_dataset("t", data=x, chunks=(4, 4), compression="gzip")
+        refs = SingleHdf5ToZarr(str(tmp_path / f"h{i}.h5"), inline_threshold=0).translate()
+        refs_to_dataframe(refs, str(tmp_path / f"r{i}.parq"))  # kerchunk's Parquet form (Zarr v2)
+        sources.append(str(tmp_path / f"r{i}.parq"))
+        values.append(x)
+    # a group of HDF5 datasets: h5py's dimension names (phony_dim_0) name the axis
+    result = virtual.build(sources, "phony_dim_0", side_store="inline")
+    assert result.joined == ("t",) and result.rewritten == 1
+    g = rectizarr.open_group(result.refs, mode="r")
+    assert np.array_equal(g["t"][...], np.concatenate(values))
+    with pytest.raises(rectizarr.UnsupportedError, match="write it as JSON"):
+        virtual.write_refs(result.refs, tmp_path / "v.parq")
+    # a Zarr v2 reference set round-trips through Parquet
+    back = virtual.load_refs(sources[0])
+    virtual.write_refs(back, tmp_path / "again.parq")
+    again = virtual.load_refs(tmp_path / "again.parq")
+    assert sorted(again["refs"]) == sorted(back["refs"])
+    assert [list(map(str, again["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")] == \
+        [list(map(str, back["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")]
 
 
 def test_inline_chunks_of_a_reference_set_stay_inline(tmp_path: Path) -> None:
@@ -353,7 +383,7 @@ def _datasets(root: Path, lengths: tuple[int, ...] = (31, 29, 31)) -> tuple[list
 
 
 def test_xarray_datasets_join_along_time(tmp_path: Path) -> None:
-    xr = pytest.importorskip("xarray")
+    import xarray as xr
     paths, dss = _datasets(tmp_path)
     result = virtual.build(paths, "time", side_store=tmp_path / "side")
     assert result.joined == ("tas", "time") and result.rewritten == 4  # Jan's and Feb's last weeks, both arrays
@@ -373,7 +403,7 @@ def test_xarray_datasets_join_along_time(tmp_path: Path) -> None:
 
 
 def test_appending_a_month_to_a_virtual_dataset(tmp_path: Path) -> None:
-    xr = pytest.importorskip("xarray")
+    import xarray as xr
     paths, dss = _datasets(tmp_path, (31, 29, 31, 30))
     out = tmp_path / "v.json"
     virtual.write_refs(virtual.concat(paths[:2], "time", side_store=tmp_path / "side"), out)
