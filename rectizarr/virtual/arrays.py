@@ -207,10 +207,12 @@ def stored_chunks(p: Part) -> Iterator[tuple[tuple[int, ...], Target]]:
     grid, enc = p.array.grid, p.array.metadata.chunk_key_encoding
     prefix = nodes.prefix_of(p.array.path)
     listed = p.source.stored(prefix)
-    if listed is None:  # a store that cannot list (HTTP): one existence check per chunk
-        for coords in itertools.product(*(range(n) for n in grid.grid_shape)):
-            key = prefix + enc.encode(coords)
-            if p.source.has(key):
+    if listed is None:  # a store that cannot list (HTTP): a one-byte read of each chunk, batched
+        every = list(itertools.product(*(range(n) for n in grid.grid_shape)))
+        keys = [prefix + enc.encode(c) for c in every]
+        found = p.array.store.get_many([(k, (0, 1)) for k in keys])
+        for coords, key, data in zip(every, keys, found, strict=True):
+            if data is not None:
                 yield _with_target(p, coords, key)
         return
     for key in listed:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
+from math import prod
 from typing import Any
 
 import numpy as np
 
+from rectizarr import tuning
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta
@@ -63,10 +65,27 @@ def encode_edge(meta: ArrayMeta, chunks: Sequence[EdgeChunk]) -> list[bytes]:
     length along the axis, padded with the fill value on the other axes as any edge chunk is."""
     dtype = meta.data_type.numpy
     pipeline = build_pipeline(meta.codecs, dtype, [d.unique_edges() for d in meta.chunk_grid.dims])
+    limit = tuning.current().window_bytes  # (memory: a larger row is read one chunk at a time)
+    slabs: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
+    for part_chunks in _by_part(chunks):  # one read per source: the box around its edge chunks (one row)
+        box = tuple(slice(min(r.start for r in rs), max(r.stop for r in rs))
+                    for rs in zip(*(e.region for e in part_chunks), strict=True))
+        if prod(b.stop - b.start for b in box) * dtype.itemsize <= limit:
+            slab = np.asarray(part_chunks[0].part.array[box])
+            for e in part_chunks:
+                slabs[id(e)] = (tuple(b.start for b in box), slab)
     out = []
     for e in chunks:
-        values = np.asarray(e.part.array[e.region])
+        starts, slab = slabs.get(id(e)) or (tuple(r.start for r in e.region), np.asarray(e.part.array[e.region]))
+        values = slab[tuple(slice(r.start - s, r.stop - s) for r, s in zip(e.region, starts, strict=True))]
         chunk = np.full(e.shape, meta.fill_value, dtype=dtype)
         chunk[tuple(slice(0, n) for n in values.shape)] = values
         out.append(bytes(pipeline.encode(chunk, ChunkSpec(e.shape, dtype, meta.fill_value, e.key))))
     return out
+
+
+def _by_part(chunks: Sequence[EdgeChunk]) -> list[list[EdgeChunk]]:
+    groups: dict[int, list[EdgeChunk]] = {}
+    for e in chunks:
+        groups.setdefault(id(e.part), []).append(e)
+    return list(groups.values())

@@ -48,10 +48,6 @@ class Source:
             return None
         return (k for k in store.list_prefix(prefix) if k.rsplit("/", 1)[-1] not in _META_NAMES)
 
-    def has(self, key: str) -> bool:
-        """Whether ``key`` is stored (one request per key on stores that cannot list)."""
-        return self.refs.get(key) is not None if self.refs is not None else self.node.store.exists(key)
-
 
 def store_url(store: Store, name: str) -> str:
     """The URL (or absolute local path) of a store's root, which references can point into."""

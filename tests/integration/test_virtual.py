@@ -71,6 +71,18 @@ def test_months_of_31_28_31_days_with_7_day_chunks(tmp_path: Path) -> None:
     assert result.refs["refs"]["c/5/0/0"] == [os.path.join(paths[1], "c", "0", "0", "0")]
 
 
+def test_edge_rows_larger_than_the_window_are_rewritten_chunk_by_chunk(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from rectizarr import tuning
+
+    paths, values = _months(tmp_path)
+    with tuning.use(replace(tuning.current(), window_bytes=64)):  # (a row of edge chunks is 180 bytes)
+        small = virtual.build(paths, 0, side_store="inline")
+    assert small.refs == virtual.build(paths, 0, side_store="inline").refs
+    assert np.array_equal(_open(small.refs)[...], np.concatenate(values))
+
+
 def test_raw_chunks_on_axis_0_are_referenced_as_a_byte_prefix(tmp_path: Path) -> None:
     paths, values = _months(tmp_path, compressors=None)
     result = virtual.build(paths, 0)  # no side store needed: nothing is rewritten
@@ -305,6 +317,17 @@ def test_http_sources(tmp_path: Path, http_server: Any) -> None:
     # would otherwise hand back the synchronous instance rectizarr's read above made and cached)
     remote = {"remote_protocol": "http", "remote_options": {"asynchronous": True, "skip_instance_cache": True}}
     assert np.array_equal(_zarr_read(result.refs, **remote), expected)
+
+
+@pytest.mark.parametrize("backend", ["obstore", "fsspec"])
+def test_s3_urls_as_sources(tmp_path: Path, backend: str,
+                            s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]) -> None:
+    paths, values, options = s3_months
+    sources = [open_store(p, mode="r", backend=backend, storage_options=options) for p in paths]
+    result = virtual.build(sources, 0, side_store="inline")
+    assert result.refs["refs"]["c/5/0"] == [f"{paths[1]}/c/0/0"]
+    remote = {"remote_protocol": "s3", "remote_options": options}
+    assert np.array_equal(_open(result.refs, **remote)[...], np.concatenate(values))
 
 
 @pytest.fixture
