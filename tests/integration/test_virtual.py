@@ -503,3 +503,33 @@ def test_requests_per_source_are_metadata_only(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "sh")
     result = virtual.build([str(refs), str(refs)], 0)
     assert len(result.refs["refs"]) == 1 + 2 * 6
+
+
+def test_xarray_v2_datasets_with_strings_and_scalars(tmp_path: Path) -> None:
+    import pandas as pd
+    import xarray as xr
+
+    from rectizarr.xarray import to_rectizarr
+
+    dss, paths = [], []
+    start = pd.Timestamp("2024-01-01")
+    for i, n in enumerate((5, 4)):
+        t = pd.date_range(start, periods=n, freq="D")
+        start += pd.Timedelta(days=n)
+        ds = xr.Dataset({"tas": (("time", "x"), np.random.default_rng(i).random((n, 3))),
+                         "crs": ((), np.int32(4326)),
+                         "station": (("x",), np.array(["a", "bb", "ccc"], dtype=object)),
+                         "flag": (("time",), np.array([f"f{i}{j}" for j in range(n)], dtype=object))},
+                        coords={"time": t})
+        ds["tas"].encoding["chunks"] = (2, 3)
+        ds["flag"].encoding["chunks"] = (2,)
+        ds["time"].encoding.update(chunks=(2,), units="days since 2000-01-01", dtype="int32")
+        paths.append(str(tmp_path / f"m{i}.zarr"))
+        to_rectizarr(ds, paths[-1], mode="w", zarr_format=2)
+        dss.append(ds)
+    result = virtual.build(paths, "time", side_store="inline")
+    assert result.joined == ("flag", "tas", "time") and result.rewritten == 3  # 5 = 2 + 2 + 1, each array
+    doc = json.loads(result.refs["refs"]["flag/zarr.json"])
+    assert doc["zarr_format"] == 3 and doc["codecs"][0]["name"] == "vlen-utf8"
+    expected = xr.concat(dss, "time", data_vars="minimal")
+    xr.testing.assert_identical(xr.open_dataset(result.refs, engine="rectizarr").load(), expected)
