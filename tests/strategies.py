@@ -569,13 +569,13 @@ def dimension_names(ndim: int) -> st.SearchStrategy[list[str | None] | None]:
 @st.composite
 def concat_cases(draw: st.DrawFn) -> dict[str, Any]:
     """Sources to join (``rectizarr.virtual``): ``ndim`` 1..3, an ``axis``, 1..4 source ``lengths`` along it
-    (0 now and then) over the same ``other`` extents, and one layout for all: ``kwargs`` of
+    (0 now and then, all of them at times) over the same ``other`` extents, and one layout for all: ``kwargs`` of
     ``create_array`` (regular chunks, a raw/zstd/gzip chain or sharding, Zarr v3 or v2) plus a ``dtype``;
     ``partial``: per source, whether only its first half is written (the rest: missing chunks)."""
     ndim = draw(st.integers(1, 3))
     axis = draw(st.integers(0, ndim - 1))
     n = draw(st.integers(1, 4))
-    lengths = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n).filter(any))
+    lengths = draw(st.lists(st.integers(0, 15), min_size=n, max_size=n))
     other = [draw(st.integers(1, 6)) for _ in range(ndim)]
     chunks = [draw(st.integers(1, 8)) for _ in range(ndim)]
     layout = draw(st.sampled_from(["raw", "zstd", "gzip", "sharded", "v2"]))

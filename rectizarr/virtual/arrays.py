@@ -156,7 +156,7 @@ def plan_array(parts: Sequence[Part], axis: int, path: str) -> Planned:
     edges, starts = _axis_edges(parts, axis)
     extent = sum(p.meta.shape[axis] for p in parts)
     dims = list(first.dims)
-    dims[axis] = VaryingDim.from_edges(edges, extent) if edges else FixedDim(first.dims[axis].edge(0), 0)
+    dims[axis] = VaryingDim.from_edges(edges, extent) if edges else _empty(first.dims[axis])
     grid = ChunkGrid(tuple(dims), "rectilinear")
     shape = tuple(extent if ax == axis else n for ax, n in enumerate(first.meta.shape))
     meta = msgspec.structs.replace(first.meta, shape=shape, chunk_grid=grid, chunk_key_encoding=OUT_KEYS)
@@ -181,6 +181,11 @@ def plan_array(parts: Sequence[Part], axis: int, path: str) -> Planned:
                 continue
             out.refs[key] = target
     return out
+
+
+def _empty(d: Dim) -> Dim:
+    """The axis of a join of empty sources: no chunks, the first source's step (or first edge)."""
+    return FixedDim(d.size if isinstance(d, FixedDim) else int(d.values[0]), 0)
 
 
 def _prefixable(meta: ArrayMeta, axis: int) -> int | None:
