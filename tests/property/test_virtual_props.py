@@ -54,3 +54,18 @@ def test_virtual_concat_equals_numpy_concatenate(case: dict[str, Any]) -> None:
         with zarr.config.set({"array.rectilinear_chunks": True}):
             z = zarr.open_array("reference://", mode="r", storage_options={"fo": result.refs})
             assert np.array_equal(np.asarray(z[...]), expected)
+
+
+@examples(0.4)
+@given(concat_cases())
+def test_appending_one_source_at_a_time_equals_one_join(case: dict[str, Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        paths, values = _sources(root, case)
+        refs = virtual.concat(paths[:1], case["axis"], side_store=root / "side")
+        for p in paths[1:]:  # each step reads the previous reference set as its first source
+            refs = virtual.concat([refs, p], case["axis"], side_store=root / "side")
+        got = rectizarr.open_array(refs, mode="r")
+        assert np.array_equal(got[...], np.concatenate(values, axis=case["axis"]))
+        once = virtual.concat(paths, case["axis"], side_store=root / "side")
+        assert got.metadata.chunk_grid == rectizarr.open_array(once, mode="r").metadata.chunk_grid
