@@ -1,6 +1,6 @@
 """Multi-document updates that readers see whole or not at all, and that a killed writer cannot leave half
-made (stores without conditional writes, where writers hold the documents' locks: local directories,
-memory).
+made: on stores whose writers hold the documents' locks (local directories, memory), and on stores with
+conditional writes (object stores; see the section on them below).
 
 One update changes the documents of several nodes under one *primary* group (the topmost ancestor that
 consolidates, else the group the update is made in). It goes in three steps:
@@ -23,12 +23,15 @@ the new content).
 
 from __future__ import annotations
 
+import functools
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
+from rectizarr import tuning
 from rectizarr.core.metadata import (
     GroupMeta,
     NodeMeta,
@@ -37,8 +40,9 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.errors import ConflictError, NodeExistsError
+from rectizarr.errors import ConflictError, NodeExistsError, NodeNotFoundError
 from rectizarr.stores import Store
+from rectizarr.stores.base import back_off
 
 MARK = "rectizarr_commit"
 _MAX_ROUNDS = 8
@@ -169,6 +173,189 @@ def primary_of(store: Store, path: str, get: Any) -> str | None:
         if isinstance(meta, GroupMeta) and meta.consolidated_metadata is not None:
             return parent
     return None
+
+
+# ------------------------------------------------------------------------- stores with conditional writes
+# Object stores: no writer holds a lock, so a writer meeting another's uncommitted marker cannot tell a
+# writer at work from a killed one. The update is the same (prepare, commit, clean-up), each write a
+# compare-and-swap, with two more rules:
+#
+# * the commit is a conditional write of the primary at the version read *before* the members were
+#   prepared, so any change of the primary after a marker was written makes that marker's update
+#   impossible to commit; a writer that must write over another's uncommitted marker first changes the
+#   primary (an *abort*: a fresh id in its record field), then the member. Every write of the primary by
+#   these steps leaves a fresh id in it, so its bytes never come back to what an aborted writer read (an
+#   ETag is a hash of the bytes);
+# * a marker younger than LEASE seconds is waited for (its writer is most likely at work) before it is
+#   aborted: time only decides how long a writer waits, never what readers see.
+
+LEASE = 5.0
+
+
+def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
+    data, version = store.get_versioned(_key(path))
+    return (None if data is None else decode_node(data, _key(path))), version
+
+
+def _stamped(meta: NodeMeta) -> bytes:
+    """A primary's document without a record of an update under way: its content and a fresh id."""
+    return _with(meta, {"id": uuid.uuid4().hex})
+
+
+def _young(mark: Mapping[str, Any]) -> bool:
+    at = mark.get("t")
+    return isinstance(at, int | float) and 0 <= time.time() - at < LEASE
+
+
+def _differs(before: NodeMeta | None, after: NodeMeta | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return node_to_json(stripped(before)) != node_to_json(stripped(after))
+
+
+def update_swapped(store: Store, primary: str, paths: Sequence[str],
+                   plan: Callable[[NodeMeta, dict[str, NodeMeta | None]], tuple[NodeMeta, dict[str, NodeMeta | None]]],
+                   create_only: frozenset[str] = frozenset(),
+                   ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
+    """One update of the documents at ``paths`` (nodes below the group ``primary``) on a store with
+    conditional writes: ``plan(primary's content, {path: content now (None: no node)})`` gives the
+    primary's new content and each path's (None: deleted; may run again, after a conflict). A document
+    at a path of ``create_only`` must not exist (NodeExistsError from ``plan``'s caller's checks, or from
+    here). Returns (contents before, contents after) of the round that committed. ConflictError when
+    other writers kept changing the documents through ``tuning.conflict_retries`` rounds."""
+    retries = tuning.current().conflict_retries
+    settled: set[str] = set()  # ids of updates that can no longer commit (this call's, or aborted)
+    patience = time.monotonic() + LEASE
+    attempt = 0
+    while attempt < retries:
+        if attempt:
+            back_off(attempt)
+        attempt += 1
+        p_meta, p_version = _versioned(store, primary)
+        if not isinstance(p_meta, GroupMeta):
+            raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
+        record = mark_of(p_meta)
+        if record is not None and "members" in record:  # committed by a writer that did not clean up
+            _finish_swapped(store, primary, p_meta, p_version)
+            continue
+        olds: dict[str, NodeMeta | None] = {}
+        versions: dict[str, Any] = {}
+        foreign: list[str] = []
+        for path in paths:
+            meta, versions[path] = _versioned(store, path)
+            mark = mark_of(meta)
+            if meta is not None and mark is not None and "before" in mark:  # uncommitted (no record above)
+                if mark["id"] not in settled:
+                    foreign.append(mark["id"])
+                    if _young(mark) and time.monotonic() < patience:
+                        break
+                before = mark.get("before")
+                meta = node_from_json(before, _key(path)) if isinstance(before, dict) else None
+            olds[path] = None if meta is None else stripped(meta)
+        else:
+            if foreign:  # abort them: once the primary changes, they cannot commit
+                if store.set_if(_key(primary), _stamped(stripped(p_meta)), p_version):
+                    settled.update(foreign)
+                continue
+            for path in create_only:
+                if olds.get(path) is not None:
+                    raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it "
+                                          "meanwhile (pass overwrite=True to replace it)")
+            p_new, news = plan(stripped(p_meta), dict(olds))
+            ident = uuid.uuid4().hex
+            settled.add(ident)
+            members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
+            if all(_prepare(store, path, ident, primary, olds[path], news[path], versions[path]) for path in members) \
+                    and store.set_if(_key(primary), _with(p_new, {"id": ident, "members": members}), p_version):
+                _clean_up_swapped(store, primary, ident, members, news)
+                return olds, {path: news.get(path, olds[path]) for path in paths}
+            continue
+        attempt -= 1  # a young marker: its writer is most likely at work (not a conflict)
+        time.sleep(0.05)
+    raise ConflictError(f"{_key(primary)!r} and its members were changed by other writers during each of {retries} "
+                        "attempts to update them; try again")
+
+
+def _prepare(store: Store, path: str, ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None,
+             version: Any) -> bool:
+    mark: dict[str, Any] = {"id": ident, "primary": primary, "t": round(time.time(), 3),
+                            "before": None if before is None else node_to_json(before)}
+    if after is None:
+        mark["gone"] = True
+    return store.set_if(_key(path), _with(before if after is None else after, mark), version)  # type: ignore[arg-type]
+
+
+def _clean_up_swapped(store: Store, primary: str, ident: str, members: Sequence[str],
+                      news: Mapping[str, NodeMeta | None]) -> None:
+    """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
+    for path in members:
+        if news.get(path) is None:
+            _remove_gone(store, path, ident)
+            continue
+        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+    store.swap(_key(primary), functools.partial(_unrecorded, primary=primary, ident=ident))
+
+
+def _unmarked(data: bytes | None, path: str, ident: str) -> bytes | None:
+    meta = None if data is None else decode_node(data, _key(path))
+    mark = mark_of(meta)
+    if meta is None or mark is None or mark.get("id") != ident:
+        return data  # (written over since, or cleaned by another writer)
+    return encode_json(node_to_json(stripped(meta)))
+
+
+def _unrecorded(data: bytes | None, primary: str, ident: str) -> bytes | None:
+    meta = None if data is None else decode_node(data, _key(primary))
+    record = mark_of(meta)
+    if meta is None or record is None or record.get("id") != ident or "members" not in record:
+        return data
+    return _stamped(stripped(meta))
+
+
+def _remove_gone(store: Store, path: str, ident: str) -> None:
+    """A committed deletion: the node's other keys, then its document if it still holds the marker."""
+    prefix = f"{path}/" if path else ""
+    store.delete_many([k for k in store.list_prefix(prefix) if k != _key(path)])
+    data, version = store.get_versioned(_key(path))
+    mark = mark_of(None if data is None else decode_node(data, _key(path)))
+    if mark is not None and mark.get("id") == ident and mark.get("gone"):
+        store.delete_if(_key(path), version)
+
+
+def finish_swapped(store: Store, path: str) -> None:
+    """The clean-up of a committed update whose record the group at ``path`` holds, if it holds one."""
+    meta, version = _versioned(store, path)
+    record = mark_of(meta)
+    if meta is not None and record is not None and "members" in record:
+        _finish_swapped(store, path, meta, version)
+
+
+def restamped(old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
+    """``new``, written over a primary's document ``old`` by a plain compare-and-swap (its attributes, its
+    consolidation): where ``old`` held an id (see above), a fresh one, so its bytes never repeat."""
+    if mark_of(old) is None:
+        return new
+    extra = {**stripped(new).extra_fields, MARK: {"must_understand": False, "id": uuid.uuid4().hex}}
+    return msgspec.structs.replace(new, extra_fields=extra)
+
+
+def _finish_swapped(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
+    """The clean-up of a committed update whose writer stopped before it (another writer's turn)."""
+    record = mark_of(meta)
+    assert record is not None
+    ident = record["id"]
+    for path in record.get("members") or ():
+        if not isinstance(path, str):
+            continue
+        data = store.get(_key(path))
+        mark = mark_of(None if data is None else decode_node(data, _key(path)))
+        if mark is None or mark.get("id") != ident:
+            continue
+        if mark.get("gone"):
+            _remove_gone(store, path, ident)
+        else:
+            store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+    store.set_if(_key(primary), _stamped(stripped(meta)), version)
 
 
 # ------------------------------------------------------------------------------------------ Zarr v2

@@ -320,10 +320,11 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     20 ms per request: 20 ms sooner); see :class:`_Beside` for what follows from the listing. Elsewhere
     the node is looked for first."""
     caps = store.capabilities
-    if not (caps.conditional_reads and caps.conditional_writes):
+    swapped = caps.conditional_writes and meta.zarr_format == 3 and primary_swapped(store, path, docs) is not None
+    if not (caps.conditional_reads and caps.conditional_writes) or swapped:
         if node_exists(store, path):
             raise NodeExistsError(_exists(path))
-        if store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under the caller's locks)
+        if not swapped and store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under the caller's locks)
             store.delete(meta_key(path))
         create_node(store, path, meta, docs, exclusive=True)
         return
@@ -439,10 +440,14 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
     ``check``: what follows the document's write on object stores (:class:`_Beside`)."""
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
-    primary = None if store.capabilities.conditional_writes or meta.zarr_format == 2 \
-        else commit.primary_of(store, path, docs.get)
-    if primary is not None and all(len(p) > len(primary) for p in missing):
+    primary = None if meta.zarr_format == 2 else commit.primary_of(store, path, docs.get)
+    if primary is not None and all(len(p) > len(primary) for p in missing) and store.capabilities.conditional_writes:
         # the groups it needs and the node, in the consolidated copies too: one update (all or nothing)
+        changes: dict[str, Callable[[NodeMeta | None], NodeMeta | None]] = {p: _group_there for p in missing}
+        changes[path] = lambda _: commit.stripped(meta)
+        publish_swapped(store, primary, changes, frozenset({path}) if exclusive else frozenset())
+        return
+    if primary is not None and all(len(p) > len(primary) for p in missing):
         new: dict[str, tuple[NodeMeta | None, NodeMeta | None]] = {p: (None, GroupMeta()) for p in missing}
         new[path] = (None, commit.stripped(meta))
         publish(store, primary, new, docs, exclusive=exclusive)
@@ -465,6 +470,15 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
             except Exception:  # pragma: no cover - a store failing twice: the node's own error is raised
                 break
         raise
+
+
+def _group_there(old: NodeMeta | None) -> NodeMeta:
+    """A group an update needs at a path: the one there (another writer's, kept), else a new one."""
+    if old is None:
+        return GroupMeta()
+    if not isinstance(old, GroupMeta):
+        raise StoreError("cannot create a node below an array: another writer made an array where a group goes")
+    return old
 
 
 def create_parents(store: Store, path: str, zarr_format: int = 3) -> None:
@@ -567,6 +581,10 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
         _refresh_v2_consolidated(store, path, meta)
         return
     meta = commit.stripped(meta)
+    primary = primary_swapped(store, path, docs)
+    if primary is not None:  # the node and the consolidated copies above it: one update
+        publish_swapped(store, primary, {path: lambda _: meta}, frozenset({path}) if exclusive else frozenset())
+        return
     if not store.capabilities.conditional_writes:
         docs = docs or AncestorDocs(store)
         primary = commit.primary_of(store, path, docs.get)
@@ -623,6 +641,60 @@ def publish(store: Store, primary: str, changes: Mapping[str, tuple[NodeMeta | N
                            frozenset(changes) if exclusive else frozenset())
     for path in (primary, *members):
         docs.forget(path, final.get(path))
+
+
+def primary_swapped(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
+    """On a store with conditional writes, the group whose document commits a change of the v3 node at
+    ``path`` (:func:`commit.update_swapped`): its topmost consolidating ancestor; None where there is none
+    (a plain compare-and-swap of the node's own document)."""
+    if not path or not store.capabilities.conditional_writes:
+        return None
+    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
+
+
+def publish_swapped(store: Store, primary: str, changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
+                    create_only: frozenset[str] = frozenset()
+                    ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
+    """:func:`publish` on a store with conditional writes: each ``changes[path]`` maps the node's content
+    as stored (None: none) to its new one (None: deleted; it may run again after a conflict); the
+    consolidated metadata of ``primary`` and of every group between brought up to date, all as one update
+    (:func:`commit.update_swapped`). Returns the contents before and after, by path."""
+    paths: list[str] = []
+    for path in changes:
+        for parent in (*parent_paths(path), path):
+            if len(parent) > len(primary) and (not primary or parent.startswith(primary + "/")) and parent not in paths:
+                paths.append(parent)
+
+    def plan(p_meta: NodeMeta, olds: dict[str, NodeMeta | None]) -> tuple[NodeMeta, dict[str, NodeMeta | None]]:
+        news = {path: change(olds[path]) for path, change in changes.items()}
+        groups: dict[str, NodeMeta | None] = {primary: p_meta}
+        for path, after in list(news.items()):
+            for parent in parent_paths(path):
+                if parent not in groups and parent not in paths:
+                    continue  # (above the primary)
+                if parent not in groups:
+                    groups[parent] = news[parent] if parent in news else olds.get(parent)
+                current = groups[parent]
+                if current is None:
+                    continue
+                rel = path[len(parent) + 1:] if parent else path
+                updated = _with_entry_meta(current, rel, None if after is None else node_to_json(after))
+                if updated is None:
+                    continue
+                groups[parent] = updated
+                if parent != primary:
+                    news[parent] = updated
+        return groups[primary], news  # type: ignore[return-value]
+
+    return commit.update_swapped(store, primary, paths, plan, create_only)
+
+
+class _Marked(Exception):
+    """A document met by a plain compare-and-swap holds a marker or record of an update of several
+    documents (:mod:`rectizarr.commit`): the change goes through that update's primary instead."""
+
+    def __init__(self, primary: str | None) -> None:
+        self.primary = primary
 
 
 def _create_only(store: Store, key: str, value: bytes, path: str, check: _Beside | None = None) -> None:
@@ -695,12 +767,33 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
 
     def make(data: bytes | None) -> bytes:  # may run again on a conflict
         old = None if data is None else decode_node(data, key)
-        rounds.append((old, change(old)))
+        mark = commit.mark_of(old)
+        if mark is not None and ("before" in mark or "members" in mark):
+            raise _Marked(mark.get("primary") if "before" in mark else None)
+        rounds.append((old, commit.restamped(old, change(old))))
         return encode_json(node_to_json(rounds[-1][1]))
 
-    store.swap(key, make)
-    old, new = rounds[-1]
-    _refresh_consolidated(store, path, node_to_json(new))
+    primary = primary_swapped(store, path)
+    for _ in range(tuning.current().conflict_retries):
+        try:
+            if primary is not None:  # the node and the consolidated copies above it: one update
+                olds, news = publish_swapped(store, primary, {path: change})
+                old, new = olds[path], news[path]  # type: ignore[assignment]
+                break
+            store.swap(key, make)
+            old, new = rounds[-1]
+            _refresh_consolidated(store, path, node_to_json(new))
+            break
+        except _Marked as marked:
+            if marked.primary is None:  # (this group's own record of a committed update: finished first)
+                commit.finish_swapped(store, path)
+            elif isinstance(marked.primary, str):
+                primary = marked.primary
+    else:
+        raise ConflictError(f"{key!r}: changed by other writers during each of "
+                            f"{tuning.current().conflict_retries} attempts to update it; try again")
+    assert new is not None
+    old, new = (None if old is None else commit.stripped(old)), commit.stripped(new)
     if then is not None:
         then(old, new)
     return new
@@ -771,6 +864,11 @@ def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], Node
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
     """Remove a node and its whole subtree; ancestors' consolidated metadata drop it too."""
+    if path and store.capabilities.conditional_writes:
+        primary = primary_swapped(store, path, docs)
+        if primary is not None and try_read_meta(store, path, 3) is not None:
+            publish_swapped(store, primary, {path: lambda _: None})  # (its keys removed at the clean-up)
+            return
     if path and not store.capabilities.conditional_writes:
         docs = docs or AncestorDocs(store)
         primary = commit.primary_of(store, path, docs.get)
