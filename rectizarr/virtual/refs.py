@@ -73,8 +73,10 @@ def target_of(value: Any, key: str, source: str) -> Target:
 
 
 def is_refs(obj: Any) -> bool:
-    """Whether ``obj`` (a dict) is a reference set rather than a store's contents."""
-    return isinstance(obj, Mapping) and ("refs" in obj or obj.get("version") == 1)
+    """Whether ``obj`` (a dict) is a reference set rather than a store's contents (whose values are bytes):
+    version 1 (``refs``), or version 0 (JSON strings and ``[url, ...]`` lists as values)."""
+    return isinstance(obj, Mapping) and ("refs" in obj or obj.get("version") == 1
+                                         or any(isinstance(v, str | list) for v in obj.values()))
 
 
 def _resolve(refs: Mapping[str, Any], templates: Mapping[str, str]) -> dict[str, Any]:

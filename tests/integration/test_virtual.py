@@ -215,6 +215,23 @@ def test_parquet_reference_sets_are_read_and_the_result_is_json(tmp_path: Path) 
         [list(map(str, back["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")]
 
 
+def test_reference_set_templates_and_version_0(tmp_path: Path) -> None:
+    paths, values = _months(tmp_path, (14, 7))
+    doc = (Path(paths[0]) / "zarr.json").read_text()
+    templated = {"version": 1, "templates": {"u": paths[0]},
+                 "refs": {"zarr.json": doc, "c/0/0/0": ["{{u}}/c/0/0/0"], "c/1/0/0": ["{{ u }}/c/1/0/0"],
+                          "c/0/0/1": [f"{paths[0]}/c/0/0/1"], "c/1/0/1": [f"{paths[0]}/c/1/0/1"]}}
+    version0 = {"zarr.json": (Path(paths[1]) / "zarr.json").read_text(),
+                "c/0/0/0": [f"{paths[1]}/c/0/0/0"], "c/0/0/1": [f"{paths[1]}/c/0/0/1"]}
+    refs = virtual.concat([templated, version0])
+    assert refs["refs"]["c/1/0/0"] == [f"{paths[0]}/c/1/0/0"] and refs["refs"]["c/2/0/1"] == [f"{paths[1]}/c/0/0/1"]
+    assert np.array_equal(_open(refs)[...], np.concatenate(values))
+    bad = {**templated, "refs": {**templated["refs"], "c/1/0/0": {"not": "a target"}}}
+    with pytest.raises(UnreferenceableError) as info:
+        virtual.concat([bad, version0])
+    assert info.value.field == "refs" and "c/1/0/0" in str(info.value)
+
+
 def test_inline_chunks_of_a_reference_set_stay_inline(tmp_path: Path) -> None:
     a = rectizarr.create_array(tmp_path / "a", shape=(4, 2), dtype="u1", chunks=(2, 2), compressors=None,
                                fill_value=0)
