@@ -27,7 +27,7 @@ from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
 from rectizarr.core.dtype import as_strings, check_unit_cast
 from rectizarr.core.grid import ChunkGrid, Runs, all_data_lens
-from rectizarr.core.metadata import ArrayMeta
+from rectizarr.core.metadata import ArrayMeta, NodeMeta
 from rectizarr.errors import (
     CastError,
     CodecError,
@@ -701,6 +701,9 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
         return
     store = handles[0][1].store
     v2 = {a.metadata.zarr_format for _, a in handles} == {2}
+    if store.capabilities.conditional_writes and not any(a.metadata.zarr_format == 2 for _, a in handles):
+        _resize_swapped(group, handles, shapes, chunks)
+        return
     if store.capabilities.conditional_writes or (any(a.metadata.zarr_format == 2 for _, a in handles) and not v2):
         for name, a in handles:
             a.resize(shapes[name], chunks=chunks.get(name))
@@ -728,6 +731,46 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
                 a._set_meta(new)
                 a._meta_version = a._stored_version()
             a._clean_up_shrink(layout, old, new)
+
+
+def _resize_swapped(group: str, handles: list[tuple[str, Array]], shapes: Mapping[str, Sequence[int]],
+                    chunks: Mapping[str, Any]) -> None:
+    """:func:`resize_together` on a store with conditional writes: one update
+    (:func:`rectizarr.nodes.publish_swapped`) whose primary is the topmost consolidating ancestor, else the
+    group; a grow first clears what a shrink's clean-up left past the stored end (as :meth:`Array.resize`
+    does), each shrink's clean-up follows the commit."""
+    store = handles[0][1].store
+    by_path = {a.path: (name, a) for name, a in handles}
+    before: dict[str, rio.Layout] = {}
+
+    def change_of(path: str) -> Callable[[NodeMeta | None], NodeMeta | None]:
+        name, a = by_path[path]
+
+        def change(stored: NodeMeta | None) -> NodeMeta:
+            if not isinstance(stored, ArrayMeta):
+                raise NodeNotFoundError(f"no array at {path!r} in {store!r} any more")
+            with a._lock:
+                old = a._take_up(stored)
+                before[path] = a._layout
+            new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
+            if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
+                with contextlib.suppress(CodecError):  # (as in Array.resize: a corrupt chunk stays as it is)
+                    clear_past_end_swapped(dataclasses.replace(before[path], grid=new.chunk_grid), old.chunk_grid,
+                                           a._grid_now)
+            return new
+
+        return change
+
+    primary = commit.primary_of(store, handles[0][1].path, nodes.AncestorDocs(store).get)
+    olds, news = nodes.publish_swapped(store, group if primary is None else primary,
+                                       {path: change_of(path) for path in by_path})
+    for path, (_, a) in by_path.items():
+        old, new = olds[path], news[path]
+        assert isinstance(old, ArrayMeta) and isinstance(new, ArrayMeta)
+        with a._lock:
+            a._set_meta(new)
+            a._meta_version = a._stored_version()
+        a._clean_up_shrink(before[path], old, new)
 
 
 class StagedTarget:

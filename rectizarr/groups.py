@@ -269,9 +269,9 @@ class Group(nodes.Node):
 
     def resize_arrays(self, shapes: Mapping[str, Any], *, chunks: Mapping[str, Any] | None = None) -> None:
         """Resize several arrays of the group (``{"temp": (40, 64), "time": 40}``; ``chunks``: per array, as
-        :meth:`Array.resize` takes it) as one update: on a local directory or in memory (Zarr v3), readers
-        see every new shape or none, also after a writer was killed half-way (docs/guarantees.md); on
-        object stores and for Zarr v2 arrays, one after the other."""
+        :meth:`Array.resize` takes it) as one update: readers see every new shape or none, also after a
+        writer was killed half-way (docs/guarantees.md); Zarr v2 arrays too, except on object stores
+        (there one after the other)."""
         self._check_writable()
         arrays: dict[str, Array] = {}
         for name in shapes:

@@ -220,3 +220,64 @@ def test_kills_in_a_consolidated_group_on_s3_never_leave_a_disagreeing_view(s3_s
         a[...] = np.arange(6) + 1
     consolidated, direct = _views(store)
     assert consolidated == direct and all(shape == (6,) for shape in direct.values())
+
+
+_RESIZE_WORKER = textwrap.dedent("""
+    import json, random, sys
+    import rectizarr
+    from rectizarr.stores import open_store
+    url, backend, options, seed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+    rng = random.Random(seed)
+    g = rectizarr.open_group(open_store(url, backend=backend, storage_options=options))
+    print("ready", flush=True)
+    while True:
+        n = rng.randrange(1, 30)
+        g.resize_arrays({"x": n, "y": n})
+""")
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_kills_during_resize_arrays_on_s3_leave_every_array_at_one_length(s3_server: S3Server,
+                                                                          consolidated: bool) -> None:
+    """``Group.resize_arrays`` on S3 is one update (the group's document commits it where no ancestor
+    consolidates): SIGKILLed at random moments, the arrays always read at one length, through the
+    consolidated view and opened by themselves; the values kept are the values written."""
+    store, bucket = _open(s3_server, "obstore")
+    g = rectizarr.create_group(store)
+    for name in ("x", "y"):
+        g.create_array(name, shape=(40,), dtype="i4", chunks=(8,), fill_value=-1)[...] = np.arange(40)
+    if consolidated:
+        rectizarr.consolidate_metadata(store)
+    options = json.dumps(s3_server.storage_options())
+    rng = random.Random(35)
+    lengths = []
+    for kill in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", _RESIZE_WORKER, f"s3://{bucket}", "obstore", options, str(kill)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
+        time.sleep(0.2 + rng.random() * 0.5)
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[1].decode())
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        direct = {n: rectizarr.open_array(store, path=n, mode="r").shape for n in ("x", "y")}
+        lengths.append(direct)
+        assert len(set(direct.values())) == 1, lengths
+        if consolidated:
+            assert {n: a.shape for n, a in rectizarr.open_group(store, mode="r").arrays()} == direct
+    x = rectizarr.open_array(store, path="x")[...]
+    assert set(x.tolist()) <= set(range(40)) | {-1}
+    assert x[: min(len(x), 1)].tolist() == [0][: len(x)]
+
+
+def test_resize_arrays_on_s3_is_seen_whole(s3_server: S3Server) -> None:
+    """Both arrays resized at once (one grows, one shrinks), the regrown part reads as the fill value."""
+    store, _ = _open(s3_server, "fsspec")
+    _group(store)
+    g = rectizarr.open_group(store)
+    g.resize_arrays({"x": 2, "y": 6})
+    assert _views(store) == ({"x": (2,), "y": (6,)}, {"x": (2,), "y": (6,)})
+    g.resize_arrays({"x": 5, "y": 6})
+    assert rectizarr.open_array(store, path="x")[...].tolist() == [1, 2, -1, -1, -1]
+    assert rectizarr.open_array(store, path="y")[...].tolist() == [5, 6, 7, 8, -1, -1]
+    assert [k for k, m in _marks(store).items() if m is not None] == ["zarr.json"]
