@@ -587,9 +587,12 @@ def concat_cases(draw: st.DrawFn) -> dict[str, Any]:
     elif layout == "sharded":
         kwargs["shards"] = tuple(c * draw(st.integers(1, 3)) for c in chunks)
         kwargs["index_location"] = draw(st.sampled_from(["start", "end"]))
-    elif layout == "v2":
+    if layout == "v2":
         kwargs["zarr_format"] = 2
         kwargs["chunk_key_encoding"] = {"name": "v2", "separator": draw(st.sampled_from([".", "/"]))}
+    else:  # Zarr v3 arrays may name their chunks in any of the encodings
+        kwargs["chunk_key_encoding"] = draw(st.sampled_from([
+            None, {"name": "default", "separator": "."}, {"name": "v2", "separator": "."}]))
     dtype = draw(st.sampled_from([">i4", "<f8", "u1"] if layout == "v2" else ["int16", "float32", "uint8"]))
     return {"ndim": ndim, "axis": axis, "lengths": lengths, "other": other, "kwargs": kwargs, "dtype": dtype,
             "partial": draw(st.lists(st.booleans(), min_size=n, max_size=n)), "seed": draw(st.integers(0, 2**16))}

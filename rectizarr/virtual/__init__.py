@@ -18,7 +18,6 @@ The last chunk of the result keeps its stored size (a rectilinear grid may overh
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -110,7 +109,6 @@ def build(sources: Sequence[Any], axis: int | str = 0, *, side_store: Any = None
                 p.refs[e.key] = side.put(data)
     refs = _assemble(planned, groups)
     return Concatenation(refs, needed, sum(p.prefixes for p in planned.values()), joined, len(opened))
-
 
 
 def append(location: str | os.PathLike[str], new: Sequence[Any], axis: int | str = 0, *, side_store: Any = None,
@@ -239,7 +237,3 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
             refs[key] = encode_target(target)
     return {"version": 1, "refs": refs}
 
-
-def dumps(refs: Mapping[str, Any]) -> str:
-    """The JSON text of a reference set."""
-    return json.dumps(refs, separators=(",", ":"))
