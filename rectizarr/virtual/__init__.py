@@ -8,8 +8,8 @@ into the sources' files (an inner chunk of a shard is a byte range of its shard)
 ``zarr.config.set({"array.rectilinear_chunks": True})``).
 
 Planning reads metadata only: each source's documents, one listing per unsharded source (a reference
-set lists itself; a store that cannot list, HTTP, is asked about each chunk), and each sharded source's
-shard indexes. Nothing is written before every source has been checked. The one exception to "no
+set lists itself; a store that cannot list, HTTP, gets a one-byte read of each chunk: a reference to a
+missing file is an error in fsspec, not a fill value), and each sharded source's shard indexes. Nothing is written before every source has been checked. The one exception to "no
 chunk bytes": a source whose extent along the axis is not a multiple of its chunk size stores its last
 chunk at the full chunk size, while the result's edge there is shorter; such a chunk is re-encoded at
 its true size into ``side_store`` (raw ``bytes``-only chunks are referenced as a byte prefix instead).

@@ -334,6 +334,12 @@ def test_http_sources(tmp_path: Path, http_server: Any) -> None:
     # would otherwise hand back the synchronous instance rectizarr's read above made and cached)
     remote = {"remote_protocol": "http", "remote_options": {"asynchronous": True, "skip_instance_cache": True}}
     assert np.array_equal(_zarr_read(result.refs, **remote), expected)
+    # an HTTP server lists nothing: each chunk of the grid is probed with a one-byte read (batched)
+    counted = [CountingStore(FsspecStore(u)) for u in urls]
+    virtual.build(counted, 0, side_store="inline")
+    probes = [sorted(k for k, r in c.requests if r == (0, 1)) for c in counted]
+    assert probes[1] == [f"c/{i}/0/{j}" for i in range(4) for j in range(2)] and counted[1].lists == 0
+    assert [len(c.requests) for c in counted] == [1 + 10 + 2, 1 + 8, 1 + 10]  # + document (+ edge row read)
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
