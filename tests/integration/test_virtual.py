@@ -556,3 +556,26 @@ def test_xarray_v2_datasets_with_strings_and_scalars(tmp_path: Path) -> None:
     assert doc["zarr_format"] == 3 and doc["codecs"][0]["name"] == "vlen-utf8"
     expected = xr.concat(dss, "time", data_vars="minimal")
     xr.testing.assert_identical(xr.open_dataset(result.refs, engine="rectizarr").load(), expected)
+
+
+def test_nested_groups_keep_their_attributes_and_read_in_zarr_python(tmp_path: Path) -> None:
+    values, paths = [], []
+    for i, n in enumerate((5, 3)):
+        paths.append(str(tmp_path / f"g{i}"))
+        g = rectizarr.open_group(paths[-1], mode="w", attributes={"title": "x"})
+        x = np.arange(n * 2, dtype="i4").reshape(n, 2) + 10 * i
+        g.create_group("sub", attributes={"k": 1}).create_array(
+            "a", shape=(n, 2), dtype="i4", chunks=(2, 2), dimension_names=["t", "y"])[...] = x
+        g.create_array("const", shape=(2,), dtype="f8", chunks=(2,), dimension_names=["y"])[...] = [1.5, 2.5]
+        values.append(x)
+    result = virtual.build(paths, "t", side_store="inline")
+    assert result.joined == ("sub/a",) and result.rewritten == 1
+    assert sorted(k for k in result.refs["refs"] if k.endswith("zarr.json")) == \
+        ["const/zarr.json", "sub/a/zarr.json", "sub/zarr.json", "zarr.json"]
+    g = rectizarr.open_group(result.refs, mode="r")
+    assert (g.attrs.asdict(), g["sub"].attrs.asdict()) == ({"title": "x"}, {"k": 1})
+    assert np.array_equal(g["sub/a"][...], np.concatenate(values)) and g["const"][...].tolist() == [1.5, 2.5]
+    zarr = zarr_python()
+    with zarr.config.set({"array.rectilinear_chunks": True}):
+        zg = zarr.open_group("reference://", mode="r", storage_options={"fo": result.refs})
+        assert np.array_equal(zg["sub/a"][...], np.concatenate(values))
