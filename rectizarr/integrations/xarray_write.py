@@ -234,10 +234,11 @@ def to_rectizarr(
         raise ValueError(f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
                          f"{g.metadata.zarr_format}")
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
-    # An append on a store whose writers lock (local, memory), Zarr v3: one update of all the arrays it grows,
-    # their data written first (past the stored ends, unseen) and every document published at once
-    atomic = append_dim is not None and bool(existing) and not g.store.capabilities.conditional_writes
-    with _locked(g, existing) if atomic else contextlib.nullcontext():
+    # An append: one update of all the arrays it grows, their data written first (past the stored ends,
+    # unseen) and every document published at once (not for Zarr v2 on object stores)
+    swapped = g.store.capabilities.conditional_writes
+    atomic = append_dim is not None and bool(existing) and not (swapped and g.metadata.zarr_format == 2)
+    with _locked(g, existing) if atomic and not swapped else contextlib.nullcontext():
         return _to_group(dataset, g, existing, mode=mode, user_encoding=user_encoding, compute=compute,
                          consolidated=consolidated, append_dim=append_dim, region=region, safe_chunks=safe_chunks,
                          align_chunks=align_chunks, write_empty_chunks=write_empty_chunks, atomic=atomic)
@@ -258,6 +259,9 @@ def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array
                                            for n, a in staged.items()}
     if not changes:
         return
+    if store.capabilities.conditional_writes:  # (Zarr v3) no locks: the documents must be those staged against
+        _publish_swapped(g, changes)
+        return
     with _locked(g, existing):
         if check:
             for path, (old, _) in changes.items():
@@ -271,6 +275,24 @@ def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array
         docs = nodes.AncestorDocs(store)
         primary = commit.primary_of(store, next(iter(changes)), docs.get)
         nodes.publish(store, g.path if primary is None else primary, changes, docs)
+
+
+def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:
+    """:func:`_publish` on a store with conditional writes (:func:`rectizarr.nodes.publish_swapped`): each
+    array's document as stored must still have the shape and grid its data was staged against, else
+    ConflictError (nothing published; the staged data stays past the stored ends, unseen)."""
+    def change_of(path: str, old: ArrayMeta, new: ArrayMeta) -> Any:
+        def change(now: Any) -> ArrayMeta:
+            if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
+                raise ConflictError(f"the array {path!r} was changed by another writer while this append's data "
+                                    "was written; its documents were not published")
+            return new
+        return change
+
+    store = g.store
+    primary = commit.primary_of(store, next(iter(changes)), nodes.AncestorDocs(store).get)
+    nodes.publish_swapped(store, g.path if primary is None else primary,
+                          {path: change_of(path, old, new) for path, (old, new) in changes.items()})
 
 
 def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: str,

@@ -281,3 +281,56 @@ def test_resize_arrays_on_s3_is_seen_whole(s3_server: S3Server) -> None:
     assert rectizarr.open_array(store, path="x")[...].tolist() == [1, 2, -1, -1, -1]
     assert rectizarr.open_array(store, path="y")[...].tolist() == [5, 6, 7, 8, -1, -1]
     assert [k for k, m in _marks(store).items() if m is not None] == ["zarr.json"]
+
+
+_XR_WORKER = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import xarray as xr
+    import rectizarr.xarray  # noqa: F401
+    from rectizarr.stores import open_store
+    url, backend, options, consolidated = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] == "1"
+    store = open_store(url, backend=backend, storage_options=options)
+    n = xr.open_dataset(store, engine="rectizarr").sizes["time"]
+    print("ready", flush=True)
+    while True:
+        t = np.arange(n, n + 3)
+        ds = xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
+                         for i, v in enumerate("abcd")}, coords={"time": t})
+        ds.rectizarr.to_zarr(store, append_dim="time", consolidated=consolidated)
+        n += 3
+""")
+
+
+@pytest.mark.parametrize(("backend", "consolidated"), [("obstore", True), ("obstore", False), ("fsspec", True)])
+def test_kills_during_xarray_appends_on_s3_leave_a_dataset_that_opens(s3_server: S3Server, backend: str,
+                                                                      consolidated: bool) -> None:
+    """A process appending 3 time steps at a time to a 4-variable dataset on S3, SIGKILLed at random
+    moments: the dataset always opens, every variable at one length, with the values written (before:
+    the variables grew one after another, their data written after their documents)."""
+    xr = pytest.importorskip("xarray")
+    import rectizarr.xarray  # noqa: F401
+
+    store, bucket = _open(s3_server, backend)
+    t = np.arange(3)
+    xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
+                for i, v in enumerate("abcd")}, coords={"time": t}).rectizarr.to_zarr(store, consolidated=consolidated)
+    options = json.dumps(s3_server.storage_options())
+    rng = random.Random(37)
+    seen = []
+    for _ in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", _XR_WORKER, f"s3://{bucket}", backend, options,
+                                 "1" if consolidated else "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
+        time.sleep(0.3 + rng.random() * 0.8)
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[1].decode())
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+        ds = xr.open_dataset(store, engine="rectizarr", consolidated=consolidated)
+        n = ds.sizes["time"]
+        seen.append(n)
+        assert n % 3 == 0 and ds["time"].values.tolist() == list(range(n))
+        for i, v in enumerate("abcd"):
+            assert (ds[v].values == np.arange(n)[:, None] * 10 + i).all(), (v, n)
+    assert seen[-1] > 3  # (the writer got some appends done)
