@@ -496,6 +496,23 @@ def _counting(paths: list[str]) -> list[CountingStore]:
     return [CountingStore(open_store(p, mode="r")) for p in paths]
 
 
+def test_365_daily_files(tmp_path: Path) -> None:
+    stores, days = [], []
+    for d in range(365):
+        day = np.full((1, 4, 6), d, dtype="i2")
+        rectizarr.create_array(tmp_path / f"d{d:03d}", data=day, chunks=(1, 2, 3), fill_value=-1)
+        stores.append(CountingStore(open_store(str(tmp_path / f"d{d:03d}"), mode="r")))
+        days.append(day)
+    result = virtual.build(stores, 0)
+    # one document and one listing per file, nothing else (and the stat a local open makes of zarr.json)
+    assert sum(len(s.requests) for s in stores) == 365 and sum(s.lists for s in stores) == 365
+    assert {k for s in stores for k, _ in s.requests} == {"zarr.json"} and result.rewritten == 0
+    assert len(result.refs["refs"]) == 1 + 365 * 4
+    a = _open(result.refs)
+    assert a.shape == (365, 4, 6) and a.read_chunk_sizes[0] == (1,) * 365
+    assert np.array_equal(a[100:200:7, 1:3], np.concatenate(days)[100:200:7, 1:3])
+
+
 def test_requests_per_source_are_metadata_only(tmp_path: Path) -> None:
     # chunked v3: one document and one listing per source; chunks neither read nor stat'ed (the one info
     # is the stat of zarr.json a local store's open makes: its version, which caches are keyed on)
