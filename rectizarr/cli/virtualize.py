@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                    ref_options=_json_option(args.ref_options, "--ref-options"))
     write_refs(result.refs, args.output)
     chunks = sum(1 for k in result.refs["refs"] if not k.endswith("zarr.json"))
-    where = "inline" if side == "inline" else side
+    where = "the reference set, inline" if side == "inline" else side
     print(f"{args.output}: {result.sources} source(s), {len(result.joined)} array(s) joined, {chunks} chunk "
           f"reference(s); {result.rewritten} edge chunk(s) rewritten"
           f"{f' (into {where})' if result.rewritten else ''}, {result.prefixes} referenced as a byte prefix")

@@ -82,3 +82,22 @@ def test_refusals_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Pat
     assert status == 2 and "source #1" in err and "field 'data_type'" in err
     status, _, err = run(capsys, "virtualize", paths[0], "-o", out, "--append")
     assert status == 2 and "does not exist" in err
+
+
+def test_virtualize_groups_along_a_dimension_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    paths, values = [], []
+    for i, n in enumerate(DAYS):
+        g = rectizarr.open_group(tmp_path / f"g{i}", mode="w")
+        x = np.arange(n * 2, dtype="f4").reshape(n, 2) + 100 * i
+        g.create_array("tas", shape=(n, 2), dtype="f4", chunks=(7, 2), dimension_names=["time", "x"])[...] = x
+        g.create_array("x", shape=(2,), dtype="i4", chunks=(2,), dimension_names=["x"])[...] = [5, 6]
+        paths.append(str(tmp_path / f"g{i}"))
+        values.append(x)
+    out = str(tmp_path / "v.json")
+    status, text, err = run(capsys, "virtualize", *paths, "--axis", "time", "-o", out, "--inline")
+    assert (status, err) == (0, "")
+    assert "1 array(s) joined" in text and "1 edge chunk(s) rewritten (into the reference set, inline)" in text
+    g = rectizarr.open_group(out, mode="r")
+    assert np.array_equal(g["tas"][...], np.concatenate(values)) and g["x"][...].tolist() == [5, 6]
+    status, text, _ = run(capsys, "tree", out)
+    assert status == 0 and "tas" in text
