@@ -11,21 +11,23 @@ from typing import Any
 
 from rectizarr.errors import MetadataError
 from rectizarr.stores import Store, open_store
-from rectizarr.virtual import build, write_refs
+from rectizarr.virtual import build, load_refs, write_refs
 from rectizarr.virtual.refs import PARQUET_SUFFIXES
 
 __all__ = ["add_parser", "reference_store", "run"]
 
 
 def reference_store(url: str) -> Store | None:
-    """A read-only store over the reference set at ``url`` (a ``.json`` file or a ``.parq`` directory),
-    or None when ``url`` names no reference set."""
+    """A read-only store over the reference set at ``url`` (a ``.json`` file, or a ``.parq`` directory,
+    read whole: fsspec's lazy Parquet reader fails on keys it does not expect, such as ``zarr.json``), or
+    None when ``url`` names no reference set."""
     text = url.rstrip("/")
-    if not (text.endswith(".json") or text.endswith(PARQUET_SUFFIXES)):
-        return None
-    if "://" not in text and not os.path.exists(text):
-        return None
-    return open_store("reference://", mode="r", storage_options={"fo": text})
+    local = "://" not in text and "::" not in text
+    if text.endswith(".json") and (not local or os.path.isfile(text)):  # (a Zarr directory may be named so)
+        return open_store("reference://", mode="r", storage_options={"fo": text})
+    if text.endswith(PARQUET_SUFFIXES) and (not local or os.path.isdir(text)):
+        return open_store(load_refs(text), mode="r")
+    return None
 
 
 def _axis(text: str) -> int | str:

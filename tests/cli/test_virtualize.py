@@ -101,3 +101,23 @@ def test_virtualize_groups_along_a_dimension_name(capsys: pytest.CaptureFixture[
     assert np.array_equal(g["tas"][...], np.concatenate(values)) and g["x"][...].tolist() == [5, 6]
     status, text, _ = run(capsys, "tree", out)
     assert status == 0 and "tas" in text
+
+
+def test_parquet_reference_sets_are_paths_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import h5py
+    from kerchunk.df import refs_to_dataframe
+    from kerchunk.hdf import SingleHdf5ToZarr
+
+    x = np.arange(40, dtype="f4").reshape(10, 4)
+    with h5py.File(tmp_path / "h.h5", "w") as f:
+        f.create_dataset("t", data=x, chunks=(4, 4))
+    refs_to_dataframe(SingleHdf5ToZarr(str(tmp_path / "h.h5"), inline_threshold=0).translate(),
+                      str(tmp_path / "r.parq"))
+    status, text, _ = run(capsys, "info", str(tmp_path / "r.parq"), "--path", "t")
+    assert status == 0 and "(10, 4)" in text
+    out = str(tmp_path / "v.json")
+    status, text, _ = run(capsys, "virtualize", str(tmp_path / "r.parq"), str(tmp_path / "r.parq"),
+                          "--axis", "phony_dim_0", "-o", out, "--inline")
+    # 10 = 4 + 4 + 2: the 2-row chunk is raw (HDF5, no filter), so a byte prefix of its 4 rows
+    assert status == 0 and "0 edge chunk(s) rewritten, 1 referenced as a byte prefix" in text
+    assert np.array_equal(rectizarr.open_group(out, mode="r")["t"][...], np.concatenate([x, x]))
