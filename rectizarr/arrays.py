@@ -42,7 +42,7 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
-from rectizarr.shrink import clear_past_end_swapped
+from rectizarr.shrink import clear_appended_swapped, clear_past_end_swapped
 from rectizarr.stores import Store
 from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 
@@ -638,8 +638,13 @@ class Array(nodes.Node):
             ):
                 raise SelectionValueError(f"cannot append data of shape {data.shape} to an array of shape "
                                           f"{m.shape} along axis {axis}")  # (a ValueError, as in zarr-python)
-            return _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
-                            axis_chunks)
+            new = _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
+                           axis_chunks)
+            if self._store.capabilities.conditional_writes:  # what a shrink's clean-up left where the rows go
+                with contextlib.suppress(CodecError):  # (a corrupt chunk stays as it is: the data overwrites it)
+                    clear_appended_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid), m.chunk_grid,
+                                           axis, self._grid_now)
+            return new
 
         def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
             return tuple(slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)

@@ -12,6 +12,7 @@ chunk is left as it is.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -22,7 +23,7 @@ from rectizarr.io import Layout, each_cleared, read, stored_chunk_keys, write
 from rectizarr.io.cache import invalidate
 from rectizarr.stores import MemoryStore
 
-__all__ = ["clear_past_end_swapped"]
+__all__ = ["clear_appended_swapped", "clear_past_end_swapped"]
 
 
 def clear_past_end_swapped(layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], ChunkGrid | None]) -> None:
@@ -35,6 +36,28 @@ def clear_past_end_swapped(layout: Layout, new_grid: ChunkGrid, grid_now: Callab
         if not (all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True)) and
                 all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True))):
             past.append((key, coords))  # not wholly inside the new extent
+    _clear_each(layout, new_grid, grid_now, past)
+
+
+def clear_appended_swapped(layout: Layout, grid: ChunkGrid, axis: int, grid_now: Callable[[], ChunkGrid | None]) -> None:
+    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now) on a store with
+    conditional writes: the chunks the appended rows fall in, cleared past the stored extent, so that
+    what a shrink's clean-up has not reached yet (or a killed one left) never shows between the new
+    document and the append's data. No listing: one read per chunk (a write only where something is
+    there to clear)."""
+    grown = layout.grid
+    start, stop = grid.shape[axis], grown.shape[axis]
+    if stop <= start or not all(grown.shape):
+        return
+    dim = grown.dims[axis]
+    ranges = [range(n) if i != axis else range(dim.chunk_of(start), dim.chunk_of(stop - 1) + 1)
+              for i, n in enumerate(grown.grid_shape)]
+    _clear_each(layout, grid, grid_now, [(layout.key(c), c) for c in itertools.product(*ranges)])
+
+
+def _clear_each(layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], ChunkGrid | None],
+                past: list[tuple[str, tuple[int, ...]]]) -> None:
+    """Each chunk of ``past`` cleared past the extent stored when it is rewritten (see the module)."""
 
     def clear(item: tuple[str, tuple[int, ...]]) -> None:
         key, coords = item
@@ -77,4 +100,5 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: tuple[int, ...],
     data = empty(plan.shape, layout.dtype)
     read(now, plan, data)
     write(now, plan, data)
-    return scratch.get(key)
+    cleared = scratch.get(key)
+    return stored if cleared == stored else cleared  # (nothing there to clear: no write)
