@@ -4,6 +4,15 @@
 ``v2``: the coordinates joined by the separator (``1.23.45``; ``0`` for a 0-d array). Coordinates are
 ASCII decimal without sign or padding. The separator is ``/`` or ``.`` (default ``/`` for ``default``
 and ``.`` for ``v2``).
+
+Registered extensions (zarr-extensions' chunk-key-encodings):
+
+``fanout`` (``max_children``, an integer > 3, default 1001): each coordinate written in base
+``max_children - 1`` as ``d{axis}/{digit}/.../{digit}``, the axes joined by ``/``, then ``/c``
+(``(123,)`` with 101 children -> ``d0/1/23/c``; ``c`` for a 0-d array): no directory holds more than
+``max_children`` entries.
+``prefix`` (``prefix``, ``base_encoding``): ``prefix`` + the key of the base encoding.
+``suffix`` (``suffix``, ``base_encoding``): the key of the base encoding + ``suffix``.
 """
 
 from __future__ import annotations
@@ -18,30 +27,54 @@ import numpy.typing as npt
 from rectizarr._util import Coords, is_int, json_path
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
-__all__ = ["ChunkKeyEncoding", "parse_chunk_key_encoding"]
+__all__ = ["ChunkKeyEncoding", "KEY_ENCODINGS", "parse_chunk_key_encoding"]
 
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
+#: Every chunk key encoding rectizarr reads and writes.
+KEY_ENCODINGS = ("default", "v2", "fanout", "prefix", "suffix")
+_WRAPPERS = ("prefix", "suffix")
+_DEFAULT_MAX_CHILDREN = 1001
+_MAX_NESTING = 8  # a prefix of a suffix of ...: deeper is refused, not recursed into
 # A coordinate has at most 19 digits: grids have fewer than 2**63 chunks per axis, and longer keys are
 # stray keys (never an int() of thousands of digits).
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
+_FORBIDDEN = ("..", "\\", "\0", "//", "zarr.json")
+
+Name = Literal["default", "v2", "fanout", "prefix", "suffix"]
 
 
 @dataclass(frozen=True, slots=True)
 class ChunkKeyEncoding:
-    name: Literal["default", "v2"]
+    """A chunk key encoding. ``separator`` is that of ``default``/``v2`` (of the base encoding for
+    ``prefix``/``suffix``, ``/`` for ``fanout``); ``affix`` the prefix or suffix string; ``base`` the base
+    encoding of ``prefix``/``suffix``; ``max_children`` that of ``fanout``."""
+
+    name: Name
     separator: Literal["/", "."]
+    affix: str = ""
+    base: ChunkKeyEncoding | None = None
+    max_children: int = _DEFAULT_MAX_CHILDREN
 
     def __post_init__(self) -> None:
-        if self.name not in _DEFAULT_SEPARATOR:
-            raise UnsupportedError(f"chunk key encoding {self.name!r} (supported: 'default', 'v2')")
+        if self.name not in KEY_ENCODINGS:
+            raise UnsupportedError(f"chunk key encoding {self.name!r} (supported: {', '.join(KEY_ENCODINGS)})")
         if self.separator not in ("/", "."):
             raise MetadataError(f"chunk key separator must be '/' or '.', got {self.separator!r}")
+        if self.name in _WRAPPERS and (self.base is None or not self.affix):
+            raise MetadataError(f"chunk key encoding {self.name!r} needs a non-empty {self.name} and a base_encoding")
+        if self.name == "fanout" and not (is_int(self.max_children) and self.max_children > 3):
+            raise MetadataError(f"fanout max_children must be an integer > 3, got {self.max_children!r}")
 
     def encode(self, coords: Coords) -> str:
         """The key of the chunk at grid position ``coords``."""
         for c in coords:
             if not (is_int(c) and c >= 0):
                 raise SelectionError(f"chunk coords must be integers >= 0, got {tuple(coords)}")
+        if self.base is not None:
+            inner = self.base.encode(coords)
+            return self.affix + inner if self.name == "prefix" else inner + self.affix
+        if self.name == "fanout":
+            return _fanout_key([int(c) for c in coords], self.max_children - 1)
         parts = [str(int(c)) for c in coords]
         if self.name == "default":
             return self.separator.join(["c", *parts])
@@ -54,6 +87,12 @@ class ChunkKeyEncoding:
             raise SelectionError(f"chunk coords must be an (n, ndim) integer array, got {a.dtype} {a.shape}")
         if a.size and int(a.min()) < 0:
             raise SelectionError(f"chunk coords must be >= 0, got {int(a.min())}")
+        if self.base is not None:
+            inner = self.base.encode_many(a)
+            return [self.affix + k for k in inner] if self.name == "prefix" else [k + self.affix for k in inner]
+        if self.name == "fanout":
+            base = self.max_children - 1
+            return [_fanout_key(row, base) for row in a.tolist()]
         if a.shape[1] == 0:
             return [self.encode(())] * a.shape[0]
         fields = self.separator.join(["%d"] * a.shape[1])
@@ -63,6 +102,16 @@ class ChunkKeyEncoding:
     def decode(self, key: str, ndim: int | None = None) -> Coords | None:
         """The coords a key encodes, or None when ``key`` is not a chunk key of this encoding (or, with
         ``ndim`` given, not one of an ``ndim``-dimensional array)."""
+        if self.base is not None:
+            if self.name == "prefix":
+                if not key.startswith(self.affix):
+                    return None
+                return self.base.decode(key[len(self.affix):], ndim)
+            if not key.endswith(self.affix):
+                return None
+            return self.base.decode(key[:len(key) - len(self.affix)], ndim)
+        if self.name == "fanout":
+            return _fanout_decode(key, self.max_children - 1, ndim)
         if self.name == "default":
             if key == "c":
                 parts: list[str] = []
@@ -81,12 +130,65 @@ class ChunkKeyEncoding:
         return tuple(int(p) for p in parts)
 
     def to_json(self) -> dict[str, Any]:
+        if self.name == "fanout":
+            return {"name": "fanout", "configuration": {"max_children": self.max_children}}
+        if self.base is not None:
+            return {"name": self.name, "configuration": {self.name: self.affix, "base_encoding": self.base.to_json()}}
         return {"name": self.name, "configuration": {"separator": self.separator}}
 
 
-def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding") -> ChunkKeyEncoding:
+def _fanout_key(coords: list[int], base: int) -> str:
+    parts: list[str] = []
+    for axis, c in enumerate(coords):
+        digits: list[str] = []
+        while True:
+            c, d = divmod(c, base)
+            digits.append(str(d))
+            if c == 0:
+                break
+        parts.append(f"d{axis}")
+        parts.extend(reversed(digits))
+    parts.append("c")
+    return "/".join(parts)
+
+
+def _fanout_decode(key: str, base: int, ndim: int | None) -> Coords | None:
+    parts = key.split("/")
+    if parts[-1] != "c":
+        return None
+    coords: list[int] = []
+    value: int | None = None
+    for p in parts[:-1]:
+        if p == f"d{len(coords) + (value is not None)}":
+            if value is not None:
+                coords.append(value)
+            value = 0
+            continue
+        if value is None or not _DECIMAL.fullmatch(p) or int(p) >= base:
+            return None
+        value = value * base + int(p)
+        if value >= 1 << 63:
+            return None
+    if value is not None:
+        coords.append(value)
+    if ndim is not None and len(coords) != ndim:
+        return None
+    # the canonical key only: no leading zero digits, no empty axis ("d0/d1/..")
+    return tuple(coords) if _fanout_key(coords, base) == key else None
+
+
+def _checked_affix(value: Any, what: str, path: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise MetadataError(f"{what} must be a non-empty string, got {value!r}", path=path)
+    bad = [s for s in _FORBIDDEN if s in value]
+    if bad or (what == "prefix" and value.startswith("/")):
+        raise MetadataError(f"{what} {value!r} must not contain {bad or ['a leading /']}", path=path)
+    return value
+
+
+def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding", _depth: int = 0) -> ChunkKeyEncoding:
     """Read ``chunk_key_encoding`` metadata: an object (``configuration`` optional) or the short-hand
-    name string. Errors name the JSON path."""
+    name string. Errors name the extension and the JSON path."""
     obj = {"name": value} if isinstance(value, str) else value
     if not isinstance(obj, dict):
         raise MetadataError(f"expected an object or a name, got {value!r}", path=path)
@@ -98,18 +200,51 @@ def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding") -> 
     name = obj.get("name")
     if not isinstance(name, str):
         raise MetadataError(f"name must be a string, got {name!r}", path=json_path(path, "name"))
-    if name not in _DEFAULT_SEPARATOR:
-        raise UnsupportedError(f"chunk key encoding {name!r} (supported: 'default', 'v2')",
+    if name not in KEY_ENCODINGS:
+        raise UnsupportedError(f"chunk key encoding {name!r} (supported: {', '.join(KEY_ENCODINGS)})",
                                path=json_path(path, "name"))
     config = obj.get("configuration", {})
     cpath = json_path(path, "configuration")
     if not isinstance(config, dict):
-        raise MetadataError(f"configuration must be an object, got {config!r}", path=cpath)
+        raise MetadataError(f"{name} configuration must be an object, got {config!r}", path=cpath)
+    if name == "fanout":
+        return _parse_fanout(config, cpath)
+    if name in _WRAPPERS:
+        return _parse_wrapper(name, config, cpath, _depth)  # type: ignore[arg-type]
     for k in config:
         if k != "separator":
-            raise MetadataError(f"unknown key {k!r}", path=json_path(cpath, k))
+            raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
     separator = config.get("separator", _DEFAULT_SEPARATOR[name])
     if separator not in ("/", "."):
-        raise MetadataError(f"separator must be '/' or '.', got {separator!r}",
+        raise MetadataError(f"{name} separator must be '/' or '.', got {separator!r}",
                             path=json_path(cpath, "separator"))
     return ChunkKeyEncoding(name, separator)  # type: ignore[arg-type]
+
+
+def _parse_fanout(config: dict[str, Any], cpath: str) -> ChunkKeyEncoding:
+    for k in config:
+        if k != "max_children":
+            raise MetadataError(f"unknown key {k!r} in the fanout configuration", path=json_path(cpath, k))
+    n = config.get("max_children", _DEFAULT_MAX_CHILDREN)
+    if not is_int(n) or not 3 < n <= 1 << 62:
+        raise MetadataError(f"fanout max_children must be an integer > 3, got {n!r}",
+                            path=json_path(cpath, "max_children"))
+    return ChunkKeyEncoding("fanout", "/", max_children=int(n))
+
+
+def _parse_wrapper(name: Literal["prefix", "suffix"], config: dict[str, Any], cpath: str,
+                   depth: int) -> ChunkKeyEncoding:
+    # the suffix README's first example spells the key "base-encoding": read, never written
+    base_key = "base-encoding" if name == "suffix" and "base-encoding" in config else "base_encoding"
+    for k in config:
+        if k not in (name, base_key):
+            raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
+    for k in (name, base_key):
+        if k not in config:
+            raise MetadataError(f"the {name} configuration needs {k!r}", path=cpath)
+    affix = _checked_affix(config[name], name, json_path(cpath, name))
+    if depth >= _MAX_NESTING:
+        raise MetadataError(f"chunk key encodings nested more than {_MAX_NESTING} deep",
+                            path=json_path(cpath, base_key))
+    base = parse_chunk_key_encoding(config[base_key], json_path(cpath, base_key), depth + 1)
+    return ChunkKeyEncoding(name, base.separator, affix=affix, base=base)
