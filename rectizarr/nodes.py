@@ -773,7 +773,8 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
         rounds.append((old, commit.restamped(old, change(old))))
         return encode_json(node_to_json(rounds[-1][1]))
 
-    primary = primary_swapped(store, path)
+    docs = AncestorDocs(store)
+    primary = primary_swapped(store, path, docs)
     for _ in range(tuning.current().conflict_retries):
         try:
             if primary is not None:  # the node and the consolidated copies above it: one update
@@ -782,7 +783,7 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
                 break
             store.swap(key, make)
             old, new = rounds[-1]
-            _refresh_consolidated(store, path, node_to_json(new))
+            _refresh_consolidated(store, path, node_to_json(new), docs)
             break
         except _Marked as marked:
             if marked.primary is None:  # (this group's own record of a committed update: finished first)

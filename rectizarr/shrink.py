@@ -77,7 +77,7 @@ def _clear_each(layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], Chun
         finally:
             invalidate(layout.store, [key])
 
-    each_cleared(past, lambda item: item[0], clear)
+    each_cleared(past, lambda item: item[0], clear, layout.store.capabilities.low_latency)
 
 
 def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:

@@ -10,6 +10,7 @@ import functools
 import itertools
 import weakref
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar, assert_never
 
@@ -136,15 +137,26 @@ def _delete_outside_held(layout: Layout, new_grid: ChunkGrid) -> None:
     each_cleared(straddling, layout.key, clear)
 
 
-def each_cleared(items: Iterable[T], key_of: Callable[[T], str], clear: Callable[[T], object]) -> None:
+def each_cleared(items: Iterable[T], key_of: Callable[[T], str], clear: Callable[[T], object],
+                 low_latency: bool = True) -> None:
     """``clear`` each item of a shrink's clean-up; one that cannot be read (a corrupt chunk) does not stop
     the others: once all are done, a CodecError names every one left uncleared (the shape has changed)."""
     failed: list[tuple[str, CodecError]] = []
-    for item in items:
+
+    def one(item: T) -> None:
         try:
             clear(item)
         except CodecError as exc:
             failed.append((key_of(item), exc))
+
+    items = list(items)
+    if len(items) > 1 and not low_latency:  # each a round trip or two: side by side
+        with ThreadPoolExecutor(min(len(items), 16)) as pool:
+            for done in [pool.submit(one, item) for item in items]:
+                done.result()
+    else:
+        for item in items:
+            one(item)
     if failed:
         keys = [k for k, _ in failed]
         raise CodecError(f"the array was resized, but {len(keys)} chunk(s) reaching past its new end could not be "
