@@ -22,6 +22,7 @@ from rectizarr.codecs.bytes_to_bytes import (
 )
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.stdlib import stdlib_codec
+from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
 from rectizarr.core import codec_meta as cm
 from rectizarr.errors import MetadataError
 
@@ -152,6 +153,10 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
         case cm.NumcodecsMeta():
             return _build_numcodecs(meta, dtype, path)
+        case cm.ScaleOffsetMeta():
+            return ScaleOffsetCodec(meta, dtype, path)
+        case cm.CastValueMeta():
+            return CastValueCodec(meta, dtype, path)
         case cm.V2ChunkMeta():
             from rectizarr.codecs.v2chunk import V2ChunkCodec
             from rectizarr.core.v2dtype import parse_v2_dtype

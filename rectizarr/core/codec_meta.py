@@ -22,11 +22,13 @@ __all__ = [
     "NUMCODECS_KINDS",
     "BloscMeta",
     "BytesMeta",
+    "CastValueMeta",
     "CodecKind",
     "CodecMeta",
     "Crc32cMeta",
     "GzipMeta",
     "NumcodecsMeta",
+    "ScaleOffsetMeta",
     "ShardingMeta",
     "TransposeMeta",
     "V2ChunkMeta",
@@ -92,6 +94,39 @@ class VlenBytesMeta(_Config, frozen=True, forbid_unknown_fields=True):
     name: ClassVar[str] = "vlen-bytes"
 
 
+_Scalar: TypeAlias = int | float | str  # a JSON scalar in the fill-value encoding of some data type
+
+
+class ScaleOffsetMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """``out = (in - offset) * scale``; both are scalars of the input's data type in its fill-value JSON
+    encoding, checked when the codec is built (the input's data type is known there)."""
+
+    name: ClassVar[str] = "scale_offset"
+    offset: _Scalar = 0
+    scale: _Scalar = 1
+
+
+class ScalarMapMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """``cast_value``'s explicit value pairs per direction, ``[[from, to], ...]`` (each in the fill-value
+    encoding of its side's data type)."""
+
+    encode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
+    decode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
+
+
+class CastValueMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """Value conversion to ``data_type``; ``out_of_range`` ``None`` is the spec's ``"error"`` (read as
+    such, written by leaving the key out, as zarr-python does: its backend knows no ``"error"``)."""
+
+    name: ClassVar[str] = "cast_value"
+    data_type: str | dict[str, Any]
+    rounding: Literal[
+        "nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"
+    ] = "nearest-even"
+    out_of_range: Literal["clamp", "wrap"] | None = None
+    scalar_map: ScalarMapMeta | None = None
+
+
 class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_shape: tuple[_Positive, ...]
     codecs: Any = None
@@ -148,6 +183,8 @@ CodecMeta: TypeAlias = (
     | ShardingMeta
     | NumcodecsMeta
     | V2ChunkMeta
+    | ScaleOffsetMeta
+    | CastValueMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -191,6 +228,8 @@ _PLAIN: dict[str, type[_Config]] = {
         Crc32cMeta,
         VlenUtf8Meta,
         VlenBytesMeta,
+        ScaleOffsetMeta,
+        CastValueMeta,
     )
 }
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
@@ -215,10 +254,9 @@ def _convert(config: Any, cls: type[Any], path: str) -> Any:
         if at:
             msg = msg[: at.start()]
             where = path + at.group("rest")
-        else:
-            field = _FIELD.search(msg)
-            if field:
-                where = json_path(path, field.group("field"))
+        field = _FIELD.search(msg)
+        if field:  # (in a nested object too: the path names the field)
+            where = json_path(where, field.group("field"))
         raise MetadataError(msg, path=where) from exc
 
 
@@ -250,9 +288,19 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
         return _parse_sharding(config, cpath)
     if name in _PLAIN:
         cls = _PLAIN[name]
-        if not has_config and cls.__struct_fields__ and cls is not BytesMeta:
+        if not has_config and cls.__struct_fields__ and cls not in (BytesMeta, ScaleOffsetMeta):
             raise MetadataError(f"codec {name!r} needs a 'configuration' object", path=path)
+        if cls is CastValueMeta and config.get("out_of_range") == "error":
+            config = {k: v for k, v in config.items() if k != "out_of_range"}  # the default, spelt out
         meta: CodecMeta = _convert(config, cls, cpath)
+        if isinstance(meta, ScaleOffsetMeta):
+            missing = sorted({"offset", "scale"} - set(config))
+            if missing:  # zarr-python leaves out the defaults (offset 0, scale 1); the spec requires both
+                warnings.warn(
+                    f"{cpath} lacks {', '.join(missing)} (required by the spec); using offset 0, scale 1",
+                    LenientMetadataWarning,
+                    stacklevel=4,
+                )
         if isinstance(meta, BloscMeta):
             missing = sorted({"typesize", "clevel", "blocksize"} - set(config))
             if missing:
@@ -333,6 +381,14 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             }
         case NumcodecsMeta():
             return {"name": meta.name, "configuration": dict(meta.configuration)}
+        case CastValueMeta():
+            cast: dict[str, Any] = {"data_type": meta.data_type, "rounding": meta.rounding}
+            if meta.out_of_range is not None:
+                cast["out_of_range"] = meta.out_of_range
+            if meta.scalar_map is not None:
+                pairs = {"encode": meta.scalar_map.encode, "decode": meta.scalar_map.decode}
+                cast["scalar_map"] = {k: [list(p) for p in v] for k, v in pairs.items() if v is not None}
+            return {"name": meta.name, "configuration": cast}
         case V2ChunkMeta():
             return {"name": meta.name, "configuration": {"dtype": meta.dtype, "order": meta.order,
                                                          "filters": list(meta.filters)}}
