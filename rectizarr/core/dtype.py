@@ -60,7 +60,13 @@ _CORE: dict[str, str] = {
 _KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
 _COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 _VARIABLE = frozenset({"string", "bytes"})
-_ALIASES = {"variable_length_bytes": "bytes"}  # zarr-python's unregistered name
+_ALIASES = {"variable_length_bytes": "bytes",  # zarr-python's unregistered name
+            # the zarr-extensions registry's own spellings of types read under zarr-python's names
+            "datetime64": "numpy.datetime64", "timedelta64": "numpy.timedelta64"}
+# Registry spellings sized in bits ({"length_bits": n}): the type read, and the bits per unit of it
+# (a UCS4 code point is 32 bits). Read only: zarr-python, zarrs and tensorstore write the names on the right.
+_LENGTH_BITS = {"fixed-length-ucs4": ("fixed_length_utf32", 32),
+                "fixed-length-bytes": ("raw_bytes", 8), "fixed-length-ascii": ("null_terminated_bytes", 8)}
 _TIME = {"numpy.datetime64": "M8", "numpy.timedelta64": "m8"}
 _TIME_UNITS = frozenset(
     {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
@@ -293,6 +299,8 @@ def parse_data_type(value: Any, path: str = "$.data_type") -> DataType:
 
 
 def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataType:
+    if name in _LENGTH_BITS:
+        name, config = _from_length_bits(name, config, path)
     name = _ALIASES.get(name, name)
     if name in _TIME:
         return _time_type(name, config, path)
@@ -327,6 +335,17 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
         ext_config, np_dtype = ext.ext_from_name(name, config, path, parse_data_type)
         return DataType("struct" if name == "structured" else name, ext_config, np_dtype)
     raise UnsupportedError(f"unsupported data type {name!r} (data types cannot be skipped)", path=path)
+
+
+def _from_length_bits(name: str, config: Mapping[str, Any] | None, path: str) -> tuple[str, dict[str, Any]]:
+    """A registry spelling ``{"name": "fixed-length-bytes", "configuration": {"length_bits": 24}}`` as the
+    type and configuration it describes (``raw_bytes`` with ``length_bytes`` 3)."""
+    target, unit = _LENGTH_BITS[name]
+    bits = _checked_config(config, name, ("length_bits",), path)["length_bits"]
+    if not is_int(bits) or bits <= 0 or bits % unit:
+        raise MetadataError(f"{name}: length_bits must be a positive multiple of {unit}, got {bits!r}",
+                            path=json_path(path, "configuration", "length_bits"))
+    return target, {"length_bytes": int(bits) // 8}
 
 
 def _checked_config(
