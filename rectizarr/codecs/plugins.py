@@ -1,0 +1,131 @@
+"""Codecs from other packages (the ``rectizarr.codecs`` entry-point group), and what to tell a user about
+a registered codec rectizarr does not build in.
+
+A package plugs a codec in by declaring an entry point named by the codec's Zarr name; the object it names
+is a factory ``factory(configuration, dtype) -> Codec`` (a :class:`~rectizarr.codecs.base.ArrayArrayCodec`,
+:class:`~rectizarr.codecs.base.ArrayBytesCodec` or :class:`~rectizarr.codecs.base.BytesBytesCodec`;
+``configuration`` is the codec's ``configuration`` object, ``dtype`` the NumPy dtype the codec receives)::
+
+    # pyproject.toml of the package "rectizarr-jpeg"
+    [project.entry-points."rectizarr.codecs"]
+    jpeg = "rectizarr_jpeg:make_codec"
+
+Entry points are listed once per process (:func:`refresh` lists them again); one is loaded the first time
+its codec is asked for. Built-in codecs are never replaced by a plugin of the same name.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from rectizarr._util import json_path
+from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
+from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["ENTRY_POINT_GROUP", "PROVIDERS", "CodecFactory", "build_plugin_codec", "plugin_names", "refresh",
+           "unsupported_codec_error"]
+
+ENTRY_POINT_GROUP = "rectizarr.codecs"
+
+CodecFactory = Callable[[Mapping[str, Any], np.dtype], Codec]
+
+_IMAGECODECS = "imagecodecs (its coders, wrapped by a 'rectizarr.codecs' plugin)"
+_N5 = "an N5 reader (tensorstore's 'n5' driver, or zarrs with its N5 codecs)"
+_ZARRS = "zarrs (Rust; in Python the 'zarrs' codec pipeline of zarr-python)"
+#: Registered codecs (zarr-extensions) rectizarr does not build in, and what implements them.
+PROVIDERS: dict[str, str] = {
+    "jpeg": _IMAGECODECS,
+    "jpegxl": _IMAGECODECS,
+    "lzw": _IMAGECODECS,
+    "arrow-ipc": "pyarrow (Arrow IPC streams)",
+    "nanovdb": "NanoVDB (OpenVDB's nanovdb library)",
+    "n5": _N5,
+    "n5_default": _N5,
+    "n5_varlen": _N5,
+    "n5_label_multiset": _N5,
+    "label_multiset": _N5,
+    "conditional": _ZARRS,
+    "offset": "tifffile-style readers (chunks as TIFF files with a header)",
+    "pad": "tifffile-style readers (chunks as TIFF files with a header)",
+    "singleton_dim": _ZARRS,
+    "vlen-ndarray": _ZARRS,
+    "zarrs.zfp": _ZARRS,
+    "zfp": "zfpy (the zfp library's Python bindings) or " + _ZARRS,
+    "numcodecs.zfpy": "zfpy (pip install zfpy)",
+    "numcodecs.pcodec": "pcodec (pip install pcodec)",
+}
+
+
+@functools.cache
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+@functools.cache
+def _load(name: str) -> CodecFactory | None:
+    ep = _entry_points().get(name)
+    if ep is None:
+        return None
+    where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{_dist(ep)})"
+    try:
+        factory = ep.load()
+    except Exception as exc:  # an import error of any kind, in someone else's package
+        raise UnsupportedError(f"codec {name!r}: loading its {where} failed: {exc!r}") from exc
+    if not callable(factory):
+        raise UnsupportedError(f"codec {name!r}: {where} is not callable")
+    out: CodecFactory = factory
+    return out
+
+
+def _dist(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    return f", from {dist.name} {dist.version}" if dist is not None else ""
+
+
+def plugin_names() -> frozenset[str]:
+    """The codec names plugged in through the entry-point group."""
+    return frozenset(_entry_points())
+
+
+def refresh() -> None:
+    """Forget the entry points listed and loaded so far (after installing a plugin in a running process)."""
+    _entry_points.cache_clear()
+    _load.cache_clear()
+
+
+def build_plugin_codec(name: str, configuration: Mapping[str, Any], dtype: np.dtype,
+                       path: str = "$.codecs") -> Codec | None:
+    """The codec a plugin builds for ``name``, or None when no plugin provides ``name``. A plugin's
+    refusal of the configuration (a ``ValueError`` or ``TypeError``) is a :class:`MetadataError` at
+    ``path``'s configuration; a plugin that returns no codec is an :class:`UnsupportedError`."""
+    factory = _load(name)
+    if factory is None:
+        return None
+    try:
+        codec = factory(dict(configuration), dtype)
+    except MetadataError:
+        raise
+    except (ValueError, TypeError) as exc:
+        raise MetadataError(f"codec {name!r} (plugin): {exc}", path=json_path(path, "configuration")) from exc
+    if not isinstance(codec, ArrayArrayCodec | ArrayBytesCodec | BytesBytesCodec):
+        raise UnsupportedError(f"codec {name!r}: its plugin returned {type(codec).__name__}, not a rectizarr "
+                               "array->array, array->bytes or bytes->bytes codec", path=path)
+    return codec
+
+
+def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedError:
+    """The error for a codec neither built in nor plugged in: it names the codec, where it is registered and
+    what implements it, and how a package can plug it in."""
+    provider = PROVIDERS.get(name)
+    where = "a codec registered in zarr-extensions" if provider else "not a codec rectizarr knows"
+    hint = f"; implemented by {provider}" if provider else ""
+    return UnsupportedError(
+        f"codec {name!r} ({where}) is not built into rectizarr{hint}; a package can provide it through "
+        f"the {ENTRY_POINT_GROUP!r} entry point (no codec can be skipped: must_understand false does not help)",
+        path=json_path(path, "name"),
+    )
