@@ -20,7 +20,9 @@ from rectizarr.codecs.bytes_to_bytes import (
     ZstdCodec,
     get_numcodec,
 )
+from rectizarr.codecs.packbits import PackbitsCodec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
+from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
 from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
 from rectizarr.core import codec_meta as cm
@@ -157,6 +159,18 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ScaleOffsetCodec(meta, dtype, path)
         case cm.CastValueMeta():
             return CastValueCodec(meta, dtype, path)
+        case cm.ReshapeMeta():
+            try:
+                return ReshapeCodec(meta.shape)
+            except MetadataError as exc:
+                raise MetadataError(str(exc), path=json_path(path, "configuration", "shape")) from exc
+        case cm.PackbitsMeta():
+            try:
+                return PackbitsCodec(meta.padding_encoding, meta.first_bit, meta.last_bit)
+            except MetadataError as exc:
+                raise MetadataError(str(exc), path=json_path(path, "configuration", "last_bit")) from exc
+        case cm.SqueezeMeta():
+            return SqueezeCodec()
         case cm.V2ChunkMeta():
             from rectizarr.codecs.v2chunk import V2ChunkCodec
             from rectizarr.core.v2dtype import parse_v2_dtype

@@ -28,8 +28,11 @@ __all__ = [
     "Crc32cMeta",
     "GzipMeta",
     "NumcodecsMeta",
+    "PackbitsMeta",
+    "ReshapeMeta",
     "ScaleOffsetMeta",
     "ShardingMeta",
+    "SqueezeMeta",
     "TransposeMeta",
     "V2ChunkMeta",
     "VlenBytesMeta",
@@ -127,6 +130,28 @@ class CastValueMeta(_Config, frozen=True, forbid_unknown_fields=True):
     scalar_map: ScalarMapMeta | None = None
 
 
+class ReshapeMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """Output lengths: positive, ``-1`` (the rest), or a list of input axes whose lengths multiply."""
+
+    name: ClassVar[str] = "reshape"
+    shape: tuple[Annotated[int, msgspec.Meta(ge=-1)] | tuple[Annotated[int, msgspec.Meta(ge=0)], ...], ...]
+
+
+class SqueezeMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """zarrs' codec dropping a chunk's axes of length 1 (registered as ``zarrs.squeeze``)."""
+
+    name: ClassVar[str] = "zarrs.squeeze"
+
+
+class PackbitsMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """zarr-extensions' ``packbits`` (array->bytes; not numcodecs' ``packbits`` filter)."""
+
+    name: ClassVar[str] = "packbits"
+    padding_encoding: Literal["first_byte", "last_byte", "none"] = "none"
+    first_bit: Annotated[int, msgspec.Meta(ge=0, le=63)] | None = None
+    last_bit: Annotated[int, msgspec.Meta(ge=0, le=63)] | None = None
+
+
 class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_shape: tuple[_Positive, ...]
     codecs: Any = None
@@ -185,6 +210,9 @@ CodecMeta: TypeAlias = (
     | V2ChunkMeta
     | ScaleOffsetMeta
     | CastValueMeta
+    | ReshapeMeta
+    | SqueezeMeta
+    | PackbitsMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -230,6 +258,9 @@ _PLAIN: dict[str, type[_Config]] = {
         VlenBytesMeta,
         ScaleOffsetMeta,
         CastValueMeta,
+        ReshapeMeta,
+        SqueezeMeta,
+        PackbitsMeta,
     )
 }
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
@@ -237,6 +268,7 @@ _ALIASES: dict[str, str] = {
     "endian": "bytes",
     "numcodecs.vlen-utf8": "vlen-utf8",
     "numcodecs.vlen-bytes": "vlen-bytes",
+    "squeeze": "zarrs.squeeze",
 }
 
 _AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")
@@ -288,7 +320,7 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
         return _parse_sharding(config, cpath)
     if name in _PLAIN:
         cls = _PLAIN[name]
-        if not has_config and cls.__struct_fields__ and cls not in (BytesMeta, ScaleOffsetMeta):
+        if not has_config and cls.__struct_fields__ and cls not in (BytesMeta, ScaleOffsetMeta, PackbitsMeta):
             raise MetadataError(f"codec {name!r} needs a 'configuration' object", path=path)
         if cls is CastValueMeta and config.get("out_of_range") == "error":
             config = {k: v for k, v in config.items() if k != "out_of_range"}  # the default, spelt out
@@ -365,6 +397,11 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
     match meta:
         case BytesMeta(endian=None):
             return {"name": "bytes"}
+        case ReshapeMeta():
+            shape = [list(x) if isinstance(x, tuple) else x for x in meta.shape]
+            return {"name": meta.name, "configuration": {"shape": shape}}
+        case SqueezeMeta():
+            return {"name": meta.name, "configuration": {}}
         case Crc32cMeta() | VlenBytesMeta():
             return {"name": meta.name}
         case VlenUtf8Meta():

@@ -618,7 +618,8 @@ def test_sharding_missing_chains_get_defaults_with_a_warning() -> None:
         ([{"name": "fancy", "must_understand": False}], "$.codecs[0].name", UnsupportedError),
         (["fancy"], "$.codecs[0].name", UnsupportedError),
         ([{"name": "numcodecs.nonesuch", "configuration": {}}], "$.codecs[0].name", UnsupportedError),
-        ([{"name": "packbits", "configuration": {}}], "$.codecs[0].name", UnsupportedError),
+        ([{"name": "packbits", "configuration": {"padding_encoding": "middle"}}],
+         "$.codecs[0].configuration.padding_encoding", MetadataError),  # zarrs' packbits, not numcodecs'
         (
             [{"name": "numcodecs.zlib", "configuration": {"id": "zlib"}}],
             "$.codecs[0].configuration.id",
