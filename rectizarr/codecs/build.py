@@ -12,6 +12,7 @@ from rectizarr._util import json_path
 from rectizarr.codecs.array_to_array import NumcodecsArrayArray, TransposeCodec
 from rectizarr.codecs.array_to_bytes import BytesCodec, NumcodecsArrayBytes, VlenBytesCodec, VlenUtf8Codec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
+from rectizarr.codecs.bitround import BitroundCodec
 from rectizarr.codecs.bytes_to_bytes import (
     BloscCodec,
     Crc32cCodec,
@@ -169,6 +170,11 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
                 return PackbitsCodec(meta.padding_encoding, meta.first_bit, meta.last_bit)
             except MetadataError as exc:
                 raise MetadataError(str(exc), path=json_path(path, "configuration", "last_bit")) from exc
+        case cm.BitroundMeta():
+            try:
+                return BitroundCodec(meta.keepbits)
+            except MetadataError as exc:
+                raise MetadataError(str(exc), path=json_path(path, "configuration", "keepbits")) from exc
         case cm.SqueezeMeta():
             return SqueezeCodec()
         case cm.V2ChunkMeta():

@@ -20,6 +20,7 @@ from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedE
 
 __all__ = [
     "NUMCODECS_KINDS",
+    "BitroundMeta",
     "BloscMeta",
     "BytesMeta",
     "CastValueMeta",
@@ -152,6 +153,13 @@ class PackbitsMeta(_Config, frozen=True, forbid_unknown_fields=True):
     last_bit: Annotated[int, msgspec.Meta(ge=0, le=63)] | None = None
 
 
+class BitroundMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """zarr-extensions' ``bitround`` (floats and integers; ``numcodecs.bitround`` stays numcodecs')."""
+
+    name: ClassVar[str] = "bitround"
+    keepbits: Annotated[int, msgspec.Meta(ge=0, le=64)]
+
+
 class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_shape: tuple[_Positive, ...]
     codecs: Any = None
@@ -213,6 +221,7 @@ CodecMeta: TypeAlias = (
     | ReshapeMeta
     | SqueezeMeta
     | PackbitsMeta
+    | BitroundMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -242,8 +251,9 @@ NUMCODECS_KINDS: dict[str, CodecKind] = {
 }
 
 # Registered names that are the same codec with a compatible configuration as a numcodecs id. zarrs'
-# ``packbits`` (array->bytes, padding options) and ``zfp`` differ from numcodecs' and are not aliases.
-_NUMCODECS_ALIASES: dict[str, str] = {"bitround": "bitround"}
+# ``packbits`` (array->bytes, padding options), ``bitround`` (integers too, a saturating carry) and ``zfp``
+# differ from numcodecs' and are not aliases.
+_NUMCODECS_ALIASES: dict[str, str] = {}
 
 _PLAIN: dict[str, type[_Config]] = {
     cls.name: cls
@@ -261,6 +271,7 @@ _PLAIN: dict[str, type[_Config]] = {
         ReshapeMeta,
         SqueezeMeta,
         PackbitsMeta,
+        BitroundMeta,
     )
 }
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.

@@ -274,3 +274,82 @@ def test_packbits_int4_all_values() -> None:
     assert bytes(enc) == bytes((lo & 15) | ((hi & 15) << 4) for lo, hi in zip(range(-8, 8, 2), range(-7, 8, 2),
                                                                                strict=True))
     assert p.decode(enc, s).tobytes() == values.tobytes()
+
+
+# ----------------------------------------------------------------------------------------------- bitround
+
+BITROUND_SAMPLE_UINT8 = [(0, 0), (1, 1), (10, 10), (11, 12), (100, 96), (123, 128), (200, 192), (208, 192),
+                         (209, 224), (255, 224)]
+BITROUND_SAMPLE_FLOAT32 = [(0.0, 0.0), (0.1, 0.1015625), (1.2, 1.25), (12.3, 12.0), (123.4, 120.0),
+                           (1234.5, 1280.0), (np.inf, np.inf), (-np.inf, -np.inf)]
+
+
+@pytest.mark.parametrize(("dtype", "pairs"), [("uint8", BITROUND_SAMPLE_UINT8), ("float32", BITROUND_SAMPLE_FLOAT32)])
+def test_bitround_matches_the_zarr_extensions_sample_data(tmp_path: pathlib.Path, dtype: str,
+                                                          pairs: list[tuple[float, float]]) -> None:
+    """zarr-extensions ``codecs/bitround/sample_data/README.md`` (written by zarrs, keepbits 3): the table's
+    original and rounded values, written by rectizarr and read back."""
+    codecs = [{"name": "bitround", "configuration": {"keepbits": 3}}, LE]
+    original = np.array([p[0] for p in pairs], dtype=dtype)
+    rounded = np.array([p[1] for p in pairs], dtype=dtype)
+    a = rectizarr.create_array(str(tmp_path / "a"), shape=original.shape, chunks=original.shape, dtype=dtype,
+                               filters=codecs[:1], compressors=None)
+    a[:] = original
+    assert (tmp_path / "a" / "c" / "0").read_bytes() == rounded.astype(f"<{rounded.dtype.str[1:]}").tobytes()
+    assert np.array_equal(a[:], rounded)
+    assert json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"][0] == codecs[0]
+
+
+def test_bitround_nan_keeps_its_bits() -> None:
+    p = pipeline([{"name": "bitround", "configuration": {"keepbits": 3}}, LE], "float32", [[2]])
+    nan = np.array([0x7FC00000, 0xFFFFFFFF], dtype="<u4").view("float32")
+    # the quiet NaN is unchanged; the all-ones NaN saturates instead of carrying into +0.0
+    assert np.frombuffer(p.encode(nan, spec((2,), "float32")), "<u4").tolist() == [0x7FC00000, 0xFFF00000]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["float32", "float64"]), st.data())
+def test_bitround_equals_numcodecs_on_finite_floats(dtype: str, data: st.DataObject) -> None:
+    """numcodecs' BitRound (what ``numcodecs.bitround`` means) agrees wherever no carry leaves the type."""
+    import numcodecs
+
+    mantissa = 23 if dtype == "float32" else 52
+    keep = data.draw(st.integers(1, mantissa))
+    values = data.draw(hnp.arrays(dtype, st.integers(1, 30), elements={"allow_nan": False, "allow_infinity": False}))
+    p = pipeline([{"name": "bitround", "configuration": {"keepbits": keep}}, LE], dtype, [[values.size]])
+    ours = p.encode(values, spec(values.shape, dtype))
+    theirs = np.asarray(numcodecs.BitRound(keep).encode(values)).reshape(-1)  # (their unsigned view of the bits)
+    assert ours == theirs.view(values.dtype).astype(f"<{values.dtype.str[1:]}").tobytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["uint8", "uint16", "uint32", "uint64"]), st.integers(1, 8), st.data())
+def test_bitround_integers_keep_bits_from_the_top_set_bit(dtype: str, keep: int, data: st.DataObject) -> None:
+    dt = np.dtype(dtype)
+    values = data.draw(hnp.arrays(dt, st.integers(1, 30)))
+    p = pipeline([{"name": "bitround", "configuration": {"keepbits": keep}}, LE], dt, [[values.size]])
+    out = np.frombuffer(p.encode(values, spec(values.shape, dt)), dt.newbyteorder("<"))
+    top = (1 << (dt.itemsize * 8)) - 1
+    for x, y in zip(values.tolist(), out.tolist(), strict=True):
+        drop = max(x.bit_length() - keep, 0)
+        if not drop:
+            assert y == x
+            continue
+        q, r = divmod(x, 1 << drop)
+        half = 1 << (drop - 1)
+        q += r > half or (r == half and q & 1)  # nearest, ties to even
+        expected = min(q << drop, top)  # a carry out of the type saturates, then the low bits clear
+        assert y == expected & ~((1 << drop) - 1) & top
+
+
+@pytest.mark.parametrize(("codec", "dtype", "path", "message"), [
+    ({"name": "bitround", "configuration": {"keepbits": 0}}, "float32", "$.codecs[0].configuration.keepbits",
+     "at least 1"),
+    ({"name": "bitround", "configuration": {}}, "float32", "$.codecs[0].configuration.keepbits", "keepbits"),
+    ({"name": "bitround", "configuration": {"keepbits": 3}}, "bool", "$.codecs[0]", "bitround does not code"),
+    ({"name": "bitround"}, "float32", "$.codecs[0]", "configuration"),
+])
+def test_bitround_bad_configurations(codec: dict[str, Any], dtype: str, path: str, message: str) -> None:
+    with pytest.raises(MetadataError, match=message) as info:
+        pipeline([codec, LE], dtype, [[4]])
+    assert info.value.path == path

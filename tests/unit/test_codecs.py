@@ -19,6 +19,7 @@ from rectizarr.codecs.build import build_codec, build_pipeline
 from rectizarr.codecs.crc32c import crc32c
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.codec_meta import (
+    BitroundMeta,
     BloscMeta,
     BytesMeta,
     NumcodecsMeta,
@@ -378,7 +379,6 @@ NUMCODECS_CASES: list[tuple[str, dict[str, Any], np.ndarray]] = [
     ),
     ("numcodecs.quantize", {"digits": 20, "dtype": "<f8"}, np.array([0.5, 0.25, 2.0, -1.0])),
     ("numcodecs.bitround", {"keepbits": 23}, np.linspace(0, 1, 6, dtype="<f4").reshape(2, 3)),
-    ("bitround", {"keepbits": 23}, np.linspace(0, 1, 6, dtype="<f4")),
     ("numcodecs.astype", {"encode_dtype": "<i2", "decode_dtype": "<i4"}, np.arange(6, dtype="<i4")),
     ("numcodecs.packbits", {}, np.array([[True, False, True], [True, True, False], [False, False, True]])),
     ("numcodecs.shuffle", {"elementsize": 4}, np.arange(8, dtype="<i4")),
@@ -553,8 +553,10 @@ def test_parse_then_write_is_canonical(raw: Any, canonical: dict[str, Any]) -> N
 
 def test_short_hand_names_and_aliases() -> None:
     assert parse_codecs(["bytes", "vlen-utf8"]) == (BytesMeta(), VlenUtf8Meta())
-    alias = parse_codecs([{"name": "bitround", "configuration": {"keepbits": 2}}])[0]
-    assert isinstance(alias, NumcodecsMeta) and alias.codec_id == "bitround" and alias.kind == "array_array"
+    # zarr-extensions' bitround is native (integers too); numcodecs.bitround stays numcodecs'
+    assert parse_codecs([{"name": "bitround", "configuration": {"keepbits": 2}}])[0] == BitroundMeta(keepbits=2)
+    legacy = parse_codecs([{"name": "numcodecs.bitround", "configuration": {"keepbits": 2}}])[0]
+    assert isinstance(legacy, NumcodecsMeta) and legacy.codec_id == "bitround" and legacy.kind == "array_array"
 
 
 def test_sharding_writes_all_four_keys() -> None:
