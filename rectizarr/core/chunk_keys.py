@@ -13,6 +13,11 @@ Registered extensions (zarr-extensions' chunk-key-encodings):
 ``max_children`` entries.
 ``prefix`` (``prefix``, ``base_encoding``): ``prefix`` + the key of the base encoding.
 ``suffix`` (``suffix``, ``base_encoding``): the key of the base encoding + ``suffix``.
+``template`` (``format``, ``separator``): a format string whose ``{i}`` (``{-i}`` from the end) is
+coordinate ``i``, ``{*}`` the coordinates not named elsewhere joined by ``separator``, ``:0w`` a zero-padded
+width, ``{{``/``}}`` literal braces (``{2}/{0}/{1}`` -> ``33/11/22`` for ``(11, 22, 33)``). The schema's
+field is ``format``; the README's ``template`` is read too. A key for a dimensionality the format cannot
+express (an index past the end, no coordinate left for ``{*}``) is a :class:`MetadataError`.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ __all__ = ["ChunkKeyEncoding", "KEY_ENCODINGS", "parse_chunk_key_encoding"]
 
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
 #: Every chunk key encoding rectizarr reads and writes.
-KEY_ENCODINGS = ("default", "v2", "fanout", "prefix", "suffix")
+KEY_ENCODINGS = ("default", "v2", "fanout", "prefix", "suffix", "template")
 _WRAPPERS = ("prefix", "suffix")
 _DEFAULT_MAX_CHILDREN = 1001
 _MAX_NESTING = 8  # a prefix of a suffix of ...: deeper is refused, not recursed into
@@ -40,7 +45,8 @@ _MAX_NESTING = 8  # a prefix of a suffix of ...: deeper is refused, not recursed
 _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 _FORBIDDEN = ("..", "\\", "\0", "//", "zarr.json")
 
-Name = Literal["default", "v2", "fanout", "prefix", "suffix"]
+Name = Literal["default", "v2", "fanout", "prefix", "suffix", "template"]
+_EXPRESSION = re.compile(r"\{(\*|-?[0-9]+)(?::0([0-9]+))?\}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +60,15 @@ class ChunkKeyEncoding:
     affix: str = ""
     base: ChunkKeyEncoding | None = None
     max_children: int = _DEFAULT_MAX_CHILDREN
+    template: Template | None = None
 
     def __post_init__(self) -> None:
         if self.name not in KEY_ENCODINGS:
             raise UnsupportedError(f"chunk key encoding {self.name!r} (supported: {', '.join(KEY_ENCODINGS)})")
         if self.separator not in ("/", "."):
             raise MetadataError(f"chunk key separator must be '/' or '.', got {self.separator!r}")
+        if self.name == "template" and self.template is None:
+            raise MetadataError("chunk key encoding 'template' needs a format")
         if self.name in _WRAPPERS and (self.base is None or not self.affix):
             raise MetadataError(f"chunk key encoding {self.name!r} needs a non-empty {self.name} and a base_encoding")
         if self.name == "fanout" and not (is_int(self.max_children) and self.max_children > 3):
@@ -73,6 +82,8 @@ class ChunkKeyEncoding:
         if self.base is not None:
             inner = self.base.encode(coords)
             return self.affix + inner if self.name == "prefix" else inner + self.affix
+        if self.template is not None:
+            return self.template.encode([int(c) for c in coords])
         if self.name == "fanout":
             return _fanout_key([int(c) for c in coords], self.max_children - 1)
         parts = [str(int(c)) for c in coords]
@@ -90,6 +101,8 @@ class ChunkKeyEncoding:
         if self.base is not None:
             inner = self.base.encode_many(a)
             return [self.affix + k for k in inner] if self.name == "prefix" else [k + self.affix for k in inner]
+        if self.template is not None:
+            return [self.template.encode(row) for row in a.tolist()]
         if self.name == "fanout":
             base = self.max_children - 1
             return [_fanout_key(row, base) for row in a.tolist()]
@@ -110,6 +123,8 @@ class ChunkKeyEncoding:
             if not key.endswith(self.affix):
                 return None
             return self.base.decode(key[:len(key) - len(self.affix)], ndim)
+        if self.template is not None:
+            return self.template.decode(key, ndim)
         if self.name == "fanout":
             return _fanout_decode(key, self.max_children - 1, ndim)
         if self.name == "default":
@@ -134,6 +149,11 @@ class ChunkKeyEncoding:
             return {"name": "fanout", "configuration": {"max_children": self.max_children}}
         if self.base is not None:
             return {"name": self.name, "configuration": {self.name: self.affix, "base_encoding": self.base.to_json()}}
+        if self.template is not None:
+            config: dict[str, Any] = {"format": self.template.format}
+            if self.template.separator is not None:
+                config["separator"] = self.template.separator
+            return {"name": "template", "configuration": config}
         return {"name": self.name, "configuration": {"separator": self.separator}}
 
 
@@ -209,6 +229,8 @@ def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding", _de
         raise MetadataError(f"{name} configuration must be an object, got {config!r}", path=cpath)
     if name == "fanout":
         return _parse_fanout(config, cpath)
+    if name == "template":
+        return ChunkKeyEncoding("template", "/", template=_parse_template(config, cpath))
     if name in _WRAPPERS:
         return _parse_wrapper(name, config, cpath, _depth)  # type: ignore[arg-type]
     for k in config:
@@ -248,3 +270,146 @@ def _parse_wrapper(name: Literal["prefix", "suffix"], config: dict[str, Any], cp
                             path=json_path(cpath, base_key))
     base = parse_chunk_key_encoding(config[base_key], json_path(cpath, base_key), depth + 1)
     return ChunkKeyEncoding(name, base.separator, affix=affix, base=base)
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A parsed ``template`` format: literal text and expressions ``(index or None for *, width)``."""
+
+    format: str
+    separator: str | None
+    parts: tuple[str | tuple[int | None, int], ...]
+
+    def _order(self, ndim: int) -> list[tuple[int | None, int, list[int]]]:
+        """Per expression: its index, width, and the coordinates it stands for (``*``: the rest)."""
+        named: list[int] = []
+        for part in self.parts:
+            if isinstance(part, tuple) and part[0] is not None:
+                i = part[0] if part[0] >= 0 else ndim + part[0]
+                if not 0 <= i < ndim:
+                    raise MetadataError(f"template {self.format!r}: index {part[0]} does not exist in "
+                                        f"{ndim}-dimensional chunk coordinates")
+                if i in named:
+                    raise MetadataError(f"template {self.format!r}: coordinate {i} is named twice")
+                named.append(i)
+        rest = [i for i in range(ndim) if i not in named]
+        has_rest = any(isinstance(p, tuple) and p[0] is None for p in self.parts)
+        if rest and not has_rest:
+            raise MetadataError(f"template {self.format!r} names {len(named)} of {ndim} coordinates and has no {{*}}")
+        if has_rest and not rest:
+            raise MetadataError(f"template {self.format!r}: no coordinate is left for {{*}} ({ndim} dimension(s))")
+        out: list[tuple[int | None, int, list[int]]] = []
+        it = iter(named)
+        for part in self.parts:
+            if isinstance(part, tuple):
+                out.append((part[0], part[1], rest if part[0] is None else [next(it)]))
+        return out
+
+    def encode(self, coords: list[int]) -> str:
+        exprs = iter(self._order(len(coords)))
+        out: list[str] = []
+        for part in self.parts:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            index, width, which = next(exprs)
+            text = [str(coords[i]).zfill(width) for i in which]
+            out.append((self.separator or "").join(text) if index is None else text[0])
+        return "".join(out)
+
+    def decode(self, key: str, ndim: int | None) -> Coords | None:
+        if ndim is None:
+            ndim = self._ndim_of(key)
+            if ndim is None:
+                return None
+        try:
+            order = self._order(ndim)
+        except MetadataError:
+            return None
+        pattern: list[str] = []
+        exprs = iter(order)
+        for part in self.parts:
+            if isinstance(part, str):
+                pattern.append(re.escape(part))
+            else:
+                index, _, which = next(exprs)
+                count = len(which)
+                sep = re.escape(self.separator or "")
+                pattern.append("([0-9]{1,19})" if index is not None
+                               else "([0-9]{1,19}" + f"(?:{sep}[0-9]{{1,19}}){{{count - 1}}})")
+        m = re.fullmatch("".join(pattern), key)
+        if m is None:
+            return None
+        coords = [0] * ndim
+        for (index, _, which), text in zip(order, m.groups(), strict=True):
+            values = text.split(self.separator) if index is None and self.separator else [text]
+            if len(values) != len(which):
+                return None
+            for i, v in zip(which, values, strict=True):
+                coords[i] = int(v)
+        # the canonical key only (no stray zeros beyond a width)
+        return tuple(coords) if self.encode(coords) == key else None
+
+    def _ndim_of(self, key: str) -> int | None:
+        """The dimensionality a key of this template has (None when it cannot be one)."""
+        explicit = sum(1 for p in self.parts if isinstance(p, tuple) and p[0] is not None)
+        if not any(isinstance(p, tuple) and p[0] is None for p in self.parts):
+            return explicit
+        for n in range(explicit + 1, explicit + 33):  # at most 32 dimensions
+            if self.decode(key, n) is not None:
+                return n
+        return None
+
+
+def _parse_template(config: dict[str, Any], cpath: str) -> Template:
+    key = "format" if "format" in config or "template" not in config else "template"
+    for k in config:
+        if k not in (key, "separator"):
+            raise MetadataError(f"unknown key {k!r} in the template configuration", path=json_path(cpath, k))
+    fmt = config.get(key)
+    where = json_path(cpath, key)
+    if not isinstance(fmt, str):
+        raise MetadataError(f"template {key} must be a string, got {fmt!r}", path=where)
+    separator = config.get("separator")
+    if separator is not None and (not isinstance(separator, str) or not separator):
+        raise MetadataError(f"template separator must be a non-empty string, got {separator!r}",
+                            path=json_path(cpath, "separator"))
+    parts: list[str | tuple[int | None, int]] = []
+    literal: list[str] = []
+    i = 0
+    while i < len(fmt):
+        if fmt.startswith("{{", i) or fmt.startswith("}}", i):
+            literal.append(fmt[i])
+            i += 2
+            continue
+        m = _EXPRESSION.match(fmt, i)
+        if m is None:
+            if fmt[i] in "{}":
+                raise MetadataError(f"template {fmt!r}: malformed expression at character {i}", path=where)
+            literal.append(fmt[i])
+            i += 1
+            continue
+        if literal:
+            parts.append("".join(literal))
+            literal = []
+        index = None if m.group(1) == "*" else int(m.group(1))
+        if index is not None and abs(index) > 64:
+            raise MetadataError(f"template {fmt!r}: index {index} is out of range", path=where)
+        width = int(m.group(2)) if m.group(2) else 0
+        if width > 19:
+            raise MetadataError(f"template {fmt!r}: width {width} is more than 19 digits", path=where)
+        parts.append((index, width))
+        i = m.end()
+    if literal:
+        parts.append("".join(literal))
+    exprs = [p for p in parts if isinstance(p, tuple)]
+    if not exprs:
+        raise MetadataError(f"template {fmt!r} has no {{...}} expression", path=where)
+    if sum(1 for p in exprs if p[0] is None) > 1:
+        raise MetadataError(f"template {fmt!r} has more than one {{*}}", path=where)
+    if any(p[0] is None for p in exprs) and separator is None:
+        raise MetadataError(f"template {fmt!r} has {{*}}: the configuration needs a separator", path=cpath)
+    bad = sorted({s for p in parts if isinstance(p, str) for s in _FORBIDDEN if s in p})
+    if bad or (isinstance(parts[0], str) and parts[0].startswith("/")):
+        raise MetadataError(f"template {fmt!r} must not contain {bad or ['a leading /']}", path=where)
+    return Template(fmt, separator, tuple(parts))

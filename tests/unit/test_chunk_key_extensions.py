@@ -1,4 +1,5 @@
-"""The registered chunk key encodings beyond ``default``/``v2`` (zarr-extensions: fanout, prefix, suffix):
+"""The registered chunk key encodings beyond ``default``/``v2`` (zarr-extensions: fanout, prefix, suffix,
+template):
 keys per their registry READMEs, round trips through rectizarr, and hand-made stores read back."""
 
 from __future__ import annotations
@@ -73,14 +74,76 @@ def test_prefix_refuses_what_its_readme_forbids(config: dict[str, Any], where: s
     assert e.value.path == "$.chunk_key_encoding.configuration" + (f".{where}" if where else "")
 
 
-def test_unregistered_or_unsupported_encodings_name_themselves() -> None:
-    with pytest.raises(UnsupportedError, match="'template'") as e:
-        parse_chunk_key_encoding({"name": "template", "configuration": {"template": "{0}"}})
+def test_unknown_encodings_name_themselves() -> None:
+    with pytest.raises(UnsupportedError, match=r"'zarrs\.hashed'") as e:
+        parse_chunk_key_encoding({"name": "zarrs.hashed", "configuration": {}})
     assert e.value.path == "$.chunk_key_encoding.name"
+
+
+# the registry's chunk-key-encodings/template/examples.tsv: format, separator, coordinates, key
+TEMPLATE_EXAMPLES = [
+    ("c/{*}", "/", (11, 22, 33), "c/11/22/33"),
+    ("{*}", ".", (11, 22, 33), "11.22.33"),
+    ("prefix/{*}", "/", (11, 22, 33), "prefix/11/22/33"),
+    ("{*}.suffix", "_", (11, 22, 33), "11_22_33.suffix"),
+    ("{2}/{0}/{1}", ".", (11, 22, 33), "33/11/22"),
+    ("{-1}/{*}", "/", (11, 22, 33), "33/11/22"),
+    ("{*:04}", "/", (11, 22, 33), "0011/0022/0033"),
+    ("{*:02}", "/", (111, 2, 33), "111/02/33"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "sep", "coords", "key"), TEMPLATE_EXAMPLES, ids=[e[0] for e in TEMPLATE_EXAMPLES])
+def test_template_keys_are_the_registry_examples(fmt: str, sep: str, coords: tuple[int, ...], key: str) -> None:
+    enc = parse_chunk_key_encoding({"name": "template", "configuration": {"format": fmt, "separator": sep}})
+    assert enc.encode(coords) == key
+    assert enc.encode_many(np.array([coords])) == [key]
+    assert enc.decode(key, 3) == coords
+    assert enc.decode(key) == coords
+    assert enc.to_json() == {"name": "template", "configuration": {"format": fmt, "separator": sep}}
+
+
+def test_template_reads_the_readmes_field_name_and_escapes() -> None:
+    enc = parse_chunk_key_encoding({"name": "template", "configuration": {"template": "{{x}}-{1}_{0:03}"}})
+    assert enc.encode((4, 5)) == "{x}-5_004"
+    assert enc.decode("{x}-5_004", 2) == (4, 5)
+    assert enc.decode("{x}-5_04", 2) is None  # not the canonical width
+    assert enc.to_json()["configuration"] == {"format": "{{x}}-{1}_{0:03}"}
+
+
+def test_template_dimensionality_must_fit() -> None:
+    enc = parse_chunk_key_encoding({"name": "template", "configuration": {"format": "{0}/{1}"}})
+    for coords in [(1,), (1, 2, 3)]:
+        with pytest.raises(MetadataError, match="template"):
+            enc.encode(coords)
+    assert enc.decode("1/2", 3) is None
+    rest = parse_chunk_key_encoding({"name": "template", "configuration": {"format": "{0}/{-1}/{*}",
+                                                                           "separator": "."}})
+    with pytest.raises(MetadataError, match="no coordinate is left"):
+        rest.encode((1, 2))
+    assert rest.encode((1, 2, 3, 4)) == "1/4/2.3"
+
+
+@pytest.mark.parametrize(("config", "where", "message"), [
+    ({"format": "/{0}"}, ".format", "leading /"),
+    ({"format": "a/../{0}"}, ".format", r"\.\."),
+    ({"format": "zarr.json{0}"}, ".format", "zarr.json"),
+    ({"format": "chunks"}, ".format", "no {...} expression"),
+    ({"format": "{*}"}, "", "needs a separator"),
+    ({"format": "{*}/{*}", "separator": "."}, ".format", "more than one"),
+    ({"format": "{0:5}"}, ".format", "malformed"),
+    ({"format": "{0}", "sep": "."}, ".sep", "unknown key"),
+])
+def test_malformed_templates_name_the_path(config: dict[str, Any], where: str, message: str) -> None:
+    with pytest.raises(MetadataError, match=message) as e:
+        parse_chunk_key_encoding({"name": "template", "configuration": config})
+    assert e.value.path == "$.chunk_key_encoding.configuration" + where
 
 
 ENCODINGS = [
     (FANOUT_101, {(0, 0): "d0/0/d1/0/c", (2, 1): "d0/2/d1/1/c"}),
+    ({"name": "template", "configuration": {"format": "tiles/{1}/{0:03}.bin"}},
+     {(0, 0): "tiles/0/000.bin", (2, 1): "tiles/1/002.bin"}),
     ({"name": "prefix", "configuration": {"prefix": "chunks/", "base_encoding": {"name": "default"}}},
      {(0, 0): "chunks/c/0/0", (2, 1): "chunks/c/2/1"}),
     ({"name": "suffix", "configuration": {"suffix": ".bin", "base_encoding": {"name": "v2"}}},
@@ -88,7 +151,7 @@ ENCODINGS = [
 ]
 
 
-@pytest.mark.parametrize(("enc", "keys"), ENCODINGS, ids=["fanout", "prefix", "suffix"])
+@pytest.mark.parametrize(("enc", "keys"), ENCODINGS, ids=["fanout", "template", "prefix", "suffix"])
 def test_round_trip_writes_the_registered_keys(tmp_path: Path, enc: dict[str, Any], keys: dict[Any, str]) -> None:
     data = np.arange(30, dtype="int32").reshape(6, 5)
     a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype, chunks=(2, 3),
@@ -102,7 +165,7 @@ def test_round_trip_writes_the_registered_keys(tmp_path: Path, enc: dict[str, An
     assert rectizarr.open_array(LocalStore(tmp_path / "a")).nchunks_initialized == 6
 
 
-@pytest.mark.parametrize(("enc", "keys"), ENCODINGS, ids=["fanout", "prefix", "suffix"])
+@pytest.mark.parametrize(("enc", "keys"), ENCODINGS, ids=["fanout", "template", "prefix", "suffix"])
 def test_hand_made_stores_read(tmp_path: Path, enc: dict[str, Any], keys: dict[Any, str]) -> None:
     root = tmp_path / "h"
     root.mkdir()

@@ -35,7 +35,7 @@ def test_table_lists_every_registered_name_with_rectizarrs_support() -> None:
             assert f"| `{name}` |" in out
     rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in out.splitlines()
             if line.startswith("| `")}
-    assert rows["fanout"] == rows["suffix"] == rows["prefix"] == "RW" and rows["template"] == ""
+    assert rows["fanout"] == rows["suffix"] == rows["prefix"] == rows["template"] == "RW"
     assert rows["datetime64"] == "R" and rows["numpy.datetime64"] == "RW"
     assert rows["jpeg"] == "" and rows["sharding_indexed"] == "RW"
 
@@ -47,4 +47,4 @@ def test_rectizarr_columns_follow_the_parsers() -> None:
     assert script.rectizarr_data_type("fixed-length-ucs4") == "R"
     assert script.rectizarr_data_type("binary_fixed_point") == ""
     assert script.rectizarr_chunk_grid("rectilinear") == "RW"
-    assert script.rectizarr_chunk_key_encoding("template") == ""
+    assert script.rectizarr_chunk_key_encoding("zarrs.hashed") == ""
