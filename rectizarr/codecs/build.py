@@ -26,6 +26,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
 from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
+from rectizarr.codecs.zfp import ZfpCodec
 from rectizarr.core import codec_meta as cm
 from rectizarr.errors import MetadataError
 
@@ -175,6 +176,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
                 return BitroundCodec(meta.keepbits)
             except MetadataError as exc:
                 raise MetadataError(str(exc), path=json_path(path, "configuration", "keepbits")) from exc
+        case cm.ZfpMeta():
+            return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
         case cm.SqueezeMeta():
             return SqueezeCodec()
         case cm.V2ChunkMeta():

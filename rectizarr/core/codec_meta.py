@@ -38,6 +38,7 @@ __all__ = [
     "V2ChunkMeta",
     "VlenBytesMeta",
     "VlenUtf8Meta",
+    "ZfpMeta",
     "ZstdMeta",
     "codecs_to_json",
     "parse_codecs",
@@ -160,6 +161,33 @@ class BitroundMeta(_Config, frozen=True, forbid_unknown_fields=True):
     keepbits: Annotated[int, msgspec.Meta(ge=0, le=64)]
 
 
+_ZFP_PARAMS: dict[str, tuple[str, ...]] = {
+    "reversible": (),
+    "expert": ("minbits", "maxbits", "maxprec", "minexp"),
+    "fixed_accuracy": ("tolerance",),
+    "fixed_rate": ("rate",),
+    "fixed_precision": ("precision",),
+}
+
+
+class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """zarr-extensions' ``zfp`` (a header-less stream; not ``numcodecs.zfpy``). ``mode`` picks which of the
+    other keys are required (and allowed)."""
+
+    name: ClassVar[str] = "zfp"
+    mode: Literal["reversible", "expert", "fixed_accuracy", "fixed_rate", "fixed_precision"]
+    tolerance: Annotated[float, msgspec.Meta(ge=0)] | None = None
+    rate: Annotated[float, msgspec.Meta(gt=0)] | None = None
+    precision: Annotated[int, msgspec.Meta(ge=1, le=64)] | None = None
+    minbits: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    maxbits: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    maxprec: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    minexp: int | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in _ZFP_PARAMS[self.mode]}
+
+
 class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_shape: tuple[_Positive, ...]
     codecs: Any = None
@@ -222,6 +250,7 @@ CodecMeta: TypeAlias = (
     | SqueezeMeta
     | PackbitsMeta
     | BitroundMeta
+    | ZfpMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -272,6 +301,7 @@ _PLAIN: dict[str, type[_Config]] = {
         SqueezeMeta,
         PackbitsMeta,
         BitroundMeta,
+        ZfpMeta,
     )
 }
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
@@ -336,6 +366,11 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
         if cls is CastValueMeta and config.get("out_of_range") == "error":
             config = {k: v for k, v in config.items() if k != "out_of_range"}  # the default, spelt out
         meta: CodecMeta = _convert(config, cls, cpath)
+        if isinstance(meta, ZfpMeta):
+            wanted = set(_ZFP_PARAMS[meta.mode])
+            for key in sorted((set(config) - {"mode"}) ^ wanted):
+                what = "needs" if key in wanted else "does not take"
+                raise MetadataError(f"zfp mode {meta.mode!r} {what} {key!r}", path=json_path(cpath, key))
         if isinstance(meta, ScaleOffsetMeta):
             missing = sorted({"offset", "scale"} - set(config))
             if missing:  # zarr-python leaves out the defaults (offset 0, scale 1); the spec requires both
@@ -408,6 +443,8 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
     match meta:
         case BytesMeta(endian=None):
             return {"name": "bytes"}
+        case ZfpMeta():
+            return {"name": meta.name, "configuration": {"mode": meta.mode, **meta.params()}}
         case ReshapeMeta():
             shape = [list(x) if isinstance(x, tuple) else x for x in meta.shape]
             return {"name": meta.name, "configuration": {"shape": shape}}

@@ -27,7 +27,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
 from rectizarr.core.dtype import parse_data_type
-from rectizarr.errors import CodecError, MetadataError
+from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
 LE = {"name": "bytes", "configuration": {"endian": "little"}}
 
@@ -353,3 +353,98 @@ def test_bitround_bad_configurations(codec: dict[str, Any], dtype: str, path: st
     with pytest.raises(MetadataError, match=message) as info:
         pipeline([codec, LE], dtype, [[4]])
     assert info.value.path == path
+
+
+# ---------------------------------------------------------------------------------------------------- zfp
+# Source of truth: zarr-extensions codecs/zfp/README.md (no header; promotion rules) and the zfp library
+# itself (through zfpy): a stream written with zfp's header is the header's 96 bits followed by exactly the
+# header-less stream.
+
+zfpy = pytest.importorskip("zfpy")  # (the zfp extra, in the test extra)
+
+
+def _zfp(config: dict[str, Any], dtype: Any, shape: tuple[int, ...]) -> tuple[Any, ChunkSpec]:
+    return pipeline([{"name": "zfp", "configuration": config}], dtype, [[s] for s in shape]), spec(shape, dtype)
+
+
+@pytest.mark.parametrize("config", [{"mode": "reversible"}, {"mode": "fixed_rate", "rate": 12},
+                                    {"mode": "fixed_precision", "precision": 14},
+                                    {"mode": "fixed_accuracy", "tolerance": 0.01}])
+def test_zfp_stream_is_zfps_stream_without_its_header(config: dict[str, Any]) -> None:
+    data = (np.random.default_rng(3).standard_normal((4, 6, 5)) * 50).astype("float32")
+    p, s = _zfp(config, "float32", data.shape)
+    ours = bytes(p.encode(data, s))
+    kwargs = {k: v for k, v in config.items() if k != "mode"}
+    with_header = zfpy.compress_numpy(data, write_header=True, **kwargs)
+    tail = np.unpackbits(np.frombuffer(with_header, np.uint8), bitorder="little")[96:]
+    mine = np.unpackbits(np.frombuffer(ours, np.uint8), bitorder="little")
+    n = min(tail.size, mine.size)
+    assert np.array_equal(tail[:n], mine[:n]) and not tail[n:].any() and not mine[n:].any()
+    assert np.array_equal(p.decode(ours, s), zfpy.decompress_numpy(with_header))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["int8", "uint8", "int16", "uint16", "int32", "int64", "float32", "float64"]),
+       st.data())
+def test_zfp_reversible_round_trips_exactly(dtype: str, data: st.DataObject) -> None:
+    values = data.draw(hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=4, max_side=5),
+                                  elements={"allow_nan": False} if dtype.startswith("float") else None))
+    p, s = _zfp({"mode": "reversible"}, dtype, values.shape)
+    enc = p.encode(values, s)
+    assert len(enc) <= p.array_bytes.encoded_bound(s)
+    assert p.decode(enc, s).tobytes() == values.tobytes()
+
+
+def test_zfp_fixed_accuracy_keeps_the_tolerance(tmp_path: pathlib.Path) -> None:
+    data = np.linspace(-10, 10, 4 * 8 * 8).reshape(4, 8, 8)
+    codecs = [{"name": "zfp", "configuration": {"mode": "fixed_accuracy", "tolerance": 0.001}}]
+    a = rectizarr.create_array(str(tmp_path / "a"), shape=data.shape, chunks=(4, 4, 8), dtype="float64",
+                               serializer=codecs[0], compressors=None)
+    a[:] = data
+    assert np.abs(a[:] - data).max() <= 0.001
+    assert json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"] == codecs
+
+
+def test_zfp_promotes_small_integers_by_the_spec() -> None:
+    """int16 -> int32 << 15; uint8 -> (x - 128) << 23 (the spec's zfp_promote_* rules), then demoted back."""
+    for dtype, values, promoted in [("int16", [-2, 7], np.array([-2, 7], "int32") << 15),
+                                    ("uint8", [0, 255], (np.array([0, 255], "int32") - 128) << 23)]:
+        p, s = _zfp({"mode": "reversible"}, dtype, (2,))
+        assert bytes(p.encode(np.array(values, dtype), s)) == zfpy.compress_numpy(promoted, write_header=False)
+
+
+@pytest.mark.parametrize(("config", "dtype", "shape", "error", "path", "message"), [
+    ({"mode": "fixed_rate"}, "float32", (4,), MetadataError, "$.codecs[0].configuration.rate", "needs 'rate'"),
+    ({"mode": "reversible", "rate": 3}, "float32", (4,), MetadataError, "$.codecs[0].configuration.rate",
+     "does not take"),
+    ({"mode": "lossy"}, "float32", (4,), MetadataError, "$.codecs[0].configuration.mode", ""),
+    ({"mode": "fixed_accuracy", "tolerance": -1}, "float32", (4,), MetadataError,
+     "$.codecs[0].configuration.tolerance", ""),
+    ({"mode": "expert", "minbits": 1, "maxbits": 64, "maxprec": 32, "minexp": -100}, "float32", (4,),
+     UnsupportedError, "$.codecs[0].configuration.mode", "expert"),
+    ({"mode": "reversible"}, "complex64", (4,), MetadataError, "$.codecs[0]", "zfp does not code"),
+    ({"mode": "reversible"}, "float32", (1, 2, 1, 2, 1), MetadataError, "$.codecs[0]", "1 to 4 dimensions"),
+    ({"mode": "reversible"}, "uint32", (4,), UnsupportedError, "$.codecs[0]", "no rule"),
+])
+def test_zfp_bad_configurations(config: dict[str, Any], dtype: str, shape: tuple[int, ...], error: type[Exception],
+                                path: str, message: str) -> None:
+    with pytest.raises(error, match=message or None) as info:
+        _zfp(config, dtype, shape)
+    assert isinstance(info.value, MetadataError) and info.value.path == path
+
+
+def test_zfp_without_zfpy_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import rectizarr.codecs.zfp as zfp_module
+
+    monkeypatch.setattr(zfp_module, "_zfpy", lambda: None)
+    with pytest.raises(UnsupportedError, match=r"rectizarr\[zfp\]"):
+        _zfp({"mode": "reversible"}, "float32", (4,))
+
+
+def test_zfp_corrupt_or_oversized_values_are_codec_errors() -> None:
+    p, s = _zfp({"mode": "reversible"}, "float64", (8, 8))
+    with pytest.raises(CodecError, match="more than a zfp stream"):
+        p.decode(b"\xff" * (1 << 20), s)  # refused before zfp sees it
+    enc = bytes(p.encode(np.arange(64.0).reshape(8, 8), s))
+    out = p.decode(enc[: len(enc) // 2], s)  # truncated: zfp reads zeros past the end, never past the buffer
+    assert out.shape == (8, 8) and out.dtype == np.float64

@@ -1,0 +1,164 @@
+"""The ``zfp`` ``array -> bytes`` codec (zarr-extensions ``codecs/zfp``, zarrs' codec): a bare zfp stream, no
+header, of the chunk as a 1- to 4-dimensional zfp field (a 0-d chunk as one value).
+
+The compression is the zfp library's, through ``zfpy`` (the ``zfp`` extra). zfpy writes header-less
+streams but decodes only streams with a header, so a decode puts the header the configuration implies
+(taken from a stream of zeros of the same field, 96 bits, cached per chunk shape) in front of the stored bits.
+Decoding reads from a buffer zero-padded to the most bytes a valid stream of the chunk can take, and a
+longer stored value is refused, so a corrupt value cannot make zfp read past its buffer.
+
+Types: ``int32``, ``int64``, ``float32``, ``float64`` as they are; ``int8``/``int16``/``uint8``/``uint16``
+promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the spec's rules.
+``expert`` mode is refused: zfpy does not expose it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
+from rectizarr.core.dtype import data_type_from_numpy
+from rectizarr.errors import CodecError, MetadataError, UnsupportedError
+
+__all__ = ["ZFP_EXTRA", "ZfpCodec"]
+
+ZFP_EXTRA = "zfp"
+_HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
+_NATIVE = frozenset({"int32", "int64", "float32", "float64"})
+_PROMOTED_INT = {"int8": (8, True), "int16": (16, True), "uint8": (8, False), "uint16": (16, False)}
+# listed by the spec, but it gives no rule for mapping them onto zfp's signed types
+_NO_RULE = frozenset({"uint32", "uint64"})
+_PROMOTED_FLOAT = frozenset({"float16", "bfloat16"})
+
+
+def _zfpy() -> Any:
+    try:
+        import zfpy  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    return zfpy
+
+
+def _bits(data: bytes | memoryview | np.ndarray) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
+
+
+class ZfpCodec(ArrayBytesCodec):
+    name = "zfp"
+
+    def __init__(self, mode: str, params: dict[str, Any], path: str) -> None:
+        if mode == "expert":
+            raise UnsupportedError("zfp's expert mode: zfpy, the zfp binding rectizarr uses, does not expose it",
+                                   path=path)
+        self.zfpy = _zfpy()
+        if self.zfpy is None:
+            raise UnsupportedError(f"codec 'zfp' needs the zfpy package: pip install 'rectizarr[{ZFP_EXTRA}]'",
+                                   path=path)
+        self.mode = mode
+        self.kwargs: dict[str, Any] = {"fixed_rate": {"rate": params.get("rate")},
+                                       "fixed_precision": {"precision": params.get("precision")},
+                                       "fixed_accuracy": {"tolerance": params.get("tolerance")},
+                                       "reversible": {}}[mode]
+        self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
+
+    # --------------------------------------------------------------------------------- types and shapes
+
+    def _zfp_dtype(self, dtype: np.dtype) -> tuple[str, np.dtype]:
+        name = data_type_from_numpy(dtype).name if dtype.kind != "O" else "object"
+        if name in _NATIVE:
+            return name, dtype
+        if name in _PROMOTED_INT:
+            return name, np.dtype("int32")
+        if name in _PROMOTED_FLOAT:
+            return name, np.dtype("float32")
+        if name in _NO_RULE:
+            raise UnsupportedError(f"zfp of {name}: the specification gives no rule for mapping it onto zfp's "
+                                   "signed integers")
+        raise MetadataError(f"zfp does not code data type {name}")
+
+    @staticmethod
+    def _field(shape: Sequence[int]) -> tuple[int, ...]:
+        if len(shape) > 4:
+            raise MetadataError(f"zfp codes chunks of 1 to 4 dimensions, not {len(shape)} (a squeeze codec before "
+                                "it may drop axes of length 1)")
+        return tuple(int(s) for s in shape) or (1,)
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        self._zfp_dtype(dtype)
+        self._field([1] * len(edges_per_axis))
+
+    def encoded_bound(self, spec: ChunkSpec) -> int | None:
+        _, zdt = self._zfp_dtype(spec.dtype)
+        # zfp's stream never exceeds the raw values by more than a few bits per 4^d block; twice plus a page
+        return 2 * spec.size * zdt.itemsize + 4096
+
+    # --------------------------------------------------------------------------------------- promotion
+
+    def _promote(self, chunk: np.ndarray, name: str, zdt: np.dtype) -> np.ndarray:
+        if name in _PROMOTED_INT:
+            n, signed = _PROMOTED_INT[name]
+            wide = chunk.astype(np.int64)
+            if not signed:
+                wide -= 1 << (n - 1)
+            return np.asarray(wide << (31 - n), dtype=np.int32)
+        return np.asarray(chunk, dtype=zdt)
+
+    def _demote(self, values: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
+        if name in _PROMOTED_INT:
+            n, signed = _PROMOTED_INT[name]
+            wide: np.ndarray = values.astype(np.int64) >> (31 - n)
+            if signed:
+                wide = np.clip(wide, -(1 << (n - 1)), (1 << (n - 1)) - 1)
+            else:
+                wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
+            demoted: np.ndarray = wide.astype(dtype)
+            return demoted
+        out: np.ndarray = values.astype(dtype)
+        return out
+
+    # ------------------------------------------------------------------------------------------- coding
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        name, zdt = self._zfp_dtype(spec.dtype)
+        field = self._field(spec.shape)
+        values = np.ascontiguousarray(self._promote(np.asarray(chunk), name, zdt)).reshape(field)
+        try:
+            out: bytes = self.zfpy.compress_numpy(values, write_header=False, **self.kwargs)
+        except Exception as exc:
+            raise CodecError(f"zfp compression failed: {exc}", key=spec.key, codec=self.name) from exc
+        return out
+
+    def _header(self, field: tuple[int, ...], zdt: np.dtype) -> np.ndarray:
+        key = (field, zdt.str)
+        header = self._headers.get(key)
+        if header is None:
+            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **self.kwargs)
+            header = _bits(stream)[:_HEADER_BITS]
+            if header[84:96].all():  # a 12-bit mode of all ones announces a long mode: not these modes'
+                raise MetadataError(f"zfp mode {self.mode} {self.kwargs} needs a long header")
+            if len(self._headers) > 64:
+                self._headers.clear()
+            header = self._headers.setdefault(key, header)
+        return header
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        name, zdt = self._zfp_dtype(spec.dtype)
+        field = self._field(spec.shape)
+        bound = self.encoded_bound(spec) or 0
+        if len(data) > bound:
+            raise CodecError(f"stored value of {len(data)} bytes is more than a zfp stream of this chunk takes "
+                             f"({bound})", key=spec.key, codec=self.name)
+        stream = np.concatenate([self._header(field, zdt), _bits(data), np.zeros(8 * (bound - len(data)) + 64,
+                                                                                  np.uint8)])
+        padded = np.packbits(stream, bitorder="little").tobytes()
+        try:
+            values = np.asarray(self.zfpy.decompress_numpy(padded))
+        except Exception as exc:
+            raise CodecError(f"zfp decompression failed: {exc}", key=spec.key, codec=self.name) from exc
+        if values.size != spec.size or values.dtype != zdt:
+            raise CodecError(f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}", key=spec.key,
+                             codec=self.name)
+        return self._demote(values, name, spec.dtype).reshape(spec.shape)
