@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -34,6 +35,7 @@ import msgspec
 from rectizarr import nodes
 from rectizarr._util import prod
 from rectizarr.arrays import Array
+from rectizarr.codecs import plugins
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core import v2meta
 from rectizarr.core.chunk_keys import parse_chunk_key_encoding
@@ -134,8 +136,9 @@ class _Checker:
         issue = Issue(key, path, rule, message)
         (self.report.errors if self.strict else self.report.warnings).append(issue)
 
-    def run(self, key: str, path: str, rule: str, fn: Callable[[], T]) -> T | None:
-        """Call ``fn``; report a MetadataError and every lenient warning under ``rule``."""
+    def run(self, key: str, path: str, rule: str, fn: Callable[[], T], doc: Any = None) -> T | None:
+        """Call ``fn``; report a MetadataError and every lenient warning under ``rule``. With ``doc`` (the
+        document ``path`` is in), the message names the extension object the error is in."""
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", LenientMetadataWarning)
             try:
@@ -143,7 +146,8 @@ class _Checker:
             except MetadataError as exc:
                 result = None
                 kind = "unsupported" if isinstance(exc, UnsupportedError) else "invalid"
-                self.error(key, exc.path or path, f"{rule}.{kind}", _bare(exc))
+                where = exc.path or path
+                self.error(key, where, f"{rule}.{kind}", _naming_extension(exc, doc, where))
         for w in caught:
             if issubclass(w.category, LenientMetadataWarning):
                 self.tolerated(key, path, f"{rule}.lenient", str(w.message))
@@ -203,21 +207,23 @@ class _Checker:
         shape = self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key)) if "shape" in doc else None
         dtype: DataType | None = None
         if "data_type" in doc:
-            dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]))
+            dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]), doc)
         grid: ChunkGrid | None = None
         if "chunk_grid" in doc and shape is not None:
-            grid = self.run(key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape))
+            grid = self.run(key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape),
+                            doc)
         if "chunk_key_encoding" in doc:
             self.run(key, "$.chunk_key_encoding", "chunk_key_encoding",
-                     lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]))
+                     lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc)
         if "fill_value" in doc and dtype is not None:
             self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
-        codecs = self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"])) if "codecs" in doc else None
+        codecs = self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc \
+            else None
         if codecs == ():
             self.error(key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec")
         elif codecs and dtype is not None and grid is not None:
             self.run(key, "$.codecs", "codecs", lambda: build_pipeline(
-                codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"))
+                codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"), doc)
         if shape is not None:
             self.run(key, "$.dimension_names", "dimension_names",
                      lambda: parse_dimension_names(doc, False, len(shape), key))
@@ -299,6 +305,44 @@ class _Checker:
                 self.error(key, "", "chunks.decode", str(exc))
             except RectizarrError as exc:
                 self.error(key, "", "chunks.read", f"{type(exc).__name__}: {exc}")
+
+
+_EXTENSION_KINDS = {"codecs": "codec", "data_type": "data type", "chunk_grid": "chunk grid",
+                    "chunk_key_encoding": "chunk key encoding", "index_codecs": "codec"}
+_STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
+
+
+def _naming_extension(exc: MetadataError, doc: Any, where: str) -> str:
+    """The message of ``exc``, prefixed with the extension (``codec 'zstd': ...``) whose object holds
+    ``where`` in ``doc``; an unsupported codec's message says what implements it (:mod:`plugins`)."""
+    text = _bare(exc)
+    if doc is None or not where.startswith("$"):
+        return text
+    found: tuple[str, str] | None = None
+    node, kind, in_list = doc, None, False  # in_list: node is a list of extension objects (codecs)
+    for m in _STEP.finditer(where[1:]):
+        field_name, index = m.group(1), m.group(2)
+        if field_name is not None:
+            if not isinstance(node, dict) or field_name not in node:
+                break
+            node, at_extension = node[field_name], field_name in _EXTENSION_KINDS
+            kind = _EXTENSION_KINDS.get(field_name, kind)
+            in_list = at_extension and isinstance(node, list)
+            if not at_extension or in_list:
+                continue
+        else:
+            if not in_list or not isinstance(node, list) or int(index) >= len(node):
+                break
+            node, in_list = node[int(index)], False
+        name = node if isinstance(node, str) else node.get("name") if isinstance(node, dict) else None
+        if kind is not None and isinstance(name, str):
+            found = (kind, name)
+    if found is None:
+        return text
+    kind, name = found
+    if isinstance(exc, UnsupportedError) and kind == "codec" and where.endswith(".name"):
+        return _bare(plugins.unsupported_codec_error(name))
+    return text if repr(name) in text else f"{kind} {name!r}: {text}"
 
 
 def _bare(exc: MetadataError) -> str:
