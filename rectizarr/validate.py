@@ -213,8 +213,11 @@ class _Checker:
             grid = self.run(key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape),
                             doc)
         if "chunk_key_encoding" in doc:
-            self.run(key, "$.chunk_key_encoding", "chunk_key_encoding",
-                     lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc)
+            cke = self.run(key, "$.chunk_key_encoding", "chunk_key_encoding",
+                           lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc)
+            if cke is not None and shape is not None:  # a template may not fit the dimensionality
+                first = (0,) * len(shape)
+                self.run(key, "$.chunk_key_encoding", "chunk_key_encoding", lambda: cke.encode(first), doc)
         if "fill_value" in doc and dtype is not None:
             self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
         codecs = self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc \

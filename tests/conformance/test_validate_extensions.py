@@ -103,6 +103,8 @@ CASES: list[tuple[str, dict[str, Any], str, str]] = [
     ("prefix must not start with /", {"chunk_key_encoding": {"name": "prefix", "configuration": {
         "prefix": "/x", "base_encoding": "default"}}},
      "$.chunk_key_encoding.configuration.prefix", "chunk key encoding 'prefix'"),
+    ("template fits the dimensionality", {"chunk_key_encoding": {"name": "template", "configuration": {
+        "format": "{0}/{1}/{2}"}}}, "$.chunk_key_encoding", "chunk key encoding 'template'"),
     ("suffix base_encoding required", {"chunk_key_encoding": {"name": "suffix", "configuration": {
         "suffix": ".tiff"}}}, "$.chunk_key_encoding.configuration", "chunk key encoding 'suffix'"),
 ]
@@ -128,7 +130,8 @@ def test_schema_violations_are_reported_naming_the_extension(tmp_path: Path, ove
     {"data_type": {"name": "datetime64", "configuration": {"unit": "μs", "scale_factor": 10}}, "fill_value": "NaT"},
     {"chunk_key_encoding": {"name": "fanout", "configuration": {"max_children": 4}}},
     {"chunk_key_encoding": {"name": "suffix", "configuration": {"suffix": ".bin", "base_encoding": {"name": "v2"}}}},
-], ids=["zstd", "blosc", "sharding", "datetime64", "fanout", "suffix"])
+    {"chunk_key_encoding": {"name": "template", "configuration": {"format": "{-1}/{*}", "separator": "_"}}},
+], ids=["zstd", "blosc", "sharding", "datetime64", "fanout", "suffix", "template"])
 def test_configurations_the_schemas_allow_validate_clean(tmp_path: Path, over: dict[str, Any]) -> None:
     assert _errors(tmp_path, _doc(**over)) == []
 
