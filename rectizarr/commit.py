@@ -225,6 +225,7 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
     other writers kept changing the documents through ``tuning.conflict_retries`` rounds."""
     retries = tuning.current().conflict_retries
     settled: set[str] = set()  # ids of updates that can no longer commit (this call's, or aborted)
+    mine: dict[str, tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None], list[str]]] = {}
     patience = time.monotonic() + LEASE
     attempt = 0
     while attempt < retries:
@@ -235,6 +236,11 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
         if not isinstance(p_meta, GroupMeta):
             raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
         record = mark_of(p_meta)
+        if record is not None and "members" in record and record["id"] in mine:
+            # this call's own commit, which landed though its answer was lost (a retry was refused)
+            landed = mine[record["id"]]
+            _clean_up_swapped(store, primary, record["id"], landed[2], landed[1])
+            return landed[0], {path: landed[1].get(path, landed[0][path]) for path in paths}
         if record is not None and "members" in record:  # committed by a writer that did not clean up
             _finish_swapped(store, primary, p_meta, p_version)
             continue
@@ -265,6 +271,7 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
             ident = uuid.uuid4().hex
             settled.add(ident)
             members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
+            mine[ident] = (olds, news, members)
             if all(_prepare(store, path, ident, primary, olds[path], news[path], versions[path]) for path in members) \
                     and store.set_if(_key(primary), _with(p_new, {"id": ident, "members": members}), p_version):
                 _clean_up_swapped(store, primary, ident, members, news)
