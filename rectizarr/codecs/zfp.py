@@ -8,7 +8,9 @@ Decoding reads from a buffer zero-padded to the most bytes a valid stream of the
 longer stored value is refused, so a corrupt value cannot make zfp read past its buffer.
 
 Types: ``int32``, ``int64``, ``float32``, ``float64`` as they are; ``int8``/``int16``/``uint8``/``uint16``
-promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the spec's rules.
+promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the spec's rules; ``uint32``/
+``uint64`` as zarrs 0.23 maps them (the spec gives no rule): clamped into ``int32``/``int64`` (larger values
+are not kept), negative decoded values read as 0.
 ``expert`` mode is refused: zfpy does not expose it.
 """
 
@@ -29,8 +31,9 @@ ZFP_EXTRA = "zfp"
 _HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
 _NATIVE = frozenset({"int32", "int64", "float32", "float64"})
 _PROMOTED_INT = {"int8": (8, True), "int16": (16, True), "uint8": (8, False), "uint16": (16, False)}
-# listed by the spec, but it gives no rule for mapping them onto zfp's signed types
-_NO_RULE = frozenset({"uint32", "uint64"})
+# the spec gives no rule for these; zarrs 0.23 clamps them into the signed type of their width (values above
+# its maximum are not kept), and negative decoded values to 0
+_CLAMPED: dict[str, np.dtype] = {"uint32": np.dtype("int32"), "uint64": np.dtype("int64")}
 _PROMOTED_FLOAT = frozenset({"float16", "bfloat16"})
 
 
@@ -74,9 +77,8 @@ class ZfpCodec(ArrayBytesCodec):
             return name, np.dtype("int32")
         if name in _PROMOTED_FLOAT:
             return name, np.dtype("float32")
-        if name in _NO_RULE:
-            raise UnsupportedError(f"zfp of {name}: the specification gives no rule for mapping it onto zfp's "
-                                   "signed integers")
+        if name in _CLAMPED:
+            return name, _CLAMPED[name]
         raise MetadataError(f"zfp does not code data type {name}")
 
     @staticmethod
@@ -104,6 +106,9 @@ class ZfpCodec(ArrayBytesCodec):
             if not signed:
                 wide -= 1 << (n - 1)
             return np.asarray(wide << (31 - n), dtype=np.int32)
+        if name in _CLAMPED:
+            clamped: np.ndarray = np.minimum(chunk, np.iinfo(zdt).max).astype(zdt)
+            return clamped
         return np.asarray(chunk, dtype=zdt)
 
     def _demote(self, values: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
@@ -116,6 +121,9 @@ class ZfpCodec(ArrayBytesCodec):
                 wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
             demoted: np.ndarray = wide.astype(dtype)
             return demoted
+        if name in _CLAMPED:
+            floor: np.ndarray = np.maximum(values, 0).astype(dtype)
+            return floor
         out: np.ndarray = values.astype(dtype)
         return out
 
