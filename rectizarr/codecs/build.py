@@ -180,6 +180,13 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
         case cm.SqueezeMeta():
             return SqueezeCodec()
+        case cm.PluginMeta():
+            from rectizarr.codecs.plugins import build_plugin_codec, unsupported_codec_error
+
+            plugged = build_plugin_codec(meta.name, meta.configuration, dtype, path)
+            if plugged is None:  # (uninstalled since the document was parsed)
+                raise unsupported_codec_error(meta.name, path)
+            return plugged
         case cm.V2ChunkMeta():
             from rectizarr.codecs.v2chunk import V2ChunkCodec
             from rectizarr.core.v2dtype import parse_v2_dtype

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import msgspec
@@ -20,6 +21,7 @@ from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedE
 
 __all__ = [
     "NUMCODECS_KINDS",
+    "PLUGIN_GROUP",
     "BitroundMeta",
     "BloscMeta",
     "BytesMeta",
@@ -30,6 +32,7 @@ __all__ = [
     "GzipMeta",
     "NumcodecsMeta",
     "PackbitsMeta",
+    "PluginMeta",
     "ReshapeMeta",
     "ScaleOffsetMeta",
     "ShardingMeta",
@@ -221,6 +224,24 @@ class NumcodecsMeta(msgspec.Struct, frozen=True):
         return NUMCODECS_KINDS[self.codec_id]
 
 
+class PluginMeta(msgspec.Struct, frozen=True):
+    """A codec no built-in parser knows, provided by a package through the ``rectizarr.codecs`` entry-point
+    group (:mod:`rectizarr.codecs.plugins` builds it; its factory checks ``configuration``)."""
+
+    name: str
+    configuration: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+#: the entry-point group of codec plugins (the same as :data:`rectizarr.codecs.plugins.ENTRY_POINT_GROUP`)
+PLUGIN_GROUP = "rectizarr.codecs"
+
+
+def _plugged_in(name: str) -> bool:
+    """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
+    names no built-in parser knows get here)."""
+    return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))
+
+
 class V2ChunkMeta(msgspec.Struct, frozen=True):
     """The array->bytes step of a Zarr v2 array with filters (or an object or structured dtype): the chunk in
     ``order``, converted to the declared ``dtype`` (v2 JSON form), through each numcodecs filter in turn.
@@ -251,6 +272,7 @@ CodecMeta: TypeAlias = (
     | PackbitsMeta
     | BitroundMeta
     | ZfpMeta
+    | PluginMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -395,6 +417,8 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
             if "id" in config:
                 raise MetadataError("'id' is implied by the codec name", path=json_path(cpath, "id"))
             return meta
+    if _plugged_in(name):
+        return PluginMeta(name=name, configuration=dict(config))
     raise UnsupportedError(
         f"unknown codec {name!r}: rectizarr cannot decode it (must_understand: false does not help, "
         "no codec can be skipped safely)",
@@ -464,7 +488,7 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
                     "index_location": meta.index_location,
                 },
             }
-        case NumcodecsMeta():
+        case NumcodecsMeta() | PluginMeta():
             return {"name": meta.name, "configuration": dict(meta.configuration)}
         case CastValueMeta():
             cast: dict[str, Any] = {"data_type": meta.data_type, "rounding": meta.rounding}
