@@ -332,6 +332,8 @@ _ALIASES: dict[str, str] = {
     "numcodecs.vlen-utf8": "vlen-utf8",
     "numcodecs.vlen-bytes": "vlen-bytes",
     "squeeze": "zarrs.squeeze",
+    "zarrs.zfp": "zfp",  # zarrs' names while these were experimental
+    "zarrs.bitround": "bitround",
 }
 
 _AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")

@@ -457,3 +457,10 @@ def test_zfp_corrupt_or_oversized_values_are_codec_errors() -> None:
     enc = bytes(p.encode(np.arange(64.0).reshape(8, 8), s))
     out = p.decode(enc[: len(enc) // 2], s)  # truncated: zfp reads zeros past the end, never past the buffer
     assert out.shape == (8, 8) and out.dtype == np.float64
+
+
+@pytest.mark.parametrize(("old", "new"), [("zarrs.zfp", "zfp"), ("zarrs.bitround", "bitround")])
+def test_zarrs_experimental_names_read_and_written_under_the_registered_name(old: str, new: str) -> None:
+    config = {"mode": "reversible"} if new == "zfp" else {"keepbits": 5}
+    assert codecs_to_json(parse_codecs([{"name": old, "configuration": config}]))[0] == {
+        "name": new, "configuration": config}
