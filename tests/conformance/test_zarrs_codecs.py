@@ -464,3 +464,34 @@ def test_zarrs_experimental_names_read_and_written_under_the_registered_name(old
     config = {"mode": "reversible"} if new == "zfp" else {"keepbits": 5}
     assert codecs_to_json(parse_codecs([{"name": old, "configuration": config}]))[0] == {
         "name": new, "configuration": config}
+
+
+def test_new_codecs_in_shards_with_partial_reads_and_writes(tmp_path: pathlib.Path) -> None:
+    """The engine's paths (shards, partial reads, read-modify-write, unwritten chunks as the fill value)
+    with packbits, reshape, bitround, squeeze and zfp in the chain."""
+    x = (np.arange(1000) % 16 - 8).astype(ml_dtypes.int4).reshape(10, 100)
+    a = rectizarr.create_array(str(tmp_path / "a"), shape=x.shape, chunks=(5, 10), shards=(10, 50), dtype=x.dtype,
+                               serializer={"name": "packbits", "configuration": {"padding_encoding": "first_byte"}},
+                               compressors=[{"name": "zstd", "configuration": {"level": 3}}])
+    a[:] = x
+    back = rectizarr.open_array(str(tmp_path / "a"))
+    assert back[:].tobytes() == x.tobytes() and back[3:7, 11:93].tobytes() == x[3:7, 11:93].tobytes()
+
+    y = np.random.default_rng(0).standard_normal((8, 6, 4)).astype("float32")
+    b = rectizarr.create_array(
+        str(tmp_path / "b"), shape=y.shape, chunks=(2, 3, 4), shards=(4, 6, 4), dtype="float32",
+        filters=[{"name": "reshape", "configuration": {"shape": [[0, 1], -1]}},
+                 {"name": "bitround", "configuration": {"keepbits": 10}}],
+        serializer={"name": "zfp", "configuration": {"mode": "fixed_accuracy", "tolerance": 1e-3}}, compressors=None)
+    b[:] = y
+    b[1:3, 2:5, 1] = 7.0
+    y[1:3, 2:5, 1] = 7.0
+    assert np.abs(rectizarr.open_array(str(tmp_path / "b"))[:] - y).max() <= 2e-3  # tolerance + 10-bit mantissa
+
+    c = rectizarr.create_array(str(tmp_path / "c"), shape=(1, 30, 1), chunks=(1, 7, 1), dtype="int16",
+                               filters=["squeeze"], serializer={"name": "zfp", "configuration": {"mode": "reversible"}},
+                               compressors=None, fill_value=-3)
+    c[0, 3:20, 0] = np.arange(17)
+    expected = np.full(30, -3, dtype="int16")
+    expected[3:20] = np.arange(17)
+    assert rectizarr.open_array(str(tmp_path / "c"))[0, :, 0].tolist() == expected.tolist()
