@@ -334,7 +334,22 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
     if name in ext.EXT_NAMES:
         ext_config, np_dtype = ext.ext_from_name(name, config, path, parse_data_type)
         return DataType("struct" if name == "structured" else name, ext_config, np_dtype)
-    raise UnsupportedError(f"unsupported data type {name!r} (data types cannot be skipped)", path=path)
+    raise UnsupportedError(f"unsupported data type {name!r} ({_registered(name)}data types cannot be skipped)",
+                           path=path)
+
+
+# Registered data types (zarr-extensions) rectizarr does not read, and what implements them.
+_ELSEWHERE = {"optional": "zarrs (Rust), with its 'optional' codec", "binary_fixed_point": None}
+_FIXED_POINT = re.compile(r"N[0-9]{1,2}f[0-9]{1,2}")
+
+
+def _registered(name: str) -> str:
+    if _FIXED_POINT.fullmatch(name):
+        return "a fixed-point type registered in zarr-extensions; "
+    if name not in _ELSEWHERE:
+        return ""
+    by = _ELSEWHERE[name]
+    return "registered in zarr-extensions" + (f", implemented by {by}" if by else "") + "; "
 
 
 def _from_length_bits(name: str, config: Mapping[str, Any] | None, path: str) -> tuple[str, dict[str, Any]]:

@@ -83,3 +83,15 @@ def test_unsupported_registered_types_name_themselves() -> None:
     with pytest.raises(UnsupportedError, match="'binary_fixed_point'") as e:
         parse_data_type({"name": "binary_fixed_point", "configuration": {}})
     assert e.value.path == "$.data_type"
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ({"name": "optional", "configuration": {"name": "uint8"}}, "registered in zarr-extensions, implemented by zarrs"),
+    ("N0f8", "a fixed-point type registered in zarr-extensions"),
+    ("float128", "unsupported data type 'float128' (data types cannot be skipped)"),
+])
+def test_unsupported_data_types_say_whether_they_are_registered(doc: Any, says: str) -> None:
+    with pytest.raises(UnsupportedError) as e:
+        parse_data_type(doc)
+    assert says in str(e.value)
+    assert e.value.path == "$.data_type"
