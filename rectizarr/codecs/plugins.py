@@ -35,7 +35,7 @@ ENTRY_POINT_GROUP = "rectizarr.codecs"
 CodecFactory = Callable[[Mapping[str, Any], np.dtype], Codec]
 
 _IMAGECODECS = "imagecodecs (its coders, wrapped by a 'rectizarr.codecs' plugin)"
-_N5 = "an N5 reader (tensorstore's 'n5' driver, or zarrs with its N5 codecs)"
+_N5 = "zarr-n5 (a zarr-python plugin; pip install zarr-n5) or an N5 reader such as tensorstore's n5 driver"
 _ZARRS = "zarrs (Rust; in Python the 'zarrs' codec pipeline of zarr-python)"
 #: Registered codecs (zarr-extensions) rectizarr does not build in, and what implements them.
 PROVIDERS: dict[str, str] = {
