@@ -89,7 +89,9 @@ class ZfpCodec(ArrayBytesCodec):
         return tuple(int(s) for s in shape) or (1,)
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
-        self._zfp_dtype(dtype)
+        _, zdt = self._zfp_dtype(dtype)
+        if self.mode == "fixed_accuracy" and zdt.kind != "f":
+            raise MetadataError(f"zfp's fixed_accuracy mode codes floating-point data only, not {dtype}")
         self._field([1] * len(edges_per_axis))
 
     def encoded_bound(self, spec: ChunkSpec) -> int | None:
@@ -129,12 +131,21 @@ class ZfpCodec(ArrayBytesCodec):
 
     # ------------------------------------------------------------------------------------------- coding
 
+    def _kwargs(self, ndim: int) -> dict[str, Any]:
+        """zfpy's arguments for a field of ``ndim`` dimensions. zarrs sets a fixed rate as for a 3-d field
+        whatever the chunk's dimensionality (``zfp_stream_set_rate(..., 3, 0)``: ``64 * rate`` bits a block);
+        zfpy passes the array's dimensionality, so the rate given to it is scaled by ``4 ** (3 - ndim)`` (a
+        power of two: exact) to give the same bits per block."""
+        if self.mode != "fixed_rate":
+            return self.kwargs
+        return {"rate": float(self.kwargs["rate"]) * 4.0 ** (3 - ndim)}
+
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         name, zdt = self._zfp_dtype(spec.dtype)
         field = self._field(spec.shape)
         values = np.ascontiguousarray(self._promote(np.asarray(chunk), name, zdt)).reshape(field)
         try:
-            out: bytes = self.zfpy.compress_numpy(values, write_header=False, **self.kwargs)
+            out: bytes = self.zfpy.compress_numpy(values, write_header=False, **self._kwargs(len(field)))
         except Exception as exc:
             raise CodecError(f"zfp compression failed: {exc}", key=spec.key, codec=self.name) from exc
         return out
@@ -143,7 +154,7 @@ class ZfpCodec(ArrayBytesCodec):
         key = (field, zdt.str)
         header = self._headers.get(key)
         if header is None:
-            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **self.kwargs)
+            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **self._kwargs(len(field)))
             header = _bits(stream)[:_HEADER_BITS]
             if header[84:96].all():  # a 12-bit mode of all ones announces a long mode: not these modes'
                 raise MetadataError(f"zfp mode {self.mode} {self.kwargs} needs a long header")

@@ -374,7 +374,7 @@ def test_zfp_stream_is_zfps_stream_without_its_header(config: dict[str, Any]) ->
     data = (np.random.default_rng(3).standard_normal((4, 6, 5)) * 50).astype("float32")
     p, s = _zfp(config, "float32", data.shape)
     ours = bytes(p.encode(data, s))
-    kwargs = {k: v for k, v in config.items() if k != "mode"}
+    kwargs = {k: v for k, v in config.items() if k != "mode"}  # (a 3-d chunk: zarrs' fixed rate is zfpy's)
     with_header = zfpy.compress_numpy(data, write_header=True, **kwargs)
     tail = np.unpackbits(np.frombuffer(with_header, np.uint8), bitorder="little")[96:]
     mine = np.unpackbits(np.frombuffer(ours, np.uint8), bitorder="little")
@@ -413,6 +413,19 @@ def test_zfp_promotes_small_integers_by_the_spec() -> None:
         assert bytes(p.encode(np.array(values, dtype), s)) == zfpy.compress_numpy(promoted, write_header=False)
 
 
+@pytest.mark.parametrize("shape", [(64,), (8, 8), (4, 4, 4), (2, 4, 4, 4)])
+def test_zfp_fixed_rate_sets_bits_per_block_as_zarrs_does(shape: tuple[int, ...]) -> None:
+    """zarrs calls zfp_stream_set_rate(rate, type, 3, 0) for every chunk: 64 * rate bits a block of 4^d values,
+    i.e. zfpy's rate times 4^(3 - d)."""
+    data = np.linspace(-1, 1, int(np.prod(shape))).reshape(shape)
+    p, s = _zfp({"mode": "fixed_rate", "rate": 2}, "float64", shape)
+    enc = bytes(p.encode(data, s))
+    assert enc == zfpy.compress_numpy(data, rate=2 * 4.0 ** (3 - len(shape)), write_header=False)
+    blocks = int(np.prod([-(-n // 4) for n in shape]))
+    assert len(enc) == -(-blocks * 64 * 2 // 64) * 8  # 128 bits a block, in whole 64-bit words
+    assert np.abs(p.decode(enc, s) - data).max() < 0.5
+
+
 def test_zfp_unsigned_32_and_64_bit_clamp_as_zarrs_does() -> None:
     """zarrs 0.23 (its promote_before_zfp_encoding) stores uint32/uint64 as int32/int64, clamping larger values."""
     for dtype, big in [("uint32", 2**32 - 1), ("uint64", 2**64 - 1)]:
@@ -433,6 +446,7 @@ def test_zfp_unsigned_32_and_64_bit_clamp_as_zarrs_does() -> None:
     ({"mode": "expert", "minbits": 1, "maxbits": 64, "maxprec": 32, "minexp": -100}, "float32", (4,),
      UnsupportedError, "$.codecs[0].configuration.mode", "expert"),
     ({"mode": "reversible"}, "complex64", (4,), MetadataError, "$.codecs[0]", "zfp does not code"),
+    ({"mode": "fixed_accuracy", "tolerance": 1}, "int32", (4,), MetadataError, "$.codecs[0]", "floating-point"),
     ({"mode": "reversible"}, "float32", (1, 2, 1, 2, 1), MetadataError, "$.codecs[0]", "1 to 4 dimensions"),
 ])
 def test_zfp_bad_configurations(config: dict[str, Any], dtype: str, shape: tuple[int, ...], error: type[Exception],
