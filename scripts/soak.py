@@ -53,6 +53,7 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 import soak_history as sh  # noqa: E402
 
 import rectizarr  # noqa: E402
+import rectizarr.nodes  # noqa: E402
 from rectizarr.errors import NodeExistsError, NodeNotFoundError, RectizarrError  # noqa: E402
 
 STORES = ("local", "s3-fsspec", "s3-obstore", "memory", "zip")
@@ -827,9 +828,9 @@ def consolidated_vs_documents(store: Any) -> dict[str, Any]:
         return {k: doc.get(k) for k in ("node_type", "attributes", "shape", "chunk_grid") if k in doc}
 
     docs: dict[str, Any] = {}
-    for path in (*[d for d in DOCS if d], *NODES):
-        raw = store.get(f"{path}/zarr.json")
-        docs[path] = summary(None if raw is None else json.loads(bytes(raw)))
+    for path in (*[d for d in DOCS if d], *NODES):  # as readers see them (an uncommitted update's marker decided)
+        meta = rectizarr.nodes.try_read_meta(store, path, 3)
+        docs[path] = summary(None if meta is None else rectizarr.nodes.node_doc(meta))
     return {"entries": {p: summary(entries.get(p)) for p in docs}, "docs": docs}
 
 
