@@ -509,3 +509,32 @@ def test_new_codecs_in_shards_with_partial_reads_and_writes(tmp_path: pathlib.Pa
     expected = np.full(30, -3, dtype="int16")
     expected[3:20] = np.arange(17)
     assert rectizarr.open_array(str(tmp_path / "c"))[0, :, 0].tolist() == expected.tolist()
+
+
+@settings(max_examples=50, deadline=None)
+@given(hnp.arrays("uint8", hnp.array_shapes(min_dims=1, max_dims=5, min_side=1, max_side=3)))
+def test_squeeze_and_reshape_by_axis_groups_round_trip(data: np.ndarray) -> None:
+    """Squeeze then the remaining axes joined in pairs: the stored bytes stay the chunk's C order."""
+    kept = [s for s in data.shape if s != 1]
+    groups = [list(range(i, min(i + 2, len(kept)))) for i in range(0, len(kept), 2)]
+    codecs = ["squeeze", {"name": "reshape", "configuration": {"shape": groups or [-1]}}, "bytes"]
+    p = pipeline(codecs, "uint8", [[s] for s in data.shape])
+    s = spec(data.shape, "uint8")
+    enc = p.encode(data, s)
+    assert enc == data.tobytes()
+    assert np.array_equal(p.decode(enc, s), data)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.sampled_from(["bool", "int4", "uint2", "float4_e2m1fn"]), st.integers(1, 50),
+       st.sampled_from(["none", "first_byte", "last_byte"]), st.data())
+def test_packbits_sub_byte_types_round_trip(name: str, n: int, pad: str, data: st.DataObject) -> None:
+    dt = parse_data_type(name).numpy
+    bits = {"bool": 1, "int4": 4, "uint2": 2, "float4_e2m1fn": 4}[name]
+    raw = np.array(data.draw(st.lists(st.integers(0, (1 << bits) - 1), min_size=n, max_size=n)), dtype=np.uint8)
+    values = raw.view(dt) if name != "bool" else raw.astype(bool)
+    p = pipeline([{"name": "packbits", "configuration": {"padding_encoding": pad}}], dt, [[n]])
+    s = spec((n,), dt)
+    enc = p.encode(values, s)
+    assert len(enc) == -(-n * bits // 8) + (pad != "none")
+    assert p.decode(enc, s).tobytes() == values.tobytes()
