@@ -10,8 +10,10 @@ is a factory ``factory(configuration, dtype) -> Codec`` (a :class:`~rectizarr.co
     [project.entry-points."rectizarr.codecs"]
     jpeg = "rectizarr_jpeg:make_codec"
 
-Entry points are listed once per process (:func:`refresh` lists them again); one is loaded the first time
-its codec is asked for. Built-in codecs are never replaced by a plugin of the same name.
+Entry points are listed once per process, again when a name is missing (:func:`refresh` forgets what was
+listed and loaded); one is loaded the first time its codec is asked for. Built-in codecs are never replaced
+by a plugin of the same name (:mod:`rectizarr.core.codec_meta` asks for a plugin only for names it does not
+know).
 """
 
 from __future__ import annotations
@@ -66,11 +68,19 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 
-@functools.cache
 def _load(name: str) -> CodecFactory | None:
     ep = _entry_points().get(name)
+    if ep is None:  # installed since the group was listed? (core.codec_meta lists it afresh for unknown names)
+        _entry_points.cache_clear()
+        ep = _entry_points().get(name)
     if ep is None:
         return None
+    return _load_entry_point(ep)
+
+
+@functools.cache
+def _load_entry_point(ep: metadata.EntryPoint) -> CodecFactory:
+    name = ep.name
     where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{_dist(ep)})"
     try:
         factory = ep.load()
@@ -95,7 +105,7 @@ def plugin_names() -> frozenset[str]:
 def refresh() -> None:
     """Forget the entry points listed and loaded so far (after installing a plugin in a running process)."""
     _entry_points.cache_clear()
-    _load.cache_clear()
+    _load_entry_point.cache_clear()
 
 
 def build_plugin_codec(name: str, configuration: Mapping[str, Any], dtype: np.dtype,

@@ -44,9 +44,7 @@ def not_a_codec(configuration, dtype):
 '''
 
 
-@pytest.fixture
-def installed(tmp_path: Path) -> Iterator[Path]:
-    """A package 'example-xor' installed the way pip leaves one: a module and its dist-info."""
+def _install(tmp_path: Path) -> None:
     (tmp_path / "example_xor.py").write_text(PLUGIN)
     info = tmp_path / "example_xor-0.1.dist-info"
     info.mkdir()
@@ -58,6 +56,12 @@ def installed(tmp_path: Path) -> Iterator[Path]:
         example.bad = example_xor:not_a_codec
         """))
     sys.path.insert(0, str(tmp_path))
+
+
+@pytest.fixture
+def installed(tmp_path: Path) -> Iterator[Path]:
+    """A package 'example-xor' installed the way pip leaves one: a module and its dist-info."""
+    _install(tmp_path)
     plugins.refresh()
     try:
         yield tmp_path
@@ -107,3 +111,16 @@ def test_registered_codecs_not_built_in_name_their_provider(name: str, provider:
 def test_unknown_codecs_are_said_to_be_unknown() -> None:
     err = plugins.unsupported_codec_error("made.up", "$.codecs[0]")
     assert "'made.up' (not a codec rectizarr knows)" in str(err)
+
+
+def test_a_package_installed_after_the_first_listing_is_found(tmp_path: Path) -> None:
+    plugins.refresh()
+    assert "example.xor" not in plugins.plugin_names()  # listed (and remembered) before the install
+    _install(tmp_path)
+    try:
+        codec = plugins.build_plugin_codec("example.xor", {"key": 1}, np.dtype("uint8"))
+        assert codec is not None and codec.decode(b"\x01") == b"\x00"
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("example_xor", None)
+        plugins.refresh()
