@@ -11,7 +11,7 @@ import numpy as np
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["BytesCodec", "NumcodecsArrayBytes", "VlenBytesCodec", "VlenUtf8Codec"]
+__all__ = ["BytesCodec", "NumcodecsArrayBytes", "VlenArrayCodec", "VlenBytesCodec", "VlenUtf8Codec"]
 
 _U32 = np.dtype("<u4")
 
@@ -171,6 +171,40 @@ class VlenBytesCodec(_VlenCodec):
 
     def _from_bytes(self, raw: bytes) -> object:
         return raw
+
+
+class VlenArrayCodec(ArrayBytesCodec):
+    """zarrs' ``vlen-array`` (also ``zarrs.vlen_v2``): the variable-length layout of ``vlen-utf8`` and
+    ``vlen-bytes`` (a u32 count, then a u32 length and the bytes of each element) on whichever variable-length
+    type the array has. Arrays of ``string`` (their fill value is a ``str``) hold UTF-8, arrays of ``bytes``
+    the bytes themselves."""
+
+    name = "vlen-array"
+
+    def __init__(self, name: str = "vlen-array") -> None:
+        self.name = name
+        self._utf8 = VlenUtf8Codec()
+        self._bytes = VlenBytesCodec()
+
+    def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
+        if dtype.kind != "O":
+            raise MetadataError(f"{self.name} codes variable-length data (string, bytes), not {dtype}")
+
+    def _pick(self, spec: ChunkSpec) -> _VlenCodec:
+        fill = np.asarray(spec.fill_value, dtype=object).reshape(-1)
+        return self._utf8 if fill.size and isinstance(fill[0], str) else self._bytes
+
+    def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        try:
+            return self._pick(spec).encode(chunk, spec)
+        except CodecError as exc:
+            raise CodecError(exc.message, key=exc.key, codec=self.name) from exc
+
+    def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
+        try:
+            return self._pick(spec).decode(data, spec)
+        except CodecError as exc:
+            raise CodecError(exc.message, key=exc.key, codec=self.name) from exc
 
 
 class NumcodecsArrayBytes(ArrayBytesCodec):

@@ -10,7 +10,13 @@ import numpy as np
 
 from rectizarr._util import json_path
 from rectizarr.codecs.array_to_array import NumcodecsArrayArray, TransposeCodec
-from rectizarr.codecs.array_to_bytes import BytesCodec, NumcodecsArrayBytes, VlenBytesCodec, VlenUtf8Codec
+from rectizarr.codecs.array_to_bytes import (
+    BytesCodec,
+    NumcodecsArrayBytes,
+    VlenArrayCodec,
+    VlenBytesCodec,
+    VlenUtf8Codec,
+)
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from rectizarr.codecs.bitround import BitroundCodec
 from rectizarr.codecs.bytes_to_bytes import (
@@ -142,6 +148,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return VlenUtf8Codec()
         case cm.VlenBytesMeta():
             return VlenBytesCodec()
+        case cm.VlenArrayMeta():
+            return VlenArrayCodec()
         case cm.ShardingMeta():
             config = json_path(path, "configuration")
             ndim = len(meta.chunk_shape)

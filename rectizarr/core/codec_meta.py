@@ -39,6 +39,7 @@ __all__ = [
     "SqueezeMeta",
     "TransposeMeta",
     "V2ChunkMeta",
+    "VlenArrayMeta",
     "VlenBytesMeta",
     "VlenUtf8Meta",
     "ZfpMeta",
@@ -191,6 +192,13 @@ class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
         return {k: getattr(self, k) for k in _ZFP_PARAMS[self.mode]}
 
 
+class VlenArrayMeta(_Config, frozen=True, forbid_unknown_fields=True):
+    """zarrs' ``vlen-array`` (alias ``zarrs.vlen_v2``): vlen-utf8's layout on any variable-length type. Not
+    ``numcodecs.vlen-array`` (numeric arrays as elements, a ``dtype`` configuration), which stays unknown."""
+
+    name: ClassVar[str] = "vlen-array"
+
+
 class _ShardingConfig(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     chunk_shape: tuple[_Positive, ...]
     codecs: Any = None
@@ -273,6 +281,7 @@ CodecMeta: TypeAlias = (
     | BitroundMeta
     | ZfpMeta
     | PluginMeta
+    | VlenArrayMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -324,6 +333,7 @@ _PLAIN: dict[str, type[_Config]] = {
         PackbitsMeta,
         BitroundMeta,
         ZfpMeta,
+        VlenArrayMeta,
     )
 }
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
@@ -334,6 +344,7 @@ _ALIASES: dict[str, str] = {
     "squeeze": "zarrs.squeeze",
     "zarrs.zfp": "zfp",  # zarrs' names while these were experimental
     "zarrs.bitround": "bitround",
+    "zarrs.vlen_v2": "vlen-array",
 }
 
 _AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")
@@ -475,6 +486,8 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             shape = [list(x) if isinstance(x, tuple) else x for x in meta.shape]
             return {"name": meta.name, "configuration": {"shape": shape}}
         case SqueezeMeta():
+            return {"name": meta.name, "configuration": {}}
+        case VlenArrayMeta():
             return {"name": meta.name, "configuration": {}}
         case Crc32cMeta() | VlenBytesMeta():
             return {"name": meta.name}

@@ -41,7 +41,7 @@ def pipeline(codecs: list[Any], dtype: Any, edges: list[list[int]]) -> Any:
     return build_pipeline(parse_codecs(codecs), np.dtype(dtype), [np.array(e) for e in edges])
 
 
-_FILLS: dict[str, Any] = {"comp": [0, 0], "bool": False}
+_FILLS: dict[str, Any] = {"comp": [0, 0], "bool": False, "byte": []}
 
 
 def write_array(root: pathlib.Path, dtype: str, shape: list[int], chunks: list[int], codecs: list[Any],
@@ -538,3 +538,52 @@ def test_packbits_sub_byte_types_round_trip(name: str, n: int, pad: str, data: s
     enc = p.encode(values, s)
     assert len(enc) == -(-n * bits // 8) + (pad != "none")
     assert p.decode(enc, s).tobytes() == values.tobytes()
+
+
+# --------------------------------------------------------------------------------------------- vlen-array
+# Source of truth: zarrs 0.23's documentation of vlen-array / zarrs.vlen_v2 ("the same as vlen-utf8,
+# vlen-array, vlen-bytes from Zarr V2, decoupled from the data type"): the layout of zarr-python's vlen-utf8
+# chunks, which are the peer bytes here.
+
+
+def test_vlen_array_on_strings_stores_zarr_pythons_vlen_utf8_bytes(tmp_path: pathlib.Path) -> None:
+    zarr = pytest.importorskip("zarr")
+    values = np.array(["a", "", "h\u00e9llo", "zarr", "\u2603"] * 3, dtype=object)
+    z = zarr.create_array(tmp_path / "zp", shape=values.shape, chunks=(4,), dtype=str, compressors=None)
+    z[:] = values
+    r = rectizarr.create_array(str(tmp_path / "rz"), shape=values.shape, chunks=(4,), dtype="string",
+                               serializer={"name": "vlen-array", "configuration": {}}, compressors=None)
+    r[:] = values
+    for key in sorted(p.name for p in (tmp_path / "zp" / "c").iterdir()):
+        assert (tmp_path / "rz" / "c" / key).read_bytes() == (tmp_path / "zp" / "c" / key).read_bytes()
+    assert rectizarr.open_array(str(tmp_path / "rz"))[:].tolist() == values.tolist()
+    assert json.loads((tmp_path / "rz" / "zarr.json").read_text())["codecs"][0] == {
+        "name": "vlen-array", "configuration": {}}
+
+
+def test_vlen_array_on_bytes_and_its_zarrs_vlen_v2_alias(tmp_path: pathlib.Path) -> None:
+    values = np.array([b"x", b"", b"\xff\x00"], dtype=object)
+    codecs = [{"name": "zarrs.vlen_v2"}]
+    stored = {"c/0": b"\x02\x00\x00\x00" + b"\x01\x00\x00\x00x" + b"\x00\x00\x00\x00",
+              "c/1": b"\x02\x00\x00\x00" + b"\x02\x00\x00\x00\xff\x00" + b"\x00\x00\x00\x00"}  # (edge chunk: 2)
+    write_array(tmp_path / "a", "bytes", [3], [2], codecs, stored)
+    assert rectizarr.open_array(str(tmp_path / "a"))[:].tolist() == values.tolist()
+    p = pipeline(codecs, object, [[2]])
+    assert p.encode(values[:2], ChunkSpec((2,), np.dtype(object), np.array(b"", dtype=object))) == stored["c/0"]
+    assert codecs_to_json(parse_codecs(codecs)) == [{"name": "vlen-array", "configuration": {}}]
+
+
+def test_vlen_array_errors() -> None:
+    with pytest.raises(MetadataError, match="variable-length") as info:
+        pipeline([{"name": "vlen-array"}], "int32", [[4]])
+    assert info.value.path == "$.codecs[0]"
+    with pytest.raises(MetadataError, match="unknown field") as info:
+        parse_codecs([{"name": "vlen-array", "configuration": {"dtype": "<i4"}}])
+    assert info.value.path == "$.codecs[0].configuration.dtype"
+    p = pipeline([{"name": "vlen-array"}], object, [[2]])
+    s = ChunkSpec((2,), np.dtype(object), np.array("", dtype=object), "c/0")
+    with pytest.raises(CodecError, match="holds 1000 elements") as err:
+        p.decode(b"\xe8\x03\x00\x00", s)  # the count is checked against the chunk before anything is allocated
+    assert err.value.codec == "vlen-array"
+    with pytest.raises(CodecError, match="invalid UTF-8"):
+        p.decode(b"\x02\x00\x00\x00" + b"\x01\x00\x00\x00\xff" + b"\x00\x00\x00\x00", s)
