@@ -197,9 +197,20 @@ def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
     return (None if data is None else decode_node(data, _key(path))), version
 
 
-def _stamped(meta: NodeMeta) -> bytes:
-    """A primary's document without a record of an update under way: its content and a fresh id."""
-    return _with(meta, {"id": uuid.uuid4().hex})
+DONE = 8  # committed updates a primary names after their clean-up (see update_swapped)
+
+
+def _done(meta: NodeMeta | None, add: str | None = None) -> list[str]:
+    """The ids of the last updates committed through the primary ``meta`` (``add``: one more)."""
+    mark = mark_of(meta)
+    done = [i for i in (mark or {}).get("done") or () if isinstance(i, str)]
+    return (done + ([add] if add else []))[-DONE:]
+
+
+def _stamped(meta: NodeMeta, add: str | None = None) -> bytes:
+    """A primary's document without a record of an update under way: its content, a fresh id and the ids
+    of the last updates committed (``add``: the one just cleaned up)."""
+    return _with(stripped(meta), {"id": uuid.uuid4().hex, "done": _done(meta, add)})
 
 
 def _young(mark: Mapping[str, Any]) -> bool:
@@ -236,11 +247,14 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
         if not isinstance(p_meta, GroupMeta):
             raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
         record = mark_of(p_meta)
+        ours = [ident for ident in _done(p_meta) if ident in mine]
         if record is not None and "members" in record and record["id"] in mine:
-            # this call's own commit, which landed though its answer was lost (a retry was refused)
-            landed = mine[record["id"]]
-            _clean_up_swapped(store, primary, record["id"], landed[2], landed[1])
-            return landed[0], {path: landed[1].get(path, landed[0][path]) for path in paths}
+            ours = [record["id"]]  # this call's commit, which landed though its answer was lost (a retry was
+            # refused): cleaned up here
+            _clean_up_swapped(store, primary, ours[0], mine[ours[0]][2], mine[ours[0]][1])
+        if ours:  # (else cleaned up by another writer, who names it in the primary's "done")
+            was, now, _ = mine[ours[0]]
+            return was, {path: now.get(path, was[path]) for path in paths}
         if record is not None and "members" in record:  # committed by a writer that did not clean up
             _finish_swapped(store, primary, p_meta, p_version)
             continue
@@ -260,7 +274,7 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
             olds[path] = None if meta is None else stripped(meta)
         else:
             if foreign:  # abort them: once the primary changes, they cannot commit
-                if store.set_if(_key(primary), _stamped(stripped(p_meta)), p_version):
+                if store.set_if(_key(primary), _stamped(p_meta), p_version):
                     settled.update(foreign)
                 continue
             for path in create_only:
@@ -273,7 +287,8 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
             members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
             mine[ident] = (olds, news, members)
             if all(_prepare(store, path, ident, primary, olds[path], news[path], versions[path]) for path in members) \
-                    and store.set_if(_key(primary), _with(p_new, {"id": ident, "members": members}), p_version):
+                    and store.set_if(_key(primary), _with(p_new, {"id": ident, "members": members,
+                                                                  "done": _done(p_meta)}), p_version):
                 _clean_up_swapped(store, primary, ident, members, news)
                 return olds, {path: news.get(path, olds[path]) for path in paths}
             continue
@@ -316,7 +331,7 @@ def _unrecorded(data: bytes | None, primary: str, ident: str) -> bytes | None:
     record = mark_of(meta)
     if meta is None or record is None or record.get("id") != ident or "members" not in record:
         return data
-    return _stamped(stripped(meta))
+    return _stamped(meta, add=ident)
 
 
 def _remove_gone(store: Store, path: str, ident: str) -> None:
@@ -342,7 +357,8 @@ def restamped(old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
     consolidation): where ``old`` held an id (see above), a fresh one, so its bytes never repeat."""
     if mark_of(old) is None:
         return new
-    extra = {**stripped(new).extra_fields, MARK: {"must_understand": False, "id": uuid.uuid4().hex}}
+    extra = {**stripped(new).extra_fields, MARK: {"must_understand": False, "id": uuid.uuid4().hex,
+                                                  "done": _done(old)}}
     return msgspec.structs.replace(new, extra_fields=extra)
 
 
@@ -362,7 +378,7 @@ def _finish_swapped(store: Store, primary: str, meta: NodeMeta, version: Any) ->
             _remove_gone(store, path, ident)
         else:
             store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
-    store.set_if(_key(primary), _stamped(stripped(meta)), version)
+    store.set_if(_key(primary), _stamped(meta, add=ident), version)
 
 
 # ------------------------------------------------------------------------------------------ Zarr v2

@@ -96,7 +96,7 @@ def test_updates_leave_only_the_primarys_id_and_zarr_python_reads_them(s3_server
         step()
         marks = _marks(store)
         assert [k for k, m in marks.items() if m is not None] == ["zarr.json"], marks
-        assert set(marks["zarr.json"]) == {"must_understand", "id"}
+        assert set(marks["zarr.json"]) == {"must_understand", "id", "done"}
         ids.add(marks["zarr.json"]["id"])
     assert len(ids) == 5
     assert _views(store) == ({"x": (6,)}, {"x": (6,)})
@@ -160,7 +160,7 @@ def test_a_committed_update_is_seen_whole_and_finished_by_the_next_writer(s3_ser
     assert _views(store) == ({"x": (6,), "y": (6,)}, {"x": (6,), "y": (6,)})
     rectizarr.open_group(store).attrs["k"] = 1
     assert [k for k, m in _marks(store).items() if m is not None] == ["zarr.json"]
-    assert set(_marks(store)["zarr.json"]) == {"must_understand", "id"}
+    assert set(_marks(store)["zarr.json"]) == {"must_understand", "id", "done"}
     assert _views(store) == ({"x": (6,), "y": (6,)}, {"x": (6,), "y": (6,)})
 
 
@@ -367,3 +367,36 @@ def test_a_commit_whose_answer_is_lost_is_taken_as_made(s3_server: S3Server, bac
     assert rectizarr.open_array(store, path="x")[...].tolist() == [1, 2, 3, 4, 9]
     assert _views(store) == ({"x": (5,)}, {"x": (5,)})
     assert [k for k, m in _marks(store).items() if m is not None] == ["zarr.json"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_lost_commit_another_writer_cleaned_up_is_taken_as_made(s3_server: S3Server, backend: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, and before the writer looks again another writer finishes the update (its markers and
+    record gone): the group's document names the last updates cleaned up ("done"), where the writer finds
+    its own. Before, a creation was then refused as NodeExistsError, and an append would have grown the
+    array a second time (the 10-minute obstore soak: 2 node violations, 1 shape violation)."""
+    store, _ = _open(s3_server, backend)
+    _group(store)
+    g = rectizarr.open_group(store)
+    set_if = type(store).set_if
+    refused = []
+
+    def landed_finished_refused(self: Store, key: str, value: Any, version: Any) -> bool:
+        ok = set_if(self, key, value, version)
+        if ok and key == "zarr.json" and b'"members"' in bytes(value):
+            commit.finish_swapped(self, "")  # another writer, at once
+            refused.append(key)
+            return False
+        return ok
+
+    monkeypatch.setattr(type(store), "set_if", landed_finished_refused)
+    g.create_group("n")
+    rectizarr.open_array(store, path="x").append([9])
+    del g["y"]
+    monkeypatch.undo()
+    assert len(refused) == 3
+    assert sorted(rectizarr.open_group(store, mode="r").keys()) == ["n", "x"]
+    assert rectizarr.open_array(store, path="x")[...].tolist() == [1, 2, 3, 4, 9]
+    assert _views(store) == ({"x": (5,)}, {"x": (5,)})
+    assert set(_marks(store)["zarr.json"]) == {"must_understand", "id", "done"}
