@@ -27,41 +27,15 @@ import numpy as np
 
 from rectizarr._util import json_path
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
+from rectizarr.core.codec_meta import PLUGIN_GROUP, PROVIDERS, unsupported_codec_error
 from rectizarr.errors import MetadataError, UnsupportedError
 
 __all__ = ["ENTRY_POINT_GROUP", "PROVIDERS", "CodecFactory", "build_plugin_codec", "plugin_names", "refresh",
            "unsupported_codec_error"]
 
-ENTRY_POINT_GROUP = "rectizarr.codecs"
+ENTRY_POINT_GROUP = PLUGIN_GROUP
 
 CodecFactory = Callable[[Mapping[str, Any], np.dtype], Codec]
-
-_IMAGECODECS = "imagecodecs (its coders, wrapped by a 'rectizarr.codecs' plugin)"
-_N5 = "zarr-n5 (a zarr-python plugin; pip install zarr-n5) or an N5 reader such as tensorstore's n5 driver"
-_ZARRS = "zarrs (Rust; in Python the 'zarrs' codec pipeline of zarr-python)"
-#: Registered codecs (zarr-extensions) rectizarr does not build in, and what implements them.
-PROVIDERS: dict[str, str] = {
-    "jpeg": _IMAGECODECS,
-    "jpegxl": _IMAGECODECS,
-    "lzw": _IMAGECODECS,
-    "arrow-ipc": "pyarrow (Arrow IPC streams)",
-    "nanovdb": "NanoVDB (OpenVDB's nanovdb library)",
-    "n5": _N5,
-    "n5_default": _N5,
-    "n5_varlen": _N5,
-    "n5_label_multiset": _N5,
-    "label_multiset": _N5,
-    "conditional": _ZARRS,
-    "offset": "tifffile-style readers (chunks as TIFF files with a header)",
-    "pad": "tifffile-style readers (chunks as TIFF files with a header)",
-    "singleton_dim": _ZARRS,
-    "vlen-ndarray": _ZARRS,
-    "zarrs.zfp": _ZARRS,
-    "zfp": "zfpy (the zfp library's Python bindings) or " + _ZARRS,
-    "numcodecs.zfpy": "zfpy (pip install zfpy)",
-    "numcodecs.pcodec": "pcodec (pip install pcodec)",
-}
-
 
 @functools.cache
 def _entry_points() -> dict[str, metadata.EntryPoint]:
@@ -126,16 +100,3 @@ def build_plugin_codec(name: str, configuration: Mapping[str, Any], dtype: np.dt
         raise UnsupportedError(f"codec {name!r}: its plugin returned {type(codec).__name__}, not a rectizarr "
                                "array->array, array->bytes or bytes->bytes codec", path=path)
     return codec
-
-
-def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedError:
-    """The error for a codec neither built in nor plugged in: it names the codec, where it is registered and
-    what implements it, and how a package can plug it in."""
-    provider = PROVIDERS.get(name)
-    where = "a codec registered in zarr-extensions" if provider else "not a codec rectizarr knows"
-    hint = f"; implemented by {provider}" if provider else ""
-    return UnsupportedError(
-        f"codec {name!r} ({where}) is not built into rectizarr{hint}; a package can provide it through "
-        f"the {ENTRY_POINT_GROUP!r} entry point (no codec can be skipped: must_understand false does not help)",
-        path=json_path(path, "name"),
-    )

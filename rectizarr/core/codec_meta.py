@@ -244,6 +244,46 @@ class PluginMeta(msgspec.Struct, frozen=True):
 PLUGIN_GROUP = "rectizarr.codecs"
 
 
+_IMAGECODECS = "imagecodecs (its coders, wrapped by a 'rectizarr.codecs' plugin)"
+_N5 = "zarr-n5 (a zarr-python plugin; pip install zarr-n5) or an N5 reader such as tensorstore's n5 driver"
+_ZARRS = "zarrs (Rust; in Python the 'zarrs' codec pipeline of zarr-python)"
+#: Registered codecs (zarr-extensions) rectizarr does not build in, and what implements them.
+PROVIDERS: dict[str, str] = {
+    "jpeg": _IMAGECODECS,
+    "jpegxl": _IMAGECODECS,
+    "lzw": _IMAGECODECS,
+    "arrow-ipc": "pyarrow (Arrow IPC streams)",
+    "nanovdb": "NanoVDB (OpenVDB's nanovdb library)",
+    "n5": _N5,
+    "n5_default": _N5,
+    "n5_varlen": _N5,
+    "n5_label_multiset": _N5,
+    "label_multiset": _N5,
+    "conditional": _ZARRS,
+    "offset": "tifffile-style readers (chunks as TIFF files with a header)",
+    "pad": "tifffile-style readers (chunks as TIFF files with a header)",
+    "singleton_dim": _ZARRS,
+    "vlen-ndarray": _ZARRS,
+    "numcodecs.zfpy": "zfpy (pip install zfpy)",
+    "numcodecs.pcodec": "pcodec (pip install pcodec)",
+}
+
+
+
+def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedError:
+    """The error for a codec neither built in nor plugged in: it names the codec, where it is registered and
+    what implements it, and how a package can plug it in."""
+    provider = PROVIDERS.get(name)
+    where = "a codec registered in zarr-extensions" if provider else "not a codec rectizarr knows"
+    hint = f"; implemented by {provider}" if provider else ""
+    return UnsupportedError(
+        f"{'' if provider else 'unknown '}codec {name!r} ({where}) is not built into rectizarr{hint}; a package "
+        f"can provide it through "
+        f"the {PLUGIN_GROUP!r} entry point (no codec can be skipped: must_understand false does not help)",
+        path=json_path(path, "name"),
+    )
+
+
 def _plugged_in(name: str) -> bool:
     """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
     names no built-in parser knows get here)."""
@@ -432,11 +472,7 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
             return meta
     if _plugged_in(name):
         return PluginMeta(name=name, configuration=dict(config))
-    raise UnsupportedError(
-        f"unknown codec {name!r}: rectizarr cannot decode it (must_understand: false does not help, "
-        "no codec can be skipped safely)",
-        path=json_path(path, "name"),
-    )
+    raise unsupported_codec_error(name, path)
 
 
 def _parse_sharding(config: dict[str, Any], path: str) -> ShardingMeta:

@@ -110,7 +110,17 @@ def test_registered_codecs_not_built_in_name_their_provider(name: str, provider:
 
 def test_unknown_codecs_are_said_to_be_unknown() -> None:
     err = plugins.unsupported_codec_error("made.up", "$.codecs[0]")
-    assert "'made.up' (not a codec rectizarr knows)" in str(err)
+    assert "unknown codec 'made.up' (not a codec rectizarr knows)" in str(err)
+
+
+@pytest.mark.parametrize("name", ["jpeg", "n5_default"])
+def test_opening_an_array_with_a_registered_codec_not_built_in_names_its_provider(name: str) -> None:
+    """The error comes where the document is read (not only from ``rectizarr validate``)."""
+    from rectizarr.core.codec_meta import parse_codecs
+
+    with pytest.raises(UnsupportedError, match=f"codec '{name}' \\(a codec registered in zarr-extensions\\)") as info:
+        parse_codecs(["bytes", {"name": name, "configuration": {}}])
+    assert info.value.path == "$.codecs[1].name"
 
 
 def test_a_package_installed_after_the_first_listing_is_found(tmp_path: Path) -> None:
