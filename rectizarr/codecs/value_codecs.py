@@ -101,10 +101,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         self._check_dtype(spec)
-        chunk = np.asarray(chunk)
-        if chunk.dtype != self.dtype or chunk.shape != spec.shape:
-            raise CodecError(f"got {chunk.dtype} {chunk.shape}, expected {self.dtype} {spec.shape}", key=spec.key,
-                             codec=self.name)
+        chunk = _as_stored(chunk, self.dtype, spec, self.name)
         if self.dtype.kind == "f":
             return np.asarray((chunk / self.scale) + self.offset)
         with np.errstate(over="ignore", divide="ignore"):
@@ -201,8 +198,13 @@ class CastValueCodec(ArrayArrayCodec):
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         self._check_dtype(spec)
-        chunk = np.asarray(chunk)
-        if chunk.dtype != self.target or chunk.shape != spec.shape:
-            raise CodecError(f"got {chunk.dtype} {chunk.shape}, expected {self.target} {spec.shape}", key=spec.key,
-                             codec=self.name)
+        chunk = _as_stored(chunk, self.target, spec, self.name)
         return self._cast(chunk, self.source, self.decode_map, spec.key)
+
+
+def _as_stored(chunk: np.ndarray, dtype: np.dtype, spec: ChunkSpec, name: str) -> np.ndarray:
+    """``chunk`` as the codec after this one decoded it: of ``dtype`` and the chunk's shape (CodecError)."""
+    chunk = np.asarray(chunk)
+    if chunk.dtype != dtype or chunk.shape != spec.shape:
+        raise CodecError(f"got {chunk.dtype} {chunk.shape}, expected {dtype} {spec.shape}", key=spec.key, codec=name)
+    return chunk
