@@ -110,7 +110,9 @@ class ZipStore(Store):
             if mode != "r":
                 _writers[os.path.realpath(self.path)] = weakref.ref(self._archive)
 
-    capabilities = Capabilities(consistent_listing=True)
+    # a version is where the entry lies in the archive (a rewrite appends a new entry): no I/O, so a write
+    # checks zarr.json against it once it holds its chunks, as in a directory
+    capabilities = Capabilities(consistent_listing=True, cheap_versions=True)
     _limits_reads = True  # an entry may inflate to far more than the archive holds
 
     def __repr__(self) -> str:

@@ -53,7 +53,7 @@ def test_capabilities_by_backend(tmp_path: Path) -> None:
                                               consistent_listing=True, values_consumed=True)
     assert memory.capabilities == Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
                                                values_consumed=True)
-    assert zipped.capabilities == Capabilities(consistent_listing=True)
+    assert zipped.capabilities == Capabilities(consistent_listing=True, cheap_versions=True)
     assert remote.capabilities == Capabilities()
     for inner in (local, memory, zipped, remote):  # a wrapper forwards what it wraps
         spy = CountingStore(inner)
