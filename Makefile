@@ -50,6 +50,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check rectizarr tests
+	$(PY) -m ruff format --check rectizarr tests scripts benchmarks examples conformance_data
 	$(PY) -m mypy rectizarr
 
 bench: $(STAMP)

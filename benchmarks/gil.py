@@ -55,8 +55,9 @@ def py_spy() -> str | None:
     return here if os.path.exists(here) else shutil.which("py-spy")
 
 
-def gil_held(kind: str, path: str, sel: str = "...", reps: int = 10,
-             where: dict[str, int] | None = None) -> tuple[float, float] | None:
+def gil_held(
+    kind: str, path: str, sel: str = "...", reps: int = 10, where: dict[str, int] | None = None
+) -> tuple[float, float] | None:
     """(seconds of GIL held, wall seconds) per repeat of ``kind`` ('read' of ``sel``, or 'write' of the
     whole array into a new one like it) on one codec thread; None where py-spy cannot run. ``where``, if
     given, receives the samples per innermost frame."""
@@ -65,14 +66,34 @@ def gil_held(kind: str, path: str, sel: str = "...", reps: int = 10,
         return None
     with tempfile.TemporaryDirectory() as tmp:
         out, target = os.path.join(tmp, "spy.txt"), os.path.join(tmp, "w.zarr")
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, kind, path, sel, str(reps), target],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, kind, path, sel, str(reps), target],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert child.stdin is not None and child.stdout is not None
         try:
             if child.stdout.readline().strip() != "ready":
                 return None
-            rec = subprocess.Popen([spy, "record", "--gil", "--nonblocking", "-r", str(RATE), "-f", "raw", "-o", out,
-                                    "--pid", str(child.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            rec = subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "--gil",
+                    "--nonblocking",
+                    "-r",
+                    str(RATE),
+                    "-f",
+                    "raw",
+                    "-o",
+                    out,
+                    "--pid",
+                    str(child.pid),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(1.0)  # attached
             child.stdin.write("go\n")
             child.stdin.flush()

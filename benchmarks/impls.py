@@ -46,8 +46,18 @@ def rectizarr_compressors(spec: Spec) -> list[dict[str, Any]]:
     if spec.codec == "zstd":
         return [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
     if spec.codec == "blosc-lz4":
-        return [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle",
-                                                    "typesize": np.dtype(spec.dtype).itemsize, "blocksize": 0}}]
+        return [
+            {
+                "name": "blosc",
+                "configuration": {
+                    "cname": "lz4",
+                    "clevel": 5,
+                    "shuffle": "shuffle",
+                    "typesize": np.dtype(spec.dtype).itemsize,
+                    "blocksize": 0,
+                },
+            }
+        ]
     raise ValueError(spec.codec)
 
 
@@ -56,11 +66,29 @@ def zarr_json(spec: Spec) -> dict[str, Any]:
     import rectizarr
 
     store = rectizarr.MemoryStore()
-    rectizarr.create_array(store, shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks, shards=spec.shards,
-                           compressors=rectizarr_compressors(spec), fill_value=0)
+    rectizarr.create_array(
+        store,
+        shape=spec.shape,
+        dtype=spec.dtype,
+        chunks=spec.chunks,
+        shards=spec.shards,
+        compressors=rectizarr_compressors(spec),
+        fill_value=0,
+    )
     meta = json.loads(store.get("zarr.json") or b"{}")
-    return {k: meta[k] for k in ("zarr_format", "node_type", "shape", "data_type", "chunk_grid",
-                                 "chunk_key_encoding", "fill_value", "codecs")}
+    return {
+        k: meta[k]
+        for k in (
+            "zarr_format",
+            "node_type",
+            "shape",
+            "data_type",
+            "chunk_grid",
+            "chunk_key_encoding",
+            "fill_value",
+            "codecs",
+        )
+    }
 
 
 class Impl(ABC):
@@ -109,9 +137,16 @@ class Rectizarr(Impl):
     def create(self, path: str, spec: Spec) -> Any:
         import rectizarr
 
-        return rectizarr.create_array(path, shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks,
-                                      shards=spec.shards, compressors=rectizarr_compressors(spec),
-                                      fill_value=0, overwrite=True)
+        return rectizarr.create_array(
+            path,
+            shape=spec.shape,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            compressors=rectizarr_compressors(spec),
+            fill_value=0,
+            overwrite=True,
+        )
 
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
         h[...] = data
@@ -156,16 +191,24 @@ class ZarrPython(Impl):
             return None
         if spec.codec == "zstd":
             return ZstdCodec(level=1, checksum=False)
-        return BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=np.dtype(spec.dtype).itemsize,
-                          blocksize=0)
+        return BloscCodec(
+            cname="lz4", clevel=5, shuffle="shuffle", typesize=np.dtype(spec.dtype).itemsize, blocksize=0
+        )
 
     def create(self, path: str, spec: Spec) -> Any:
         import zarr
 
         with self._ctx():
-            return zarr.create_array(store=path, shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks,
-                                     shards=spec.shards, compressors=self._compressors(spec), fill_value=0,
-                                     overwrite=True)
+            return zarr.create_array(
+                store=path,
+                shape=spec.shape,
+                dtype=spec.dtype,
+                chunks=spec.chunks,
+                shards=spec.shards,
+                compressors=self._compressors(spec),
+                fill_value=0,
+                overwrite=True,
+            )
 
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:
         with self._ctx():
@@ -214,7 +257,11 @@ class TensorStore(Impl):
     def create(self, path: str, spec: Spec) -> Any:
         import tensorstore as ts
 
-        ts_spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": path}, "metadata": zarr_json(spec)}
+        ts_spec = {
+            "driver": "zarr3",
+            "kvstore": {"driver": "file", "path": path},
+            "metadata": zarr_json(spec),
+        }
         return ts.open(ts_spec, create=True, delete_existing=True, context=self.context()).result()
 
     def write(self, h: Any, data: np.ndarray, sharded: bool) -> None:

@@ -33,28 +33,42 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.append(str(HERE.parent))  # tests.servers; rectizarr itself is whichever is installed or on PYTHONPATH
+sys.path.append(
+    str(HERE.parent)
+)  # tests.servers; rectizarr itself is whichever is installed or on PYTHONPATH
 
 from impls import Spec  # noqa: E402
 from remote_clients import CLIENTS, Bucket, Client, NotApplicable, Unavailable  # noqa: E402
 
 SECTION = "## Remote (S3, injected latency)"
-RZ_OBJ, RZ_FS, ZP, ZP_OBJ, TS = ("rectizarr (obstore)", "rectizarr (fsspec)", "zarr-python", "zarr-python (obstore)",
-                                 "tensorstore")
+RZ_OBJ, RZ_FS, ZP, ZP_OBJ, TS = (
+    "rectizarr (obstore)",
+    "rectizarr (fsspec)",
+    "zarr-python",
+    "zarr-python (obstore)",
+    "tensorstore",
+)
 SHAPE, CHUNKS, SHARDS = (4096, 4096), (256, 256), (1024, 1024)
 CHUNKED, SHARDED = Spec(SHAPE, "uint16", CHUNKS, None, "zstd"), Spec(SHAPE, "uint16", CHUNKS, SHARDS, "zstd")
 WINDOW = (slice(256, 768), slice(512, 1024))  # 2 x 2 chunks
 STRIDED = (slice(None, None, 16), [10, 300, 2100, 4000])
-KINDS = (("get", "GET"), ("get_range", "range GET"), ("head", "HEAD"), ("put", "PUT"), ("delete", "DELETE"),
-         ("list", "LIST"), ("other", "other"))
+KINDS = (
+    ("get", "GET"),
+    ("get_range", "range GET"),
+    ("head", "HEAD"),
+    ("put", "PUT"),
+    ("delete", "DELETE"),
+    ("list", "LIST"),
+    ("other", "other"),
+)
 
 
 SERVERS = {
     "lean": "A loopback S3 server (`benchmarks/s3_lean.py`: objects in memory, one asyncio thread, keep-alive "
-            "connections, in its own process on 127.0.0.1; see benchmarks/README.md for why not moto)",
+    "connections, in its own process on 127.0.0.1; see benchmarks/README.md for why not moto)",
     "moto": "A loopback S3 server (moto's S3 app behind `tests/s3_faults.py`, in its own process on 127.0.0.1; "
-            "about 2 ms of CPU per request on the clients' cores, and it closes every connection after its "
-            "answer, so each request also pays a loopback TCP connect)",
+    "about 2 ms of CPU per request on the clients' cores, and it closes every connection after its "
+    "answer, so each request also pays a loopback TCP connect)",
 }
 
 
@@ -121,7 +135,9 @@ def write_dataset(bucket: Bucket, group_size: int, n_points: int) -> Dataset:
         local = rectizarr.MemoryStore()  # built in memory, then uploaded in one batch
         g = rectizarr.create_group(local)
         for i, name in enumerate(ds.names()):
-            g.create_array(name, shape=(16,), dtype="float32", chunks=(16,), attributes={"i": i, "units": "m"})
+            g.create_array(
+                name, shape=(16,), dtype="float32", chunks=(16,), attributes={"i": i, "units": "m"}
+            )
         if consolidated:
             rectizarr.consolidate_metadata(local)
         writer.store(path, read_only=False).set_many({k: local.get(k) for k in local.list_prefix("")})
@@ -159,10 +175,15 @@ def workloads(ds: Dataset, fs: Any) -> list[Workload]:
     counter = iter(range(1 << 30))
 
     def read(key: str, path: str, sel: Any, label: str, method: str = "read") -> Workload:
-        return Workload(key, label, prepare=lambda c: c.open_array(path),
-                        run=lambda c, h: getattr(c, method)(h, sel),
-                        check=lambda c, h, out: same(out, data[np.ix_(*(np.arange(4096)[s] for s in sel))]
-                                                     if method == "oindex" else data[sel]))
+        return Workload(
+            key,
+            label,
+            prepare=lambda c: c.open_array(path),
+            run=lambda c, h: getattr(c, method)(h, sel),
+            check=lambda c, h, out: same(
+                out, data[np.ix_(*(np.arange(4096)[s] for s in sel))] if method == "oindex" else data[sel]
+            ),
+        )
 
     def write(key: str, spec: Spec, label: str) -> Workload:
         def run(c: Client, path: str) -> None:
@@ -175,8 +196,14 @@ def workloads(ds: Dataset, fs: Any) -> list[Workload]:
             for sel in ((slice(0, 300), slice(0, 300)), (slice(3800, None), slice(3700, None))):
                 same(back[sel], data[sel])
 
-        return Workload(key, label, prepare=lambda c: f"written/{next(counter)}.zarr", run=run, check=check,
-                        cleanup=lambda c, path: fs.rm(f"{ds.bucket.name}/{path}", recursive=True))
+        return Workload(
+            key,
+            label,
+            prepare=lambda c: f"written/{next(counter)}.zarr",
+            run=run,
+            check=check,
+            cleanup=lambda c, path: fs.rm(f"{ds.bucket.name}/{path}", recursive=True),
+        )
 
     def consolidated(c: Client, _: Any) -> list[Any]:
         g = c.open_group("group-consolidated.zarr", consolidated=True)
@@ -194,20 +221,35 @@ def workloads(ds: Dataset, fs: Any) -> list[Workload]:
         return [c.read(h, p) for p in ds.points]
 
     return [
-        Workload("first byte", "first byte: open + read one element, chunked",
-                 run=lambda c, _: c.read(c.open_array("chunked.zarr"), (5, 7)),
-                 check=lambda c, _, out: same(out, data[5, 7])),
+        Workload(
+            "first byte",
+            "first byte: open + read one element, chunked",
+            run=lambda c, _: c.read(c.open_array("chunked.zarr"), (5, 7)),
+            check=lambda c, _, out: same(out, data[5, 7]),
+        ),
         read("read chunked", "chunked.zarr", ..., "full read, chunked (256 chunks)"),
         read("read sharded", "sharded.zarr", ..., "full read, sharded (16 shards of 16)"),
         read("window", "chunked.zarr", WINDOW, "4-chunk window [256:768, 512:1024], chunked"),
         read("oindex", "chunked.zarr", STRIDED, "oindex[::16, [10, 300, 2100, 4000]], chunked", "oindex"),
-        Workload("points", f"{len(ds.points)} random elements one by one, sharded",
-                 prepare=lambda c: c.open_array("sharded.zarr"), run=points,
-                 check=lambda c, _, out: same(out, [data[p] for p in ds.points])),
-        Workload("group consolidated", f"consolidated group of {len(names)}: open + keys() + attrs of each",
-                 run=consolidated, check=check_attrs),
-        Workload("group listing", f"unconsolidated group of {len(names)}: open + keys()",
-                 run=lambda c, _: c.list_group("group-plain.zarr"), check=check_names),
+        Workload(
+            "points",
+            f"{len(ds.points)} random elements one by one, sharded",
+            prepare=lambda c: c.open_array("sharded.zarr"),
+            run=points,
+            check=lambda c, _, out: same(out, [data[p] for p in ds.points]),
+        ),
+        Workload(
+            "group consolidated",
+            f"consolidated group of {len(names)}: open + keys() + attrs of each",
+            run=consolidated,
+            check=check_attrs,
+        ),
+        Workload(
+            "group listing",
+            f"unconsolidated group of {len(names)}: open + keys()",
+            run=lambda c, _: c.list_group("group-plain.zarr"),
+            check=check_names,
+        ),
         write("write chunked", CHUNKED, "full write, chunked"),
         write("write sharded", SHARDED, "full write, sharded"),
     ]
@@ -235,8 +277,14 @@ def sample(server: Any, client: Client, wl: Workload, row: RemoteRow) -> None:
     row.counts.append(counts)
 
 
-def measure(server: Any, clients: dict[str, Client], wl: Workload, repeats: int, rows: dict[str, RemoteRow],
-            budget: float) -> None:
+def measure(
+    server: Any,
+    clients: dict[str, Client],
+    wl: Workload,
+    repeats: int,
+    rows: dict[str, RemoteRow],
+    budget: float,
+) -> None:
     """Up to ``repeats`` rounds (the order rotates every round), and no round that would take the workload
     past ``budget`` seconds (judged by the rounds so far), but always one."""
     names, start = list(clients), time.perf_counter()
@@ -289,9 +337,12 @@ def fmt_counts(c: dict[str, int]) -> str:
 
 
 def table(rows: list[RemoteRow], latency_ms: float) -> list[str]:
-    lines = [f"### {latency_ms:g} ms per request", "",
-             "| Workload | Client | Median | n | vs tensorstore | vs zarr-python | Requests | Peak in flight |",
-             "|---|---|---:|---:|---:|---:|---|---:|"]
+    lines = [
+        f"### {latency_ms:g} ms per request",
+        "",
+        "| Workload | Client | Median | n | vs tensorstore | vs zarr-python | Requests | Peak in flight |",
+        "|---|---|---:|---:|---:|---:|---|---:|",
+    ]
     mine = [r for r in rows if r.latency_ms == latency_ms]
     for wl in dict.fromkeys(r.workload for r in mine):
         by = {r.client: r for r in mine if r.workload == wl}
@@ -304,8 +355,10 @@ def table(rows: list[RemoteRow], latency_ms: float) -> list[str]:
             vs_ts = f"{r.median / ts.median:.2f}x" if ts and ts.samples else ""
             vs_zp = f"{r.median / zp.median:.2f}x" if zp and zp.samples else ""
             c = r.median_counts
-            lines.append(f"| {wl} | {name} | {fmt_time(r.median)} | {len(r.samples)} | {vs_ts} | {vs_zp} | "
-                         f"{fmt_counts(c)} | {c['peak_in_flight']} |")
+            lines.append(
+                f"| {wl} | {name} | {fmt_time(r.median)} | {len(r.samples)} | {vs_ts} | {vs_zp} | "
+                f"{fmt_counts(c)} | {c['peak_in_flight']} |"
+            )
     return lines
 
 
@@ -324,45 +377,62 @@ def targets(rows: list[RemoteRow], latency_ms: float) -> list[str]:
         data = {k: r for k, r in own.items() if not k.startswith("group")}  # reads and writes
         checks: dict[str, list[tuple[str, bool]]] = {}
         if client == RZ_OBJ:
-            checks["<= 1.0x tensorstore"] = [(k, r.median <= ts[k].median) for k, r in data.items() if k in ts]
-            checks["<= 0.5x zarr-python"] = [(k, r.median <= 0.5 * zp[k].median) for k, r in own.items() if k in zp]
+            checks["<= 1.0x tensorstore"] = [
+                (k, r.median <= ts[k].median) for k, r in data.items() if k in ts
+            ]
+            checks["<= 0.5x zarr-python"] = [
+                (k, r.median <= 0.5 * zp[k].median) for k, r in own.items() if k in zp
+            ]
         else:
-            checks["no HEAD in a read"] = [(k, r.median_counts["head"] == 0) for k, r in data.items()
-                                           if not k.startswith("write")]
-        checks["requests <= tensorstore's"] = [(k, r.median_counts["total"] <= ts[k].median_counts["total"])
-                                               for k, r in data.items() if k in ts]
-        checks["consolidated group in <= 2 requests"] = [(k, r.median_counts["total"] <= 2) for k, r in own.items()
-                                                         if k == "group consolidated"]
+            checks["no HEAD in a read"] = [
+                (k, r.median_counts["head"] == 0) for k, r in data.items() if not k.startswith("write")
+            ]
+        checks["requests <= tensorstore's"] = [
+            (k, r.median_counts["total"] <= ts[k].median_counts["total"]) for k, r in data.items() if k in ts
+        ]
+        checks["consolidated group in <= 2 requests"] = [
+            (k, r.median_counts["total"] <= 2) for k, r in own.items() if k == "group consolidated"
+        ]
         for text, results in checks.items():
             missed = [k for k, ok in results if not ok]
-            out.append(f"| {text} | {client} | {len(results) - len(missed)} of {len(results)} | "
-                       f"{', '.join(missed) or '-'} |")
+            out.append(
+                f"| {text} | {client} | {len(results) - len(missed)} of {len(results)} | "
+                f"{', '.join(missed) or '-'} |"
+            )
     return out
 
 
 def markdown(rows: list[RemoteRow], meta: dict[str, Any]) -> list[str]:
-    lines = [SECTION, "",
-             f"Generated by `benchmarks/remote.py` ({'part of `make bench`' if meta.get('from_run') else 'alone'}) "
-             f"on {meta['stamp']}: {os.cpu_count()} cores, {meta['versions']}. Whole section: "
-             f"{meta['total'] / 60:.1f} minutes.", "",
-             f"{SERVERS[meta.get('server', 'moto')]} adds a fixed latency to every request. "
-             "Data written once by rectizarr: a (4096, 4096) uint16 array in "
-             "256 chunks of 256 x 256, zstd level 1 (32 MiB; ~26 MiB stored), chunked and sharded (16 shards of "
-             f"16 chunks), and two groups of {meta['group_size']} small arrays with attributes. Timed: the "
-             "workload only (read workloads open the array untimed, except *first byte*); *Requests* are those of "
-             "the median sample, by type (range GET = a GET with a Range header), and *Peak in flight* the most "
-             "the server answered at once. Repeats run round-robin with a rotating order; up to "
-             f"{meta['repeats']} per workload and latency, fewer where another round would take the workload past "
-             f"{meta['budget']:.0f} s (the *n* column). tensorstore "
-             "has no groups: its unconsolidated row is a listing of the group's prefix through its kvstore.", ""]
+    lines = [
+        SECTION,
+        "",
+        f"Generated by `benchmarks/remote.py` ({'part of `make bench`' if meta.get('from_run') else 'alone'}) "
+        f"on {meta['stamp']}: {os.cpu_count()} cores, {meta['versions']}. Whole section: "
+        f"{meta['total'] / 60:.1f} minutes.",
+        "",
+        f"{SERVERS[meta.get('server', 'moto')]} adds a fixed latency to every request. "
+        "Data written once by rectizarr: a (4096, 4096) uint16 array in "
+        "256 chunks of 256 x 256, zstd level 1 (32 MiB; ~26 MiB stored), chunked and sharded (16 shards of "
+        f"16 chunks), and two groups of {meta['group_size']} small arrays with attributes. Timed: the "
+        "workload only (read workloads open the array untimed, except *first byte*); *Requests* are those of "
+        "the median sample, by type (range GET = a GET with a Range header), and *Peak in flight* the most "
+        "the server answered at once. Repeats run round-robin with a rotating order; up to "
+        f"{meta['repeats']} per workload and latency, fewer where another round would take the workload past "
+        f"{meta['budget']:.0f} s (the *n* column). tensorstore "
+        "has no groups: its unconsolidated row is a listing of the group's prefix through its kvstore.",
+        "",
+    ]
     for note in meta.get("skipped", {}).items():
         lines += [f"*{note[0]}* did not run: {note[1]}", ""]
     for lat in meta["latencies_ms"]:
         lines += [*table(rows, lat), ""]
     top = max(meta["latencies_ms"])
-    lines += [f"Targets of issue 17 at {top:g} ms (workloads by short name: first byte, read chunked, read "
-              "sharded, window, oindex, points, group consolidated, group listing, write chunked, write sharded; "
-              "tensorstore's listing is no group, so the group rows are compared with zarr-python only):", ""]
+    lines += [
+        f"Targets of issue 17 at {top:g} ms (workloads by short name: first byte, read chunked, read "
+        "sharded, window, oindex, points, group consolidated, group listing, write chunked, write sharded; "
+        "tensorstore's listing is no group, so the group rows are compared with zarr-python only):",
+        "",
+    ]
     return lines + targets(rows, top)
 
 
@@ -408,9 +478,15 @@ def start_server(kind: str) -> Any:
     return LeanS3Server()
 
 
-def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_points: int = 100,
-        budget: float = 20.0, from_run: bool = False, server_kind: str = "lean",
-        ) -> tuple[list[RemoteRow], dict[str, Any], list[str]]:
+def run(
+    latencies: Sequence[float],
+    repeats: int,
+    group_size: int = 200,
+    n_points: int = 100,
+    budget: float = 20.0,
+    from_run: bool = False,
+    server_kind: str = "lean",
+) -> tuple[list[RemoteRow], dict[str, Any], list[str]]:
     """Run the remote section: (rows, metadata, markdown lines)."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         os.environ[name] = "testing"  # what every client (tensorstore: from the environment) signs with
@@ -423,7 +499,9 @@ def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_point
         bucket = Bucket(server.endpoint_url, server.new_bucket(fs))
         t0 = time.perf_counter()
         ds = write_dataset(bucket, group_size, n_points)
-        say(f"  remote: data written in {time.perf_counter() - t0:.1f}s to {bucket.url('')} at {bucket.endpoint}")
+        say(
+            f"  remote: data written in {time.perf_counter() - t0:.1f}s to {bucket.url('')} at {bucket.endpoint}"
+        )
         clients, skipped = make_clients(bucket)
         warm_up(clients)
         wls = workloads(ds, fs)
@@ -434,35 +512,64 @@ def run(latencies: Sequence[float], repeats: int, group_size: int = 200, n_point
                 by = {name: RemoteRow(latency * 1e3, wl.key, wl.label, name) for name in clients}
                 measure(server, clients, wl, repeats, by, budget)
                 rows += by.values()
-                report = ", ".join(f"{n} {fmt_time(r.median)}" if r.samples else f"{n} {r.note[:40]}"
-                                   for n, r in by.items())
+                report = ", ".join(
+                    f"{n} {fmt_time(r.median)}" if r.samples else f"{n} {r.note[:40]}" for n, r in by.items()
+                )
                 say(f"  [{latency * 1e3:g} ms] {wl.label} ({time.perf_counter() - t0:.0f}s): {report}")
     finally:
         server.stop()
-    meta = {"stamp": time.strftime("%Y-%m-%d %H:%M"), "total": time.perf_counter() - start, "versions": versions(),
-            "latencies_ms": [lat * 1e3 for lat in latencies], "repeats": repeats, "budget": budget,
-            "group_size": group_size, "skipped": skipped, "from_run": from_run, "server": server_kind}
+    meta = {
+        "stamp": time.strftime("%Y-%m-%d %H:%M"),
+        "total": time.perf_counter() - start,
+        "versions": versions(),
+        "latencies_ms": [lat * 1e3 for lat in latencies],
+        "repeats": repeats,
+        "budget": budget,
+        "group_size": group_size,
+        "skipped": skipped,
+        "from_run": from_run,
+        "server": server_kind,
+    }
     return rows, meta, markdown(rows, meta)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--latency", type=float, action="append", help="seconds per request (repeatable; "
-                    "default 0 and 0.02)")
+    ap.add_argument(
+        "--latency", type=float, action="append", help="seconds per request (repeatable; default 0 and 0.02)"
+    )
     ap.add_argument("--repeats", type=int, default=5, help="rounds per workload (default 5)")
-    ap.add_argument("--budget", type=float, default=20.0, help="seconds per workload and latency: no round "
-                    "that would go past it starts, but always one (default 20)")
+    ap.add_argument(
+        "--budget",
+        type=float,
+        default=20.0,
+        help="seconds per workload and latency: no round "
+        "that would go past it starts, but always one (default 20)",
+    )
     ap.add_argument("--quick", action="store_true", help="one round, a group of 50 (development)")
-    ap.add_argument("--server", choices=("lean", "moto"), default="lean", help="the S3 server: lean "
-                    "(benchmarks/s3_lean.py, default) or moto (the tests' server; about 2 ms of CPU per request "
-                    "on the clients' cores)")
-    ap.add_argument("--out", default=None, help="markdown file whose remote section is replaced (default "
-                    "benchmarks/results.md; --quick: benchmarks/_data/remote-quick.md)")
+    ap.add_argument(
+        "--server",
+        choices=("lean", "moto"),
+        default="lean",
+        help="the S3 server: lean "
+        "(benchmarks/s3_lean.py, default) or moto (the tests' server; about 2 ms of CPU per request "
+        "on the clients' cores)",
+    )
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="markdown file whose remote section is replaced (default "
+        "benchmarks/results.md; --quick: benchmarks/_data/remote-quick.md)",
+    )
     args = ap.parse_args(argv)
     latencies = args.latency or [0.0, 0.02]
     repeats, group = (1, 50) if args.quick else (args.repeats, 200)
     rows, meta, lines = run(latencies, repeats, group_size=group, budget=args.budget, server_kind=args.server)
-    out = Path(args.out) if args.out else (HERE / "_data" / "remote-quick.md" if args.quick else HERE / "results.md")
+    out = (
+        Path(args.out)
+        if args.out
+        else (HERE / "_data" / "remote-quick.md" if args.quick else HERE / "results.md")
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     splice(out, lines)
     raw = HERE / "_data" / ("remote-quick.json" if args.quick else "remote.json")

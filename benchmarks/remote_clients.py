@@ -44,7 +44,11 @@ class Bucket:
 
     @property
     def storage_options(self) -> dict[str, Any]:
-        return {"key": KEY, "secret": SECRET, "client_kwargs": {"endpoint_url": self.endpoint, "region_name": REGION}}
+        return {
+            "key": KEY,
+            "secret": SECRET,
+            "client_kwargs": {"endpoint_url": self.endpoint, "region_name": REGION},
+        }
 
 
 class Client(ABC):
@@ -103,9 +107,15 @@ class _Rectizarr(Client):
     def create(self, path: str, spec: Spec) -> Any:
         import rectizarr
 
-        return rectizarr.create_array(self.store(path, False), shape=spec.shape, dtype=spec.dtype,
-                                      chunks=spec.chunks, shards=spec.shards, compressors=rectizarr_compressors(spec),
-                                      fill_value=0)
+        return rectizarr.create_array(
+            self.store(path, False),
+            shape=spec.shape,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            compressors=rectizarr_compressors(spec),
+            fill_value=0,
+        )
 
     def open_group(self, path: str, consolidated: bool) -> Any:
         import rectizarr
@@ -120,10 +130,16 @@ class RectizarrObstore(_Rectizarr):
         import rectizarr
 
         try:
-            return rectizarr.open_store(self.bucket.url(path), mode="r" if read_only else "r+", backend="obstore",
-                                        storage_options=self.bucket.storage_options)
+            return rectizarr.open_store(
+                self.bucket.url(path),
+                mode="r" if read_only else "r+",
+                backend="obstore",
+                storage_options=self.bucket.storage_options,
+            )
         except Exception as e:  # no backend= yet, obstore missing ...: reported, and the others go on
-            raise Unavailable(f"rectizarr.open_store(..., backend='obstore') failed: {type(e).__name__}: {e}") from e
+            raise Unavailable(
+                f"rectizarr.open_store(..., backend='obstore') failed: {type(e).__name__}: {e}"
+            ) from e
 
 
 class RectizarrFsspec(_Rectizarr):
@@ -134,8 +150,9 @@ class RectizarrFsspec(_Rectizarr):
 
         url, options = self.bucket.url(path), self.bucket.storage_options
         try:
-            return rectizarr.open_store(url, mode="r" if read_only else "r+", backend="fsspec",
-                                        storage_options=options)
+            return rectizarr.open_store(
+                url, mode="r" if read_only else "r+", backend="fsspec", storage_options=options
+            )
         except TypeError:  # an open_store without backend=: the fsspec store itself
             from rectizarr.stores import FsspecStore
 
@@ -163,8 +180,15 @@ class _Zarr(Client):
     def create(self, path: str, spec: Spec) -> Any:
         import zarr
 
-        return zarr.create_array(shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks, shards=spec.shards,
-                                 compressors=self._compressors(spec), fill_value=0, **self._where(path, False))
+        return zarr.create_array(
+            shape=spec.shape,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            compressors=self._compressors(spec),
+            fill_value=0,
+            **self._where(path, False),
+        )
 
     def open_group(self, path: str, consolidated: bool) -> Any:
         import zarr
@@ -194,8 +218,15 @@ class ZarrObstore(_Zarr):
         from obstore.store import S3Store
         from zarr.storage import ObjectStore
 
-        s3 = S3Store(self.bucket.name, prefix=path, endpoint=self.bucket.endpoint, access_key_id=KEY,
-                     secret_access_key=SECRET, region=REGION, client_options={"allow_http": True})
+        s3 = S3Store(
+            self.bucket.name,
+            prefix=path,
+            endpoint=self.bucket.endpoint,
+            access_key_id=KEY,
+            secret_access_key=SECRET,
+            region=REGION,
+            client_options={"allow_http": True},
+        )
         return {"store": ObjectStore(s3, read_only=read_only)}
 
 
@@ -212,13 +243,21 @@ class TensorStore(Client):
         self.context = ts.Context()
 
     def _kvstore(self, path: str) -> dict[str, Any]:
-        return {"driver": "s3", "bucket": self.bucket.name, "path": path.rstrip("/") + "/",
-                "endpoint": self.bucket.endpoint, "aws_region": REGION, "aws_credentials": {"type": "environment"}}
+        return {
+            "driver": "s3",
+            "bucket": self.bucket.name,
+            "path": path.rstrip("/") + "/",
+            "endpoint": self.bucket.endpoint,
+            "aws_region": REGION,
+            "aws_credentials": {"type": "environment"},
+        }
 
     def open_array(self, path: str) -> Any:
         import tensorstore as ts
 
-        return ts.open({"driver": "zarr3", "kvstore": self._kvstore(path)}, read=True, context=self.context).result()
+        return ts.open(
+            {"driver": "zarr3", "kvstore": self._kvstore(path)}, read=True, context=self.context
+        ).result()
 
     def read(self, h: Any, sel: Any) -> np.ndarray:
         return np.asarray(h[sel].read().result())
@@ -273,8 +312,14 @@ class ObstoreAlone(Client):
         except ImportError as e:
             raise Unavailable("obstore is not installed") from e
         self.obstore = obstore
-        self.s3 = S3Store(bucket.name, endpoint=bucket.endpoint, access_key_id=KEY, secret_access_key=SECRET,
-                          region=REGION, client_options={"allow_http": True})
+        self.s3 = S3Store(
+            bucket.name,
+            endpoint=bucket.endpoint,
+            access_key_id=KEY,
+            secret_access_key=SECRET,
+            region=REGION,
+            client_options={"allow_http": True},
+        )
         self.objects = {path: self._load(path) for path in ("chunked.zarr", "sharded.zarr")}  # untimed
         self._pool: Any = None
 
@@ -327,4 +372,11 @@ class ObstoreAlone(Client):
         raise NotApplicable("not a Zarr client")
 
 
-CLIENTS: list[type[Client]] = [RectizarrObstore, RectizarrFsspec, ZarrPython, ZarrObstore, TensorStore, ObstoreAlone]
+CLIENTS: list[type[Client]] = [
+    RectizarrObstore,
+    RectizarrFsspec,
+    ZarrPython,
+    ZarrObstore,
+    TensorStore,
+    ObstoreAlone,
+]

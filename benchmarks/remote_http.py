@@ -46,16 +46,21 @@ def clients(url: str) -> dict[str, Callable[[], Any]]:
 
     class TsArray:
         def __init__(self) -> None:
-            self.t = ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": url}}, open=True,
-                             read=True).result()
+            self.t = ts.open(
+                {"driver": "zarr3", "kvstore": {"driver": "http", "base_url": url}}, open=True, read=True
+            ).result()
 
         def __getitem__(self, sel: Any) -> Any:
             if isinstance(sel, tuple) and any(isinstance(s, list) for s in sel):
                 return self.t.oindex[sel].read().result()
             return self.t[sel].read().result()
 
-    return {"rectizarr (obstore)": rz("obstore"), "rectizarr (fsspec)": rz("fsspec"),
-            "zarr-python": lambda: _ZarrOindex(zarr.open_array(url, mode="r")), "tensorstore": TsArray}
+    return {
+        "rectizarr (obstore)": rz("obstore"),
+        "rectizarr (fsspec)": rz("fsspec"),
+        "zarr-python": lambda: _ZarrOindex(zarr.open_array(url, mode="r")),
+        "tensorstore": TsArray,
+    }
 
 
 class _ZarrOindex:
@@ -73,7 +78,11 @@ def workloads(want: np.ndarray) -> list[tuple[str, Callable[[Callable[[], Any]],
         ("first byte: open + read one element", lambda open_: open_()[0, 0], want[0, 0]),
         ("full read (256 chunks)", lambda open_: open_()[...], want),
         ("4-chunk window", lambda open_: open_()[WINDOW], want[WINDOW]),
-        ("oindex[::16, [10, 300, 2100, 4000]]", lambda open_: open_()[STRIDED], want[STRIDED[0]][:, STRIDED[1]]),
+        (
+            "oindex[::16, [10, 300, 2100, 4000]]",
+            lambda open_: open_()[STRIDED],
+            want[STRIDED[0]][:, STRIDED[1]],
+        ),
     ]
 
 
@@ -82,8 +91,14 @@ def run(latency: float, repeats: int) -> list[str]:
 
     with tempfile.TemporaryDirectory() as tmp:
         want = (np.add.outer(np.arange(4096), np.arange(4096)) % 1000).astype("u2")
-        a = rectizarr.create_array(Path(tmp) / "a.zarr", shape=want.shape, dtype="u2", chunks=(256, 256),
-                                   compressors={"name": "zstd", "configuration": {"level": 1}}, fill_value=0)
+        a = rectizarr.create_array(
+            Path(tmp) / "a.zarr",
+            shape=want.shape,
+            dtype="u2",
+            chunks=(256, 256),
+            compressors={"name": "zstd", "configuration": {"level": 1}},
+            fill_value=0,
+        )
         a[...] = want
         server = HttpServer(latency=latency, process=True)
         try:
@@ -93,7 +108,7 @@ def run(latency: float, repeats: int) -> list[str]:
             for name, work, expected in workloads(want):
                 times: dict[str, list[float]] = {c: [] for c in by_client}
                 for r in range(repeats):
-                    order = list(by_client)[r % len(by_client):] + list(by_client)[: r % len(by_client)]
+                    order = list(by_client)[r % len(by_client) :] + list(by_client)[: r % len(by_client)]
                     for c in order:
                         t0 = time.perf_counter()
                         got = work(by_client[c])
@@ -107,18 +122,25 @@ def run(latency: float, repeats: int) -> list[str]:
 
 
 def table(rows: Sequence[tuple[str, dict[str, float]]], latency: float) -> list[str]:
-    out = [f"{MARK} ({latency * 1000:g} ms per request)", "",
-           "The same chunked array (256 chunks of 256 x 256 uint16, zstd level 1) in a local directory, served by "
-           "a loopback HTTP server (`tests/servers.py`, in its own process so that it shares no GIL with a "
-           "Python client; one thread per request, a new connection per request) that waits before every answer; "
-           "medians of the repeats, the order of the clients rotating. "
-           "`benchmarks/remote_http.py`.", "",
-           "| Workload | Client | Median | vs tensorstore | vs zarr-python |", "|---|---|---:|---:|---:|"]
+    out = [
+        f"{MARK} ({latency * 1000:g} ms per request)",
+        "",
+        "The same chunked array (256 chunks of 256 x 256 uint16, zstd level 1) in a local directory, served by "
+        "a loopback HTTP server (`tests/servers.py`, in its own process so that it shares no GIL with a "
+        "Python client; one thread per request, a new connection per request) that waits before every answer; "
+        "medians of the repeats, the order of the clients rotating. "
+        "`benchmarks/remote_http.py`.",
+        "",
+        "| Workload | Client | Median | vs tensorstore | vs zarr-python |",
+        "|---|---|---:|---:|---:|",
+    ]
     for name, med in rows:
         for c, t in med.items():
             label = f"**{c}**" if c.startswith("rectizarr") else c
-            out.append(f"| {name} | {label} | {t * 1000:,.0f} ms | {t / med['tensorstore']:.2f}x | "
-                       f"{t / med['zarr-python']:.2f}x |")
+            out.append(
+                f"| {name} | {label} | {t * 1000:,.0f} ms | {t / med['tensorstore']:.2f}x | "
+                f"{t / med['zarr-python']:.2f}x |"
+            )
     return out
 
 
@@ -127,12 +149,17 @@ def splice(path: Path, part: list[str]) -> None:
     lines = text.splitlines()
     if MARK in text:
         start = next(i for i, line in enumerate(lines) if line.startswith(MARK))
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "### "))), len(lines))
+        end = next(
+            (i for i in range(start + 1, len(lines)) if lines[i].startswith(("## ", "### "))), len(lines)
+        )
         lines[start:end] = [*part, ""]
     else:
         anchor = next((i for i, line in enumerate(lines) if line.startswith("## Remote")), None)
-        end = len(lines) if anchor is None else next(
-            (i for i in range(anchor + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        end = (
+            len(lines)
+            if anchor is None
+            else next((i for i in range(anchor + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        )
         lines[end:end] = [*part, ""]
     path.write_text("\n".join(lines) + "\n")
 

@@ -67,12 +67,44 @@ class Config:
     i1_repeats: int
 
 
-FULL = Config(quick=False, big_depth=512, small_depth=128, f32_depth=64, r_repeats=3, big_r_repeats=5, w_repeats=5,
-              big_w_repeats=2, t_rows=10000, t_zarr_rows=1000, t3_rows=1000, t_repeats=2, l_samples=200,
-              o_repeats=2, m2_edges=1_000_000, a1_days=365, i1_repeats=5)
-QUICK = Config(quick=True, big_depth=32, small_depth=32, f32_depth=16, r_repeats=2, big_r_repeats=2, w_repeats=1,
-               big_w_repeats=1, t_rows=1600, t_zarr_rows=400, t3_rows=400, t_repeats=1, l_samples=40,
-               o_repeats=1, m2_edges=100_000, a1_days=40, i1_repeats=3)
+FULL = Config(
+    quick=False,
+    big_depth=512,
+    small_depth=128,
+    f32_depth=64,
+    r_repeats=3,
+    big_r_repeats=5,
+    w_repeats=5,
+    big_w_repeats=2,
+    t_rows=10000,
+    t_zarr_rows=1000,
+    t3_rows=1000,
+    t_repeats=2,
+    l_samples=200,
+    o_repeats=2,
+    m2_edges=1_000_000,
+    a1_days=365,
+    i1_repeats=5,
+)
+QUICK = Config(
+    quick=True,
+    big_depth=32,
+    small_depth=32,
+    f32_depth=16,
+    r_repeats=2,
+    big_r_repeats=2,
+    w_repeats=1,
+    big_w_repeats=1,
+    t_rows=1600,
+    t_zarr_rows=400,
+    t3_rows=400,
+    t_repeats=1,
+    l_samples=40,
+    o_repeats=1,
+    m2_edges=100_000,
+    a1_days=40,
+    i1_repeats=3,
+)
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -310,14 +342,18 @@ def _limits(res: Results, case: str, dataset: str, spec: Spec, data: np.ndarray)
     if spec.codec == "zstd":
         codec: Any = numcodecs.Zstd(level=1, checksum=False)
     elif spec.codec == "blosc-lz4":
-        codec = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE,
-                                typesize=np.dtype(spec.dtype).itemsize)
+        codec = numcodecs.Blosc(
+            cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE, typesize=np.dtype(spec.dtype).itemsize
+        )
     else:
         codec = None
     chunk_nbytes = int(np.prod(spec.chunks)) * np.dtype(spec.dtype).itemsize
-    chunks = [np.ascontiguousarray(data[z : z + spec.chunks[0], y : y + 256, x : x + 256])
-              for z in range(0, spec.shape[0], spec.chunks[0]) for y in range(0, 1024, 256)
-              for x in range(0, 1024, 256)]
+    chunks = [
+        np.ascontiguousarray(data[z : z + spec.chunks[0], y : y + 256, x : x + 256])
+        for z in range(0, spec.shape[0], spec.chunks[0])
+        for y in range(0, 1024, 256)
+        for x in range(0, 1024, 256)
+    ]
 
     def decode_all(items: Sequence[bytes]) -> None:
         buf = np.empty(chunk_nbytes, np.uint8)
@@ -356,8 +392,11 @@ def _limits(res: Results, case: str, dataset: str, spec: Spec, data: np.ndarray)
     if wfns:
         wrows = {name: res.add(Row("W1", case, name, nbytes=data.nbytes, limit=True)) for name in wfns}
         round_robin(wfns, reps, wrows)
-    wrows2 = {"limit: numpy copy of the input": res.add(Row("W1", case, "limit: numpy copy of the input",
-                                                             nbytes=data.nbytes, limit=True))}
+    wrows2 = {
+        "limit: numpy copy of the input": res.add(
+            Row("W1", case, "limit: numpy copy of the input", nbytes=data.nbytes, limit=True)
+        )
+    }
     round_robin({"limit: numpy copy of the input": lambda: timed(data.copy)}, reps, wrows2)
     for row in res.rows:
         if row.limit and row.case == case:
@@ -382,13 +421,17 @@ def bench_l1(res: Results, dataset: str, spec: Spec, written: str = "") -> None:
         x = rng.randrange(spec.shape[2] // 256) * 256 + rng.randrange(256 - 16)
         small_sels.append((z, y, slice(x, x + 16)))
     handles = {impl.name: impl.open(dataset) for impl in IMPLS}
-    for label, sels in ((f"one inner chunk (1 MiB) of a sharded array{written}", chunk_sels),
-                        (f"16 elements of a sharded array{written}", small_sels)):
+    for label, sels in (
+        (f"one inner chunk (1 MiB) of a sharded array{written}", chunk_sels),
+        (f"16 elements of a sharded array{written}", small_sels),
+    ):
         read = {impl.name: partial(impl.read, handles[impl.name]) for impl in IMPLS}
         rows = {name: res.add(Row("L1", label, name)) for name in read}
         if sels is chunk_sels:  # the floors, in the same rotation as the implementations
             read.update(_l1_floors(dataset, spec, sels))
-            rows.update({name: res.add(Row("L1", label, name, limit=True)) for name in read if name not in rows})
+            rows.update(
+                {name: res.add(Row("L1", label, name, limit=True)) for name in read if name not in rows}
+            )
         for name in read:  # warm-up: thread pools, first index reads
             read[name](sels[0])
         batch = max(1, n // 10)
@@ -444,8 +487,10 @@ def _l1_floors(dataset: str, spec: Spec, sels: list[tuple[slice, ...]]) -> dict[
             os.close(fd)
         return decode(buffer[:got])
 
-    return {"limit: decode alone (zstd)": lambda sel: decode(stored[sel]),
-            "limit: pread + decode": read_and_decode}
+    return {
+        "limit: decode alone (zstd)": lambda sel: decode(stored[sel]),
+        "limit: pread + decode": read_and_decode,
+    }
 
 
 def _selector(method: Callable[[Any, Any], np.ndarray], handle: Any, sel: Any) -> Callable[[], float]:
@@ -458,8 +503,11 @@ def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]], written: str = 
         osel = (slice(None, None, 7), slice(100, 900), np.array([1, 5, 9]))
         case = f"oindex[::7, 100:900, [1, 5, 9]], uint16 zstd {layout}, {human_bytes(spec.nbytes)}{written}"
         rows = {impl.name: res.add(Row("O1", case, impl.name)) for impl in IMPLS}
-        round_robin({impl.name: _selector(impl.oindex, handles[impl.name], osel) for impl in IMPLS},
-                    res.cfg.o_repeats + 1, rows)
+        round_robin(
+            {impl.name: _selector(impl.oindex, handles[impl.name], osel) for impl in IMPLS},
+            res.cfg.o_repeats + 1,
+            rows,
+        )
         _report(res, "O1", case)
         if written:
             continue
@@ -467,8 +515,11 @@ def bench_o(res: Results, datasets: dict[str, tuple[str, Spec]], written: str = 
         pts = tuple(rng.integers(0, s, size=10_000) for s in spec.shape)
         case = f"vindex, 10,000 random points, uint16 zstd {layout}, {human_bytes(spec.nbytes)}"
         rows = {impl.name: res.add(Row("O2", case, impl.name)) for impl in IMPLS}
-        round_robin({impl.name: _selector(impl.vindex, handles[impl.name], pts) for impl in IMPLS},
-                    res.cfg.o_repeats, rows)
+        round_robin(
+            {impl.name: _selector(impl.vindex, handles[impl.name], pts) for impl in IMPLS},
+            res.cfg.o_repeats,
+            rows,
+        )
         _report(res, "O2", case)
 
 
@@ -483,8 +534,15 @@ def bench_zp_written(res: Results, root: str) -> None:
     for layout in ("chunked", "sharded"):
         spec = cube_spec(depth, "uint16", "zstd", layout == "sharded")
         path = os.path.join(root, f"zp-{layout}.zarr")
-        z = zarr.create_array(store=path, shape=spec.shape, dtype=spec.dtype, chunks=spec.chunks, shards=spec.shards,
-                              fill_value=0, overwrite=True)
+        z = zarr.create_array(
+            store=path,
+            shape=spec.shape,
+            dtype=spec.dtype,
+            chunks=spec.chunks,
+            shards=spec.shards,
+            fill_value=0,
+            overwrite=True,
+        )
         z[...] = data
         datasets[layout] = (path, spec)
     del data
@@ -509,8 +567,16 @@ def _t1_syscall_limit(res: Results, wl: str, case: str, path: str, nchunks: int)
             os.read(fd, 4096)
             os.close(fd)
 
-    row = res.add(Row(wl, case, "limit: open+read+close each file, one Python thread", per=nchunks,
-                      per_label="per chunk", limit=True))
+    row = res.add(
+        Row(
+            wl,
+            case,
+            "limit: open+read+close each file, one Python thread",
+            per=nchunks,
+            per_label="per chunk",
+            limit=True,
+        )
+    )
     for _ in range(res.cfg.t_repeats):
         row.samples.append(timed(loop))
 
@@ -528,12 +594,28 @@ def bench_t(res: Results, root: str) -> None:
         t0 = time.perf_counter()
         path = os.path.join(root, f"T-{'sharded' if sharded else 'chunked'}.zarr")
         BY_NAME[RZ].write(BY_NAME[RZ].create(path, spec), data, sharded)
-        say(f"  T dataset ({'100 shards' if sharded else 'one file per chunk'}): {time.perf_counter() - t0:.1f}s")
+        say(
+            f"  T dataset ({'100 shards' if sharded else 'one file per chunk'}): {time.perf_counter() - t0:.1f}s"
+        )
         wl = "T2" if sharded else "T1"
-        case = (f"full read, {nchunks:,} chunks of 1 KiB in {rows_n // 400 * 4} shards" if sharded
-                else f"full read, {nchunks:,} chunks of 1 KiB, one file each")
-        rows = {impl.name: res.add(Row(wl, case, impl.name, per=nchunks if impl.name != ZP else znchunks,
-                                       per_label="per chunk", nbytes=data.nbytes)) for impl in IMPLS}
+        case = (
+            f"full read, {nchunks:,} chunks of 1 KiB in {rows_n // 400 * 4} shards"
+            if sharded
+            else f"full read, {nchunks:,} chunks of 1 KiB, one file each"
+        )
+        rows = {
+            impl.name: res.add(
+                Row(
+                    wl,
+                    case,
+                    impl.name,
+                    per=nchunks if impl.name != ZP else znchunks,
+                    per_label="per chunk",
+                    nbytes=data.nbytes,
+                )
+            )
+            for impl in IMPLS
+        }
         rows[ZP].note = f"first {zrows} rows only ({znchunks} chunks)"
 
         def reader(impl: Impl, path: str = path) -> Callable[[], float]:
@@ -554,13 +636,29 @@ def bench_t(res: Results, root: str) -> None:
         z_rows = min(n_rows, zrows)
         per = n_rows // 16 * 160
         zper = z_rows // 16 * 160
-        case = (f"write {per:,} chunks of 1 KiB in {-(-n_rows // 400) * 4} shards" if sharded
-                else f"write {per:,} chunks of 1 KiB, one file each")
-        rows = {impl.name: res.add(Row("T3", case, impl.name, per=per if impl.name != ZP else zper,
-                                       per_label="per chunk", nbytes=n_rows * 5120 * 2)) for impl in IMPLS}
+        case = (
+            f"write {per:,} chunks of 1 KiB in {-(-n_rows // 400) * 4} shards"
+            if sharded
+            else f"write {per:,} chunks of 1 KiB, one file each"
+        )
+        rows = {
+            impl.name: res.add(
+                Row(
+                    "T3",
+                    case,
+                    impl.name,
+                    per=per if impl.name != ZP else zper,
+                    per_label="per chunk",
+                    nbytes=n_rows * 5120 * 2,
+                )
+            )
+            for impl in IMPLS
+        }
         rows[ZP].note = f"first {z_rows} rows only ({zper} chunks)"
 
-        def writer(impl: Impl, n_rows: int = n_rows, z_rows: int = z_rows, sharded: bool = sharded) -> Callable[[], float]:
+        def writer(
+            impl: Impl, n_rows: int = n_rows, z_rows: int = z_rows, sharded: bool = sharded
+        ) -> Callable[[], float]:
             r = z_rows if impl.name == ZP else n_rows
             spec = Spec((r, 5120), "uint16", (16, 32), (400, 1280) if sharded else None, "raw")
             out = os.path.join(root, f"T3-{impl.name}.zarr")
@@ -593,12 +691,16 @@ def _stored_frames(path: str, sharded: bool) -> list[bytes]:
         if not sharded:
             frames.append(value)
             continue
-        index = np.frombuffer(value[-4 - 16 * 1000 :][:-4], "<u8").reshape(-1, 2)  # 25 x 40 inner chunks, crc32c
+        index = np.frombuffer(value[-4 - 16 * 1000 :][:-4], "<u8").reshape(
+            -1, 2
+        )  # 25 x 40 inner chunks, crc32c
         frames.extend(value[int(o) : int(o) + int(n)] for o, n in index if int(o) != 2**64 - 1)
     return frames
 
 
-def _tz_decode_limit(res: Results, wl: str, case: str, codec: str, frames: list[bytes], chunk_nbytes: int) -> None:
+def _tz_decode_limit(
+    res: Results, wl: str, case: str, codec: str, frames: list[bytes], chunk_nbytes: int
+) -> None:
     """The codec alone on the same frames: zstd in one ``multi_decompress_to_buffer`` call (2 threads),
     blosc-lz4 one c-blosc call per frame into one output buffer (numcodecs has no batch call)."""
     import zstandard
@@ -608,7 +710,10 @@ def _tz_decode_limit(res: Results, wl: str, case: str, codec: str, frames: list[
         sizes = np.fromiter(map(len, frames), np.uint64, len(frames))
         offsets = np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64)
         segs = zstandard.BufferWithSegments(b"".join(frames), np.stack([offsets, sizes], 1).tobytes())
-        dctx, out_sizes = zstandard.ZstdDecompressor(), np.full(len(frames), chunk_nbytes, np.uint64).tobytes()
+        dctx, out_sizes = (
+            zstandard.ZstdDecompressor(),
+            np.full(len(frames), chunk_nbytes, np.uint64).tobytes(),
+        )
 
         def run() -> None:
             dctx.multi_decompress_to_buffer(segs, decompressed_sizes=out_sizes, threads=2)
@@ -643,8 +748,19 @@ def bench_tz(res: Results, root: str) -> None:
             BY_NAME[RZ].write(BY_NAME[RZ].create(path, spec), data, sharded)
             where = f"in {-(-rows_n // 400) * 4} shards" if sharded else "one file each"
             case = f"full read, {nchunks:,} chunks of 1 KiB {codec}, {where}"
-            rows = {impl.name: res.add(Row(wl, case, impl.name, per=nchunks if impl.name != ZP else znchunks,
-                                           per_label="per chunk", nbytes=data.nbytes)) for impl in IMPLS}
+            rows = {
+                impl.name: res.add(
+                    Row(
+                        wl,
+                        case,
+                        impl.name,
+                        per=nchunks if impl.name != ZP else znchunks,
+                        per_label="per chunk",
+                        nbytes=data.nbytes,
+                    )
+                )
+                for impl in IMPLS
+            }
             rows[ZP].note = f"first {zrows} rows only ({znchunks} chunks)"
 
             def reader(impl: Impl, path: str = path) -> Callable[[], float]:
@@ -661,7 +777,9 @@ def bench_tz(res: Results, root: str) -> None:
             _tz_write(res, root, wl, codec, spec, data, sharded)
 
 
-def _tz_write(res: Results, root: str, wl: str, codec: str, spec: Spec, data: np.ndarray, sharded: bool) -> None:
+def _tz_write(
+    res: Results, root: str, wl: str, codec: str, spec: Spec, data: np.ndarray, sharded: bool
+) -> None:
     """Writes of the T1z / T2z arrays: one file per chunk writes the first ``t3_rows`` rows (file creation
     dominates), shards the whole array; zarr-python writes at most ``t_zarr_rows / 2.5`` rows."""
     n_rows = spec.shape[0] if sharded else min(spec.shape[0], res.cfg.t3_rows)
@@ -669,8 +787,19 @@ def _tz_write(res: Results, root: str, wl: str, codec: str, spec: Spec, data: np
     per, zper = n_rows // 16 * 160, z_rows // 16 * 160
     where = f"in {-(-n_rows // 400) * 4} shards" if sharded else "one file each"
     case = f"write {per:,} chunks of 1 KiB {codec}, {where}"
-    rows = {impl.name: res.add(Row(wl, case, impl.name, per=per if impl.name != ZP else zper, per_label="per chunk",
-                                   nbytes=n_rows * 5120 * 2)) for impl in IMPLS}
+    rows = {
+        impl.name: res.add(
+            Row(
+                wl,
+                case,
+                impl.name,
+                per=per if impl.name != ZP else zper,
+                per_label="per chunk",
+                nbytes=n_rows * 5120 * 2,
+            )
+        )
+        for impl in IMPLS
+    }
     rows[ZP].note = f"first {z_rows} rows only ({zper} chunks)"
 
     def writer(impl: Impl) -> Callable[[], float]:
@@ -699,8 +828,12 @@ S1_CASES = [  # (label, shape, chunks, shards): uint16 values 0-599, zstd level 
     ("1-D, 1 KiB chunks in 20 shards", (20000 * 512,), (512,), (512 * 1000,)),
     ("4-D, 1 KiB chunk files", (80, 40, 40, 80), (4, 4, 4, 8), None),
     ("4-D, 1 KiB chunks in 8 shards", (80, 40, 40, 80), (4, 4, 4, 8), (20, 20, 40, 80)),
-    ("3-D, chunks small only along the first axis (1 x 256 x 256, 128 KiB), files", (1024, 256, 256),
-     (1, 256, 256), None),
+    (
+        "3-D, chunks small only along the first axis (1 x 256 x 256, 128 KiB), files",
+        (1024, 256, 256),
+        (1, 256, 256),
+        None,
+    ),
     ("3-D, the same chunks in 16 shards", (1024, 256, 256), (1, 256, 256), (64, 256, 256)),
 ]
 
@@ -712,8 +845,17 @@ def _gil_row(res: Results, wl: str, case: str, kind: str, path: str, nchunks: in
 
     got = gil_held(kind, path, sel, 5)
     if got is not None:
-        res.add(Row(wl, case, "limit: rectizarr GIL held (1 thread, py-spy)", [got[0]], per=nchunks,
-                    per_label="per chunk", limit=True))
+        res.add(
+            Row(
+                wl,
+                case,
+                "limit: rectizarr GIL held (1 thread, py-spy)",
+                [got[0]],
+                per=nchunks,
+                per_label="per chunk",
+                limit=True,
+            )
+        )
 
 
 def bench_s1(res: Results, root: str) -> None:
@@ -732,8 +874,10 @@ def bench_s1(res: Results, root: str) -> None:
         path = os.path.join(root, "S1.zarr")
         BY_NAME[RZ].write(BY_NAME[RZ].create(path, spec), data, shards is not None)
         case = f"read: {label}, {nchunks:,} chunks"
-        rows = {i.name: res.add(Row("S1", case, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes))
-                for i in impls}
+        rows = {
+            i.name: res.add(Row("S1", case, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes))
+            for i in impls
+        }
 
         def reader(impl: Impl, path: str = path) -> Callable[[], float]:
             return lambda: timed(lambda: impl.read(impl.open(path)))
@@ -744,8 +888,12 @@ def bench_s1(res: Results, root: str) -> None:
         _report(res, "S1", case)
         if shards is not None:
             wcase = f"write: {label}, {nchunks:,} chunks"
-            wrows = {i.name: res.add(Row("S1", wcase, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes))
-                     for i in impls}
+            wrows = {
+                i.name: res.add(
+                    Row("S1", wcase, i.name, per=nchunks, per_label="per chunk", nbytes=data.nbytes)
+                )
+                for i in impls
+            }
 
             def writer(impl: Impl, spec: Spec = spec, data: np.ndarray = data) -> Callable[[], float]:
                 out = os.path.join(root, f"S1w-{impl.name}.zarr")
@@ -771,13 +919,16 @@ def bench_i1(res: Results) -> None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     mods = {RZ: "rectizarr", "zarr-python": "zarr", TS: "tensorstore"}
     rows = {name: res.add(Row("I1", "import in a fresh interpreter", name)) for name in mods}
-    rows["numpy (floor)"] = res.add(Row("I1", "import in a fresh interpreter", "limit: import numpy", limit=True))
+    rows["numpy (floor)"] = res.add(
+        Row("I1", "import in a fresh interpreter", "limit: import numpy", limit=True)
+    )
     mods["numpy (floor)"] = "numpy"
     code = "import time; t = time.perf_counter(); import {m}; print(time.perf_counter() - t)"
 
     def run(mod: str) -> float:
-        out = subprocess.run([sys.executable, "-c", code.format(m=mod)], env=env, capture_output=True,
-                             text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code.format(m=mod)], env=env, capture_output=True, text=True, check=True
+        )
         return float(out.stdout.strip().splitlines()[-1])
 
     for mod in mods.values():  # compile .pyc files once
@@ -794,12 +945,21 @@ def bench_m2(res: Results, root: str) -> None:
     rows_total = int(sum(edges))
     path = os.path.join(root, "M2.zarr")
     t0 = time.perf_counter()
-    a = rectizarr.create_array(path, shape=(rows_total, 16), dtype="float32", chunks=[edges, 16],
-                               compressors=[], fill_value=0, overwrite=True)
+    a = rectizarr.create_array(
+        path,
+        shape=(rows_total, 16),
+        dtype="float32",
+        chunks=[edges, 16],
+        compressors=[],
+        fill_value=0,
+        overwrite=True,
+    )
     tail = np.arange(64 * 16, dtype=np.float32).reshape(64, 16)
     a[-64:] = tail
-    say(f"  M2 dataset: {n:,} edges, {os.path.getsize(os.path.join(path, 'zarr.json')) / MiB:.1f} MiB of "
-        f"zarr.json, {time.perf_counter() - t0:.1f}s")
+    say(
+        f"  M2 dataset: {n:,} edges, {os.path.getsize(os.path.join(path, 'zarr.json')) / MiB:.1f} MiB of "
+        f"zarr.json, {time.perf_counter() - t0:.1f}s"
+    )
     import zarr
 
     def zarr_run(pipeline: str | None) -> Callable[[], float]:
@@ -844,8 +1004,9 @@ def bench_remote(res: Results) -> None:
     import remote
 
     quick = res.cfg.quick
-    rows, meta, lines = remote.run([0.0, 0.02], repeats=1 if quick else 5, group_size=50 if quick else 200,
-                                   from_run=True)
+    rows, meta, lines = remote.run(
+        [0.0, 0.02], repeats=1 if quick else 5, group_size=50 if quick else 200, from_run=True
+    )
     import remote_http
 
     lines = [*lines, "", *remote_http.run(0.02, 2 if quick else 5)]  # plain HTTP at 20 ms
@@ -874,6 +1035,7 @@ def bench_c1(res: Results, root: str) -> None:
             for k, p in enumerate(points):
                 impl.set_point(handles[impl.name], p, k % 60000)
             return time.perf_counter() - t0
+
         return run
 
     def reads(impl: Impl) -> Callable[[], float]:
@@ -882,10 +1044,16 @@ def bench_c1(res: Results, root: str) -> None:
             for p in points:
                 impl.read(handles[impl.name], p)
             return time.perf_counter() - t0
+
         return run
 
-    for case, make in ((f"{n} single-element writes, one handle", writes), (f"{n} single-element reads, one handle", reads)):
-        rows = {impl.name: res.add(Row("C1", case, impl.name, per=n, per_label="per element")) for impl in IMPLS}
+    for case, make in (
+        (f"{n} single-element writes, one handle", writes),
+        (f"{n} single-element reads, one handle", reads),
+    ):
+        rows = {
+            impl.name: res.add(Row("C1", case, impl.name, per=n, per_label="per element")) for impl in IMPLS
+        }
         round_robin({impl.name: make(impl) for impl in IMPLS}, res.cfg.t_repeats + 1, rows)
         _report(res, "C1", case)
 
@@ -919,20 +1087,40 @@ def bench_a1(res: Results, root: str) -> None:
 
     def setup(kind: str, path: str) -> Callable[[np.ndarray], None]:
         if kind == "rectizarr, rectilinear grid (a new 1-day chunk per append)":
-            a = rectizarr.create_array(path, shape=(365, ny, nx), dtype="float32", chunks=[[365], ny, nx],
-                                       compressors=comp, fill_value=0, overwrite=True)
+            a = rectizarr.create_array(
+                path,
+                shape=(365, ny, nx),
+                dtype="float32",
+                chunks=[[365], ny, nx],
+                compressors=comp,
+                fill_value=0,
+                overwrite=True,
+            )
             a[...] = year
             return lambda d: a.append(d, axis=0)
         if kind == "rectizarr, regular grid (edge chunk rewritten)":
-            a = rectizarr.create_array(path, shape=(365, ny, nx), dtype="float32", chunks=(365, ny, nx),
-                                       compressors=comp, fill_value=0, overwrite=True)
+            a = rectizarr.create_array(
+                path,
+                shape=(365, ny, nx),
+                dtype="float32",
+                chunks=(365, ny, nx),
+                compressors=comp,
+                fill_value=0,
+                overwrite=True,
+            )
             a[...] = year
             return lambda d: a.append(d, axis=0)
         rect = "rectilinear" in kind
         with zarr.config.set({"array.rectilinear_chunks": rect}):
-            z = zarr.create_array(store=path, shape=(365, ny, nx), dtype="float32",
-                                  chunks=[[365], [ny], [nx]] if rect else (365, ny, nx),
-                                  compressors=ZstdCodec(level=1, checksum=False), fill_value=0, overwrite=True)
+            z = zarr.create_array(
+                store=path,
+                shape=(365, ny, nx),
+                dtype="float32",
+                chunks=[[365], [ny], [nx]] if rect else (365, ny, nx),
+                compressors=ZstdCodec(level=1, checksum=False),
+                fill_value=0,
+                overwrite=True,
+            )
             z[...] = year
 
         def app(d: np.ndarray) -> None:
@@ -977,9 +1165,11 @@ def bench_a1(res: Results, root: str) -> None:
     for kind, (times, written) in stats.items():
         med_b = statistics.median(written)
         ratio = f"{med_b / base:.1f}x" if base else "-"
-        lines.append(f"| {kind} | {fmt_time(statistics.median(times))} | "
-                     f"{fmt_time(float(np.percentile(times, 90)))} | {human_bytes(med_b)} | "
-                     f"{human_bytes(sum(written))} | {ratio} |")
+        lines.append(
+            f"| {kind} | {fmt_time(statistics.median(times))} | "
+            f"{fmt_time(float(np.percentile(times, 90)))} | {human_bytes(med_b)} | "
+            f"{human_bytes(sum(written))} | {ratio} |"
+        )
         say(f"  A1 {kind:60s} {fmt_time(statistics.median(times))}/append, {human_bytes(med_b)}/append")
     res.tables["A1"] = lines
     if base and kinds[1][0] in stats:
@@ -1101,8 +1291,10 @@ def markdown_table(res: Results) -> list[str]:
                 vs_best = ""
             name = f"**{r.impl}**" if r.impl == RZ else r.impl
             note = f" ({r.note})" if r.note else ""
-            lines.append(f"| {workload} | {case} | {name}{note} | {fmt_time(r.median)}{per} | "
-                         f"{fmt_time(r.p90)} | {len(r.samples)} | {tput} | {vs_rz} | {vs_best} |")
+            lines.append(
+                f"| {workload} | {case} | {name}{note} | {fmt_time(r.median)}{per} | "
+                f"{fmt_time(r.p90)} | {len(r.samples)} | {tput} | {vs_rz} | {vs_best} |"
+            )
     return lines
 
 
@@ -1140,8 +1332,14 @@ def targets(res: Results) -> list[Target]:
         if rz is None:
             continue
         best = min(x for x in (zs, ts) if x is not None) if (zs or ts) else None
-        out.append(Target(f"R1 {case}: rectizarr <= 1.0x best of zarrs/tensorstore",
-                          rz / best if best else None, 1.0, "le"))
+        out.append(
+            Target(
+                f"R1 {case}: rectizarr <= 1.0x best of zarrs/tensorstore",
+                rz / best if best else None,
+                1.0,
+                "le",
+            )
+        )
         out.append(Target(f"R1 {case}: >= 1.8x faster than zarr-python", zp / rz if zp else None, 1.8, "ge"))
     for case in cases("W1"):
         rz, ts = med("W1", case, RZ), med("W1", case, TS)
@@ -1150,23 +1348,38 @@ def targets(res: Results) -> list[Target]:
     for case in cases("L1"):
         rz, ts, floor = med("L1", case, RZ), med("L1", case, TS), med("L1", case, "limit: pread + decode")
         if rz and ts:
-            out.append(Target(f"L1 {case}: median latency <= 0.7x tensorstore", rz / ts, 0.7, "le",
-                              f" (floor, `limit: pread + decode`: {floor / ts:.2f}x)" if floor else ""))
+            out.append(
+                Target(
+                    f"L1 {case}: median latency <= 0.7x tensorstore",
+                    rz / ts,
+                    0.7,
+                    "le",
+                    f" (floor, `limit: pread + decode`: {floor / ts:.2f}x)" if floor else "",
+                )
+            )
     for wl, lim in (("T1", 1.0), ("T2", 1.5)):
         for case in cases(wl):
             rz, ts, zp = med(wl, case, RZ), med(wl, case, TS), med(wl, case, ZP)
             if rz and ts:
-                out.append(Target(f"{wl} {case}: rectizarr <= {lim}x tensorstore per chunk", rz / ts, lim, "le"))
+                out.append(
+                    Target(f"{wl} {case}: rectizarr <= {lim}x tensorstore per chunk", rz / ts, lim, "le")
+                )
             if rz and zp:
-                out.append(Target(f"{wl} {case}: >= 10x faster than zarr-python per chunk", zp / rz, 10, "ge"))
+                out.append(
+                    Target(f"{wl} {case}: >= 10x faster than zarr-python per chunk", zp / rz, 10, "ge")
+                )
     for wl in ("T1z", "T2z"):
         for case in cases(wl):
             rz, ts, zp = med(wl, case, RZ), med(wl, case, TS), med(wl, case, ZP)
             kind = "write" if case.startswith("write") else "read"
             if rz and ts:
-                out.append(Target(f"{wl} {case}: rectizarr <= 1.0x tensorstore per chunk", rz / ts, 1.0, "le"))
+                out.append(
+                    Target(f"{wl} {case}: rectizarr <= 1.0x tensorstore per chunk", rz / ts, 1.0, "le")
+                )
             if rz and zp and kind == "read":
-                out.append(Target(f"{wl} {case}: >= 15x faster than zarr-python per chunk", zp / rz, 15, "ge"))
+                out.append(
+                    Target(f"{wl} {case}: >= 15x faster than zarr-python per chunk", zp / rz, 15, "ge")
+                )
     for case in cases("O1"):
         rz, ts = med("O1", case, RZ), med("O1", case, TS)
         if rz and ts:
@@ -1181,8 +1394,14 @@ def targets(res: Results) -> list[Target]:
             out.append(Target(f"M2 {case}: rectizarr <= 0.1x zarr-python", rz / zp, 0.1, "le"))
     for layout in ("chunked", "sharded"):
         if f"P1_{layout}" in res.extras:
-            out.append(Target(f"P1 peak memory of R1 uint16 zstd {layout} <= 1.25x the output size",
-                              res.extras[f"P1_{layout}"], 1.25, "le"))
+            out.append(
+                Target(
+                    f"P1 peak memory of R1 uint16 zstd {layout} <= 1.25x the output size",
+                    res.extras[f"P1_{layout}"],
+                    1.25,
+                    "le",
+                )
+            )
     return out
 
 
@@ -1216,27 +1435,36 @@ def before_after(res: Results) -> list[str]:
         return []
     base = json.loads(path.read_text())
     old = Results(res.cfg, [Row(**r) for r in base["rows"]])
-    lines = ["", "## Before and after the optimisations", "",
-             f"rectizarr in this run against the baseline run of {base['stamp']} (same harness and sizes; "
-             "cases whose sizes changed since are left out). *vs best other* as above: < 1 means rectizarr "
-             "is the fastest.", "",
-             "| Workload | Case | rectizarr before | after | speed-up | vs best other before | after |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "",
+        "## Before and after the optimisations",
+        "",
+        f"rectizarr in this run against the baseline run of {base['stamp']} (same harness and sizes; "
+        "cases whose sizes changed since are left out). *vs best other* as above: < 1 means rectizarr "
+        "is the fastest.",
+        "",
+        "| Workload | Case | rectizarr before | after | speed-up | vs best other before | after |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in res.rows:
         if r.impl != RZ or not r.samples:
             continue
         b = old.find(r.workload, r.case, RZ)
         if b is None or not b.samples:
             continue
-        best_now, best_then = _best_other(_case_rows(res, r.workload, r.case)), _best_other(
-            _case_rows(old, r.workload, r.case))
+        best_now, best_then = (
+            _best_other(_case_rows(res, r.workload, r.case)),
+            _best_other(_case_rows(old, r.workload, r.case)),
+        )
         per = f" {r.per_label}" if r.per_label else ""
         lines.append(
             f"| {r.workload} | {r.case} | {fmt_time(b.median)}{per} | {fmt_time(r.median)}{per} | "
             f"{b.median / r.median:.1f}x | {b.median / best_then.median:.2f}x | "
-            f"{r.median / best_now.median:.2f}x |" if best_now and best_then else
-            f"| {r.workload} | {r.case} | {fmt_time(b.median)} | {fmt_time(r.median)} | "
-            f"{b.median / r.median:.1f}x | | |")
+            f"{r.median / best_now.median:.2f}x |"
+            if best_now and best_then
+            else f"| {r.workload} | {r.case} | {fmt_time(b.median)} | {fmt_time(r.median)} | "
+            f"{b.median / r.median:.1f}x | | |"
+        )
     return lines
 
 
@@ -1305,8 +1533,25 @@ def write_markdown(res: Results, path: Path, total: float, stamp: str | None = N
 # ------------------------------------------------------------------------------------------ main
 
 
-WORKLOADS = ("I1", "R1", "W1", "L1", "O1", "O2", "T1", "T2", "T3", "T1Z", "T2Z", "S1", "M2", "A1", "P1", "C1",
-             "RM")
+WORKLOADS = (
+    "I1",
+    "R1",
+    "W1",
+    "L1",
+    "O1",
+    "O2",
+    "T1",
+    "T2",
+    "T3",
+    "T1Z",
+    "T2Z",
+    "S1",
+    "M2",
+    "A1",
+    "P1",
+    "C1",
+    "RM",
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1315,15 +1560,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", default="", help=f"comma-separated workloads among {','.join(WORKLOADS)}")
     ap.add_argument("--data-dir", default=None, help="where to put the data (default: a new temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
-    ap.add_argument("--out", default=None, help="markdown output (default benchmarks/results.md; "
-                    "--quick: benchmarks/_data/results-quick.md)")
-    ap.add_argument("--render", default=None, metavar="JSON",
-                    help="only re-render the markdown from a saved run (e.g. benchmarks/_data/results.json)")
+    ap.add_argument(
+        "--out",
+        default=None,
+        help="markdown output (default benchmarks/results.md; --quick: benchmarks/_data/results-quick.md)",
+    )
+    ap.add_argument(
+        "--render",
+        default=None,
+        metavar="JSON",
+        help="only re-render the markdown from a saved run (e.g. benchmarks/_data/results.json)",
+    )
     args = ap.parse_args(argv)
     if args.render:
         saved = json.loads(Path(args.render).read_text())
-        res = Results(QUICK if saved["quick"] else FULL, [Row(**r) for r in saved["rows"]], saved["tables"],
-                      saved["extras"], [], saved["phase_times"])
+        res = Results(
+            QUICK if saved["quick"] else FULL,
+            [Row(**r) for r in saved["rows"]],
+            saved["tables"],
+            saved["extras"],
+            [],
+            saved["phase_times"],
+        )
         out = Path(args.out) if args.out else HERE / "results.md"
         write_markdown(res, out, saved["total"], saved.get("stamp"))
         say(f"wrote {out}")
@@ -1394,12 +1652,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_markdown(res, out, total)
     raw = out.with_suffix(".json") if out.parent.name == "_data" else HERE / "_data" / "results.json"
     raw.parent.mkdir(parents=True, exist_ok=True)
-    raw.write_text(json.dumps({"quick": cfg.quick, "total": total, "rows": [r.__dict__ for r in res.rows],
-                               "tables": res.tables, "extras": res.extras, "phase_times": res.phase_times,
-                               "stamp": time.strftime("%Y-%m-%d %H:%M")}, indent=1))
+    raw.write_text(
+        json.dumps(
+            {
+                "quick": cfg.quick,
+                "total": total,
+                "rows": [r.__dict__ for r in res.rows],
+                "tables": res.tables,
+                "extras": res.extras,
+                "phase_times": res.phase_times,
+                "stamp": time.strftime("%Y-%m-%d %H:%M"),
+            },
+            indent=1,
+        )
+    )
     say(f"wrote {out} and {raw} in {total / 60:.1f} minutes")
     for t in targets(res):
-        say(f"  {'HELD  ' if t.held else 'MISSED' if t.held is False else '  -   '} {t.ratio or 0:6.2f}x  {t.text}")
+        say(
+            f"  {'HELD  ' if t.held else 'MISSED' if t.held is False else '  -   '} {t.ratio or 0:6.2f}x  {t.text}"
+        )
     return 0
 
 

@@ -86,8 +86,9 @@ class S3State:
 
     # ---- requests --------------------------------------------------------------------------------------
 
-    def answer(self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str],
-               body: bytes) -> Answer:
+    def answer(
+        self, method: str, path: str, query: dict[str, list[str]], headers: dict[str, str], body: bytes
+    ) -> Answer:
         bucket, _, key = unquote(path).lstrip("/").partition("/")
         objects = self.buckets.get(bucket)
         if not key:
@@ -122,8 +123,14 @@ class S3State:
                 if src is None:
                     return _error(404, "NoSuchKey", src_key, method)
                 new = self._put(objects, key, src.data)
-                return 200, {}, _xml(f"<CopyObjectResult><ETag>{escape(new.etag)}</ETag><LastModified>"
-                                     f"{_iso(new.modified)}</LastModified></CopyObjectResult>")
+                return (
+                    200,
+                    {},
+                    _xml(
+                        f"<CopyObjectResult><ETag>{escape(new.etag)}</ETag><LastModified>"
+                        f"{_iso(new.modified)}</LastModified></CopyObjectResult>"
+                    ),
+                )
             refused = _precondition(obj, headers, writing=True)
             if refused is not None:
                 return _error(refused, "PreconditionFailed" if refused == 412 else "NoSuchKey", key, method)
@@ -142,12 +149,19 @@ class S3State:
             return _error(404, "NoSuchKey", key, method)
         refused = _precondition(obj, headers, writing=False)
         if refused is not None:
-            return (304, {"ETag": obj.etag}, b"") if refused == 304 else _error(refused, "PreconditionFailed",
-                                                                                 key, method)
+            return (
+                (304, {"ETag": obj.etag}, b"")
+                if refused == 304
+                else _error(refused, "PreconditionFailed", key, method)
+            )
         size, status = len(obj.data), 200
         start, end = 0, size
-        meta = {"ETag": obj.etag, "Last-Modified": formatdate(obj.modified, usegmt=True),
-                "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
+        meta = {
+            "ETag": obj.etag,
+            "Last-Modified": formatdate(obj.modified, usegmt=True),
+            "Accept-Ranges": "bytes",
+            "Content-Type": "application/octet-stream",
+        }
         spec = headers.get("range", "").strip()
         if spec.startswith("bytes="):
             first, _, last = spec[6:].partition("-")
@@ -188,9 +202,11 @@ class S3State:
                 break
         truncated = len(entries) > limit
         entries = entries[:limit]
-        parts = [f'<ListBucketResult xmlns="{XMLNS}"><Name>{escape(bucket)}</Name>'
-                 f"<Prefix>{escape(enc(prefix))}</Prefix><MaxKeys>{limit}</MaxKeys>"
-                 f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"]
+        parts = [
+            f'<ListBucketResult xmlns="{XMLNS}"><Name>{escape(bucket)}</Name>'
+            f"<Prefix>{escape(enc(prefix))}</Prefix><MaxKeys>{limit}</MaxKeys>"
+            f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+        ]
         if delimiter:
             parts.append(f"<Delimiter>{escape(enc(delimiter))}</Delimiter>")
         if q.get("encoding-type") == "url":
@@ -201,13 +217,18 @@ class S3State:
             if obj is None:
                 parts.append(f"<CommonPrefixes><Prefix>{escape(enc(name))}</Prefix></CommonPrefixes>")
             else:
-                parts.append(f"<Contents><Key>{escape(enc(name))}</Key><LastModified>{_iso(obj.modified)}"
-                             f"</LastModified><ETag>{escape(obj.etag)}</ETag><Size>{len(obj.data)}</Size>"
-                             "<StorageClass>STANDARD</StorageClass></Contents>")
+                parts.append(
+                    f"<Contents><Key>{escape(enc(name))}</Key><LastModified>{_iso(obj.modified)}"
+                    f"</LastModified><ETag>{escape(obj.etag)}</ETag><Size>{len(obj.data)}</Size>"
+                    "<StorageClass>STANDARD</StorageClass></Contents>"
+                )
         if truncated:
             last = escape(entries[-1][0])
-            parts.append(f"<NextContinuationToken>{last}</NextContinuationToken>" if v2
-                         else f"<NextMarker>{enc(last)}</NextMarker>")
+            parts.append(
+                f"<NextContinuationToken>{last}</NextContinuationToken>"
+                if v2
+                else f"<NextMarker>{enc(last)}</NextMarker>"
+            )
         parts.append("</ListBucketResult>")
         return 200, {}, _xml("".join(parts))
 
@@ -218,13 +239,26 @@ class S3State:
         done = "".join(f"<Deleted><Key>{escape(k)}</Key></Deleted>" for k in keys)
         return 200, {}, _xml(f'<DeleteResult xmlns="{XMLNS}">{done}</DeleteResult>')
 
-    def _multipart(self, method: str, bucket: str, objects: dict[str, _Object], key: str,
-                   query: dict[str, list[str]], body: bytes) -> Answer:
+    def _multipart(
+        self,
+        method: str,
+        bucket: str,
+        objects: dict[str, _Object],
+        key: str,
+        query: dict[str, list[str]],
+        body: bytes,
+    ) -> Answer:
         if method == "POST" and "uploads" in query:
             upload = secrets.token_hex(8)
             self.uploads[upload] = _Upload(key)
-            return 200, {}, _xml(f"<InitiateMultipartUploadResult><Bucket>{escape(bucket)}</Bucket><Key>"
-                                 f"{escape(key)}</Key><UploadId>{upload}</UploadId></InitiateMultipartUploadResult>")
+            return (
+                200,
+                {},
+                _xml(
+                    f"<InitiateMultipartUploadResult><Bucket>{escape(bucket)}</Bucket><Key>"
+                    f"{escape(key)}</Key><UploadId>{upload}</UploadId></InitiateMultipartUploadResult>"
+                ),
+            )
         upload_id = query.get("uploadId", [""])[0]
         up = self.uploads.get(upload_id)
         if up is None:
@@ -235,11 +269,19 @@ class S3State:
         if method == "DELETE":
             del self.uploads[upload_id]
             return 204, {}, b""
-        wanted = [int(el.text or 0) for el in ElementTree.fromstring(body).iter() if el.tag.endswith("PartNumber")]
+        wanted = [
+            int(el.text or 0) for el in ElementTree.fromstring(body).iter() if el.tag.endswith("PartNumber")
+        ]
         del self.uploads[upload_id]
         obj = self._put(objects, key, b"".join(up.parts[n] for n in wanted))
-        return 200, {}, _xml(f"<CompleteMultipartUploadResult><Bucket>{escape(bucket)}</Bucket><Key>{escape(key)}"
-                             f"</Key><ETag>{escape(obj.etag)}</ETag></CompleteMultipartUploadResult>")
+        return (
+            200,
+            {},
+            _xml(
+                f"<CompleteMultipartUploadResult><Bucket>{escape(bucket)}</Bucket><Key>{escape(key)}"
+                f"</Key><ETag>{escape(obj.etag)}</ETag></CompleteMultipartUploadResult>"
+            ),
+        )
 
 
 class _HeadBody(bytes):
@@ -268,8 +310,9 @@ def _precondition(obj: _Object | None, headers: dict[str, str], writing: bool) -
 def _decoded(body: bytes, headers: dict[str, str]) -> bytes:
     """The object's bytes of a PUT body: ``aws-chunked`` (``size[;signature]\\r\\n data \\r\\n`` ... then
     a 0-size chunk and trailers) taken apart, anything else as it came."""
-    if "aws-chunked" not in headers.get("content-encoding", "") and \
-            not headers.get("x-amz-content-sha256", "").startswith("STREAMING-"):
+    if "aws-chunked" not in headers.get("content-encoding", "") and not headers.get(
+        "x-amz-content-sha256", ""
+    ).startswith("STREAMING-"):
         return body
     out, pos = [], 0
     while True:
@@ -299,14 +342,29 @@ _MESSAGES = {  # S3's own (clients such as s3fs read them)
 
 def _error(status: int, code: str, resource: str, method: str) -> Answer:
     message = _MESSAGES.get(code, code)
-    body = b"" if method == "HEAD" else _xml(f"<Error><Code>{code}</Code><Message>{message}</Message><Resource>"
-                                             f"{escape(resource)}</Resource><RequestId>lean</RequestId></Error>")
+    body = (
+        b""
+        if method == "HEAD"
+        else _xml(
+            f"<Error><Code>{code}</Code><Message>{message}</Message><Resource>"
+            f"{escape(resource)}</Resource><RequestId>lean</RequestId></Error>"
+        )
+    )
     return status, {"Content-Type": "application/xml"}, body
 
 
-_REASONS = {200: "OK", 204: "No Content", 206: "Partial Content", 304: "Not Modified", 404: "Not Found",
-            405: "Method Not Allowed", 412: "Precondition Failed", 416: "Range Not Satisfiable",
-            400: "Bad Request", 500: "Internal Server Error"}
+_REASONS = {
+    200: "OK",
+    204: "No Content",
+    206: "Partial Content",
+    304: "Not Modified",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    412: "Precondition Failed",
+    416: "Range Not Satisfiable",
+    400: "Bad Request",
+    500: "Internal Server Error",
+}
 
 
 async def _body(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, headers: dict[str, str]) -> bytes:
@@ -340,11 +398,17 @@ async def _connection(state: S3State, reader: asyncio.StreamReader, writer: asyn
             path, _, qs = target.partition("?")
             query = parse_qs(qs, keep_blank_values=True)
             if path.startswith(CONTROL_PREFIX):
-                result = state.control(path[len(CONTROL_PREFIX):], json.loads(body or b"{}"))
+                result = state.control(path[len(CONTROL_PREFIX) :], json.loads(body or b"{}"))
                 status, meta, data = 200, {"Content-Type": "application/json"}, json.dumps(result).encode()
             else:
-                kind = classify({"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": qs,
-                                 "HTTP_RANGE": headers.get("range", "")})
+                kind = classify(
+                    {
+                        "REQUEST_METHOD": method,
+                        "PATH_INFO": path,
+                        "QUERY_STRING": qs,
+                        "HTTP_RANGE": headers.get("range", ""),
+                    }
+                )
                 state.kinds[kind] += 1
                 state.in_flight += 1
                 state.peak = max(state.peak, state.in_flight)
@@ -372,8 +436,12 @@ async def _connection(state: S3State, reader: asyncio.StreamReader, writer: asyn
 
 def _send(writer: asyncio.StreamWriter, status: int, meta: dict[str, str], data: bytes) -> None:
     length = data.length if isinstance(data, _HeadBody) else len(data)  # type: ignore[attr-defined]
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}", f"Date: {formatdate(usegmt=True)}",
-             "x-amz-request-id: lean", "Server: rectizarr-bench-s3"]
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+        f"Date: {formatdate(usegmt=True)}",
+        "x-amz-request-id: lean",
+        "Server: rectizarr-bench-s3",
+    ]
     lines += [f"{k}: {v}" for k, v in meta.items()]
     if status not in (204, 304):
         lines.append(f"Content-Length: {length}")
@@ -384,8 +452,9 @@ def _send(writer: asyncio.StreamWriter, status: int, meta: dict[str, str], data:
 
 async def _serve(latency: float, ready: Any) -> None:
     state = S3State(latency)
-    server = await asyncio.start_server(lambda r, w: _connection(state, r, w), LOOPBACK, 0, backlog=1024,
-                                        limit=1 << 20)
+    server = await asyncio.start_server(
+        lambda r, w: _connection(state, r, w), LOOPBACK, 0, backlog=1024, limit=1 << 20
+    )
     ready(f"http://{LOOPBACK}:{server.sockets[0].getsockname()[1]}")
     stop = asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # ends with the parent
     await stop

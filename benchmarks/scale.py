@@ -64,14 +64,27 @@ def workloads(quick: bool, full: bool) -> list[Workload]:
     size = f"{depth * 2} MiB"
     return [
         Workload("R", f"full read, {size}, 64x128x64 chunks", Spec(cube, "uint16", (64, 128, 64)), "read"),
-        Workload("RS", f"full read, {size} in 64x512x256 shards", Spec(cube, "uint16", (64, 128, 64), (64, 512, 256)),
-                 "read"),
+        Workload(
+            "RS",
+            f"full read, {size} in 64x512x256 shards",
+            Spec(cube, "uint16", (64, 128, 64), (64, 512, 256)),
+            "read",
+        ),
         Workload("W", f"full write, {size}, 64x128x64 chunks", Spec(cube, "uint16", (64, 128, 64)), "write"),
-        Workload("O", "oindex[::7, 100:900, [1, 5, 9]]", Spec(cube, "uint16", (64, 128, 64)), "oindex",
-                 "np.s_[::7, 100:900, [1, 5, 9]]"),
+        Workload(
+            "O",
+            "oindex[::7, 100:900, [1, 5, 9]]",
+            Spec(cube, "uint16", (64, 128, 64)),
+            "oindex",
+            "np.s_[::7, 100:900, [1, 5, 9]]",
+        ),
         Workload("F", f"1-D, {n1:,} chunk files of 512 uint16", Spec((n1 * 512,), "uint16", (512,)), "read"),
-        Workload("FS", f"1-D, {n1:,} such chunks in {n1 // 1000} shards",
-                 Spec((n1 * 512,), "uint16", (512,), (512 * 1000,)), "read"),
+        Workload(
+            "FS",
+            f"1-D, {n1:,} such chunks in {n1 // 1000} shards",
+            Spec((n1 * 512,), "uint16", (512,), (512 * 1000,)),
+            "read",
+        ),
     ]
 
 
@@ -85,8 +98,9 @@ def smooth(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 def ts_open(path: str, n: int, create: Spec | None = None) -> Any:
     import tensorstore as ts
 
-    ctx = ts.Context({"data_copy_concurrency": {"limit": n}, "file_io_concurrency": {"limit": n},
-                      "file_io_sync": False})
+    ctx = ts.Context(
+        {"data_copy_concurrency": {"limit": n}, "file_io_concurrency": {"limit": n}, "file_io_sync": False}
+    )
     spec: dict[str, Any] = {"driver": "zarr3", "kvstore": {"driver": "file", "path": path}}
     if create is not None:
         spec["metadata"] = zarr_json(create)
@@ -102,14 +116,20 @@ def runner(impl: str, w: Workload, path: str, n: int, data: np.ndarray, scratch:
 
         rectizarr.set_workers(n)
         if w.kind == "write":
-            return lambda: BY_NAME[RZ].write(BY_NAME[RZ].create(scratch, w.spec), data, w.spec.shards is not None)
+            return lambda: BY_NAME[RZ].write(
+                BY_NAME[RZ].create(scratch, w.spec), data, w.spec.shards is not None
+            )
         h = BY_NAME[RZ].open(path)
         return (lambda: h.oindex[sel]) if w.kind == "oindex" else (lambda: h[sel])
     if impl == TS:
         if w.kind == "write":
             return lambda: ts_open(scratch, n, w.spec).write(data).result()
         h = ts_open(path, n)
-        return (lambda: h.oindex[sel].read().result()) if w.kind == "oindex" else (lambda: h[sel].read().result())
+        return (
+            (lambda: h.oindex[sel].read().result())
+            if w.kind == "oindex"
+            else (lambda: h[sel].read().result())
+        )
     impl_ = BY_NAME[ZS]
     if w.kind == "write":
         return lambda: impl_.write(impl_.create(scratch, w.spec), data, w.spec.shards is not None)
@@ -145,8 +165,11 @@ def sweep(w: Workload, root: str, threads: list[int], repeats: int, gil: bool) -
                 fn() if w.kind != "write" and r == 0 else None  # warm: metadata, caches
                 samples.setdefault(impl, []).append(timed(fn, scratch))
         rows["by_n"][n] = {impl: _median(s) for impl, s in samples.items()}
-        print(f"  {w.id} n={n}: " + ", ".join(f"{i} {v['wall'] * 1e3:.1f} ms" for i, v in rows["by_n"][n].items()),
-              flush=True)
+        print(
+            f"  {w.id} n={n}: "
+            + ", ".join(f"{i} {v['wall'] * 1e3:.1f} ms" for i, v in rows["by_n"][n].items()),
+            flush=True,
+        )
     if gil:
         got = gil_held("write" if w.kind == "write" else "read", path, w.sel, 3 if w.nchunks < 1000 else 5)
         rows["gil_per_chunk"] = None if got is None else got[0] / w.nchunks
@@ -183,8 +206,15 @@ def markdown(results: list[dict[str, Any]], threads: list[int], meta: dict[str, 
             peers = [x["wall"] for x in (ts_, zs) if x]
             cells = [f"{r['id']}: {r['what']}" if n == threads[0] else "", str(n)]
             for impl, v in ((RZ, rz), (TS, ts_)):
-                cells += [f"{v['wall'] * 1e3:.1f} ms", f"{base[impl]['wall'] / v['wall']:.2f}",
-                          f"{v['cpu'] * 1e3:.0f} ms"] if v else ["-"] * 3
+                cells += (
+                    [
+                        f"{v['wall'] * 1e3:.1f} ms",
+                        f"{base[impl]['wall'] / v['wall']:.2f}",
+                        f"{v['cpu'] * 1e3:.0f} ms",
+                    ]
+                    if v
+                    else ["-"] * 3
+                )
             cells.append(f"{zs['wall'] * 1e3:.1f} ms" if zs else "")
             cells.append(f"{rz['wall'] / min(peers):.2f}x" if rz and peers else "-")
             gil = r.get("gil_per_chunk")
@@ -217,8 +247,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "scale.md"))
     args = ap.parse_args()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = [int(x) for x in args.threads.split(",")] if args.threads else \
-        sorted({*[1 << k for k in range(8) if 1 << k <= cores], cores})
+    threads = (
+        [int(x) for x in args.threads.split(",")]
+        if args.threads
+        else sorted({*[1 << k for k in range(8) if 1 << k <= cores], cores})
+    )
     repeats = args.repeats or (1 if args.quick else 3)
     chosen = [w for w in workloads(args.quick, args.full) if not args.only or w.id in args.only.split(",")]
     root = args.data_dir or tempfile.mkdtemp(prefix="rz-scale-")
@@ -229,10 +262,13 @@ def main() -> int:
         if args.data_dir is None:
             shutil.rmtree(root, ignore_errors=True)
     flags = " ".join(a for a in sys.argv[1:] if not a.startswith("--out"))
-    meta = {"args": f" {flags}" if flags else "", "stamp": time.strftime("%Y-%m-%d %H:%M"),
-            "machine": f"{cores} cores ({platform.machine()}, {platform.processor() or 'cpu'}), "
-                       f"Python {platform.python_version()}, {(time.time() - t0) / 60:.1f} minutes",
-            "versions": versions()}
+    meta = {
+        "args": f" {flags}" if flags else "",
+        "stamp": time.strftime("%Y-%m-%d %H:%M"),
+        "machine": f"{cores} cores ({platform.machine()}, {platform.processor() or 'cpu'}), "
+        f"Python {platform.python_version()}, {(time.time() - t0) / 60:.1f} minutes",
+        "versions": versions(),
+    }
     text = "\n".join(markdown(results, threads, meta)) + "\n"
     print(text)
     if not args.quick or args.out != str(HERE / "scale.md"):

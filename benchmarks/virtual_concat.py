@@ -49,8 +49,10 @@ def main() -> None:
         virtual.write_refs(result.refs, Path(tmp) / "v.json")
         written = time.perf_counter() - t0
         n = len(result.refs["refs"]) - 1
-        print(f"{args.days} sources ({'sharded' if args.sharded else 'chunked'}, {n} chunk references): "
-              f"build {best:.3f} s (best of 3), write JSON {written:.3f} s, {result.rewritten} rewritten")
+        print(
+            f"{args.days} sources ({'sharded' if args.sharded else 'chunked'}, {n} chunk references): "
+            f"build {best:.3f} s (best of 3), write JSON {written:.3f} s, {result.rewritten} rewritten"
+        )
         a = rectizarr.open_array("reference://", mode="r", storage_options={"fo": result.refs})
         assert a.shape == (args.days, 180, 360) and float(a[args.days - 1, 0, 0]) == args.days - 1
 

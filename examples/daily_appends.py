@@ -63,14 +63,26 @@ def main(root: Path) -> None:
     history = np.concatenate([day_of_data(rng, t) for t in range(731)])  # 2023 and 2024
 
     rect_store = ByteCountingStore(LocalStore(str(root / "rectilinear.zarr")))
-    a = rectizarr.create_array(rect_store, shape=history.shape, dtype="float32", chunks=[[365, 366], NY, NX],
-                               compressors=None, dimension_names=["time", "y", "x"])
+    a = rectizarr.create_array(
+        rect_store,
+        shape=history.shape,
+        dtype="float32",
+        chunks=[[365, 366], NY, NX],
+        compressors=None,
+        dimension_names=["time", "y", "x"],
+    )
     a[:] = history
     rect = appends(rect_store, a, rng, 30)  # January 2025, one day at a time
 
     reg_store = ByteCountingStore(LocalStore(str(root / "regular.zarr")))
-    b = rectizarr.create_array(reg_store, shape=history.shape, dtype="float32", chunks=(366, NY, NX),
-                               compressors=None, dimension_names=["time", "y", "x"])
+    b = rectizarr.create_array(
+        reg_store,
+        shape=history.shape,
+        dtype="float32",
+        chunks=(366, NY, NX),
+        compressors=None,
+        dimension_names=["time", "y", "x"],
+    )
     b[:] = history
     reg = appends(reg_store, b, rng, 30)
 
@@ -83,8 +95,15 @@ def main(root: Path) -> None:
 
     # End of the month: compact the daily chunks of 2025 into one chunk (streaming, chunk-aligned).
     compacted = str(root / "compacted.zarr")
-    status = rectizarr_command(["copy", str(root / "rectilinear.zarr"), compacted,
-                                "--chunks", f"[365,366,{a.shape[0] - 731}],{NY},{NX}"])
+    status = rectizarr_command(
+        [
+            "copy",
+            str(root / "rectilinear.zarr"),
+            compacted,
+            "--chunks",
+            f"[365,366,{a.shape[0] - 731}],{NY},{NX}",
+        ]
+    )
     assert status == 0
     c = rectizarr.open_array(compacted, mode="r")
     print("after `rectizarr copy --chunks`: time chunks", c.write_chunk_sizes[0])

@@ -31,11 +31,14 @@ def main(root: Path) -> None:
     time = pd.date_range(f"{year}-01-01", periods=sum(days), freq="D")
     ny, nx = 90, 180
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster):
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster),
+    ):
         # A seasonal cycle plus noise, one dask block per month (irregular chunks along time).
-        season = da.from_array(15 + 10 * np.sin(2 * np.pi * (np.arange(sum(days)) - 100) / 366),
-                               chunks=(days,))
+        season = da.from_array(
+            15 + 10 * np.sin(2 * np.pi * (np.arange(sum(days)) - 100) / 366), chunks=(days,)
+        )
         noise = da.random.default_rng(0).normal(0, 2, size=(sum(days), ny, nx), chunks=(days, ny, nx))
         temp = (season[:, None, None] + noise).astype("float32")
         ds = xr.Dataset(

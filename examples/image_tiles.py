@@ -22,17 +22,25 @@ def main(root: Path) -> None:
     path = str(root / "image.zarr")
     y, x = np.mgrid[0:2048, 0:2048]
     image = np.stack([(x // 16) % 256, (y // 16) % 256, ((x + y) // 32) % 256], axis=-1).astype("uint8")
-    a = rectizarr.create_array(path, shape=image.shape, dtype="uint8", shards=(512, 512, 3),
-                               chunks=(128, 128, 3), dimension_names=["y", "x", "band"])
+    a = rectizarr.create_array(
+        path,
+        shape=image.shape,
+        dtype="uint8",
+        shards=(512, 512, 3),
+        chunks=(128, 128, 3),
+        dimension_names=["y", "x", "band"],
+    )
     a[:] = image
     files = sum(1 for p in Path(path).rglob("*") if p.is_file())
     print(f"image {image.shape}: {files} files on disk (16 shards and zarr.json)")
 
     store = CountingStore(LocalStore(path, read_only=True))
     b = rectizarr.open_array(store, mode="r")
-    for label, sel in [("first tile in shard (0, 1)", np.s_[128:256, 512:640]),
-                       ("another tile, same shard", np.s_[256:384, 640:768]),
-                       ("a 50x50 window inside one tile", np.s_[1050:1100, 1550:1600])]:
+    for label, sel in [
+        ("first tile in shard (0, 1)", np.s_[128:256, 512:640]),
+        ("another tile, same shard", np.s_[256:384, 640:768]),
+        ("a 50x50 window inside one tile", np.s_[1050:1100, 1550:1600]),
+    ]:
         store.reset()
         tile = b[sel]
         assert np.array_equal(tile, image[sel])

@@ -32,8 +32,9 @@ def main(root: Path) -> None:
         attributes={"units": "degC"},
     )
     rng = np.random.default_rng(0)
-    data = (15 + 10 * np.sin(np.arange(365) / 58.0)[:, None, None]
-            + rng.normal(0, 1, (365, 100, 100))).astype("float32")
+    data = (
+        15 + 10 * np.sin(np.arange(365) / 58.0)[:, None, None] + rng.normal(0, 1, (365, 100, 100))
+    ).astype("float32")
     a[:] = data
 
     a.append(data[:3] + 1, axis=0)  # three days of January 2026: one new chunk of 3 days

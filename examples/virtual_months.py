@@ -25,7 +25,7 @@ DAYS = {"jan": 31, "feb": 28, "mar": 31, "apr": 30}
 
 def month(root: Path, name: str, first_day: int) -> tuple[str, np.ndarray]:
     n = DAYS[name]
-    values = (np.arange(first_day, first_day + n, dtype="f4")[:, None, None] + np.zeros((1, 8, 8), "f4"))
+    values = np.arange(first_day, first_day + n, dtype="f4")[:, None, None] + np.zeros((1, 8, 8), "f4")
     path = str(root / f"{name}.zarr")
     rectizarr.create_array(path, data=values, chunks=(7, 8, 8))
     return path, values
@@ -44,14 +44,18 @@ def main() -> None:
         result = virtual.build(paths[:3], axis=0, side_store=side)
         virtual.write_refs(result.refs, refs_path)
         grid = json.loads(result.refs["refs"]["zarr.json"])["chunk_grid"]["configuration"]["chunk_shapes"][0]
-        print(f"joined {result.sources} files: {len(result.refs['refs']) - 1} chunk references, "
-              f"{result.rewritten} edge chunk rewritten; time edges {grid}")
+        print(
+            f"joined {result.sources} files: {len(result.refs['refs']) - 1} chunk references, "
+            f"{result.rewritten} edge chunk rewritten; time edges {grid}"
+        )
         q1 = rectizarr.open_array(refs_path, mode="r")
         assert np.array_equal(q1[...], np.concatenate(values[:3]))
         print(f"day 31 (Feb 1) reads {float(q1[31, 0, 0])}; shape {q1.shape}")
 
         appended = virtual.append(refs_path, [paths[3]], axis=0, side_store=side)
-        print(f"appended April: {appended.rewritten} edge chunk rewritten (March's last week, no longer the end)")
+        print(
+            f"appended April: {appended.rewritten} edge chunk rewritten (March's last week, no longer the end)"
+        )
         year = rectizarr.open_array(refs_path, mode="r")
         assert np.array_equal(year[...], np.concatenate(values))
 

@@ -24,18 +24,42 @@ def main(root: Path) -> None:
     path = str(root / "climate.zarr")
     days = [calendar.monthrange(2025, m)[1] for m in range(1, 13)]
     g = rectizarr.open_group(path, mode="w", attributes={"title": "synthetic daily temperature"})
-    time = g.create_array("time", shape=(365,), dtype="int64", chunks=(365,), dimension_names=["time"],
-                          attributes={"units": "days since 2025-01-01", "calendar": "proleptic_gregorian"})
+    time = g.create_array(
+        "time",
+        shape=(365,),
+        dtype="int64",
+        chunks=(365,),
+        dimension_names=["time"],
+        attributes={"units": "days since 2025-01-01", "calendar": "proleptic_gregorian"},
+    )
     time[:] = np.arange(365)
-    lat = g.create_array("lat", shape=(18,), dtype="float64", chunks=(18,), dimension_names=["lat"],
-                         attributes={"units": "degrees_north"})
+    lat = g.create_array(
+        "lat",
+        shape=(18,),
+        dtype="float64",
+        chunks=(18,),
+        dimension_names=["lat"],
+        attributes={"units": "degrees_north"},
+    )
     lat[:] = np.linspace(-85, 85, 18)
-    lon = g.create_array("lon", shape=(36,), dtype="float64", chunks=(36,), dimension_names=["lon"],
-                         attributes={"units": "degrees_east"})
+    lon = g.create_array(
+        "lon",
+        shape=(36,),
+        dtype="float64",
+        chunks=(36,),
+        dimension_names=["lon"],
+        attributes={"units": "degrees_east"},
+    )
     lon[:] = np.arange(0, 360, 10.0)
-    t = g.create_array("t2m", shape=(365, 18, 36), dtype="float32", chunks=[days, 18, 36],
-                       fill_value=np.nan, dimension_names=["time", "lat", "lon"],
-                       attributes={"units": "degC", "long_name": "2 m temperature"})
+    t = g.create_array(
+        "t2m",
+        shape=(365, 18, 36),
+        dtype="float32",
+        chunks=[days, 18, 36],
+        fill_value=np.nan,
+        dimension_names=["time", "lat", "lon"],
+        attributes={"units": "degC", "long_name": "2 m temperature"},
+    )
     seasonal = 15 - 10 * np.cos(2 * np.pi * np.arange(365) / 365)[:, None, None]
     t[:] = (seasonal - 0.3 * np.abs(lat[:])[None, :, None] + np.zeros((1, 1, 36))).astype("float32")
 

@@ -98,7 +98,9 @@ def populate(a: np.ndarray) -> None:
     address = int(a.__array_interface__["data"][0])
     start, end = address // page * page, -(-(address + a.nbytes) // page) * page
     for at in range(start, end, _POPULATE_STEP):  # (in steps: the memory map's lock is never held long)
-        if madvise(at, min(_POPULATE_STEP, end - at), _MADV_POPULATE_WRITE):  # advice: a failure changes nothing
+        if madvise(
+            at, min(_POPULATE_STEP, end - at), _MADV_POPULATE_WRITE
+        ):  # advice: a failure changes nothing
             return
 
 

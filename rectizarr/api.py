@@ -29,6 +29,7 @@ def naming_store(store: Any) -> Iterator[None]:
             raise
         raise type(exc)(f"{exc.message} (in {where})", path=exc.path, key=exc.key) from exc
 
+
 def create_array(
     store: Any,
     *,
@@ -72,13 +73,29 @@ def create_array(
         if shape is not None or dtype is not None:
             raise MetadataError("give either data= or shape= and dtype=, not both (the data sets them)")
         values = data if isinstance(data, Array) else np.asarray(data)
-        out = create_array(store, name=name, shape=values.shape, dtype=values.dtype, chunks=chunks,
-                           shards=shards, filters=filters, compressors=compressors, serializer=serializer,
-                           codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
-                           attributes=attributes, chunk_key_encoding=chunk_key_encoding,
-                           index_location=index_location, write_empty_chunks=write_empty_chunks,
-                           overwrite=overwrite, storage_options=storage_options, workers=workers,
-                           zarr_format=zarr_format, order=order)
+        out = create_array(
+            store,
+            name=name,
+            shape=values.shape,
+            dtype=values.dtype,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            serializer=serializer,
+            codecs=codecs,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            index_location=index_location,
+            write_empty_chunks=write_empty_chunks,
+            overwrite=overwrite,
+            storage_options=storage_options,
+            workers=workers,
+            zarr_format=zarr_format,
+            order=order,
+        )
         if out.size:
             out[...] = values[...]
         return out
@@ -87,19 +104,49 @@ def create_array(
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if nodes.check_format(zarr_format) == 2:
         meta, pipeline = build_v2_array_meta(
-            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
-            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
-            attributes=attributes, chunk_key_encoding=chunk_key_encoding, order=order)
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            serializer=serializer,
+            codecs=codecs,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            order=order,
+        )
     else:
         if order not in (None, "C"):
-            raise MetadataError("order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)")
+            raise MetadataError(
+                "order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)"
+            )
         meta, pipeline = build_array_meta(
-            shape=shape, dtype=dtype, chunks=chunks, shards=shards, filters=filters, compressors=compressors,
-            serializer=serializer, codecs=codecs, fill_value=fill_value, dimension_names=dimension_names,
-            attributes=attributes, chunk_key_encoding=chunk_key_encoding, index_location=index_location,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            serializer=serializer,
+            codecs=codecs,
+            fill_value=fill_value,
+            dimension_names=dimension_names,
+            attributes=attributes,
+            chunk_key_encoding=chunk_key_encoding,
+            index_location=index_location,
         )
-    return create(s, nodes.normalize_path(name), meta, pipeline, overwrite=overwrite,
-                  write_empty_chunks=write_empty_chunks, workers=workers)
+    return create(
+        s,
+        nodes.normalize_path(name),
+        meta,
+        pipeline,
+        overwrite=overwrite,
+        write_empty_chunks=write_empty_chunks,
+        workers=workers,
+    )
 
 
 def open_array(
@@ -122,8 +169,14 @@ def open_array(
         if zarr_format is not None:
             create_kwargs["zarr_format"] = zarr_format
         try:
-            return create_array(s, name=p, overwrite=(mode == "w"), write_empty_chunks=write_empty_chunks,
-                                workers=workers, **create_kwargs)
+            return create_array(
+                s,
+                name=p,
+                overwrite=(mode == "w"),
+                write_empty_chunks=write_empty_chunks,
+                workers=workers,
+                **create_kwargs,
+            )
         except NodeExistsError:
             if mode != "a":
                 raise  # ("a": another writer created it meanwhile: opened below)
@@ -132,9 +185,13 @@ def open_array(
     with naming_store(s):
         meta = nodes.read_meta(s, p, zarr_format)
         if not isinstance(meta, ArrayMeta):
-            raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
-                                "open_group (or rectizarr.open, which opens either)")
-        return Array(s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers)
+            raise NodeTypeError(
+                f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
+                "open_group (or rectizarr.open, which opens either)"
+            )
+        return Array(
+            s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers
+        )
 
 
 def from_array(
@@ -167,7 +224,9 @@ def from_array(
         for block in _copy_regions(src):
             copy_region(out, src, block)
         return out
-    if type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # a zarr-python array: its layout
+    if type(data).__module__.startswith("zarr.") and hasattr(
+        data, "metadata"
+    ):  # a zarr-python array: its layout
         if chunks == "keep":
             chunks = tuple(data.chunks)  # (the inner chunks when sharded, as here)
         if shards == "keep":
@@ -192,8 +251,10 @@ def copy_region(dst: Array, src: Array, region: tuple[slice, ...]) -> None:
     values = src[region]
     want = np.broadcast_to(np.empty((), bool), dst.shape)[region].shape  # (a view: nothing allocated)
     if np.shape(values) != want:
-        raise ConflictError(f"the source array {src.name!r} changed shape while being copied (it is {src.shape} "
-                            f"now); copy it again")
+        raise ConflictError(
+            f"the source array {src.name!r} changed shape while being copied (it is {src.shape} "
+            f"now); copy it again"
+        )
     dst[region] = values
 
 

@@ -67,9 +67,17 @@ class Array(nodes.Node):
 
     kind = "array"
 
-    def __init__(self, store: Store, path: str, meta: ArrayMeta, *, read_only: bool = False,
-                 write_empty_chunks: bool = False, workers: int | None = None,
-                 pipeline: CodecPipeline | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        meta: ArrayMeta,
+        *,
+        read_only: bool = False,
+        write_empty_chunks: bool = False,
+        workers: int | None = None,
+        pipeline: CodecPipeline | None = None,
+    ) -> None:
         self._store = store
         self._path = path
         self._read_only = read_only or store.read_only
@@ -96,7 +104,9 @@ class Array(nodes.Node):
         if pipeline is None:
             try:
                 pipeline = build_pipeline(
-                    meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
+                    meta.codecs,
+                    meta.data_type.numpy,
+                    [d.unique_edges() for d in meta.chunk_grid.dims],
                     "$.codecs",
                 )
             except MetadataError as exc:  # name the document, like every other metadata error
@@ -109,8 +119,14 @@ class Array(nodes.Node):
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
         self._layout = rio.build_layout(
-            self._store, nodes.prefix_of(self._path), meta.chunk_grid, meta.chunk_key_encoding, pipeline,
-            meta.data_type.numpy, meta.fill_value, write_empty_chunks=self._write_empty_chunks,
+            self._store,
+            nodes.prefix_of(self._path),
+            meta.chunk_grid,
+            meta.chunk_key_encoding,
+            pipeline,
+            meta.data_type.numpy,
+            meta.fill_value,
+            write_empty_chunks=self._write_empty_chunks,
             workers=self._workers,
         )
 
@@ -118,9 +134,12 @@ class Array(nodes.Node):
         """The version of ``zarr.json`` where versions are cheap to check; elsewhere what this process wrote
         of it (:meth:`Store.written`: another handle's append or resize is taken up, for no request)."""
         key = nodes.doc_key(self._path, self._meta)
-        if not self._store.capabilities.cheap_versions:  # (Zarr v2: the attributes are a document of their own)
-            return self._store.written([key] if self._meta.zarr_format == 3 else
-                                       [key, nodes.prefix_of(self._path) + v2meta.V2_ATTRS])
+        if (
+            not self._store.capabilities.cheap_versions
+        ):  # (Zarr v2: the attributes are a document of their own)
+            return self._store.written(
+                [key] if self._meta.zarr_format == 3 else [key, nodes.prefix_of(self._path) + v2meta.V2_ATTRS]
+            )
         return self._store.version(key)
 
     def _check_before_writing(self) -> None:
@@ -164,15 +183,17 @@ class Array(nodes.Node):
             self._set_meta(stored)
         return self._meta
 
-    def _change_meta(self, change: Callable[[ArrayMeta], ArrayMeta],
-                     then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
-                     stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None
-                     ) -> None:
+    def _change_meta(
+        self,
+        change: Callable[[ArrayMeta], ArrayMeta],
+        then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
+        stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None,
+    ) -> None:
         """A read-modify-write of ``zarr.json`` (:func:`nodes.update_meta`): ``change`` maps the document
-        as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
-        after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
-    where writers hold the document's lock (no conditional writes), the chunk work before it is written
-    (an append's data, invisible until then)."""
+            as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
+            after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
+        where writers hold the document's lock (no conditional writes), the chunk work before it is written
+        (an append's data, invisible until then)."""
         self._check_writable()
         before: list[rio.Layout] = []
 
@@ -182,15 +203,25 @@ class Array(nodes.Node):
             return change(meta)
 
         def after(old: Any, new: Any) -> None:
-            self._set_meta(new, self._layout.pipeline if new.codecs == self._meta.codecs
-                           and new.chunk_grid == self._meta.chunk_grid else None)
+            self._set_meta(
+                new,
+                self._layout.pipeline
+                if new.codecs == self._meta.codecs and new.chunk_grid == self._meta.chunk_grid
+                else None,
+            )
             self._meta_version = self._stored_version()
             if then is not None:
                 then(before[0], old, new)
 
         with self._lock:
-            nodes.update_meta(self._store, self._path, apply, after, zarr_format=self._meta.zarr_format,
-                              stage=None if stage is None else lambda old, new: stage(old, new))  # type: ignore[arg-type]
+            nodes.update_meta(
+                self._store,
+                self._path,
+                apply,
+                after,
+                zarr_format=self._meta.zarr_format,
+                stage=None if stage is None else lambda old, new: stage(old, new),  # type: ignore[arg-type]
+            )
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
@@ -281,8 +312,9 @@ class Array(nodes.Node):
             return None
         regular = self.grid.regular_chunk_shape
         if regular is None:
-            raise IrregularChunksError(f"array {self.name!r} has rectilinear shards, so no single shard shape: "
-                                       "use write_chunk_sizes")
+            raise IrregularChunksError(
+                f"array {self.name!r} has rectilinear shards, so no single shard shape: use write_chunk_sizes"
+            )
         return regular
 
     @property
@@ -333,15 +365,19 @@ class Array(nodes.Node):
         if inner is None:
             return self.nshards_initialized
         dims = self.grid.dims
-        return sum(prod(tuple(-(-d.edge(c) // n) for d, c, n in zip(dims, coords, inner, strict=True)))
-                   for _, coords in rio.stored_chunk_keys(self._layout))
+        return sum(
+            prod(tuple(-(-d.edge(c) // n) for d, c, n in zip(dims, coords, inner, strict=True)))
+            for _, coords in rio.stored_chunk_keys(self._layout)
+        )
 
     def stored_regions(self) -> Iterator[tuple[slice, ...]]:
         """The region of each storage unit (shard when sharded) that holds a stored value, in no particular
         order (lists the store): what a copy of sparse data has to visit."""
         dims = self.grid.dims
         for _, coords in rio.stored_chunk_keys(self._layout):
-            yield tuple(slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(dims, coords, strict=True))
+            yield tuple(
+                slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(dims, coords, strict=True)
+            )
 
     @property
     def nshards_initialized(self) -> int:
@@ -411,8 +447,11 @@ class Array(nodes.Node):
         if kind == "coordinate":
             return coordinate_plan(dims, selection)
         if kind == "block":
-            return block_plan(self.grid.dims, selection) if self.inner_chunk_shape is None \
+            return (
+                block_plan(self.grid.dims, selection)
+                if self.inner_chunk_shape is None
                 else _block_plan_sharded(self, selection)
+            )
         raise SelectionError(f"unknown selection kind {kind!r}")
 
     def _planned(self, make_plan: Callable[[], Plan]) -> Plan:
@@ -421,8 +460,10 @@ class Array(nodes.Node):
         try:
             return make_plan()
         except MemoryError as exc:
-            raise SelectionError(f"the selection of the array {self._path or '/'!r} touches more chunks than "
-                                 f"can be planned in memory ({exc}); select less") from exc
+            raise SelectionError(
+                f"the selection of the array {self._path or '/'!r} touches more chunks than "
+                f"can be planned in memory ({exc}); select less"
+            ) from exc
 
     def _read(self, make_plan: Callable[[], Plan], selection: Any, out: np.ndarray | None = None) -> Any:
         with self._lock:  # the plan with the layout it was made for (other threads revalidate)
@@ -430,8 +471,10 @@ class Array(nodes.Node):
             layout = self._layout
         if out is not None:
             if out.shape != plan.final_shape or out.dtype != self.dtype:
-                raise SelectionError(f"out has shape {out.shape} and dtype {out.dtype}; "
-                                     f"expected {plan.final_shape} and {self.dtype}")
+                raise SelectionError(
+                    f"out has shape {out.shape} and dtype {out.dtype}; "
+                    f"expected {plan.final_shape} and {self.dtype}"
+                )
             internal = out.reshape(plan.shape)
             if not np.shares_memory(internal, out) and out.size:
                 raise SelectionError("out must be C-contiguous")
@@ -440,8 +483,10 @@ class Array(nodes.Node):
             return out
         nbytes = prod(plan.shape) * self.dtype.itemsize
         if nbytes > sys.maxsize:
-            raise SelectionError(f"the selection has shape {plan.final_shape}: {nbytes} bytes, more than one "
-                                 "numpy array can hold; select less")
+            raise SelectionError(
+                f"the selection has shape {plan.final_shape}: {nbytes} bytes, more than one "
+                "numpy array can hold; select less"
+            )
         result = empty(plan.shape, self.dtype)
         rio.read(layout, plan, result)
         self._check_code_points(result)
@@ -451,17 +496,25 @@ class Array(nodes.Node):
         return result
 
     def _cast_error(self, exc: OverflowError) -> CastError:
-        return CastError(f"a value written to the array {self._path or '/'!r} in {self._store!r} does not fit its "
-                         f"data type {self.dtype}: {exc}; nothing was written")
+        return CastError(
+            f"a value written to the array {self._path or '/'!r} in {self._store!r} does not fit its "
+            f"data type {self.dtype}: {exc}; nothing was written"
+        )
 
     def _check_code_points(self, values: np.ndarray) -> None:
         """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
         larger numbers make NumPy fail later, on any use, with ``SystemError``."""
         if self.dtype.kind == "U" and values.size:
-            units = np.ascontiguousarray(values).reshape(-1).view(np.dtype("u4").newbyteorder(values.dtype.byteorder))
+            units = (
+                np.ascontiguousarray(values)
+                .reshape(-1)
+                .view(np.dtype("u4").newbyteorder(values.dtype.byteorder))
+            )
             if (units > 0x10FFFF).any():
-                raise CodecError(f"the array {self._path or '/'!r} in {self._store!r} holds a value that is not a "
-                                 "Unicode code point (corrupt data)")
+                raise CodecError(
+                    f"the array {self._path or '/'!r} in {self._store!r} holds a value that is not a "
+                    "Unicode code point (corrupt data)"
+                )
 
     def _write(self, make_plan: Callable[[], Plan], value: Any) -> None:
         """Plan (against the stored shape: ``make_plan`` revalidates) and write. Where versions are cheap,
@@ -478,8 +531,14 @@ class Array(nodes.Node):
         # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
-        if isinstance(value, np.ndarray) and value.dtype.kind in "Mm" and self._meta.data_type.name == "string":
-            value = value.astype(np.dtypes.StringDType())  # dates as numpy writes them into strings ('NaT', '1')
+        if (
+            isinstance(value, np.ndarray)
+            and value.dtype.kind in "Mm"
+            and self._meta.data_type.name == "string"
+        ):
+            value = value.astype(
+                np.dtypes.StringDType()
+            )  # dates as numpy writes them into strings ('NaT', '1')
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = self._planned(make_plan)
@@ -502,9 +561,12 @@ class Array(nodes.Node):
                     f"writing to the array {self._path or '/'!r} in {self._store!r} needs a whole chunk (or a "
                     f"shard's index) in memory, more than this machine gives: storage chunks "
                     f"{self.grid.regular_chunk_shape or 'of varying shapes'}, inner chunks "
-                    f"{self.inner_chunk_shape}, {self.dtype} ({exc})") from exc
-        raise ConflictError(f"the array {self._path or '/'!r} in {self._store!r} was resized during each of "
-                            f"{tuning.current().conflict_retries} attempts to write to it; try again")
+                    f"{self.inner_chunk_shape}, {self.dtype} ({exc})"
+                ) from exc
+        raise ConflictError(
+            f"the array {self._path or '/'!r} in {self._store!r} was resized during each of "
+            f"{tuning.current().conflict_retries} attempts to write to it; try again"
+        )
 
     def __getitem__(self, selection: Any) -> Any:
         return self._read(lambda: self._plan("basic", selection), selection)
@@ -581,6 +643,7 @@ class Array(nodes.Node):
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
+
         def change(m: ArrayMeta) -> ArrayMeta:
             new = _resized(m, new_shape, chunks)
             if any(n > o for n, o in zip(new.shape, m.shape, strict=True)):
@@ -588,8 +651,11 @@ class Array(nodes.Node):
                     _drop_past_end(self._layout, new)
                 else:  # what a shrink's clean-up left (another client grew first): cleared before it shows
                     with contextlib.suppress(CodecError):  # (a corrupt chunk stays as it is; the others are
-                        clear_past_end_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid),  # cleared)
-                                               m.chunk_grid, self._grid_now)
+                        clear_past_end_swapped(
+                            dataclasses.replace(self._layout, grid=new.chunk_grid),  # cleared)
+                            m.chunk_grid,
+                            self._grid_now,
+                        )
             return new
 
         self._change_meta(change, self._clean_up_shrink)
@@ -636,21 +702,34 @@ class Array(nodes.Node):
             if data.ndim != len(m.shape) or any(
                 d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
             ):
-                raise SelectionValueError(f"cannot append data of shape {data.shape} to an array of shape "
-                                          f"{m.shape} along axis {axis}")  # (a ValueError, as in zarr-python)
-            new = _resized(m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)),
-                           axis_chunks)
+                raise SelectionValueError(
+                    f"cannot append data of shape {data.shape} to an array of shape "
+                    f"{m.shape} along axis {axis}"
+                )  # (a ValueError, as in zarr-python)
+            new = _resized(
+                m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)), axis_chunks
+            )
             if self._store.capabilities.conditional_writes:  # what a shrink's clean-up left where the rows go
-                with contextlib.suppress(CodecError):  # (a corrupt chunk stays as it is: the data overwrites it)
-                    clear_appended_swapped(dataclasses.replace(self._layout, grid=new.chunk_grid), m.chunk_grid,
-                                           axis, self._grid_now)
+                with contextlib.suppress(
+                    CodecError
+                ):  # (a corrupt chunk stays as it is: the data overwrites it)
+                    clear_appended_swapped(
+                        dataclasses.replace(self._layout, grid=new.chunk_grid),
+                        m.chunk_grid,
+                        axis,
+                        self._grid_now,
+                    )
             return new
 
         def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
-            return tuple(slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
-                         for i in range(self.ndim))
+            return tuple(
+                slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
+                for i in range(self.ndim)
+            )
 
-        def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for this append
+        def write(
+            _: rio.Layout, old: ArrayMeta, new: ArrayMeta
+        ) -> None:  # the region reserved for this append
             self[region(old, new)] = data
 
         @contextlib.contextmanager
@@ -677,7 +756,9 @@ class Array(nodes.Node):
 
     def staged(self, meta: ArrayMeta) -> Array:
         """A handle for ``meta``, a document not yet written (:meth:`write_staged`)."""
-        return Array(self._store, self._path, meta, write_empty_chunks=self._write_empty_chunks, workers=self._workers)
+        return Array(
+            self._store, self._path, meta, write_empty_chunks=self._write_empty_chunks, workers=self._workers
+        )
 
     def write_staged(self, selection: Any, value: Any) -> None:
         """Write ``value`` at the basic ``selection`` of this handle's shape, which the stored document does
@@ -696,8 +777,9 @@ class Array(nodes.Node):
         rio.write(self._layout, plan, internal, None)
 
 
-def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str, Sequence[int]],
-                    chunks: Mapping[str, Any]) -> None:
+def resize_together(
+    group: str, arrays: Mapping[str, Array], shapes: Mapping[str, Sequence[int]], chunks: Mapping[str, Any]
+) -> None:
     """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
     update where writers lock (local directories, memory; Zarr v3): every new document published at once
     (:func:`rectizarr.nodes.publish`), then each shrink's clean-up; elsewhere one after the other."""
@@ -709,7 +791,9 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
     if store.capabilities.conditional_writes and not any(a.metadata.zarr_format == 2 for _, a in handles):
         _resize_swapped(group, handles, shapes, chunks)
         return
-    if store.capabilities.conditional_writes or (any(a.metadata.zarr_format == 2 for _, a in handles) and not v2):
+    if store.capabilities.conditional_writes or (
+        any(a.metadata.zarr_format == 2 for _, a in handles) and not v2
+    ):
         for name, a in handles:
             a.resize(shapes[name], chunks=chunks.get(name))
         return
@@ -738,8 +822,12 @@ def resize_together(group: str, arrays: Mapping[str, Array], shapes: Mapping[str
             a._clean_up_shrink(layout, old, new)
 
 
-def _resize_swapped(group: str, handles: list[tuple[str, Array]], shapes: Mapping[str, Sequence[int]],
-                    chunks: Mapping[str, Any]) -> None:
+def _resize_swapped(
+    group: str,
+    handles: list[tuple[str, Array]],
+    shapes: Mapping[str, Sequence[int]],
+    chunks: Mapping[str, Any],
+) -> None:
     """:func:`resize_together` on a store with conditional writes: one update
     (:func:`rectizarr.nodes.publish_swapped`) whose primary is the topmost consolidating ancestor, else the
     group; a grow first clears what a shrink's clean-up left past the stored end (as :meth:`Array.resize`
@@ -760,15 +848,17 @@ def _resize_swapped(group: str, handles: list[tuple[str, Array]], shapes: Mappin
             new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
             if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
                 with contextlib.suppress(CodecError):  # (as in Array.resize: a corrupt chunk stays as it is)
-                    clear_past_end_swapped(dataclasses.replace(before[path], grid=new.chunk_grid), old.chunk_grid,
-                                           a._grid_now)
+                    clear_past_end_swapped(
+                        dataclasses.replace(before[path], grid=new.chunk_grid), old.chunk_grid, a._grid_now
+                    )
             return new
 
         return change
 
     primary = commit.primary_of(store, handles[0][1].path, nodes.AncestorDocs(store).get)
-    olds, news = nodes.publish_swapped(store, group if primary is None else primary,
-                                       {path: change_of(path) for path in by_path})
+    olds, news = nodes.publish_swapped(
+        store, group if primary is None else primary, {path: change_of(path) for path in by_path}
+    )
     for path, (_, a) in by_path.items():
         old, new = olds[path], news[path]
         assert isinstance(old, ArrayMeta) and isinstance(new, ArrayMeta)
@@ -791,11 +881,15 @@ class StagedTarget:
 
     def __reduce__(self) -> tuple[Any, ...]:
         a = self.array
-        return (_staged_target, (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers))
+        return (
+            _staged_target,
+            (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers),
+        )
 
 
-def _staged_target(store: Store, path: str, doc: dict[str, Any], write_empty_chunks: bool,
-                   workers: int | None) -> StagedTarget:
+def _staged_target(
+    store: Store, path: str, doc: dict[str, Any], write_empty_chunks: bool, workers: int | None
+) -> StagedTarget:
     meta = nodes.node_from_json(doc)
     assert isinstance(meta, ArrayMeta)
     return StagedTarget(Array(store, path, meta, write_empty_chunks=write_empty_chunks, workers=workers))
@@ -825,8 +919,11 @@ def _drop_past_end(layout: rio.Layout, new: ArrayMeta) -> None:
     data there while the document's lock is held."""
     grown = dataclasses.replace(layout, grid=new.chunk_grid)
     now = layout.grid.grid_shape
-    past = [key for key, coords in rio.stored_chunk_keys(grown)
-            if any(c >= n for c, n in zip(coords, now, strict=True))]
+    past = [
+        key
+        for key, coords in rio.stored_chunk_keys(grown)
+        if any(c >= n for c, n in zip(coords, now, strict=True))
+    ]
     if past:
         layout.store.delete_many(past)
 
@@ -835,12 +932,13 @@ def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
     import msgspec
 
-    new_grid = meta.chunk_grid.resize(new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks)
-    build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims],
-                   "$.codecs")  # e.g. a new edge not divisible by the inner chunk
+    new_grid = meta.chunk_grid.resize(
+        new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
+    )
+    build_pipeline(
+        meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims], "$.codecs"
+    )  # e.g. a new edge not divisible by the inner chunk
     return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
-
-
 
 
 def _whole_inner_chunks(meta: ArrayMeta, new_shape: Shape) -> Any:
@@ -859,9 +957,14 @@ def _whole_inner_chunks(meta: ArrayMeta, new_shape: Shape) -> Any:
 
 def _same_chunks(a: ArrayMeta, b: ArrayMeta) -> bool:
     """Whether two documents of an array lay out and code its chunks alike (what a planned write relies on)."""
-    return (a.shape, a.data_type, a.chunk_grid, a.chunk_key_encoding, a.codecs, a.storage_transformers) == \
-        (b.shape, b.data_type, b.chunk_grid, b.chunk_key_encoding, b.codecs, b.storage_transformers) \
-        and a.fill_value.tobytes() == b.fill_value.tobytes()
+    return (a.shape, a.data_type, a.chunk_grid, a.chunk_key_encoding, a.codecs, a.storage_transformers) == (
+        b.shape,
+        b.data_type,
+        b.chunk_grid,
+        b.chunk_key_encoding,
+        b.codecs,
+        b.storage_transformers,
+    ) and a.fill_value.tobytes() == b.fill_value.tobytes()
 
 
 def _has_ellipsis(selection: Any) -> bool:
@@ -895,11 +998,21 @@ def _reopen(store: Store, path: str, read_only: bool, write_empty_chunks: bool, 
     meta = nodes.read_meta(store, path)
     if not isinstance(meta, ArrayMeta):
         raise NodeTypeError(f"the node at {path or '/'!r} in {store!r} is a group, not an array")
-    return Array(store, path, meta, read_only=read_only, write_empty_chunks=write_empty_chunks, workers=workers)
+    return Array(
+        store, path, meta, read_only=read_only, write_empty_chunks=write_empty_chunks, workers=workers
+    )
 
 
-def create(store: Store, path: str, meta: ArrayMeta, pipeline: CodecPipeline, *, overwrite: bool,
-           write_empty_chunks: bool = False, workers: int | None = None) -> Array:
+def create(
+    store: Store,
+    path: str,
+    meta: ArrayMeta,
+    pipeline: CodecPipeline,
+    *,
+    overwrite: bool,
+    write_empty_chunks: bool = False,
+    workers: int | None = None,
+) -> Array:
     """Write a new array node (ancestors created as groups) and return it."""
     if store.read_only:
         raise ReadOnlyError("cannot create an array in a read-only store")

@@ -99,7 +99,9 @@ def resolve(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
                 return None
             return node_from_json(before, _key(path))
         meta = again
-    raise ConflictError(f"{_key(path)!r}: changed by other writers during each of {_MAX_ROUNDS} reads; try again")
+    raise ConflictError(
+        f"{_key(path)!r}: changed by other writers during each of {_MAX_ROUNDS} reads; try again"
+    )
 
 
 def finish(store: Store, path: str, meta: NodeMeta) -> NodeMeta:
@@ -124,9 +126,13 @@ def finish(store: Store, path: str, meta: NodeMeta) -> NodeMeta:
     return clean
 
 
-def publish(store: Store, primary: str, primary_meta: NodeMeta,
-            members: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]], create_only: frozenset[str] = frozenset()
-            ) -> dict[str, bytes | None]:
+def publish(
+    store: Store,
+    primary: str,
+    primary_meta: NodeMeta,
+    members: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
+    create_only: frozenset[str] = frozenset(),
+) -> dict[str, bytes | None]:
     """Write ``primary_meta`` at ``primary`` and each member's new document (``members``: path ->
     (document before, document after; None: deleted)) as one update, under the caller's locks of them
     all. ``create_only``: members whose document must not exist (NodeExistsError from the store's
@@ -134,8 +140,11 @@ def publish(store: Store, primary: str, primary_meta: NodeMeta,
     ident = uuid.uuid4().hex
     prepared = []
     for path, (before, after) in members.items():
-        mark: dict[str, Any] = {"id": ident, "primary": primary,
-                                "before": None if before is None else node_to_json(stripped(before))}
+        mark: dict[str, Any] = {
+            "id": ident,
+            "primary": primary,
+            "before": None if before is None else node_to_json(stripped(before)),
+        }
         if after is None:
             if before is None:
                 continue
@@ -143,8 +152,10 @@ def publish(store: Store, primary: str, primary_meta: NodeMeta,
         value = _with(before if after is None else after, mark)  # type: ignore[arg-type]
         if path in create_only:
             if not store.set_if(_key(path), value, None):
-                raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it "
-                                      "meanwhile (pass overwrite=True to replace it)")
+                raise NodeExistsError(
+                    f"a node already exists at {path or '/'!r}: another writer created it "
+                    "meanwhile (pass overwrite=True to replace it)"
+                )
         else:
             store.set(_key(path), value)
         prepared.append(path)
@@ -224,10 +235,13 @@ def _differs(before: NodeMeta | None, after: NodeMeta | None) -> bool:
     return node_to_json(stripped(before)) != node_to_json(stripped(after))
 
 
-def update_swapped(store: Store, primary: str, paths: Sequence[str],
-                   plan: Callable[[NodeMeta, dict[str, NodeMeta | None]], tuple[NodeMeta, dict[str, NodeMeta | None]]],
-                   create_only: frozenset[str] = frozenset(),
-                   ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
+def update_swapped(
+    store: Store,
+    primary: str,
+    paths: Sequence[str],
+    plan: Callable[[NodeMeta, dict[str, NodeMeta | None]], tuple[NodeMeta, dict[str, NodeMeta | None]]],
+    create_only: frozenset[str] = frozenset(),
+) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
     """One update of the documents at ``paths`` (nodes below the group ``primary``) on a store with
     conditional writes: ``plan(primary's content, {path: content now (None: no node)})`` gives the
     primary's new content and each path's (None: deleted; may run again, after a conflict). A document
@@ -279,36 +293,57 @@ def update_swapped(store: Store, primary: str, paths: Sequence[str],
                 continue
             for path in create_only:
                 if olds.get(path) is not None:
-                    raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it "
-                                          "meanwhile (pass overwrite=True to replace it)")
+                    raise NodeExistsError(
+                        f"a node already exists at {path or '/'!r}: another writer created it "
+                        "meanwhile (pass overwrite=True to replace it)"
+                    )
             p_new, news = plan(stripped(p_meta), dict(olds))
             ident = uuid.uuid4().hex
             settled.add(ident)
             members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
             mine[ident] = (olds, news, members)
-            if all(_prepare(store, path, ident, primary, olds[path], news[path], versions[path]) for path in members) \
-                    and store.set_if(_key(primary), _with(p_new, {"id": ident, "members": members,
-                                                                  "done": _done(p_meta)}), p_version):
+            if all(
+                _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
+                for path in members
+            ) and store.set_if(
+                _key(primary),
+                _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)}),
+                p_version,
+            ):
                 _clean_up_swapped(store, primary, ident, members, news)
                 return olds, {path: news.get(path, olds[path]) for path in paths}
             continue
         attempt -= 1  # a young marker: its writer is most likely at work (not a conflict)
         time.sleep(0.05)
-    raise ConflictError(f"{_key(primary)!r} and its members were changed by other writers during each of {retries} "
-                        "attempts to update them; try again")
+    raise ConflictError(
+        f"{_key(primary)!r} and its members were changed by other writers during each of {retries} "
+        "attempts to update them; try again"
+    )
 
 
-def _prepare(store: Store, path: str, ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None,
-             version: Any) -> bool:
-    mark: dict[str, Any] = {"id": ident, "primary": primary, "t": round(time.time(), 3),
-                            "before": None if before is None else node_to_json(before)}
+def _prepare(
+    store: Store,
+    path: str,
+    ident: str,
+    primary: str,
+    before: NodeMeta | None,
+    after: NodeMeta | None,
+    version: Any,
+) -> bool:
+    mark: dict[str, Any] = {
+        "id": ident,
+        "primary": primary,
+        "t": round(time.time(), 3),
+        "before": None if before is None else node_to_json(before),
+    }
     if after is None:
         mark["gone"] = True
     return store.set_if(_key(path), _with(before if after is None else after, mark), version)  # type: ignore[arg-type]
 
 
-def _clean_up_swapped(store: Store, primary: str, ident: str, members: Sequence[str],
-                      news: Mapping[str, NodeMeta | None]) -> None:
+def _clean_up_swapped(
+    store: Store, primary: str, ident: str, members: Sequence[str], news: Mapping[str, NodeMeta | None]
+) -> None:
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
     for path in members:
         if news.get(path) is None:
@@ -357,8 +392,10 @@ def restamped(old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
     consolidation): where ``old`` held an id (see above), a fresh one, so its bytes never repeat."""
     if mark_of(old) is None:
         return new
-    extra = {**stripped(new).extra_fields, MARK: {"must_understand": False, "id": uuid.uuid4().hex,
-                                                  "done": _done(old)}}
+    extra = {
+        **stripped(new).extra_fields,
+        MARK: {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)},
+    }
     return msgspec.structs.replace(new, extra_fields=extra)
 
 
@@ -435,16 +472,29 @@ def finish_doc(store: Store, record_key: str) -> Any:
     return clean
 
 
-def publish_docs(store: Store, record_key: str, record_doc: dict[str, Any],
-                 members: Mapping[str, tuple[dict[str, Any], dict[str, Any]]]) -> None:
+def publish_docs(
+    store: Store,
+    record_key: str,
+    record_doc: dict[str, Any],
+    members: Mapping[str, tuple[dict[str, Any], dict[str, Any]]],
+) -> None:
     """Write the v2 documents ``members`` (key -> (before, after)) and ``record_doc`` at ``record_key`` as
     one update, under the caller's locks."""
     ident = uuid.uuid4().hex
     for key, (before, after) in members.items():
-        store.set(key, encode_json({**after, MARK: {"must_understand": False, "id": ident, "record": record_key,
-                                                    "before": before}}))
-    store.set(record_key, encode_json({**record_doc, MARK: {"must_understand": False, "id": ident,
-                                                             "members": list(members)}}))
+        store.set(
+            key,
+            encode_json(
+                {
+                    **after,
+                    MARK: {"must_understand": False, "id": ident, "record": record_key, "before": before},
+                }
+            ),
+        )
+    store.set(
+        record_key,
+        encode_json({**record_doc, MARK: {"must_understand": False, "id": ident, "members": list(members)}}),
+    )
     for key, (_, after) in members.items():
         store.set(key, encode_json(after))
     store.set(record_key, encode_json(record_doc))

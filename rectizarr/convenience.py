@@ -19,8 +19,22 @@ from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedErr
 from rectizarr.groups import Group, open_group
 from rectizarr.groups import open as open_node
 
-__all__ = ["array", "create", "empty", "empty_like", "full", "full_like", "group", "load", "ones", "ones_like",
-           "open_consolidated", "save", "zeros", "zeros_like"]
+__all__ = [
+    "array",
+    "create",
+    "empty",
+    "empty_like",
+    "full",
+    "full_like",
+    "group",
+    "load",
+    "ones",
+    "ones_like",
+    "open_consolidated",
+    "save",
+    "zeros",
+    "zeros_like",
+]
 
 
 def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
@@ -75,8 +89,13 @@ def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
             out["chunks"] = [list(s) for s in a.write_chunk_sizes]
         if a.is_sharded and a.inner_chunk_shape is not None:
             out["chunks"], out["shards"] = a.inner_chunk_shape, a.shards
-        out.update(filters=a.filters, serializer=a.serializer, compressors=a.compressors,
-                   fill_value=a.fill_value, dimension_names=a.dimension_names)
+        out.update(
+            filters=a.filters,
+            serializer=a.serializer,
+            compressors=a.compressors,
+            fill_value=a.fill_value,
+            dimension_names=a.dimension_names,
+        )
         v2 = a.metadata.v2
         if v2 is not None:  # a v2 array's like is v2 (as zarr-python makes it), with its .zarray's codecs
             del out["serializer"]
@@ -128,13 +147,25 @@ def array(data: Any, **kwargs: Any) -> Array:
     return create_array(store, name=name, data=values, **kwargs)
 
 
-def group(store: Any = None, *, overwrite: bool = False, path: str | None = None,
-          attributes: Mapping[str, Any] | None = None, zarr_format: int | None = None,
-          storage_options: Mapping[str, Any] | None = None) -> Group:
+def group(
+    store: Any = None,
+    *,
+    overwrite: bool = False,
+    path: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Group:
     """Open the group at ``path``, creating it if missing; ``overwrite=True`` replaces what is there."""
     _check_format(zarr_format)
-    return open_group(store, path=path, mode="w" if overwrite else "a", attributes=attributes,
-                      storage_options=storage_options, zarr_format=zarr_format)
+    return open_group(
+        store,
+        path=path,
+        mode="w" if overwrite else "a",
+        attributes=attributes,
+        storage_options=storage_options,
+        zarr_format=zarr_format,
+    )
 
 
 def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwargs: Any) -> Group:
@@ -146,8 +177,14 @@ def open_consolidated(store: Any = None, *, use_consolidated: bool = True, **kwa
     return g
 
 
-def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | None = None,
-         storage_options: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+def save(
+    store: Any,
+    *args: Any,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> None:
     """Save one array (``save(store, a)``) or several, positional ones as ``arr_0``, ``arr_1``, ... and
     keyword ones under their names, in a new group (zarr-python's ``save``). One array is refused
     (NodeExistsError) where a node exists, as zarr-python refuses it; a group of several replaces what
@@ -167,13 +204,22 @@ def save(store: Any, *args: Any, path: str | None = None, zarr_format: int | Non
         g[name] = value
 
 
-def load(store: Any, path: str | None = None, zarr_format: int | None = None,
-         storage_options: Mapping[str, Any] | None = None) -> Any:
+def load(
+    store: Any,
+    path: str | None = None,
+    zarr_format: int | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> Any:
     """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     _check_format(zarr_format)
-    node = open_node(store, path=path, mode="r", storage_options=storage_options,
-                     **({} if zarr_format is None else {"zarr_format": zarr_format}))
+    node = open_node(
+        store,
+        path=path,
+        mode="r",
+        storage_options=storage_options,
+        **({} if zarr_format is None else {"zarr_format": zarr_format}),
+    )
     if isinstance(node, Array):
         return node[...]
     return {name: a[...] for name, a in node.arrays()}

@@ -45,7 +45,10 @@ def auto_shards(shape: Shape, inner: Shape, itemsize: int) -> Shape:
 
     def fits(axis: int) -> bool:
         grown = [2 * n if i == axis else n for i, n in enumerate(shard)]
-        return grown[axis] < max(1, shape[axis]) + shard[axis] and prod(tuple(grown)) * itemsize <= _TARGET_SHARD_BYTES
+        return (
+            grown[axis] < max(1, shape[axis]) + shard[axis]
+            and prod(tuple(grown)) * itemsize <= _TARGET_SHARD_BYTES
+        )
 
     while True:
         growable = [i for i in range(len(shard)) if fits(i)]
@@ -91,8 +94,10 @@ def codec_json(codec: Any, where: str, itemsize: int = 1) -> Any:
         config = dict(get_config())
         codec_id = config.pop("id")
         return {"name": f"numcodecs.{codec_id}", "configuration": config}
-    raise MetadataError(f"{where}: cannot use {codec!r} as a codec (give a dict like "
-                        "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)")
+    raise MetadataError(
+        f"{where}: cannot use {codec!r} as a codec (give a dict like "
+        "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)"
+    )
 
 
 def _zarr_codec_json(doc: Any, itemsize: int, where: str, unset: set[str]) -> dict[str, Any]:
@@ -101,7 +106,9 @@ def _zarr_codec_json(doc: Any, itemsize: int, where: str, unset: set[str]) -> di
     if not isinstance(doc, Mapping) or not isinstance(doc.get("name"), str):
         raise MetadataError(f"{where}: to_dict() gave {doc!r}, not a codec document")
     out = {k: v for k, v in doc.items() if k != "configuration"}
-    config = {k: v for k, v in dict(doc.get("configuration") or {}).items() if v is not None and k not in unset}
+    config = {
+        k: v for k, v in dict(doc.get("configuration") or {}).items() if v is not None and k not in unset
+    }
     if out["name"] == "blosc":
         config.setdefault("typesize", itemsize)
         config.setdefault("shuffle", "shuffle" if itemsize > 1 else "bitshuffle")
@@ -131,7 +138,9 @@ def default_serializer(dtype: DataType) -> dict[str, Any]:
 def build_chain(dtype: DataType, filters: Any, serializer: Any, compressors: Any) -> list[Any]:
     size = dtype.itemsize or 1
     chain = [codec_json(c, "filters", size) for c in _as_list(None if _is_auto(filters) else filters)]
-    chain.append(default_serializer(dtype) if _is_auto(serializer) else codec_json(serializer, "serializer", size))
+    chain.append(
+        default_serializer(dtype) if _is_auto(serializer) else codec_json(serializer, "serializer", size)
+    )
     if _is_auto(compressors):
         chain.append({"name": "zstd", "configuration": {"level": 0, "checksum": False}})
     else:
@@ -159,15 +168,18 @@ def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
 def _check_divides(grid: ChunkGrid, inner: Shape, shards: Any, chunks: Any) -> None:
     """Every shard edge a multiple of the inner chunk size, said in the caller's words."""
     if len(inner) != len(grid.dims):
-        raise MetadataError(f"chunks={chunks!r} has {len(inner)} entries but the array has {len(grid.dims)} "
-                            "dimensions")
+        raise MetadataError(
+            f"chunks={chunks!r} has {len(inner)} entries but the array has {len(grid.dims)} dimensions"
+        )
     for axis, (dim, size) in enumerate(zip(grid.dims, inner, strict=True)):
         if size <= 0:
             raise MetadataError(f"chunks={chunks!r}: the inner chunk size along axis {axis} must be positive")
         bad = [int(e) for e in dim.unique_edges() if int(e) % size]
         if bad:
-            raise MetadataError(f"shards={shards!r} is not divisible by chunks={chunks!r}: the shard size "
-                                f"{bad[0]} along axis {axis} is not a multiple of the chunk size {size}")
+            raise MetadataError(
+                f"shards={shards!r} is not divisible by chunks={chunks!r}: the shard size "
+                f"{bad[0]} along axis {axis} is not a multiple of the chunk size {size}"
+            )
 
 
 def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
@@ -188,7 +200,8 @@ def _shape_and_dtype(shape: Any, dtype: Any) -> tuple[Shape, DataType]:
     if not all(is_int(s) and int(s) >= 0 for s in shape):
         raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
     return parse_shape([int(s) for s in shape], None), (
-        data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype)
+        data_type_from_numpy(dtype) if not isinstance(dtype, DataType) else dtype
+    )
 
 
 class _NullFill:
@@ -224,11 +237,14 @@ def build_v2_array_meta(
     if shards is not None:
         raise UnsupportedError("sharding (shards=...) exists in Zarr v3 only; use zarr_format=3")
     if codecs is not None or serializer != "auto":
-        raise UnsupportedError("codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
-                               "filters= and compressors=")
+        raise UnsupportedError(
+            "codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
+            "filters= and compressors="
+        )
     shape, dt = _shape_and_dtype(shape, dtype)
-    cke = parse_chunk_key_encoding(_flat_key_encoding(chunk_key_encoding or {"name": "v2"}, "v2"),
-                                   "chunk_key_encoding")
+    cke = parse_chunk_key_encoding(
+        _flat_key_encoding(chunk_key_encoding or {"name": "v2"}, "v2"), "chunk_key_encoding"
+    )
     if cke.name != "v2":
         raise UnsupportedError(f"chunk key encoding {cke.name!r} is Zarr v3 only; Zarr v2 uses 'v2'")
     if any(n is None for n in dimension_names or ()):
@@ -237,20 +253,34 @@ def build_v2_array_meta(
     null = fill_value is NULL_FILL
     fill = dt.default_fill() if fill_value is None or null else user_fill(dt, fill_value)
     if dt.name == "bytes" and fill[()] != b"":
-        raise UnsupportedError("a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
-                               "leave fill_value unset (b'') or use zarr_format=3")
-    zarray = v2_zarray(shape=shape, dtype=dt, chunks=chunk_list, filters=filters, compressors=compressors,
-                       fill=fill, order=order, separator=cke.separator, big_endian=_asks_big_endian(dtype))
+        raise UnsupportedError(
+            "a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
+            "leave fill_value unset (b'') or use zarr_format=3"
+        )
+    zarray = v2_zarray(
+        shape=shape,
+        dtype=dt,
+        chunks=chunk_list,
+        filters=filters,
+        compressors=compressors,
+        fill=fill,
+        order=order,
+        separator=cke.separator,
+        big_endian=_asks_big_endian(dtype),
+    )
     if null:
         zarray["fill_value"] = None
     attrs = check_attributes(attributes or {})
     if dimension_names is not None:
         if len(dimension_names) != len(shape):
-            raise MetadataError(f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions")
+            raise MetadataError(
+                f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions"
+            )
         attrs["_ARRAY_DIMENSIONS"] = list(dimension_names)
     meta = decode_v2_array(zarray, attrs)
-    pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims],
-                              "codecs")
+    pipeline = build_pipeline(
+        meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims], "codecs"
+    )
     _probe(pipeline, fill, len(shape), zarray)
     return meta, pipeline
 
@@ -262,8 +292,10 @@ def _probe(pipeline: CodecPipeline, fill: np.ndarray, ndim: int, zarray: Mapping
     try:
         pipeline.decode(pipeline.encode(np.broadcast_to(fill, spec.shape).copy(), spec), spec)
     except CodecError as exc:
-        raise MetadataError(f"filters {zarray.get('filters')} and compressor {zarray.get('compressor')} cannot "
-                            f"code the data type {zarray.get('dtype')}: {exc}") from None
+        raise MetadataError(
+            f"filters {zarray.get('filters')} and compressor {zarray.get('compressor')} cannot "
+            f"code the data type {zarray.get('dtype')}: {exc}"
+        ) from None
 
 
 def _flat_key_encoding(given: Any, name: str) -> Any:
@@ -311,9 +343,12 @@ def build_array_meta(
     index_location: str = "end",
 ) -> tuple[ArrayMeta, CodecPipeline]:
     shape, dt = _shape_and_dtype(shape, dtype)
-    if dt.name.startswith("v2:"):  # a Zarr v2 type (a structured dtype with a sub-array field) with no v3 name
-        raise UnsupportedError(f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with "
-                               "zarr_format=2")
+    if dt.name.startswith(
+        "v2:"
+    ):  # a Zarr v2 type (a structured dtype with a sub-array field) with no v3 name
+        raise UnsupportedError(
+            f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with zarr_format=2"
+        )
     itemsize = dt.itemsize or 16
     if codecs is not None:
         if filters is not None or compressors not in ("auto", None) or serializer != "auto":
@@ -326,30 +361,41 @@ def build_array_meta(
             shards = auto_shards(shape, inner, itemsize)
         grid = _grid(shape, shards, itemsize)
         _check_divides(grid, inner, shards, chunks)
-        chain_json = [{
-            "name": "sharding_indexed",
-            "configuration": {
-                "chunk_shape": list(inner),
-                "codecs": build_chain(dt, filters, serializer, compressors),
-                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-                "index_location": index_location,
-            },
-        }]
+        chain_json = [
+            {
+                "name": "sharding_indexed",
+                "configuration": {
+                    "chunk_shape": list(inner),
+                    "codecs": build_chain(dt, filters, serializer, compressors),
+                    "index_codecs": [
+                        {"name": "bytes", "configuration": {"endian": "little"}},
+                        {"name": "crc32c"},
+                    ],
+                    "index_location": index_location,
+                },
+            }
+        ]
     else:
         grid = _grid(shape, chunks, itemsize)
         chain_json = build_chain(dt, filters, serializer, compressors)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
     pipeline = build_pipeline(metas, dt.numpy, [d.unique_edges() for d in grid.dims], "codecs")
     if fill_value is NULL_FILL:
-        raise MetadataError("a null fill value (NULL_FILL) exists in Zarr v2 only; Zarr v3 arrays always have one")
+        raise MetadataError(
+            "a null fill value (NULL_FILL) exists in Zarr v2 only; Zarr v3 arrays always have one"
+        )
     fill = dt.default_fill() if fill_value is None else user_fill(dt, fill_value)
     if dimension_names is not None:
         dimension_names = tuple(dimension_names)
         if len(dimension_names) != len(shape):
-            raise MetadataError(f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions")
+            raise MetadataError(
+                f"dimension_names has {len(dimension_names)} entries for {len(shape)} dimensions"
+            )
     cke: ChunkKeyEncoding = parse_chunk_key_encoding(
-        _flat_key_encoding(chunk_key_encoding if chunk_key_encoding is not None else {"name": "default"}, "default"),
-        "chunk_key_encoding"
+        _flat_key_encoding(
+            chunk_key_encoding if chunk_key_encoding is not None else {"name": "default"}, "default"
+        ),
+        "chunk_key_encoding",
     )
     meta = ArrayMeta(
         shape=shape,

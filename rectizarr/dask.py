@@ -18,5 +18,14 @@ from rectizarr.integrations.dask import (
     write_tasks,
 )
 
-__all__ = ["ArrayRef", "aligned_chunks", "from_dask", "from_zarr", "store_dask", "to_dask", "to_rectizarr", "to_zarr",
-           "write_tasks"]
+__all__ = [
+    "ArrayRef",
+    "aligned_chunks",
+    "from_dask",
+    "from_zarr",
+    "store_dask",
+    "to_dask",
+    "to_rectizarr",
+    "to_zarr",
+    "write_tasks",
+]

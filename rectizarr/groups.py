@@ -18,13 +18,7 @@ from rectizarr import nodes
 from rectizarr.api import create_array, naming_store, open_array
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core import v2meta
-from rectizarr.core.metadata import (
-    ArrayMeta,
-    GroupMeta,
-    NodeMeta,
-    check_attributes,
-    node_to_json,
-)
+from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes, node_to_json
 from rectizarr.errors import (
     LenientMetadataWarning,
     MetadataError,
@@ -43,8 +37,15 @@ class Group(nodes.Node):
 
     kind = "group"
 
-    def __init__(self, store: Store, path: str, meta: GroupMeta, *, read_only: bool = False,
-                 use_consolidated: bool | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        path: str,
+        meta: GroupMeta,
+        *,
+        read_only: bool = False,
+        use_consolidated: bool | None = None,
+    ) -> None:
         self._store = store
         self._path = path
         self._meta = meta
@@ -79,8 +80,12 @@ class Group(nodes.Node):
 
             return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
 
-        self._meta = nodes.update_meta(self._store, self._path, apply,  # type: ignore[assignment]
-                                       zarr_format=self._meta.zarr_format)
+        self._meta = nodes.update_meta(
+            self._store,
+            self._path,
+            apply,  # type: ignore[assignment]
+            zarr_format=self._meta.zarr_format,
+        )
 
     def refresh(self) -> None:
         """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores
@@ -125,9 +130,16 @@ class Group(nodes.Node):
                 raise MetadataError(f"group {self.name!r} has no consolidated metadata", path="$")
             return None
         if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
-            raise MetadataError("consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
-                                path="$.consolidated_metadata", key=nodes.meta_key(self._path))
-        self._entries = (meta, _valid_entries(cm["metadata"], self._consolidated_key(), self._meta.zarr_format), {})
+            raise MetadataError(
+                "consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
+                path="$.consolidated_metadata",
+                key=nodes.meta_key(self._path),
+            )
+        self._entries = (
+            meta,
+            _valid_entries(cm["metadata"], self._consolidated_key(), self._meta.zarr_format),
+            {},
+        )
         return self._entries[1], self._entries[2]
 
     def _consolidated_meta(self, entries: dict[str, Any], parsed: dict[str, NodeMeta], rel: str) -> NodeMeta:
@@ -151,7 +163,11 @@ class Group(nodes.Node):
     def _entry_path(self, rel: str, entry: Any) -> str:
         """The JSON path of member ``rel``'s entry in :meth:`_consolidated_key`."""
         if self._meta.zarr_format == 2:
-            leaf = v2meta.V2_ARRAY if isinstance(entry, dict) and entry.get("node_type") == "array" else v2meta.V2_GROUP
+            leaf = (
+                v2meta.V2_ARRAY
+                if isinstance(entry, dict) and entry.get("node_type") == "array"
+                else v2meta.V2_GROUP
+            )
             return f"$.metadata[{json.dumps(rel + '/' + leaf)}]"
         return f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
 
@@ -243,8 +259,9 @@ class Group(nodes.Node):
         if consolidated is not None:
             entries, parsed = consolidated
             if rel not in entries:
-                raise NodeNotFoundError(f"no member {rel!r} in group {self.name!r} of {self._store!r} "
-                                        "(consolidated metadata)")
+                raise NodeNotFoundError(
+                    f"no member {rel!r} in group {self.name!r} of {self._store!r} (consolidated metadata)"
+                )
             return self._child(rel, self._consolidated_meta(entries, parsed, rel), consolidated=True)
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
@@ -255,17 +272,28 @@ class Group(nodes.Node):
 
         self._check_writable()
         self._stale = True
-        from_array(self._store, value, name=nodes.join(self._path, _member_path(name)), overwrite=True,
-                   zarr_format=self._meta.zarr_format)
+        from_array(
+            self._store,
+            value,
+            name=nodes.join(self._path, _member_path(name)),
+            overwrite=True,
+            zarr_format=self._meta.zarr_format,
+        )
 
     # ---------------------------------------------------------------------------------- creation
-    def create_group(self, name: str, *, attributes: Mapping[str, Any] | None = None,
-                     overwrite: bool = False) -> Group:
+    def create_group(
+        self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
+    ) -> Group:
         """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
         self._check_writable()
         self._stale = True
-        return create_group(self._store, path=nodes.join(self._path, _member_path(name)),
-                            attributes=attributes, overwrite=overwrite, zarr_format=self._meta.zarr_format)
+        return create_group(
+            self._store,
+            path=nodes.join(self._path, _member_path(name)),
+            attributes=attributes,
+            overwrite=overwrite,
+            zarr_format=self._meta.zarr_format,
+        )
 
     def resize_arrays(self, shapes: Mapping[str, Any], *, chunks: Mapping[str, Any] | None = None) -> None:
         """Resize several arrays of the group (``{"temp": (40, 64), "time": 40}``; ``chunks``: per array, as
@@ -282,8 +310,9 @@ class Group(nodes.Node):
         wanted = {n: (int(v),) if isinstance(v, int) else tuple(int(x) for x in v) for n, v in shapes.items()}
         for name, shape in wanted.items():
             if len(shape) != arrays[name].ndim or any(n < 0 for n in shape):
-                raise MetadataError(f"new shape {shape} does not fit the array {name!r} of {arrays[name].ndim} "
-                                    "dimensions")
+                raise MetadataError(
+                    f"new shape {shape} does not fit the array {name!r} of {arrays[name].ndim} dimensions"
+                )
         resize_together(self._path, arrays, wanted, dict(chunks or {}))
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
@@ -300,8 +329,9 @@ class Group(nodes.Node):
             raise NodeExistsError(f"{name!r} in {self.name!r} is an array, not a group")
         return node
 
-    def require_array(self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False,
-                      **kwargs: Any) -> Array:
+    def require_array(
+        self, name: str, *, shape: Any, dtype: Any = None, exact: bool = False, **kwargs: Any
+    ) -> Array:
         """Open the child array ``name`` if it exists with this shape and a dtype that ``dtype`` can hold
         (``exact``: that very dtype), as zarr-python and h5py's ``require_dataset`` do; else create it
         with ``kwargs``. ``NodeExistsError`` when what exists does not fit."""
@@ -310,7 +340,11 @@ class Group(nodes.Node):
         from rectizarr.core.dtype import data_type_from_numpy
 
         node = self._existing_or_made(
-            name, lambda: self.create_array(name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs))
+            name,
+            lambda: self.create_array(
+                name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs
+            ),
+        )
         if not isinstance(node, Array):
             raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
         want_shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -319,8 +353,10 @@ class Group(nodes.Node):
         if dtype is not None:
             want = np.dtype(data_type_from_numpy(dtype).numpy)
             if node.dtype != want and (exact or not np.can_cast(node.dtype, want)):
-                raise NodeExistsError(f"array {name!r} exists with dtype {node.dtype}, which "
-                                      f"{'is not' if exact else 'cannot be cast to'} {want}")
+                raise NodeExistsError(
+                    f"array {name!r} exists with dtype {node.dtype}, which "
+                    f"{'is not' if exact else 'cannot be cast to'} {want}"
+                )
         return node
 
     def _existing_or_made(self, name: str, make: Callable[[], Array | Group]) -> Array | Group:
@@ -365,8 +401,10 @@ class Group(nodes.Node):
             last = i == len(members) - 1
             branch = "└── " if last else "├── "
             if isinstance(node, Array):
-                lines.append(f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
-                             f"{', sharded' if node.is_sharded else ''})")
+                lines.append(
+                    f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
+                    f"{', sharded' if node.is_sharded else ''})"
+                )
             else:
                 lines.append(f"{indent}{branch}{name}/")
                 node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
@@ -376,15 +414,17 @@ class Group(nodes.Node):
         """A human-readable summary: members, attributes, consolidation and store."""
         members = self._member_metas()
         narrays = sum(isinstance(m, ArrayMeta) for m in members.values())
-        return "\n".join([
-            f"Name        : {self.name}",
-            "Type        : Group",
-            f"Members     : {len(members)} ({narrays} arrays, {len(members) - narrays} groups)",
-            f"Attributes  : {len(self._meta.attributes)} keys",
-            f"Consolidated: {self._meta.consolidated_metadata is not None}",
-            f"Store       : {type(self._store).__name__}",
-            f"Read-only   : {self._read_only}",
-        ])
+        return "\n".join(
+            [
+                f"Name        : {self.name}",
+                "Type        : Group",
+                f"Members     : {len(members)} ({narrays} arrays, {len(members) - narrays} groups)",
+                f"Attributes  : {len(self._meta.attributes)} keys",
+                f"Consolidated: {self._meta.consolidated_metadata is not None}",
+                f"Store       : {type(self._store).__name__}",
+                f"Read-only   : {self._read_only}",
+            ]
+        )
 
     def __repr__(self) -> str:
         return f"<rectizarr.Group {self.name!r}>"
@@ -397,15 +437,23 @@ def _member_path(name: str) -> str:
     return rel
 
 
-def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str, Any] | None = None,
-                 overwrite: bool = False, storage_options: Mapping[str, Any] | None = None,
-                 zarr_format: int = 3) -> Group:
+def create_group(
+    store: Any,
+    *,
+    path: str | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    zarr_format: int = 3,
+) -> Group:
     """Create a group (ancestors created as groups) and return it; ``zarr_format=2`` writes ``.zgroup``."""
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
     if s.read_only:
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
-    meta = GroupMeta(attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format))
+    meta = GroupMeta(
+        attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format)
+    )
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
         if not overwrite:
@@ -417,9 +465,16 @@ def create_group(store: Any, *, path: str | None = None, attributes: Mapping[str
     return Group(s, p, meta)
 
 
-def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
-               use_consolidated: bool | None = None, storage_options: Mapping[str, Any] | None = None,
-               attributes: Mapping[str, Any] | None = None, zarr_format: int | None = None) -> Group:
+def open_group(
+    store: Any = None,
+    *,
+    path: str | None = None,
+    mode: str = "a",
+    use_consolidated: bool | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    attributes: Mapping[str, Any] | None = None,
+    zarr_format: int | None = None,
+) -> Group:
     """Open a group. ``use_consolidated``: ``None`` uses consolidated metadata when present, ``True``
     requires it, ``False`` always lists the store. ``mode``: ``"a"`` (default, as in zarr-python) opens
     read/write and creates the group when missing; ``"r"`` read-only, ``"r+"`` read/write (must exist),
@@ -428,8 +483,9 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
     p = nodes.normalize_path(path)
     if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
         try:
-            return create_group(s, path=p, attributes=attributes, overwrite=(mode == "w"),
-                                zarr_format=zarr_format or 3)
+            return create_group(
+                s, path=p, attributes=attributes, overwrite=(mode == "w"), zarr_format=zarr_format or 3
+            )
         except NodeExistsError:
             if mode != "a":
                 raise  # ("a": another writer created it meanwhile: opened below)
@@ -438,8 +494,10 @@ def open_group(store: Any = None, *, path: str | None = None, mode: str = "a",
     with naming_store(s):
         meta = nodes.read_meta(s, p, zarr_format)
     if not isinstance(meta, GroupMeta):
-        raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
-                            "open_array (or rectizarr.open, which opens either)")
+        raise NodeTypeError(
+            f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
+            "open_array (or rectizarr.open, which opens either)"
+        )
     return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
 
 
@@ -447,8 +505,9 @@ def _reopen(store: Store, path: str, read_only: bool, use_consolidated: bool | N
     return open_group(store, path=path, mode="r" if read_only else "r+", use_consolidated=use_consolidated)
 
 
-def consolidate_metadata(store: Any, path: str | None = None, *,
-                         storage_options: Mapping[str, Any] | None = None) -> Group:
+def consolidate_metadata(
+    store: Any, path: str | None = None, *, storage_options: Mapping[str, Any] | None = None
+) -> Group:
     """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
     s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
@@ -493,8 +552,9 @@ def open(
         return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
     unexpected = sorted(set(kwargs) - {"use_consolidated", "attributes"})
     if unexpected:
-        raise NodeTypeError(f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for "
-                            "creating an array")
+        raise NodeTypeError(
+            f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for creating an array"
+        )
     return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 
@@ -506,9 +566,8 @@ def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
     if not isinstance(meta, GroupMeta):
         raise NodeNotFoundError(f"the node at {p or '/'!r} is an array; only groups consolidate")
     prefix = nodes.prefix_of(p)
-    keys = [k for k in s.list_prefix(prefix)
-            if k.endswith("/" + nodes.META) and k != prefix + nodes.META]
-    rels = [k[len(prefix): -len(nodes.META) - 1] for k in keys]
+    keys = [k for k in s.list_prefix(prefix) if k.endswith("/" + nodes.META) and k != prefix + nodes.META]
+    rels = [k[len(prefix) : -len(nodes.META) - 1] for k in keys]
     docs = s.get_many([(k, None) for k in keys])
     entries: dict[str, Any] = {}
     for rel, data in zip(rels, docs, strict=True):
@@ -520,11 +579,17 @@ def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
             doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
         entries[rel] = doc
     # A prefix without zarr.json is not a node: drop documents below one.
-    entries = {rel: doc for rel, doc in entries.items()
-               if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))}
+    entries = {
+        rel: doc
+        for rel, doc in entries.items()
+        if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
+    }
     ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
-    new = GroupMeta(attributes=meta.attributes, extra_fields=meta.extra_fields,
-                    consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered})
+    new = GroupMeta(
+        attributes=meta.attributes,
+        extra_fields=meta.extra_fields,
+        consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered},
+    )
     return new
 
 
@@ -538,7 +603,10 @@ def _valid_entries(entries: dict[str, Any], key: str, zarr_format: int = 3) -> d
         if problem is None:
             out[rel] = doc
         else:
-            where = f"$.metadata[{json.dumps(rel + '/...')}]" if zarr_format == 2 else \
-                f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
+            where = (
+                f"$.metadata[{json.dumps(rel + '/...')}]"
+                if zarr_format == 2
+                else f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
+            )
             warnings.warn(f"{key}: {where}: {problem}; entry ignored", LenientMetadataWarning, stacklevel=4)
     return out

@@ -139,9 +139,11 @@ def read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMe
     meta = try_read_meta(store, path, zarr_format)
     if meta is None:
         names = {2: "'.zarray' or '.zgroup'", 3: repr(meta_key(path))}.get(
-            zarr_format or 0, f"{meta_key(path)!r}, '.zarray' or '.zgroup'")
-        raise NodeNotFoundError(f"no Zarr node at {path or '/'!r} in {store!r}: it does not exist (no {names} in the "
-                                "store)")
+            zarr_format or 0, f"{meta_key(path)!r}, '.zarray' or '.zgroup'"
+        )
+        raise NodeNotFoundError(
+            f"no Zarr node at {path or '/'!r} in {store!r}: it does not exist (no {names} in the store)"
+        )
     return meta
 
 
@@ -206,7 +208,9 @@ def read_v2_meta(store: Store, path: str) -> NodeMeta | None:
 
 
 def _v2_from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
-    zarray, zgroup, zattrs, zmeta = (v2meta.load_json(data, key) for data, key in zip(values, keys, strict=True))
+    zarray, zgroup, zattrs, zmeta = (
+        v2meta.load_json(data, key) for data, key in zip(values, keys, strict=True)
+    )
     if zarray is not None:
         return v2meta.decode_v2_array(zarray, zattrs, keys[0])
     if zgroup is not None:
@@ -221,7 +225,9 @@ def _listable(prefix: str, name: str) -> bool:
     try:
         validate_key(prefix + name + "/" + META)
     except StoreError as exc:
-        warnings.warn(f"{prefix or '/'}: the member {name!r} is left out: {exc}", LenientMetadataWarning, stacklevel=4)
+        warnings.warn(
+            f"{prefix or '/'}: the member {name!r} is left out: {exc}", LenientMetadataWarning, stacklevel=4
+        )
         return False
     return True
 
@@ -320,11 +326,15 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     20 ms per request: 20 ms sooner); see :class:`_Beside` for what follows from the listing. Elsewhere
     the node is looked for first."""
     caps = store.capabilities
-    swapped = caps.conditional_writes and meta.zarr_format == 3 and primary_swapped(store, path, docs) is not None
+    swapped = (
+        caps.conditional_writes and meta.zarr_format == 3 and primary_swapped(store, path, docs) is not None
+    )
     if not (caps.conditional_reads and caps.conditional_writes) or swapped:
         if node_exists(store, path):
             raise NodeExistsError(_exists(path))
-        if not swapped and store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under the caller's locks)
+        if not swapped and store.exists(
+            meta_key(path)
+        ):  # a killed writer's uncommitted new node (under the caller's locks)
             store.delete(meta_key(path))
         create_node(store, path, meta, docs, exclusive=True)
         return
@@ -333,7 +343,9 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
         create_node(store, path, meta, docs, exclusive=True, check=check)
     except NodeExistsError:  # (refused create-only: there before, or made meanwhile, it is all one here)
         raise NodeExistsError(_exists(path)) from None
-    except RectizarrError as exc:  # an ancestor refused (a v2 group, an array): the node itself first, as elsewhere
+    except (
+        RectizarrError
+    ) as exc:  # an ancestor refused (a v2 group, an array): the node itself first, as elsewhere
         if not check.written and check.node_there():
             raise NodeExistsError(_exists(path)) from exc
         raise
@@ -382,7 +394,9 @@ class _Beside:
         """Before any write of the node's own: whether a node (v3 or v2) is there."""
         try:
             listed = self.listing.result()
-            return bool(listed) and (self.own in listed or self._other_node() or self.store.get(self.own) is not None)
+            return bool(listed) and (
+                self.own in listed or self._other_node() or self.store.get(self.own) is not None
+            )
         except RectizarrError:
             return False
 
@@ -423,12 +437,20 @@ def _delete_made(store: Store, key: str) -> None:
     try:
         store.delete(key)
     except RectizarrError as exc:
-        raise StoreError(f"{key!r} was written, then found not to belong there (another node at its path, or "
-                         f"nothing known of it), and could not be deleted again ({exc}); delete it") from exc
+        raise StoreError(
+            f"{key!r} was written, then found not to belong there (another node at its path, or "
+            f"nothing known of it), and could not be deleted again ({exc}); delete it"
+        ) from exc
 
 
-def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-                exclusive: bool = False, check: _Beside | None = None) -> None:
+def create_node(
+    store: Store,
+    path: str,
+    meta: NodeMeta,
+    docs: AncestorDocs | None = None,
+    exclusive: bool = False,
+    check: _Beside | None = None,
+) -> None:
     """Write a group (of the node's format) for each missing ancestor, then the new node's documents,
     keeping ancestors' consolidated metadata current. Ancestors first: a process killed in between leaves
     empty groups, never a node no reader can reach; if the node's document fails (a key the store refuses:
@@ -441,7 +463,11 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
     docs = docs or AncestorDocs(store)
     missing = _missing_parents(store, path, meta.zarr_format, docs)
     primary = None if meta.zarr_format == 2 else commit.primary_of(store, path, docs.get)
-    if primary is not None and all(len(p) > len(primary) for p in missing) and store.capabilities.conditional_writes:
+    if (
+        primary is not None
+        and all(len(p) > len(primary) for p in missing)
+        and store.capabilities.conditional_writes
+    ):
         # the groups it needs and the node, in the consolidated copies too: one update (all or nothing)
         changes: dict[str, Callable[[NodeMeta | None], NodeMeta | None]] = {p: _group_there for p in missing}
         changes[path] = lambda _: commit.stripped(meta)
@@ -463,7 +489,9 @@ def create_node(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | No
     except BaseException:
         if started and store.capabilities.conditional_writes and not (check is not None and check.taken_back):
             raise  # (an answer lost: the node may stand, and so do the groups above it)
-        for parent in reversed(made):  # only their documents (what another writer put below stays; best effort)
+        for parent in reversed(
+            made
+        ):  # only their documents (what another writer put below stays; best effort)
             names = (v2meta.V2_GROUP, v2meta.V2_ATTRS) if meta.zarr_format == 2 else (META,)
             try:
                 store.delete_many([prefix_of(parent) + n for n in names])
@@ -477,7 +505,9 @@ def _group_there(old: NodeMeta | None) -> NodeMeta:
     if old is None:
         return GroupMeta()
     if not isinstance(old, GroupMeta):
-        raise StoreError("cannot create a node below an array: another writer made an array where a group goes")
+        raise StoreError(
+            "cannot create a node below an array: another writer made an array where a group goes"
+        )
     return old
 
 
@@ -495,19 +525,30 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
             found = read_v2_meta(store, parent)
             # a new .zgroup beside a Zarr v3 node's zarr.json (one GET, only where a parent is missing)
             if found is None and docs.get(parent) is not None:
-                raise UnsupportedError(f"cannot create the Zarr v2 node {path!r}: its ancestor {parent or '/'!r} "
-                                       "is a Zarr v3 node (create it with zarr_format=3)")
+                raise UnsupportedError(
+                    f"cannot create the Zarr v2 node {path!r}: its ancestor {parent or '/'!r} "
+                    "is a Zarr v3 node (create it with zarr_format=3)"
+                )
         else:
             existing = docs.get(parent)
             found = None if existing is None else decode_node(existing, meta_key(parent))
             # a new zarr.json would hide a Zarr v2 node there (one round trip, only where a parent is missing)
-            v2 = [] if found is not None else store.get_many([(prefix_of(parent) + name, None)
-                                                              for name in (v2meta.V2_GROUP, v2meta.V2_ARRAY)])
+            v2 = (
+                []
+                if found is not None
+                else store.get_many(
+                    [(prefix_of(parent) + name, None) for name in (v2meta.V2_GROUP, v2meta.V2_ARRAY)]
+                )
+            )
             if v2 and v2[1] is not None:
-                raise StoreError(f"cannot create {path!r}: ancestor {parent or '/'!r} is a Zarr v2 array, not a group")
+                raise StoreError(
+                    f"cannot create {path!r}: ancestor {parent or '/'!r} is a Zarr v2 array, not a group"
+                )
             if v2 and v2[0] is not None:
-                raise UnsupportedError(f"cannot create the Zarr v3 node {path!r}: its ancestor {parent or '/'!r} "
-                                       "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)")
+                raise UnsupportedError(
+                    f"cannot create the Zarr v3 node {path!r}: its ancestor {parent or '/'!r} "
+                    "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)"
+                )
         if found is None:
             missing.append(parent)
         elif found.__class__ is not GroupMeta:
@@ -515,8 +556,9 @@ def _missing_parents(store: Store, path: str, zarr_format: int, docs: AncestorDo
     return missing
 
 
-def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: AncestorDocs,
-                  made: list[str] | None = None) -> None:
+def _write_groups(
+    store: Store, paths: list[str], zarr_format: int, docs: AncestorDocs, made: list[str] | None = None
+) -> None:
     """Write an empty group at each of ``paths`` (from the root down), create-only: where another writer
     made a node meanwhile, it is kept (another group's attributes are not overwritten); an array there is a
     StoreError. ``made`` receives the paths where this call made the group, as it goes."""
@@ -531,7 +573,9 @@ def _write_groups(store: Store, paths: list[str], zarr_format: int, docs: Ancest
         except NodeExistsError:
             docs.forget(parent)
             if not isinstance(try_read_meta(store, parent, zarr_format), GroupMeta):
-                raise StoreError(f"cannot create below {parent or '/'!r}: another writer made an array there") from None
+                raise StoreError(
+                    f"cannot create below {parent or '/'!r}: another writer made an array there"
+                ) from None
             continue
         except BaseException:  # after the group's document, maybe: it goes with the others made
             made.append(parent)
@@ -547,7 +591,11 @@ def consolidate_v2(store: Store, path: str) -> GroupMeta:
     def listed(_: bytes | None = None) -> bytes:
         keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS)
         values = store.get_many([(k, None) for k in keys])
-        entries = {k[len(prefix):]: v2meta.load_json(v, k) for k, v in zip(keys, values, strict=True) if v is not None}
+        entries = {
+            k[len(prefix) :]: v2meta.load_json(v, k)
+            for k, v in zip(keys, values, strict=True)
+            if v is not None
+        }
         return encode_json({"metadata": entries, "zarr_consolidated_format": 1})
 
     if store.capabilities.conditional_writes:  # a compare-and-swap: a change another client makes meanwhile
@@ -566,8 +614,15 @@ def locked(store: Store, path: str) -> AbstractContextManager[None]:
     return store.lock([meta_key(p) for p in (path, *parent_paths(path))])
 
 
-def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | None = None,
-               exclusive: bool = False, check: _Beside | None = None, before: Any = ...) -> None:
+def write_meta(
+    store: Store,
+    path: str,
+    meta: NodeMeta,
+    docs: AncestorDocs | None = None,
+    exclusive: bool = False,
+    check: _Beside | None = None,
+    before: Any = ...,
+) -> None:
     """Write a node's ``zarr.json`` (v2: ``.zarray``/``.zgroup`` and ``.zattrs``) and keep ancestors'
     consolidated metadata current (``exclusive``: see :func:`create_node`; ``check``: see
     :func:`_create_only`)."""
@@ -583,7 +638,9 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
     meta = commit.stripped(meta)
     primary = primary_swapped(store, path, docs)
     if primary is not None:  # the node and the consolidated copies above it: one update
-        publish_swapped(store, primary, {path: lambda _: meta}, frozenset({path}) if exclusive else frozenset())
+        publish_swapped(
+            store, primary, {path: lambda _: meta}, frozenset({path}) if exclusive else frozenset()
+        )
         return
     if not store.capabilities.conditional_writes:
         docs = docs or AncestorDocs(store)
@@ -601,8 +658,14 @@ def write_meta(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs | Non
     _refresh_consolidated(store, path, doc, docs)
 
 
-def publish(store: Store, primary: str, changes: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
-            docs: AncestorDocs | None = None, exclusive: bool = False, primary_meta: NodeMeta | None = None) -> None:
+def publish(
+    store: Store,
+    primary: str,
+    changes: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
+    docs: AncestorDocs | None = None,
+    exclusive: bool = False,
+    primary_meta: NodeMeta | None = None,
+) -> None:
     """Write the v3 documents ``changes`` (path -> (before, after; None: deleted)) of nodes below the group
     ``primary`` as one update (:mod:`rectizarr.commit`), with the consolidated metadata of ``primary`` and
     of every group between brought up to date; under the caller's locks of all of them (stores without
@@ -629,7 +692,7 @@ def publish(store: Store, primary: str, changes: Mapping[str, tuple[NodeMeta | N
                     if found is None:
                         continue
                     groups[parent] = found
-            rel = path[len(parent) + 1:] if parent else path
+            rel = path[len(parent) + 1 :] if parent else path
             current = groups[parent]
             updated = _with_entry_meta(current, rel, None if after is None else node_to_json(after))
             if updated is None:
@@ -637,8 +700,9 @@ def publish(store: Store, primary: str, changes: Mapping[str, tuple[NodeMeta | N
             groups[parent] = updated
             if parent != primary:
                 members[parent] = (members[parent][0] if parent in members else current, updated)
-    final = commit.publish(store, primary, groups[primary], members,
-                           frozenset(changes) if exclusive else frozenset())
+    final = commit.publish(
+        store, primary, groups[primary], members, frozenset(changes) if exclusive else frozenset()
+    )
     for path in (primary, *members):
         docs.forget(path, final.get(path))
 
@@ -652,9 +716,12 @@ def primary_swapped(store: Store, path: str, docs: AncestorDocs | None = None) -
     return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
 
 
-def publish_swapped(store: Store, primary: str, changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
-                    create_only: frozenset[str] = frozenset()
-                    ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
+def publish_swapped(
+    store: Store,
+    primary: str,
+    changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
+    create_only: frozenset[str] = frozenset(),
+) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
     """:func:`publish` on a store with conditional writes: each ``changes[path]`` maps the node's content
     as stored (None: none) to its new one (None: deleted; it may run again after a conflict); the
     consolidated metadata of ``primary`` and of every group between brought up to date, all as one update
@@ -662,10 +729,16 @@ def publish_swapped(store: Store, primary: str, changes: Mapping[str, Callable[[
     paths: list[str] = []
     for path in changes:
         for parent in (*parent_paths(path), path):
-            if len(parent) > len(primary) and (not primary or parent.startswith(primary + "/")) and parent not in paths:
+            if (
+                len(parent) > len(primary)
+                and (not primary or parent.startswith(primary + "/"))
+                and parent not in paths
+            ):
                 paths.append(parent)
 
-    def plan(p_meta: NodeMeta, olds: dict[str, NodeMeta | None]) -> tuple[NodeMeta, dict[str, NodeMeta | None]]:
+    def plan(
+        p_meta: NodeMeta, olds: dict[str, NodeMeta | None]
+    ) -> tuple[NodeMeta, dict[str, NodeMeta | None]]:
         news = {path: change(olds[path]) for path, change in changes.items()}
         groups: dict[str, NodeMeta | None] = {primary: p_meta}
         for path, after in list(news.items()):
@@ -677,7 +750,7 @@ def publish_swapped(store: Store, primary: str, changes: Mapping[str, Callable[[
                 current = groups[parent]
                 if current is None:
                     continue
-                rel = path[len(parent) + 1:] if parent else path
+                rel = path[len(parent) + 1 :] if parent else path
                 updated = _with_entry_meta(current, rel, None if after is None else node_to_json(after))
                 if updated is None:
                     continue
@@ -708,8 +781,10 @@ def _create_only(store: Store, key: str, value: bytes, path: str, check: _Beside
             check.after_failed_write(key, value, exc)
         raise
     if not created:
-        raise NodeExistsError(f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
-                              "(pass overwrite=True to replace it)")
+        raise NodeExistsError(
+            f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
+            "(pass overwrite=True to replace it)"
+        )
     if check is None:
         return
     check.after_write(ours=inferred_landings() == before)
@@ -719,7 +794,7 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
     """Update (or drop, ``meta`` None) ``path``'s entries in every ``.zmetadata`` at it or above it."""
     for group in (*parent_paths(path), path):
         key = prefix_of(group) + v2meta.V2_CONSOLIDATED
-        rel = path[len(group):].strip("/")
+        rel = path[len(group) :].strip("/")
 
         def make(data: bytes | None, key: str = key, rel: str = rel) -> bytes | None:
             current = v2meta.load_json(data, key)
@@ -741,10 +816,14 @@ def _refresh_v2_consolidated(store: Store, path: str, meta: NodeMeta | None) -> 
                 store.set(key, new)
 
 
-def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
-                then: Callable[[NodeMeta | None, NodeMeta], None] | None = None,
-                zarr_format: int = 3,
-                stage: Callable[[NodeMeta | None, NodeMeta], AbstractContextManager[None]] | None = None) -> NodeMeta:
+def update_meta(
+    store: Store,
+    path: str,
+    change: Callable[[NodeMeta | None], NodeMeta],
+    then: Callable[[NodeMeta | None, NodeMeta], None] | None = None,
+    zarr_format: int = 3,
+    stage: Callable[[NodeMeta | None, NodeMeta], AbstractContextManager[None]] | None = None,
+) -> NodeMeta:
     """A read-modify-write of a node's ``zarr.json``: ``change`` maps the document as stored now (None:
     missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
     document's locks where the store has no conditional writes (``then`` inside them, and the document
@@ -791,8 +870,10 @@ def update_meta(store: Store, path: str, change: Callable[[NodeMeta | None], Nod
             elif isinstance(marked.primary, str):
                 primary = marked.primary
     else:
-        raise ConflictError(f"{key!r}: changed by other writers during each of "
-                            f"{tuning.current().conflict_retries} attempts to update it; try again")
+        raise ConflictError(
+            f"{key!r}: changed by other writers during each of "
+            f"{tuning.current().conflict_retries} attempts to update it; try again"
+        )
     assert new is not None
     old, new = (None if old is None else commit.stripped(old)), commit.stripped(new)
     if then is not None:
@@ -814,10 +895,12 @@ def publish_v2(store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, N
         raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
     members = {}
     for path, (old, new) in changes.items():
-        members[prefix_of(path) + v2meta.V2_ARRAY] = (v2meta.v2_docs(old)[v2meta.V2_ARRAY],
-                                                      v2meta.v2_docs(new)[v2meta.V2_ARRAY])
+        members[prefix_of(path) + v2meta.V2_ARRAY] = (
+            v2meta.v2_docs(old)[v2meta.V2_ARRAY],
+            v2meta.v2_docs(new)[v2meta.V2_ARRAY],
+        )
         if consolidated is not None:
-            record = v2meta.with_entries(record, path[len(p):], new)
+            record = v2meta.with_entries(record, path[len(p) :], new)
     commit.publish_docs(store, record_key, record, members)
     written.mark(store.lock_identity, [*members, record_key])
 
@@ -833,8 +916,12 @@ def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> N
     return meta
 
 
-def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], NodeMeta],
-               then: Callable[[NodeMeta | None, NodeMeta], None] | None) -> NodeMeta:
+def _update_v2(
+    store: Store,
+    path: str,
+    change: Callable[[NodeMeta | None], NodeMeta],
+    then: Callable[[NodeMeta | None, NodeMeta], None] | None,
+) -> NodeMeta:
     """:func:`update_meta` of a Zarr v2 node on a store with conditional writes: its documents read with
     their versions, and each document the change rewrites (``.zarray`` for a resize or an append,
     ``.zattrs`` for attributes) written only at the version read; on a conflict all is read and the change
@@ -859,8 +946,10 @@ def _update_v2(store: Store, path: str, change: Callable[[NodeMeta | None], Node
             if then is not None:
                 then(old, new)
             return new
-    raise ConflictError(f"{prefix_of(path) or '/'!r}: the Zarr v2 documents were changed by other writers during "
-                        f"each of {retries} attempts to update them; try again")
+    raise ConflictError(
+        f"{prefix_of(path) or '/'!r}: the Zarr v2 documents were changed by other writers during "
+        f"each of {retries} attempts to update them; try again"
+    )
 
 
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
@@ -888,8 +977,9 @@ def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> No
         _refresh_v2_consolidated(store, path, None)
 
 
-def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
-                          docs: AncestorDocs | None = None) -> None:
+def _refresh_consolidated(
+    store: Store, path: str, doc: dict[str, Any] | None, docs: AncestorDocs | None = None
+) -> None:
     """Update (``doc``) or remove (``None``) ``path``'s entry in each consolidating ancestor group: under
     the ancestors' locks (:func:`locked`, held by the caller), or as conditional writes where the store
     has them (re-read and re-applied on conflict). There, the entry is the node's document as stored when
@@ -908,8 +998,14 @@ def _refresh_consolidated(store: Store, path: str, doc: dict[str, Any] | None,
         seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
         if seen is None or _with_entry(decode_node(seen, key), rel, doc) is None:
             continue
-        store.swap(key, lambda data, key=key, rel=rel: data if data is None  # type: ignore[misc]
-                   else _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data)
+        store.swap(
+            key,
+            lambda data, key=key, rel=rel: (
+                data
+                if data is None  # type: ignore[misc]
+                else _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data
+            ),
+        )
 
 
 def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
@@ -942,7 +1038,9 @@ def _with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> Gr
         entries[rel] = entry
     updated = dict(meta.consolidated_metadata)
     updated["metadata"] = entries
-    return GroupMeta(attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields)
+    return GroupMeta(
+        attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields
+    )
 
 
 class Attributes(MutableMapping[str, Any]):

@@ -26,20 +26,26 @@ from rectizarr.stores import MemoryStore
 __all__ = ["clear_appended_swapped", "clear_past_end_swapped"]
 
 
-def clear_past_end_swapped(layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], ChunkGrid | None]) -> None:
+def clear_past_end_swapped(
+    layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], ChunkGrid | None]
+) -> None:
     """After a shrink to ``new_grid`` (``layout``: the array before it), with conditional writes: every
     stored chunk reaching past the new end cleared past the extent stored when it is rewritten
     (``grid_now``: the array's grid read afresh; None when the array is gone)."""
     past = []
     for key, coords in list(stored_chunk_keys(layout)):
         region = layout.grid.chunk_region(coords)
-        if not (all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True)) and
-                all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True))):
+        if not (
+            all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True))
+            and all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True))
+        ):
             past.append((key, coords))  # not wholly inside the new extent
     _clear_each(layout, new_grid, grid_now, past)
 
 
-def clear_appended_swapped(layout: Layout, grid: ChunkGrid, axis: int, grid_now: Callable[[], ChunkGrid | None]) -> None:
+def clear_appended_swapped(
+    layout: Layout, grid: ChunkGrid, axis: int, grid_now: Callable[[], ChunkGrid | None]
+) -> None:
     """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now) on a store with
     conditional writes: the chunks the appended rows fall in, cleared past the stored extent, so that
     what a shrink's clean-up has not reached yet (or a killed one left) never shows between the new
@@ -50,13 +56,19 @@ def clear_appended_swapped(layout: Layout, grid: ChunkGrid, axis: int, grid_now:
     if stop <= start or not all(grown.shape):
         return
     dim = grown.dims[axis]
-    ranges = [range(n) if i != axis else range(dim.chunk_of(start), dim.chunk_of(stop - 1) + 1)
-              for i, n in enumerate(grown.grid_shape)]
+    ranges = [
+        range(n) if i != axis else range(dim.chunk_of(start), dim.chunk_of(stop - 1) + 1)
+        for i, n in enumerate(grown.grid_shape)
+    ]
     _clear_each(layout, grid, grid_now, [(layout.key(c), c) for c in itertools.product(*ranges)])
 
 
-def _clear_each(layout: Layout, new_grid: ChunkGrid, grid_now: Callable[[], ChunkGrid | None],
-                past: list[tuple[str, tuple[int, ...]]]) -> None:
+def _clear_each(
+    layout: Layout,
+    new_grid: ChunkGrid,
+    grid_now: Callable[[], ChunkGrid | None],
+    past: list[tuple[str, tuple[int, ...]]],
+) -> None:
     """Each chunk of ``past`` cleared past the extent stored when it is rewritten (see the module)."""
 
     def clear(item: tuple[str, tuple[int, ...]]) -> None:
@@ -86,7 +98,9 @@ def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:
     return grid == other or (shape is not None and shape == other.regular_chunk_shape)
 
 
-def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: tuple[int, ...], stored: bytes) -> bytes | None:
+def _cleared(
+    layout: Layout, grid: ChunkGrid, key: str, coords: tuple[int, ...], stored: bytes
+) -> bytes | None:
     """``stored`` (chunk ``coords``) with everything past ``grid``'s extent reset to the fill value (the
     write path of a store of its own does that to a chunk written whole); None when nothing else is left;
     ``stored`` itself when nothing lies past it."""

@@ -29,7 +29,9 @@ class CodecSpec:
         return out
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v!r}" for k, v in self.configuration.items() if not isinstance(v, list | dict))
+        args = ", ".join(
+            f"{k}={v!r}" for k, v in self.configuration.items() if not isinstance(v, list | dict)
+        )
         return f"{self.name}({args})"
 
 
@@ -44,8 +46,9 @@ def _specs(metas: tuple[CodecMeta, ...]) -> list[CodecSpec]:
     return [CodecSpec(d["name"], d.get("configuration", {})) for d in codecs_to_json(metas)]
 
 
-def codec_roles(metas: tuple[CodecMeta, ...], n_filters: int) -> tuple[
-        tuple[CodecSpec, ...], CodecSpec, tuple[CodecSpec, ...]]:
+def codec_roles(
+    metas: tuple[CodecMeta, ...], n_filters: int
+) -> tuple[tuple[CodecSpec, ...], CodecSpec, tuple[CodecSpec, ...]]:
     """(filters, serializer, compressors) of a chain whose first ``n_filters`` are array -> array codecs.
     A sharded chain is described by its inner chain, as zarr-python does."""
     serializer = metas[n_filters]
@@ -53,13 +56,25 @@ def codec_roles(metas: tuple[CodecMeta, ...], n_filters: int) -> tuple[
         inner = serializer.codecs
         k = next(i for i, m in enumerate(_specs(inner)) if m.name in _SERIALIZERS)
         specs = _specs(inner)
-        return tuple(specs[:k]), specs[k], tuple(specs[k + 1:])
+        return tuple(specs[:k]), specs[k], tuple(specs[k + 1 :])
     specs = _specs(metas)
-    return tuple(specs[:n_filters]), specs[n_filters], tuple(specs[n_filters + 1:])
+    return tuple(specs[:n_filters]), specs[n_filters], tuple(specs[n_filters + 1 :])
 
 
-_SERIALIZERS = frozenset({"bytes", "vlen-utf8", "vlen-bytes", "sharding_indexed", "numcodecs.vlen-utf8",
-                          "numcodecs.vlen-bytes", "zfpy", "numcodecs.zfpy", "pcodec", "numcodecs.pcodec"})
+_SERIALIZERS = frozenset(
+    {
+        "bytes",
+        "vlen-utf8",
+        "vlen-bytes",
+        "sharding_indexed",
+        "numcodecs.vlen-utf8",
+        "numcodecs.vlen-bytes",
+        "zfpy",
+        "numcodecs.zfpy",
+        "pcodec",
+        "numcodecs.pcodec",
+    }
+)
 
 
 def _compact(runs: Runs) -> str:
@@ -94,13 +109,23 @@ def info_text(a: Any, *, complete: bool = False) -> str:
         ("Chunk grid", a.grid.kind),
     ]
     if a.is_sharded:
-        rows.append(("Shard shape", str(regular) if regular is not None
-                     else ", ".join(_compact(r) for r in a.write_chunk_runs)))
+        rows.append(
+            (
+                "Shard shape",
+                str(regular) if regular is not None else ", ".join(_compact(r) for r in a.write_chunk_runs),
+            )
+        )
     if a.inner_chunk_shape is not None:
         rows.append(("Chunk shape", str(a.inner_chunk_shape)))
     elif not a.is_sharded:
-        rows.append(("Chunk shape", str(regular) if regular is not None
-                     else ", ".join(_compact(r) for r in a.write_chunk_runs) or "()"))
+        rows.append(
+            (
+                "Chunk shape",
+                str(regular)
+                if regular is not None
+                else ", ".join(_compact(r) for r in a.write_chunk_runs) or "()",
+            )
+        )
     rows += [
         ("Dimensions", str(a.dimension_names) if a.dimension_names is not None else "-"),
         ("Read-only", str(a.read_only)),
@@ -114,9 +139,11 @@ def info_text(a: Any, *, complete: bool = False) -> str:
     ]
     if complete:
         stored = int(a.nbytes_stored)
-        rows += [("No. bytes stored", _human(stored)),
-                 ("Storage ratio", f"{a.nbytes / stored:.1f}" if stored else "-"),
-                 ("Chunks Initialized", str(a.nchunks_initialized))]
+        rows += [
+            ("No. bytes stored", _human(stored)),
+            ("Storage ratio", f"{a.nbytes / stored:.1f}" if stored else "-"),
+            ("Chunks Initialized", str(a.nchunks_initialized)),
+        ]
         if a.is_sharded:
             rows.append(("Shards Initialized", str(a.nshards_initialized)))
     width = max(len(k) for k, _ in rows)

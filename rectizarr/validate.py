@@ -98,13 +98,17 @@ class ValidationReport:
         return not self.errors
 
     def to_json(self) -> str:
-        return json.dumps({
-            "ok": self.ok,
-            "errors": [asdict(i) for i in self.errors],
-            "warnings": [asdict(i) for i in self.warnings],
-            "nodes_checked": self.nodes_checked,
-            "chunks_checked": self.chunks_checked,
-        }, indent=2, ensure_ascii=False)
+        return json.dumps(
+            {
+                "ok": self.ok,
+                "errors": [asdict(i) for i in self.errors],
+                "warnings": [asdict(i) for i in self.warnings],
+                "nodes_checked": self.nodes_checked,
+                "chunks_checked": self.chunks_checked,
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
 
     def format_text(self) -> str:
         lines = []
@@ -112,8 +116,10 @@ class ValidationReport:
             for i in issues:
                 where = " ".join(x for x in (i.key or "/", i.json_path) if x)
                 lines.append(f"{label}: {where} [{i.rule}] {i.message}")
-        lines.append(f"{'OK' if self.ok else 'INVALID'}: {len(self.errors)} error(s), {len(self.warnings)} "
-                     f"warning(s); {self.nodes_checked} node(s), {self.chunks_checked} chunk(s) checked")
+        lines.append(
+            f"{'OK' if self.ok else 'INVALID'}: {len(self.errors)} error(s), {len(self.warnings)} "
+            f"warning(s); {self.nodes_checked} node(s), {self.chunks_checked} chunk(s) checked"
+        )
         return "\n".join(lines)
 
 
@@ -189,11 +195,14 @@ class _Checker:
             return None
         node_type = doc.get("node_type")
         if node_type not in ("array", "group"):
-            self.error(key, "$.node_type", "node_type", f"node_type must be 'array' or 'group', got {node_type!r}")
+            self.error(
+                key, "$.node_type", "node_type", f"node_type must be 'array' or 'group', got {node_type!r}"
+            )
             return None
         known = ARRAY_KEYS if node_type == "array" else GROUP_KEYS
         for name in doc:
             if name not in known:
+
                 def extra(d: dict[str, Any] = {name: doc[name]}) -> Any:  # noqa: B006 - bound per key
                     return extra_fields(d, False, frozenset(), key)
 
@@ -204,44 +213,84 @@ class _Checker:
         missing = [n for n in _REQUIRED_ARRAY if n not in doc]
         for n in missing:
             self.error(key, "$", "array.required", f"missing required key {n!r}")
-        shape = self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key)) if "shape" in doc else None
+        shape = (
+            self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key))
+            if "shape" in doc
+            else None
+        )
         dtype: DataType | None = None
         if "data_type" in doc:
             dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]), doc)
         grid: ChunkGrid | None = None
         if "chunk_grid" in doc and shape is not None:
-            grid = self.run(key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape),
-                            doc)
+            grid = self.run(
+                key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape), doc
+            )
         if "chunk_key_encoding" in doc:
-            cke = self.run(key, "$.chunk_key_encoding", "chunk_key_encoding",
-                           lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc)
+            cke = self.run(
+                key,
+                "$.chunk_key_encoding",
+                "chunk_key_encoding",
+                lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]),
+                doc,
+            )
             if cke is not None and shape is not None:  # a template may not fit the dimensionality
                 first = (0,) * len(shape)
                 self.run(key, "$.chunk_key_encoding", "chunk_key_encoding", lambda: cke.encode(first), doc)
         if "fill_value" in doc and dtype is not None:
             self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
-        codecs = self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc \
+        codecs = (
+            self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc)
+            if "codecs" in doc
             else None
+        )
         if codecs == ():
-            self.error(key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec")
+            self.error(
+                key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec"
+            )
         elif codecs and dtype is not None and grid is not None:
-            self.run(key, "$.codecs", "codecs", lambda: build_pipeline(
-                codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"), doc)
+            self.run(
+                key,
+                "$.codecs",
+                "codecs",
+                lambda: build_pipeline(
+                    codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"
+                ),
+                doc,
+            )
         if shape is not None:
-            self.run(key, "$.dimension_names", "dimension_names",
-                     lambda: parse_dimension_names(doc, False, len(shape), key))
-        self.run(key, "$.storage_transformers", "storage_transformers",
-                 lambda: parse_storage_transformers(doc, False, key))
+            self.run(
+                key,
+                "$.dimension_names",
+                "dimension_names",
+                lambda: parse_dimension_names(doc, False, len(shape), key),
+            )
+        self.run(
+            key,
+            "$.storage_transformers",
+            "storage_transformers",
+            lambda: parse_storage_transformers(doc, False, key),
+        )
         return "array"
 
-    def consolidated(self, key: str, path: str, doc: dict[str, Any], docs: Mapping[str, dict[str, Any]]) -> None:
+    def consolidated(
+        self, key: str, path: str, doc: dict[str, Any], docs: Mapping[str, dict[str, Any]]
+    ) -> None:
         cons = doc.get("consolidated_metadata")
         if cons is None:
             return
         where = "$.consolidated_metadata"
-        if not isinstance(cons, dict) or cons.get("kind") != "inline" or cons.get("must_understand") is not False:
-            self.error(key, where, "consolidated.form",
-                       'consolidated_metadata must be {"kind": "inline", "must_understand": false, "metadata": {...}}')
+        if (
+            not isinstance(cons, dict)
+            or cons.get("kind") != "inline"
+            or cons.get("must_understand") is not False
+        ):
+            self.error(
+                key,
+                where,
+                "consolidated.form",
+                'consolidated_metadata must be {"kind": "inline", "must_understand": false, "metadata": {...}}',
+            )
             return
         entries = cons.get("metadata")
         if not isinstance(entries, dict):
@@ -251,27 +300,44 @@ class _Checker:
         for rel, entry in entries.items():
             problem = nodes.member_path_problem(rel)
             if problem is not None:
-                self.error(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry_name",
-                           f"{problem}; readers ignore this entry")
+                self.error(
+                    key,
+                    f"{where}.metadata[{json.dumps(rel)}]",
+                    "consolidated.entry_name",
+                    f"{problem}; readers ignore this entry",
+                )
                 continue
             child_key = nodes.meta_key(prefix + rel)
+
             def entry_meta(e: Any = entry, k: str = child_key) -> Any:
                 return node_from_json(e, k)
 
             meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
             actual = docs.get(child_key)
             if actual is None:
-                self.tolerated(key, f"{where}.metadata", "consolidated.stale",
-                               f"entry {rel!r} names a node that does not exist")
+                self.tolerated(
+                    key,
+                    f"{where}.metadata",
+                    "consolidated.stale",
+                    f"entry {rel!r} names a node that does not exist",
+                )
             elif meta is not None and _comparable(node_to_json(meta)) != _comparable_doc(actual, child_key):
-                self.tolerated(key, f"{where}.metadata", "consolidated.stale",
-                               f"entry {rel!r} differs from {child_key!r}")
+                self.tolerated(
+                    key,
+                    f"{where}.metadata",
+                    "consolidated.stale",
+                    f"entry {rel!r} differs from {child_key!r}",
+                )
         for child_key in docs:
             if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
-                rel = child_key[len(prefix):-len("/zarr.json")]
+                rel = child_key[len(prefix) : -len("/zarr.json")]
                 if rel not in entries:
-                    self.tolerated(key, f"{where}.metadata", "consolidated.stale",
-                                   f"node {rel!r} is missing from the consolidated metadata")
+                    self.tolerated(
+                        key,
+                        f"{where}.metadata",
+                        "consolidated.stale",
+                        f"node {rel!r} is missing from the consolidated metadata",
+                    )
 
     # ------------------------------------------------------------------------------------- chunks
     def chunks(self, path: str, meta: ArrayMeta, keys: list[str]) -> None:
@@ -285,20 +351,31 @@ class _Checker:
         for key in keys:
             if key == meta_key:
                 continue
-            rel = key[len(prefix):]
+            rel = key[len(prefix) :]
             coords = cke.decode(rel, grid.ndim)
             if coords is None:
-                self.tolerated(key, "", "chunks.stray_key",
-                               f"not a chunk key of this array (encoding {cke.name!r}, separator "
-                               f"{cke.separator!r}, {grid.ndim} dimension(s)); readers ignore it")
+                self.tolerated(
+                    key,
+                    "",
+                    "chunks.stray_key",
+                    f"not a chunk key of this array (encoding {cke.name!r}, separator "
+                    f"{cke.separator!r}, {grid.ndim} dimension(s)); readers ignore it",
+                )
                 continue
             if not grid.is_in_grid(coords):
-                self.tolerated(key, "", "chunks.outside_grid",
-                               f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it")
+                self.tolerated(
+                    key,
+                    "",
+                    "chunks.outside_grid",
+                    f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it",
+                )
                 continue
             self.report.chunks_checked += 1
             region = grid.chunk_region(coords)
-            if prod(tuple(r.stop - r.start for r in region)) * (arr.dtype.itemsize or 16) > _WHOLE_CHUNK_BYTES:
+            if (
+                prod(tuple(r.stop - r.start for r in region)) * (arr.dtype.itemsize or 16)
+                > _WHOLE_CHUNK_BYTES
+            ):
                 region = tuple(slice(r.start, r.start + 1) for r in region)  # decodes it, allocates no output
             try:
                 arr[region]
@@ -310,8 +387,13 @@ class _Checker:
                 self.error(key, "", "chunks.read", f"{type(exc).__name__}: {exc}")
 
 
-_EXTENSION_KINDS = {"codecs": "codec", "data_type": "data type", "chunk_grid": "chunk grid",
-                    "chunk_key_encoding": "chunk key encoding", "index_codecs": "codec"}
+_EXTENSION_KINDS = {
+    "codecs": "codec",
+    "data_type": "data type",
+    "chunk_grid": "chunk grid",
+    "chunk_key_encoding": "chunk key encoding",
+    "index_codecs": "codec",
+}
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 
 
@@ -353,7 +435,7 @@ def _bare(exc: MetadataError) -> str:
     text = str(exc)
     for part in (exc.key, exc.path):
         if part and text.startswith(f"{part}: "):
-            text = text[len(part) + 2:]
+            text = text[len(part) + 2 :]
     return text
 
 
@@ -390,16 +472,24 @@ def validate(
     """Check the hierarchy at ``path`` (default: the root) of a store, path or URL; never raises for
     problems in the data, only reports them. ``strict=False`` downgrades what the spec tolerates or other
     implementations write (lenient metadata, stray keys, stale consolidated metadata) to warnings."""
-    if isinstance(store_or_path, str | os.PathLike) and not str(store_or_path).endswith(".zip") \
-            and "://" not in str(store_or_path) and not os.path.isdir(store_or_path):
+    if (
+        isinstance(store_or_path, str | os.PathLike)
+        and not str(store_or_path).endswith(".zip")
+        and "://" not in str(store_or_path)
+        and not os.path.isdir(store_or_path)
+    ):
         raise FileNotFoundError(f"no such directory: {os.fspath(store_or_path)!r}")
-    store = open_store(store_or_path, mode="r", storage_options=dict(storage_options) if storage_options else None)
+    store = open_store(
+        store_or_path, mode="r", storage_options=dict(storage_options) if storage_options else None
+    )
     root = nodes.normalize_path(path)
     check = _Checker(store, strict)
     prefix = nodes.prefix_of(root)
     keys = sorted(store.list_prefix(prefix))
     meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
-    if nodes.meta_key(root) not in meta_keys and {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(keys):
+    if nodes.meta_key(root) not in meta_keys and {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(
+        keys
+    ):
         check_v2(check, root, keys)  # a Zarr v2 hierarchy
         return check.report
     if nodes.meta_key(root) not in meta_keys:
@@ -410,18 +500,26 @@ def validate(
         node_path = key[: -len(nodes.META)].rstrip("/")
         doc = check.document(key)
         check.report.nodes_checked += 1
-        rel = node_path[len(root):].strip("/") if root else node_path
+        rel = node_path[len(root) :].strip("/") if root else node_path
         for name in rel.split("/") if rel else []:
             try:
                 nodes.check_name(name)
             except MetadataError as exc:
-                check.tolerated(key, "", "hierarchy.node_name",
-                                f"{exc}; readers do not treat it as a member of the hierarchy")
+                check.tolerated(
+                    key,
+                    "",
+                    "hierarchy.node_name",
+                    f"{exc}; readers do not treat it as a member of the hierarchy",
+                )
             else:
                 if name.startswith("__"):
-                    check.tolerated(key, "", "hierarchy.node_name",
-                                    f"node name {name!r} starts with '__', which the spec reserves; zarr-python "
-                                    "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)")
+                    check.tolerated(
+                        key,
+                        "",
+                        "hierarchy.node_name",
+                        f"node name {name!r} starts with '__', which the spec reserves; zarr-python "
+                        "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)",
+                    )
         if doc is None:
             continue
         docs[key] = doc
@@ -434,12 +532,20 @@ def validate(
                 continue
             parent_kind = kinds.get(parent)
             if parent_kind == "array":
-                check.error(nodes.meta_key(node_path), "", "hierarchy.inside_array",
-                            f"a node inside the array {parent or '/'!r}")
+                check.error(
+                    nodes.meta_key(node_path),
+                    "",
+                    "hierarchy.inside_array",
+                    f"a node inside the array {parent or '/'!r}",
+                )
             elif nodes.meta_key(parent) not in docs:
-                check.error(nodes.meta_key(node_path), "", "hierarchy.implicit_group",
-                            f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "
-                            "Zarr v3); readers will not find this node")
+                check.error(
+                    nodes.meta_key(node_path),
+                    "",
+                    "hierarchy.implicit_group",
+                    f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "
+                    "Zarr v3); readers will not find this node",
+                )
     node_prefixes = sorted((nodes.prefix_of(p) for p in kinds), key=len, reverse=True)
     owned: dict[str, list[str]] = {p: [] for p in kinds}
     for key in keys:
@@ -450,7 +556,9 @@ def validate(
         if owner_path is not None and kinds.get(owner_path) == "array":
             owned[owner_path].append(key)
         else:
-            check.tolerated(key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it")
+            check.tolerated(
+                key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it"
+            )
     for node_path, kind in kinds.items():
         key = nodes.meta_key(node_path)
         if kind == "group":

@@ -73,19 +73,32 @@ def check_v2(check: Reporter, root: str, keys: list[str]) -> None:
             if len(parent) < len(root):
                 continue
             if parent in arrays:
-                check.error(nodes.prefix_of(path) + v2meta.V2_ARRAY, "", "hierarchy.inside_array",
-                            f"a node inside the array {parent or '/'!r}")
+                check.error(
+                    nodes.prefix_of(path) + v2meta.V2_ARRAY,
+                    "",
+                    "hierarchy.inside_array",
+                    f"a node inside the array {parent or '/'!r}",
+                )
             elif parent not in found:
-                check.tolerated(nodes.prefix_of(parent) + v2meta.V2_GROUP, "", "hierarchy.implicit_group",
-                                f"ancestor {parent or '/'!r} of {path!r} has no .zgroup")
+                check.tolerated(
+                    nodes.prefix_of(parent) + v2meta.V2_GROUP,
+                    "",
+                    "hierarchy.implicit_group",
+                    f"ancestor {parent or '/'!r} of {path!r} has no .zgroup",
+                )
     _chunks(check, prefix, keys, found, arrays)
     zmeta_key = prefix + v2meta.V2_CONSOLIDATED
     if zmeta_key in keys:
         _consolidated(check, zmeta_key, prefix, keys)
 
 
-def _chunks(check: Reporter, prefix: str, keys: list[str], found: dict[str, NodeMeta | None],
-            arrays: dict[str, ArrayMeta]) -> None:
+def _chunks(
+    check: Reporter,
+    prefix: str,
+    keys: list[str],
+    found: dict[str, NodeMeta | None],
+    arrays: dict[str, ArrayMeta],
+) -> None:
     owners = sorted((nodes.prefix_of(p) for p in found), key=len, reverse=True)
     owned: dict[str, list[str]] = {p: [] for p in arrays}
     for key in keys:
@@ -96,7 +109,9 @@ def _chunks(check: Reporter, prefix: str, keys: list[str], found: dict[str, Node
         if path is not None and path in arrays:
             owned[path].append(key)
         else:
-            check.tolerated(key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it")
+            check.tolerated(
+                key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it"
+            )
     for path, meta in arrays.items():
         _array_chunks(check, path, meta, owned[path])
 
@@ -109,10 +124,14 @@ def _array_chunks(check: Reporter, path: str, meta: ArrayMeta, keys: list[str]) 
         return
     grid, cke, prefix = meta.chunk_grid, meta.chunk_key_encoding, nodes.prefix_of(path)
     for key in keys:
-        coords = cke.decode(key[len(prefix):], grid.ndim)
+        coords = cke.decode(key[len(prefix) :], grid.ndim)
         if coords is None or not grid.is_in_grid(coords):
-            check.tolerated(key, "", "chunks.stray_key",
-                            f"not a chunk key inside the grid {grid.grid_shape} (separator {cke.separator!r})")
+            check.tolerated(
+                key,
+                "",
+                "chunks.stray_key",
+                f"not a chunk key inside the grid {grid.grid_shape} (separator {cke.separator!r})",
+            )
             continue
         check.count(chunks_checked=1)
         try:
@@ -131,12 +150,14 @@ def _consolidated(check: Reporter, key: str, prefix: str, keys: list[str]) -> No
         check.error(key, "$.metadata", "consolidated.form", '.zmetadata must be {"metadata": {...}}')
         return
     entries = doc["metadata"]
-    stored = {k[len(prefix):] for k in keys if k.rpartition("/")[2] in v2meta.V2_KEYS}
+    stored = {k[len(prefix) :] for k in keys if k.rpartition("/")[2] in v2meta.V2_KEYS}
     for rel in sorted(set(entries) | stored):
         if rel not in entries:
             check.tolerated(key, "$.metadata", "consolidated.stale", f"{rel!r} is missing from .zmetadata")
         elif rel not in stored:
-            check.tolerated(key, "$.metadata", "consolidated.stale", f"entry {rel!r} names no stored document")
+            check.tolerated(
+                key, "$.metadata", "consolidated.stale", f"entry {rel!r} names no stored document"
+            )
         elif _doc(check, prefix + rel) != _without_own_listing(entries[rel]):
             check.tolerated(key, "$.metadata", "consolidated.stale", f"entry {rel!r} differs from the store")
 

@@ -25,8 +25,15 @@ from rectizarr.integrations.xarray import (
     to_rectizarr_tree,
 )
 
-__all__ = ["DataArrayAccessor", "DataTreeAccessor", "DatasetAccessor", "RectizarrBackendEntrypoint", "RectizarrDataStore",
-           "to_rectizarr", "to_rectizarr_tree"]
+__all__ = [
+    "DataArrayAccessor",
+    "DataTreeAccessor",
+    "DatasetAccessor",
+    "RectizarrBackendEntrypoint",
+    "RectizarrDataStore",
+    "to_rectizarr",
+    "to_rectizarr_tree",
+]
 
 
 class DatasetAccessor:

@@ -27,8 +27,12 @@ README = ROOT / "README.md"
 BEGIN = "<!-- extensions-table: begin (scripts/extensions_table.py --write) -->"
 END = "<!-- extensions-table: end -->"
 PEERS = ("zarr-python", "zarrs", "tensorstore")
-_KINDS = (("codecs", "Codecs"), ("data_types", "Data types"), ("chunk_grids", "Chunk grids"),
-          ("chunk_key_encodings", "Chunk key encodings"))
+_KINDS = (
+    ("codecs", "Codecs"),
+    ("data_types", "Data types"),
+    ("chunk_grids", "Chunk grids"),
+    ("chunk_key_encodings", "Chunk key encodings"),
+)
 
 # A typical configuration per name where an empty one would not tell "unknown" from "malformed".
 _DTYPE_EXAMPLES: dict[str, Any] = {"r": "r16"}  # the registry's "r" is the family r8, r16, ...
@@ -77,8 +81,11 @@ def _written_with_configuration(name: str) -> str:
     from rectizarr.errors import MetadataError
 
     configs: list[dict[str, Any]] = [
-        {"unit": "s", "scale_factor": 1}, {"length_bytes": 4}, {"length_bits": 32},
-        {"fields": [{"name": "a", "data_type": "int8"}]}, {"fields": [["a", "int8"]]},
+        {"unit": "s", "scale_factor": 1},
+        {"length_bytes": 4},
+        {"length_bits": 32},
+        {"fields": [{"name": "a", "data_type": "int8"}]},
+        {"fields": [["a", "int8"]]},
     ]
     for config in configs:
         try:
@@ -100,19 +107,30 @@ def rectizarr_chunk_key_encoding(name: str) -> str:
     return "RW" if _known(lambda: parse_chunk_key_encoding({"name": name})) else ""
 
 
-_RECTIZARR = {"codecs": rectizarr_codec, "data_types": rectizarr_data_type, "chunk_grids": rectizarr_chunk_grid,
-              "chunk_key_encodings": rectizarr_chunk_key_encoding}
+_RECTIZARR = {
+    "codecs": rectizarr_codec,
+    "data_types": rectizarr_data_type,
+    "chunk_grids": rectizarr_chunk_grid,
+    "chunk_key_encodings": rectizarr_chunk_key_encoding,
+}
 
 
 def table(snapshot: dict[str, Any] | None = None) -> str:
     """The README block, markers included."""
     snap = snapshot if snapshot is not None else json.loads(SNAPSHOT.read_text())
     lines = [BEGIN, "", f"Registry: {snap['source']}.", ""]
-    lines.append("RW: reads and writes; R: reads only (writes the name zarr-python uses); ?: not known; "
-                 "empty: no. Peers: " + "; ".join(f"{p}: {snap['peers'][p]}" for p in PEERS) + ".")
+    lines.append(
+        "RW: reads and writes; R: reads only (writes the name zarr-python uses); ?: not known; "
+        "empty: no. Peers: " + "; ".join(f"{p}: {snap['peers'][p]}" for p in PEERS) + "."
+    )
     for kind, title in _KINDS:
-        lines += ["", f"**{title}**", "", "| name | rectizarr | " + " | ".join(PEERS) + " |",
-                  "|---|---|" + "---|" * len(PEERS)]
+        lines += [
+            "",
+            f"**{title}**",
+            "",
+            "| name | rectizarr | " + " | ".join(PEERS) + " |",
+            "|---|---|" + "---|" * len(PEERS),
+        ]
         for name, peers in sorted(snap[kind].items()):
             ours = _RECTIZARR[kind](name)
             lines.append(f"| `{name}` | {ours} | " + " | ".join(peers[p] for p in PEERS) + " |")
@@ -137,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         README.write_text(text.replace(readme_block(text), out))
     elif opts.check:
         if readme_block(README.read_text()) != out:
-            print("README.md's extensions table is stale: python scripts/extensions_table.py --write",
-                  file=sys.stderr)
+            print(
+                "README.md's extensions table is stale: python scripts/extensions_table.py --write",
+                file=sys.stderr,
+            )
             return 1
     else:
         print(out)

@@ -60,8 +60,10 @@ def run_metadata(cases: int, jobs: int, base: int) -> None:
             total += n
             opened += o
             failed += f
-    print(f"metadata: {total} mutated documents, {opened + failed} opens "
-          f"({opened} succeeded, {failed} raised RectizarrError), 0 violations, {time.time() - t0:.0f} s")
+    print(
+        f"metadata: {total} mutated documents, {opened + failed} opens "
+        f"({opened} succeeded, {failed} raised RectizarrError), 0 violations, {time.time() - t0:.0f} s"
+    )
 
 
 def run_corrupt(cases: int, base: int) -> None:
@@ -77,10 +79,14 @@ def run_corrupt(cases: int, base: int) -> None:
                 raise SystemExit(f"corrupt case {chain} #{i} (seed {base}) failed: {e}") from e
         grand.update(seen)
         checked = "checksummed" if chain in _corrupt.CHECKED else "no checksum"
-        print(f"corrupt: {chain:45s} [{checked}] {cases} cases: "
-              f"{seen['correct']} correct, {seen['error']} CodecError, {seen['wrong']} wrong data")
-    print(f"corrupt: {sum(grand.values())} cases over {len(_corrupt.CHAINS)} chains, 0 violations, "
-          f"{time.time() - t0:.0f} s")
+        print(
+            f"corrupt: {chain:45s} [{checked}] {cases} cases: "
+            f"{seen['correct']} correct, {seen['error']} CodecError, {seen['wrong']} wrong data"
+        )
+    print(
+        f"corrupt: {sum(grand.values())} cases over {len(_corrupt.CHAINS)} chains, 0 violations, "
+        f"{time.time() - t0:.0f} s"
+    )
 
 
 def run_crash(kills: int, base: int) -> None:
@@ -89,14 +95,29 @@ def run_crash(kills: int, base: int) -> None:
         root = str(Path(d) / "crash.zarr")
         done = _crash.kill_loop(root, kills=kills, seed=base, max_delay=1.0)
         newest = _crash.verify(root)
-    print(f"crash: {done} SIGKILLs, every key whole after each (newest round {newest}), {time.time() - t0:.0f} s")
+    print(
+        f"crash: {done} SIGKILLs, every key whole after each (newest round {newest}), {time.time() - t0:.0f} s"
+    )
 
 
 def run_properties(profile: str, pytest_args: list[str]) -> None:
     t0 = time.time()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--hypothesis-profile={profile}",
-           "-m", "hypothesis", *pytest_args]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        f"--hypothesis-profile={profile}",
+        "-m",
+        "hypothesis",
+        *pytest_args,
+    ]
     code = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
     if code:
         raise SystemExit(f"properties: pytest exited with {code} under the {profile!r} profile")
@@ -105,10 +126,21 @@ def run_properties(profile: str, pytest_args: list[str]) -> None:
 
 def run_consistency(scale: int, pytest_args: list[str]) -> None:
     t0 = time.time()
-    env = {**os.environ, "RECTIZARR_STRESS_SCALE": str(scale),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/reliability/test_consistency.py",
-           *pytest_args]
+    env = {
+        **os.environ,
+        "RECTIZARR_STRESS_SCALE": str(scale),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/reliability/test_consistency.py",
+        *pytest_args,
+    ]
     code = subprocess.run(cmd, cwd=ROOT, env=env, check=False).returncode
     if code:
         raise SystemExit(f"consistency: pytest exited with {code} at {scale}x the counts")

@@ -62,14 +62,28 @@ ARRAYS: dict[str, dict[str, Any]] = {
     "fs": {"rows": 16, "cols": 24, "growing": False, "create": {"shards": (8, 12), "chunks": (4, 6)}},
     "gr": {"rows": 16, "cols": 12, "growing": True, "max_rows": 48, "create": {"chunks": (4, 6)}},
     "gx": {"rows": 16, "cols": 12, "growing": True, "max_rows": 48, "create": {"chunks": [[3, 5, 4, 4], 6]}},
-    "gs": {"rows": 16, "cols": 12, "growing": True, "max_rows": 48,
-           "create": {"shards": [[8, 8], 12], "chunks": (4, 6)}},
+    "gs": {
+        "rows": 16,
+        "cols": 12,
+        "growing": True,
+        "max_rows": 48,
+        "create": {"shards": [[8, 8], 12], "chunks": (4, 6)},
+    },
 }
 DOCS = ("", "nodes", *ARRAYS)
 NODES = tuple(f"nodes/n{i}" for i in range(4))
 OPS = {  # operation -> weight
-    "write": 24, "append": 5, "resize": 4, "attrs": 7, "create": 3, "delete": 2, "consolidate": 1,
-    "read": 36, "meta": 8, "exists": 4, "cread": 2,
+    "write": 24,
+    "append": 5,
+    "resize": 4,
+    "attrs": 7,
+    "create": 3,
+    "delete": 2,
+    "consolidate": 1,
+    "read": 36,
+    "meta": 8,
+    "exists": 4,
+    "cread": 2,
 }
 
 
@@ -82,30 +96,43 @@ def open_soak_store(spec: dict[str, Any], mode: str = "a") -> Any:
         return rectizarr.ZipStore(spec["path"], mode="r" if mode == "r" else "a")
     if kind == "memory":
         return spec["object"]
-    options: dict[str, Any] = {"key": "testing", "secret": "testing",
-                               "client_kwargs": {"endpoint_url": spec["endpoint"], "region_name": "us-east-1"}}
+    options: dict[str, Any] = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": spec["endpoint"], "region_name": "us-east-1"},
+    }
     if kind == "s3-fsspec":
-        options["config_kwargs"] = {"retries": {"max_attempts": 5, "mode": "standard"}, "read_timeout": 20,
-                                    "connect_timeout": 5}
+        options["config_kwargs"] = {
+            "retries": {"max_attempts": 5, "mode": "standard"},
+            "read_timeout": 20,
+            "connect_timeout": 5,
+        }
         options["skip_instance_cache"] = True
         backend = "fsspec"
     else:
         options["timeout"] = 20
         backend = "obstore"
-    return rectizarr.open_store(f"s3://{spec['bucket']}", backend=backend, storage_options=options,
-                                mode="r" if mode == "r" else "a")
+    return rectizarr.open_store(
+        f"s3://{spec['bucket']}", backend=backend, storage_options=options, mode="r" if mode == "r" else "a"
+    )
 
 
 # ------------------------------------------------------------------------------------------- selections
 def grid_starts(a: Any) -> tuple[np.ndarray, np.ndarray]:
     """Where each storage chunk (shard) of ``a`` starts, per axis, as the handle sees its grid."""
-    rows, cols = (np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) for sizes in a.write_chunk_sizes)
+    rows, cols = (
+        np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64) for sizes in a.write_chunk_sizes
+    )
     return rows, cols
 
 
 def units_of(a: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     starts_r, starts_c = grid_starts(a)
-    return (np.searchsorted(starts_r, rows, side="right") - 1) * 1000 + np.searchsorted(starts_c, cols, side="right") - 1
+    return (
+        (np.searchsorted(starts_r, rows, side="right") - 1) * 1000
+        + np.searchsorted(starts_c, cols, side="right")
+        - 1
+    )
 
 
 @dataclass
@@ -155,7 +182,10 @@ class Selection:
         starts_r, starts_c = grid_starts(a)
         sizes_r, sizes_c = a.write_chunk_sizes
         bi, bj = self.key
-        region = (slice(starts_r[bi], starts_r[bi] + sizes_r[bi]), slice(starts_c[bj], starts_c[bj] + sizes_c[bj]))
+        region = (
+            slice(starts_r[bi], starts_r[bi] + sizes_r[bi]),
+            slice(starts_c[bj], starts_c[bj] + sizes_c[bj]),
+        )
         return r[region], c[region]
 
 
@@ -241,9 +271,19 @@ class MetaChanges:
 class Worker:
     """One client thread: random operations until the deadline, each recorded before and after."""
 
-    def __init__(self, store: Any, rec: sh.Recorder, proc: int, thread: int, deadline: float,
-                 think: float, seed: int, shared: dict[str, Any], shared_lock: threading.Lock,
-                 changes: MetaChanges) -> None:
+    def __init__(
+        self,
+        store: Any,
+        rec: sh.Recorder,
+        proc: int,
+        thread: int,
+        deadline: float,
+        think: float,
+        seed: int,
+        shared: dict[str, Any],
+        shared_lock: threading.Lock,
+        changes: MetaChanges,
+    ) -> None:
         self.store, self.rec, self.proc, self.thread = store, rec, proc, thread
         self.changes = changes
         self.deadline, self.think = deadline, think
@@ -270,16 +310,23 @@ class Worker:
             if self.think:
                 time.sleep(self.rng.uniform(0, 2 * self.think))
 
-    def _do(self, op: int, kind: str, args: dict[str, Any], fn: Callable[[], dict[str, Any] | None],
-            fail: tuple[type[BaseException], ...] = ()) -> None:
+    def _do(
+        self,
+        op: int,
+        kind: str,
+        args: dict[str, Any],
+        fn: Callable[[], dict[str, Any] | None],
+        fail: tuple[type[BaseException], ...] = (),
+    ) -> None:
         self.rec.invoke(op, kind, **args)
         try:
             result = fn()
         except fail as exc:
             self.rec.complete(op, "fail", exc=type(exc).__name__, msg=str(exc)[:300])
         except Exception as exc:
-            self.rec.complete(op, "err", exc=type(exc).__name__, msg=str(exc)[:300],
-                              rz=isinstance(exc, RectizarrError))
+            self.rec.complete(
+                op, "err", exc=type(exc).__name__, msg=str(exc)[:300], rz=isinstance(exc, RectizarrError)
+            )
             self.handles.clear()
             self.root = None
         else:
@@ -327,8 +374,18 @@ class Worker:
             return
         op = self.new_op()
         values = sh.encode(op, rows, cols)
-        self._do(op, "write", {"arr": name, "how": sel.how, "sel": sel.desc, "h": self.source,
-                               "el": sh.pack(sh.flat(rows, cols))}, lambda: sel.assign(a, values))
+        self._do(
+            op,
+            "write",
+            {
+                "arr": name,
+                "how": sel.how,
+                "sel": sel.desc,
+                "h": self.source,
+                "el": sh.pack(sh.flat(rows, cols)),
+            },
+            lambda: sel.assign(a, values),
+        )
 
     def op_read(self) -> None:
         name = self.rng.choice(tuple(ARRAYS))
@@ -347,8 +404,11 @@ class Worker:
                 except IndexError:
                     continue
                 if rows.shape == got.shape:
-                    return {"el": sh.pack(sh.flat(rows, cols)), "val": sh.pack(got),
-                            "unit": sh.pack(units_of(a, rows, cols))}
+                    return {
+                        "el": sh.pack(sh.flat(rows, cols)),
+                        "val": sh.pack(got),
+                        "unit": sh.pack(units_of(a, rows, cols)),
+                    }
             return {"unchecked": f"result {got.shape} fits neither shape {before} nor {a.shape}"}
 
         self._do(op, "read", {"arr": name, "how": sel.how, "sel": sel.desc, "h": self.source}, read)
@@ -422,7 +482,9 @@ class Worker:
             if what == "group":
                 group.create_group(name, attributes={"born": op})
             else:
-                group.create_array(name, shape=(4,), dtype="i8", chunks=(2,), fill_value=-1, attributes={"born": op})
+                group.create_array(
+                    name, shape=(4,), dtype="i8", chunks=(2,), fill_value=-1, attributes={"born": op}
+                )
 
         self._do(op, "create", {"node": path, "as": what}, create, fail=(NodeExistsError,))
 
@@ -430,8 +492,9 @@ class Worker:
         path = self.rng.choice(NODES)
         group = rectizarr.open_group(self.store, path="nodes", mode="r+", use_consolidated=False)
         op = self.new_op()
-        self._do(op, "delete", {"node": path}, lambda: group.delete(path.split("/")[1]),
-                 fail=(NodeNotFoundError,))
+        self._do(
+            op, "delete", {"node": path}, lambda: group.delete(path.split("/")[1]), fail=(NodeNotFoundError,)
+        )
 
     def op_exists(self) -> None:
         path = self.rng.choice(NODES)
@@ -447,7 +510,9 @@ class Worker:
         self._do(op, "exists", {"node": path}, look)
 
     def op_meta(self) -> None:
-        self._do(self.new_op(), "meta", {"doc": (doc := self.rng.choice(DOCS))}, lambda: read_doc(self.store, doc))
+        self._do(
+            self.new_op(), "meta", {"doc": (doc := self.rng.choice(DOCS))}, lambda: read_doc(self.store, doc)
+        )
 
     def op_consolidate(self) -> None:
         def consolidate() -> None:
@@ -479,15 +544,18 @@ def read_doc(store: Any, doc: str) -> dict[str, Any]:
     return {"attrs": _keys(g.attrs.asdict())}
 
 
-def run_client(store: Any, history: Path, proc: int, threads: int, deadline: float, think: float,
-               seed: int) -> list[threading.Thread]:
+def run_client(
+    store: Any, history: Path, proc: int, threads: int, deadline: float, think: float, seed: int
+) -> list[threading.Thread]:
     rec = sh.Recorder(history / f"p{proc}.jsonl")
     rec.record({"ev": "start", "proc": proc, "t": sh.now()})
     shared: dict[str, Any] = {}
     lock = threading.Lock()
     changes = MetaChanges()
-    workers = [Worker(store, rec, proc, t, deadline, think, seed * 1_000_003 + proc * 8 + t, shared, lock, changes)
-               for t in range(threads)]
+    workers = [
+        Worker(store, rec, proc, t, deadline, think, seed * 1_000_003 + proc * 8 + t, shared, lock, changes)
+        for t in range(threads)
+    ]
     out = [threading.Thread(target=w.run, name=f"soak-p{proc}-t{w.thread}") for w in workers]
     for t in out:
         t.start()
@@ -498,8 +566,9 @@ def client_main(config_path: str, proc: int) -> None:
     """Body of a client process (``soak.py --client CONFIG PROC``)."""
     cfg = json.loads(Path(config_path).read_text())
     store = open_soak_store(cfg["store"])
-    for t in run_client(store, Path(cfg["history"]), proc, cfg["threads"], cfg["deadline"], cfg["think"],
-                        cfg["seed"]):
+    for t in run_client(
+        store, Path(cfg["history"]), proc, cfg["threads"], cfg["deadline"], cfg["think"], cfg["seed"]
+    ):
         t.join()
 
 
@@ -542,7 +611,9 @@ class RandomFaults:
             with self._lock:
                 fault = None
                 if kind in FAULTS_BY_KIND and self._rng.random() < self.rate:
-                    fault = self._rng.choice([f for f in FAULTS_BY_KIND[kind] if f == "slow" or f in self._known])
+                    fault = self._rng.choice(
+                        [f for f in FAULTS_BY_KIND[kind] if f == "slow" or f in self._known]
+                    )
                 delay = self._rng.uniform(0.05, self.slow_max)
             if fault == "412" and not environ.get("HTTP_IF_MATCH"):
                 fault = "500"
@@ -559,7 +630,7 @@ class RandomFaults:
         return self.injector(environ, start_response)
 
     def counts(self) -> dict[str, int]:
-        out = {k[len("fault_"):]: v for k, v in self.injector.counts().items() if k.startswith("fault_")}
+        out = {k[len("fault_") :]: v for k, v in self.injector.counts().items() if k.startswith("fault_")}
         out["slow"] = self.slow
         return out
 
@@ -623,9 +694,12 @@ class Coordinator:
             bucket = f"soak-{os.getpid()}"
             import s3fs
 
-            s3fs.S3FileSystem(key="testing", secret="testing", skip_instance_cache=True,
-                              client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"}
-                              ).call_s3("create_bucket", Bucket=bucket)
+            s3fs.S3FileSystem(
+                key="testing",
+                secret="testing",
+                skip_instance_cache=True,
+                client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"},
+            ).call_s3("create_bucket", Bucket=bucket)
             self.store_spec.update(endpoint=endpoint, bucket=bucket)
         return open_soak_store(self.store_spec)
 
@@ -643,8 +717,14 @@ class Coordinator:
             init, attrs = self.op(), self.op()
             self.rec.invoke(init, "init", arr=name, n=spec["rows"])
             self.rec.invoke(attrs, "attrs", doc=name, set=dict.fromkeys(sh.KEYS, attrs))
-            a = root.create_array(name, shape=(spec["rows"], spec["cols"]), dtype="i8", fill_value=-1,
-                                  attributes=dict.fromkeys(sh.KEYS, attrs), **spec["create"])
+            a = root.create_array(
+                name,
+                shape=(spec["rows"], spec["cols"]),
+                dtype="i8",
+                fill_value=-1,
+                attributes=dict.fromkeys(sh.KEYS, attrs),
+                **spec["create"],
+            )
             self.rec.complete(attrs, "ok")
             self.rec.complete(init, "ok")
             op = self.op()
@@ -660,18 +740,32 @@ class Coordinator:
     # ---- clients and the killer
     def config(self, deadline: float) -> Path:
         path = self.work / "client.json"
-        path.write_text(json.dumps({
-            "store": self.store_spec, "history": str(self.history), "threads": self.a.threads,
-            "deadline": deadline, "think": self.a.think, "seed": self.a.seed,
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "store": self.store_spec,
+                    "history": str(self.history),
+                    "threads": self.a.threads,
+                    "deadline": deadline,
+                    "think": self.a.think,
+                    "seed": self.a.seed,
+                }
+            )
+        )
         return path
 
     def spawn(self, config: Path) -> int:
         proc = self.next_proc
         self.next_proc += 1
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        self.procs[proc] = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--client", str(config),
-                                             str(proc)], cwd=ROOT, env=env)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        }
+        self.procs[proc] = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--client", str(config), str(proc)],
+            cwd=ROOT,
+            env=env,
+        )
         return proc
 
     def started(self, proc: int) -> bool:
@@ -688,8 +782,11 @@ class Coordinator:
             time.sleep(min(0.1, max(0.0, deadline - sh.now())))
             for proc, p in list(self.procs.items()):
                 if p.poll() is not None and sh.now() < deadline - 1:
-                    print(f"soak: client process {proc} exited with {p.returncode} before the deadline; "
-                          "restarting it", file=sys.stderr)
+                    print(
+                        f"soak: client process {proc} exited with {p.returncode} before the deadline; "
+                        "restarting it",
+                        file=sys.stderr,
+                    )
                     del self.procs[proc]
                     self.spawn(config)
             if sh.now() < next_kill or len(self.kills) >= self.a.max_kills or sh.now() > deadline - 0.5:
@@ -719,7 +816,9 @@ class Coordinator:
         for _ in range(self.a.clients):
             proc = self.next_proc
             self.next_proc += 1
-            threads += run_client(store, self.history, proc, self.a.threads, deadline, self.a.think, self.a.seed)
+            threads += run_client(
+                store, self.history, proc, self.a.threads, deadline, self.a.think, self.a.seed
+            )
         for t in threads:
             t.join(timeout=max(1.0, deadline - sh.now()) + 120)
             if t.is_alive():
@@ -737,21 +836,32 @@ class Coordinator:
                 a = rectizarr.open_array(store, path=name, mode="r")
                 got = np.asarray(a[...], dtype=np.int64)
                 rows, cols = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
-                self.rec.complete(op, "ok", el=sh.pack(sh.flat(rows, cols)), val=sh.pack(got),
-                                  unit=sh.pack(units_of(a, rows, cols)))
+                self.rec.complete(
+                    op,
+                    "ok",
+                    el=sh.pack(sh.flat(rows, cols)),
+                    val=sh.pack(got),
+                    unit=sh.pack(units_of(a, rows, cols)),
+                )
             except Exception as exc:
-                self.rec.complete(op, "err", exc=type(exc).__name__, msg=str(exc)[:300],
-                                  rz=isinstance(exc, RectizarrError))
-                self.rec.record({"ev": "final", "what": "failed-read", "target": name, "msg": repr(exc)[:300]})
+                self.rec.complete(
+                    op, "err", exc=type(exc).__name__, msg=str(exc)[:300], rz=isinstance(exc, RectizarrError)
+                )
+                self.rec.record(
+                    {"ev": "final", "what": "failed-read", "target": name, "msg": repr(exc)[:300]}
+                )
         for doc in DOCS:
             op = self.op()
             self.rec.invoke(op, "meta", doc=doc, final=True)
             try:
                 self.rec.complete(op, "ok", **read_doc(store, doc))
             except Exception as exc:
-                self.rec.complete(op, "err", exc=type(exc).__name__, msg=str(exc)[:300],
-                                  rz=isinstance(exc, RectizarrError))
-                self.rec.record({"ev": "final", "what": "failed-read", "target": doc or "/", "msg": repr(exc)[:300]})
+                self.rec.complete(
+                    op, "err", exc=type(exc).__name__, msg=str(exc)[:300], rz=isinstance(exc, RectizarrError)
+                )
+                self.rec.record(
+                    {"ev": "final", "what": "failed-read", "target": doc or "/", "msg": repr(exc)[:300]}
+                )
         for path in NODES:
             op = self.op()
             self.rec.invoke(op, "exists", node=path, final=True)
@@ -765,12 +875,24 @@ class Coordinator:
 
     def write_run(self, seconds: float) -> None:
         faults = self.injector.counts() if self.injector is not None else {}
-        (self.history / "run.json").write_text(json.dumps({
-            "store": self.a.store, "seconds": seconds, "clients": self.a.clients, "threads": self.a.threads,
-            "arrays": {n: {k: v for k, v in s.items() if k != "create"} for n, s in ARRAYS.items()},
-            "kills": self.kills, "kill_slack": self.kill_slack, "err_slack": self.err_slack, "faults": faults,
-            "fault_rate": self.a.fault_rate if self.remote else 0.0, "seed": self.a.seed,
-        }, indent=1))
+        (self.history / "run.json").write_text(
+            json.dumps(
+                {
+                    "store": self.a.store,
+                    "seconds": seconds,
+                    "clients": self.a.clients,
+                    "threads": self.a.threads,
+                    "arrays": {n: {k: v for k, v in s.items() if k != "create"} for n, s in ARRAYS.items()},
+                    "kills": self.kills,
+                    "kill_slack": self.kill_slack,
+                    "err_slack": self.err_slack,
+                    "faults": faults,
+                    "fault_rate": self.a.fault_rate if self.remote else 0.0,
+                    "seed": self.a.seed,
+                },
+                indent=1,
+            )
+        )
 
     def main(self) -> int:
         a = self.a
@@ -828,7 +950,10 @@ def consolidated_vs_documents(store: Any) -> dict[str, Any]:
         return {k: doc.get(k) for k in ("node_type", "attributes", "shape", "chunk_grid") if k in doc}
 
     docs: dict[str, Any] = {}
-    for path in (*[d for d in DOCS if d], *NODES):  # as readers see them (an uncommitted update's marker decided)
+    for path in (
+        *[d for d in DOCS if d],
+        *NODES,
+    ):  # as readers see them (an uncommitted update's marker decided)
         meta = rectizarr.nodes.try_read_meta(store, path, 3)
         docs[path] = summary(None if meta is None else rectizarr.nodes.node_doc(meta))
     return {"entries": {p: summary(entries.get(p)) for p in docs}, "docs": docs}
@@ -861,21 +986,36 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     length.add_argument("--minutes", type=float, default=None, help="run time (default 10)")
     length.add_argument("--hours", type=float, default=None)
     length.add_argument("--seconds", type=float, default=None)
-    p.add_argument("--clients", type=int, default=4, help="client processes (threads of this one: memory, zip)")
+    p.add_argument(
+        "--clients", type=int, default=4, help="client processes (threads of this one: memory, zip)"
+    )
     p.add_argument("--threads", type=int, default=2, help="threads per client (at most 8)")
-    p.add_argument("--kill-every", type=float, default=20.0,
-                   help="mean seconds between SIGKILLs of a random client (0: none; not for memory, zip)")
+    p.add_argument(
+        "--kill-every",
+        type=float,
+        default=20.0,
+        help="mean seconds between SIGKILLs of a random client (0: none; not for memory, zip)",
+    )
     p.add_argument("--max-kills", type=int, default=1_000_000)
-    p.add_argument("--fault-rate", type=float, default=0.02, help="S3: share of requests answered with a fault")
+    p.add_argument(
+        "--fault-rate", type=float, default=0.02, help="S3: share of requests answered with a fault"
+    )
     p.add_argument("--slow-max", type=float, default=1.0, help="S3: the longest slow answer, seconds")
-    p.add_argument("--think", type=float, default=0.02, help="mean pause between a thread's operations, seconds")
+    p.add_argument(
+        "--think", type=float, default=0.02, help="mean pause between a thread's operations, seconds"
+    )
     p.add_argument("--nice", type=int, default=10, help="niceness added to this process and its clients")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--dir", default=None, help="work directory (default: a new temporary one)")
     p.add_argument("--keep", action="store_true", help="keep the work directory even without violations")
     a = p.parse_args(argv)
-    a.seconds = (a.seconds if a.seconds is not None else a.hours * 3600 if a.hours is not None
-                 else (a.minutes if a.minutes is not None else 10.0) * 60)
+    a.seconds = (
+        a.seconds
+        if a.seconds is not None
+        else a.hours * 3600
+        if a.hours is not None
+        else (a.minutes if a.minutes is not None else 10.0) * 60
+    )
     if not 1 <= a.threads <= 8 or a.clients < 1:
         p.error("--threads must be 1-8 and --clients at least 1")
     if a.seed is None:
@@ -891,8 +1031,11 @@ def main(argv: list[str] | None = None) -> int:
     a = parse(argv)
     with contextlib.suppress(OSError):
         os.nice(a.nice)  # a background job: the S3 server here, the clients (which inherit it)
-    print(f"soak: store={a.store} {a.seconds:.0f}s {a.clients}x{a.threads} seed={a.seed} "
-          f"kill-every={a.kill_every}s fault-rate={a.fault_rate if a.store.startswith('s3') else 0}", flush=True)
+    print(
+        f"soak: store={a.store} {a.seconds:.0f}s {a.clients}x{a.threads} seed={a.seed} "
+        f"kill-every={a.kill_every}s fault-rate={a.fault_rate if a.store.startswith('s3') else 0}",
+        flush=True,
+    )
     return Coordinator(a).main()
 
 

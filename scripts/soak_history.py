@@ -49,12 +49,33 @@ FILL = -1
 INF = math.inf
 KEYS = ("k0", "k1", "k2", "k3")
 MAX_ROWS = 256  # rows and columns of an element are 8 bits each in its value (and in its index)
-CHANGES = ("init", "write", "append", "resize", "attrs", "create", "delete")  # operations that change something
+CHANGES = (
+    "init",
+    "write",
+    "append",
+    "resize",
+    "attrs",
+    "create",
+    "delete",
+)  # operations that change something
 # what NumPy's rules raise (a value that does not broadcast into a selection that a resize changed)
 NUMPY_ERRORS = ("ValueError", "IndexError")
 TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")  # LocalStore's temporary files
-VIOLATIONS = ("stale-read", "lost-write", "future-read", "phantom", "torn", "duplicate-append", "shape", "node",
-              "consolidated", "foreign-error", "leak-tmp", "leak-lock", "hang")
+VIOLATIONS = (
+    "stale-read",
+    "lost-write",
+    "future-read",
+    "phantom",
+    "torn",
+    "duplicate-append",
+    "shape",
+    "node",
+    "consolidated",
+    "foreign-error",
+    "leak-tmp",
+    "leak-lock",
+    "hang",
+)
 
 
 # ---------------------------------------------------------------------------------------------- encoding
@@ -107,7 +128,7 @@ class Recorder:
         with self._lock:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
 
     def invoke(self, op: int, kind: str, t: float | None = None, **args: Any) -> None:
         self.record({"ev": "inv", "id": op, "t": now() if t is None else t, "op": kind, **args})
@@ -337,8 +358,10 @@ class _Bounds:
     def _row(self, i: int) -> _RowBounds:
         got = self._rows.get(i)
         if got is None:
-            got = self._rows[i] = _RowBounds([(c, inv) for c, inv, n in self.raisers if n > i],
-                                             [(inv, end, op) for inv, end, n, op in self.cutters if n <= i])
+            got = self._rows[i] = _RowBounds(
+                [(c, inv) for c, inv, n in self.raisers if n > i],
+                [(inv, end, op) for inv, end, n, op in self.cutters if n <= i],
+            )
         return got
 
     def inside(self, i: int, t0: float, t1: float, exclude: int | None = None) -> bool:
@@ -427,8 +450,14 @@ class Checker:
             self.report.kinds[op.kind] += 1
             if op.status in ("err", "fail"):
                 self.report.errors[op.res.get("exc", "?")] += 1
-                if op.status == "err" and not op.res.get("rz", True) and op.res.get("exc") not in NUMPY_ERRORS:
-                    self.report.add("foreign-error", f"{op.describe()}: {op.res.get('exc')}: {op.res.get('msg')}")
+                if (
+                    op.status == "err"
+                    and not op.res.get("rz", True)
+                    and op.res.get("exc") not in NUMPY_ERRORS
+                ):
+                    self.report.add(
+                        "foreign-error", f"{op.describe()}: {op.res.get('exc')}: {op.res.get('msg')}"
+                    )
         self._build_arrays(ops)
         self._build_docs(ops)
         self._build_nodes(ops)
@@ -467,8 +496,16 @@ class Checker:
         self._observe_appends(ops)
         for model in self.arrays.values():  # clients with older handles may reach past the intended limit
             if model.growing:
-                model.max_rows = min(MAX_ROWS, max([model.max_rows, *(n for _, _, n in model.bounds.raisers),
-                                                    *(n for _, _, n, _ in model.bounds.cutters)]))
+                model.max_rows = min(
+                    MAX_ROWS,
+                    max(
+                        [
+                            model.max_rows,
+                            *(n for _, _, n in model.bounds.raisers),
+                            *(n for _, _, n, _ in model.bounds.cutters),
+                        ]
+                    ),
+                )
         for op in ops:
             model = self.arrays.get(op.args.get("arr", ""))
             if model is None or op.status == "fail":
@@ -479,7 +516,9 @@ class Checker:
                 sure = frozenset(e for e in els if model.bounds.inside(e >> 8, op.inv, op.end))
                 model.sure[op.id] = sure
                 for e in els:
-                    model.element(e).add(op.id, op.inv, op.end, op.id, op.ret if op.ok and e in sure else None)
+                    model.element(e).add(
+                        op.id, op.inv, op.end, op.id, op.ret if op.ok and e in sure else None
+                    )
             elif op.kind == "append" and op.ok:
                 k, n = int(op.args["k"]), int(op.res["n"])
                 start = n - k if op.res.get("exact", True) else _only(model.seen[op.id])
@@ -571,16 +610,19 @@ class Checker:
             self._array_verdict(model, r, where, v, verdict, final)
         return who
 
-    def _array_verdict(self, model: _ArrayModel, r: Op, where: str, v: int, verdict: tuple[str, Any],
-                       final: bool) -> None:
+    def _array_verdict(
+        self, model: _ArrayModel, r: Op, where: str, v: int, verdict: tuple[str, Any], final: bool
+    ) -> None:
         kind, detail = verdict
         shown = "the fill value" if v == FILL else f"the value of op {v >> 16}"
         if not self._unwritten(kind, detail, r, f"{where} shows {shown}"):
             best, over = detail
-            self.report.add("lost-write" if final else "stale-read",
-                            f"{r.describe()}: {where} shows {shown} (its write ended by {_t(best.end)}), but "
-                            f"{self._name(over[2])} wrote it there over [{_t(over[0])}, {_t(over[1])}], "
-                            f"definitely later and before the read began{self._beside_shrink(model, over[2])}")
+            self.report.add(
+                "lost-write" if final else "stale-read",
+                f"{r.describe()}: {where} shows {shown} (its write ended by {_t(best.end)}), but "
+                f"{self._name(over[2])} wrote it there over [{_t(over[0])}, {_t(over[1])}], "
+                f"definitely later and before the read began{self._beside_shrink(model, over[2])}",
+            )
 
     def _unwritten(self, kind: str, detail: Any, r: Op, what: str) -> bool:
         """Report a value that nothing wrote (``phantom``) or that was written only after the read
@@ -588,8 +630,11 @@ class Checker:
         if kind == "phantom":
             self.report.add("phantom", f"{r.describe()}: {what}, which nothing wrote there")
         elif kind == "future":
-            self.report.add("future-read", f"{r.describe()}: {what}, written by an operation invoked only at "
-                                           f"{_t(detail.inv)}, after the read completed")
+            self.report.add(
+                "future-read",
+                f"{r.describe()}: {what}, written by an operation invoked only at "
+                f"{_t(detail.inv)}, after the read completed",
+            )
         else:
             return False
         return True
@@ -598,11 +643,19 @@ class Checker:
         """For a shrink: the resizes and appends of the array that ran beside it (a hint for triage)."""
         if op_id not in self._hints:
             shrink = self.h.ops.get(op_id)
-            beside = [] if shrink is None or shrink.kind != "resize" else [
-                o.id for o in model.appends.values() if o.inv < shrink.ret and o.end > shrink.inv] + [
-                op for inv, end, _, op in model.bounds.cutters if op != op_id and inv < shrink.ret and end > shrink.inv]
-            self._hints[op_id] = f" (ran beside these resizes and appends of {model.name}: {sorted(beside)})" \
-                if beside else ""
+            beside = (
+                []
+                if shrink is None or shrink.kind != "resize"
+                else [o.id for o in model.appends.values() if o.inv < shrink.ret and o.end > shrink.inv]
+                + [
+                    op
+                    for inv, end, _, op in model.bounds.cutters
+                    if op != op_id and inv < shrink.ret and end > shrink.inv
+                ]
+            )
+            self._hints[op_id] = (
+                f" (ran beside these resizes and appends of {model.name}: {sorted(beside)})" if beside else ""
+            )
         return self._hints[op_id]
 
     def _name(self, op: int) -> str:
@@ -625,15 +678,21 @@ class Checker:
                     continue
                 if shown == FILL:
                     if not model.growing:
-                        self.report.add("torn", f"{r.describe()}: key {unit} of {model.name} shows {self._name(w)} "
-                                                f"but the fill value at [{e >> 8}, {e & 255}], which it wrote")
+                        self.report.add(
+                            "torn",
+                            f"{r.describe()}: key {unit} of {model.name} shows {self._name(w)} "
+                            f"but the fill value at [{e >> 8}, {e & 255}], which it wrote",
+                        )
                         return
                     continue
                 after[w].add(shown)
         cycle = _find_cycle(after)
         if cycle:
-            self.report.add("torn", f"{r.describe()}: key {unit} of {model.name} mixes writes that cannot have "
-                                    f"been applied whole in any order: {' -> '.join(self._name(w) for w in cycle)}")
+            self.report.add(
+                "torn",
+                f"{r.describe()}: key {unit} of {model.name} mixes writes that cannot have "
+                f"been applied whole in any order: {' -> '.join(self._name(w) for w in cycle)}",
+            )
 
     def _sure_cover(self, model: _ArrayModel, w: int, seen: dict[int, Any]) -> frozenset[int]:
         if w in model.sure:
@@ -651,8 +710,11 @@ class Checker:
         for model in self.arrays.values():
             for op, starts in model.starts.items():
                 if len(starts) > 1:
-                    self.report.add("duplicate-append", f"{self._name(op)}: its rows were seen at {sorted(starts)} "
-                                                        f"of {model.name}: applied more than once")
+                    self.report.add(
+                        "duplicate-append",
+                        f"{self._name(op)}: its rows were seen at {sorted(starts)} "
+                        f"of {model.name}: applied more than once",
+                    )
 
     def _check_shape(self, r: Op, model: _ArrayModel, n: int, what: str) -> None:
         self.report.checked["shapes"] += 1
@@ -662,8 +724,10 @@ class Checker:
         kind, detail = verdict
         if kind == "stale":
             best, over = detail
-            text = (f"its last possible writer ended by {_t(best.end)}, but {self._name(over[2])} set the "
-                    "extent definitely later and before")
+            text = (
+                f"its last possible writer ended by {_t(best.end)}, but {self._name(over[2])} set the "
+                "extent definitely later and before"
+            )
         elif kind == "future":
             text = f"only {self._name(detail.op)} sets it, invoked after"
         else:
@@ -677,8 +741,9 @@ class Checker:
                 continue
             regs = self.docs[op.args["doc"]]
             for key, value in op.args["set"].items():
-                regs[key].add(op.id if value is not None else None, op.inv, op.end, op.id,
-                              op.ret if op.ok else None)
+                regs[key].add(
+                    op.id if value is not None else None, op.inv, op.end, op.id, op.ret if op.ok else None
+                )
 
     def _check_doc(self, r: Op, doc: str, attrs: dict[str, Any], staleness: bool, final: bool) -> None:
         """Attribute keys read from one document: each a value set by an operation (or absent after a
@@ -702,9 +767,11 @@ class Checker:
                     seen[key] = value
                 if staleness:
                     best, over = detail
-                    self.report.add("lost-write" if final else "stale-read",
-                                    f"{r.describe()}: {where} = {value!r} (set by {_t(best.end)}), but "
-                                    f"{self._name(over[2])} set it definitely later and before the read")
+                    self.report.add(
+                        "lost-write" if final else "stale-read",
+                        f"{r.describe()}: {where} = {value!r} (set by {_t(best.end)}), but "
+                        f"{self._name(over[2])} set it definitely later and before the read",
+                    )
         self.report.checked["chunks"] += 1
         after: dict[int, set[int]] = defaultdict(set)
         for key, w in seen.items():
@@ -714,8 +781,11 @@ class Checker:
                     after[w2].add(w)
         cycle = _find_cycle(after)
         if cycle:
-            self.report.add("torn", f"{r.describe()}: the attributes of {doc or '/'!r} mix updates that cannot "
-                                    f"have been applied whole: {' -> '.join(self._name(w) for w in cycle)}")
+            self.report.add(
+                "torn",
+                f"{r.describe()}: the attributes of {doc or '/'!r} mix updates that cannot "
+                f"have been applied whole: {' -> '.join(self._name(w) for w in cycle)}",
+            )
 
     # --------------------------------------------------------------------------------------- nodes
     def _build_nodes(self, ops: list[Op]) -> None:
@@ -747,10 +817,14 @@ class Checker:
             if shown is not None:
                 maker = self.h.ops.get(shown)
                 if maker is None or maker.kind != "create" or maker.args.get("node") != name:
-                    self.report.add("phantom", f"{r.describe()}: {name} has born={shown}, which no create of it set")
+                    self.report.add(
+                        "phantom", f"{r.describe()}: {name} has born={shown}, which no create of it set"
+                    )
                     return
                 if maker.status == "fail":
-                    self.report.add("node", f"{r.describe()}: {name} is {maker.describe()}'s, which was refused")
+                    self.report.add(
+                        "node", f"{r.describe()}: {name} is {maker.describe()}'s, which was refused"
+                    )
                     return
         verdict = reg.check(values, r.inv, r.ret)
         if verdict is None:
@@ -763,8 +837,10 @@ class Checker:
             text = "but only an operation invoked after made it so"
         else:
             text = "but nothing made it so"
-        self.report.add("lost-write" if final and kind == "stale" else "node",
-                        f"{r.describe()}: saw {what} at {name}, {text}")
+        self.report.add(
+            "lost-write" if final and kind == "stale" else "node",
+            f"{r.describe()}: saw {what} at {name}, {text}",
+        )
 
     # ------------------------------------------------------------------------------------- per op
     def _check_op(self, op: Op, final: bool = False) -> None:
@@ -793,12 +869,18 @@ class Checker:
             self._check_doc(op, doc, attrs, False, False)
         for name, born in (op.res.get("nodes") or {}).items():
             maker = self.h.ops.get(born) if born is not None else None
-            if born is not None and (maker is None or maker.kind != "create" or maker.args.get("node") != name):
-                self.report.add("phantom", f"{op.describe()}: consolidated entry {name} has born={born}, "
-                                           "which no create of it set")
+            if born is not None and (
+                maker is None or maker.kind != "create" or maker.args.get("node") != name
+            ):
+                self.report.add(
+                    "phantom",
+                    f"{op.describe()}: consolidated entry {name} has born={born}, which no create of it set",
+                )
             elif maker is not None and maker.inv >= op.ret:
-                self.report.add("future-read", f"{op.describe()}: consolidated entry {name} is from "
-                                               f"{maker.describe()}, invoked after")
+                self.report.add(
+                    "future-read",
+                    f"{op.describe()}: consolidated entry {name} is from {maker.describe()}, invoked after",
+                )
 
     def _check_final(self, rec: dict[str, Any]) -> None:
         if rec.get("what") == "consolidated":
@@ -821,18 +903,28 @@ class Checker:
             if entries.get(path) == docs.get(path):
                 continue
             if self.h.run.get("store") != "zip":
-                self.report.add("consolidated", f"after the run the consolidated entry of {path!r} is "
-                                                f"{entries.get(path)!r}, its document {docs.get(path)!r}")
+                self.report.add(
+                    "consolidated",
+                    f"after the run the consolidated entry of {path!r} is "
+                    f"{entries.get(path)!r}, its document {docs.get(path)!r}",
+                )
                 continue
-            touching = [o for o in self.h.ops.values() if o.kind == "consolidate" or (
-                o.kind in CHANGES and path in (o.args.get("arr"), o.args.get("doc"), o.args.get("node")))]
+            touching = [
+                o
+                for o in self.h.ops.values()
+                if o.kind == "consolidate"
+                or (o.kind in CHANGES and path in (o.args.get("arr"), o.args.get("doc"), o.args.get("node")))
+            ]
             unknown = [o for o in touching if o.unknown]
             explained = any(not any(o.ok and o.inv > u.end for o in touching) for u in unknown)
             if explained:
                 self.report.notes["consolidated entries behind after failed or killed operations"] += 1
             else:
-                self.report.add("consolidated", f"after the run the consolidated entry of {path!r} is "
-                                                f"{entries.get(path)!r}, its document {docs.get(path)!r}")
+                self.report.add(
+                    "consolidated",
+                    f"after the run the consolidated entry of {path!r} is "
+                    f"{entries.get(path)!r}, its document {docs.get(path)!r}",
+                )
 
     # -------------------------------------------------------------------------------------- leaks
     def _check_leaks(self) -> None:
@@ -848,8 +940,10 @@ class Checker:
                 if any(k - 120 <= mtime <= k + 1 for k in kills):
                     self.report.notes["temporary files of killed clients"] += 1
                 else:
-                    self.report.add("leak-tmp", f"{path}: a temporary file left behind (modified at {mtime:.3f}, "
-                                                "near no kill)")
+                    self.report.add(
+                        "leak-tmp",
+                        f"{path}: a temporary file left behind (modified at {mtime:.3f}, near no kill)",
+                    )
 
 
 def _only(values: set[int]) -> int | None:
@@ -872,7 +966,7 @@ def _find_cycle(after: dict[int, set[int]]) -> list[int] | None:
         stack.append(n)
         for m in after.get(n, ()):
             if state.get(m) == 1:
-                return [*stack[stack.index(m):], m]
+                return [*stack[stack.index(m) :], m]
             if m not in state:
                 found = visit(m)
                 if found:
@@ -889,7 +983,9 @@ def _find_cycle(after: dict[int, set[int]]) -> list[int] | None:
     return None
 
 
-def check(directory: str | os.PathLike[str], store_dir: str | os.PathLike[str] | None = None) -> tuple[Report, History]:
+def check(
+    directory: str | os.PathLike[str], store_dir: str | os.PathLike[str] | None = None
+) -> tuple[Report, History]:
     """Check the history in ``directory`` (``store_dir``: a local store to look for leftovers in)."""
     history = load(directory)
     return Checker(history, store_dir).run(), history

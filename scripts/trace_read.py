@@ -20,8 +20,15 @@ import rectizarr
 
 def main() -> None:
     zstd = [{"name": "zstd", "configuration": {"level": 1}}]
-    a = rectizarr.create_array(tempfile.mkdtemp(), shape=(64, 256, 256), dtype="<u2", chunks=(8, 128, 128),
-                               shards=(32, 256, 256), compressors=zstd, fill_value=0)
+    a = rectizarr.create_array(
+        tempfile.mkdtemp(),
+        shape=(64, 256, 256),
+        dtype="<u2",
+        chunks=(8, 128, 128),
+        shards=(32, 256, 256),
+        compressors=zstd,
+        fill_value=0,
+    )
     a[...] = np.arange(a.size, dtype="<u2").reshape(a.shape)
     sel = np.s_[8:16, 0:128, 0:128]  # exactly one inner chunk
     a[sel]

@@ -43,13 +43,29 @@ KINDS = ("get", "get_range", "head", "put", "delete", "list", "other")
 FAULTS = ("500", "503", "412", "lost", "reset", "lost_reset", "lost_timeout", "truncate", "hang")
 CONTROL_PREFIX = "/_faults/"
 HANG_LIMIT = 600.0
-_LIST_PARAMS = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after",
-                "encoding-type", "marker", "fetch-owner"}
+_LIST_PARAMS = {
+    "list-type",
+    "prefix",
+    "delimiter",
+    "max-keys",
+    "continuation-token",
+    "start-after",
+    "encoding-type",
+    "marker",
+    "fetch-owner",
+}
 _ERRORS = {
-    "500": ("500 Internal Server Error", "InternalError", "We encountered an internal error. Please try again."),
+    "500": (
+        "500 Internal Server Error",
+        "InternalError",
+        "We encountered an internal error. Please try again.",
+    ),
     "503": ("503 Slow Down", "SlowDown", "Please reduce your request rate."),
-    "412": ("412 Precondition Failed", "PreconditionFailed",
-            "At least one of the pre-conditions you specified did not hold"),
+    "412": (
+        "412 Precondition Failed",
+        "PreconditionFailed",
+        "At least one of the pre-conditions you specified did not hold",
+    ),
 }
 
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -160,13 +176,18 @@ class FaultInjector:
             raise ValueError(f"latency must be >= 0 seconds, got {seconds!r}")
         self._latency = float(seconds)
 
-    def inject(self, fault: str, times: int = 1, kinds: Iterable[str] | None = None, key: str | None = None) -> None:
+    def inject(
+        self, fault: str, times: int = 1, kinds: Iterable[str] | None = None, key: str | None = None
+    ) -> None:
         """Answer the next ``times`` requests of ``kinds`` (default: GETs for ``truncate``, else all; only
         those to ``key``, if given) with ``fault``."""
         if fault not in FAULTS:
             raise ValueError(f"unknown fault {fault!r}: expected one of {FAULTS}")
-        chosen = frozenset(kinds) if kinds is not None else frozenset(
-            ("get", "get_range") if fault == "truncate" else KINDS)
+        chosen = (
+            frozenset(kinds)
+            if kinds is not None
+            else frozenset(("get", "get_range") if fault == "truncate" else KINDS)
+        )
         if not chosen <= set(KINDS):
             raise ValueError(f"unknown request kinds {sorted(chosen - set(KINDS))}: expected some of {KINDS}")
         with self._lock:
@@ -218,8 +239,9 @@ class FaultInjector:
                 return rule
         return None
 
-    def _answer(self, rule: _Rule | None, environ: dict[str, Any],
-                start_response: Callable[..., Any]) -> Iterable[bytes]:
+    def _answer(
+        self, rule: _Rule | None, environ: dict[str, Any], start_response: Callable[..., Any]
+    ) -> Iterable[bytes]:
         if rule is None:
             return self._app_call(environ, start_response)
         if rule.fault in ("lost", "lost_reset", "lost_timeout"):  # done, then the answer is lost
@@ -237,15 +259,17 @@ class FaultInjector:
                 conn.shutdown(socket.SHUT_RDWR)
             raise ConnectionResetError("injected")
         status, code, message = _ERRORS["500" if rule.fault == "lost" else rule.fault]
-        doc = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
-               f"<RequestId>injected</RequestId></Error>").encode()
+        doc = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code><Message>{message}</Message>'
+            f"<RequestId>injected</RequestId></Error>"
+        ).encode()
         body = b"" if environ["REQUEST_METHOD"] == "HEAD" else doc
         start_response(status, [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
         return [body]
 
     def _performed(self, environ: dict[str, Any]) -> None:
         """The request answered by moto, its answer dropped."""
-        inner = self._app_call(environ, lambda *args: (lambda data: None))
+        inner = self._app_call(environ, lambda *args: lambda data: None)
         try:
             b"".join(inner)
         finally:
@@ -254,7 +278,9 @@ class FaultInjector:
     def _truncated(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         answer: list[Any] = []
 
-        def keep(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Callable[[bytes], None]:
+        def keep(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> Callable[[bytes], None]:
             answer[:] = [status, headers]
             return lambda data: None
 
@@ -276,7 +302,7 @@ class FaultInjector:
             self._in_flight -= 1
 
     def _control(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        op = environ["PATH_INFO"][len(CONTROL_PREFIX):]
+        op = environ["PATH_INFO"][len(CONTROL_PREFIX) :]
         size = int(environ.get("CONTENT_LENGTH") or 0)
         args = json.loads(environ["wsgi.input"].read(size) or b"{}") if size else {}
         if op not in ("counts", "reset_counts", "set_latency", "inject", "clear_faults"):

@@ -61,8 +61,9 @@ class S3Server:
     def _control(self, op: str, **args: Any) -> Any:
         if self._injector is not None:
             return getattr(self._injector, op)(**args)
-        request = urllib.request.Request(f"{self.endpoint_url}{CONTROL_PREFIX}{op}", data=json.dumps(args).encode(),
-                                         method="POST")
+        request = urllib.request.Request(
+            f"{self.endpoint_url}{CONTROL_PREFIX}{op}", data=json.dumps(args).encode(), method="POST"
+        )
         with urllib.request.urlopen(request, timeout=30) as answer:
             return json.loads(answer.read())
 
@@ -78,11 +79,15 @@ class S3Server:
     def set_latency(self, seconds: float) -> None:
         self._control("set_latency", seconds=seconds)
 
-    def inject(self, fault: str, times: int = 1, kinds: Sequence[str] | None = None, key: str | None = None) -> None:
+    def inject(
+        self, fault: str, times: int = 1, kinds: Sequence[str] | None = None, key: str | None = None
+    ) -> None:
         """Answer the next ``times`` requests (of ``kinds``; to ``key`` of a bucket, if given) with ``fault``:
         ``"500"``, ``"503"``, ``"lost"``, ``"lost_reset"``, ``"truncate"``, ``"hang"`` ... (see
         :mod:`tests.s3_faults`)."""
-        self._control("inject", fault=fault, times=times, kinds=None if kinds is None else list(kinds), key=key)
+        self._control(
+            "inject", fault=fault, times=times, kinds=None if kinds is None else list(kinds), key=key
+        )
 
     def clear_faults(self) -> None:
         self._control("clear_faults")
@@ -102,8 +107,11 @@ class S3Server:
 
     def storage_options(self) -> dict[str, Any]:
         """fsspec/s3fs-style options for this server, as a user passes them with an ``s3://`` URL."""
-        return {"key": "testing", "secret": "testing",
-                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"}}
+        return {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"},
+        }
 
     def new_bucket(self, fs: Any) -> str:
         """Create a uniquely named bucket and return its name."""
@@ -122,15 +130,22 @@ class S3Server:
         self._thread.join(timeout=10)
 
 
-def _start_child(kind: str, latency: float, what: str, script: str | None = None
-                 ) -> tuple[subprocess.Popen[str], str]:
+def _start_child(
+    kind: str, latency: float, what: str, script: str | None = None
+) -> tuple[subprocess.Popen[str], str]:
     """``python -m tests.servers KIND LATENCY`` (or ``python SCRIPT LATENCY``) in a child process, and the
     URL it prints first."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     command = [script] if script is not None else ["-m", "tests.servers", kind]
-    child = subprocess.Popen([sys.executable, *command, str(latency)], cwd=root, env=env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, *command, str(latency)],
+        cwd=root,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout is not None
     line = child.stdout.readline().strip()
     if not line.startswith("http://"):
@@ -392,11 +407,17 @@ class _BodyHandler(BaseHTTPRequestHandler):
         self.send_response(200)
         if self.encoding:
             self.send_header("Content-Encoding", self.encoding)
-        self.send_header(*(("Transfer-Encoding", "chunked") if self.chunked else ("Content-Length", str(size))))
+        self.send_header(
+            *(("Transfer-Encoding", "chunked") if self.chunked else ("Content-Length", str(size)))
+        )
         self.end_headers()
         if not send_body:
             return
-        pieces = [body] if isinstance(body, bytes) else (bytes(min(1 << 20, size - i)) for i in range(0, size, 1 << 20))
+        pieces = (
+            [body]
+            if isinstance(body, bytes)
+            else (bytes(min(1 << 20, size - i)) for i in range(0, size, 1 << 20))
+        )
         try:
             for piece in pieces:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece) if self.chunked else piece)
@@ -412,8 +433,12 @@ class BodyServer(_Loopback):
     other paths are 404. ``encoding`` is sent as ``Content-Encoding``; ``chunked`` sends the body with
     chunked transfer encoding and no ``Content-Length``. Ranges are ignored (the whole body, 200)."""
 
-    def __init__(self, bodies: dict[str, bytes | int], *, encoding: str | None = None, chunked: bool = False) -> None:
-        self._serve(type("Handler", (_BodyHandler,), {"bodies": bodies, "encoding": encoding, "chunked": chunked}))
+    def __init__(
+        self, bodies: dict[str, bytes | int], *, encoding: str | None = None, chunked: bool = False
+    ) -> None:
+        self._serve(
+            type("Handler", (_BodyHandler,), {"bodies": bodies, "encoding": encoding, "chunked": chunked})
+        )
 
 
 KILL_VALUES = (bytes([1]) * (4 << 20), bytes([2]) * (3 << 20))

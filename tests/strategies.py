@@ -124,7 +124,9 @@ rle_specs = st.lists(
     st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 5)).map(list)), max_size=12
 )
 
-chunk_key_encodings = st.builds(ChunkKeyEncoding, st.sampled_from(["default", "v2"]), st.sampled_from(["/", "."]))
+chunk_key_encodings = st.builds(
+    ChunkKeyEncoding, st.sampled_from(["default", "v2"]), st.sampled_from(["/", "."])
+)
 chunk_coords = st.lists(st.integers(0, 10**9), max_size=5).map(tuple)
 
 
@@ -296,7 +298,9 @@ def numpy_basic(sel: Any) -> tuple[Select, Assign]:
     return (lambda a: a[sel]), assign
 
 
-def _ix(sel: Sequence[Any], shape: Sequence[int]) -> tuple[tuple[npt.NDArray[np.int64], ...], tuple[int, ...]]:
+def _ix(
+    sel: Sequence[Any], shape: Sequence[int]
+) -> tuple[tuple[npt.NDArray[np.int64], ...], tuple[int, ...]]:
     """numpy's equivalent of an orthogonal selection: np.ix_ arrays and the result shape."""
     if any(s is Ellipsis for s in sel):
         sel = expand(tuple(sel), len(shape))
@@ -444,17 +448,23 @@ def serializers(dtype: np.dtype) -> st.SearchStrategy[dict[str, Any]]:
     if dtype.itemsize == 1 or dtype.kind == "S":
         endians.append(None)
     return st.sampled_from(endians).map(
-        lambda endian: {"name": "bytes"} if endian is None else {"name": "bytes", "configuration": {"endian": endian}}
+        lambda endian: (
+            {"name": "bytes"} if endian is None else {"name": "bytes", "configuration": {"endian": endian}}
+        )
     )
 
 
 def transpose_codecs(ndim: int) -> st.SearchStrategy[dict[str, Any]]:
     """A transpose codec of any of the ``ndim!`` orders (the identity included)."""
-    return st.permutations(range(ndim)).map(lambda order: {"name": "transpose", "configuration": {"order": list(order)}})
+    return st.permutations(range(ndim)).map(
+        lambda order: {"name": "transpose", "configuration": {"order": list(order)}}
+    )
 
 
 @st.composite
-def codec_chains(draw: st.DrawFn, dtype: np.dtype, shape: tuple[int, ...], depth: int = 0) -> list[dict[str, Any]]:
+def codec_chains(
+    draw: st.DrawFn, dtype: np.dtype, shape: tuple[int, ...], depth: int = 0
+) -> list[dict[str, Any]]:
     """A valid chain for chunks of ``shape``: [transpose], a serializer or sharding (nested at most twice,
     inner chunks dividing the chunk, index codecs with or without crc32c, index at start or end), then 0-3
     bytes->bytes codecs."""
@@ -510,7 +520,11 @@ def codec_cases(draw: st.DrawFn) -> tuple[list[dict[str, Any]], np.ndarray, Chun
         if n and draw(st.booleans()):
             data = np.where(np.arange(n) % 2 == 0, fill, data)
     data = data.reshape(shape)
-    return draw(codec_chains(dtype, shape)), data, ChunkSpec(shape, dtype, np.asarray(fill, dtype=dtype), "c/0")
+    return (
+        draw(codec_chains(dtype, shape)),
+        data,
+        ChunkSpec(shape, dtype, np.asarray(fill, dtype=dtype), "c/0"),
+    )
 
 
 @st.composite
@@ -591,8 +605,17 @@ def concat_cases(draw: st.DrawFn) -> dict[str, Any]:
         kwargs["zarr_format"] = 2
         kwargs["chunk_key_encoding"] = {"name": "v2", "separator": draw(st.sampled_from([".", "/"]))}
     else:  # Zarr v3 arrays may name their chunks in any of the encodings
-        kwargs["chunk_key_encoding"] = draw(st.sampled_from([
-            None, {"name": "default", "separator": "."}, {"name": "v2", "separator": "."}]))
+        kwargs["chunk_key_encoding"] = draw(
+            st.sampled_from([None, {"name": "default", "separator": "."}, {"name": "v2", "separator": "."}])
+        )
     dtype = draw(st.sampled_from([">i4", "<f8", "u1"] if layout == "v2" else ["int16", "float32", "uint8"]))
-    return {"ndim": ndim, "axis": axis, "lengths": lengths, "other": other, "kwargs": kwargs, "dtype": dtype,
-            "partial": draw(st.lists(st.booleans(), min_size=n, max_size=n)), "seed": draw(st.integers(0, 2**16))}
+    return {
+        "ndim": ndim,
+        "axis": axis,
+        "lengths": lengths,
+        "other": other,
+        "kwargs": kwargs,
+        "dtype": dtype,
+        "partial": draw(st.lists(st.booleans(), min_size=n, max_size=n)),
+        "seed": draw(st.integers(0, 2**16)),
+    }

@@ -50,15 +50,25 @@ def compressor_chain(name: str, itemsize: int) -> list[dict[str, Any]]:
         case "gzip":
             return [{"name": "gzip", "configuration": {"level": 5}}]
         case "blosc":
-            return [{"name": "blosc", "configuration": {"cname": "zstd", "clevel": 5, "shuffle": "shuffle",
-                                                         "typesize": max(1, itemsize), "blocksize": 0}}]
+            return [
+                {
+                    "name": "blosc",
+                    "configuration": {
+                        "cname": "zstd",
+                        "clevel": 5,
+                        "shuffle": "shuffle",
+                        "typesize": max(1, itemsize),
+                        "blocksize": 0,
+                    },
+                }
+            ]
         case "none":
             return []
     raise MetadataError(f"unknown compressor {name!r}: choose zstd, gzip, blosc or none")
 
 
 def _split(chain_json: list[dict[str, Any]], n_array_array: int) -> tuple[list[Any], Any, list[Any]]:
-    return chain_json[:n_array_array], chain_json[n_array_array], chain_json[n_array_array + 1:]
+    return chain_json[:n_array_array], chain_json[n_array_array], chain_json[n_array_array + 1 :]
 
 
 def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
@@ -67,20 +77,29 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     metas = src.metadata.codecs
     if src.metadata.zarr_format == 2:  # the destination is v3: the v2 chain as v3 codecs, else the defaults
         mapped, _ = v3_codecs(src.metadata)
-        metas = mapped if mapped is not None else parse_codecs(build_chain(src.metadata.data_type, None, "auto",
-                                                                           "auto"))
+        metas = (
+            mapped
+            if mapped is not None
+            else parse_codecs(build_chain(src.metadata.data_type, None, "auto", "auto"))
+        )
         pipe = build_pipeline(metas, src.dtype, [d.unique_edges() for d in src.grid.dims])
     outer_a, serializer, outer_b = _split(codecs_to_json(metas), len(pipe.array_array))
     keep_storage = declared_sizes(src.grid)
     if opts.codecs is not None:
         if opts.shards is not None:
-            raise MetadataError("--codecs gives the whole chain: put sharding_indexed in it instead of --shards")
+            raise MetadataError(
+                "--codecs gives the whole chain: put sharding_indexed in it instead of --shards"
+            )
         return (opts.chunks if opts.chunks is not None else keep_storage), list(opts.codecs)
     sharding = pipe.array_bytes if isinstance(pipe.array_bytes, ShardingCodec) else None
     if sharding is not None:
         cfg = serializer["configuration"]
         in_a, in_ser, in_b = _split(list(cfg["codecs"]), len(sharding.codecs.array_array))
-        index_codecs, index_location, inner_shape = cfg["index_codecs"], cfg["index_location"], cfg["chunk_shape"]
+        index_codecs, index_location, inner_shape = (
+            cfg["index_codecs"],
+            cfg["index_location"],
+            cfg["chunk_shape"],
+        )
     else:
         in_a, in_ser, in_b = outer_a, serializer, outer_b
         outer_a, outer_b = [], []
@@ -105,9 +124,15 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
         for codec in outer_a:
             if codec.get("name") == "transpose":
                 inner = [inner[i] for i in codec["configuration"]["order"]]
-    sharded = {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": list(inner), "codecs": inner_chain, "index_codecs": index_codecs,
-        "index_location": index_location}}
+    sharded = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": list(inner),
+            "codecs": inner_chain,
+            "index_codecs": index_codecs,
+            "index_location": index_location,
+        },
+    }
     return list(outer), [*outer_a, sharded, *outer_b]
 
 
@@ -118,17 +143,21 @@ def copy_array(src: Array, store: Store, path: str, opts: CopyOptions) -> Array:
     """Create the destination array and fill it region by region (destination-chunk aligned)."""
     chunks, codecs = dest_layout(src, opts)
     if len(chunks) != src.ndim:
-        raise MetadataError(f"array {src.path or '/'!r} has {src.ndim} dimensions but the chunk spec gives "
-                            f"{len(chunks)}")
+        raise MetadataError(
+            f"array {src.path or '/'!r} has {src.ndim} dimensions but the chunk spec gives {len(chunks)}"
+        )
     try:
         dst = _create_dest(src, store, path, opts, chunks, codecs)
     except NodeExistsError:
-        raise NodeExistsError(f"the destination already has a node at {path or '/'!r} (use --overwrite)") from None
+        raise NodeExistsError(
+            f"the destination already has a node at {path or '/'!r} (use --overwrite)"
+        ) from None
     if max(src.nshards, dst.nshards) > LISTED_UNITS:  # too many to plan one by one: visit what is stored
         regions = list(src.stored_regions())  # the rest is the fill value, which the destination shares
     else:
-        regions = plan_regions(src.shape, dst.write_chunk_sizes, src.read_chunk_sizes, src.dtype.itemsize,
-                               opts.budget)
+        regions = plan_regions(
+            src.shape, dst.write_chunk_sizes, src.read_chunk_sizes, src.dtype.itemsize, opts.budget
+        )
     bar = Progress(f"copy {src.path or '/'}", len(regions))
     for region in regions:
         copy_region(dst, src, region)
@@ -137,13 +166,21 @@ def copy_array(src: Array, store: Store, path: str, opts: CopyOptions) -> Array:
     return dst
 
 
-def _create_dest(src: Array, store: Store, path: str, opts: CopyOptions, chunks: list[Any],
-                 codecs: list[Any]) -> Array:
+def _create_dest(
+    src: Array, store: Store, path: str, opts: CopyOptions, chunks: list[Any], codecs: list[Any]
+) -> Array:
     meta_json = node_to_json(src.metadata)
     return create_array(
-        store, name=path, shape=src.shape, dtype=src.metadata.data_type, chunks=chunks, codecs=codecs,
-        fill_value=src.metadata.fill_value, dimension_names=src.dimension_names,
-        attributes=v3_attributes(src.metadata), chunk_key_encoding=meta_json["chunk_key_encoding"],
+        store,
+        name=path,
+        shape=src.shape,
+        dtype=src.metadata.data_type,
+        chunks=chunks,
+        codecs=codecs,
+        fill_value=src.metadata.fill_value,
+        dimension_names=src.dimension_names,
+        attributes=v3_attributes(src.metadata),
+        chunk_key_encoding=meta_json["chunk_key_encoding"],
         overwrite=opts.overwrite,
     )
 
@@ -154,7 +191,9 @@ def check_apart(src: Array | Group, store: Store, path: str) -> None:
     a = src.store.lock_identity + nodes.prefix_of(src.path)
     b = store.lock_identity + nodes.prefix_of(path)
     if a.startswith(b) or b.startswith(a):
-        where = "is the source" if a == b else "lies inside the source" if b.startswith(a) else "holds the source"
+        where = (
+            "is the source" if a == b else "lies inside the source" if b.startswith(a) else "holds the source"
+        )
         raise MetadataError(f"cannot copy {a!r} to {b!r}: the destination {where}; copy to another location")
 
 
@@ -167,7 +206,9 @@ def copy_node(src: Array | Group, store: Store, path: str, opts: CopyOptions) ->
     try:
         g = open_group(store, path=path, mode="w" if opts.overwrite else "w-", attributes=src.attrs.asdict())
     except NodeExistsError:
-        raise NodeExistsError(f"the destination already has a node at {path or '/'!r} (use --overwrite)") from None
+        raise NodeExistsError(
+            f"the destination already has a node at {path or '/'!r} (use --overwrite)"
+        ) from None
     for name, child in stored_members(src):
         copy_node(child, store, f"{path}/{name}" if path else name, opts)
     if src.metadata.consolidated_metadata is not None:  # a consolidated source stays consolidated

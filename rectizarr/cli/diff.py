@@ -54,7 +54,9 @@ class ArrayDiff:
             "verdict": self.verdict,
             "metadata": self.metadata,
             "notes": list(self.notes),
-            "values": None if self.differing is None else {
+            "values": None
+            if self.differing is None
+            else {
                 "compared": self.compared,
                 "differing": self.differing,
                 "first_index": None if self.first_index is None else list(self.first_index),
@@ -88,8 +90,10 @@ class DiffResult:
             lines.extend(f"  {note}" for note in n.notes)
             if n.differing is not None:
                 if n.differing:
-                    lines.append(f"  values: {n.differing} of {n.compared} elements differ; first at "
-                                 f"index {n.first_index}")
+                    lines.append(
+                        f"  values: {n.differing} of {n.compared} elements differ; first at "
+                        f"index {n.first_index}"
+                    )
                 else:
                     lines.append(f"  values: identical ({n.compared} elements)")
         ndiff = sum(n.verdict == "different" for n in self.nodes)
@@ -123,21 +127,40 @@ def compare_array_meta(a: Array, b: Array, d: ArrayDiff) -> None:
     for key in ("shape", "data_type", "fill_value", "dimension_names"):
         if ja.get(key) != jb.get(key):
             different.append(f"{key}: {_j(ja.get(key))} != {_j(jb.get(key))}")
-    if ja.get("chunk_key_encoding") != jb.get("chunk_key_encoding"):  # where chunks are stored, as a migrate makes
-        equivalent.append(f"chunk_key_encoding: {_j(ja.get('chunk_key_encoding'))} != "
-                          f"{_j(jb.get('chunk_key_encoding'))} (same data, other keys)")
+    if ja.get("chunk_key_encoding") != jb.get(
+        "chunk_key_encoding"
+    ):  # where chunks are stored, as a migrate makes
+        equivalent.append(
+            f"chunk_key_encoding: {_j(ja.get('chunk_key_encoding'))} != "
+            f"{_j(jb.get('chunk_key_encoding'))} (same data, other keys)"
+        )
     if ja["codecs"] != jb["codecs"]:  # how values are stored, not what they are: the value comparison decides
         equivalent.append(f"codecs: {_j(ja['codecs'])} != {_j(jb['codecs'])} (same data, different encoding)")
     if ja["chunk_grid"] != jb["chunk_grid"]:
         if a.shape == b.shape and a.write_chunk_sizes == b.write_chunk_sizes:
-            what = f"{a.grid.kind} vs {b.grid.kind}" if a.grid.kind != b.grid.kind else "declared chunks differ"
+            what = (
+                f"{a.grid.kind} vs {b.grid.kind}" if a.grid.kind != b.grid.kind else "declared chunks differ"
+            )
             equivalent.append(f"chunk grid: {what}, same chunk boundaries over the extent (equivalent)")
         else:
-            equivalent.append(f"chunk grid: {_j(ja['chunk_grid'])} != {_j(jb['chunk_grid'])} "
-                              "(same data, different chunking)")
+            equivalent.append(
+                f"chunk grid: {_j(ja['chunk_grid'])} != {_j(jb['chunk_grid'])} "
+                "(same data, different chunking)"
+            )
     different.extend(_dict_diff("attribute", ja.get("attributes", {}), jb.get("attributes", {})))
-    for key in sorted((set(ja) | set(jb)) - {"shape", "data_type", "fill_value", "codecs", "chunk_key_encoding",
-                                              "dimension_names", "chunk_grid", "attributes"}):
+    for key in sorted(
+        (set(ja) | set(jb))
+        - {
+            "shape",
+            "data_type",
+            "fill_value",
+            "codecs",
+            "chunk_key_encoding",
+            "dimension_names",
+            "chunk_grid",
+            "attributes",
+        }
+    ):
         if ja.get(key) != jb.get(key):
             different.append(f"{key}: {_j(ja.get(key))} != {_j(jb.get(key))}")
     d.notes.extend(different + equivalent)
@@ -164,8 +187,9 @@ def _unequal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def compare_values(a: Array, b: Array, d: ArrayDiff, budget: int, progress_label: str | None) -> None:
     """Stream both arrays region by region, counting differing elements and the first differing index."""
-    regions = plan_regions(a.shape, a.write_chunk_sizes, b.read_chunk_sizes,
-                           max(a.dtype.itemsize, b.dtype.itemsize, 1), budget)
+    regions = plan_regions(
+        a.shape, a.write_chunk_sizes, b.read_chunk_sizes, max(a.dtype.itemsize, b.dtype.itemsize, 1), budget
+    )
     bar = Progress(progress_label or "diff", len(regions))
     d.differing = 0
     first: tuple[int, ...] | None = None
@@ -185,8 +209,15 @@ def compare_values(a: Array, b: Array, d: ArrayDiff, budget: int, progress_label
     d.first_index = first
 
 
-def diff_nodes(a: Array | Group, b: Array | Group, *, metadata_only: bool = False,
-               budget: int = 64 << 20, path: str = "", result: DiffResult | None = None) -> DiffResult:
+def diff_nodes(
+    a: Array | Group,
+    b: Array | Group,
+    *,
+    metadata_only: bool = False,
+    budget: int = 64 << 20,
+    path: str = "",
+    result: DiffResult | None = None,
+) -> DiffResult:
     """Compare ``a`` with ``b`` (recursively for groups) and return every node's comparison."""
     result = result if result is not None else DiffResult()
     if isinstance(a, Array) and isinstance(b, Array):
@@ -212,11 +243,20 @@ def diff_nodes(a: Array | Group, b: Array | Group, *, metadata_only: bool = Fals
         d.notes.extend(notes)
         d.metadata = "different" if notes else "identical"
         for name in sorted(set(ma) & set(mb)):
-            diff_nodes(ma[name], mb[name], metadata_only=metadata_only, budget=budget,
-                       path=f"{path}/{name}" if path else name, result=result)
+            diff_nodes(
+                ma[name],
+                mb[name],
+                metadata_only=metadata_only,
+                budget=budget,
+                path=f"{path}/{name}" if path else name,
+                result=result,
+            )
         return result
-    d = ArrayDiff(path, "node", metadata="different",
-                  notes=[f"node type: {type(a).__name__.lower()} != {type(b).__name__.lower()}"])
+    d = ArrayDiff(
+        path,
+        "node",
+        metadata="different",
+        notes=[f"node type: {type(a).__name__.lower()} != {type(b).__name__.lower()}"],
+    )
     result.nodes.append(d)
     return result
-

@@ -65,8 +65,10 @@ def info_json(node: Array | Group) -> dict[str, Any]:
             "path": "/" + node.path,
             "attributes": doc["attributes"],
             "consolidated": node.metadata.consolidated_metadata is not None,
-            "members": [{"name": n, "node_type": "array" if isinstance(m, Array) else "group"}
-                        for n, m in node.members()],
+            "members": [
+                {"name": n, "node_type": "array" if isinstance(m, Array) else "group"}
+                for n, m in node.members()
+            ],
         }
     stored, nbytes = node.nshards_initialized, int(node.nbytes_stored)
     return {
@@ -100,8 +102,10 @@ def _codec_text(c: dict[str, Any]) -> str:
     if c["name"] == "sharding_indexed":
         inner = " -> ".join(_codec_text(x) for x in cfg.get("codecs", []))
         index = " -> ".join(_codec_text(x) for x in cfg.get("index_codecs", []))
-        return (f"sharding_indexed(chunk_shape={cfg.get('chunk_shape')}, index at {cfg.get('index_location')}; "
-                f"{inner}; index: {index})")
+        return (
+            f"sharding_indexed(chunk_shape={cfg.get('chunk_shape')}, index at {cfg.get('index_location')}; "
+            f"{inner}; index: {index})"
+        )
     return f"{c['name']}({', '.join(f'{k}={json.dumps(v)}' for k, v in cfg.items())})"
 
 
@@ -115,28 +119,32 @@ def info_text(node: Array | Group) -> str:
     j = info_json(node)
     if isinstance(node, Group):
         members = ", ".join(f"{m['name']}{'/' if m['node_type'] == 'group' else ''}" for m in j["members"])
-        return "\n".join([
-            f"node          : group {j['path']}",
-            f"members       : {len(j['members'])}{': ' + members if members else ''}",
-            f"consolidated  : {'yes' if j['consolidated'] else 'no'}",
-            f"attributes    : {json.dumps(j['attributes'])}",
-        ])
+        return "\n".join(
+            [
+                f"node          : group {j['path']}",
+                f"members       : {len(j['members'])}{': ' + members if members else ''}",
+                f"consolidated  : {'yes' if j['consolidated'] else 'no'}",
+                f"attributes    : {json.dumps(j['attributes'])}",
+            ]
+        )
     names = node.dimension_names
     ratio = f", {j['nbytes'] / j['stored_bytes']:.2f}x compression" if j["stored_bytes"] else ""
-    return "\n".join([
-        f"node          : array {j['path']}",
-        f"shape         : {tuple(node.shape)}",
-        f"data type     : {json.dumps(j['data_type'])}",
-        f"chunk grid    : {node.grid.kind}{' (sharded)' if node.is_sharded else ''}",
-        f"write chunks  : {_sizes_text(node.write_chunk_runs, names)}",
-        f"read chunks   : {_sizes_text(node.read_chunk_runs, names)}",
-        f"codecs        : {' -> '.join(_codec_text(c) for c in codecs_to_json(node.metadata.codecs))}",
-        f"fill value    : {json.dumps(j['fill_value'])}",
-        f"dimensions    : {', '.join(str(n) for n in names) if names else '-'}",
-        f"attributes    : {json.dumps(j['attributes'])}",
-        f"stored        : {j['stored_chunks']} of {j['nchunks']} chunks, {j['stored_bytes']} bytes "
-        f"(logical {j['nbytes']} bytes{ratio})",
-    ])
+    return "\n".join(
+        [
+            f"node          : array {j['path']}",
+            f"shape         : {tuple(node.shape)}",
+            f"data type     : {json.dumps(j['data_type'])}",
+            f"chunk grid    : {node.grid.kind}{' (sharded)' if node.is_sharded else ''}",
+            f"write chunks  : {_sizes_text(node.write_chunk_runs, names)}",
+            f"read chunks   : {_sizes_text(node.read_chunk_runs, names)}",
+            f"codecs        : {' -> '.join(_codec_text(c) for c in codecs_to_json(node.metadata.codecs))}",
+            f"fill value    : {json.dumps(j['fill_value'])}",
+            f"dimensions    : {', '.join(str(n) for n in names) if names else '-'}",
+            f"attributes    : {json.dumps(j['attributes'])}",
+            f"stored        : {j['stored_chunks']} of {j['nchunks']} chunks, {j['stored_bytes']} bytes "
+            f"(logical {j['nbytes']} bytes{ratio})",
+        ]
+    )
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -182,14 +190,17 @@ def _cmd_tree(args: argparse.Namespace) -> int:
 def _cmd_cat(args: argparse.Namespace) -> int:
     node = _open(args.store, args.path)
     if not isinstance(node, Array):
-        raise MetadataError(f"{args.store}: the node at {node.path or '/'!r} is a group; cat needs an array "
-                            "(use --path)")
+        raise MetadataError(
+            f"{args.store}: the node at {node.path or '/'!r} is a group; cat needs an array (use --path)"
+        )
     sel = parse_selection(args.selection)
     size = _result_nbytes(node, sel)
     limit = parse_size(args.max_bytes)
     if size is not None and size > limit:
-        raise MetadataError(f"the selection is {size} bytes, more than --max-bytes {args.max_bytes}; narrow "
-                            "it or raise the limit")
+        raise MetadataError(
+            f"the selection is {size} bytes, more than --max-bytes {args.max_bytes}; narrow "
+            "it or raise the limit"
+        )
     out = np.asarray(node[sel])
     if args.npy:
         np.save(args.npy, out, allow_pickle=False)
@@ -232,8 +243,12 @@ def _cmd_copy(args: argparse.Namespace) -> int:
     if args.shards is not None:
         shards = "none" if args.shards.strip().lower() == "none" else parse_chunks(args.shards)
     opts = CopyOptions(
-        chunks=parse_chunks(args.chunks) if args.chunks else None, shards=shards, codecs=codecs,
-        compressor=args.compressor, overwrite=args.overwrite, budget=parse_size(args.memory),
+        chunks=parse_chunks(args.chunks) if args.chunks else None,
+        shards=shards,
+        codecs=codecs,
+        compressor=args.compressor,
+        overwrite=args.overwrite,
+        budget=parse_size(args.memory),
     )
     store = open_store(args.dst, mode="a")
     copy_node(src, store, args.dst_path.strip("/") if args.dst_path else "", opts)
@@ -241,13 +256,19 @@ def _cmd_copy(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    opts = MigrateOptions(chunks=parse_chunks(args.chunks) if args.chunks else None, keep_v2=args.keep_v2,
-                          overwrite=args.overwrite, budget=parse_size(args.memory))
+    opts = MigrateOptions(
+        chunks=parse_chunks(args.chunks) if args.chunks else None,
+        keep_v2=args.keep_v2,
+        overwrite=args.overwrite,
+        budget=parse_size(args.memory),
+    )
     in_place = args.dst is None
     if args.dry_run:
         src = _open(args.src, args.path)
-        print(f"migrate {args.src}{'' if in_place else ' -> ' + args.dst} "
-              f"({'in place' if in_place else 'to a new root'}):")
+        print(
+            f"migrate {args.src}{'' if in_place else ' -> ' + args.dst} "
+            f"({'in place' if in_place else 'to a new root'}):"
+        )
         for step in plan_migration(src, opts):
             print("  " + step.describe())
         return 0
@@ -259,15 +280,19 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     dst_path = src.path if in_place else (args.dst_path.strip("/") if args.dst_path else "")
     steps = migrate(src, store, dst_path, opts)
     reused = sum(s.kind == "reuse" for s in steps)
-    print(f"migrated {len(steps)} node(s): {reused} array(s) metadata-only, "
-          f"{sum(s.kind == 'reencode' for s in steps)} re-encoded, {sum(s.kind == 'group' for s in steps)} group(s)")
+    print(
+        f"migrated {len(steps)} node(s): {reused} array(s) metadata-only, "
+        f"{sum(s.kind == 'reencode' for s in steps)} re-encoded, {sum(s.kind == 'group' for s in steps)} group(s)"
+    )
     return 0
 
 
 # ---------------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``rectizarr`` command."""
-    p = argparse.ArgumentParser(prog=PROG, description="Inspect, validate, compare, copy and migrate Zarr data.")
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Inspect, validate, compare, copy and migrate Zarr data."
+    )
     p.add_argument("--debug", action="store_true", help="show the full traceback on errors")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -297,8 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp = sub.add_parser("validate", help="check a store against the Zarr v3 spec")
     common(sp)
     mode = sp.add_mutually_exclusive_group()
-    mode.add_argument("--strict", dest="strict", action="store_true", default=True,
-                      help="warnings fail too (default)")
+    mode.add_argument(
+        "--strict", dest="strict", action="store_true", default=True, help="warnings fail too (default)"
+    )
     mode.add_argument("--lenient", dest="strict", action="store_false", help="only errors fail")
     sp.add_argument("--json", action="store_true", help="machine-readable JSON report")
     sp.set_defaults(func=_cmd_validate)
@@ -319,18 +345,28 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("dst", metavar="DST")
     sp.add_argument("--src-path", default=None, metavar="NODE", help="node inside SRC")
     sp.add_argument("--dst-path", default=None, metavar="NODE", help="node inside DST")
-    sp.add_argument("--chunks", default=None, metavar="SPEC",
-                    help="storage chunks (inner chunks when sharded), e.g. '[31,28,31,30x2],100'")
+    sp.add_argument(
+        "--chunks",
+        default=None,
+        metavar="SPEC",
+        help="storage chunks (inner chunks when sharded), e.g. '[31,28,31,30x2],100'",
+    )
     sp.add_argument("--shards", default=None, metavar="SPEC", help="shard grid, or 'none' to drop sharding")
     sp.add_argument("--codecs", default=None, metavar="JSON", help="the full codec chain as in zarr.json")
-    sp.add_argument("--compressor", choices=["zstd", "gzip", "blosc", "none"], default=None,
-                    help="replace the compressors")
+    sp.add_argument(
+        "--compressor",
+        choices=["zstd", "gzip", "blosc", "none"],
+        default=None,
+        help="replace the compressors",
+    )
     sp.add_argument("--overwrite", action="store_true", help="replace an existing destination node")
     sp.add_argument("--memory", default="64M", help="approximate memory per copied region (default 64M)")
     sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sp.set_defaults(func=_cmd_copy)
 
-    sp = sub.add_parser("migrate", help="convert a Zarr v2 array or hierarchy to Zarr v3 (in place or to DST)")
+    sp = sub.add_parser(
+        "migrate", help="convert a Zarr v2 array or hierarchy to Zarr v3 (in place or to DST)"
+    )
     sp.add_argument("src", metavar="SRC")
     sp.add_argument("dst", metavar="DST", nargs="?", default=None, help="a new root (default: in place)")
     sp.add_argument("--path", default=None, metavar="NODE", help="node inside SRC")
@@ -361,7 +397,7 @@ def _cat_argv(argv: list[str]) -> list[str]:
         return argv
     options: list[str] = []
     positionals: list[str] = []
-    rest = iter(argv[i + 1:])
+    rest = iter(argv[i + 1 :])
     for tok in rest:
         name = tok.split("=", 1)[0]
         if name in _CAT_VALUED:

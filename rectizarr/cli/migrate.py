@@ -77,7 +77,7 @@ def _verified(src: Array, meta: ArrayMeta) -> bool:
     grid = meta.chunk_grid
     prefix = nodes.prefix_of(src.path)
     for key in src.store.list_prefix(prefix):
-        coords = meta.chunk_key_encoding.decode(key[len(prefix):], grid.ndim)
+        coords = meta.chunk_key_encoding.decode(key[len(prefix) :], grid.ndim)
         if coords is None or not grid.is_in_grid(coords):
             continue
         data = src.store.get(key)
@@ -124,16 +124,27 @@ def plan_migration(src: Array | Group, opts: MigrateOptions) -> list[Step]:
         if node.metadata.zarr_format != 2:
             raise MetadataError(f"{node.name!r} is already a Zarr v3 node; only v2 hierarchies migrate")
         if isinstance(node, Group):
-            steps.append(Step(node.path, "group", "", meta=GroupMeta(attributes=dict(node.metadata.attributes)),
-                              source=node))
+            steps.append(
+                Step(
+                    node.path,
+                    "group",
+                    "",
+                    meta=GroupMeta(attributes=dict(node.metadata.attributes)),
+                    source=node,
+                )
+            )
         else:
             name = node.metadata.data_type.name
             if name.startswith("v2:") or name == "object":
                 what = "Python objects" if name == "object" else name[3:]
-                raise UnsupportedError(f"array {node.name!r} holds {what}, which no Zarr v3 data type can hold; "
-                                       "it cannot be migrated (nothing was changed)")
+                raise UnsupportedError(
+                    f"array {node.name!r} holds {what}, which no Zarr v3 data type can hold; "
+                    "it cannot be migrated (nothing was changed)"
+                )
             if opts.chunks is not None and len(opts.chunks) != node.ndim:
-                raise MetadataError(f"--chunks gives {len(opts.chunks)} axes; array {node.name!r} has {node.ndim}")
+                raise MetadataError(
+                    f"--chunks gives {len(opts.chunks)} axes; array {node.name!r} has {node.ndim}"
+                )
             steps.append(_array_step(node, opts))
     return steps
 
@@ -142,7 +153,7 @@ def plan_migration(src: Array | Group, opts: MigrateOptions) -> list[Step]:
 
 
 def _dest(step: Step, src_root: str, dst_root: str) -> str:
-    rel = step.path[len(src_root):].strip("/")
+    rel = step.path[len(src_root) :].strip("/")
     return nodes.join(dst_root, rel)
 
 
@@ -151,12 +162,14 @@ def _copy_chunks(step: Step, store: Store, path: str, in_place: bool) -> None:
         return
     src: Array = step.source
     prefix, out = nodes.prefix_of(src.path), nodes.prefix_of(path)
-    keys = [k for k in src.store.list_prefix(prefix) if k.rpartition("/")[2] not in (*V2_KEYS, V2_CONSOLIDATED)]
+    keys = [
+        k for k in src.store.list_prefix(prefix) if k.rpartition("/")[2] not in (*V2_KEYS, V2_CONSOLIDATED)
+    ]
     bar = Progress(f"copy chunks {src.name}", len(keys))
     for i in range(0, len(keys), 256):
-        batch = keys[i:i + 256]
+        batch = keys[i : i + 256]
         values = src.store.get_many([(k, None) for k in batch])
-        items = {out + k[len(prefix):]: v for k, v in zip(batch, values, strict=True) if v is not None}
+        items = {out + k[len(prefix) :]: v for k, v in zip(batch, values, strict=True) if v is not None}
         step.written.extend(items)
         store.set_many(items)
         bar.advance(len(batch))
@@ -168,12 +181,19 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     m = src.metadata
     dtype = m.data_type
     chunks = opts.chunks if opts.chunks is not None else list(src.chunks)
-    meta, pipeline = build_array_meta(shape=m.shape, dtype=dtype, chunks=chunks, fill_value=m.fill_value,
-                                      dimension_names=m.dimension_names, attributes=v3_attributes(m))
+    meta, pipeline = build_array_meta(
+        shape=m.shape,
+        dtype=dtype,
+        chunks=chunks,
+        fill_value=m.fill_value,
+        dimension_names=m.dimension_names,
+        attributes=v3_attributes(m),
+    )
     dst = Array(store, path, meta, pipeline=pipeline)  # its zarr.json is written once the data is
     step.meta = meta
-    regions = plan_regions(m.shape, dst.write_chunk_sizes, src.read_chunk_sizes, max(1, dtype.itemsize or 16),
-                           opts.budget)
+    regions = plan_regions(
+        m.shape, dst.write_chunk_sizes, src.read_chunk_sizes, max(1, dtype.itemsize or 16), opts.budget
+    )
     bar = Progress(f"re-encode {src.name}", len(regions))
     try:
         for region in regions:
@@ -182,11 +202,14 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     finally:
         bar.close()
         prefix, cke = nodes.prefix_of(path), meta.chunk_key_encoding  # the default encoding: c/...
-        step.written.extend(k for k in store.list_prefix(prefix) if cke.decode(k[len(prefix):], meta.ndim) is not None)
+        step.written.extend(
+            k for k in store.list_prefix(prefix) if cke.decode(k[len(prefix) :], meta.ndim) is not None
+        )
 
 
-def _run(steps: list[Step], store: Store, src_root: str, dst_root: str, in_place: bool,
-         opts: MigrateOptions) -> None:
+def _run(
+    steps: list[Step], store: Store, src_root: str, dst_root: str, in_place: bool, opts: MigrateOptions
+) -> None:
     for i, step in enumerate(steps):
         path = _dest(step, src_root, dst_root)
         if i == 0:
@@ -226,7 +249,9 @@ def migrate(src: Array | Group, store: Store, path: str, opts: MigrateOptions) -
         check_apart(src, store, path)
         if nodes.node_exists(store, path):
             if not opts.overwrite:
-                raise NodeExistsError(f"the destination already has a node at {path or '/'!r} (use --overwrite)")
+                raise NodeExistsError(
+                    f"the destination already has a node at {path or '/'!r} (use --overwrite)"
+                )
             nodes.delete_node(store, path)
     steps = plan_migration(src, opts)
     consolidated = isinstance(src, Group) and src.store.exists(nodes.prefix_of(src.path) + V2_CONSOLIDATED)

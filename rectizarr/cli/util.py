@@ -179,7 +179,9 @@ def rle_sizes(sizes: Sequence[int] | Runs) -> list[int | list[int]]:
 class Progress:
     """A one-line progress bar on ``stream`` (stderr), drawn only when it is a terminal."""
 
-    def __init__(self, label: str, total: int, stream: TextIO | None = None, enabled: bool | None = None) -> None:
+    def __init__(
+        self, label: str, total: int, stream: TextIO | None = None, enabled: bool | None = None
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         isatty = getattr(self.stream, "isatty", None)
         self.enabled = bool(isatty and isatty()) if enabled is None else enabled
@@ -227,8 +229,13 @@ def _max_len(bounds: list[int]) -> int:
     return max((b - a for a, b in pairwise(bounds)), default=0)
 
 
-def plan_regions(shape: Sequence[int], primary: Sequence[Sequence[int]], secondary: Sequence[Sequence[int]],
-                 itemsize: int, budget: int) -> list[tuple[slice, ...]]:
+def plan_regions(
+    shape: Sequence[int],
+    primary: Sequence[Sequence[int]],
+    secondary: Sequence[Sequence[int]],
+    itemsize: int,
+    budget: int,
+) -> list[tuple[slice, ...]]:
     """Regions covering ``shape``, each a union of whole ``primary`` chunks (the copy destination's storage
     chunks), about ``budget`` bytes at most (never less than one primary chunk).
 
@@ -244,11 +251,11 @@ def plan_regions(shape: Sequence[int], primary: Sequence[Sequence[int]], seconda
     axes = [_bounds(p) for p in primary]
     for k in reversed(range(len(shape))):
         shared = sorted(set(axes[k]) & set(_bounds(secondary[k])))
-        trial = [*axes[:k], shared, *axes[k + 1:]]
+        trial = [*axes[:k], shared, *axes[k + 1 :]]
         if _volume(trial) <= elems:
             axes = trial
     for k in reversed(range(len(shape))):
-        others = _volume(axes[:k] + axes[k + 1:])
+        others = _volume(axes[:k] + axes[k + 1 :])
         axes[k] = _merge(axes[k], max(1, elems // max(1, others)))
         if len(axes[k]) > 2:
             break
@@ -261,7 +268,6 @@ def _volume(axes: Sequence[list[int]]) -> int:
     for bs in axes:
         v *= _max_len(bs)
     return v
-
 
 
 def stored_members(group: Any) -> list[tuple[str, Any]]:

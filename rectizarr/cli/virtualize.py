@@ -54,31 +54,51 @@ def run(args: argparse.Namespace) -> int:
     if args.append and not os.path.exists(args.output) and "://" not in args.output:
         raise MetadataError(f"--append: {args.output} does not exist (build it without --append first)")
     side = "inline" if args.inline else args.side
-    result = build(sources, _axis(args.axis), side_store=side,
-                   storage_options=_json_option(args.storage_options, "--storage-options"),
-                   ref_options=_json_option(args.ref_options, "--ref-options"))
+    result = build(
+        sources,
+        _axis(args.axis),
+        side_store=side,
+        storage_options=_json_option(args.storage_options, "--storage-options"),
+        ref_options=_json_option(args.ref_options, "--ref-options"),
+    )
     write_refs(result.refs, args.output)
     chunks = sum(1 for k in result.refs["refs"] if not k.endswith("zarr.json"))
     where = "the reference set, inline" if side == "inline" else side
-    print(f"{args.output}: {result.sources} source(s), {len(result.joined)} array(s) joined, {chunks} chunk "
-          f"reference(s); {result.rewritten} edge chunk(s) rewritten"
-          f"{f' (into {where})' if result.rewritten else ''}, {result.prefixes} referenced as a byte prefix")
+    print(
+        f"{args.output}: {result.sources} source(s), {len(result.joined)} array(s) joined, {chunks} chunk "
+        f"reference(s); {result.rewritten} edge chunk(s) rewritten"
+        f"{f' (into {where})' if result.rewritten else ''}, {result.prefixes} referenced as a byte prefix"
+    )
     return 0
 
 
 def add_parser(sub: Any) -> None:
     """Register the ``virtualize`` command on the subparsers ``sub``."""
-    sp = sub.add_parser("virtualize", help="join arrays or groups along an axis into a reference set (no copy)")
-    sp.add_argument("sources", nargs="+", metavar="SOURCE",
-                    help="arrays or groups (paths, URLs) or reference sets (.json, .parq), in order")
+    sp = sub.add_parser(
+        "virtualize", help="join arrays or groups along an axis into a reference set (no copy)"
+    )
+    sp.add_argument(
+        "sources",
+        nargs="+",
+        metavar="SOURCE",
+        help="arrays or groups (paths, URLs) or reference sets (.json, .parq), in order",
+    )
     sp.add_argument("-o", "--output", required=True, metavar="REFS", help="the reference set (JSON)")
     sp.add_argument("--axis", default="0", metavar="N|NAME", help="axis number, or dimension name (groups)")
-    sp.add_argument("--side", default=None, metavar="DIR",
-                    help="where edge chunks rewritten at their true size go (a path or URL)")
+    sp.add_argument(
+        "--side",
+        default=None,
+        metavar="DIR",
+        help="where edge chunks rewritten at their true size go (a path or URL)",
+    )
     sp.add_argument("--inline", action="store_true", help="embed rewritten edge chunks in the reference set")
     sp.add_argument("--append", action="store_true", help="add SOURCEs to the end of the existing REFS")
     sp.add_argument("--storage-options", default=None, metavar="JSON", help="fsspec options of source URLs")
-    sp.add_argument("--ref-options", default=None, metavar="JSON",
-                    help="options of reference-set sources' filesystem (remote_protocol, remote_options)")
+    sp.add_argument(
+        "--ref-options",
+        default=None,
+        metavar="JSON",
+        help="options of reference-set sources' filesystem (remote_protocol, remote_options)",
+    )
     sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sp.set_defaults(func=run)

@@ -14,8 +14,15 @@ from rectizarr.errors import CodecError, MetadataError
 
 __all__ = ["MAX_GROWTH", "NumcodecsArrayArray", "TransposeCodec"]
 
-MAX_GROWTH = 16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
-_DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")  # numcodecs configuration keys naming dtypes
+MAX_GROWTH = (
+    16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
+)
+_DTYPE_FIELDS = (
+    "dtype",
+    "astype",
+    "encode_dtype",
+    "decode_dtype",
+)  # numcodecs configuration keys naming dtypes
 
 
 class TransposeCodec(ArrayArrayCodec):
@@ -79,11 +86,15 @@ class NumcodecsArrayArray(ArrayArrayCodec):
             try:
                 declared = np.dtype(config[field])
             except (TypeError, ValueError) as exc:
-                raise MetadataError(f"{config[field]!r} is not a numpy dtype", path=json_path(path, field)) from exc
+                raise MetadataError(
+                    f"{config[field]!r} is not a numpy dtype", path=json_path(path, field)
+                ) from exc
             if declared.itemsize > limit:
                 raise MetadataError(
                     f"{field} {config[field]!r} has {declared.itemsize}-byte elements for {dtype} input; at most "
-                    f"{limit} bytes ({MAX_GROWTH} times the input's) are supported", path=json_path(path, field))
+                    f"{limit} bytes ({MAX_GROWTH} times the input's) are supported",
+                    path=json_path(path, field),
+                )
 
     def _flat_size(self, n: int) -> int:
         return -(-n // 8) + 1

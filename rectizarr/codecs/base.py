@@ -116,8 +116,11 @@ class ArrayBytesCodec(Codec):
 
 
 def too_large(codec: str, key: str | None, limit: int) -> CodecError:
-    return CodecError(f"decodes to more than {limit} bytes, more than the chunk can hold (corrupt or crafted data)",
-                      key=key, codec=codec)
+    return CodecError(
+        f"decodes to more than {limit} bytes, more than the chunk can hold (corrupt or crafted data)",
+        key=key,
+        codec=codec,
+    )
 
 
 class BytesBytesCodec(Codec):

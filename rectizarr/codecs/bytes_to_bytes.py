@@ -183,8 +183,13 @@ class ZstdCodec(BytesBytesCodec):
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def _zstd_limited(data: bytes | memoryview, key: str | None, limit: int, name: str,
-                  decode: Callable[[bytes | memoryview, str | None], bytes | memoryview]) -> bytes | memoryview:
+def _zstd_limited(
+    data: bytes | memoryview,
+    key: str | None,
+    limit: int,
+    name: str,
+    decode: Callable[[bytes | memoryview, str | None], bytes | memoryview],
+) -> bytes | memoryview:
     """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares
     more is refused from its header; one that declares its size and is the whole value is decoded into a
     buffer of that size; anything else (no size declared, a size of 0, more frames after the first:
@@ -243,14 +248,22 @@ def _zstd_content_size(data: bytes | memoryview) -> int | None:
     return value + 256 if width == 2 else value
 
 
-_SHUFFLE = {"noshuffle": "NOSHUFFLE", "shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE"}  # numcodecs.blosc names
+_SHUFFLE = {
+    "noshuffle": "NOSHUFFLE",
+    "shuffle": "SHUFFLE",
+    "bitshuffle": "BITSHUFFLE",
+}  # numcodecs.blosc names
 
 
 def _blosc_whole(data: bytes | memoryview, key: str | None, name: str) -> None:
     """c-blosc trusts the header's compressed size and reads past a shorter buffer (a crash): check it."""
     if len(data) < 16 or int.from_bytes(bytes(data[12:16]), "little") != len(data):
-        raise CodecError(f"not a whole blosc buffer: the header's compressed size does not match the "
-                         f"{len(data)}-byte value (truncated or corrupt)", key=key, codec=name)
+        raise CodecError(
+            f"not a whole blosc buffer: the header's compressed size does not match the "
+            f"{len(data)}-byte value (truncated or corrupt)",
+            key=key,
+            codec=name,
+        )
 
 
 def _blosc_declared(data: bytes | memoryview, key: str | None, limit: int, name: str) -> None:
@@ -281,7 +294,7 @@ class BloscCodec(BytesBytesCodec):
         self.typesize = typesize
         self._args = (cname.encode(), clevel, getattr(blosc, _SHUFFLE[shuffle]), blocksize, typesize)
         self._codec = blosc.Blosc(
-            cname=cname, clevel=clevel, shuffle=self._args[2], blocksize=blocksize, typesize=typesize,
+            cname=cname, clevel=clevel, shuffle=self._args[2], blocksize=blocksize, typesize=typesize
         )
 
     def encode(self, data: bytes | memoryview) -> bytes:
@@ -299,8 +312,11 @@ class BloscCodec(BytesBytesCodec):
         return self.decode(data, key)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        sizes_ok = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data) \
-            and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes  # compressed, decoded sizes
+        sizes_ok = (
+            len(data) >= 16
+            and int.from_bytes(bytes(data[12:16]), "little") == len(data)
+            and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes
+        )  # compressed, decoded sizes
         return sizes_ok and _decode_into(self._codec, data, out)
 
     def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
@@ -319,8 +335,11 @@ class BloscCodec(BytesBytesCodec):
 
         width = out.shape[1]
         done: np.ndarray = (frames.u32_at(12) == frames.sizes.astype(np.int64)) & (frames.u32_at(4) == width)
-        view, starts, ends = memoryview(frames.buffer).cast("B"), frames.offsets.tolist(), \
-            (frames.offsets + frames.sizes).tolist()
+        view, starts, ends = (
+            memoryview(frames.buffer).cast("B"),
+            frames.offsets.tolist(),
+            (frames.offsets + frames.sizes).tolist(),
+        )
         decompress, parts, got = blosc.decompress, [], []
         for i in np.flatnonzero(done).tolist():
             try:

@@ -25,11 +25,35 @@ from rectizarr.errors import CodecError, MetadataError
 __all__ = ["PackbitsCodec"]
 
 # bits per component of the data types narrower than a byte (held one per byte, in its low bits)
-_SUB_BYTE = {"bool": 1, "int2": 2, "uint2": 2, "int4": 4, "uint4": 4, "float4_e2m1fn": 4, "float6_e2m3fn": 6,
-             "float6_e3m2fn": 6}
+_SUB_BYTE = {
+    "bool": 1,
+    "int2": 2,
+    "uint2": 2,
+    "int4": 4,
+    "uint4": 4,
+    "float4_e2m1fn": 4,
+    "float6_e2m3fn": 6,
+    "float6_e3m2fn": 6,
+}
 _SIGNED = frozenset({"int2", "int4", "int8", "int16", "int32", "int64"})
-_WHOLE = frozenset({"int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
-                    "float64", "bfloat16", "complex64", "complex128"})
+_WHOLE = frozenset(
+    {
+        "int8",
+        "uint8",
+        "int16",
+        "uint16",
+        "int32",
+        "uint32",
+        "int64",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "bfloat16",
+        "complex64",
+        "complex128",
+    }
+)
 
 
 class PackbitsCodec(ArrayBytesCodec):
@@ -83,7 +107,9 @@ class PackbitsCodec(ArrayBytesCodec):
         total, nbytes = self._sizes(spec)
         arr = np.ascontiguousarray(chunk, dtype=spec.dtype)
         if arr.size != spec.size:
-            raise CodecError(f"got {arr.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name)
+            raise CodecError(
+                f"got {arr.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name
+            )
         little = arr.astype(arr.dtype.newbyteorder("<")) if arr.dtype.byteorder == ">" else arr
         comps = little.reshape(-1).view(self._components(spec.dtype, ncomp, nbits)).astype(np.uint64)
         if nbits < 8:
@@ -101,13 +127,19 @@ class PackbitsCodec(ArrayBytesCodec):
         expected = nbytes + (self.padding_encoding != "none")
         raw = np.frombuffer(data, dtype=np.uint8)
         if raw.size != expected:
-            raise CodecError(f"stored value has {raw.size} bytes, a chunk of {spec.size} {spec.dtype} takes "
-                             f"{expected}", key=spec.key, codec=self.name)
+            raise CodecError(
+                f"stored value has {raw.size} bytes, a chunk of {spec.size} {spec.dtype} takes {expected}",
+                key=spec.key,
+                codec=self.name,
+            )
         if self.padding_encoding != "none":
             pad = int(raw[0] if self.padding_encoding == "first_byte" else raw[-1])
             if pad != 8 * nbytes - total:
-                raise CodecError(f"padding byte says {pad} bits, the chunk pads {8 * nbytes - total}", key=spec.key,
-                                 codec=self.name)
+                raise CodecError(
+                    f"padding byte says {pad} bits, the chunk pads {8 * nbytes - total}",
+                    key=spec.key,
+                    codec=self.name,
+                )
             raw = raw[1:] if self.padding_encoding == "first_byte" else raw[:-1]
         comps = _unpack(raw, kept, spec.size * ncomp)
         if signed and first + kept < nbits:  # the top bit kept is the sign: copy it up to the full width
@@ -118,7 +150,9 @@ class PackbitsCodec(ArrayBytesCodec):
         if nbits < 8:
             comps &= np.uint64((1 << nbits) - 1)
         holder = self._components(spec.dtype, ncomp, nbits)
-        out = comps.astype(holder).view(spec.dtype.newbyteorder("<") if spec.dtype.itemsize > 1 else spec.dtype)
+        out = comps.astype(holder).view(
+            spec.dtype.newbyteorder("<") if spec.dtype.itemsize > 1 else spec.dtype
+        )
         return out.astype(spec.dtype, copy=False).reshape(spec.shape)
 
 
@@ -130,7 +164,7 @@ def _pack(values: np.ndarray, bits: int) -> np.ndarray:
     shifts = np.arange(bits, dtype=np.uint64)
     parts = []
     for start in range(0, values.size, _BLOCK):
-        block = values[start:start + _BLOCK]
+        block = values[start : start + _BLOCK]
         seq = ((block[:, None] >> shifts) & np.uint64(1)).astype(np.uint8)
         parts.append(np.packbits(seq.reshape(-1), bitorder="little"))
     return np.concatenate(parts) if parts else np.zeros(0, np.uint8)
@@ -143,6 +177,8 @@ def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
     step = _BLOCK * bits // 8
     for i, start in enumerate(range(0, count, _BLOCK)):
         n = min(_BLOCK, count - start)
-        seq = np.unpackbits(packed[i * step:(i + 1) * step], count=n * bits, bitorder="little")
-        out[start:start + n] = np.bitwise_or.reduce(seq.reshape(n, bits).astype(np.uint64) << shifts, axis=1)  # type: ignore[call-overload]
+        seq = np.unpackbits(packed[i * step : (i + 1) * step], count=n * bits, bitorder="little")
+        out[start : start + n] = np.bitwise_or.reduce(
+            seq.reshape(n, bits).astype(np.uint64) << shifts, axis=1
+        )  # type: ignore[call-overload]
     return out

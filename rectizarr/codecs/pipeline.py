@@ -18,11 +18,7 @@ from rectizarr.codecs.array_to_bytes import BytesCodec
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, ChunkSpec, Codec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pack
-from rectizarr.core.codec_meta import (
-    CodecMeta,
-    ShardingMeta,
-    codecs_to_json,
-)
+from rectizarr.core.codec_meta import CodecMeta, ShardingMeta, codecs_to_json
 from rectizarr.errors import CodecError, MetadataError
 
 __all__ = ["CodecPipeline", "ShardingCodec"]
@@ -72,10 +68,19 @@ class CodecPipeline:
         before it returns): ``tobytes`` would hold the GIL for the copy of a strided chunk, serialising the
         writers (1 MiB: 90 us each), and copy a contiguous chunk once more."""
         data: bytes | memoryview
-        if not self.bytes_bytes and chunk.dtype == spec.dtype and chunk.size == spec.size and self.is_raw(spec.dtype):
+        if (
+            not self.bytes_bytes
+            and chunk.dtype == spec.dtype
+            and chunk.size == spec.size
+            and self.is_raw(spec.dtype)
+        ):
             return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
-        if self.bytes_bytes and self.can_decode_into(spec.dtype) and chunk.dtype == spec.dtype \
-                and chunk.size == spec.size:
+        if (
+            self.bytes_bytes
+            and self.can_decode_into(spec.dtype)
+            and chunk.dtype == spec.dtype
+            and chunk.size == spec.size
+        ):
             # the compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
             # is made contiguous by NumPy's copy, which lets other threads run (``tobytes`` holds the GIL)
             data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
@@ -90,9 +95,14 @@ class CodecPipeline:
         stored = len(data)
         try:
             if self.bytes_bytes:
-                for codec, limit in zip(reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True):
-                    data = codec.decode(data, spec.key) if limit is None else \
-                        codec.decode_limited(data, spec.key, limit)
+                for codec, limit in zip(
+                    reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True
+                ):
+                    data = (
+                        codec.decode(data, spec.key)
+                        if limit is None
+                        else codec.decode_limited(data, spec.key, limit)
+                    )
             if not self.array_array:  # the common chain: no spec to resolve
                 return self.array_bytes.decode(data, spec)
             return self.decode_array(self.array_bytes.decode(data, self.resolve(spec)), spec)
@@ -101,14 +111,22 @@ class CodecPipeline:
 
     def is_raw(self, dtype: np.dtype) -> bool:
         """Whether chunks of ``dtype`` are stored as their own bytes: only ``bytes``, in native order."""
-        return not self.array_array and not self.bytes_bytes and isinstance(self.array_bytes, BytesCodec) \
+        return (
+            not self.array_array
+            and not self.bytes_bytes
+            and isinstance(self.array_bytes, BytesCodec)
             and self.array_bytes.is_native(dtype)
+        )
 
     def can_decode_into(self, dtype: np.dtype) -> bool:
         """Whether :meth:`decode_into` and :meth:`decode_prefix` may work for chunks of ``dtype``: one
         compressor before ``bytes`` in native order (ask once per read; the calls still may say no)."""
-        return not self.array_array and len(self.bytes_bytes) == 1 and isinstance(self.array_bytes, BytesCodec) \
+        return (
+            not self.array_array
+            and len(self.bytes_bytes) == 1
+            and isinstance(self.array_bytes, BytesCodec)
             and self.array_bytes.is_native(dtype)
+        )
 
     def batch_releases_gil(self, dtype: np.dtype) -> bool:
         """Whether :meth:`decode_many` decodes chunks of ``dtype`` in one call that lets other threads run."""
@@ -133,8 +151,9 @@ class CodecPipeline:
             return True
         return codec.decode_into(data, flat)
 
-    def decode_many(self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray,
-                    threads: int = 1) -> np.ndarray:
+    def decode_many(
+        self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray, threads: int = 1
+    ) -> np.ndarray:
         """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
         (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
         allows (one for zstd, on ``threads`` threads; else one per value). The mask of the values decoded:
@@ -167,8 +186,11 @@ class CodecPipeline:
             return Frames.of([])
         if self.is_raw(spec.dtype):
             rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
-            return Frames(rows.reshape(-1).data, np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes),
-                          np.full(n, spec.nbytes, dtype=np.uint64))
+            return Frames(
+                rows.reshape(-1).data,
+                np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes),
+                np.full(n, spec.nbytes, dtype=np.uint64),
+            )
         if self.can_decode_into(spec.dtype):  # bytes in native order, then one compressor
             rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
             return self.bytes_bytes[0].encode_many(rows, threads)
@@ -367,8 +389,9 @@ class ShardingCodec(ArrayBytesCodec):
             )
         return self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
 
-    def dense(self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *,
-              key: str | None) -> np.ndarray | None:
+    def dense(
+        self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *, key: str | None
+    ) -> np.ndarray | None:
         """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
         when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
         their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
@@ -382,23 +405,30 @@ class ShardingCodec(ArrayBytesCodec):
         index = self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
         return index.block(mv, dtype, self.chunk_shape)
 
-    def _build(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview], *,
-               as_view: bool = False) -> bytes | memoryview:
+    def _build(
+        self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview], *, as_view: bool = False
+    ) -> bytes | memoryview:
         cps = self.chunks_per_shard(shard_shape)
         start = self.index_nbytes(shard_shape) if self.index_location == "start" else 0
         table, parts = pack(cps, chunks, start, codec=self.name)
         index = self.index_codecs.encode(table, self._index_spec(cps, None))
-        pieces: list[bytes | memoryview] = [index, *parts] if self.index_location == "start" else [*parts, index]
+        pieces: list[bytes | memoryview] = (
+            [index, *parts] if self.index_location == "start" else [*parts, index]
+        )
         return concat(pieces, as_view=as_view)
 
-    def assemble(self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]) -> bytes | memoryview | None:
+    def assemble(
+        self, shard_shape: Shape, chunks: Mapping[Coords, bytes | memoryview]
+    ) -> bytes | memoryview | None:
         """A shard holding the given encoded inner chunks (bytes, or a view of a buffer when it is large),
         or ``None`` when there is nothing to store."""
         if not any(len(memoryview(v)) for v in chunks.values()):
             return None
         return self._build(shard_shape, chunks, as_view=True)
 
-    def assemble_frames(self, shard_shape: Shape, frames: Frames, rows: np.ndarray) -> bytes | memoryview | None:
+    def assemble_frames(
+        self, shard_shape: Shape, frames: Frames, rows: np.ndarray
+    ) -> bytes | memoryview | None:
         """:meth:`assemble` of the inner chunks encoded in ``frames`` (value ``i``: the inner chunk at C-order
         position ``rows[i]``, increasing), with no step per inner chunk: the same bytes."""
         cps = self.chunks_per_shard(shard_shape)
@@ -409,7 +439,9 @@ class ShardingCodec(ArrayBytesCodec):
         sizes = frames.sizes[stored]
         table = np.full((prod(cps), 2), EMPTY, dtype=np.uint64)
         table[rows[stored], 1] = sizes
-        table[rows[stored], 0] = np.uint64(start) + np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.uint64)
+        table[rows[stored], 0] = np.uint64(start) + np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(
+            np.uint64
+        )
         data = memoryview(frames.buffer).cast("B")
         if not stored.all() or int(frames.offsets[0]) != 0 or int(frames.sizes.sum()) != len(data):
             data = memoryview(b"".join(frames[i] for i in np.flatnonzero(stored).tolist()))

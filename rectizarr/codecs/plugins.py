@@ -30,12 +30,20 @@ from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCo
 from rectizarr.core.codec_meta import PLUGIN_GROUP, PROVIDERS, unsupported_codec_error
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["ENTRY_POINT_GROUP", "PROVIDERS", "CodecFactory", "build_plugin_codec", "plugin_names", "refresh",
-           "unsupported_codec_error"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "PROVIDERS",
+    "CodecFactory",
+    "build_plugin_codec",
+    "plugin_names",
+    "refresh",
+    "unsupported_codec_error",
+]
 
 ENTRY_POINT_GROUP = PLUGIN_GROUP
 
 CodecFactory = Callable[[Mapping[str, Any], np.dtype], Codec]
+
 
 @functools.cache
 def _entry_points() -> dict[str, metadata.EntryPoint]:
@@ -44,7 +52,9 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
 
 def _load(name: str) -> CodecFactory | None:
     ep = _entry_points().get(name)
-    if ep is None:  # installed since the group was listed? (core.codec_meta lists it afresh for unknown names)
+    if (
+        ep is None
+    ):  # installed since the group was listed? (core.codec_meta lists it afresh for unknown names)
         _entry_points.cache_clear()
         ep = _entry_points().get(name)
     if ep is None:
@@ -82,8 +92,9 @@ def refresh() -> None:
     _load_entry_point.cache_clear()
 
 
-def build_plugin_codec(name: str, configuration: Mapping[str, Any], dtype: np.dtype,
-                       path: str = "$.codecs") -> Codec | None:
+def build_plugin_codec(
+    name: str, configuration: Mapping[str, Any], dtype: np.dtype, path: str = "$.codecs"
+) -> Codec | None:
     """The codec a plugin builds for ``name``, or None when no plugin provides ``name``. A plugin's
     refusal of the configuration (a ``ValueError`` or ``TypeError``) is a :class:`MetadataError` at
     ``path``'s configuration; a plugin that returns no codec is an :class:`UnsupportedError`."""
@@ -97,6 +108,9 @@ def build_plugin_codec(name: str, configuration: Mapping[str, Any], dtype: np.dt
     except (ValueError, TypeError) as exc:
         raise MetadataError(f"codec {name!r} (plugin): {exc}", path=json_path(path, "configuration")) from exc
     if not isinstance(codec, ArrayArrayCodec | ArrayBytesCodec | BytesBytesCodec):
-        raise UnsupportedError(f"codec {name!r}: its plugin returned {type(codec).__name__}, not a rectizarr "
-                               "array->array, array->bytes or bytes->bytes codec", path=path)
+        raise UnsupportedError(
+            f"codec {name!r}: its plugin returned {type(codec).__name__}, not a rectizarr "
+            "array->array, array->bytes or bytes->bytes codec",
+            path=path,
+        )
     return codec

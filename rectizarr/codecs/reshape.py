@@ -29,8 +29,9 @@ MAX_SHAPE_COMBINATIONS = 1 << 14
 def _shapes(per_axis: Sequence[object]) -> list[tuple[int, ...]]:
     lengths = [sorted({int(e) for e in np.asarray(edges).reshape(-1).tolist()}) for edges in per_axis]
     if prod(len(x) for x in lengths) > MAX_SHAPE_COMBINATIONS:
-        raise UnsupportedError(f"more than {MAX_SHAPE_COMBINATIONS} distinct chunk shapes to check for a "
-                               "shape-changing codec")
+        raise UnsupportedError(
+            f"more than {MAX_SHAPE_COMBINATIONS} distinct chunk shapes to check for a shape-changing codec"
+        )
     return [tuple(s) for s in itertools.product(*lengths)]
 
 
@@ -39,8 +40,10 @@ def _map(codec: Any, per_axis: Sequence[object]) -> list[object]:
     outs = [codec.out_shape(s) for s in _shapes(per_axis)]
     ndims = {len(o) for o in outs}
     if len(ndims) > 1:
-        raise MetadataError(f"{codec.name} gives chunks of {sorted(ndims)} dimensions on this grid (its chunks "
-                            "have length 1 along an axis in some places only)")
+        raise MetadataError(
+            f"{codec.name} gives chunks of {sorted(ndims)} dimensions on this grid (its chunks "
+            "have length 1 along an axis in some places only)"
+        )
     ndim = ndims.pop() if ndims else 0
     return [np.unique(np.array([o[i] for o in outs], dtype=np.int64)) for i in range(ndim)]
 
@@ -64,7 +67,9 @@ class _Reshaping(ArrayArrayCodec):
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         chunk = np.asarray(chunk)
         if chunk.size != spec.size:
-            raise CodecError(f"got {chunk.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name)
+            raise CodecError(
+                f"got {chunk.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name
+            )
         return np.reshape(chunk, spec.shape)
 
 
@@ -76,7 +81,8 @@ class ReshapeCodec(_Reshaping):
 
     def __init__(self, shape: Sequence[int | Sequence[int]]) -> None:
         self.shape: tuple[int | tuple[int, ...], ...] = tuple(
-            s if isinstance(s, int) else tuple(s) for s in shape)
+            s if isinstance(s, int) else tuple(s) for s in shape
+        )
         if sum(1 for s in self.shape if s == -1) > 1:
             raise MetadataError("-1 may stand for at most one output length")
         for s in self.shape:
@@ -101,17 +107,25 @@ class ReshapeCodec(_Reshaping):
             i = out.index(-1)
             known = prod(o for j, o in enumerate(out) if j != i)
             if known == 0 or total % known:
-                raise MetadataError(f"reshape {self._json()} cannot hold the {total} elements of a {list(shape)} "
-                                    "chunk")
+                raise MetadataError(
+                    f"reshape {self._json()} cannot hold the {total} elements of a {list(shape)} chunk"
+                )
             out[i] = total // known
         if prod(out) != total:
-            raise MetadataError(f"reshape {self._json()} gives {out} ({prod(out)} elements) for a {list(shape)} "
-                                f"chunk ({total})")
+            raise MetadataError(
+                f"reshape {self._json()} gives {out} ({prod(out)} elements) for a {list(shape)} "
+                f"chunk ({total})"
+            )
         for i, s in enumerate(self.shape):  # input axes named keep their place in the C order
-            if isinstance(s, tuple) and s and (prod(out[:i]) != prod(shape[: s[0]])
-                                               or prod(out[i + 1:]) != prod(shape[s[-1] + 1:])):
-                raise MetadataError(f"reshape output axis {i} ({list(s)}) does not line up with those input axes for "
-                                    f"a {list(shape)} chunk (output {out})")
+            if (
+                isinstance(s, tuple)
+                and s
+                and (prod(out[:i]) != prod(shape[: s[0]]) or prod(out[i + 1 :]) != prod(shape[s[-1] + 1 :]))
+            ):
+                raise MetadataError(
+                    f"reshape output axis {i} ({list(s)}) does not line up with those input axes for "
+                    f"a {list(shape)} chunk (output {out})"
+                )
         return tuple(out)
 
     def _json(self) -> list[Any]:

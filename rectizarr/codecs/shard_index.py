@@ -65,7 +65,9 @@ class ShardIndex:
     nbytes: np.ndarray
 
     @classmethod
-    def checked(cls, table: np.ndarray, shard_nbytes: int | None, *, key: str | None, codec: str) -> ShardIndex:
+    def checked(
+        cls, table: np.ndarray, shard_nbytes: int | None, *, key: str | None, codec: str
+    ) -> ShardIndex:
         """The index of a decoded ``table`` (``chunks_per_shard + (2,)``), refused (``CodecError``) when an
         entry is half an empty marker, empty, or out of range (``shard_nbytes``, when known, bounds every
         byte range)."""
@@ -116,15 +118,20 @@ class ShardIndex:
         size = int(np.prod(chunk_shape, dtype=np.int64)) * dtype.itemsize
         first = int(self.offsets.reshape(-1)[0])
         expected = np.arange(count, dtype=np.uint64) * np.uint64(size) + np.uint64(first)
-        if size == 0 or first == MAX_U64 or bool(np.any(self.nbytes != size)) \
-                or not np.array_equal(self.offsets.reshape(-1), expected):
+        if (
+            size == 0
+            or first == MAX_U64
+            or bool(np.any(self.nbytes != size))
+            or not np.array_equal(self.offsets.reshape(-1), expected)
+        ):
             return None
         block = np.frombuffer(shard, dtype=dtype, count=count * (size // dtype.itemsize), offset=first)
         return block.reshape((*self.offsets.shape, *chunk_shape))
 
 
-def pack(cps: Shape, chunks: Mapping[Coords, bytes | memoryview], start: int, *,
-         codec: str) -> tuple[np.ndarray, list[memoryview]]:
+def pack(
+    cps: Shape, chunks: Mapping[Coords, bytes | memoryview], start: int, *, codec: str
+) -> tuple[np.ndarray, list[memoryview]]:
     """The index table and the data pieces of a shard of ``cps`` inner chunks holding ``chunks`` (their
     encodings; a zero-length one is absent) back to back in C order of their coords from byte ``start``."""
     table = np.full((*cps, 2), EMPTY, dtype=np.uint64)

@@ -32,8 +32,9 @@ class StdlibCodec(BytesBytesCodec):
 
     infallible = True
 
-    def __init__(self, name: str, compress: Callable[[bytes], bytes],
-                 decompressor: Callable[[int | None], Any]) -> None:
+    def __init__(
+        self, name: str, compress: Callable[[bytes], bytes], decompressor: Callable[[int | None], Any]
+    ) -> None:
         self.name = name
         self._compress = compress
         self._decompressor = decompressor
@@ -69,8 +70,11 @@ def _lzma(config: Mapping[str, Any]) -> StdlibCodec | None:
     fmt, check, preset = config.get("format", 1), config.get("check", -1), config.get("preset")
     if config.get("filters") is not None or fmt not in (lzma.FORMAT_XZ, lzma.FORMAT_ALONE):
         return None  # raw formats and custom filter chains: numcodecs handles them
-    return StdlibCodec("numcodecs.lzma", lambda b: lzma.compress(b, format=fmt, check=check, preset=preset),
-                       lambda limit: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO, memlimit=_lzma_memlimit(limit)))
+    return StdlibCodec(
+        "numcodecs.lzma",
+        lambda b: lzma.compress(b, format=fmt, check=check, preset=preset),
+        lambda limit: lzma.LZMADecompressor(format=lzma.FORMAT_AUTO, memlimit=_lzma_memlimit(limit)),
+    )
 
 
 def stdlib_codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
@@ -89,7 +93,9 @@ def _codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
     keys = set(config)
     if codec_id == "zlib" and keys <= {"level"}:
         level = int(config.get("level", 1))
-        return StdlibCodec("numcodecs.zlib", lambda b: zlib.compress(b, level), lambda _: zlib.decompressobj())
+        return StdlibCodec(
+            "numcodecs.zlib", lambda b: zlib.compress(b, level), lambda _: zlib.decompressobj()
+        )
     if codec_id == "bz2" and keys <= {"level"}:
         level = int(config.get("level", 1))
         return StdlibCodec("numcodecs.bz2", lambda b: bz2.compress(b, level), lambda _: bz2.BZ2Decompressor())
@@ -98,8 +104,9 @@ def _codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
     return None
 
 
-def lzma_limited(data: bytes | memoryview, key: str | None, limit: int, name: str, fmt: int,
-                 filters: Any) -> bytes:
+def lzma_limited(
+    data: bytes | memoryview, key: str | None, limit: int, name: str, fmt: int, filters: Any
+) -> bytes:
     """numcodecs' ``lzma`` decode (``lzma.decompress``: one stream after another, trailing data that is not a
     stream ignored) of the formats and filter chains :func:`stdlib_codec` leaves to numcodecs, stopping one
     byte past ``limit``; with the memory limit of :data:`LZMA_DICTIONARY` except in the raw format (whose

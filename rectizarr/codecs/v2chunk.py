@@ -34,11 +34,14 @@ _VLEN = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
 
 def _check_count(value: Any, n: int, spec: ChunkSpec, cid: str) -> None:
     """The item count a vlen chunk declares must be the chunk's: numcodecs allocates what it declares."""
-    head = bytes(memoryview(value).cast("B")[:4]) if not isinstance(value, np.ndarray) else value.tobytes()[:4]
+    head = (
+        bytes(memoryview(value).cast("B")[:4]) if not isinstance(value, np.ndarray) else value.tobytes()[:4]
+    )
     if len(head) < 4 or int.from_bytes(head, "little") != n:
         declared = int.from_bytes(head, "little") if len(head) == 4 else None
-        raise CodecError(f"the chunk declares {declared} items, the chunk has {n} ({spec.shape})", key=spec.key,
-                         codec=cid)
+        raise CodecError(
+            f"the chunk declares {declared} items, the chunk has {n} ({spec.shape})", key=spec.key, codec=cid
+        )
 
 
 class _Pickle:
@@ -69,7 +72,9 @@ class V2ChunkCodec(ArrayBytesCodec):
             if cid == "pickle" and not _pickle_allowed():
                 raise UnsupportedError(
                     f"the 'pickle' filter runs code when it decodes; set {ALLOW_PICKLE_ENV}=1 to read data you "
-                    "trust", path=json_path(path, "configuration", "filters", i))
+                    "trust",
+                    path=json_path(path, "configuration", "filters", i),
+                )
             if cid == "pickle":  # numcodecs refuses to unpickle unless its own global flag is set
                 objs.append(_Pickle(int(config.get("protocol", 5))))
                 continue
@@ -100,8 +105,11 @@ class V2ChunkCodec(ArrayBytesCodec):
         out = np.asarray(data) if not isinstance(data, bytes | bytearray | memoryview) else data
         if isinstance(out, np.ndarray):
             if out.dtype.hasobject:
-                raise CodecError("the filters left Python objects; an object codec is missing", key=spec.key,
-                                 codec=self.name)
+                raise CodecError(
+                    "the filters left Python objects; an object codec is missing",
+                    key=spec.key,
+                    codec=self.name,
+                )
             return out.reshape(-1, order="A").tobytes(order="A")
         return bytes(out)
 
@@ -123,8 +131,11 @@ class V2ChunkCodec(ArrayBytesCodec):
         except Exception as exc:
             raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
         if arr.size != n:
-            raise CodecError(f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})", key=spec.key,
-                             codec=self.name)
+            raise CodecError(
+                f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})",
+                key=spec.key,
+                codec=self.name,
+            )
         if not (self.declared.kind == "O" and arr.ndim > 1 and arr.shape == spec.shape):
             # (object codecs that keep the shape, json2 and msgpack2, give the values in place already)
             arr = arr.reshape(-1, order="A").reshape(spec.shape, order=self.order)  # type: ignore[call-overload]

@@ -25,16 +25,52 @@ __all__ = ["CAST_VALUE_EXTRA", "CastValueCodec", "ScaleOffsetCodec"]
 
 CAST_VALUE_EXTRA = "cast-value"
 #: data types the cast_value specification allows on either side
-_CAST_SPEC_TYPES = frozenset({
-    "int2", "int4", "int8", "int16", "int32", "int64", "uint2", "uint4", "uint8", "uint16", "uint32", "uint64",
-    "float4_e2m1fn", "float6_e2m3fn", "float6_e3m2fn", "float8_e3m4", "float8_e4m3", "float8_e4m3b11fnuz",
-    "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu", "bfloat16", "float16", "float32",
-    "float64",
-})
+_CAST_SPEC_TYPES = frozenset(
+    {
+        "int2",
+        "int4",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint2",
+        "uint4",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float4_e2m1fn",
+        "float6_e2m3fn",
+        "float6_e3m2fn",
+        "float8_e3m4",
+        "float8_e4m3",
+        "float8_e4m3b11fnuz",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "bfloat16",
+        "float16",
+        "float32",
+        "float64",
+    }
+)
 #: those the backend converts
-_CAST_BACKEND_TYPES = frozenset({
-    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
-})
+_CAST_BACKEND_TYPES = frozenset(
+    {
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+    }
+)
 
 
 def _scalar(dt: DataType, value: Any, path: str) -> np.ndarray:
@@ -52,13 +88,17 @@ class ScaleOffsetCodec(ArrayArrayCodec):
     def __init__(self, meta: cm.ScaleOffsetMeta, dtype: np.dtype, path: str) -> None:
         config = json_path(path, "configuration")
         if dtype.kind not in "iuf":
-            raise MetadataError(f"scale_offset codes integer and floating-point data only, not {dtype}", path=path)
+            raise MetadataError(
+                f"scale_offset codes integer and floating-point data only, not {dtype}", path=path
+            )
         dt = data_type_from_numpy(dtype)
         self.dtype = dtype
         self.offset = _scalar(dt, meta.offset, json_path(config, "offset"))[()]
         self.scale = _scalar(dt, meta.scale, json_path(config, "scale"))[()]
         if self.scale == 0:
-            raise MetadataError("scale must not be zero (decoding divides by it)", path=json_path(config, "scale"))
+            raise MetadataError(
+                "scale must not be zero (decoding divides by it)", path=json_path(config, "scale")
+            )
         self._fills: dict[bytes, np.ndarray] = {}
 
     def _check_dtype(self, spec: ChunkSpec) -> None:
@@ -79,8 +119,9 @@ class ScaleOffsetCodec(ArrayArrayCodec):
 
     def _range_error(self, key: str | None, what: str) -> CodecError:
         info = np.iinfo(self.dtype)
-        return CodecError(f"{what} gives a value outside {self.dtype} [{info.min}, {info.max}]", key=key,
-                          codec=self.name)
+        return CodecError(
+            f"{what} gives a value outside {self.dtype} [{info.min}, {info.max}]", key=key, codec=self.name
+        )
 
     def _encode(self, chunk: np.ndarray, key: str | None) -> np.ndarray:
         if self.dtype.kind == "f":
@@ -106,8 +147,12 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             return np.asarray((chunk / self.scale) + self.offset)
         with np.errstate(over="ignore", divide="ignore"):
             if chunk.size and np.any(chunk % self.scale):
-                raise CodecError(f"a stored value is not a multiple of scale {int(self.scale)}: its quotient is not "
-                                 f"a whole {self.dtype}", key=spec.key, codec=self.name)
+                raise CodecError(
+                    f"a stored value is not a multiple of scale {int(self.scale)}: its quotient is not "
+                    f"a whole {self.dtype}",
+                    key=spec.key,
+                    codec=self.name,
+                )
             if chunk.size:
                 off, scale, info = int(self.offset), int(self.scale), np.iinfo(self.dtype)
                 for x in (int(chunk.min()), int(chunk.max())):
@@ -138,41 +183,67 @@ class CastValueCodec(ArrayArrayCodec):
         source = data_type_from_numpy(dtype)
         for role, dt, where in (("input", source, path), ("target", target, json_path(config, "data_type"))):
             if dt.name not in _CAST_SPEC_TYPES:
-                raise MetadataError(f"cast_value converts integer and floating-point data only; its {role} is "
-                                    f"{dt.name}", path=where)
+                raise MetadataError(
+                    f"cast_value converts integer and floating-point data only; its {role} is {dt.name}",
+                    path=where,
+                )
             if dt.name not in _CAST_BACKEND_TYPES:
-                raise UnsupportedError(f"cast_value with {role} {dt.name}: cast-value-rs, its backend, converts "
-                                       f"only {', '.join(sorted(_CAST_BACKEND_TYPES))}", path=where)
+                raise UnsupportedError(
+                    f"cast_value with {role} {dt.name}: cast-value-rs, its backend, converts "
+                    f"only {', '.join(sorted(_CAST_BACKEND_TYPES))}",
+                    path=where,
+                )
         if meta.out_of_range == "wrap" and target.numpy.kind not in "iu":
-            raise MetadataError(f"out_of_range 'wrap' needs an integer data_type, not {target.name}",
-                                path=json_path(config, "out_of_range"))
+            raise MetadataError(
+                f"out_of_range 'wrap' needs an integer data_type, not {target.name}",
+                path=json_path(config, "out_of_range"),
+            )
         self.backend = _backend()
         if self.backend is None:
-            raise UnsupportedError(f"codec 'cast_value' needs the cast-value-rs package: pip install "
-                                   f"'rectizarr[{CAST_VALUE_EXTRA}]'", path=json_path(path, "name"))
+            raise UnsupportedError(
+                f"codec 'cast_value' needs the cast-value-rs package: pip install "
+                f"'rectizarr[{CAST_VALUE_EXTRA}]'",
+                path=json_path(path, "name"),
+            )
         self.source, self.target = source.numpy, target.numpy
         self.rounding = meta.rounding
         self.out_of_range = meta.out_of_range
         smap = meta.scalar_map
         where = json_path(config, "scalar_map")
-        self.encode_map = None if smap is None or smap.encode is None else \
-            self._pairs(smap.encode, source, target, json_path(where, "encode"))
-        self.decode_map = None if smap is None or smap.decode is None else \
-            self._pairs(smap.decode, target, source, json_path(where, "decode"))
+        self.encode_map = (
+            None
+            if smap is None or smap.encode is None
+            else self._pairs(smap.encode, source, target, json_path(where, "encode"))
+        )
+        self.decode_map = (
+            None
+            if smap is None or smap.decode is None
+            else self._pairs(smap.decode, target, source, json_path(where, "decode"))
+        )
         self._fills: dict[bytes, np.ndarray] = {}
 
     @staticmethod
-    def _pairs(pairs: Sequence[tuple[Any, Any]], frm: DataType, to: DataType, path: str) -> list[tuple[Any, Any]]:
+    def _pairs(
+        pairs: Sequence[tuple[Any, Any]], frm: DataType, to: DataType, path: str
+    ) -> list[tuple[Any, Any]]:
         out = []
         for i, (a, b) in enumerate(pairs):
-            out.append((_scalar(frm, a, json_path(path, i, 0)).item(), _scalar(to, b, json_path(path, i, 1)).item()))
+            out.append(
+                (_scalar(frm, a, json_path(path, i, 0)).item(), _scalar(to, b, json_path(path, i, 1)).item())
+            )
         return out
 
-    def _cast(self, arr: np.ndarray, target: np.dtype, pairs: list[tuple[Any, Any]] | None,
-              key: str | None) -> np.ndarray:
+    def _cast(
+        self, arr: np.ndarray, target: np.dtype, pairs: list[tuple[Any, Any]] | None, key: str | None
+    ) -> np.ndarray:
         try:
-            out = self.backend.cast_array(np.asarray(arr, order="C"), target_dtype=target, rounding_mode=self.rounding,
-                                          out_of_range_mode=self.out_of_range, scalar_map_entries=pairs)
+            out = self.backend.cast_array(
+                np.asarray(arr, order="C"),
+                target_dtype=target,
+                rounding_mode=self.rounding,
+                out_of_range_mode=self.out_of_range,
+                scalar_map_entries=pairs,
+            )
         except (ValueError, TypeError, OverflowError) as exc:
             raise CodecError(f"cannot cast {arr.dtype} to {target}: {exc}", key=key, codec=self.name) from exc
         return np.asarray(out).reshape(arr.shape)
@@ -206,5 +277,7 @@ def _as_stored(chunk: np.ndarray, dtype: np.dtype, spec: ChunkSpec, name: str) -
     """``chunk`` as the codec after this one decoded it: of ``dtype`` and the chunk's shape (CodecError)."""
     chunk = np.asarray(chunk)
     if chunk.dtype != dtype or chunk.shape != spec.shape:
-        raise CodecError(f"got {chunk.dtype} {chunk.shape}, expected {dtype} {spec.shape}", key=spec.key, codec=name)
+        raise CodecError(
+            f"got {chunk.dtype} {chunk.shape}, expected {dtype} {spec.shape}", key=spec.key, codec=name
+        )
     return chunk

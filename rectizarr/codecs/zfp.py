@@ -54,17 +54,21 @@ class ZfpCodec(ArrayBytesCodec):
 
     def __init__(self, mode: str, params: dict[str, Any], path: str) -> None:
         if mode == "expert":
-            raise UnsupportedError("zfp's expert mode: zfpy, the zfp binding rectizarr uses, does not expose it",
-                                   path=path)
+            raise UnsupportedError(
+                "zfp's expert mode: zfpy, the zfp binding rectizarr uses, does not expose it", path=path
+            )
         self.zfpy = _zfpy()
         if self.zfpy is None:
-            raise UnsupportedError(f"codec 'zfp' needs the zfpy package: pip install 'rectizarr[{ZFP_EXTRA}]'",
-                                   path=path)
+            raise UnsupportedError(
+                f"codec 'zfp' needs the zfpy package: pip install 'rectizarr[{ZFP_EXTRA}]'", path=path
+            )
         self.mode = mode
-        self.kwargs: dict[str, Any] = {"fixed_rate": {"rate": params.get("rate")},
-                                       "fixed_precision": {"precision": params.get("precision")},
-                                       "fixed_accuracy": {"tolerance": params.get("tolerance")},
-                                       "reversible": {}}[mode]
+        self.kwargs: dict[str, Any] = {
+            "fixed_rate": {"rate": params.get("rate")},
+            "fixed_precision": {"precision": params.get("precision")},
+            "fixed_accuracy": {"tolerance": params.get("tolerance")},
+            "reversible": {},
+        }[mode]
         self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
 
     # --------------------------------------------------------------------------------- types and shapes
@@ -84,8 +88,10 @@ class ZfpCodec(ArrayBytesCodec):
     @staticmethod
     def _field(shape: Sequence[int]) -> tuple[int, ...]:
         if len(shape) > 4:
-            raise MetadataError(f"zfp codes chunks of 1 to 4 dimensions, not {len(shape)} (a squeeze codec before "
-                                "it may drop axes of length 1)")
+            raise MetadataError(
+                f"zfp codes chunks of 1 to 4 dimensions, not {len(shape)} (a squeeze codec before "
+                "it may drop axes of length 1)"
+            )
         return tuple(int(s) for s in shape) or (1,)
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
@@ -168,16 +174,23 @@ class ZfpCodec(ArrayBytesCodec):
         field = self._field(spec.shape)
         bound = self.encoded_bound(spec) or 0
         if len(data) > bound:
-            raise CodecError(f"stored value of {len(data)} bytes is more than a zfp stream of this chunk takes "
-                             f"({bound})", key=spec.key, codec=self.name)
-        stream = np.concatenate([self._header(field, zdt), _bits(data), np.zeros(8 * (bound - len(data)) + 64,
-                                                                                  np.uint8)])
+            raise CodecError(
+                f"stored value of {len(data)} bytes is more than a zfp stream of this chunk takes ({bound})",
+                key=spec.key,
+                codec=self.name,
+            )
+        stream = np.concatenate(
+            [self._header(field, zdt), _bits(data), np.zeros(8 * (bound - len(data)) + 64, np.uint8)]
+        )
         padded = np.packbits(stream, bitorder="little").tobytes()
         try:
             values = np.asarray(self.zfpy.decompress_numpy(padded))
         except Exception as exc:
             raise CodecError(f"zfp decompression failed: {exc}", key=spec.key, codec=self.name) from exc
         if values.size != spec.size or values.dtype != zdt:
-            raise CodecError(f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}", key=spec.key,
-                             codec=self.name)
+            raise CodecError(
+                f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}",
+                key=spec.key,
+                codec=self.name,
+            )
         return self._demote(values, name, spec.dtype).reshape(spec.shape)

@@ -20,11 +20,21 @@ import threading
 import numpy as np
 import zstandard
 
-__all__ = ["ZstdError", "decode_into", "decode_many", "decode_prefix", "decoded_size", "encode", "encode_many",
-           "prefix_enabled"]
+__all__ = [
+    "ZstdError",
+    "decode_into",
+    "decode_many",
+    "decode_prefix",
+    "decoded_size",
+    "encode",
+    "encode_many",
+    "prefix_enabled",
+]
 
 ZstdError = zstandard.ZstdError
-LIBZSTD_VERSION = 10000 * zstandard.ZSTD_VERSION[0] + 100 * zstandard.ZSTD_VERSION[1] + zstandard.ZSTD_VERSION[2]
+LIBZSTD_VERSION = (
+    10000 * zstandard.ZSTD_VERSION[0] + 100 * zstandard.ZSTD_VERSION[1] + zstandard.ZSTD_VERSION[2]
+)
 """The version of the libzstd ``zstandard`` bundles, as numcodecs' ``zstd.VERSION_NUMBER`` gives its own."""
 _FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
 # From this decoded size on, frames decode one by one into their rows faster than through one batch call
@@ -88,8 +98,9 @@ def decode_into(data: bytes | memoryview, out: np.ndarray) -> bool:
         return False
 
 
-def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarray, rows: np.ndarray,
-                threads: int) -> bool:
+def decode_many(
+    buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarray, rows: np.ndarray, threads: int
+) -> bool:
     """Decode the frame at each ``(offset, size)`` row of ``segments`` (inside ``buffer``) into row
     ``rows[i]`` of ``out`` (C-contiguous ``uint8``, ``(m, row_bytes)``), with one call on ``threads``
     threads that do not hold the GIL. All or nothing: False, never an exception, when any frame is invalid
@@ -98,12 +109,15 @@ def decode_many(buffer: bytes | memoryview, segments: np.ndarray, out: np.ndarra
     threads = threads if n >= _FRAMES_PER_THREAD * threads else 0  # threads are started per call
     if not threads and width >= _LARGE_FRAME:  # each straight into its row: no copies of the decoded bytes
         view = memoryview(buffer)
-        return all(decode_into(view[start : start + size], out[row])
-                   for (start, size), row in zip(segments.tolist(), rows.tolist(), strict=True))
+        return all(
+            decode_into(view[start : start + size], out[row])
+            for (start, size), row in zip(segments.tolist(), rows.tolist(), strict=True)
+        )
     try:
         frames = zstandard.BufferWithSegments(buffer, np.ascontiguousarray(segments, np.uint64).tobytes())
         got = _decompressor().multi_decompress_to_buffer(
-            frames, decompressed_sizes=np.full(n, width, np.uint64).tobytes(), threads=max(0, threads))
+            frames, decompressed_sizes=np.full(n, width, np.uint64).tobytes(), threads=max(0, threads)
+        )
     except (ZstdError, TypeError, ValueError):
         return False
     # every frame decoded to exactly ``width`` bytes (another size is an error above): joined in one C
@@ -136,10 +150,13 @@ def encode_many(rows: np.ndarray, level: int, checksum: bool, threads: int) -> t
     """Each row of ``rows`` (C-contiguous ``uint8``, ``(n, row_bytes)``) as one frame (the bytes of
     :func:`encode`), with one call on up to ``threads`` threads: the frames back to back, and their sizes."""
     n, width = rows.shape
-    segments = np.stack([np.arange(n, dtype=np.uint64) * np.uint64(width), np.full(n, width, np.uint64)], axis=1)
+    segments = np.stack(
+        [np.arange(n, dtype=np.uint64) * np.uint64(width), np.full(n, width, np.uint64)], axis=1
+    )
     threads = threads if n >= _FRAMES_PER_THREAD // 8 * threads else 0
     got = _compressor(level, checksum).multi_compress_to_buffer(
-        zstandard.BufferWithSegments(memoryview(rows).cast("B"), segments.tobytes()), threads=threads)
+        zstandard.BufferWithSegments(memoryview(rows).cast("B"), segments.tobytes()), threads=threads
+    )
     parts = [got[i] for i in range(n)]
     sizes = np.fromiter(map(len, parts), dtype=np.uint64, count=n)
     return b"".join(parts), sizes  # type: ignore[arg-type]  # segments are buffers (untyped)

@@ -64,13 +64,17 @@ class ChunkKeyEncoding:
 
     def __post_init__(self) -> None:
         if self.name not in KEY_ENCODINGS:
-            raise UnsupportedError(f"chunk key encoding {self.name!r} (supported: {', '.join(KEY_ENCODINGS)})")
+            raise UnsupportedError(
+                f"chunk key encoding {self.name!r} (supported: {', '.join(KEY_ENCODINGS)})"
+            )
         if self.separator not in ("/", "."):
             raise MetadataError(f"chunk key separator must be '/' or '.', got {self.separator!r}")
         if self.name == "template" and self.template is None:
             raise MetadataError("chunk key encoding 'template' needs a format")
         if self.name in _WRAPPERS and (self.base is None or not self.affix):
-            raise MetadataError(f"chunk key encoding {self.name!r} needs a non-empty {self.name} and a base_encoding")
+            raise MetadataError(
+                f"chunk key encoding {self.name!r} needs a non-empty {self.name} and a base_encoding"
+            )
         if self.name == "fanout" and not (is_int(self.max_children) and self.max_children > 3):
             raise MetadataError(f"fanout max_children must be an integer > 3, got {self.max_children!r}")
 
@@ -100,7 +104,9 @@ class ChunkKeyEncoding:
             raise SelectionError(f"chunk coords must be >= 0, got {int(a.min())}")
         if self.base is not None:
             inner = self.base.encode_many(a)
-            return [self.affix + k for k in inner] if self.name == "prefix" else [k + self.affix for k in inner]
+            return (
+                [self.affix + k for k in inner] if self.name == "prefix" else [k + self.affix for k in inner]
+            )
         if self.template is not None:
             return [self.template.encode(row) for row in a.tolist()]
         if self.name == "fanout":
@@ -119,10 +125,10 @@ class ChunkKeyEncoding:
             if self.name == "prefix":
                 if not key.startswith(self.affix):
                     return None
-                return self.base.decode(key[len(self.affix):], ndim)
+                return self.base.decode(key[len(self.affix) :], ndim)
             if not key.endswith(self.affix):
                 return None
-            return self.base.decode(key[:len(key) - len(self.affix)], ndim)
+            return self.base.decode(key[: len(key) - len(self.affix)], ndim)
         if self.template is not None:
             return self.template.decode(key, ndim)
         if self.name == "fanout":
@@ -148,7 +154,10 @@ class ChunkKeyEncoding:
         if self.name == "fanout":
             return {"name": "fanout", "configuration": {"max_children": self.max_children}}
         if self.base is not None:
-            return {"name": self.name, "configuration": {self.name: self.affix, "base_encoding": self.base.to_json()}}
+            return {
+                "name": self.name,
+                "configuration": {self.name: self.affix, "base_encoding": self.base.to_json()},
+            }
         if self.template is not None:
             config: dict[str, Any] = {"format": self.template.format}
             if self.template.separator is not None:
@@ -206,7 +215,9 @@ def _checked_affix(value: Any, what: str, path: str) -> str:
     return value
 
 
-def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding", _depth: int = 0) -> ChunkKeyEncoding:
+def parse_chunk_key_encoding(
+    value: Any, path: str = "$.chunk_key_encoding", _depth: int = 0
+) -> ChunkKeyEncoding:
     """Read ``chunk_key_encoding`` metadata: an object (``configuration`` optional) or the short-hand
     name string. Errors name the extension and the JSON path."""
     obj = {"name": value} if isinstance(value, str) else value
@@ -221,8 +232,10 @@ def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding", _de
     if not isinstance(name, str):
         raise MetadataError(f"name must be a string, got {name!r}", path=json_path(path, "name"))
     if name not in KEY_ENCODINGS:
-        raise UnsupportedError(f"chunk key encoding {name!r} (supported: {', '.join(KEY_ENCODINGS)})",
-                               path=json_path(path, "name"))
+        raise UnsupportedError(
+            f"chunk key encoding {name!r} (supported: {', '.join(KEY_ENCODINGS)})",
+            path=json_path(path, "name"),
+        )
     config = obj.get("configuration", {})
     cpath = json_path(path, "configuration")
     if not isinstance(config, dict):
@@ -238,8 +251,9 @@ def parse_chunk_key_encoding(value: Any, path: str = "$.chunk_key_encoding", _de
             raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
     separator = config.get("separator", _DEFAULT_SEPARATOR[name])
     if separator not in ("/", "."):
-        raise MetadataError(f"{name} separator must be '/' or '.', got {separator!r}",
-                            path=json_path(cpath, "separator"))
+        raise MetadataError(
+            f"{name} separator must be '/' or '.', got {separator!r}", path=json_path(cpath, "separator")
+        )
     return ChunkKeyEncoding(name, separator)  # type: ignore[arg-type]
 
 
@@ -249,13 +263,15 @@ def _parse_fanout(config: dict[str, Any], cpath: str) -> ChunkKeyEncoding:
             raise MetadataError(f"unknown key {k!r} in the fanout configuration", path=json_path(cpath, k))
     n = config.get("max_children", _DEFAULT_MAX_CHILDREN)
     if not is_int(n) or not 3 < n <= 1 << 62:
-        raise MetadataError(f"fanout max_children must be an integer > 3, got {n!r}",
-                            path=json_path(cpath, "max_children"))
+        raise MetadataError(
+            f"fanout max_children must be an integer > 3, got {n!r}", path=json_path(cpath, "max_children")
+        )
     return ChunkKeyEncoding("fanout", "/", max_children=int(n))
 
 
-def _parse_wrapper(name: Literal["prefix", "suffix"], config: dict[str, Any], cpath: str,
-                   depth: int) -> ChunkKeyEncoding:
+def _parse_wrapper(
+    name: Literal["prefix", "suffix"], config: dict[str, Any], cpath: str, depth: int
+) -> ChunkKeyEncoding:
     # the suffix README's first example spells the key "base-encoding": read, never written
     base_key = "base-encoding" if name == "suffix" and "base-encoding" in config else "base_encoding"
     for k in config:
@@ -266,8 +282,9 @@ def _parse_wrapper(name: Literal["prefix", "suffix"], config: dict[str, Any], cp
             raise MetadataError(f"the {name} configuration needs {k!r}", path=cpath)
     affix = _checked_affix(config[name], name, json_path(cpath, name))
     if depth >= _MAX_NESTING:
-        raise MetadataError(f"chunk key encodings nested more than {_MAX_NESTING} deep",
-                            path=json_path(cpath, base_key))
+        raise MetadataError(
+            f"chunk key encodings nested more than {_MAX_NESTING} deep", path=json_path(cpath, base_key)
+        )
     base = parse_chunk_key_encoding(config[base_key], json_path(cpath, base_key), depth + 1)
     return ChunkKeyEncoding(name, base.separator, affix=affix, base=base)
 
@@ -287,17 +304,23 @@ class Template:
             if isinstance(part, tuple) and part[0] is not None:
                 i = part[0] if part[0] >= 0 else ndim + part[0]
                 if not 0 <= i < ndim:
-                    raise MetadataError(f"template {self.format!r}: index {part[0]} does not exist in "
-                                        f"{ndim}-dimensional chunk coordinates")
+                    raise MetadataError(
+                        f"template {self.format!r}: index {part[0]} does not exist in "
+                        f"{ndim}-dimensional chunk coordinates"
+                    )
                 if i in named:
                     raise MetadataError(f"template {self.format!r}: coordinate {i} is named twice")
                 named.append(i)
         rest = [i for i in range(ndim) if i not in named]
         has_rest = any(isinstance(p, tuple) and p[0] is None for p in self.parts)
         if rest and not has_rest:
-            raise MetadataError(f"template {self.format!r} names {len(named)} of {ndim} coordinates and has no {{*}}")
+            raise MetadataError(
+                f"template {self.format!r} names {len(named)} of {ndim} coordinates and has no {{*}}"
+            )
         if has_rest and not rest:
-            raise MetadataError(f"template {self.format!r}: no coordinate is left for {{*}} ({ndim} dimension(s))")
+            raise MetadataError(
+                f"template {self.format!r}: no coordinate is left for {{*}} ({ndim} dimension(s))"
+            )
         out: list[tuple[int | None, int, list[int]]] = []
         it = iter(named)
         for part in self.parts:
@@ -335,8 +358,11 @@ class Template:
                 index, _, which = next(exprs)
                 count = len(which)
                 sep = re.escape(self.separator or "")
-                pattern.append("([0-9]{1,19})" if index is not None
-                               else "([0-9]{1,19}" + f"(?:{sep}[0-9]{{1,19}}){{{count - 1}}})")
+                pattern.append(
+                    "([0-9]{1,19})"
+                    if index is not None
+                    else "([0-9]{1,19}" + f"(?:{sep}[0-9]{{1,19}}){{{count - 1}}})"
+                )
         m = re.fullmatch("".join(pattern), key)
         if m is None:
             return None
@@ -372,8 +398,10 @@ def _parse_template(config: dict[str, Any], cpath: str) -> Template:
         raise MetadataError(f"template {key} must be a string, got {fmt!r}", path=where)
     separator = config.get("separator")
     if separator is not None and (not isinstance(separator, str) or not separator):
-        raise MetadataError(f"template separator must be a non-empty string, got {separator!r}",
-                            path=json_path(cpath, "separator"))
+        raise MetadataError(
+            f"template separator must be a non-empty string, got {separator!r}",
+            path=json_path(cpath, "separator"),
+        )
     parts: list[str | tuple[int | None, int]] = []
     literal: list[str] = []
     i = 0

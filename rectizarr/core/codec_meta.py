@@ -269,7 +269,6 @@ PROVIDERS: dict[str, str] = {
 }
 
 
-
 def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedError:
     """The error for a codec neither built in nor plugged in: it names the codec, where it is registered and
     what implements it, and how a package can plug it in."""
@@ -550,8 +549,10 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
                 cast["scalar_map"] = {k: [list(p) for p in v] for k, v in pairs.items() if v is not None}
             return {"name": meta.name, "configuration": cast}
         case V2ChunkMeta():
-            return {"name": meta.name, "configuration": {"dtype": meta.dtype, "order": meta.order,
-                                                         "filters": list(meta.filters)}}
+            return {
+                "name": meta.name,
+                "configuration": {"dtype": meta.dtype, "order": meta.order, "filters": list(meta.filters)},
+            }
         case _:
             config = {k: list(v) if isinstance(v, tuple) else v for k, v in msgspec.to_builtins(meta).items()}
             return {"name": meta.name, "configuration": {k: v for k, v in config.items() if v is not None}}

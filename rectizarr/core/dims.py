@@ -40,7 +40,9 @@ MAX_EDGES = 10**8  # explicit edges per dimension (800 MB as int64)
 def _listable(n: int) -> int:
     """``n`` when that many chunks along one axis can be listed one by one, else ``UnsupportedError``."""
     if n > MAX_EDGES:
-        raise UnsupportedError(f"{n} chunks along one axis are too many to list one by one (at most {MAX_EDGES})")
+        raise UnsupportedError(
+            f"{n} chunks along one axis are too many to list one by one (at most {MAX_EDGES})"
+        )
     return n
 
 
@@ -67,8 +69,9 @@ def _int_array(values: npt.ArrayLike, stop: int, what: str) -> IntArray:
 def check_edge_count(n: int, path: str | None) -> None:
     """Refuse (``UnsupportedError`` at ``path``) more than ``MAX_EDGES`` explicit edges along one axis."""
     if n > MAX_EDGES:
-        raise UnsupportedError(f"{n} explicit chunk edges along one axis; at most {MAX_EDGES} are supported",
-                               path=path)
+        raise UnsupportedError(
+            f"{n} explicit chunk edges along one axis; at most {MAX_EDGES} are supported", path=path
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,8 +159,10 @@ class VaryingDim:
         """Validate ``edges`` (integers >= 1 summing to >= ``extent``) and keep them as runs."""
         a = np.asarray(edges)
         if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
-            raise MetadataError(f"chunk edges must be a flat sequence of integers, got {a.dtype} "
-                                f"with shape {a.shape}", path=path)
+            raise MetadataError(
+                f"chunk edges must be a flat sequence of integers, got {a.dtype} with shape {a.shape}",
+                path=path,
+            )
         check_edge_count(a.size, path)
         if a.size and (int(a.min()) < 1 or int(a.max()) > INT64_MAX):
             raise MetadataError("chunk edges must be integers in [1, 2**63)", path=path)
@@ -166,11 +171,16 @@ class VaryingDim:
         return cls._build(a[firsts], np.diff(np.append(firsts, a.size)), extent, path)
 
     @classmethod
-    def from_runs(cls, values: npt.ArrayLike, counts: npt.ArrayLike, extent: int, *,
-                  path: str | None = None) -> VaryingDim:
+    def from_runs(
+        cls, values: npt.ArrayLike, counts: npt.ArrayLike, extent: int, *, path: str | None = None
+    ) -> VaryingDim:
         """Edge ``values[r]`` repeated ``counts[r]`` times (integers >= 1 each), summing to >= ``extent``."""
         v, c = np.asarray(values), np.asarray(counts)
-        if v.ndim != 1 or v.shape != c.shape or (v.size and not (v.dtype.kind in "iu" and c.dtype.kind in "iu")):
+        if (
+            v.ndim != 1
+            or v.shape != c.shape
+            or (v.size and not (v.dtype.kind in "iu" and c.dtype.kind in "iu"))
+        ):
             raise MetadataError("chunk edge runs must be two flat integer sequences of one length", path=path)
         if v.size and (min(int(v.min()), int(c.min())) < 1 or max(int(v.max()), int(c.max())) > INT64_MAX):
             raise MetadataError("chunk edges and their counts must be integers in [1, 2**63)", path=path)
@@ -189,8 +199,9 @@ class VaryingDim:
             raise MetadataError("chunk edges sum to 2**63 or more", path=path)
         offsets = _checked_cumsum(v * c, "chunk edges sum to 2**63 or more", path)
         if int(offsets[-1]) < extent:
-            raise MetadataError(f"chunk edges sum to {int(offsets[-1])}, less than the extent {extent}",
-                                path=path)
+            raise MetadataError(
+                f"chunk edges sum to {int(offsets[-1])}, less than the extent {extent}", path=path
+            )
         for a in (v, c, starts, offsets):
             a.flags.writeable = False
         extent = int(extent)
@@ -203,8 +214,11 @@ class VaryingDim:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, VaryingDim):
             return NotImplemented
-        return (self.extent == other.extent and np.array_equal(self.values, other.values)
-                and np.array_equal(self.counts, other.counts))
+        return (
+            self.extent == other.extent
+            and np.array_equal(self.values, other.values)
+            and np.array_equal(self.counts, other.counts)
+        )
 
     def __hash__(self) -> int:
         return hash((self.extent, self.values.tobytes(), self.counts.tobytes()))
@@ -304,7 +318,9 @@ class VaryingDim:
         """The edges as written to JSON (see :func:`compress_rle`), without expanding them."""
         if bool(np.all(self.counts == 1)):
             return self.values.tolist()  # type: ignore[no-any-return]
-        return [v if n == 1 else [v, n] for v, n in zip(self.values.tolist(), self.counts.tolist(), strict=True)]
+        return [
+            v if n == 1 else [v, n] for v, n in zip(self.values.tolist(), self.counts.tolist(), strict=True)
+        ]
 
 
 def _checked_cumsum(a: IntArray, message: str, path: str | None) -> IntArray:
@@ -324,6 +340,8 @@ def all_data_lens(dims: Sequence[Dim]) -> tuple[tuple[int, ...], ...]:
     the axes (four axes of ``[[1, 10**8]]`` would be 3 GB of Python tuples: use ``data_len_runs``)."""
     total = sum(d.nchunks for d in dims)
     if total > MAX_EDGES:
-        raise UnsupportedError(f"{total} chunks in total across the axes are too many to list one by one (at "
-                               f"most {MAX_EDGES}); ask for their runs instead")
+        raise UnsupportedError(
+            f"{total} chunks in total across the axes are too many to list one by one (at "
+            f"most {MAX_EDGES}); ask for their runs instead"
+        )
     return tuple(d.data_lens() for d in dims)

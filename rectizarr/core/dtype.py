@@ -60,13 +60,19 @@ _CORE: dict[str, str] = {
 _KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
 _COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 _VARIABLE = frozenset({"string", "bytes"})
-_ALIASES = {"variable_length_bytes": "bytes",  # zarr-python's unregistered name
-            # the zarr-extensions registry's own spellings of types read under zarr-python's names
-            "datetime64": "numpy.datetime64", "timedelta64": "numpy.timedelta64"}
+_ALIASES = {
+    "variable_length_bytes": "bytes",  # zarr-python's unregistered name
+    # the zarr-extensions registry's own spellings of types read under zarr-python's names
+    "datetime64": "numpy.datetime64",
+    "timedelta64": "numpy.timedelta64",
+}
 # Registry spellings sized in bits ({"length_bits": n}): the type read, and the bits per unit of it
 # (a UCS4 code point is 32 bits). Read only: zarr-python, zarrs and tensorstore write the names on the right.
-_LENGTH_BITS = {"fixed-length-ucs4": ("fixed_length_utf32", 32),
-                "fixed-length-bytes": ("raw_bytes", 8), "fixed-length-ascii": ("null_terminated_bytes", 8)}
+_LENGTH_BITS = {
+    "fixed-length-ucs4": ("fixed_length_utf32", 32),
+    "fixed-length-bytes": ("raw_bytes", 8),
+    "fixed-length-ascii": ("null_terminated_bytes", 8),
+}
 _TIME = {"numpy.datetime64": "M8", "numpy.timedelta64": "m8"}
 _TIME_UNITS = frozenset(
     {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
@@ -76,7 +82,12 @@ _MAX_UTF32_BYTES = ext.MAX_ITEMSIZE  # a fill value of the type is built at open
 _MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element; a fill value of the type is built at open
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
-_EXT_PLAIN = ext.EXT_NAMES - {"struct", "structured", "null_terminated_bytes", "raw_bytes"}  # no configuration
+_EXT_PLAIN = ext.EXT_NAMES - {
+    "struct",
+    "structured",
+    "null_terminated_bytes",
+    "raw_bytes",
+}  # no configuration
 
 
 def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
@@ -322,8 +333,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
         digits = m.group(1)
         if len(digits) > 11 or int(digits) // 8 > _MAX_ITEMSIZE:  # no int() of thousands of digits
             raise MetadataError(
-                f"raw data type {name[:24]!r}: more than {_MAX_ITEMSIZE} bytes per element",
-                path=path,
+                f"raw data type {name[:24]!r}: more than {_MAX_ITEMSIZE} bytes per element", path=path
             )
         bits = int(digits)
         if bits == 0 or bits % 8 or digits != str(bits):
@@ -334,8 +344,9 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
     if name in ext.EXT_NAMES:
         ext_config, np_dtype = ext.ext_from_name(name, config, path, parse_data_type)
         return DataType("struct" if name == "structured" else name, ext_config, np_dtype)
-    raise UnsupportedError(f"unsupported data type {name!r} ({_registered(name)}data types cannot be skipped)",
-                           path=path)
+    raise UnsupportedError(
+        f"unsupported data type {name!r} ({_registered(name)}data types cannot be skipped)", path=path
+    )
 
 
 # Registered data types (zarr-extensions) rectizarr does not read, and what implements them.
@@ -358,8 +369,10 @@ def _from_length_bits(name: str, config: Mapping[str, Any] | None, path: str) ->
     target, unit = _LENGTH_BITS[name]
     bits = _checked_config(config, name, ("length_bits",), path)["length_bits"]
     if not is_int(bits) or bits <= 0 or bits % unit:
-        raise MetadataError(f"{name}: length_bits must be a positive multiple of {unit}, got {bits!r}",
-                            path=json_path(path, "configuration", "length_bits"))
+        raise MetadataError(
+            f"{name}: length_bits must be a positive multiple of {unit}, got {bits!r}",
+            path=json_path(path, "configuration", "length_bits"),
+        )
     return target, {"length_bytes": int(bits) // 8}
 
 
@@ -445,7 +458,8 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
     ml_dtypes types by name. Anything else raises :class:`UnsupportedError` naming the type.
     """
     if isinstance(dtype, str) and (
-        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN or _RAW.fullmatch(dtype)
+        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN
+        or _RAW.fullmatch(dtype)
     ):
         return _from_name(dtype, None, "$.data_type")
     try:
@@ -489,8 +503,9 @@ def as_strings(values: np.ndarray, one: bool = False) -> np.ndarray:
     if all(x.__class__ is str for x in values.flat):
         return values
     out = np.empty(values.shape, dtype=object)
-    out.flat[:] = [str(x) if one and isinstance(x, list | tuple | np.ndarray) else _as_string(x)
-                   for x in values.flat]
+    out.flat[:] = [
+        str(x) if one and isinstance(x, list | tuple | np.ndarray) else _as_string(x) for x in values.flat
+    ]
     return out
 
 
@@ -498,19 +513,34 @@ def _as_string(x: Any) -> str:
     if isinstance(x, str):
         return str(x)  # np.str_ too, which numcodecs' VLenUTF8 refuses
     if isinstance(x, list | tuple | np.ndarray):
-        raise ValueError("setting an array element with a sequence: the value has more dimensions than the "
-                         f"selection (an element is {type(x).__name__} {x!r:.40})")
+        raise ValueError(
+            "setting an array element with a sequence: the value has more dimensions than the "
+            f"selection (an element is {type(x).__name__} {x!r:.40})"
+        )
     if isinstance(x, bytes | bytearray | memoryview):
         try:
             return bytes(x).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise SelectionError(f"cannot store {bytes(x)!r:.40} in a string array: not UTF-8 ({exc})") from None
+            raise SelectionError(
+                f"cannot store {bytes(x)!r:.40} in a string array: not UTF-8 ({exc})"
+            ) from None
     return str(x)
 
 
 # the units of a fixed length, in attoseconds (years and months are not: NumPy converts them by the calendar)
-_ATTOSECONDS = {"W": 7 * 86400 * 10**18, "D": 86400 * 10**18, "h": 3600 * 10**18, "m": 60 * 10**18, "s": 10**18,
-                "ms": 10**15, "us": 10**12, "ns": 10**9, "ps": 10**6, "fs": 10**3, "as": 1}
+_ATTOSECONDS = {
+    "W": 7 * 86400 * 10**18,
+    "D": 86400 * 10**18,
+    "h": 3600 * 10**18,
+    "m": 60 * 10**18,
+    "s": 10**18,
+    "ms": 10**15,
+    "us": 10**12,
+    "ns": 10**9,
+    "ps": 10**6,
+    "fs": 10**3,
+    "as": 1,
+}
 _I64 = np.iinfo(np.int64)
 
 
@@ -520,8 +550,11 @@ def check_unit_cast(values: Any, dtype: npt.DTypeLike) -> None:
     raises it when it casts an array; older NumPy (Python 3.11 gets 2.4) and NumPy's scalar casts wrap
     such values around into other dates, silently. Units of a fixed length (weeks to attoseconds) only."""
     dt: np.dtype[Any] = np.dtype(dtype)
-    if dt.kind not in "Mm" or not isinstance(values, np.ndarray | np.datetime64 | np.timedelta64) \
-            or values.dtype.kind != dt.kind:
+    if (
+        dt.kind not in "Mm"
+        or not isinstance(values, np.ndarray | np.datetime64 | np.timedelta64)
+        or values.dtype.kind != dt.kind
+    ):
         return
     (unit, count), (src_unit, src_count) = np.datetime_data(dt), np.datetime_data(values.dtype)
     if unit not in _ATTOSECONDS or src_unit not in _ATTOSECONDS:
@@ -535,5 +568,6 @@ def check_unit_cast(values: Any, dtype: npt.DTypeLike) -> None:
     outside = (ints > limit) | ((ints < -limit) & (ints != _I64.min))
     if outside.any():
         first = np.asarray(values).reshape(-1)[np.flatnonzero(outside)[0]]
-        raise OverflowError(f"{first} is outside the range of {dt} (converting between {values.dtype} and {dt} "
-                            "units)")
+        raise OverflowError(
+            f"{first} is outside the range of {dt} (converting between {values.dtype} and {dt} units)"
+        )

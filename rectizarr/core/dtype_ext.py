@@ -27,8 +27,18 @@ from rectizarr._util import is_int, json_path
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["EXT_NAMES", "MAX_ITEMSIZE", "ML_INTS", "b64_fill", "FieldType", "ext_fill_to_json", "ext_from_name",
-           "ext_from_numpy", "ext_has_endianness", "ext_parse_fill"]
+__all__ = [
+    "EXT_NAMES",
+    "MAX_ITEMSIZE",
+    "ML_INTS",
+    "b64_fill",
+    "FieldType",
+    "ext_fill_to_json",
+    "ext_from_name",
+    "ext_from_numpy",
+    "ext_has_endianness",
+    "ext_parse_fill",
+]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
 _NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}
@@ -64,34 +74,45 @@ def _ml(name: str, path: str) -> np.dtype[Any]:
     try:
         import ml_dtypes
     except ImportError as exc:
-        raise UnsupportedError(f"data type {name!r} needs the optional ml_dtypes package: pip install "
-                               "'rectizarr[ml]'", path=path) from exc
+        raise UnsupportedError(
+            f"data type {name!r} needs the optional ml_dtypes package: pip install 'rectizarr[ml]'", path=path
+        ) from exc
     try:
         out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
     except AttributeError as exc:
-        raise UnsupportedError(f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}",
-                               path=path) from exc
+        raise UnsupportedError(
+            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}", path=path
+        ) from exc
     return out
 
 
 def _component(name: str, path: str) -> np.dtype[Any]:
     comp = _COMPLEX[name]
-    return np.dtype(f"f{int(comp[5:]) // 8}") if comp in ("float16", "float32", "float64") else _ml(comp, path)
+    return (
+        np.dtype(f"f{int(comp[5:]) // 8}") if comp in ("float16", "float32", "float64") else _ml(comp, path)
+    )
 
 
 # ----------------------------------------------------------------------------------------- construction
 
 
-def ext_from_name(name: str, config: Mapping[str, Any] | None, path: str,
-                  parse: Parse) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
+def ext_from_name(
+    name: str, config: Mapping[str, Any] | None, path: str, parse: Parse
+) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
     """The configuration (as stored) and numpy dtype of an extension data type ``name``."""
     cpath = json_path(path, "configuration")
     if name in _BYTES:
         length: Any = (config or {}).get("length_bytes")
-        if not isinstance(config, Mapping) or set(config) != {"length_bytes"} or not is_int(length) \
-                or not 1 <= length <= MAX_ITEMSIZE:
-            raise MetadataError(f"{name} needs a configuration {{\"length_bytes\": n}} with 1 <= n <= "
-                                f"{MAX_ITEMSIZE}", path=cpath)
+        if (
+            not isinstance(config, Mapping)
+            or set(config) != {"length_bytes"}
+            or not is_int(length)
+            or not 1 <= length <= MAX_ITEMSIZE
+        ):
+            raise MetadataError(
+                f'{name} needs a configuration {{"length_bytes": n}} with 1 <= n <= {MAX_ITEMSIZE}',
+                path=cpath,
+            )
         return MappingProxyType({"length_bytes": int(length)}), np.dtype(f"{_BYTES[name]}{int(length)}")
     if config:
         if name not in ("struct", "structured"):
@@ -106,12 +127,20 @@ def ext_from_name(name: str, config: Mapping[str, Any] | None, path: str,
     return _struct(name, config, path, parse)
 
 
-def _struct(name: str, config: Mapping[str, Any] | None, path: str,
-            parse: Parse) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
+def _struct(
+    name: str, config: Mapping[str, Any] | None, path: str, parse: Parse
+) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
     cpath = json_path(path, "configuration")
     fields = (config or {}).get("fields")
-    if not isinstance(config, Mapping) or set(config) != {"fields"} or not isinstance(fields, list) or not fields:
-        raise MetadataError(f"{name} needs a configuration {{\"fields\": [...]}} with at least one field", path=cpath)
+    if (
+        not isinstance(config, Mapping)
+        or set(config) != {"fields"}
+        or not isinstance(fields, list)
+        or not fields
+    ):
+        raise MetadataError(
+            f'{name} needs a configuration {{"fields": [...]}} with at least one field', path=cpath
+        )
     if cpath.count(".configuration") > MAX_NESTING:
         raise MetadataError(f"structs nested more than {MAX_NESTING} levels deep", path=cpath)
     names: list[str] = []
@@ -141,8 +170,9 @@ def _fields(config: Mapping[str, Any] | None, parse: Parse, path: str) -> list[t
     return [(f["name"], parse(f["data_type"], path)) for f in (config or {}).get("fields", [])]
 
 
-def ext_from_numpy(dt: np.dtype[Any], from_numpy: Callable[[np.dtype[Any]], FieldType]) -> tuple[
-        str, Mapping[str, Any] | None] | None:
+def ext_from_numpy(
+    dt: np.dtype[Any], from_numpy: Callable[[np.dtype[Any]], FieldType]
+) -> tuple[str, Mapping[str, Any] | None] | None:
     """The extension name and configuration for a numpy dtype (``S<n>``, structured, ml_dtypes ints)."""
     if dt.kind == "S" and dt.itemsize:
         return "null_terminated_bytes", MappingProxyType({"length_bytes": dt.itemsize})
@@ -153,8 +183,12 @@ def ext_from_numpy(dt: np.dtype[Any], from_numpy: Callable[[np.dtype[Any]], Fiel
     offsets = [dt.fields[n][1] for n in dt.names or ()]
     sizes = [dt.fields[n][0].itemsize for n in dt.names or ()]
     packed = offsets == [sum(sizes[:i]) for i in range(len(sizes))] and dt.itemsize == sum(sizes)
-    if not packed or any(dt.fields[n][0].subdtype is not None or len(dt.fields[n]) > 2 for n in dt.names or ()):
-        raise UnsupportedError(f"structured dtype {dt}: a struct has packed fields without sub-arrays or titles")
+    if not packed or any(
+        dt.fields[n][0].subdtype is not None or len(dt.fields[n]) > 2 for n in dt.names or ()
+    ):
+        raise UnsupportedError(
+            f"structured dtype {dt}: a struct has packed fields without sub-arrays or titles"
+        )
     fields = [{"name": n, "data_type": from_numpy(dt.fields[n][0]).to_json()} for n in dt.names or ()]
     return "struct", MappingProxyType({"fields": fields})
 
@@ -191,8 +225,9 @@ def b64_fill(value: Any, size: int, exact: bool, path: str) -> bytes:
     return raw + bytes(size - len(raw))
 
 
-def ext_parse_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str,
-                   parse: Parse) -> np.ndarray[Any, Any]:
+def ext_parse_fill(
+    name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str, parse: Parse
+) -> np.ndarray[Any, Any]:
     """A fill value of an extension type as a 0-d array of ``numpy``."""
     if name in _BYTES:
         if isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
@@ -210,27 +245,34 @@ def ext_parse_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[
         if not isinstance(value, list | tuple) or len(value) != 2:
             raise MetadataError(f"{name} fill value must be a [real, imag] pair, got {value!r}", path=path)
         comp = _component(name, path)
-        parts = [parse_float(v, comp, FLOAT_SPECS[_COMPLEX[name]], json_path(path, i)) for i, v in enumerate(value)]
+        parts = [
+            parse_float(v, comp, FLOAT_SPECS[_COMPLEX[name]], json_path(path, i)) for i, v in enumerate(value)
+        ]
         return np.frombuffer(parts[0].tobytes() + parts[1].tobytes(), dtype=numpy).reshape(()).copy()
     return _struct_fill(name, config, numpy, value, path, parse)
 
 
-def _struct_fill(name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str,
-                 parse: Parse) -> np.ndarray[Any, Any]:
+def _struct_fill(
+    name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str, parse: Parse
+) -> np.ndarray[Any, Any]:
     if isinstance(value, str):  # the legacy form: base64 of the packed little-endian bytes
         lenient("struct fill value as base64; write an object with every field", path)
         raw = b64_fill(value, numpy.itemsize, True, path)
         return np.frombuffer(raw, dtype=numpy.newbyteorder("<")).reshape(()).astype(numpy)
     fields = _fields(config, parse, path)
     if not isinstance(value, Mapping) or set(value) != {n for n, _ in fields}:
-        raise MetadataError(f"a {name} fill value is an object with the fields {[n for n, _ in fields]}", path=path)
+        raise MetadataError(
+            f"a {name} fill value is an object with the fields {[n for n, _ in fields]}", path=path
+        )
     out = np.zeros((), dtype=numpy)
     for fname, ftype in fields:
         out[fname] = ftype.parse_fill(value[fname], json_path(path, fname))
     return out
 
 
-def ext_fill_to_json(name: str, config: Mapping[str, Any] | None, fill: np.ndarray[Any, Any], parse: Parse) -> Any:
+def ext_fill_to_json(
+    name: str, config: Mapping[str, Any] | None, fill: np.ndarray[Any, Any], parse: Parse
+) -> Any:
     """Canonical fill value JSON of an extension type (what :func:`ext_parse_fill` reads back)."""
     if name in _BYTES:
         raw = fill.tobytes()
@@ -242,4 +284,6 @@ def ext_fill_to_json(name: str, config: Mapping[str, Any] | None, fill: np.ndarr
         parts = np.frombuffer(fill.tobytes(), dtype=comp)
         spec = FLOAT_SPECS[_COMPLEX[name]]
         return [float_to_json(parts[0:1].reshape(()), spec), float_to_json(parts[1:2].reshape(()), spec)]
-    return {fname: ftype.fill_to_json(np.asarray(fill[fname])) for fname, ftype in _fields(config, parse, "$")}
+    return {
+        fname: ftype.fill_to_json(np.asarray(fill[fname])) for fname, ftype in _fields(config, parse, "$")
+    }

@@ -121,7 +121,8 @@ class ChunkGrid:
 
     def is_in_grid(self, coords: Sequence[int]) -> bool:
         return len(coords) == len(self.dims) and all(
-            is_int(c) and 0 <= c < d.nchunks for d, c in zip(self.dims, coords, strict=True))
+            is_int(c) and 0 <= c < d.nchunks for d, c in zip(self.dims, coords, strict=True)
+        )
 
     def to_json(self) -> dict[str, Any]:
         shape = self.regular_chunk_shape
@@ -130,8 +131,9 @@ class ChunkGrid:
         specs = [d.size if isinstance(d, FixedDim) else d.runs_json() for d in self.dims]
         return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": specs}}
 
-    def resize(self, new_shape: Shape,
-               policy: ResizePolicy | Sequence[AxisResizePolicy] = "new_chunk") -> ChunkGrid:
+    def resize(
+        self, new_shape: Shape, policy: ResizePolicy | Sequence[AxisResizePolicy] = "new_chunk"
+    ) -> ChunkGrid:
         """The grid for ``new_shape``. Fixed dimensions only change their extent. An explicit-edge axis
         keeps its edges when it shrinks or stays within them; when it grows past them its policy adds
         edges: ``"new_chunk"`` one edge for the whole growth (zarr-python), ``"repeat"`` copies of the last
@@ -141,13 +143,17 @@ class ChunkGrid:
         if len(extents) != self.ndim:
             raise MetadataError(f"new shape {extents} has {len(extents)} dimensions, the grid {self.ndim}")
         if not isinstance(policy, str | Sequence | np.ndarray) or isinstance(policy, bytes):
-            raise MetadataError(f"chunks {policy!r} for a resize must be 'new_chunk', 'repeat' or one entry per "
-                                "axis (None, a policy name, or a list of new edges)")
+            raise MetadataError(
+                f"chunks {policy!r} for a resize must be 'new_chunk', 'repeat' or one entry per "
+                "axis (None, a policy name, or a list of new edges)"
+            )
         policies = [policy] * self.ndim if isinstance(policy, str) else list(policy)
         if len(policies) != self.ndim:
             raise MetadataError(f"{len(policies)} resize policies for {self.ndim} dimensions")
-        dims = tuple(_resize_dim(d, e, p, f"policy[{axis}]")
-                     for axis, (d, e, p) in enumerate(zip(self.dims, extents, policies, strict=True)))
+        dims = tuple(
+            _resize_dim(d, e, p, f"policy[{axis}]")
+            for axis, (d, e, p) in enumerate(zip(self.dims, extents, policies, strict=True))
+        )
         return ChunkGrid(dims, self.kind)
 
     @classmethod
@@ -165,9 +171,14 @@ class ChunkGrid:
         stand for ``count`` edges (the run-length form of the JSON: ``[[10, 10**8], 3]``, kept as runs).
         All ints -> a regular grid; any sequence -> rectilinear, with int axes kept as bare-int steps."""
         extents = as_extents(shape, "shape")
-        if not isinstance(chunks, Sequence | np.ndarray) or isinstance(chunks, str | bytes) \
-                or len(chunks) != len(extents):
-            raise MetadataError(f"chunks {chunks!r} do not give one entry for each of {len(extents)} dimensions")
+        if (
+            not isinstance(chunks, Sequence | np.ndarray)
+            or isinstance(chunks, str | bytes)
+            or len(chunks) != len(extents)
+        ):
+            raise MetadataError(
+                f"chunks {chunks!r} do not give one entry for each of {len(extents)} dimensions"
+            )
         dims: list[Dim] = []
         for axis, (spec, extent) in enumerate(zip(chunks, extents, strict=True)):
             path = json_path("chunks", axis)
@@ -178,16 +189,18 @@ class ChunkGrid:
             elif isinstance(spec, Sequence | np.ndarray) and not isinstance(spec, str | bytes) and len(spec):
                 dims.append(VaryingDim.from_edges(edge_array(spec, path), extent, path=path))
             else:
-                raise MetadataError(f"expected a chunk size or a non-empty sequence of edges, got {spec!r}",
-                                    path=path)
+                raise MetadataError(
+                    f"expected a chunk size or a non-empty sequence of edges, got {spec!r}", path=path
+                )
         return cls(tuple(dims), "rectilinear" if any(isinstance(d, VaryingDim) for d in dims) else "regular")
 
 
 def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim:
     policy = "new_chunk" if policy is None else policy
     if isinstance(policy, str) and policy not in _RESIZE_POLICIES:
-        raise MetadataError(f"unknown resize policy {policy!r}; use one of {_RESIZE_POLICIES} or a list of "
-                            "edges", path=path)
+        raise MetadataError(
+            f"unknown resize policy {policy!r}; use one of {_RESIZE_POLICIES} or a list of edges", path=path
+        )
     if isinstance(d, FixedDim):
         if not isinstance(policy, str):
             raise MetadataError("explicit edges given for an axis with a fixed chunk size", path=path)
@@ -197,16 +210,18 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
         return VaryingDim.from_runs(d.values, d.counts, extent, path=path)
     if not isinstance(policy, str):
         if not isinstance(policy, Sequence | np.ndarray) or isinstance(policy, bytes):
-            raise MetadataError(f"expected a policy name or a list of new edges for a growing axis, got {policy!r}",
-                                path=path)
+            raise MetadataError(
+                f"expected a policy name or a list of new edges for a growing axis, got {policy!r}", path=path
+            )
         if any(isinstance(x, list | tuple) for x in policy):  # run-length pairs, as create_array takes them
             new, counts = rle_runs(list(policy), path)
         else:
             new = edge_array(policy, path)
             counts = np.ones(new.size, dtype=np.int64)
         if int((new * counts).sum()) < growth:
-            raise MetadataError(f"new edges {np.repeat(new, counts).tolist()} do not cover the growth of {growth}",
-                                path=path)
+            raise MetadataError(
+                f"new edges {np.repeat(new, counts).tolist()} do not cover the growth of {growth}", path=path
+            )
     elif policy == "repeat":
         if not d.values.size:
             raise MetadataError("cannot repeat the last edge of an axis without edges", path=path)
@@ -214,8 +229,9 @@ def _resize_dim(d: Dim, extent: int, policy: AxisResizePolicy, path: str) -> Dim
         new, counts = np.array([last], dtype=np.int64), np.array([ceildiv(growth, last)], dtype=np.int64)
     else:
         new, counts = np.array([growth], dtype=np.int64), np.ones(1, dtype=np.int64)
-    return VaryingDim.from_runs(np.concatenate([d.values, new]), np.concatenate([d.counts, counts]), extent,
-                                path=path)
+    return VaryingDim.from_runs(
+        np.concatenate([d.values, new]), np.concatenate([d.counts, counts]), extent, path=path
+    )
 
 
 # --- JSON helpers ---------------------------------------------------------------------------------
@@ -312,6 +328,9 @@ def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
 def declared_sizes(grid: ChunkGrid) -> list[Any]:
     """The grid's chunk sizes as ``create_array`` takes them, as declared (an overhanging edge kept): an int
     per regular axis, and edges as ``[edge, count]`` runs where they repeat (never expanded)."""
-    return [d.size if isinstance(d, FixedDim) else
-            [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
-            for d in grid.dims]
+    return [
+        d.size
+        if isinstance(d, FixedDim)
+        else [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
+        for d in grid.dims
+    ]

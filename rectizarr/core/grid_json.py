@@ -142,8 +142,13 @@ def _fast_rle_list(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
             return None
         first = np.searchsorted(commas, pair_open)
         last = commas.size - 1
-        if bool(np.any((first > last) | (commas[np.minimum(first, last)] > pair_close)
-                       | ((first < last) & (commas[np.minimum(first + 1, last)] < pair_close)))):
+        if bool(
+            np.any(
+                (first > last)
+                | (commas[np.minimum(first, last)] > pair_close)
+                | ((first < last) & (commas[np.minimum(first + 1, last)] < pair_close))
+            )
+        ):
             return None  # some nested list is not a pair (exactly one comma between its brackets)
     # "[5,2]" -> "-5,2 ": a minus marks the edge of a run, the number after it is the count.
     b[pair_open] = ord("-")
@@ -187,12 +192,17 @@ def _parse_regular(config: dict[str, Any], extents: Shape, path: str) -> ChunkGr
     dims = []
     for axis, (size, extent) in enumerate(zip(sizes, extents, strict=True)):
         if isinstance(size, list | tuple):
-            raise MetadataError("a list in a regular chunk_shape is the legacy zarr-python 3.2 form of a "
-                                "rectilinear grid; rewrite it as {'name': 'rectilinear', ...}",
-                                path=json_path(path, axis))
+            raise MetadataError(
+                "a list in a regular chunk_shape is the legacy zarr-python 3.2 form of a "
+                "rectilinear grid; rewrite it as {'name': 'rectilinear', ...}",
+                path=json_path(path, axis),
+            )
         if is_int(size) and size == 0 and extent == 0:
-            warnings.warn(f"{json_path(path, axis)}: chunk size 0 on an empty axis repaired to 1",
-                          UserWarning, stacklevel=3)
+            warnings.warn(
+                f"{json_path(path, axis)}: chunk size 0 on an empty axis repaired to 1",
+                UserWarning,
+                stacklevel=3,
+            )
             size = 1
         dims.append(FixedDim(positive_int(size, json_path(path, axis)), extent))
     return ChunkGrid(tuple(dims), "regular")
@@ -204,14 +214,17 @@ def _parse_rectilinear(config: dict[str, Any], extents: Shape, path: str) -> Chu
     if not isinstance(kind, str):
         raise MetadataError(f"kind must be a string, got {kind!r}", path=json_path(path, "kind"))
     if kind != "inline":
-        raise UnsupportedError(f"rectilinear grid kind {kind!r} (only 'inline' is supported)",
-                               path=json_path(path, "kind"))
+        raise UnsupportedError(
+            f"rectilinear grid kind {kind!r} (only 'inline' is supported)", path=json_path(path, "kind")
+        )
     path = json_path(path, "chunk_shapes")
     specs = _open(config["chunk_shapes"], path, as_list=True)
     if len(specs) != len(extents):
         raise MetadataError(f"{len(specs)} dimension specs for {len(extents)} dimensions", path=path)
-    dims = tuple(_dim_from_json(s, e, json_path(path, axis))
-                 for axis, (s, e) in enumerate(zip(specs, extents, strict=True)))
+    dims = tuple(
+        _dim_from_json(s, e, json_path(path, axis))
+        for axis, (s, e) in enumerate(zip(specs, extents, strict=True))
+    )
     return ChunkGrid(dims, "rectilinear")
 
 
@@ -232,8 +245,9 @@ def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> Ch
     if not isinstance(name, str):
         raise MetadataError(f"name must be a string, got {name!r}", path=json_path(path, "name"))
     if name not in ("regular", "rectilinear"):
-        raise UnsupportedError(f"chunk grid {name!r} (supported: 'regular', 'rectilinear')",
-                               path=json_path(path, "name"))
+        raise UnsupportedError(
+            f"chunk grid {name!r} (supported: 'regular', 'rectilinear')", path=json_path(path, "name")
+        )
     if "configuration" not in obj:
         raise MetadataError(f"the {name} chunk grid needs a configuration", path=path)
     cpath = json_path(path, "configuration")

@@ -62,7 +62,9 @@ ARRAY_KEYS = frozenset(
         "dimension_names",
     }
 )
-GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})  # others: extra_fields
+GROUP_KEYS = frozenset(
+    {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
+)  # others: extra_fields
 
 
 class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_field="node_type"):
@@ -171,7 +173,7 @@ def extra_fields(top: dict[str, Any], raw: bool, known: frozenset[str], key: str
             continue
         raise UnsupportedError(
             f"unknown metadata field {name!r}: an extension this reader does not understand "
-            "(only objects with \"must_understand\": false may be ignored)",
+            '(only objects with "must_understand": false may be ignored)',
             path=f"$.{name}",
             key=key,
         )
@@ -200,7 +202,10 @@ def parse_shape(value: Any, key: str | None) -> Shape:
     if len(value) > MAX_NDIM:
         raise UnsupportedError(
             f"arrays of {len(value)} dimensions; at most {MAX_NDIM} are supported (numpy's iterators "
-            f"handle no more)", path="$.shape", key=key)
+            f"handle no more)",
+            path="$.shape",
+            key=key,
+        )
     for i, s in enumerate(value):
         if type(s) is not int or s < 0:
             raise MetadataError(
@@ -213,7 +218,9 @@ def parse_shape(value: Any, key: str | None) -> Shape:
     return tuple(value)
 
 
-def parse_dimension_names(top: dict[str, Any], raw: bool, ndim: int, key: str | None) -> tuple[str | None, ...] | None:
+def parse_dimension_names(
+    top: dict[str, Any], raw: bool, ndim: int, key: str | None
+) -> tuple[str | None, ...] | None:
     """``dimension_names``: ``ndim`` strings or nulls, or None when absent (or null, with a warning)."""
     if "dimension_names" not in top:
         return None
@@ -282,7 +289,9 @@ def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
         raise
     if not codecs:
         raise MetadataError(
-            "codecs must contain exactly one array -> bytes codec (got an empty list)", path="$.codecs", key=key
+            "codecs must contain exactly one array -> bytes codec (got an empty list)",
+            path="$.codecs",
+            key=key,
         )
     return ArrayMeta(
         shape=shape,

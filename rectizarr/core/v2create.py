@@ -40,8 +40,10 @@ def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
     chunks = whole_axes(chunks, shape)
     for axis, c in enumerate(chunks):
         if not is_int(c):
-            raise UnsupportedError(f"chunks[{axis}] = {c!r}: Zarr v2 has regular chunk grids only (one size per "
-                                   "axis); rectilinear chunks need zarr_format=3")
+            raise UnsupportedError(
+                f"chunks[{axis}] = {c!r}: Zarr v2 has regular chunk grids only (one size per "
+                "axis); rectilinear chunks need zarr_format=3"
+            )
         if c < 1:
             raise MetadataError(f"chunks[{axis}] must be >= 1, got {c}")
     return [int(c) for c in chunks]
@@ -61,7 +63,9 @@ def _codec_config(codec: Any, where: str) -> dict[str, Any]:
             config["shuffle"] = shuffle.get(config.get("shuffle", "shuffle"), 1)
             config.pop("typesize", None)
         return {"id": _V3_TO_V2[codec["name"]], **config}
-    raise MetadataError(f"{where}: {codec!r} is not a Zarr v2 codec (give a numcodecs codec or {{'id': ...}})")
+    raise MetadataError(
+        f"{where}: {codec!r} is not a Zarr v2 codec (give a numcodecs codec or {{'id': ...}})"
+    )
 
 
 def _without_false_checksum(config: dict[str, Any]) -> dict[str, Any]:
@@ -84,10 +88,14 @@ def _compressor(compressors: Any) -> dict[str, Any] | None:
 
 
 # numcodecs filters that take an object array (zarr-python 2 wrote such a filter alone, as its object codec)
-_OBJECT_CODECS = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"})
+_OBJECT_CODECS = frozenset(
+    {"vlen-utf8", "vlen-bytes", "vlen-array", "json2", "msgpack2", "pickle", "categorize"}
+)
 
 
-def _filters(dtype: DataType, filters: Any, big_endian: tuple[ByteOrders, ...] = (False,)) -> tuple[Any, list[dict[str, Any]]]:
+def _filters(
+    dtype: DataType, filters: Any, big_endian: tuple[ByteOrders, ...] = (False,)
+) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
@@ -118,9 +126,18 @@ def _order(big: bool) -> Literal["<", ">"]:
     return ">" if big else "<"
 
 
-def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any, compressors: Any,
-              fill: np.ndarray, order: str | None, separator: str,
-              big_endian: tuple[ByteOrders, ...] = (False,)) -> dict[str, Any]:
+def v2_zarray(
+    *,
+    shape: Shape,
+    dtype: DataType,
+    chunks: list[int],
+    filters: Any,
+    compressors: Any,
+    fill: np.ndarray,
+    order: str | None,
+    separator: str,
+    big_endian: tuple[ByteOrders, ...] = (False,),
+) -> dict[str, Any]:
     """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
     stored big-endian where ``big_endian`` says, per field of a structured dtype, as ``>f8`` asks)."""
     if order not in (None, "C", "F"):
@@ -128,8 +145,13 @@ def v2_zarray(*, shape: Shape, dtype: DataType, chunks: list[int], filters: Any,
     dtype_json, filter_list = _filters(dtype, filters, big_endian)
     declared = parse_v2_dtype(dtype_json)
     return {
-        "shape": list(shape), "chunks": chunks, "dtype": dtype_json,
-        "fill_value": v2_fill_to_json(fill, declared), "order": order or "C",
-        "filters": filter_list or None, "dimension_separator": separator,
-        "compressor": _compressor(compressors), "zarr_format": 2,
+        "shape": list(shape),
+        "chunks": chunks,
+        "dtype": dtype_json,
+        "fill_value": v2_fill_to_json(fill, declared),
+        "order": order or "C",
+        "filters": filter_list or None,
+        "dimension_separator": separator,
+        "compressor": _compressor(compressors),
+        "zarr_format": 2,
     }

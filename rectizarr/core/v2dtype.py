@@ -17,7 +17,14 @@ from rectizarr.core.dtype_ext import MAX_ITEMSIZE, MAX_NESTING, ML_INTS, b64_fil
 from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["data_type_of", "is_ml_dtype", "parse_v2_dtype", "parse_v2_fill", "v2_dtype_to_json", "v2_fill_to_json"]
+__all__ = [
+    "data_type_of",
+    "is_ml_dtype",
+    "parse_v2_dtype",
+    "parse_v2_fill",
+    "v2_dtype_to_json",
+    "v2_fill_to_json",
+]
 
 _KINDS = "biufcMmSUVO"
 _ML_NAMES = frozenset(ML_FLOATS | set(ML_INTS))
@@ -71,7 +78,9 @@ def parse_v2_dtype(value: Any, path: str = "$.dtype") -> np.dtype[Any]:
 
 def _check_size(itemsize: int, path: str) -> None:
     if itemsize > MAX_ITEMSIZE:
-        raise UnsupportedError(f"{itemsize} bytes per element: rectizarr reads at most {MAX_ITEMSIZE}", path=path)
+        raise UnsupportedError(
+            f"{itemsize} bytes per element: rectizarr reads at most {MAX_ITEMSIZE}", path=path
+        )
 
 
 def v2_dtype_to_json(dt: np.dtype[Any]) -> Any:
@@ -100,8 +109,12 @@ def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
     if dt.subdtype is not None:
         return np.dtype((_native(dt.subdtype[0]), dt.subdtype[1]))
     fields: Any = dt.fields or {}
-    spec: Any = {"names": list(fields), "formats": [_native(fields[n][0]) for n in fields],
-                 "offsets": [fields[n][1] for n in fields], "itemsize": dt.itemsize}
+    spec: Any = {
+        "names": list(fields),
+        "formats": [_native(fields[n][0]) for n in fields],
+        "offsets": [fields[n][1] for n in fields],
+        "itemsize": dt.itemsize,
+    }
     out: np.dtype[Any] = np.dtype(spec)
     return out
 
@@ -124,7 +137,9 @@ def data_type_of(declared: np.dtype[Any], filters: list[dict[str, Any]]) -> Data
 # ----------------------------------------------------------------------------------------- fill values
 
 
-def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: str = "$.fill_value") -> np.ndarray:
+def parse_v2_fill(
+    value: Any, declared: np.dtype[Any], dtype: DataType, path: str = "$.fill_value"
+) -> np.ndarray:
     """A v2 ``fill_value`` as a 0-d array of ``dtype.numpy`` (null: the type's default fill)."""
     if value is None:
         return dtype.default_fill()
@@ -159,11 +174,16 @@ def parse_v2_fill(value: Any, declared: np.dtype[Any], dtype: DataType, path: st
         return np.array(n, dtype=np.int64).view(dtype.numpy)
     if kind == "U":
         if not isinstance(value, str) or len(value) > declared.itemsize // 4:
-            raise MetadataError(f"expected a string of at most {declared.itemsize // 4} characters", path=path)
+            raise MetadataError(
+                f"expected a string of at most {declared.itemsize // 4} characters", path=path
+            )
         return np.array(value, dtype=dtype.numpy)
     # S, V and structured: base64 of the bytes (zarr-python 2 writes 0 for "no fill")
-    raw = bytes(declared.itemsize) if value == 0 and not isinstance(value, bool) else \
-        b64_fill(value, declared.itemsize, False, path)
+    raw = (
+        bytes(declared.itemsize)
+        if value == 0 and not isinstance(value, bool)
+        else b64_fill(value, declared.itemsize, False, path)
+    )
     return np.frombuffer(raw, dtype=declared).reshape(()).astype(dtype.numpy)
 
 

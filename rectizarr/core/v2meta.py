@@ -78,9 +78,18 @@ def _compressor(value: Any, declared: np.dtype[Any], path: str) -> list[CodecMet
             shuffle = config.get("shuffle", 1)
             if shuffle == -1:  # AUTOSHUFFLE
                 shuffle = 2 if declared.itemsize == 1 else 1
-            return [msgspec.convert({  # (converted: the bounds of each field checked)
-                "cname": config["cname"], "shuffle": _BLOSC_SHUFFLE[shuffle], "clevel": int(config.get("clevel", 5)),
-                "typesize": max(1, declared.itemsize), "blocksize": int(config.get("blocksize", 0))}, BloscMeta)]
+            return [
+                msgspec.convert(
+                    {  # (converted: the bounds of each field checked)
+                        "cname": config["cname"],
+                        "shuffle": _BLOSC_SHUFFLE[shuffle],
+                        "clevel": int(config.get("clevel", 5)),
+                        "typesize": max(1, declared.itemsize),
+                        "blocksize": int(config.get("blocksize", 0)),
+                    },
+                    BloscMeta,
+                )
+            ]
         if cid == "zstd" and set(config) <= {"level", "checksum"}:
             return [ZstdMeta(level=int(config.get("level", 1)), checksum=bool(config.get("checksum", False)))]
         if cid == "gzip" and set(config) <= {"level"}:
@@ -88,8 +97,9 @@ def _compressor(value: Any, declared: np.dtype[Any], path: str) -> list[CodecMet
     except (KeyError, TypeError, ValueError, OverflowError, msgspec.ValidationError) as exc:
         raise MetadataError(f"invalid {cid} configuration: {exc}", path=path) from exc
     if cid not in NUMCODECS_KINDS:
-        raise UnsupportedError(f"unknown compressor {cid!r}: rectizarr cannot decode it",
-                               path=json_path(path, "id"))
+        raise UnsupportedError(
+            f"unknown compressor {cid!r}: rectizarr cannot decode it", path=json_path(path, "id")
+        )
     return [NumcodecsMeta(name=f"numcodecs.{cid}", configuration=config)]
 
 
@@ -114,13 +124,19 @@ def _endian(dt: np.dtype[Any]) -> Literal["little", "big"] | None:
     return "little" if dt.byteorder == "<" else "big"
 
 
-def v2_codecs(declared: np.dtype[Any], order: str, filters: list[dict[str, Any]], compressor: Any,
-              ndim: int) -> tuple[CodecMeta, ...]:
+def v2_codecs(
+    declared: np.dtype[Any], order: str, filters: list[dict[str, Any]], compressor: Any, ndim: int
+) -> tuple[CodecMeta, ...]:
     """The codec chain that codes a v2 array's chunks."""
     chain: list[CodecMeta] = []
     if filters or declared.kind == "O" or declared.fields is not None:
-        chain.append(V2ChunkMeta(dtype=v2_dtype_to_json(declared), order=order,  # type: ignore[arg-type]
-                                 filters=tuple(filters)))
+        chain.append(
+            V2ChunkMeta(
+                dtype=v2_dtype_to_json(declared),
+                order=order,  # type: ignore[arg-type]
+                filters=tuple(filters),
+            )
+        )
     else:
         if order == "F" and ndim > 1:
             chain.append(TransposeMeta(order=tuple(range(ndim - 1, -1, -1))))
@@ -160,20 +176,26 @@ def _decode_v2_array(doc: Any, attrs: dict[str, Any]) -> ArrayMeta:
     if not isinstance(doc, dict):
         raise MetadataError(".zarray must be a JSON object", path="$")
     if doc.get("zarr_format") != 2:
-        raise MetadataError(f"zarr_format must be 2 in .zarray, got {doc.get('zarr_format')!r}", path="$.zarr_format")
+        raise MetadataError(
+            f"zarr_format must be 2 in .zarray, got {doc.get('zarr_format')!r}", path="$.zarr_format"
+        )
     for name in ("shape", "chunks", "dtype", "order", "compressor"):
         if name not in doc:
             raise MetadataError(f"missing required key {name!r}", path="$")
     shape = parse_shape(doc["shape"], None)
     chunks = doc["chunks"]
-    if not (isinstance(chunks, list) and len(chunks) == len(shape) and all(is_int(c) and c > 0 for c in chunks)):
+    if not (
+        isinstance(chunks, list) and len(chunks) == len(shape) and all(is_int(c) and c > 0 for c in chunks)
+    ):
         raise MetadataError(f"chunks must be {len(shape)} positive integers, got {chunks!r}", path="$.chunks")
     order = doc["order"]
     if order not in ("C", "F"):
         raise MetadataError(f"order must be 'C' or 'F', got {order!r}", path="$.order")
     sep = doc.get("dimension_separator", ".")
     if sep not in (".", "/"):
-        raise MetadataError(f"dimension_separator must be '.' or '/', got {sep!r}", path="$.dimension_separator")
+        raise MetadataError(
+            f"dimension_separator must be '.' or '/', got {sep!r}", path="$.dimension_separator"
+        )
     declared = parse_v2_dtype(doc["dtype"])
     filters = _filters(doc.get("filters"), "$.filters")
     if declared.kind == "O" and not filters:
@@ -181,29 +203,38 @@ def _decode_v2_array(doc: Any, attrs: dict[str, Any]) -> ArrayMeta:
     dtype = data_type_of(declared, filters)
     names, attributes = _dims(attrs, len(shape))
     return ArrayMeta(
-        shape=shape, data_type=dtype, chunk_grid=ChunkGrid.regular(shape, chunks),
+        shape=shape,
+        data_type=dtype,
+        chunk_grid=ChunkGrid.regular(shape, chunks),
         chunk_key_encoding=ChunkKeyEncoding("v2", sep),
         fill_value=parse_v2_fill(doc.get("fill_value"), declared, dtype),
         codecs=v2_codecs(declared, order, filters, doc["compressor"], len(shape)),
-        attributes=attributes, dimension_names=names, zarr_format=2, v2=dict(doc),
+        attributes=attributes,
+        dimension_names=names,
+        zarr_format=2,
+        v2=dict(doc),
     )
 
 
 def decode_v2_group(zgroup: Any, attrs: Any, consolidated: Any = None, key: str | None = None) -> GroupMeta:
     """A :class:`GroupMeta` (``zarr_format=2``); ``consolidated`` is a decoded ``.zmetadata`` or None."""
     if not isinstance(zgroup, dict) or zgroup.get("zarr_format") != 2:
-        raise MetadataError(".zgroup must be {\"zarr_format\": 2}", path="$.zarr_format", key=key)
+        raise MetadataError('.zgroup must be {"zarr_format": 2}', path="$.zarr_format", key=key)
     inline = None
     if consolidated is not None:
         where = key[: -len(V2_GROUP)] + V2_CONSOLIDATED if key and key.endswith(V2_GROUP) else key
-        inline = {"kind": "inline", "must_understand": False, "metadata": consolidated_entries(consolidated, where)}
+        inline = {
+            "kind": "inline",
+            "must_understand": False,
+            "metadata": consolidated_entries(consolidated, where),
+        }
     return GroupMeta(attributes=_attrs(attrs, key), consolidated_metadata=inline, zarr_format=2)
 
 
 def consolidated_entries(zmetadata: Any, key: str | None = None) -> dict[str, Any]:
     """The entries of a ``.zmetadata`` as ``{relative path: combined v2 document}`` (see :func:`v2_combined`)."""
     if not isinstance(zmetadata, dict) or not isinstance(zmetadata.get("metadata"), dict):
-        raise MetadataError(".zmetadata must be {\"metadata\": {...}}", path="$.metadata", key=key)
+        raise MetadataError('.zmetadata must be {"metadata": {...}}', path="$.metadata", key=key)
     docs: dict[str, dict[str, Any]] = {}
     for name, value in zmetadata["metadata"].items():
         if not isinstance(name, str):
@@ -277,8 +308,11 @@ def with_entries(zmetadata: dict[str, Any], rel: str, meta: NodeMeta | None) -> 
     """``zmetadata`` (a ``.zmetadata`` document) with the node at ``rel`` (relative to its group) rewritten as
     ``meta``, or dropped with everything below it when ``meta`` is None."""
     here = f"{rel}/" if rel else ""
-    entries = {k: v for k, v in zmetadata["metadata"].items()
-               if not (k.startswith(here) and (meta is None or k[len(here):] in V2_KEYS))}
+    entries = {
+        k: v
+        for k, v in zmetadata["metadata"].items()
+        if not (k.startswith(here) and (meta is None or k[len(here) :] in V2_KEYS))
+    }
     if meta is not None:
         entries.update({here + name: doc for name, doc in v2_docs(meta).items()})
     return {**zmetadata, "metadata": dict(sorted(entries.items()))}

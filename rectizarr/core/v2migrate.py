@@ -30,21 +30,33 @@ def v3_codecs(meta: ArrayMeta) -> tuple[tuple[cm.CodecMeta, ...] | None, str]:
     declared = parse_v2_dtype(first.dtype)
     ids = [str(f.get("id")) for f in first.filters]
     ndim = meta.ndim
-    transpose: list[cm.CodecMeta] = [cm.TransposeMeta(order=tuple(range(ndim - 1, -1, -1)))] \
-        if first.order == "F" and ndim > 1 else []
+    transpose: list[cm.CodecMeta] = (
+        [cm.TransposeMeta(order=tuple(range(ndim - 1, -1, -1)))] if first.order == "F" and ndim > 1 else []
+    )
     if ids == ["vlen-utf8"] and meta.data_type.name == "string":
         return (*transpose, cm.VlenUtf8Meta(), *rest), "vlen-utf8 is a v3 codec"
     if ids == ["vlen-bytes"] and meta.data_type.name == "bytes":
         return (*transpose, cm.VlenBytesMeta(), *rest), "vlen-bytes is a v3 codec"
     n_array = next((n for n, i in enumerate(ids) if i not in _SAFE_FILTERS), len(ids))
-    if declared.fields is None and declared.kind != "O" and all(i in _BYTES_FILTERS for i in ids[n_array:]) \
-            and (declared.byteorder in "<|=" or declared.itemsize == 1):
+    if (
+        declared.fields is None
+        and declared.kind != "O"
+        and all(i in _BYTES_FILTERS for i in ids[n_array:])
+        and (declared.byteorder in "<|=" or declared.itemsize == 1)
+    ):
         # array->array filters, then any bytes->bytes ones (kerchunk's shuffle + zlib) after the bytes codec
-        filters = [cm.NumcodecsMeta(name=f"numcodecs.{i}", configuration={k: v for k, v in f.items() if k != "id"})
-                   for i, f in zip(ids, first.filters, strict=True)]
+        filters = [
+            cm.NumcodecsMeta(name=f"numcodecs.{i}", configuration={k: v for k, v in f.items() if k != "id"})
+            for i, f in zip(ids, first.filters, strict=True)
+        ]
         wide = declared.itemsize > 1 and declared.kind not in "SV"
-        return (*transpose, *filters[:n_array], cm.BytesMeta(endian="little" if wide else None),
-                *filters[n_array:], *rest), f"filters {ids} as numcodecs.* codecs"
+        return (
+            *transpose,
+            *filters[:n_array],
+            cm.BytesMeta(endian="little" if wide else None),
+            *filters[n_array:],
+            *rest,
+        ), f"filters {ids} as numcodecs.* codecs"
     return None, f"filters {ids} on {declared} have no v3 codec chain that reads the v2 chunks"
 
 

@@ -196,8 +196,10 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
     if c1 - c0 < _FEW_CHUNKS:  # a few chunks (a window): plain integers, no numpy call per axis
         return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
-        raise SelectionError(f"the selection of {n} elements along axis of extent {dim.extent} touches "
-                             f"{c1 - c0 + 1} chunks: too many to plan; select less")
+        raise SelectionError(
+            f"the selection of {n} elements along axis of extent {dim.extent} touches "
+            f"{c1 - c0 + 1} chunks: too many to plan; select less"
+        )
     if s == 1 or n > c1 - c0 + 1:
         chunks = np.arange(c0, c1 + 1, dtype=np.int64)
         offs, lens = dim.offsets_of(chunks), dim.data_lens_of(chunks)

@@ -80,8 +80,11 @@ class Plan(ABC):
         (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``).
         """
         dt = np.dtype(dtype)
-        if isinstance(value, np.generic) and self.write_mode in ("fancy", "mask") \
-                and not (dt.kind in "SU" and isinstance(value, np.datetime64 | np.timedelta64)):
+        if (
+            isinstance(value, np.generic)
+            and self.write_mode in ("fancy", "mask")
+            and not (dt.kind in "SU" and isinstance(value, np.datetime64 | np.timedelta64))
+        ):
             # numpy casts a scalar as an array there (NaN into int: no error), except a date or duration
             # into strings, which it sets as an element (its text cut to the width, where the cast raises)
             value = np.asarray(value)
@@ -189,7 +192,9 @@ def _cartesian(chunks: Sequence[IntArray]) -> IntArray:
     lens = [c.size for c in chunks]
     total = _prod(tuple(lens))
     if total <= 64:  # a few chunks (a small read): one array from Python ints, no numpy call per axis
-        return np.array(list(product(*[c.tolist() for c in chunks])), dtype=np.int64).reshape(total, len(chunks))
+        return np.array(list(product(*[c.tolist() for c in chunks])), dtype=np.int64).reshape(
+            total, len(chunks)
+        )
     out = np.empty((total, len(chunks)), dtype=np.int64)
     for i, c in enumerate(chunks):
         out[:, i] = np.tile(np.repeat(c, _prod(tuple(lens[i + 1 :]))), _prod(tuple(lens[:i])))

@@ -44,15 +44,7 @@ from rectizarr.indexing.axis import (
 )
 from rectizarr.indexing.plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
 
-__all__ = [
-    "ChunkProjection",
-    "Dim",
-    "Plan",
-    "basic_plan",
-    "block_plan",
-    "coordinate_plan",
-    "orthogonal_plan",
-]
+__all__ = ["ChunkProjection", "Dim", "Plan", "basic_plan", "block_plan", "coordinate_plan", "orthogonal_plan"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -65,8 +57,12 @@ class _Item:
 def _as_index(obj: object) -> object:
     """An object with ``__index__`` (not a bool, an int already or an array) as the int it stands for, as
     NumPy takes it; anything else as it is."""
-    if obj is None or is_int(obj) or isinstance(obj, bool | np.bool_ | np.ndarray) \
-            or not hasattr(type(obj), "__index__"):
+    if (
+        obj is None
+        or is_int(obj)
+        or isinstance(obj, bool | np.bool_ | np.ndarray)
+        or not hasattr(type(obj), "__index__")
+    ):
         return obj
     return operator.index(obj)  # type: ignore[arg-type]
 
@@ -162,7 +158,11 @@ def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
             if it.obj is None:
                 final.append(1)
             elif isinstance(it.obj, slice):
-                axes.append(_unplanned(ranges[it.axis]) if nothing else axis_from_slice(dims[it.axis], *ranges[it.axis]))
+                axes.append(
+                    _unplanned(ranges[it.axis])
+                    if nothing
+                    else axis_from_slice(dims[it.axis], *ranges[it.axis])
+                )
                 final.append(axes[-1].length)
             else:
                 axes.append(axis_from_int(dims[it.axis], _int(dims, it)))

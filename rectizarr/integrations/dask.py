@@ -44,8 +44,17 @@ from rectizarr.stores import MemoryStore, Store
 if TYPE_CHECKING:
     from dask.delayed import Delayed
 
-__all__ = ["ArrayRef", "aligned_chunks", "from_dask", "from_zarr", "store_dask", "to_dask", "to_rectizarr", "to_zarr",
-           "write_tasks"]
+__all__ = [
+    "ArrayRef",
+    "aligned_chunks",
+    "from_dask",
+    "from_zarr",
+    "store_dask",
+    "to_dask",
+    "to_rectizarr",
+    "to_zarr",
+    "write_tasks",
+]
 
 Chunks = tuple[tuple[int, ...], ...]
 
@@ -110,11 +119,16 @@ class ArrayRef:
         if arr is None:
             arr = open_array(self.store, path=self.path, mode=self.mode)
             _cache_put(self.token, arr)
-        grown = self.mode == "r" and len(arr.shape) == len(self.shape) and \
-            all(n >= m for n, m in zip(arr.shape, self.shape, strict=True))
+        grown = (
+            self.mode == "r"
+            and len(arr.shape) == len(self.shape)
+            and all(n >= m for n, m in zip(arr.shape, self.shape, strict=True))
+        )
         if arr.shape != self.shape and not grown:
-            raise MetadataError(f"array {arr.name!r} now has shape {arr.shape}, not {self.shape} as when the "
-                                "dask graph was built; rebuild it")
+            raise MetadataError(
+                f"array {arr.name!r} now has shape {arr.shape}, not {self.shape} as when the "
+                "dask graph was built; rebuild it"
+            )
         return arr
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -122,11 +136,15 @@ class ArrayRef:
         while hasattr(inner, "inner"):  # wrappers such as CountingStore
             inner = inner.inner
         if self.mode != "r" and isinstance(inner, MemoryStore):
-            raise ReadOnlyError("a MemoryStore pickles by value, so writes made in another process would be "
-                                "lost: write from dask workers to a directory or an fsspec store")
+            raise ReadOnlyError(
+                "a MemoryStore pickles by value, so writes made in another process would be "
+                "lost: write from dask workers to a directory or an fsspec store"
+            )
         if self.mode != "r" and "memory" in _protocols(inner):
-            raise ReadOnlyError("fsspec's memory:// filesystem lives in each process, so writes made by dask "
-                                "workers in other processes would be lost: write to a directory or object store")
+            raise ReadOnlyError(
+                "fsspec's memory:// filesystem lives in each process, so writes made by dask "
+                "workers in other processes would be lost: write to a directory or object store"
+            )
         return (ArrayRef, (self.store, self.path, self.mode, self.shape, self.token))
 
     def __dask_tokenize__(self) -> tuple[str, ...]:
@@ -144,7 +162,9 @@ def _protocols(store: Any) -> set[str]:
 
 def _dask() -> tuple[Any, Any]:
     """``dask.array`` and ``HighLevelGraph``, imported on first use (typed as Any: dask is untyped)."""
-    return importlib.import_module("dask.array"), importlib.import_module("dask.highlevelgraph").HighLevelGraph
+    return importlib.import_module("dask.array"), importlib.import_module(
+        "dask.highlevelgraph"
+    ).HighLevelGraph
 
 
 def _read_block(ref: ArrayRef, region: tuple[slice, ...]) -> np.ndarray:
@@ -296,7 +316,8 @@ def _without_empty_blocks(x: Any) -> Any:
         raise UnsupportedError(
             f"the dask array {x.name!r} has empty blocks (chunks {x.chunks}) and its graph lacks {len(missing)} "
             "of its blocks (a dask bug with empty blocks under elementwise operations): rechunk away the "
-            "empty blocks before those operations")
+            "empty blocks before those operations"
+        )
     if x.size == 0:
         return x
     for ax, sizes in enumerate(x.chunks):  # (dask's ``blocks`` takes one list at a time)
@@ -319,7 +340,9 @@ def write_tasks(x: Any, array: Array) -> Any:
     da, HighLevelGraph = _dask()
     x = da.asarray(x)
     if tuple(x.shape) != array.shape:
-        raise MetadataError(f"cannot store a dask array of shape {x.shape} into an array of shape {array.shape}")
+        raise MetadataError(
+            f"cannot store a dask array of shape {x.shape} into an array of shape {array.shape}"
+        )
     if any(0 in axis for axis in x.chunks):
         x = _without_empty_blocks(x)
     if x.dtype != array.dtype:
@@ -331,18 +354,31 @@ def write_tasks(x: Any, array: Array) -> Any:
     ref = ArrayRef.of(array, "r+")
     name = f"rectizarr-write-{ref.token}"
     indices, regions = _regions(x.chunks)
-    dsk = {(name, *idx): (_write_block, ref, (x.name, *idx), region)
-           for idx, region in zip(indices, regions, strict=True)}
+    dsk = {
+        (name, *idx): (_write_block, ref, (x.name, *idx), region)
+        for idx, region in zip(indices, regions, strict=True)
+    }
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=[x])
-    return da.Array(graph, name, chunks=tuple((1,) * len(c) for c in x.chunks), dtype=np.int64,
-                    meta=np.empty((0,) * x.ndim, dtype=np.int64))
+    return da.Array(
+        graph,
+        name,
+        chunks=tuple((1,) * len(c) for c in x.chunks),
+        dtype=np.int64,
+        meta=np.empty((0,) * x.ndim, dtype=np.int64),
+    )
 
 
 # ------------------------------------------------------------------------------ path-taking helpers
 
 
-def from_zarr(url: Any, component: str | None = None, *, chunks: Any = "storage",
-              storage_options: dict[str, Any] | None = None, name: str | None = None) -> Any:
+def from_zarr(
+    url: Any,
+    component: str | None = None,
+    *,
+    chunks: Any = "storage",
+    storage_options: dict[str, Any] | None = None,
+    name: str | None = None,
+) -> Any:
     """The array at ``url`` (a path, URL or store; ``component``: the node path inside it) as a lazy dask
     array, one block per storage chunk by default, like ``dask.array.from_zarr`` (see :func:`to_dask`
     for ``chunks``)."""
@@ -350,8 +386,16 @@ def from_zarr(url: Any, component: str | None = None, *, chunks: Any = "storage"
     return to_dask(array, chunks=chunks, name=name)
 
 
-def to_zarr(x: Any, url: Any, component: str | None = None, *, storage_options: dict[str, Any] | None = None,
-            overwrite: bool = False, compute: bool = True, **create_kwargs: Any) -> Any:
+def to_zarr(
+    x: Any,
+    url: Any,
+    component: str | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    overwrite: bool = False,
+    compute: bool = True,
+    **create_kwargs: Any,
+) -> Any:
     """Write the dask array ``x`` to a new array at ``url`` / ``component``, like ``dask.array.to_zarr``:
     one storage chunk per dask block (rectilinear where the blocks are irregular) unless ``chunks`` /
     ``shards`` say otherwise. Returns the :class:`Array`, or with ``compute=False`` the ``Delayed`` write."""

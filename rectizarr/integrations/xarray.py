@@ -36,12 +36,22 @@ from rectizarr.integrations.xarray_read import RectizarrBackendArray, RectizarrD
 from rectizarr.integrations.xarray_write import to_rectizarr, to_rectizarr_tree
 from rectizarr.stores import Store
 
-__all__ = ["RectizarrBackendArray", "RectizarrBackendEntrypoint", "RectizarrDataStore", "to_rectizarr",
-           "to_rectizarr_tree"]
+__all__ = [
+    "RectizarrBackendArray",
+    "RectizarrBackendEntrypoint",
+    "RectizarrDataStore",
+    "to_rectizarr",
+    "to_rectizarr_tree",
+]
 
 
-def _open_group(obj: Any, group: str | None, storage_options: Mapping[str, Any] | None,
-                consolidated: bool | None = None, zarr_format: int | None = None) -> Group:
+def _open_group(
+    obj: Any,
+    group: str | None,
+    storage_options: Mapping[str, Any] | None,
+    consolidated: bool | None = None,
+    zarr_format: int | None = None,
+) -> Group:
     if zarr_format not in (None, 2, 3):
         raise MetadataError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
     if isinstance(obj, Group):
@@ -50,13 +60,20 @@ def _open_group(obj: Any, group: str | None, storage_options: Mapping[str, Any] 
             raise MetadataError(f"{group!r} in {obj.name!r} is an array, not a group")
         return node
     g = open_group(obj, path=group, mode="r", storage_options=storage_options, use_consolidated=consolidated)
-    if consolidated is None and g.metadata.consolidated_metadata is None and (
-            not g.path or open_group(g.store, mode="r").metadata.consolidated_metadata is None):
-        warnings.warn("Failed to open Zarr store with consolidated metadata, but successfully read with "
-                      "non-consolidated metadata (rectizarr lists the store). This is typically much slower for "
-                      "opening a dataset. To silence this warning, consolidate the metadata "
-                      "(rectizarr.consolidate_metadata) or pass consolidated=False; consolidated=True raises "
-                      "instead.", RuntimeWarning, stacklevel=4)
+    if (
+        consolidated is None
+        and g.metadata.consolidated_metadata is None
+        and (not g.path or open_group(g.store, mode="r").metadata.consolidated_metadata is None)
+    ):
+        warnings.warn(
+            "Failed to open Zarr store with consolidated metadata, but successfully read with "
+            "non-consolidated metadata (rectizarr lists the store). This is typically much slower for "
+            "opening a dataset. To silence this warning, consolidate the metadata "
+            "(rectizarr.consolidate_metadata) or pass consolidated=False; consolidated=True raises "
+            "instead.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
     return g
 
 
@@ -71,9 +88,21 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
     description = "Open Zarr v3 groups (rectilinear chunk grids and sharding included) with rectizarr"
     url = "https://github.com/rectizarr/rectizarr"
     open_dataset_parameters = (
-        "filename_or_obj", "mask_and_scale", "decode_times", "concat_characters", "decode_coords",
-        "drop_variables", "use_cftime", "decode_timedelta", "group", "storage_options", "unnamed_dims",
-        "consolidated", "zarr_format", "use_zarr_fill_value_as_mask", "mode",
+        "filename_or_obj",
+        "mask_and_scale",
+        "decode_times",
+        "concat_characters",
+        "decode_coords",
+        "drop_variables",
+        "use_cftime",
+        "decode_timedelta",
+        "group",
+        "storage_options",
+        "unnamed_dims",
+        "consolidated",
+        "zarr_format",
+        "use_zarr_fill_value_as_mask",
+        "mode",
     )
     supports_groups = True
 
@@ -103,31 +132,61 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
         or ``"a"`` is given."""
         _check_read_mode(mode)
         g = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
-        store = RectizarrDataStore(g, unnamed_dims=unnamed_dims, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask)
-        return _decode(store, mask_and_scale=mask_and_scale,
-                       decode_times=decode_times, concat_characters=concat_characters, decode_coords=decode_coords,
-                       drop_variables=drop_variables, use_cftime=use_cftime, decode_timedelta=decode_timedelta)
+        store = RectizarrDataStore(
+            g, unnamed_dims=unnamed_dims, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask
+        )
+        return _decode(
+            store,
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            drop_variables=drop_variables,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+        )
 
-    def open_groups_as_dict(self, filename_or_obj: Any, *, drop_variables: str | Iterable[str] | None = None,
-                            group: str | None = None, storage_options: Mapping[str, Any] | None = None,
-                            consolidated: bool | None = None, zarr_format: int | None = None,
-                            unnamed_dims: str = "raise", use_zarr_fill_value_as_mask: bool | None = None,
-                            mode: str = "r", **decode: Any) -> dict[str, Dataset]:
+    def open_groups_as_dict(
+        self,
+        filename_or_obj: Any,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        group: str | None = None,
+        storage_options: Mapping[str, Any] | None = None,
+        consolidated: bool | None = None,
+        zarr_format: int | None = None,
+        unnamed_dims: str = "raise",
+        use_zarr_fill_value_as_mask: bool | None = None,
+        mode: str = "r",
+        **decode: Any,
+    ) -> dict[str, Dataset]:
         """Every group below ``group`` (itself included) as a Dataset, keyed ``"/"``, ``"/a"``, ``"/a/b"``."""
         _check_read_mode(mode)
         root = _open_group(filename_or_obj, group, storage_options, consolidated, zarr_format)
-        tree = {"/": root, **{"/" + path: node for path, node in root.members(max_depth=None)
-                              if isinstance(node, Group)}}
-        return {path: _decode(RectizarrDataStore(g, unnamed_dims=unnamed_dims,
-                                                 use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask),
-                              drop_variables=drop_variables, **decode) for path, g in tree.items()}
+        tree = {
+            "/": root,
+            **{"/" + path: node for path, node in root.members(max_depth=None) if isinstance(node, Group)},
+        }
+        return {
+            path: _decode(
+                RectizarrDataStore(
+                    g, unnamed_dims=unnamed_dims, use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask
+                ),
+                drop_variables=drop_variables,
+                **decode,
+            )
+            for path, g in tree.items()
+        }
 
-    def open_datatree(self, filename_or_obj: Any, *, drop_variables: str | Iterable[str] | None = None,
-                      **kwargs: Any) -> Any:
+    def open_datatree(
+        self, filename_or_obj: Any, *, drop_variables: str | Iterable[str] | None = None, **kwargs: Any
+    ) -> Any:
         """The hierarchy below ``group`` as an ``xarray.DataTree`` (same keywords as :meth:`open_groups_as_dict`)."""
         from xarray import DataTree
 
-        return DataTree.from_dict(self.open_groups_as_dict(filename_or_obj, drop_variables=drop_variables, **kwargs))
+        return DataTree.from_dict(
+            self.open_groups_as_dict(filename_or_obj, drop_variables=drop_variables, **kwargs)
+        )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         """Only a local Zarr v3 (or v2) directory, and only when zarr-python (xarray's own Zarr engine) is absent,
@@ -142,7 +201,9 @@ class RectizarrBackendEntrypoint(BackendEntrypoint):
 
 def _check_read_mode(mode: str) -> None:
     if mode not in ("r", "r+", "a"):
-        raise ValueError(f"mode={mode!r}: opening a dataset reads it; give 'r' (or 'r+' / 'a', which read too)")
+        raise ValueError(
+            f"mode={mode!r}: opening a dataset reads it; give 'r' (or 'r+' / 'a', which read too)"
+        )
 
 
 def _decode(store: RectizarrDataStore, **kwargs: Any) -> Dataset:

@@ -16,8 +16,20 @@ from rectizarr.creation import NULL_FILL
 
 __all__ = ["array_kwargs", "check_existing", "check_safe_chunks", "is_dask", "target_slices"]
 
-_LAYOUT = frozenset({"chunks", "shards", "compressors", "compressor", "filters", "serializer", "fill_value",
-                     "write_empty_chunks", "chunk_key_encoding", "cache_metadata"})
+_LAYOUT = frozenset(
+    {
+        "chunks",
+        "shards",
+        "compressors",
+        "compressor",
+        "filters",
+        "serializer",
+        "fill_value",
+        "write_empty_chunks",
+        "chunk_key_encoding",
+        "cache_metadata",
+    }
+)
 _DROPPED = frozenset({"preferred_chunks", "source", "original_shape", "dtype", "coordinates"})
 
 
@@ -32,10 +44,14 @@ def _chunks_arg(name: str, key: str, value: Any, shape: tuple[int, ...], strict:
         return None
     if is_int(value):
         return [int(value)] * len(shape) if shape else []
-    if isinstance(value, tuple | list) and any(not is_int(c) and not isinstance(c, tuple | list) for c in value):
-        raise TypeError(f"zarr chunk sizes specified in `encoding[{key!r}]` must be an int or a tuple of ints (or, "
-                        f"per axis, a list of chunk lengths). Instead found encoding[{key!r}]={value!r} for variable "
-                        f"named {name!r}.")
+    if isinstance(value, tuple | list) and any(
+        not is_int(c) and not isinstance(c, tuple | list) for c in value
+    ):
+        raise TypeError(
+            f"zarr chunk sizes specified in `encoding[{key!r}]` must be an int or a tuple of ints (or, "
+            f"per axis, a list of chunk lengths). Instead found encoding[{key!r}]={value!r} for variable "
+            f"named {name!r}."
+        )
     problem = None
     out: list[Any] = []
     if not isinstance(value, tuple | list) or len(value) != len(shape):
@@ -56,13 +72,17 @@ def _chunks_arg(name: str, key: str, value: Any, shape: tuple[int, ...], strict:
     return None
 
 
-def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any, zarr_format: int = 3) -> dict[str, Any]:
+def array_kwargs(
+    name: str, var: Variable, *, strict: bool, dask_chunks: Any, zarr_format: int = 3
+) -> dict[str, Any]:
     """create_array / from_dask keywords for the (CF-encoded) variable ``var``; ``strict``: its encoding
     came from the user, so unknown keys and chunks that do not fit raise (as in xarray). In Zarr v2 the
     CF ``_FillValue`` is the array's fill value (``null`` without one) and chunks are regular."""
     xz = importlib.import_module("xarray.backends.zarr")
     # (``_FillValue: None``, xarray's way to write no fill value, is left in the encoding after CF encoding)
-    enc = {k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)}
+    enc = {
+        k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)
+    }
     layout = _LAYOUT if zarr_format == 3 else _LAYOUT - {"fill_value"}
     invalid = [k for k in enc if k not in layout]
     if invalid and strict:
@@ -86,7 +106,8 @@ def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any, za
         if attrs.get("_FillValue") is not None:
             attrs["_FillValue"] = xz.FillValueCoder.encode(attrs["_FillValue"], var.dtype)
     kwargs: dict[str, Any] = {
-        "dtype": var.dtype, "fill_value": fill,
+        "dtype": var.dtype,
+        "fill_value": fill,
         "dimension_names": [str(d) for d in var.dims] if var.ndim or zarr_format == 2 else None,
         "attributes": {str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()},
     }
@@ -104,7 +125,9 @@ def array_kwargs(name: str, var: Variable, *, strict: bool, dask_chunks: Any, za
     elif dask_chunks is None or shards is not None:
         kwargs["chunks"] = "auto" if shards is None else None
     if shards is not None and kwargs["chunks"] is None:
-        raise ValueError(f"encoding['shards'] for variable {name!r} needs encoding['chunks'] (the inner chunks)")
+        raise ValueError(
+            f"encoding['shards'] for variable {name!r} needs encoding['chunks'] (the inner chunks)"
+        )
     return kwargs
 
 
@@ -116,9 +139,11 @@ def regular_dask_chunks(name: str, dask_chunks: tuple[tuple[int, ...], ...]) -> 
     for blocks in dask_chunks:
         first = blocks[0] if blocks else 1
         if any(b != first for b in blocks[:-1]) or (blocks and blocks[-1] > first):
-            raise ValueError(f"Zarr requires uniform chunk sizes except for final chunk. Variable named {name!r} has "
-                             f"incompatible dask chunks: {dask_chunks!r}. Consider rechunking using `chunk()` (or "
-                             "write Zarr format 3, where irregular chunks become a rectilinear grid).")
+            raise ValueError(
+                f"Zarr requires uniform chunk sizes except for final chunk. Variable named {name!r} has "
+                f"incompatible dask chunks: {dask_chunks!r}. Consider rechunking using `chunk()` (or "
+                "write Zarr format 3, where irregular chunks become a rectilinear grid)."
+            )
         out.append(max(1, first))
     return out
 
@@ -166,13 +191,18 @@ def _resolved(s: slice, n: int) -> slice:
     return slice(start, max(start, stop))
 
 
-def target_slices(dims: tuple[str, ...], shape: tuple[int, ...], region: Mapping[Hashable, slice]) -> tuple[slice, ...]:
+def target_slices(
+    dims: tuple[str, ...], shape: tuple[int, ...], region: Mapping[Hashable, slice]
+) -> tuple[slice, ...]:
     """Where a variable goes in its stored array: the region's slice per region dimension, else all."""
-    return tuple(_resolved(region[d], n) if d in region else slice(0, n) for d, n in zip(dims, shape, strict=True))
+    return tuple(
+        _resolved(region[d], n) if d in region else slice(0, n) for d, n in zip(dims, shape, strict=True)
+    )
 
 
-def check_existing(name: str, var: Variable, array: Array, append_dim: Hashable | None,
-                   region: Mapping[Hashable, slice]) -> Variable:
+def check_existing(
+    name: str, var: Variable, array: Array, append_dim: Hashable | None, region: Mapping[Hashable, slice]
+) -> Variable:
     """xarray's checks before writing into a stored variable: the same dimension names (in any order:
     ``var`` is returned transposed to the stored one), the same sizes except along ``append_dim``, region
     slices inside the stored extent and as long as the data."""
@@ -182,28 +212,39 @@ def check_existing(name: str, var: Variable, array: Array, append_dim: Hashable 
         var = var.transpose(*(by_name[d] for d in stored_dims))
     dims, shape = tuple(str(d) for d in var.dims), var.shape
     if stored_dims != dims:
-        raise ValueError(f"variable {name!r} already exists with different dimension names {stored_dims} != {dims}, "
-                         "but changing variable dimensions is not supported by to_zarr().")
+        raise ValueError(
+            f"variable {name!r} already exists with different dimension names {stored_dims} != {dims}, "
+            "but changing variable dimensions is not supported by to_zarr()."
+        )
     stored = dict(zip(dims, array.shape, strict=True))
     new = dict(zip(dims, shape, strict=True))
     for d in dims:
         if d in region:
             s = _resolved(region[d], stored[d])
             if s.stop - s.start != new[d] or (region[d].stop or 0) > stored[d]:
-                raise ValueError(f"variable {name!r} already exists with different dimension sizes: the region "
-                                 f"{d}={region[d]} covers {s.stop - s.start} of the stored length {stored[d]}, but "
-                                 f"the data has length {new[d]} along {d!r}")
+                raise ValueError(
+                    f"variable {name!r} already exists with different dimension sizes: the region "
+                    f"{d}={region[d]} covers {s.stop - s.start} of the stored length {stored[d]}, but "
+                    f"the data has length {new[d]} along {d!r}"
+                )
     keep = [d for d in dims if d != str(append_dim) and d not in region]
     if any(stored[d] != new[d] for d in keep):
         raise ValueError(
             f"variable {name!r} already exists with different dimension sizes: {dict((d, stored[d]) for d in keep)} "
             f"!= {dict((d, new[d]) for d in keep)}. to_zarr() only supports changing dimension sizes when "
-            f"explicitly appending, but append_dim={append_dim!r}.")
+            f"explicitly appending, but append_dim={append_dim!r}."
+        )
     return var
 
 
-def check_safe_chunks(name: str, chunks: tuple[tuple[int, ...], ...], target: tuple[slice, ...],
-                      storage: tuple[tuple[int, ...], ...], *, edges: bool) -> None:
+def check_safe_chunks(
+    name: str,
+    chunks: tuple[tuple[int, ...], ...],
+    target: tuple[slice, ...],
+    storage: tuple[tuple[int, ...], ...],
+    *,
+    edges: bool,
+) -> None:
     """Refuse dask blocks that would share a storage chunk: every interior block boundary (and with
     ``edges``, the start and end of the target region) must be a boundary of the storage chunks
     (``storage``: their sizes per axis once the array is written, grown by an append)."""
@@ -219,4 +260,5 @@ def check_safe_chunks(name: str, chunks: tuple[tuple[int, ...], ...], target: tu
                 f"Specified Zarr chunks {sizes!r} along axis {axis} of the variable named {name!r} "
                 f"would overlap multiple Dask chunks (a block boundary at {bad[0]} falls inside a stored chunk). "
                 "Consider rechunking using `chunk()`, or specify `safe_chunks=False` (rectizarr's partial chunk "
-                "writes are compare-and-swap, so none is lost).")
+                "writes are compare-and-swap, so none is lost)."
+            )

@@ -62,10 +62,13 @@ class RectizarrBackendArray(BackendArray):
         """``__getitem__`` to await (xarray's ``load_async``): the read runs on a thread of asyncio's default
         executor, so the event loop goes on while its chunks are fetched and decoded, and the variables of a
         dataset load concurrently."""
+
         async def raw(k: tuple[Any, ...]) -> np.ndarray[Any, Any]:
             return await asyncio.to_thread(self._raw, k)
 
-        return await indexing.async_explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.OUTER, raw)
+        return await indexing.async_explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, raw
+        )
 
     def _raw(self, key: tuple[Any, ...]) -> np.ndarray[Any, Any]:
         array = self._ref.open()
@@ -107,8 +110,10 @@ def _dimensions(name: str, array: Array, unnamed_dims: str) -> tuple[str, ...]:
             "unnamed_dims='dim_n' to name them dim_0, dim_1, ... by axis",
             key=(array.path + "/zarr.json").lstrip("/"),
         )
-    return tuple(str(n) if n is not None else f"dim_{i}"
-                 for i, n in enumerate(names if names is not None else (None,) * array.ndim))
+    return tuple(
+        str(n) if n is not None else f"dim_{i}"
+        for i, n in enumerate(names if names is not None else (None,) * array.ndim)
+    )
 
 
 def _codec_encoding(array: Array) -> dict[str, Any]:
@@ -117,12 +122,17 @@ def _codec_encoding(array: Array) -> dict[str, Any]:
     filters as numcodecs codecs and no serializer, as xarray's Zarr engine reports them."""
     v2 = array.metadata.v2
     if v2 is None:
-        return {"compressors": tuple(c.to_dict() for c in array.compressors),
-                "filters": tuple(c.to_dict() for c in array.filters), "serializer": array.serializer.to_dict()}
+        return {
+            "compressors": tuple(c.to_dict() for c in array.compressors),
+            "filters": tuple(c.to_dict() for c in array.filters),
+            "serializer": array.serializer.to_dict(),
+        }
     from numcodecs import get_codec
 
-    return {"compressors": () if v2.get("compressor") is None else (get_codec(dict(v2["compressor"])),),
-            "filters": tuple(get_codec(dict(f)) for f in v2.get("filters") or ())}
+    return {
+        "compressors": () if v2.get("compressor") is None else (get_codec(dict(v2["compressor"])),),
+        "filters": tuple(get_codec(dict(f)) for f in v2.get("filters") or ()),
+    }
 
 
 class RectizarrDataStore(AbstractDataStore):
@@ -130,8 +140,9 @@ class RectizarrDataStore(AbstractDataStore):
 
     __slots__ = ("_fill_as_mask", "_group", "_unnamed_dims")
 
-    def __init__(self, group: Group, *, unnamed_dims: str = "raise",
-                 use_zarr_fill_value_as_mask: bool | None = None) -> None:
+    def __init__(
+        self, group: Group, *, unnamed_dims: str = "raise", use_zarr_fill_value_as_mask: bool | None = None
+    ) -> None:
         """``use_zarr_fill_value_as_mask``, as xarray's: the array's Zarr fill value is its ``_FillValue``
         (CF masking); None: for Zarr v2 arrays, whose ``.zarray`` holds xarray's ``_FillValue``."""
         if unnamed_dims not in UNNAMED:
@@ -180,5 +191,3 @@ class RectizarrDataStore(AbstractDataStore):
 
     def close(self) -> None:
         """Nothing to release: rectizarr holds no open handles."""
-
-

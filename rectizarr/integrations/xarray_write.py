@@ -56,7 +56,9 @@ def _choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> 
     if region is not None and mode not in ("a", "a-", "r+"):
         raise ValueError("cannot set region unless mode='a', mode='a-', mode='r+' or mode=None")
     if mode not in _MODES:
-        raise ValueError(f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}")
+        raise ValueError(
+            f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}"
+        )
     return mode
 
 
@@ -68,11 +70,15 @@ def _check_names(ds: Dataset) -> None:
     """xarray's rule for the names of variables it writes: a non-empty string, or None."""
     for name in ds.variables:
         if isinstance(name, str) and not name:
-            raise ValueError(f"Invalid name {name!r} for DataArray or Dataset key: string must be length 1 or greater "
-                             "for serialization to netCDF or zarr files")
+            raise ValueError(
+                f"Invalid name {name!r} for DataArray or Dataset key: string must be length 1 or greater "
+                "for serialization to netCDF or zarr files"
+            )
         if not isinstance(name, str) and name is not None:
-            raise TypeError(f"Invalid name {name!r} for DataArray or Dataset key: must be either a string or None for "
-                            "serialization to netCDF or zarr files")
+            raise TypeError(
+                f"Invalid name {name!r} for DataArray or Dataset key: must be either a string or None for "
+                "serialization to netCDF or zarr files"
+            )
 
 
 def _check_attrs(ds: Dataset) -> None:
@@ -82,7 +88,9 @@ def _check_attrs(ds: Dataset) -> None:
     owners = [("Dataset", ds.attrs), *((f"variable {str(k)!r}", v.attrs) for k, v in ds.variables.items())]
     for owner, attrs in owners:
         try:
-            check_attributes({k: xz.encode_zarr_attr_value(v) if isinstance(k, str) else v for k, v in attrs.items()})
+            check_attributes(
+                {k: xz.encode_zarr_attr_value(v) if isinstance(k, str) else v for k, v in attrs.items()}
+            )
         except (MetadataError, TypeError, ValueError) as exc:
             raise TypeError(f"Invalid attribute in Dataset.attrs. ({owner}): {exc}") from exc
 
@@ -93,13 +101,20 @@ def _encoding_of(name: Hashable, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def _target(store: Any, group: str | None, mode: str, storage_options: Mapping[str, Any] | None,
-            zarr_format: int | None) -> Group:
+def _target(
+    store: Any,
+    group: str | None,
+    mode: str,
+    storage_options: Mapping[str, Any] | None,
+    zarr_format: int | None,
+) -> Group:
     """The group written into: opened, or created in ``zarr_format`` (default 3) where ``mode`` creates."""
     if isinstance(store, Group):
         return store.require_group(group) if group else store
     if mode in ("w", "w-"):
-        return open_group(store, path=group, mode=mode, storage_options=storage_options, zarr_format=zarr_format)
+        return open_group(
+            store, path=group, mode=mode, storage_options=storage_options, zarr_format=zarr_format
+        )
     try:  # a stored group, in whichever format it is
         return open_group(store, path=group, mode="r+", storage_options=storage_options)
     except NodeNotFoundError:
@@ -121,19 +136,24 @@ def _auto_region(ds: Dataset, region: dict[Hashable, Any], g: Group) -> dict[Has
         stored = _existing_encodings(g, [str(dim)])[str(dim)]
         idxs = pd.Index(np.asarray(stored.values)).get_indexer(ds[dim].values)
         if (idxs == -1).any():
-            raise KeyError(f"Not all values of coordinate '{dim}' in the new array were found in the original store. "
-                           "Writing to a zarr region slice requires that no dimensions or metadata are changed by "
-                           "the write.")
+            raise KeyError(
+                f"Not all values of coordinate '{dim}' in the new array were found in the original store. "
+                "Writing to a zarr region slice requires that no dimensions or metadata are changed by "
+                "the write."
+            )
         if len(idxs) and (np.diff(idxs) != 1).any():
-            raise ValueError(f"The auto-detected region of coordinate '{dim}' for writing new data to the original "
-                             "store had non-contiguous indices. Writing to a zarr region slice requires that the new "
-                             "data constitute a contiguous subset of the original store.")
+            raise ValueError(
+                f"The auto-detected region of coordinate '{dim}' for writing new data to the original "
+                "store had non-contiguous indices. Writing to a zarr region slice requires that the new "
+                "data constitute a contiguous subset of the original store."
+            )
         region[dim] = slice(int(idxs[0]), int(idxs[-1]) + 1) if len(idxs) else slice(0, 0)
     return region
 
 
-def _region(ds: Dataset, region: Any, mode: str, append_dim: Hashable | None,
-            g: Group) -> tuple[Dataset, dict[Hashable, slice]]:
+def _region(
+    ds: Dataset, region: Any, mode: str, append_dim: Hashable | None, g: Group
+) -> tuple[Dataset, dict[Hashable, slice]]:
     """xarray's region checks (``"auto"`` resolved from the stored coordinates); index variables dropped."""
     if region == "auto":
         region = dict.fromkeys(ds.dims, "auto")
@@ -146,8 +166,10 @@ def _region(ds: Dataset, region: Any, mode: str, append_dim: Hashable | None,
         region = _auto_region(ds, region, g)
     for k, v in region.items():
         if k not in ds.dims:
-            raise ValueError(f"all keys in ``region`` are not in Dataset dimensions, got {list(region)} and "
-                             f"{list(ds.dims)}")
+            raise ValueError(
+                f"all keys in ``region`` are not in Dataset dimensions, got {list(region)} and "
+                f"{list(ds.dims)}"
+            )
         if not isinstance(v, slice):
             raise TypeError(f"all values in ``region`` must be slice objects, got region={region}")
         if v.step not in (1, None):
@@ -158,10 +180,13 @@ def _region(ds: Dataset, region: Any, mode: str, append_dim: Hashable | None,
             "when setting `region` explicitly in to_zarr(), all variables in the dataset to write must have at "
             f"least one dimension in common with the region's dimensions {list(region)}, but that is not the "
             f"case for some variables here. To drop these variables from this dataset before exporting to zarr, "
-            f"write: .drop_vars({unmatched!r})")
+            f"write: .drop_vars({unmatched!r})"
+        )
     if append_dim is not None and append_dim in region:
-        raise ValueError("cannot list the same dimension in both ``append_dim`` and ``region`` with to_zarr(), "
-                         f"got {append_dim} in both")
+        raise ValueError(
+            "cannot list the same dimension in both ``append_dim`` and ``region`` with to_zarr(), "
+            f"got {append_dim} in both"
+        )
     return ds.drop_vars(list(ds.indexes)), region
 
 
@@ -231,17 +256,31 @@ def to_rectizarr(
         raise KeyError(f"variables {sorted(map(str, missing))!r} in encoding are not in the dataset")
     g = _target(store, group, mode, storage_options, zarr_format)
     if zarr_format is not None and g.metadata.zarr_format != zarr_format:
-        raise ValueError(f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
-                         f"{g.metadata.zarr_format}")
+        raise ValueError(
+            f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
+            f"{g.metadata.zarr_format}"
+        )
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
     # An append: one update of all the arrays it grows, their data written first (past the stored ends,
     # unseen) and every document published at once (not for Zarr v2 on object stores)
     swapped = g.store.capabilities.conditional_writes
     atomic = append_dim is not None and bool(existing) and not (swapped and g.metadata.zarr_format == 2)
     with _locked(g, existing) if atomic and not swapped else contextlib.nullcontext():
-        return _to_group(dataset, g, existing, mode=mode, user_encoding=user_encoding, compute=compute,
-                         consolidated=consolidated, append_dim=append_dim, region=region, safe_chunks=safe_chunks,
-                         align_chunks=align_chunks, write_empty_chunks=write_empty_chunks, atomic=atomic)
+        return _to_group(
+            dataset,
+            g,
+            existing,
+            mode=mode,
+            user_encoding=user_encoding,
+            compute=compute,
+            consolidated=consolidated,
+            append_dim=append_dim,
+            region=region,
+            safe_chunks=safe_chunks,
+            align_chunks=align_chunks,
+            write_empty_chunks=write_empty_chunks,
+            atomic=atomic,
+        )
 
 
 def _locked(g: Group, existing: Mapping[str, Array]) -> contextlib.AbstractContextManager[None]:
@@ -255,20 +294,28 @@ def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array
     primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
     must still be those the data was staged against (ConflictError), the locks having been let go since."""
     store = g.store
-    changes: dict[str, tuple[Any, Any]] = {existing[n].path: (existing[n].metadata, a.metadata)
-                                           for n, a in staged.items()}
+    changes: dict[str, tuple[Any, Any]] = {
+        existing[n].path: (existing[n].metadata, a.metadata) for n, a in staged.items()
+    }
     if not changes:
         return
-    if store.capabilities.conditional_writes:  # (Zarr v3) no locks: the documents must be those staged against
+    if (
+        store.capabilities.conditional_writes
+    ):  # (Zarr v3) no locks: the documents must be those staged against
         _publish_swapped(g, changes)
         return
     with _locked(g, existing):
         if check:
             for path, (old, _) in changes.items():
                 now = nodes.read_for_write(store, path)
-                if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
-                    raise ConflictError(f"the array {path!r} was changed by another writer while this append's "
-                                        "data was written (compute=False); its documents were not published")
+                if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (
+                    old.shape,
+                    old.chunk_grid,
+                ):
+                    raise ConflictError(
+                        f"the array {path!r} was changed by another writer while this append's "
+                        "data was written (compute=False); its documents were not published"
+                    )
         if g.metadata.zarr_format == 2:
             nodes.publish_v2(store, g.path, changes)
             return
@@ -281,28 +328,51 @@ def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:
     """:func:`_publish` on a store with conditional writes (:func:`rectizarr.nodes.publish_swapped`): each
     array's document as stored must still have the shape and grid its data was staged against, else
     ConflictError (nothing published; the staged data stays past the stored ends, unseen)."""
+
     def change_of(path: str, old: ArrayMeta, new: ArrayMeta) -> Any:
         def change(now: Any) -> ArrayMeta:
             if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
-                raise ConflictError(f"the array {path!r} was changed by another writer while this append's data "
-                                    "was written; its documents were not published")
+                raise ConflictError(
+                    f"the array {path!r} was changed by another writer while this append's data "
+                    "was written; its documents were not published"
+                )
             return new
+
         return change
 
     store = g.store
     primary = commit.primary_of(store, next(iter(changes)), nodes.AncestorDocs(store).get)
-    nodes.publish_swapped(store, g.path if primary is None else primary,
-                          {path: change_of(path, old, new) for path, (old, new) in changes.items()})
+    nodes.publish_swapped(
+        store,
+        g.path if primary is None else primary,
+        {path: change_of(path, old, new) for path, (old, new) in changes.items()},
+    )
 
 
-def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: str,
-              user_encoding: dict[Hashable, dict[str, Any]], compute: bool, consolidated: bool | None,
-              append_dim: Hashable | None, region: Any, safe_chunks: bool, align_chunks: bool,
-              write_empty_chunks: bool | None, atomic: bool) -> Any:
+def _to_group(
+    dataset: Dataset,
+    g: Group,
+    existing: dict[str, Array],
+    *,
+    mode: str,
+    user_encoding: dict[Hashable, dict[str, Any]],
+    compute: bool,
+    consolidated: bool | None,
+    append_dim: Hashable | None,
+    region: Any,
+    safe_chunks: bool,
+    align_chunks: bool,
+    write_empty_chunks: bool | None,
+    atomic: bool,
+) -> Any:
     """:func:`to_rectizarr` once the group and its arrays are known (under their locks when ``atomic``)."""
-    if atomic or write_empty_chunks is not None:  # (as stored now; appends and regions write empty chunks too)
-        existing = {n: open_array(g.store, path=a.path, mode="r+", write_empty_chunks=bool(write_empty_chunks))
-                    for n, a in existing.items()}
+    if (
+        atomic or write_empty_chunks is not None
+    ):  # (as stored now; appends and regions write empty chunks too)
+        existing = {
+            n: open_array(g.store, path=a.path, mode="r+", write_empty_chunks=bool(write_empty_chunks))
+            for n, a in existing.items()
+        }
     if mode in ("a", "a-", "r+"):
         for name in user_encoding:
             if str(name) in existing:
@@ -310,17 +380,30 @@ def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: s
     ds, slices = (dataset, {}) if region is None else _region(dataset, region, mode, append_dim, g)
     names = [str(k) for k in ds.variables]
     if mode == "r+" and (new := [n for n in names if n not in existing]):
-        raise ValueError(f"dataset contains non-pre-existing variables {new!r}, which is not allowed in "
-                         "``xarray.Dataset.to_zarr()`` with ``mode='r+'``. To allow writing new variables, set "
-                         "``mode='a'``.")
+        raise ValueError(
+            f"dataset contains non-pre-existing variables {new!r}, which is not allowed in "
+            "``xarray.Dataset.to_zarr()`` with ``mode='r+'``. To allow writing new variables, set "
+            "``mode='a'``."
+        )
     if mode == "a-" and append_dim is not None:  # stored variables without append_dim are left as they are
         ds = ds.drop_vars([n for n in names if n in existing and append_dim not in ds.variables[n].dims])
     grown: list[tuple[Array, tuple[int, ...]]] = []
     staged: dict[str, Array] | None = {} if atomic else None
     try:
-        writes = _write_all(ds, g, existing, user_encoding, grown, mode=mode, append_dim=append_dim,
-                            region=slices, safe_chunks=safe_chunks, write_empty_chunks=write_empty_chunks,
-                            align_chunks=align_chunks, staged=staged)
+        writes = _write_all(
+            ds,
+            g,
+            existing,
+            user_encoding,
+            grown,
+            mode=mode,
+            append_dim=append_dim,
+            region=slices,
+            safe_chunks=safe_chunks,
+            write_empty_chunks=write_empty_chunks,
+            align_chunks=align_chunks,
+            staged=staged,
+        )
         if staged is None:
             return _finish(g, writes, compute=compute, consolidated=consolidated)
         if compute:
@@ -328,8 +411,13 @@ def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: s
                 _untyped("dask").compute(*writes)
             _publish(g, existing, staged, check=False)
             return _finish(g, [], compute=True, consolidated=consolidated)
-        return _finish(g, writes, compute=False, consolidated=consolidated,
-                       before=lambda: _publish(g, existing, staged, check=True))
+        return _finish(
+            g,
+            writes,
+            compute=False,
+            consolidated=consolidated,
+            before=lambda: _publish(g, existing, staged, check=True),
+        )
     except BaseException:
         for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable
             with contextlib.suppress(Exception):
@@ -337,10 +425,21 @@ def _to_group(dataset: Dataset, g: Group, existing: dict[str, Array], *, mode: s
         raise
 
 
-def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding: dict[Hashable, dict[str, Any]],
-               grown: list[tuple[Array, tuple[int, ...]]], *, mode: str, append_dim: Hashable | None,
-               region: dict[Hashable, slice], safe_chunks: bool, write_empty_chunks: bool | None,
-               align_chunks: bool = False, staged: dict[str, Array] | None = None) -> list[Any]:
+def _write_all(
+    ds: Dataset,
+    g: Group,
+    existing: dict[str, Array],
+    user_encoding: dict[Hashable, dict[str, Any]],
+    grown: list[tuple[Array, tuple[int, ...]]],
+    *,
+    mode: str,
+    append_dim: Hashable | None,
+    region: dict[Hashable, slice],
+    safe_chunks: bool,
+    write_empty_chunks: bool | None,
+    align_chunks: bool = False,
+    staged: dict[str, Array] | None = None,
+) -> list[Any]:
     """Write the variables into ``g``; the arrays an append grows are added to ``grown`` (with their shapes
     before), for the caller to shrink back should a write fail; with ``staged``, they are not resized but
     staged (:meth:`Array.staged_resize`, the handles put there by name) for the caller to publish."""
@@ -362,11 +461,20 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
             ds.variables[key].encoding = dict(user_encoding[key])
     variables, attrs = conventions.encode_dataset_coordinates(ds)
     fmt = g.metadata.zarr_format
-    encoded = {key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=fmt) for key, raw in variables.items()}
-    plans = {str(key): _planned(str(key), var, existing[str(key)], append_dim, region, safe_chunks, mode, align_chunks)
-             for key, var in encoded.items() if str(key) in existing}  # every check and cast before any write
+    encoded = {
+        key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=fmt) for key, raw in variables.items()
+    }
+    plans = {
+        str(key): _planned(
+            str(key), var, existing[str(key)], append_dim, region, safe_chunks, mode, align_chunks
+        )
+        for key, var in encoded.items()
+        if str(key) in existing
+    }  # every check and cast before any write
     if not region and mode != "r+":
-        g.attrs.put({str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()})  # replaced, as xarray does
+        g.attrs.put(
+            {str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()}
+        )  # replaced, as xarray does
     for name, plan in plans.items():  # every resize before any data is written
         if plan.shape != existing[name].shape:
             if staged is not None:
@@ -382,8 +490,16 @@ def _write_all(ds: Dataset, g: Group, existing: dict[str, Array], user_encoding:
         elif name in plans:
             writes += _write_existing(existing[name], plans[name])
         else:
-            writes += _write_new(name, var, g, strict=key in user_encoding, write_empty_chunks=write_empty_chunks,
-                                 zarr_format=fmt, safe_chunks=safe_chunks, align_chunks=align_chunks)
+            writes += _write_new(
+                name,
+                var,
+                g,
+                strict=key in user_encoding,
+                write_empty_chunks=write_empty_chunks,
+                zarr_format=fmt,
+                safe_chunks=safe_chunks,
+                align_chunks=align_chunks,
+            )
     return writes
 
 
@@ -399,9 +515,11 @@ def _check_new_sizes(ds: Dataset, existing: Mapping[str, Array], append_dim: Has
                 continue
             want = stored[d] + (ds.sizes[d] if d == str(append_dim) else 0)
             if n != want:
-                raise ValueError(f"conflicting sizes for dimension {d!r}: new variable {str(key)!r} has length {n}, "
-                                 f"but the stored dataset will have length {want} (writing it would leave a group "
-                                 "that no engine opens)")
+                raise ValueError(
+                    f"conflicting sizes for dimension {d!r}: new variable {str(key)!r} has length {n}, "
+                    f"but the stored dataset will have length {want} (writing it would leave a group "
+                    "that no engine opens)"
+                )
 
 
 def _has_dim(existing: Mapping[str, Array], dim: str) -> bool:
@@ -419,26 +537,41 @@ def _stored_dims(existing: Mapping[str, Array]) -> dict[str, int]:
 
 def _check_dtype(name: str, stored: Variable, new: Variable) -> None:
     """xarray's rule: numbers, datetimes, bools and objects append freely; fixed-width strings must match."""
-    if (np.issubdtype(new.dtype, np.number) or np.issubdtype(new.dtype, np.datetime64)
-            or np.issubdtype(new.dtype, np.bool_) or new.dtype == object
-            or (new.dtype.kind in ("S", "U") and stored.dtype == object)):
+    if (
+        np.issubdtype(new.dtype, np.number)
+        or np.issubdtype(new.dtype, np.datetime64)
+        or np.issubdtype(new.dtype, np.bool_)
+        or new.dtype == object
+        or (new.dtype.kind in ("S", "U") and stored.dtype == object)
+    ):
         return
     if new.dtype != stored.dtype:
-        raise ValueError(f"Mismatched dtypes for variable {name} between Zarr store on disk and dataset to append. "
-                         f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}.")
+        raise ValueError(
+            f"Mismatched dtypes for variable {name} between Zarr store on disk and dataset to append. "
+            f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}."
+        )
 
 
 class _Plan(NamedTuple):
     """A checked write into a stored array: the values (in the stored dimension order and dtype), the shape
     (grown by an append) with the new edges of a rectilinear append axis, and the target region."""
+
     data: Any
     shape: tuple[int, ...]
     edges: list[Any] | None
     target: tuple[slice, ...]
 
 
-def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None,
-             region: dict[Hashable, slice], safe_chunks: bool, mode: str, align_chunks: bool = False) -> _Plan:
+def _planned(
+    name: str,
+    var: Variable,
+    array: Array,
+    append_dim: Hashable | None,
+    region: dict[Hashable, slice],
+    safe_chunks: bool,
+    mode: str,
+    align_chunks: bool = False,
+) -> _Plan:
     """Check a write into a stored array (xarray's checks; safe chunks against the grid as the write leaves
     it) and cast its values to the stored dtype, so that values that do not fit fail before any resize."""
     var = check_existing(name, var, array, append_dim, region)
@@ -459,7 +592,9 @@ def _planned(name: str, var: Variable, array: Array, append_dim: Hashable | None
     if safe_chunks and is_dask(data):
         # dask blocks must not share a stored chunk; with mode "r+" (xarray's rule) a region must also
         # start and end on chunk boundaries, where "a" lets its first and last blocks write part of one
-        check_safe_chunks(name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region) and mode == "r+")
+        check_safe_chunks(
+            name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region) and mode == "r+"
+        )
     return _Plan(data, shape, edges, target)
 
 
@@ -492,12 +627,22 @@ def _write_staged(array: Array, plan: _Plan) -> list[Any]:
     return []
 
 
-def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_chunks: bool | None,
-               zarr_format: int, safe_chunks: bool, align_chunks: bool = False) -> list[Any]:
+def _write_new(
+    name: str,
+    var: Variable,
+    g: Group,
+    *,
+    strict: bool,
+    write_empty_chunks: bool | None,
+    zarr_format: int,
+    safe_chunks: bool,
+    align_chunks: bool = False,
+) -> list[Any]:
     """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
     data = var.data
-    kwargs = array_kwargs(name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None,
-                          zarr_format=zarr_format)
+    kwargs = array_kwargs(
+        name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None, zarr_format=zarr_format
+    )
     if write_empty_chunks is not None:
         kwargs["write_empty_chunks"] = write_empty_chunks
     if is_dask(data):
@@ -507,8 +652,11 @@ def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_
         if safe_chunks and storage is not None:  # dask blocks that share a chunk (shard) would race
             check_safe_chunks(name, data.chunks, tuple(slice(0, n) for n in var.shape), storage, edges=False)
         path = f"{g.path}/{name}" if g.path else name
-        return [from_dask(data, g.store, name=path, compute=False, overwrite=True, zarr_format=zarr_format,
-                          **kwargs)]
+        return [
+            from_dask(
+                data, g.store, name=path, compute=False, overwrite=True, zarr_format=zarr_format, **kwargs
+            )
+        ]
     values = np.asarray(data)
     array = g.create_array(name, shape=values.shape, overwrite=True, zarr_format=zarr_format, **kwargs)
     if values.size:
@@ -516,16 +664,20 @@ def _write_new(name: str, var: Variable, g: Group, *, strict: bool, write_empty_
     return []
 
 
-def _finish(g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None,
-            before: Any = None) -> Any:
+def _finish(
+    g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None, before: Any = None
+) -> Any:
     """Run (or return as one ``Delayed``) the dask writes, then ``before()`` (an append's publication),
     then consolidate: where the group is not yet consolidated (``None`` or ``True``); a consolidated group
     is kept current by every metadata write."""
+
     def done(*_: Any) -> Group:
         if before is not None:
             before()
         stored = read_meta(g.store, g.path)
-        if consolidated is True or (consolidated is None and getattr(stored, "consolidated_metadata", None) is None):
+        if consolidated is True or (
+            consolidated is None and getattr(stored, "consolidated_metadata", None) is None
+        ):
             consolidate_metadata(g.store, g.path)
         return g
 
@@ -563,14 +715,18 @@ def to_rectizarr_tree(
     per-variable encodings. The dask data of all nodes is computed at once (what nodes share, once).
     Returns the root :class:`~rectizarr.Group` (or a ``Delayed``)."""
     if mode not in ("w", "w-", "a", "a-", "r+"):
-        raise ValueError(f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}")
+        raise ValueError(
+            f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}"
+        )
     encoding = dict(encoding or {})
     paths = {node.path: _tree_path(node, tree) for node in tree.subtree}  # relative to ``tree``: its root
     unknown = set(encoding) - set(paths.values())
     if unknown:
         raise ValueError(f"unexpected encoding group name(s) provided: {sorted(unknown)}")
     # Dask data is written by one computation for the whole tree, so work that nodes share runs once.
-    lazy = compute and any(is_dask(v.data) for node in tree.subtree for v in node.to_dataset(inherit=False).variables.values())
+    lazy = compute and any(
+        is_dask(v.data) for node in tree.subtree for v in node.to_dataset(inherit=False).variables.values()
+    )
     root: Group | None = None
     delayed = []
     for node in tree.subtree:
@@ -578,10 +734,17 @@ def to_rectizarr_tree(
         ds = node.to_dataset(inherit=write_inherited_coords or top)
         path = "/".join(p for p in ((group or "").strip("/"), paths[node.path].strip("/")) if p)
         node_mode = mode if top or mode not in ("w", "w-") else "w"
-        result = to_rectizarr(ds, store if root is None else root.store, mode=node_mode, group=path or None,
-                              encoding=encoding.get(paths[node.path]), compute=compute and not lazy,
-                              consolidated=False, storage_options=storage_options if root is None else None,
-                              zarr_format=zarr_format)
+        result = to_rectizarr(
+            ds,
+            store if root is None else root.store,
+            mode=node_mode,
+            group=path or None,
+            encoding=encoding.get(paths[node.path]),
+            compute=compute and not lazy,
+            consolidated=False,
+            storage_options=storage_options if root is None else None,
+            zarr_format=zarr_format,
+        )
         if compute and not lazy:
             root = root or result
         else:

@@ -31,8 +31,19 @@ from rectizarr.io.pool import each_as_ready, on_worker, pmap, pool_size
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["batchable", "decode_rows", "decode_shard", "decode_values", "encode_shard", "encode_shard_each", "gather",
-           "paste_block", "read_shards", "stage", "write_shards"]
+__all__ = [
+    "batchable",
+    "decode_rows",
+    "decode_shard",
+    "decode_values",
+    "encode_shard",
+    "encode_shard_each",
+    "gather",
+    "paste_block",
+    "read_shards",
+    "stage",
+    "write_shards",
+]
 
 _local = threading.local()
 
@@ -53,8 +64,15 @@ def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndar
     return buf[:nbytes].view(dtype).reshape((n, *shape))
 
 
-def decode_rows(pipeline: CodecPipeline, frames: Frames, rows: np.ndarray, spec: ChunkSpec, out: np.ndarray,
-                key_of: Callable[[int], str], threads: int) -> None:
+def decode_rows(
+    pipeline: CodecPipeline,
+    frames: Frames,
+    rows: np.ndarray,
+    spec: ChunkSpec,
+    out: np.ndarray,
+    key_of: Callable[[int], str],
+    threads: int,
+) -> None:
     """Decode value ``i`` of ``frames`` into ``out[rows[i]]`` in one batch; a value the batch cannot decode
     is decoded on its own (its error names ``key_of(i)``)."""
     if not len(frames):
@@ -81,8 +99,15 @@ def gather(get: Callable[[str], Data | None], keys: Sequence[str]) -> tuple[Fram
     return Frames(memoryview(buf), offsets, sizes_a), np.asarray(rows, dtype=np.int64)
 
 
-def decode_values(pipeline: CodecPipeline, get: Callable[[str], Data | None], keys: Sequence[str],
-                  spec: ChunkSpec, out: np.ndarray, fill: np.ndarray, threads: int) -> None:
+def decode_values(
+    pipeline: CodecPipeline,
+    get: Callable[[str], Data | None],
+    keys: Sequence[str],
+    spec: ChunkSpec,
+    out: np.ndarray,
+    fill: np.ndarray,
+    threads: int,
+) -> None:
     """Read the chunks of ``keys`` with ``get`` and decode chunk ``i`` into ``out[i]`` with one batch call
     (the fill value where it is not stored)."""
     frames, rows = gather(get, keys)
@@ -132,23 +157,31 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     cps = tuple(s // c for s, c in zip(shape_t, inner, strict=True))
     spec = layout.inner_spec(None)
     codecs = layout.sharding.codecs
-    if (codecs.bytes_bytes or codecs.is_raw(spec.dtype)) and spec.nbytes >= tuning.current().threaded_bytes_coded:
+    if (
+        codecs.bytes_bytes or codecs.is_raw(spec.dtype)
+    ) and spec.nbytes >= tuning.current().threaded_bytes_coded:
         return encode_shard_each(layout, shape_t, region, cps, spec)
     nd = len(inner)
     split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
     chunks = np.ascontiguousarray(split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]))
     chunks = chunks.reshape((prod(cps), *inner))
-    keep = np.ones(chunks.shape[0], dtype=bool) if layout.write_empty_chunks \
+    keep = (
+        np.ones(chunks.shape[0], dtype=bool)
+        if layout.write_empty_chunks
         else ~fill_rows(chunks, layout.fill_value)
+    )
     rows = np.flatnonzero(keep)
     if not rows.size:
         return None
-    frames = layout.sharding.codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
+    frames = layout.sharding.codecs.encode_many(
+        chunks[rows] if rows.size < keep.size else chunks, spec, threads
+    )
     return layout.sharding.assemble_frames(shape_t, frames, rows)
 
 
-def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, cps: Shape,
-                       spec: ChunkSpec) -> Data | None:
+def encode_shard_each(
+    layout: ShardedLayout, shape_t: Shape, region: np.ndarray, cps: Shape, spec: ChunkSpec
+) -> Data | None:
     """:func:`encode_shard` for large inner chunks that are compressed or raw. A compressed one is copied
     into this thread's scratch chunk, checked and encoded there while it is in cache (no copy of the whole
     shard in inner chunk order, no second pass over it for empty chunks), and its encoding copied at once
@@ -169,7 +202,9 @@ def encode_shard_each(layout: ShardedLayout, shape_t: Shape, region: np.ndarray,
         block = region_of(region, [slice(c * k, (c + 1) * k) for c, k in zip(coords, inner, strict=True)])
         if raw:  # in place: an empty one is overwritten by the next
             if position + spec.nbytes + index_n > buf.size:
-                buf = np.concatenate([buf[:position], empty(spec.nbytes + index_n + (n - row) * per, np.uint8)])
+                buf = np.concatenate(
+                    [buf[:position], empty(spec.nbytes + index_n + (n - row) * per, np.uint8)]
+                )
             target = buf[position : position + spec.nbytes].view(spec.dtype).reshape(inner)
             target[...] = block
             if layout.write_empty_chunks or not is_fill(target, layout.fill_value):
@@ -226,7 +261,9 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
         key = layout.key(coords)
         shape = layout.grid.chunk_shape(coords)
         block = layout.sharding.dense(value, shape, layout.dtype, key=key)  # raw, back to back: no decode
-        if not paste_block(region_of(out, box), decode_shard(layout, key, shape, value, 1) if block is None else block):
+        if not paste_block(
+            region_of(out, box), decode_shard(layout, key, shape, value, 1) if block is None else block
+        ):
             raise AssertionError("an orthogonal block of the output is a view")  # pragma: no cover
 
     if local:
@@ -240,7 +277,9 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
     return True
 
 
-def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning, guard: Guard = None) -> bool:
+def write_shards(
+    layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning, guard: Guard = None
+) -> bool:
     """Write ``value`` shard by shard, with no step per inner chunk, when the write covers whole shards of
     small inner chunks (each inside the extent, in order): each shard's block of ``value`` cut into its
     inner chunks with one copy, batch-encoded (:func:`encode_shard`) and stored, no old value read. The
@@ -266,14 +305,20 @@ def write_shards(layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning
     return True
 
 
-def _whole_shard_boxes(layout: ShardedLayout, plan: Plan, t: Tuning, small_inner: bool = True
-                       ) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
+def _whole_shard_boxes(
+    layout: ShardedLayout, plan: Plan, t: Tuning, small_inner: bool = True
+) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """Each shard of a selection of whole shards (of small inner chunks, with ``small_inner``; none reaching
     past the extent), with the block of the output or value it covers; empty when the selection is not
     one."""
     spec = layout.inner_spec(None)
-    if not isinstance(plan, OrthogonalPlan) or layout.transposed or not batchable(layout.dtype) \
-            or (small_inner and spec.nbytes >= t.piecewise_bytes) or not plan.axes:
+    if (
+        not isinstance(plan, OrthogonalPlan)
+        or layout.transposed
+        or not batchable(layout.dtype)
+        or (small_inner and spec.nbytes >= t.piecewise_bytes)
+        or not plan.axes
+    ):
         return []
     per_axis = [_whole_shards(a, d) for a, d in zip(plan.axes, layout.grid.dims, strict=True)]
     axes = [p for p in per_axis if p is not None]

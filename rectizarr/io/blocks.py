@@ -56,7 +56,9 @@ class Block:
     m: int
 
     @classmethod
-    def of(cls, spans: list[tuple[int, int]], chunk: tuple[int, ...], chunk_nbytes: int, batch_bytes: int) -> Block:
+    def of(
+        cls, spans: list[tuple[int, int]], chunk: tuple[int, ...], chunk_nbytes: int, batch_bytes: int
+    ) -> Block:
         lo, hi = tuple(s for s, _ in spans), tuple(e for _, e in spans)
         first = tuple(s // c for s, c in zip(lo, chunk, strict=True))
         counts = tuple((e - 1) // c - f + 1 for e, c, f in zip(hi, chunk, first, strict=True))
@@ -79,8 +81,10 @@ class Block:
                 base = base * counts[i] + j
             for start in range(0, counts[a], self.m):
                 box = (*(1,) * a, min(self.m, counts[a] - start), *counts[a + 1 :])
-                coords = tuple(f + o for f, o in zip(self.first, (*outer, start, *(0,) * (len(counts) - a - 1)),
-                                                     strict=True))
+                coords = tuple(
+                    f + o
+                    for f, o in zip(self.first, (*outer, start, *(0,) * (len(counts) - a - 1)), strict=True)
+                )
                 yield (base * counts[a] + start) * tail, coords, box
 
 
@@ -90,8 +94,11 @@ def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
     from a store with no round trip (raw: one that reads straight into buffers); False (nothing read)
     when it is not such a read."""
     caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
-    if plan.nchunks < t.block_min_chunks or not isinstance(plan, OrthogonalPlan) \
-            or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype)):
+    if (
+        plan.nchunks < t.block_min_chunks
+        or not isinstance(plan, OrthogonalPlan)
+        or not (caps.native_read_into if raw else caps.low_latency and batchable(layout.dtype))
+    ):
         return False
     dims = [d for d in layout.grid.dims if isinstance(d, FixedDim)]
     spans = [a.span for a in plan.axes if a.span is not None]
@@ -99,7 +106,11 @@ def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
         return False
     chunk = tuple(d.size for d in dims)
     spec = ChunkSpec(chunk, layout.dtype, layout.fill_value)
-    if (workers_for(layout.workers, False, spec.nbytes, t) != 1) if raw else spec.nbytes >= t.block_coded_bytes:
+    if (
+        (workers_for(layout.workers, False, spec.nbytes, t) != 1)
+        if raw
+        else spec.nbytes >= t.block_coded_bytes
+    ):
         return False  # large chunks: the threaded general way
     block = Block.of(spans, chunk, spec.nbytes, t.batch_bytes)
     _read(layout, block, layout.keys(plan.chunk_coords), out, spec)
@@ -142,8 +153,9 @@ def _read(layout: ChunkedLayout, block: Block, keys: list[str], out: np.ndarray,
         pmap(one, batches, workers)
 
 
-def _region(block: Block, coords: tuple[int, ...], box: tuple[int, ...], out: np.ndarray
-            ) -> tuple[np.ndarray, bool]:
+def _region(
+    block: Block, coords: tuple[int, ...], box: tuple[int, ...], out: np.ndarray
+) -> tuple[np.ndarray, bool]:
     """The part of ``out`` a batch fills, and whether the batch lies wholly inside the selection (then
     the part is exactly its chunks)."""
     sel, inside = [], True
@@ -169,8 +181,14 @@ def _as_rows(region: np.ndarray, box: tuple[int, ...], chunk: tuple[int, ...]) -
     return np.lib.stride_tricks.as_strided(region, (n, *chunk), (item * prod(chunk), *strides))
 
 
-def _paste(block: Block, coords: tuple[int, ...], box: tuple[int, ...], rows: np.ndarray, region: np.ndarray,
-           inside: bool) -> None:
+def _paste(
+    block: Block,
+    coords: tuple[int, ...],
+    box: tuple[int, ...],
+    rows: np.ndarray,
+    region: np.ndarray,
+    inside: bool,
+) -> None:
     """Staged rows into the output: one strided copy for a batch inside the selection, else through an
     image of the batch's chunks cut to the selection."""
     chunks = rows.reshape(*box, *block.chunk)
@@ -178,8 +196,10 @@ def _paste(block: Block, coords: tuple[int, ...], box: tuple[int, ...], rows: np
         return
     image = stage(1, tuple(b * c for b, c in zip(box, block.chunk, strict=True)), rows.dtype, "image")[0]
     paste_block(image, chunks)
-    cut = tuple(slice(max(f * c, lo) - f * c, min((f + b) * c, hi) - f * c)
-                for f, b, c, lo, hi in zip(coords, box, block.chunk, block.lo, block.hi, strict=True))
+    cut = tuple(
+        slice(max(f * c, lo) - f * c, min((f + b) * c, hi) - f * c)
+        for f, b, c, lo, hi in zip(coords, box, block.chunk, block.lo, block.hi, strict=True)
+    )
     region[...] = image[cut]
 
 
@@ -194,8 +214,9 @@ def _read_raw(layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: Ch
             rows[j] = layout.fill_value if chunk is None else chunk
 
 
-def _read_coded(layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: ChunkSpec,
-                files: threading.Lock) -> None:
+def _read_coded(
+    layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: ChunkSpec, files: threading.Lock
+) -> None:
     """The coded chunk files of ``keys`` read into slots of this thread's buffer (one ``readv`` each, no
     ``fstat``: a slot holds any value up to a little over the decoded size) and decoded into ``rows`` with
     one batch call; a larger value is read and decoded on its own."""

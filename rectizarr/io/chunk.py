@@ -24,12 +24,27 @@ from rectizarr.io.pool import pmap, pool_size
 from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["Guard", "LayoutChanged", "check", "clear_outside", "commit", "decode", "decode_in_place",
-           "encode_and_commit", "merge", "paste", "prefix_bytes", "value_buffer", "whole"]
+__all__ = [
+    "Guard",
+    "LayoutChanged",
+    "check",
+    "clear_outside",
+    "commit",
+    "decode",
+    "decode_in_place",
+    "encode_and_commit",
+    "merge",
+    "paste",
+    "prefix_bytes",
+    "value_buffer",
+    "whole",
+]
 
 T = TypeVar("T")
 Data = bytes | memoryview
-Guard = Callable[[], bool] | None  # a write's check, once it holds its chunks' locks, that its plan still holds
+Guard = (
+    Callable[[], bool] | None
+)  # a write's check, once it holds its chunks' locks, that its plan still holds
 
 
 class LayoutChanged(Exception):
@@ -41,6 +56,8 @@ def check(guard: Guard) -> None:
     """Raise :class:`LayoutChanged` when ``guard`` says the plan no longer holds (called with the locks)."""
     if guard is not None and not guard():
         raise LayoutChanged
+
+
 Encoded = tuple[str, Buffer | None]  # (key, value); None: the chunk is empty (delete it)
 
 
@@ -58,11 +75,20 @@ def paste(out: np.ndarray, plan: Plan, p: ChunkProjection, src: np.ndarray | Non
 def whole(sel: tuple[Any, ...], shape: Shape) -> bool:
     """True when ``sel`` is ``0:n0, 0:n1, ...`` for ``shape``: the whole chunk, in order."""
     return len(sel) == len(shape) and all(
-        isinstance(s, slice) and s.start == 0 and s.stop == n and s.step == 1 for s, n in zip(sel, shape, strict=True))
+        isinstance(s, slice) and s.start == 0 and s.stop == n and s.step == 1
+        for s, n in zip(sel, shape, strict=True)
+    )
 
 
-def merge(layout: Layout, plan: Plan, group: list[ChunkProjection], value: np.ndarray, shape: Shape,
-          stored: Callable[[], np.ndarray] | None, keep: bool = False) -> np.ndarray:
+def merge(
+    layout: Layout,
+    plan: Plan,
+    group: list[ChunkProjection],
+    value: np.ndarray,
+    shape: Shape,
+    stored: Callable[[], np.ndarray] | None,
+    keep: bool = False,
+) -> np.ndarray:
     """The new content of one chunk: ``group``'s part of ``value`` written over the stored chunk (decoded
     by ``stored``; None: not stored) or over the fill value. When one orthogonal projection covers the
     whole chunk in order, the selected data is the new chunk as it is (no chunk to fill and copy into).
@@ -103,14 +129,25 @@ def _scratch_chunk(spec: ChunkSpec) -> np.ndarray:
     return buf[: spec.nbytes].view(spec.dtype).reshape(spec.shape)
 
 
-def decode_in_place(out: np.ndarray, plan: Plan, p: ChunkProjection, pipeline: CodecPipeline, value: Data,
-                    spec: ChunkSpec, fill: np.ndarray, t: Tuning) -> bool:
+def decode_in_place(
+    out: np.ndarray,
+    plan: Plan,
+    p: ChunkProjection,
+    pipeline: CodecPipeline,
+    value: Data,
+    spec: ChunkSpec,
+    fill: np.ndarray,
+    t: Tuning,
+) -> bool:
     """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a
     C-contiguous block of it, else into a per-thread scratch chunk pasted from, decoding only the prefix
     the projection needs (:func:`prefix_bytes`). False when the codecs cannot (the caller then decodes
     the usual way, which also reports invalid data)."""
-    if plan.kind == "orthogonal" and whole(p.chunk_sel, spec.shape) \
-            and all(isinstance(s, slice) for s in p.out_sel):
+    if (
+        plan.kind == "orthogonal"
+        and whole(p.chunk_sel, spec.shape)
+        and all(isinstance(s, slice) for s in p.out_sel)
+    ):
         region = out[(*p.out_sel, Ellipsis)]  # with the Ellipsis, a view even of a 0-d array
         if region.shape == spec.shape and region.flags.c_contiguous and np.may_share_memory(region, out):
             return pipeline.decode_into(value, spec, region)
@@ -118,8 +155,11 @@ def decode_in_place(out: np.ndarray, plan: Plan, p: ChunkProjection, pipeline: C
         return False
     chunk = _scratch_chunk(spec)
     prefix = prefix_bytes(plan, p, spec, t) if spec.nbytes >= t.prefix_min_bytes else None
-    done = pipeline.decode_into(value, spec, chunk) if prefix is None \
+    done = (
+        pipeline.decode_into(value, spec, chunk)
+        if prefix is None
         else pipeline.decode_prefix(value, spec, chunk, prefix)
+    )
     if done:
         paste(out, plan, p, chunk, fill)
     return done
@@ -178,8 +218,9 @@ class _ValueBuffers:
         return buf[:nbytes]
 
 
-_value_buffers: contextvars.ContextVar[_ValueBuffers | None] = contextvars.ContextVar("rectizarr_value_buffers",
-                                                                                      default=None)
+_value_buffers: contextvars.ContextVar[_ValueBuffers | None] = contextvars.ContextVar(
+    "rectizarr_value_buffers", default=None
+)
 
 
 def value_buffer(nbytes: int) -> np.ndarray:
@@ -193,11 +234,20 @@ def value_buffer(nbytes: int) -> np.ndarray:
 
 def _largest_value_nbytes(layout: Layout) -> int:
     """The decoded size of the layout's largest chunk (shard): its dtype's size times the largest edges."""
-    return layout.dtype.itemsize * prod(tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims))
+    return layout.dtype.itemsize * prod(
+        tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims)
+    )
 
 
-def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
-                      workers: int | None, t: Tuning, fallible: Callable[[T], bool] | None = None) -> None:
+def encode_and_commit(
+    layout: Layout,
+    items: Sequence[T],
+    work: Callable[[T], Encoded],
+    known_absent: set[str],
+    workers: int | None,
+    t: Tuning,
+    fallible: Callable[[T], bool] | None = None,
+) -> None:
     """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
     the results, all or nothing where the codecs can fail. Local data whose encoding cannot fail is
     written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
@@ -220,7 +270,9 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
-    reuse = layout.store.capabilities.values_consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
+    reuse = (
+        layout.store.capabilities.values_consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
+    )
     if reuse:  # each value stored before the thread makes its next: value_buffer() may reuse its memory
         per = 1
 
@@ -234,16 +286,25 @@ def encode_and_commit(layout: Layout, items: Sequence[T], work: Callable[[T], En
 
     token = _value_buffers.set(_ValueBuffers()) if reuse else None
     try:
-        absent = [k for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
-                  for k in part]
+        absent = [
+            k
+            for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
+            for k in part
+        ]
     finally:
         if token is not None:
             _value_buffers.reset(token)  # the buffers go with the write
     commit(layout.store, [(k, None) for k in absent], known_absent)
 
 
-def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], known_absent: set[str],
-                   workers: int | None, t: Tuning) -> None:
+def _stream_remote(
+    layout: Layout,
+    items: Sequence[T],
+    work: Callable[[T], Encoded],
+    known_absent: set[str],
+    workers: int | None,
+    t: Tuning,
+) -> None:
     """Encode window by window and upload each window while the next ones are encoded. A window is at
     most half of ``requests_in_flight()`` values and ``t.window_bytes`` of them before encoding, and at
     most an eighth of the write (so that even a few large values, shards, upload while others encode),
@@ -268,9 +329,14 @@ def _stream_remote(layout: Layout, items: Sequence[T], work: Callable[[T], Encod
             f.result()
 
 
-def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],
-              make: Callable[[T, Data | None], Encoded], workers: int | None,
-              before: Callable[[], object] | None = None) -> None:
+def swap_each(
+    layout: Layout,
+    items: Sequence[T],
+    key_of: Callable[[T], str],
+    make: Callable[[T, Data | None], Encoded],
+    workers: int | None,
+    before: Callable[[], object] | None = None,
+) -> None:
     """Stores with conditional writes (S3): each item's value made from the stored one and written with
     :meth:`~rectizarr.stores.Store.swap` (made again on a conflict). Every value is read and made before
     anything is written (a corrupt stored value raises with nothing written), then ``before()`` runs (the
@@ -294,7 +360,9 @@ def swap_each(layout: Layout, items: Sequence[T], key_of: Callable[[T], str],
     pmap(one, list(zip(items, ready, strict=True)), workers)
 
 
-def commit(store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()) -> None:
+def commit(
+    store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()
+) -> None:
     """Store every value of ``results`` and delete every key whose value is None (unless known absent)."""
     results = list(results)
     to_set = {k: v for k, v in results if v is not None}

@@ -43,8 +43,15 @@ __all__ = ["read_chunked", "write_chunked"]
 class _Chunks:
     """The chunks of one read: their projections, keys and specs, and how one is pasted."""
 
-    def __init__(self, layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection],
-                 coords: np.ndarray, out: np.ndarray, t: Tuning) -> None:
+    def __init__(
+        self,
+        layout: ChunkedLayout,
+        plan: Plan,
+        projections: Sequence[ChunkProjection],
+        coords: np.ndarray,
+        out: np.ndarray,
+        t: Tuning,
+    ) -> None:
         self.layout, self.plan, self.projections, self.out, self.t = layout, plan, projections, out, t
         self.keys = layout.keys(coords)
         self.specs = layout.specs(coords)
@@ -59,12 +66,20 @@ class _Chunks:
             paste(self.out, self.plan, p, None, fill)
         elif self.raw and len(value) == spec.nbytes:  # stored as the chunk's own bytes: a view, pasted from
             paste(self.out, self.plan, p, np.frombuffer(value, spec.dtype).reshape(spec.shape), fill)
-        elif not (self.into and decode_in_place(self.out, self.plan, p, layout.pipeline, value, spec, fill, self.t)):
+        elif not (
+            self.into and decode_in_place(self.out, self.plan, p, layout.pipeline, value, spec, fill, self.t)
+        ):
             paste(self.out, self.plan, p, decode(layout.pipeline, value, spec, self.keys[i]), fill)
 
 
-def read_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], coords: np.ndarray,
-                 out: np.ndarray, t: Tuning) -> None:
+def read_chunked(
+    layout: ChunkedLayout,
+    plan: Plan,
+    projections: Sequence[ChunkProjection],
+    coords: np.ndarray,
+    out: np.ndarray,
+    t: Tuning,
+) -> None:
     """Fill ``out`` with the chunks of ``projections`` (whose chunk coords are the rows of ``coords``)."""
     if not projections:
         return
@@ -101,8 +116,14 @@ def read_windowed(chunks: _Chunks) -> None:
     each_as_ready(lambda item: chunks.paste(item[0], item[1]), arriving, chunks.layout.workers)
 
 
-def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[ChunkProjection], value: np.ndarray,
-                  t: Tuning, guard: Guard = None) -> None:
+def write_chunked(
+    layout: ChunkedLayout,
+    plan: Plan,
+    projections: Sequence[ChunkProjection],
+    value: np.ndarray,
+    t: Tuning,
+    guard: Guard = None,
+) -> None:
     """Write ``value`` into the chunks of ``projections``: each chunk read (if partly written), merged,
     encoded and stored once, under its lock (``guard`` checked once the locks are held)."""
     by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
@@ -118,8 +139,15 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
     def work(key: str, stored: Data | None) -> Encoded:
         group = by_key[key]
         spec = layout.spec(group[0].coords)
-        chunk = merge(layout, plan, group, value, spec.shape,
-                      None if stored is None else lambda: layout.pipeline.decode(stored, spec), key in edges)
+        chunk = merge(
+            layout,
+            plan,
+            group,
+            value,
+            spec.shape,
+            None if stored is None else lambda: layout.pipeline.decode(stored, spec),
+            key in edges,
+        )
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             return key, None
         return key, layout.pipeline.encode(chunk, spec)
@@ -130,10 +158,22 @@ def write_chunked(layout: ChunkedLayout, plan: Plan, projections: Sequence[Chunk
         check(guard)
         if conditional:  # partly written chunks: compare-and-swap each (all made before any is written)
             whole = [k for k in keys if k not in partial_set]
-            swap_each(layout, partial, lambda k: k, work, workers,
-                      lambda: encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t))
+            swap_each(
+                layout,
+                partial,
+                lambda k: k,
+                work,
+                workers,
+                lambda: encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t),
+            )
             return
         old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
-        encode_and_commit(layout, keys, lambda k: work(k, old.get(k)), {k for k in partial if old[k] is None},
-                          workers, t, lambda k: old.get(k) is not None)
-
+        encode_and_commit(
+            layout,
+            keys,
+            lambda k: work(k, old.get(k)),
+            {k for k in partial if old[k] is None},
+            workers,
+            t,
+            lambda k: old.get(k) is not None,
+        )

@@ -49,13 +49,17 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
         out[...] = layout.fill_value
     match layout:
         case ShardedLayout():
-            if sparse is not None or not batch.read_shards(layout, plan, out, t):  # whole shards: no projections
+            if sparse is not None or not batch.read_shards(
+                layout, plan, out, t
+            ):  # whole shards: no projections
                 read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
             if sparse is None and not blocks.read_block(layout, plan, out, t):
                 read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)
             elif sparse is not None:
-                coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(len(sparse), layout.grid.ndim)
+                coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(
+                    len(sparse), layout.grid.ndim
+                )
                 read_chunked(layout, plan, sparse, coords, out, t)
         case _:
             assert_never(layout)
@@ -71,7 +75,9 @@ def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) ->
     """Write ``value`` (shape ``plan.shape``) into the selection. ``guard``: called once the write holds its
     chunks' locks, False when the plan no longer holds (:class:`LayoutChanged` is raised, nothing written)."""
     t = tuning.current()
-    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t, guard):  # whole shards
+    if isinstance(layout, ShardedLayout) and batch.write_shards(
+        layout, plan, value, t, guard
+    ):  # whole shards
         return
     projections = list(plan)
     if not projections:
@@ -101,10 +107,15 @@ def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
 def _keys_past(layout: Layout, extent: tuple[int, ...]) -> Iterator[str]:
     """The keys of the chunks of ``layout``'s grid that reach past ``extent`` on some axis (each once)."""
     grid = layout.grid.grid_shape
-    inside = [n if e >= d.extent else d.chunk_of(e) for d, e, n in zip(layout.grid.dims, extent, grid, strict=True)]
+    inside = [
+        n if e >= d.extent else d.chunk_of(e) for d, e, n in zip(layout.grid.dims, extent, grid, strict=True)
+    ]
     for axis in range(len(grid)):  # past on this axis, inside on the axes before it: disjoint boxes
-        ranges = [range(k) for k in inside[:axis]] + [range(inside[axis], grid[axis])] + \
-            [range(n) for n in grid[axis + 1:]]
+        ranges = (
+            [range(k) for k in inside[:axis]]
+            + [range(inside[axis], grid[axis])]
+            + [range(n) for n in grid[axis + 1 :]]
+        )
         yield from (layout.key(coords) for coords in itertools.product(*ranges))
 
 
@@ -137,8 +148,9 @@ def _delete_outside_held(layout: Layout, new_grid: ChunkGrid) -> None:
     each_cleared(straddling, layout.key, clear)
 
 
-def each_cleared(items: Iterable[T], key_of: Callable[[T], str], clear: Callable[[T], object],
-                 low_latency: bool = True) -> None:
+def each_cleared(
+    items: Iterable[T], key_of: Callable[[T], str], clear: Callable[[T], object], low_latency: bool = True
+) -> None:
     """``clear`` each item of a shrink's clean-up; one that cannot be read (a corrupt chunk) does not stop
     the others: once all are done, a CodecError names every one left uncleared (the shape has changed)."""
     failed: list[tuple[str, CodecError]] = []
@@ -159,9 +171,11 @@ def each_cleared(items: Iterable[T], key_of: Callable[[T], str], clear: Callable
             one(item)
     if failed:
         keys = [k for k, _ in failed]
-        raise CodecError(f"the array was resized, but {len(keys)} chunk(s) reaching past its new end could not be "
-                         f"cleared and may show old values if it grows again: {keys[:8]}; {failed[0][1]}",
-                         key=keys[0])
+        raise CodecError(
+            f"the array was resized, but {len(keys)} chunk(s) reaching past its new end could not be "
+            f"cleared and may show old values if it grows again: {keys[:8]}; {failed[0][1]}",
+            key=keys[0],
+        )
 
 
 def nbytes_stored(layout: Layout) -> tuple[int, int]:

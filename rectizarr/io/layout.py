@@ -100,10 +100,15 @@ class LayoutCommon:
         """The spec of each chunk at the rows of ``coords``: one shared object per distinct shape and no
         key (a decode error is given the key by the caller)."""
         dims = self.grid.dims
-        shapes = zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True) if dims \
+        shapes = (
+            zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True)
+            if dims
             else [()] * coords.shape[0]
+        )
         cache: dict[Shape, ChunkSpec] = {}
-        return [cache.get(s) or cache.setdefault(s, ChunkSpec(s, self.dtype, self.fill_value)) for s in shapes]
+        return [
+            cache.get(s) or cache.setdefault(s, ChunkSpec(s, self.dtype, self.fill_value)) for s in shapes
+        ]
 
 
 @dataclass(frozen=True)
@@ -156,16 +161,27 @@ Layout: TypeAlias = ChunkedLayout | ShardedLayout
 """The two layouts, matched with ``match``."""
 
 
-def stored_bound(pipeline: CodecPipeline, grid: ChunkGrid, dtype: np.dtype, fill_value: np.ndarray) -> int | None:
+def stored_bound(
+    pipeline: CodecPipeline, grid: ChunkGrid, dtype: np.dtype, fill_value: np.ndarray
+) -> int | None:
     """The most bytes the stored value of any valid chunk (shard) of the grid takes: the chain's bound for a
     chunk as large as the largest edge on every axis (None: no bound, variable-length data)."""
     shape = tuple(int(np.max(e)) if e.size else 1 for e in (d.unique_edges() for d in grid.dims))
     return pipeline.stored_bound(ChunkSpec(shape, dtype, fill_value))
 
 
-def build_layout(store: Store, prefix: str, grid: ChunkGrid, key_encoding: ChunkKeyEncoding,
-                 pipeline: CodecPipeline, dtype: np.dtype, fill_value: np.ndarray, *,
-                 write_empty_chunks: bool = False, workers: int | None = None) -> Layout:
+def build_layout(
+    store: Store,
+    prefix: str,
+    grid: ChunkGrid,
+    key_encoding: ChunkKeyEncoding,
+    pipeline: CodecPipeline,
+    dtype: np.dtype,
+    fill_value: np.ndarray,
+    *,
+    write_empty_chunks: bool = False,
+    workers: int | None = None,
+) -> Layout:
     """The layout of an array: sharded when the chain allows inner chunks in place, else chunked. Its store
     reads chunks (shards) through :meth:`Store.limited` to what a valid one can take: a zip entry or a
     remote answer larger than that is refused before it is read."""

@@ -81,7 +81,9 @@ def when_idle(fn: Callable[[], object]) -> None:
     global _idle
     with _pool_lock:
         if _idle is None:
-            _idle = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rectizarr-idle", initializer=_lowest)
+            _idle = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="rectizarr-idle", initializer=_lowest
+            )
         pool = _idle
     pool.submit(fn)
 
@@ -119,8 +121,6 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
     for part in pool.map(lambda b: context.copy().run(lambda: [fn(x) for x in b]), batches):
         out.extend(part)
     return out
-
-
 
 
 def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | None = None) -> None:

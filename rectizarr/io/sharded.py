@@ -90,7 +90,9 @@ class _Read:
             paste(self.out, self.plan, p, None, fill)
             return
         spec = layout.inner_spec(s.key)
-        if self.into and decode_in_place(self.out, self.plan, p, layout.sharding.codecs, data, spec, fill, self.t):
+        if self.into and decode_in_place(
+            self.out, self.plan, p, layout.sharding.codecs, data, spec, fill, self.t
+        ):
             return
         chunk_t = layout.sharding.decode_inner(data, spec)
         paste(self.out, self.plan, p, layout.to_array_axes(chunk_t), fill)
@@ -108,8 +110,9 @@ class _Read:
             self.paste(s, p, chunks.get(c))
 
 
-def read_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProjection], out: np.ndarray,
-                 t: Tuning) -> None:
+def read_sharded(
+    layout: ShardedLayout, plan: Plan, projections: list[ChunkProjection], out: np.ndarray, t: Tuning
+) -> None:
     """Fill ``out`` with the inner chunks of ``projections``, choosing a strategy per group of shards."""
     if not projections:
         return
@@ -153,11 +156,14 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
         finally:
             if ahead is not None:  # indexes read ahead beside the inner chunks: joined once they are pasted
                 r.aheads.append(ahead)
-    raise ConflictError(f"shards of {r.layout.store!r} were rewritten during each of {retries} reads; try again")
+    raise ConflictError(
+        f"shards of {r.layout.store!r} were rewritten during each of {retries} reads; try again"
+    )
 
 
-def _read_partial_at(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions,
-                     bodies: Bodies) -> list[Job]:
+def _read_partial_at(
+    r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions, bodies: Bodies
+) -> list[Job]:
     if bodies:  # only from stores with round trips: their inner chunks are cut out of the bodies
         return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
     if r.piecewise:
@@ -203,8 +209,11 @@ def read_inner_streamed(r: _Read, wanted: list[Wanted]) -> None:
     """Inner chunk by inner chunk in the workers: a ranged read (no coalescing: the ranges come from a
     validated index), decode, paste."""
     get = r.layout.store.get_transient
-    pmap(lambda w: r.paste(w[0], w[1], None if w[2] is None else _checked(w[0], w[2], get(w[0].key, w[2]))),
-         wanted, r.workers)
+    pmap(
+        lambda w: r.paste(w[0], w[1], None if w[2] is None else _checked(w[0], w[2], get(w[0].key, w[2]))),
+        wanted,
+        r.workers,
+    )
 
 
 def read_partial_streamed(r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions) -> None:
@@ -244,8 +253,11 @@ def _wanted(shards: list[Shard], indexes: Indexes) -> list[Wanted]:
 
 def _checked(s: Shard, rng: tuple[int, int], data: Data | None) -> Data:
     if data is None or len(data) != rng[1]:
-        raise CodecError("shard is shorter than its index says (truncated or rewritten)",
-                         key=s.key, codec="sharding_indexed")
+        raise CodecError(
+            "shard is shorter than its index says (truncated or rewritten)",
+            key=s.key,
+            codec="sharding_indexed",
+        )
     return data
 
 
@@ -259,8 +271,9 @@ def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     if box is None or block is None:
         return False
     nd = len(s.shape_t)
-    target = region_of(r.out, box).reshape([n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True)
-                                 for n in pair])  # (shards-axis, inner-axis) pairs: a view
+    target = region_of(r.out, box).reshape(
+        [n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True) for n in pair]
+    )  # (shards-axis, inner-axis) pairs: a view
     if not np.may_share_memory(target, r.out):
         return False
     target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
@@ -275,7 +288,9 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
         return False
     block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
     plan = r.plan
-    box = None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
+    box = (
+        None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
+    )
     if box is not None and paste_block(region_of(r.out, box), block):
         return True
     for c, p in s.projections:
@@ -298,8 +313,14 @@ def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[s
         start = 0
         for k in range(n):
             e = a.entries[j + k]
-            if not (isinstance(e.local, slice) and isinstance(e.out, slice) and e.out.step == 1
-                    and e.local.start == 0 and e.local.stop == inner and e.local.step == 1):
+            if not (
+                isinstance(e.local, slice)
+                and isinstance(e.out, slice)
+                and e.out.step == 1
+                and e.local.start == 0
+                and e.local.stop == inner
+                and e.local.step == 1
+            ):
                 return None
             if k == 0:
                 start = e.out.start
@@ -309,8 +330,14 @@ def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[s
     return tuple(box)
 
 
-def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProjection], value: np.ndarray,
-                  t: Tuning, guard: Guard = None) -> None:
+def write_sharded(
+    layout: ShardedLayout,
+    plan: Plan,
+    projections: list[ChunkProjection],
+    value: np.ndarray,
+    t: Tuning,
+    guard: Guard = None,
+) -> None:
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
     written once, under its lock (``guard`` checked once the locks are held)."""
     shards = group_by_shard(layout, projections, t)
@@ -324,28 +351,51 @@ def write_sharded(layout: ShardedLayout, plan: Plan, projections: list[ChunkProj
     batched = in_blocks and spec.nbytes < t.piecewise_bytes
 
     def work(s: Shard, stored: Data | None) -> Encoded:
-        box = _shard_box(layout, plan, s) \
-            if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges else None
+        box = (
+            _shard_box(layout, plan, s)
+            if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges
+            else None
+        )
         if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
             return s.key, encode_shard(layout, s.shape_t, region_of(value, box), 1)
         chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
     # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks
-    workers = layout.workers if batched else \
-        workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
+    workers = (
+        layout.workers
+        if batched
+        else workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
+    )
     with layout.store.lock([s.key for s in shards]):
         check(guard)
         if conditional:  # partly written shards: compare-and-swap each (all made before any is written)
             whole = [s for s in shards if s not in needs_read]
-            swap_each(layout, needs_read, lambda s: s.key, work, workers,
-                      lambda: encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t))
+            swap_each(
+                layout,
+                needs_read,
+                lambda s: s.key,
+                work,
+                workers,
+                lambda: encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t),
+            )
             return
-        old = dict(zip([s.key for s in needs_read],
-                       layout.store.get_many([(s.key, None) for s in needs_read]), strict=True))
-        encode_and_commit(layout, shards, lambda s: work(s, old.get(s.key)),
-                          {s.key for s in needs_read if old[s.key] is None}, workers, t,
-                          lambda s: old.get(s.key) is not None)
+        old = dict(
+            zip(
+                [s.key for s in needs_read],
+                layout.store.get_many([(s.key, None) for s in needs_read]),
+                strict=True,
+            )
+        )
+        encode_and_commit(
+            layout,
+            shards,
+            lambda s: work(s, old.get(s.key)),
+            {s.key for s in needs_read if old[s.key] is None},
+            workers,
+            t,
+            lambda s: old.get(s.key) is not None,
+        )
 
 
 def _replaced_whole(layout: ShardedLayout, s: Shard) -> bool:
@@ -358,24 +408,35 @@ def _inner(layout: ShardedLayout, data: Data, spec: ChunkSpec) -> np.ndarray:
     return layout.to_array_axes(layout.sharding.decode_inner(data, spec))
 
 
-def _merged_inner(layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray,
-                  stored: Data | None, keep: bool = False) -> dict[Coords, Data]:
+def _merged_inner(
+    layout: ShardedLayout, plan: Plan, s: Shard, value: np.ndarray, stored: Data | None, keep: bool = False
+) -> dict[Coords, Data]:
     """The inner chunks' bytes of the shard after the write: untouched ones as stored, touched ones merged
     and re-encoded, empty ones dropped (unless ``write_empty_chunks``). ``keep``: see :func:`chunk.merge`
     (inner chunks past the extent this handle knows are kept too)."""
     sharding, inner_shape = layout.sharding, layout.inner_shape
-    existing: dict[Coords, memoryview] = {} if stored is None else sharding.split(stored, s.shape_t, key=s.key)[1]
+    existing: dict[Coords, memoryview] = (
+        {} if stored is None else sharding.split(stored, s.shape_t, key=s.key)[1]
+    )
     groups: dict[Coords, list[ChunkProjection]] = defaultdict(list)
     for c, p in s.projections:
         groups[c].append(p)
     limit = s.inner_limit(layout)
-    chunks: dict[Coords, Data] = {c: v for c, v in existing.items()
-                                  if keep or all(x < n for x, n in zip(c, limit, strict=True))}
+    chunks: dict[Coords, Data] = {
+        c: v for c, v in existing.items() if keep or all(x < n for x, n in zip(c, limit, strict=True))
+    }
     spec = layout.inner_spec(s.key)
     for c, group in groups.items():
         old = existing.get(c)
-        chunk = merge(layout, plan, group, value, inner_shape,
-                      None if old is None else partial(_inner, layout, old, spec), keep)
+        chunk = merge(
+            layout,
+            plan,
+            group,
+            value,
+            inner_shape,
+            None if old is None else partial(_inner, layout, old, spec),
+            keep,
+        )
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             chunks.pop(c, None)
         else:

@@ -21,7 +21,16 @@ from rectizarr.io.layout import IndexBudget, ShardedLayout
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["Ahead", "Bodies", "Indexes", "Shard", "Versions", "checked_versions", "fetch_indexes", "group_by_shard"]
+__all__ = [
+    "Ahead",
+    "Bodies",
+    "Indexes",
+    "Shard",
+    "Versions",
+    "checked_versions",
+    "fetch_indexes",
+    "group_by_shard",
+]
 
 
 @dataclass
@@ -35,8 +44,10 @@ class Shard:
 
     def inner_limit(self, layout: ShardedLayout) -> Coords:
         """Per transposed axis, how many inner chunks of the shard overlap the array (no others are stored)."""
-        per_axis = [-(-d.data_len(self.coords[axis]) // layout.inner_shape[axis])
-                    for axis, d in enumerate(layout.grid.dims)]
+        per_axis = [
+            -(-d.data_len(self.coords[axis]) // layout.inner_shape[axis])
+            for axis, d in enumerate(layout.grid.dims)
+        ]
         return tuple(per_axis[a] for a in layout.perm)
 
     def inner_in_extent(self, layout: ShardedLayout) -> int:
@@ -54,7 +65,11 @@ def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t:
     block = t.shard_group_block
     for start in range(0, len(projections), block):  # rows as Python ints, a block at a time
         part = projections[start : start + block]
-        rows = _shard_rows_few(layout, part) if len(part) <= t.small_read_projections else _shard_rows(layout, part)
+        rows = (
+            _shard_rows_few(layout, part)
+            if len(part) <= t.small_read_projections
+            else _shard_rows(layout, part)
+        )
         for p, row, local_row in zip(part, *rows, strict=True):
             sc: Coords = tuple(row)
             shard = shards.get(sc)
@@ -65,7 +80,9 @@ def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t:
     return list(shards.values())
 
 
-def _shard_rows_few(layout: ShardedLayout, projections: list[ChunkProjection]) -> tuple[list[list[int]], list[list[int]]]:
+def _shard_rows_few(
+    layout: ShardedLayout, projections: list[ChunkProjection]
+) -> tuple[list[list[int]], list[list[int]]]:
     """:func:`_shard_rows` in integer arithmetic, which costs less than arrays for a few projections."""
     sizes, dims = layout.inner_shape, layout.grid.dims
     shard_rows, local_rows = [], []
@@ -78,7 +95,9 @@ def _shard_rows_few(layout: ShardedLayout, projections: list[ChunkProjection]) -
     return shard_rows, local_rows
 
 
-def _shard_rows(layout: ShardedLayout, projections: list[ChunkProjection]) -> tuple[list[list[int]], list[list[int]]]:
+def _shard_rows(
+    layout: ShardedLayout, projections: list[ChunkProjection]
+) -> tuple[list[list[int]], list[list[int]]]:
     """Per projection, its shard's coords (array axes) and its inner chunk's coords inside the shard
     (transposed axes)."""
     sizes, dims = layout.inner_shape, layout.grid.dims
@@ -98,7 +117,9 @@ Versions = dict[str, Hashable]  # the version each shard's index was read at, wh
 Bodies = dict[str, Data]  # whole shards that came with their index (small shards of stores with round trips)
 
 
-def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
+def fetch_indexes(
+    layout: ShardedLayout, shards: list[Shard]
+) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
     misses, and the version each was read at, which the reads of the shard's inner chunks are checked
     against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
@@ -142,10 +163,15 @@ def fetch_indexes(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, 
         budget.spread([s.key for s in shards])
         budget.maybe_uncached = True
     reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
-    extra = 0 if budget is None else budget.spend(len(shards), len(misses),
-                                                  0 if reach else requests_in_flight() - len(misses))
-    requests = [(s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
-                for s in misses]
+    extra = (
+        0
+        if budget is None
+        else budget.spend(len(shards), len(misses), 0 if reach else requests_in_flight() - len(misses))
+    )
+    requests = [
+        (s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
+        for s in misses
+    ]
     checked = cheap or conditional
     ahead = None if not extra else _ahead(layout, budget, misses, extra)  # (extra: a budget)
     try:
@@ -198,8 +224,9 @@ class Ahead:
     left out (the errors of the read's own requests are raised as they come)."""
 
     def __init__(self, layout: ShardedLayout, shards: list[Shard]) -> None:
-        self._thread = threading.Thread(target=self._read, args=(layout, shards), name="rectizarr-index-ahead",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._read, args=(layout, shards), name="rectizarr-index-ahead", daemon=True
+        )
         self._thread.start()
 
     @staticmethod
@@ -267,12 +294,15 @@ def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     if store.capabilities.low_latency or not shards:
         return 0
     gap = store.coalesce_gap
-    biggest = max(prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards)
+    biggest = max(
+        prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards
+    )
     return gap if biggest <= gap and len(shards) * gap <= store.coalesce_max else 0
 
 
-def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
-            conditional: bool) -> tuple[Hashable, ShardIndex] | None:
+def _cached(
+    layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool, conditional: bool
+) -> tuple[Hashable, ShardIndex] | None:
     """``(version, index)`` of shard ``s`` from the cache when it may be used (see :func:`fetch_indexes`)."""
     # an index cached by another layout of the same key (another handle's stale metadata, a consolidated
     # entry that disagrees with the array's own) is not this one's
@@ -283,7 +313,11 @@ def _cached(layout: ShardedLayout, s: Shard, version: Hashable, cheap: bool,
     if not conditional:
         return None
     entry = index_cache().get_any(layout.store, s.key)
-    if entry is None or entry[1].offsets.shape != shape or all(entry[1].byte_range(c) is None for c, _ in s.projections):
+    if (
+        entry is None
+        or entry[1].offsets.shape != shape
+        or all(entry[1].byte_range(c) is None for c, _ in s.projections)
+    ):
         return None
     return entry
 

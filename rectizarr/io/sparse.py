@@ -20,7 +20,7 @@ def stored_chunk_keys(layout: Layout) -> Iterator[tuple[str, Coords]]:
     """Every stored chunk key of the array that lies inside the grid, with its coords."""
     grid_shape = layout.grid.grid_shape
     for key in layout.store.list_prefix(layout.prefix):
-        rel = key[len(layout.prefix):]
+        rel = key[len(layout.prefix) :]
         if rel == "zarr.json" or "/zarr.json" in rel:
             continue
         coords = layout.key_encoding.decode(rel, len(grid_shape))
@@ -39,8 +39,10 @@ def stored_projections(layout: Layout, plan: Plan, t: Tuning) -> list[ChunkProje
         return None
     match layout:
         case ShardedLayout():  # shards are few next to their inner chunks: compare with the touched shards
-            per_axis = [layout.grid.dims[axis].chunks_of(a.chunks * layout.inner_shape[axis])
-                        for axis, a in enumerate(plan.axes)]
+            per_axis = [
+                layout.grid.dims[axis].chunks_of(a.chunks * layout.inner_shape[axis])
+                for axis, a in enumerate(plan.axes)
+            ]
             touched = prod(tuple(int(np.unique(k).size) for k in per_axis))
             limit = max(1, int(touched * t.sparse_max_fraction))
         case ChunkedLayout():
@@ -55,8 +57,10 @@ def stored_projections(layout: Layout, plan: Plan, t: Tuning) -> list[ChunkProje
         present.append(coords)
     combos: list[tuple[int, ...]] = []
     for coords in sorted(present):  # per axis, the plan entries inside the stored chunk (plans are sorted)
-        spans = [range(int(np.searchsorted(k, c, "left")), int(np.searchsorted(k, c, "right")))
-                 for k, c in zip(per_axis, coords, strict=True)]
+        spans = [
+            range(int(np.searchsorted(k, c, "left")), int(np.searchsorted(k, c, "right")))
+            for k, c in zip(per_axis, coords, strict=True)
+        ]
         if all(spans):
             combos.extend(product(*spans))
     return list(plan.projections_at(combos))

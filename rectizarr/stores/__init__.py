@@ -58,6 +58,7 @@ def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when a
         return ObjectStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "Buffer",
     "ByteRange",
@@ -121,8 +122,10 @@ def open_store(
     if isinstance(obj, dict):  # as zarr-python: the dict holds the store's contents
         return MemoryStore.in_dict(obj, read_only=read_only)
     if not isinstance(obj, str | os.PathLike):
-        raise StoreError(f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object, "
-                         "dict or Store")
+        raise StoreError(
+            f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object, "
+            "dict or Store"
+        )
     text = os.fspath(obj)
     if text.startswith("file://") and "::" not in text and not storage_options and backend is None:
         text = text.removeprefix("file://")
@@ -140,7 +143,9 @@ def open_store(
     return LocalStore(text, read_only=read_only)
 
 
-def _url_store(url: str, storage_options: dict[str, Any] | None, read_only: bool, backend: str | None) -> Store:
+def _url_store(
+    url: str, storage_options: dict[str, Any] | None, read_only: bool, backend: str | None
+) -> Store:
     from rectizarr.stores.obstore_options import handles
 
     if backend not in (None, "obstore", "fsspec"):

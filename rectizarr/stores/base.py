@@ -25,9 +25,21 @@ from rectizarr._util import is_int, relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, RectizarrError, StoreError, VersionChanged
 from rectizarr.stores import locks, written
 
-__all__ = ["DOCUMENTS", "Buffer", "ByteRange", "Capabilities", "Store", "max_document_bytes", "requests_in_flight",
-           "set_max_document_bytes", "set_requests_in_flight", "slice_range", "validate_key", "validate_prefix",
-           "validate_range"]
+__all__ = [
+    "DOCUMENTS",
+    "Buffer",
+    "ByteRange",
+    "Capabilities",
+    "Store",
+    "max_document_bytes",
+    "requests_in_flight",
+    "set_max_document_bytes",
+    "set_requests_in_flight",
+    "slice_range",
+    "validate_key",
+    "validate_prefix",
+    "validate_range",
+]
 
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
@@ -114,7 +126,9 @@ def validate_key(key: str) -> str:
         try:
             key.encode("utf-8")
         except UnicodeEncodeError:
-            raise StoreError(f"invalid store key {key!r}: not valid Unicode text (a lone surrogate)") from None
+            raise StoreError(
+                f"invalid store key {key!r}: not valid Unicode text (a lone surrogate)"
+            ) from None
     text = key
     for _ in range(_MAX_DECODE_ROUNDS):
         if "%" not in text:
@@ -145,7 +159,9 @@ def validate_range(key: str, byte_range: ByteRange | None) -> ByteRange | None:
     try:
         start, length = byte_range
     except (TypeError, ValueError):
-        raise StoreError(f"invalid byte range {byte_range!r} for key {key!r}: expected (start, length)") from None
+        raise StoreError(
+            f"invalid byte range {byte_range!r} for key {key!r}: expected (start, length)"
+        ) from None
     ints_ok = is_int(start) and (length is None or (is_int(length) and length >= 0))
     if not ints_ok or (start < 0 and length is not None):
         raise StoreError(
@@ -188,7 +204,9 @@ class Capabilities:
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
     requests_on_threads: bool = False  # each request runs on a thread of its own: each_arrival() works there
-    unlisted: bool = False  # listings show nothing (an HTTP server): a hierarchy is known by its consolidated metadata
+    unlisted: bool = (
+        False  # listings show nothing (an HTTP server): a hierarchy is known by its consolidated metadata
+    )
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
@@ -267,8 +285,9 @@ class Store(ABC):
         validate_key(key)
         return self._get_batch([(key, validate_range(key, byte_range))])[0]
 
-    def get_many(self, requests: Sequence[tuple[str, ByteRange | None]],
-                 versions: Mapping[str, Hashable] | None = None) -> list[bytes | None]:
+    def get_many(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable] | None = None
+    ) -> list[bytes | None]:
         """Read many (key, range) pairs at once; results come back in request order.
 
         Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
@@ -293,7 +312,11 @@ class Store(ABC):
             slots[index] = (pos, None, None)
         for key, ranges in bounded.items():
             self._plan_key(key, ranges, backend, slots)
-        results = (self._get_batch_at(backend, versions) if versions else self._get_batch(backend)) if backend else []
+        results = (
+            (self._get_batch_at(backend, versions) if versions else self._get_batch(backend))
+            if backend
+            else []
+        )
         out: list[bytes | None] = []
         for pos, offset, length in slots:
             data = results[pos]
@@ -322,7 +345,11 @@ class Store(ABC):
 
         for start, length, index in ranges:
             end = start + length
-            if group and start - span_end <= self.coalesce_gap and max(end, span_end) - span_start <= self.coalesce_max:
+            if (
+                group
+                and start - span_end <= self.coalesce_gap
+                and max(end, span_end) - span_start <= self.coalesce_max
+            ):
                 span_end = max(span_end, end)
                 group.append((start, length, index))
                 continue
@@ -332,8 +359,9 @@ class Store(ABC):
             span_start, span_end = start, end
         flush()
 
-    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
-                  ) -> Iterator[tuple[int, bytes | memoryview | None]]:
+    def iter_many(
+        self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
+    ) -> Iterator[tuple[int, bytes | memoryview | None]]:
         """The results of ``requests`` as ``(index in requests, value)`` pairs, in the order they arrive:
         a caller can work on the first while the others are in flight (stores with round trips that
         answer concurrently), else :meth:`get_many`'s in order. A value may be a read-only view. With
@@ -353,8 +381,11 @@ class Store(ABC):
                     following = fetcher.submit(self.get_many, requests[start + step : start + 2 * step])
                 yield from enumerate(values, start)
 
-    def each_arrival(self, requests: Sequence[tuple[str, ByteRange | None]],
-                     fn: Callable[[int, bytes | memoryview | None], object]) -> None:
+    def each_arrival(
+        self,
+        requests: Sequence[tuple[str, ByteRange | None]],
+        fn: Callable[[int, bytes | memoryview | None], object],
+    ) -> None:
         """Call ``fn(index in requests, value)`` for every request as its value arrives. Where requests run
         on threads of their own (``capabilities.requests_on_threads``), on the thread that received the
         value, with no hand-off between the answer and the work on it; here, on this thread as
@@ -362,8 +393,9 @@ class Store(ABC):
         for i, value in self.iter_many(requests):
             fn(i, value)
 
-    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
-                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+    def _get_batch_at(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[bytes | None]:
         """:meth:`_get_batch` of keys that must be at ``versions``: here, read and then compare each key's
         version (values are replaced whole, never in place, so bytes read between two equal versions
         are that version's). Stores with conditional reads send the condition with the request."""
@@ -373,8 +405,9 @@ class Store(ABC):
                 raise VersionChanged(key)
         return results
 
-    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
-                           ) -> list[tuple[bytes | None, Hashable]]:
+    def get_many_versioned(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[tuple[bytes | None, Hashable]]:
         """:meth:`get_many` with the version of the value each result was read from (None: missing), to
         read more of the same value later (``get_many(..., versions=)``). Every result of one key comes
         from one version; a key rewritten during each of ``tuning.conflict_retries`` attempts raises
@@ -394,8 +427,9 @@ class Store(ABC):
                 return [got[i] for i in range(len(requests))]
         raise ConflictError(f"{sorted(keys)[:3]} kept being rewritten while read; try again")
 
-    def get_transient(self, key: str, byte_range: ByteRange | None = None,
-                      size_hint: int | None = None) -> bytes | memoryview | None:
+    def get_transient(
+        self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
+    ) -> bytes | memoryview | None:
         """One value (or range) for a caller that uses it up before this thread reads again: it may be
         a view of a per-thread buffer that the thread's next read overwrites (no fresh memory per read).
         ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
@@ -470,8 +504,12 @@ class Store(ABC):
             self._delete_batch([key])
             return True
 
-    def swap(self, key: str, make: Callable[[bytes | None], Buffer | None],
-             first: tuple[bytes | None, Hashable, Buffer | None] | None = None) -> tuple[bytes | None, Buffer | None]:
+    def swap(
+        self,
+        key: str,
+        make: Callable[[bytes | None], Buffer | None],
+        first: tuple[bytes | None, Hashable, Buffer | None] | None = None,
+    ) -> tuple[bytes | None, Buffer | None]:
         """A compare-and-swap read-modify-write of one value: ``make(stored)`` gives the new value (None:
         delete it; ``stored`` itself: leave it), written only if the stored value is unchanged since it was
         read (:meth:`set_if`, :meth:`delete_if`); else it is read and made again, up to
@@ -487,12 +525,15 @@ class Store(ABC):
             else:
                 stored, version = self.get_versioned(key)
                 new = make(stored)
-            if new is stored or (self.delete_if(key, version) if new is None else self.set_if(key, new, version)):
+            if new is stored or (
+                self.delete_if(key, version) if new is None else self.set_if(key, new, version)
+            ):
                 if new is not stored:
                     written.mark(self.lock_identity, [key])
                 return stored, new
-        raise ConflictError(f"{key!r} was changed by other writers during each of {retries} attempts to "
-                            "update it; try again")
+        raise ConflictError(
+            f"{key!r} was changed by other writers during each of {retries} attempts to update it; try again"
+        )
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread
@@ -614,11 +655,16 @@ class Store(ABC):
 
     def _too_large(self, key: str, size: int | None, limit: int, where: str) -> StoreError:
         """The error of a read of ``key`` that would bring ``size`` bytes (None: more than ``limit`` came)."""
-        what = "a metadata document may take (rectizarr.stores.set_max_document_bytes)" \
-            if key.rpartition("/")[2] in DOCUMENTS else "a chunk or shard of the array can take"
+        what = (
+            "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
+            if key.rpartition("/")[2] in DOCUMENTS
+            else "a chunk or shard of the array can take"
+        )
         amount = "came with" if size is None else f"is {size} bytes,"
-        return StoreError(f"key {key!r} in {where} {amount} more than the {limit} bytes {what} (corrupt or "
-                          "crafted data): refused")
+        return StoreError(
+            f"key {key!r} in {where} {amount} more than the {limit} bytes {what} (corrupt or "
+            "crafted data): refused"
+        )
 
     def with_read_only(self) -> Store:
         """A read-only view of the same storage (closing the view leaves the storage open)."""

@@ -37,7 +37,9 @@ def too_long(key: str) -> StoreError:
 
 def path_too_long(path: str) -> bool:
     """True if the file system cannot hold ``path``: a name over NAME_MAX bytes, or the whole over PATH_MAX."""
-    return len(encoded := os.fsencode(path)) >= PATH_MAX or any(len(n) > NAME_MAX for n in encoded.split(b"/"))
+    return len(encoded := os.fsencode(path)) >= PATH_MAX or any(
+        len(n) > NAME_MAX for n in encoded.split(b"/")
+    )
 
 
 def name_too_long(exc: OSError, key: str) -> StoreError | None:
@@ -83,8 +85,9 @@ class Directories:
                 # descriptor already handed out may still be in use, and its number must not be reused)
                 for d in [d for d in self._fds if d == gone.directory or d.startswith(gone.directory + "/")]:
                     self._retired.append(self._fds.pop(d))
-        raise StoreError(f"cannot make the directory {directory!r} of key {key!r} in {self.root!r}: "
-                         "it keeps being removed")
+        raise StoreError(
+            f"cannot make the directory {directory!r} of key {key!r} in {self.root!r}: it keeps being removed"
+        )
 
     def _open(self, directory: str, key: str) -> int | None:
         fd = self._fds.get(directory)
@@ -152,8 +155,12 @@ class Directories:
                 return self._follow(parent_fd, name, directory, key)
             if not self.create:
                 return None
-            raise StoreError(f"cannot store key {key!r}: a parent of it in {self.root!r} is a value, not a directory")
-        raise StoreError(f"cannot open the directory {directory!r} of key {key!r} in {self.root!r}: it keeps changing")
+            raise StoreError(
+                f"cannot store key {key!r}: a parent of it in {self.root!r} is a value, not a directory"
+            )
+        raise StoreError(
+            f"cannot open the directory {directory!r} of key {key!r} in {self.root!r}: it keeps changing"
+        )
 
     def _follow(self, parent_fd: int, name: str, directory: str, key: str) -> int | None:
         """The directory a symbolic link leads to, if it is inside the root."""

@@ -17,7 +17,16 @@ from typing import TypeVar
 from rectizarr import tuning
 from rectizarr.stores.base import ByteRange
 
-__all__ = ["MISSING", "READV", "missing", "read_file", "read_into", "read_many_into", "read_transient", "with_file"]
+__all__ = [
+    "MISSING",
+    "READV",
+    "missing",
+    "read_file",
+    "read_into",
+    "read_many_into",
+    "read_transient",
+    "with_file",
+]
 
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
@@ -37,7 +46,9 @@ def _read_exact(f: Callable[[int], bytes | None], length: int) -> bytes:
 
 
 # O_NONBLOCK: opening a named pipe must not wait for a writer (regular files ignore the flag).
-_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+_O_READ = (
+    os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+)
 _PREAD = hasattr(os, "pread")
 
 
@@ -153,7 +164,9 @@ def _buffer(size: int) -> memoryview:
     return view
 
 
-def read_transient(path: str, byte_range: ByteRange | None, size_hint: int | None) -> bytes | memoryview | None:
+def read_transient(
+    path: str, byte_range: ByteRange | None, size_hint: int | None
+) -> bytes | memoryview | None:
     """:func:`_read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
     a whole value is read with one ``read`` of ``size_hint + 1`` bytes and no ``fstat`` when exactly
     ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
@@ -163,8 +176,9 @@ def read_transient(path: str, byte_range: ByteRange | None, size_hint: int | Non
     return with_file(path, functools.partial(_read_fd_transient, byte_range, size_hint), guess)
 
 
-def _read_fd_transient(byte_range: ByteRange | None, size_hint: int | None, fd: int,
-                       size: int | None) -> bytes | memoryview | None:
+def _read_fd_transient(
+    byte_range: ByteRange | None, size_hint: int | None, fd: int, size: int | None
+) -> bytes | memoryview | None:
     if size is None:  # a guess: a value of ``size_hint`` bytes, or None
         assert size_hint is not None
         view = _buffer(size_hint + 1)

@@ -38,7 +38,18 @@ REMOTE_COALESCE_GAP = 1 << 20
 REMOTE_COALESCE_MAX = 1 << 25
 HTTP_TIMEOUT = 30.0
 _BODY_ATTEMPTS = 3  # reads of an S3 value whose body was cut short
-_VERSION_FIELDS = ("ETag", "etag", "md5", "generation", "LastModified", "last_modified", "Last-Modified", "mtime", "created", "ino")
+_VERSION_FIELDS = (
+    "ETag",
+    "etag",
+    "md5",
+    "generation",
+    "LastModified",
+    "last_modified",
+    "Last-Modified",
+    "mtime",
+    "created",
+    "ino",
+)
 _URL_PROTOCOLS = {"http", "https"}
 
 
@@ -64,8 +75,9 @@ def _token(value: Any) -> Hashable:
     return value if isinstance(value, Hashable) else repr(value)
 
 
-def _http_options(url: str, options: dict[str, Any] | None,
-                  timeout: float | None) -> tuple[dict[str, Any], float | None]:
+def _http_options(
+    url: str, options: dict[str, Any] | None, timeout: float | None
+) -> tuple[dict[str, Any], float | None]:
     """``storage_options`` for an http(s) URL, and the timeout in effect: bounded waits (``timeout``
     seconds to connect and between bytes; a ``timeout`` option wins, a ``client_kwargs`` timeout wins over
     both) and bodies as sent, never inflated (``Accept-Encoding: identity``, and no decompression if a
@@ -117,8 +129,12 @@ def _refused(exc: BaseException, version: Hashable) -> bool:
     writer deleted: 404), 409 ConditionalRequestConflict (two conditional writes of one key at once)."""
     if not isinstance(exc, OSError):
         return False
-    return isinstance(exc, FileExistsError) or (isinstance(exc, FileNotFoundError) and version is not None) \
-        or "pre-condition" in str(exc) or "ConditionalRequestConflict" in str(exc)
+    return (
+        isinstance(exc, FileExistsError)
+        or (isinstance(exc, FileNotFoundError) and version is not None)
+        or "pre-condition" in str(exc)
+        or "ConditionalRequestConflict" in str(exc)
+    )
 
 
 # The sends of the conditional PUT being made (set around the call: fsspec runs it as a task on its loop,
@@ -199,7 +215,9 @@ class FsspecStore(Store):
             options, self.timeout = _http_options(url, storage_options, timeout)
             fs, root = fsspec.core.url_to_fs(url, **_s3_options(url, options))
         else:
-            raise StoreError(f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem")
+            raise StoreError(
+                f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem"
+            )
         protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
         self._urls = bool(protocols & _URL_PROTOCOLS)  # keys travel percent-encoded in URL paths
         if protocols & {"s3", "s3a"} and hasattr(fs, "call_s3"):  # S3 (and the moto server): If-Match writes
@@ -207,18 +225,18 @@ class FsspecStore(Store):
         elif protocols & {"http", "https"}:
             self.capabilities = Capabilities(unlisted=True)
         super().__init__(
-            read_only=read_only or self._urls,
-            coalesce_gap=coalesce_gap,
-            coalesce_max=coalesce_max,
+            read_only=read_only or self._urls, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max
         )
         self.fs: fsspec.AbstractFileSystem = fs
         root, path = root.rstrip("/"), path.rstrip("/")
         self.root = f"{root}/{path.lstrip('/')}" if root and path else root or path
         # Stripped form of root-relative paths, as listings return them.
         self._base = fs._strip_protocol(self._full("x"))[:-1]
-        shared = ("s3" if protocols & {"s3", "s3a"} else "gcs" if protocols & {"gs", "gcs"} else None)
+        shared = "s3" if protocols & {"s3", "s3a"} else "gcs" if protocols & {"gs", "gcs"} else None
         # buckets: the data's name, shared with the obstore backend's stores (locks, written.py)
-        self.lock_identity = f"{shared}://{self._base}" if shared else f"fsspec:{type(fs).__name__}:{self._base}"
+        self.lock_identity = (
+            f"{shared}://{self._base}" if shared else f"fsspec:{type(fs).__name__}:{self._base}"
+        )
         self._counter = itertools.count(1)
         self._writes: dict[str, int] = {}
 
@@ -255,7 +273,9 @@ class FsspecStore(Store):
             raise
         except RectizarrError:
             raise
-        except Exception as exc:  # the client's own errors (botocore's ConnectionClosedError, a 503 as OSError)
+        except (
+            Exception
+        ) as exc:  # the client's own errors (botocore's ConnectionClosedError, a 503 as OSError)
             raise StoreError(f"{what} {url} failed: {type(exc).__name__}: {exc}") from exc
 
     def _timed_out(self, what: str, url: str, error: BaseException) -> StoreError:
@@ -291,8 +311,11 @@ class FsspecStore(Store):
             starts.append(start)
             ends.append(None if start is None or length is None else start + length)
         try:
-            results = self._http_cat([requests[i][0] for i in fetch], paths, starts, ends) if self._http() \
+            results = (
+                self._http_cat([requests[i][0] for i in fetch], paths, starts, ends)
+                if self._http()
                 else self.fs.cat_ranges(paths, starts, ends, on_error="return")
+            )
         except FileNotFoundError:  # a filesystem whose cat_ranges raises for one missing path (simplecache::)
             results = [self._cat_one(p, a, b) for p, a, b in zip(paths, starts, ends, strict=True)]
         for i, path, result in zip(fetch, paths, results, strict=True):
@@ -315,8 +338,13 @@ class FsspecStore(Store):
         filesystems read as they are."""
         return super().limited(max_value) if self.capabilities.conditional_reads or self._http() else self
 
-    def _http_cat(self, keys: Sequence[str], paths: Sequence[str], starts: Sequence[int | None],
-                  ends: Sequence[int | None]) -> list[bytes | BaseException]:
+    def _http_cat(
+        self,
+        keys: Sequence[str],
+        paths: Sequence[str],
+        starts: Sequence[int | None],
+        ends: Sequence[int | None],
+    ) -> list[bytes | BaseException]:
         """fsspec's HTTP ``cat_ranges`` (the same requests and errors, ``requests_in_flight()`` at a time),
         each body read in pieces to at most its key's :meth:`value_limit`: an answer whose
         ``Content-Length`` says more is refused unread, one that sends more (no length, or chunks) once one
@@ -353,7 +381,9 @@ class FsspecStore(Store):
                     except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
                         return exc
 
-            return list(await asyncio.gather(*(bounded(*r) for r in zip(keys, paths, starts, ends, strict=True))))
+            return list(
+                await asyncio.gather(*(bounded(*r) for r in zip(keys, paths, starts, ends, strict=True)))
+            )
 
         result: list[bytes | BaseException] = sync(fs.loop, run)
         return result
@@ -382,7 +412,9 @@ class FsspecStore(Store):
                 return got[start:]
         return got
 
-    def _fallback(self, path: str, request: tuple[str, ByteRange | None], error: BaseException) -> bytes | None:
+    def _fallback(
+        self, path: str, request: tuple[str, ByteRange | None], error: BaseException
+    ) -> bytes | None:
         """A failed read: missing key, or a range the backend refused (past the end, or a suffix)."""
         key, byte_range = request
         if isinstance(error, FileNotFoundError):
@@ -479,26 +511,31 @@ class FsspecStore(Store):
         data = None if etag is None else self.get(key)
         return (None, None) if data is None else (data, etag)
 
-    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
-                           ) -> list[tuple[bytes | None, Hashable]]:
+    def get_many_versioned(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[tuple[bytes | None, Hashable]]:
         if not self.capabilities.conditional_reads:
             return super().get_many_versioned(requests)
         checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
         return self._s3_get([(k, r, None) for k, r in checked])
 
-    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
-                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+    def _get_batch_at(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[bytes | None]:
         if not self.capabilities.conditional_reads:
             return super()._get_batch_at(requests, versions)
         return [data for data, _ in self._s3_get([(k, r, versions.get(k)) for k, r in requests])]
 
-    def _s3_get(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
-                ) -> list[tuple[bytes | None, Hashable]]:
+    def _s3_get(
+        self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
+    ) -> list[tuple[bytes | None, Hashable]]:
         """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag; a
         request with an ETag is sent with ``If-Match`` (412, or a key gone: :class:`VersionChanged`). An
         empty range, or one the server refuses (past the end), is answered after the batch."""
 
-        async def one(key: str, byte_range: ByteRange | None, etag: Hashable) -> tuple[bytes | None, Hashable] | Exception:
+        async def one(
+            key: str, byte_range: ByteRange | None, etag: Hashable
+        ) -> tuple[bytes | None, Hashable] | Exception:
             bucket, name = self._s3_path(key)
             kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
             if byte_range is not None:
@@ -523,8 +560,10 @@ class FsspecStore(Store):
                     return bytes(await resp["Body"].read()), resp["ETag"]
                 except Exception as exc:  # a body cut short (aiohttp's payload errors): ask again
                     if attempt == _BODY_ATTEMPTS - 1:
-                        return StoreError(f"reading {self._full(key)}: the answer was cut short {_BODY_ATTEMPTS} "
-                                          f"times ({exc!r})")
+                        return StoreError(
+                            f"reading {self._full(key)}: the answer was cut short {_BODY_ATTEMPTS} "
+                            f"times ({exc!r})"
+                        )
                 finally:
                     resp["Body"].close()
             raise AssertionError("unreachable")
@@ -532,7 +571,9 @@ class FsspecStore(Store):
         async def run() -> list[tuple[bytes | None, Hashable] | Exception]:
             gate = asyncio.Semaphore(requests_in_flight())
 
-            async def bounded(r: tuple[str, ByteRange | None, Hashable]) -> tuple[bytes | None, Hashable] | Exception:
+            async def bounded(
+                r: tuple[str, ByteRange | None, Hashable],
+            ) -> tuple[bytes | None, Hashable] | Exception:
                 async with gate:
                     return await one(*r)
 
@@ -583,8 +624,14 @@ class FsspecStore(Store):
         counting = _SENDS.set(sends)
         try:
             try:
-                self.fs.call_s3("put_object", Bucket=bucket, Key=name, Body=bytes(value),
-                                Metadata={WRITE_TOKEN: token}, **condition)
+                self.fs.call_s3(
+                    "put_object",
+                    Bucket=bucket,
+                    Key=name,
+                    Body=bytes(value),
+                    Metadata={WRITE_TOKEN: token},
+                    **condition,
+                )
             finally:
                 _SENDS.reset(counting)
         except Exception as exc:  # (botocore's own too: a connection reset past its retries)

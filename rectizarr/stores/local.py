@@ -45,8 +45,14 @@ _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 _WRITER = re.compile(r"\.p([0-9]+)-([0-9a-f]{6})\.[0-9a-f]{16}\.tmp$")
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 _swept: set[tuple[str, str]] = set()  # (root, directory) whose killed writers' temporary files were removed
-_O_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | getattr(os, "O_BINARY", 0)
-            | getattr(os, "O_CLOEXEC", 0))
+_O_FLAGS = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_EXCL
+    | O_NOFOLLOW
+    | getattr(os, "O_BINARY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 _OPEN_DIRS = 256  # directory descriptors a batch write holds at once
 
 _T = TypeVar("_T")
@@ -60,7 +66,9 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     with _pools_lock:
         pool = _pools.get(workers)
         if pool is None:
-            pool = _pools[workers] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rectizarr-local")
+            pool = _pools[workers] = ThreadPoolExecutor(
+                max_workers=workers, thread_name_prefix="rectizarr-local"
+            )
         return pool
 
 
@@ -73,7 +81,12 @@ def _sweep(dir_fd: int) -> None:
         return
     for name in names:
         found = _WRITER.search(name) if name.startswith(".") else None
-        if found is None or found.group(2) != _HOST or not _TMP_NAME.match(name) or _alive(int(found.group(1))):
+        if (
+            found is None
+            or found.group(2) != _HOST
+            or not _TMP_NAME.match(name)
+            or _alive(int(found.group(1)))
+        ):
             continue
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
@@ -156,7 +169,9 @@ class LocalStore(Store):
             return self._root_slash + key
         return os.path.join(self.root, *key.split("/"))
 
-    def _map(self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None) -> list[_R]:
+    def _map(
+        self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None
+    ) -> list[_R]:
         """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
         when the batch is large: ``nbytes`` (None: not known) from :data:`_THREADED_BYTES`, or ``many``
         values or more (None: the count alone never is). A hand-off costs more than small work (medians
@@ -180,8 +195,12 @@ class LocalStore(Store):
             return [read_file(self._path(key), byte_range)]
         nbytes = _range_bytes(requests)  # ranges of known size: by bytes alone; whole files: by count too
         many = None if nbytes is not None else _THREADED_FILES
-        if nbytes is None and len(requests) < _THREADED_FILES and self.workers > 1 \
-                and not threading.current_thread().name.startswith("rectizarr"):
+        if (
+            nbytes is None
+            and len(requests) < _THREADED_FILES
+            and self.workers > 1
+            and not threading.current_thread().name.startswith("rectizarr")
+        ):
             nbytes = sum(map(self._stat_bytes, requests))  # a few whole files (shards): by their sizes
         return self._map(lambda r: read_file(self._path(r[0]), r[1]), requests, nbytes, many)
 
@@ -197,11 +216,18 @@ class LocalStore(Store):
         start, length = byte_range
         return min(size, -start) if start < 0 else max(0, size - start) if length is None else length
 
-    capabilities = Capabilities(low_latency=True, native_read_into=True, cheap_versions=True,
-                                consistent_listing=True, process_locks=True, values_consumed=True)
+    capabilities = Capabilities(
+        low_latency=True,
+        native_read_into=True,
+        cheap_versions=True,
+        consistent_listing=True,
+        process_locks=True,
+        values_consumed=True,
+    )
 
-    def get_transient(self, key: str, byte_range: ByteRange | None = None,
-                      size_hint: int | None = None) -> bytes | memoryview | None:
+    def get_transient(
+        self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
+    ) -> bytes | memoryview | None:
         if not READV:
             return read_file(self._path(key), byte_range)
         return read_transient(self._path(key), byte_range, size_hint)
@@ -209,8 +235,10 @@ class LocalStore(Store):
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         if os.sep != "/":
-            return [-1 if n is None else n for n in (read_into(self._path(k), v, bytearray(1))
-                                                     for k, v in zip(keys, views, strict=True))]
+            return [
+                -1 if n is None else n
+                for n in (read_into(self._path(k), v, bytearray(1)) for k, v in zip(keys, views, strict=True))
+            ]
         return read_many_into(self._root_slash, keys, views)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
@@ -265,7 +293,9 @@ class LocalStore(Store):
         for key, value in items.items():
             directory, _, name = key.rpartition("/")
             if _TMP_NAME.match(name):
-                raise StoreError(f"cannot store key {key!r}: the name is reserved for LocalStore temporary files")
+                raise StoreError(
+                    f"cannot store key {key!r}: the name is reserved for LocalStore temporary files"
+                )
             if len(key) > NAME_MAX // 4 and path_too_long(self._path(key)):
                 raise too_long(key)
             work.append((directory, name, key, value))
@@ -286,8 +316,12 @@ class LocalStore(Store):
                     leaves.add(fd)
                     start += 1
                 # (each write waits for the disk with fsync: then two values are worth two threads)
-                self._map(self._write_one, run, sum(len(memoryview(v)) for *_, v in run),
-                          2 if self.fsync else _THREADED_WRITES)
+                self._map(
+                    self._write_one,
+                    run,
+                    sum(len(memoryview(v)) for *_, v in run),
+                    2 if self.fsync else _THREADED_WRITES,
+                )
                 if self.fsync:
                     for fd in leaves:
                         os.fsync(fd)
@@ -328,7 +362,9 @@ class LocalStore(Store):
             raise
 
     def _removed(self, key: str) -> StoreError:
-        return StoreError(f"cannot store key {key!r} in {self.root!r}: its directory was removed while writing")
+        return StoreError(
+            f"cannot store key {key!r} in {self.root!r}: its directory was removed while writing"
+        )
 
     def _delete_batch(self, keys: Sequence[str]) -> None:
         with self._dirs(create=False) as dirs:

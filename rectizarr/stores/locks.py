@@ -117,8 +117,12 @@ def _open_file(path: str) -> int | None:
     except OSError as exc:
         if not _warned:
             _warned.append(True)
-            warnings.warn(f"rectizarr cannot use its lock directory {_DIR!r} ({exc}): writes of other "
-                          "processes to the same data are not excluded", RuntimeWarning, stacklevel=5)
+            warnings.warn(
+                f"rectizarr cannot use its lock directory {_DIR!r} ({exc}): writes of other "
+                "processes to the same data are not excluded",
+                RuntimeWarning,
+                stacklevel=5,
+            )
         return None
 
 

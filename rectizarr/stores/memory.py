@@ -35,8 +35,9 @@ def _value_bytes(value: Any, key: str) -> bytes:
         pass
     if type(value).__module__.startswith("zarr.") and callable(getattr(value, "to_bytes", None)):
         return bytes(value.to_bytes())
-    raise StoreError(f"the value of {key!r} in the dict the store was made from is a {type(value).__name__}, "
-                     "not bytes")
+    raise StoreError(
+        f"the value of {key!r} in the dict the store was made from is a {type(value).__name__}, not bytes"
+    )
 
 
 class _InDict:
@@ -125,8 +126,9 @@ class MemoryStore(Store):
         store.lock_identity = f"memory:{id(data)}:"
         return store
 
-    capabilities = Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
-                                values_consumed=True)  # set_many copies
+    capabilities = Capabilities(
+        low_latency=True, cheap_versions=True, consistent_listing=True, values_consumed=True
+    )  # set_many copies
 
     def __repr__(self) -> str:
         return f"MemoryStore(<{len(self._data)} keys>, read_only={self.read_only})"
@@ -202,7 +204,9 @@ class CountingStore(Store):
     """
 
     def __init__(self, inner: Store) -> None:
-        super().__init__(read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max)
+        super().__init__(
+            read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max
+        )
         self.inner = inner
         self._counts = _Counts()
         self.capabilities, self.lock_identity = inner.capabilities, inner.lock_identity
@@ -243,13 +247,15 @@ class CountingStore(Store):
         self._counts.requests.extend(requests)
         return self.inner._get_batch(requests)
 
-    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
-                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+    def _get_batch_at(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[bytes | None]:
         self._counts.requests.extend(requests)
         return self.inner._get_batch_at(requests, versions)
 
-    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
-                           ) -> list[tuple[bytes | None, Hashable]]:
+    def get_many_versioned(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[tuple[bytes | None, Hashable]]:
         self._counts.requests.extend(requests)
         return self.inner.get_many_versioned(requests)
 
@@ -267,8 +273,9 @@ class CountingStore(Store):
         self._counts.deletes += 1
         return self.inner.delete_if(key, version)
 
-    def get_transient(self, key: str, byte_range: ByteRange | None = None,
-                      size_hint: int | None = None) -> bytes | memoryview | None:
+    def get_transient(
+        self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
+    ) -> bytes | memoryview | None:
         self._counts.requests.append((key, byte_range))
         return self.inner.get_transient(key, byte_range, size_hint)
 

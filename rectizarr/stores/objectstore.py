@@ -46,7 +46,9 @@ REMOTE_COALESCE_GAP = 1 << 20
 REMOTE_COALESCE_MAX = 1 << 25
 RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
 T = TypeVar("T")
-_CLIENTS: dict[tuple[str, str, str], Any] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
+_CLIENTS: dict[
+    tuple[str, str, str], Any
+] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
 _SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one client per bucket or server
 _CLIENTS_LOCK = threading.Lock()
 
@@ -110,7 +112,14 @@ def _split_root(url: str, kind: str) -> tuple[str, str]:
     it. Azure URLs (several forms), and URLs with a query, fragment or escapes, keep a client each."""
     parts = urlsplit(url)
     path = parts.path.strip("/")
-    if kind not in _SHARED_ROOTS or parts.query or parts.fragment or "%" in url or not parts.netloc or "//" in path:
+    if (
+        kind not in _SHARED_ROOTS
+        or parts.query
+        or parts.fragment
+        or "%" in url
+        or not parts.netloc
+        or "//" in path
+    ):
         return url, ""
     return f"{parts.scheme}://{parts.netloc}", path
 
@@ -127,8 +136,14 @@ def _unanswered(exc: BaseException) -> bool:
         UnknownConfigurationKeyError,
     )
 
-    if isinstance(exc, InvalidPathError | NotSupportedError | PermissionDeniedError | UnauthenticatedError
-                  | UnknownConfigurationKeyError):
+    if isinstance(
+        exc,
+        InvalidPathError
+        | NotSupportedError
+        | PermissionDeniedError
+        | UnauthenticatedError
+        | UnknownConfigurationKeyError,
+    ):
         return False
     status = re.search(r"status(?: code)?:? (\d{3})\b", str(exc))
     return status is None or int(status.group(1)) >= 500
@@ -156,21 +171,39 @@ class ObjectStore(Store):
 
     _limits_reads = True
 
-    def __init__(self, url: str, *, storage_options: Mapping[str, Any] | None = None, read_only: bool = False,
-                 coalesce_gap: int = REMOTE_COALESCE_GAP, coalesce_max: int = REMOTE_COALESCE_MAX) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        storage_options: Mapping[str, Any] | None = None,
+        read_only: bool = False,
+        coalesce_gap: int = REMOTE_COALESCE_GAP,
+        coalesce_max: int = REMOTE_COALESCE_MAX,
+    ) -> None:
         scheme = urlsplit(url).scheme.lower()
         kind = SCHEMES.get(scheme)
         if kind is None:
-            raise StoreError(f"cannot open {url!r} with the obstore backend: unknown scheme {scheme!r} "
-                             f"(expected one of {', '.join(sorted(SCHEMES))})")
-        super().__init__(read_only=read_only or kind == "http", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
+            raise StoreError(
+                f"cannot open {url!r} with the obstore backend: unknown scheme {scheme!r} "
+                f"(expected one of {', '.join(sorted(SCHEMES))})"
+            )
+        super().__init__(
+            read_only=read_only or kind == "http", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max
+        )
         self.url, self.kind = url.rstrip("/"), kind
         self.storage_options = dict(storage_options or {})
-        self.capabilities = Capabilities(conditional_writes=kind != "http", conditional_reads=True,
-                                         requests_on_threads=True, unlisted=kind == "http")
+        self.capabilities = Capabilities(
+            conditional_writes=kind != "http",
+            conditional_reads=True,
+            requests_on_threads=True,
+            unlisted=kind == "http",
+        )
         # the data's name, shared with the fsspec backend's stores on the same bucket (locks, written.py)
-        self.lock_identity = (f"{kind}://{self.url.split('://', 1)[1]}/" if kind in ("s3", "gcs")
-                              else f"objectstore:{self.url}/")
+        self.lock_identity = (
+            f"{kind}://{self.url.split('://', 1)[1]}/"
+            if kind in ("s3", "gcs")
+            else f"objectstore:{self.url}/"
+        )
         self._root, self._prefix = _split_root(self.url, kind)
         self._store = self._connect()
         self._lister: Store | None = None
@@ -206,10 +239,18 @@ class ObjectStore(Store):
         try:
             from_url: Any = importlib.import_module("obstore.store").from_url
         except ImportError as exc:
-            raise StoreError("the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'") from exc
-        retry = {"max_retries": RETRIES, "retry_timeout": timedelta(seconds=60),
-                 "backoff": {"init_backoff": timedelta(milliseconds=50), "max_backoff": timedelta(seconds=2),
-                             "base": 2}}
+            raise StoreError(
+                "the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'"
+            ) from exc
+        retry = {
+            "max_retries": RETRIES,
+            "retry_timeout": timedelta(seconds=60),
+            "backoff": {
+                "init_backoff": timedelta(milliseconds=50),
+                "max_backoff": timedelta(seconds=2),
+                "base": 2,
+            },
+        }
         try:
             if self.kind == "http":
                 return from_url(self._root, client_options=client_options, retry_config=retry)
@@ -249,7 +290,9 @@ class ObjectStore(Store):
         full = str(exc)
         text = full.split("\n", 1)[0]
         if isinstance(exc, TimeoutError) or "TimedOut" in full or "timed out" in full.lower():
-            return StoreError(f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}")
+            return StoreError(
+                f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}"
+            )
         return StoreError(f"{what} {self._url(key)} failed: {type(exc).__name__}: {text[:300]}")
 
     # ---- one request ----------------------------------------------------------------------------------
@@ -262,8 +305,9 @@ class ObjectStore(Store):
             options["range"] = _range_option(byte_range)
         return options
 
-    def _get_failed(self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
-                    ) -> tuple[Any, Hashable] | None:
+    def _get_failed(
+        self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
+    ) -> tuple[Any, Hashable] | None:
         """What a failed GET says: ``(None, None)`` missing; None when a range may start past the end (the
         caller asks :meth:`_past_end`); else raises (:class:`VersionChanged`, :class:`StoreError`)."""
         from obstore.exceptions import NotFoundError, PreconditionError
@@ -278,8 +322,14 @@ class ObjectStore(Store):
             return None
         raise self._fail("reading", key, exc) from exc
 
-    def _past_end(self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None,
-                  exc: Exception) -> tuple[Any, Hashable]:
+    def _past_end(
+        self,
+        key: str,
+        byte_range: ByteRange,
+        etag: Hashable,
+        meta: tuple[int, Hashable] | None,
+        exc: Exception,
+    ) -> tuple[Any, Hashable]:
         """A range refused, by a key that exists (at ``etag``, if given; else the error): empty when it
         starts past the end; else the server does not serve such ranges (an HTTP server that ignores
         ``Range`` or refuses suffixes with a 416): the whole value, cut here."""
@@ -307,7 +357,10 @@ class ObjectStore(Store):
             result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
             start, end = result.range  # from the answer's headers: the body is not read yet
             size = end - start
-            tag, body = result.meta.get("e_tag"), None if limit is not None and size > limit else result.bytes()
+            tag, body = (
+                result.meta.get("e_tag"),
+                None if limit is not None and size > limit else result.bytes(),
+            )
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
             if failed is not None:
@@ -316,12 +369,15 @@ class ObjectStore(Store):
             return self._past_end(key, byte_range, etag, self._head(key), exc)
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
             raise self._too_large(key, size, limit or 0, self._url(key))
-        if etag is not None and tag is not None and tag != etag:  # a server that ignores If-Match (plain HTTP)
+        if (
+            etag is not None and tag is not None and tag != etag
+        ):  # a server that ignores If-Match (plain HTTP)
             raise VersionChanged(key)
         return body, tag
 
-    def _get(self, key: str, byte_range: ByteRange | None, etag: Hashable = None
-             ) -> tuple[bytes | None, Hashable]:
+    def _get(
+        self, key: str, byte_range: ByteRange | None, etag: Hashable = None
+    ) -> tuple[bytes | None, Hashable]:
         """:meth:`_fetch` as ``bytes``."""
         body, tag = self._fetch(key, byte_range, etag)
         return (None if body is None else bytes(body)), tag
@@ -345,11 +401,18 @@ class ObjectStore(Store):
         conditional = mode is not None and mode != "overwrite"
         token = uuid.uuid4().hex
         try:
-            _obstore().put(self._store, self._path(key), value if isinstance(value, bytes) else bytes(value), mode=mode,
-                           attributes={WRITE_TOKEN: token} if conditional else None)
+            _obstore().put(
+                self._store,
+                self._path(key),
+                value if isinstance(value, bytes) else bytes(value),
+                mode=mode,
+                attributes={WRITE_TOKEN: token} if conditional else None,
+            )
         except Exception as exc:
-            if conditional and isinstance(exc, AlreadyExistsError | PreconditionError | FileExistsError
-                                          | NotFoundError | FileNotFoundError):  # refused, or If-Match: deleted
+            if conditional and isinstance(
+                exc,
+                AlreadyExistsError | PreconditionError | FileExistsError | NotFoundError | FileNotFoundError,
+            ):  # refused, or If-Match: deleted
                 # (an unconditional write refused is an error, never a write that did not happen)
                 retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
                 return retried and self._ours(key, value, token, resent=True)
@@ -375,23 +438,27 @@ class ObjectStore(Store):
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         return [data for data, _ in self._gets(requests, {})]
 
-    def _gets(self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
-              ) -> list[tuple[bytes | None, Hashable]]:
+    def _gets(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[tuple[bytes | None, Hashable]]:
         """GETs (at ``versions``), one on this thread, several on the pool."""
         if len(requests) == 1:
             key, byte_range = requests[0]
             return [self._get(key, byte_range, versions.get(key))]
         return _Requests.each([functools.partial(self._get, k, r, versions.get(k)) for k, r in requests])
 
-    def iter_many(self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
-                  ) -> Iterator[tuple[int, bytes | memoryview | None]]:
+    def iter_many(
+        self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
+    ) -> Iterator[tuple[int, bytes | memoryview | None]]:
         """Requests on the pool's threads, each value handed over as it arrives; with ``ahead``, a request
         starts only while fewer than ``ahead`` values are in flight or waiting to be taken."""
         checked = [(validate_key(k), validate_range(k, r)) for k, r in requests]
         if len(checked) == 1:  # one request: on this thread
             yield 0, self._get(*checked[0])[0]
             return
-        arrived: queue.SimpleQueue[tuple[int, bytes | memoryview | None] | BaseException] = queue.SimpleQueue()
+        arrived: queue.SimpleQueue[tuple[int, bytes | memoryview | None] | BaseException] = (
+            queue.SimpleQueue()
+        )
 
         def one(i: int, key: str, byte_range: ByteRange | None) -> None:
             try:
@@ -420,8 +487,11 @@ class ObjectStore(Store):
             for f in futures:
                 f.cancel()
 
-    def each_arrival(self, requests: Sequence[tuple[str, ByteRange | None]],
-                     fn: Callable[[int, bytes | memoryview | None], object]) -> None:
+    def each_arrival(
+        self,
+        requests: Sequence[tuple[str, ByteRange | None]],
+        fn: Callable[[int, bytes | memoryview | None], object],
+    ) -> None:
         """Each request and then ``fn`` on its value on one of the pool's threads (in the caller's context):
         a small read's chunks decode as they arrive, with no hand-off to another thread (4 chunks at 20 ms
         per request: 0.3-0.4 ms sooner)."""
@@ -431,21 +501,28 @@ class ObjectStore(Store):
             body = self._fetch(key, byte_range)[0]
             context.copy().run(fn, i, None if body is None else memoryview(body))
 
-        _Requests.each([functools.partial(one, i, validate_key(k), validate_range(k, r))
-                        for i, (k, r) in enumerate(requests)])
+        _Requests.each(
+            [
+                functools.partial(one, i, validate_key(k), validate_range(k, r))
+                for i, (k, r) in enumerate(requests)
+            ]
+        )
 
-    def get_transient(self, key: str, byte_range: ByteRange | None = None,
-                      size_hint: int | None = None) -> bytes | memoryview | None:
+    def get_transient(
+        self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
+    ) -> bytes | memoryview | None:
         """One GET, its value a view of obstore's buffer (no copy)."""
         body = self._fetch(key, validate_range(key, byte_range))[0]
         return None if body is None else memoryview(body)
 
-    def _get_batch_at(self, requests: Sequence[tuple[str, ByteRange | None]],
-                      versions: Mapping[str, Hashable]) -> list[bytes | None]:
+    def _get_batch_at(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[bytes | None]:
         return [data for data, _ in self._gets(requests, versions)]
 
-    def get_many_versioned(self, requests: Sequence[tuple[str, ByteRange | None]]
-                           ) -> list[tuple[bytes | None, Hashable]]:
+    def get_many_versioned(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[tuple[bytes | None, Hashable]]:
         return self._gets([(validate_key(k), validate_range(k, r)) for k, r in requests], {})
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
@@ -514,7 +591,9 @@ class ObjectStore(Store):
             return []
         obstore = _obstore()
         try:  # (the first batch comes from the first page of the listing: one request)
-            first: list[Any] = next(iter(obstore.list(self._store, self._under(prefix), chunk_size=limit)), [])
+            first: list[Any] = next(
+                iter(obstore.list(self._store, self._under(prefix), chunk_size=limit)), []
+            )
         except (FileNotFoundError, NotADirectoryError):
             return []
         except Exception as exc:
@@ -535,7 +614,11 @@ class ObjectStore(Store):
         except Exception as exc:
             raise self._fail("listing", prefix, exc) from exc
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
-        names += [m["path"].rsplit("/", 1)[-1] for m in result["objects"] if self._key_of(m["path"]).startswith(prefix)]
+        names += [
+            m["path"].rsplit("/", 1)[-1]
+            for m in result["objects"]
+            if self._key_of(m["path"]).startswith(prefix)
+        ]
         return [n for n in names if n]
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:

@@ -14,8 +14,19 @@ from rectizarr.errors import StoreError
 __all__ = ["SCHEMES", "TIMEOUT", "client_config", "handles"]
 
 TIMEOUT = 30.0
-SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
-           "abfss": "azure", "azure": "azure", "adl": "azure", "http": "http", "https": "http"}
+SCHEMES = {
+    "s3": "s3",
+    "s3a": "s3",
+    "gs": "gcs",
+    "gcs": "gcs",
+    "az": "azure",
+    "abfs": "azure",
+    "abfss": "azure",
+    "azure": "azure",
+    "adl": "azure",
+    "http": "http",
+    "https": "http",
+}
 
 
 def client_config(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -35,12 +46,22 @@ def client_config(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any]
     region = opts.pop("region_name", None) or client.pop("region_name", None)
     anon = bool(opts.pop("anon", False))
     all_names: dict[str, dict[str, str | None]] = {
-        "s3": {"key": "aws_access_key_id", "secret": "aws_secret_access_key", "token": "aws_session_token",
-               "profile": "aws_profile"},
+        "s3": {
+            "key": "aws_access_key_id",
+            "secret": "aws_secret_access_key",
+            "token": "aws_session_token",
+            "profile": "aws_profile",
+        },
         "gcs": {"token": "google_service_account", "project": None},
-        "azure": {"account_name": "azure_storage_account_name", "account_key": "azure_storage_account_key",
-                  "sas_token": "azure_storage_sas_key", "connection_string": None, "tenant_id": "azure_tenant_id",
-                  "client_id": "azure_client_id", "client_secret": "azure_client_secret"},
+        "azure": {
+            "account_name": "azure_storage_account_name",
+            "account_key": "azure_storage_account_key",
+            "sas_token": "azure_storage_sas_key",
+            "connection_string": None,
+            "tenant_id": "azure_tenant_id",
+            "client_id": "azure_client_id",
+            "client_secret": "azure_client_secret",
+        },
         "http": {},
     }
     names = all_names[kind]  # fsspec name -> obstore name (None: accepted, nothing to pass)
@@ -51,12 +72,23 @@ def client_config(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any]
                 config[target] = value
         elif name.startswith(("aws_", "google_", "azure_")):
             config[name] = value
-        elif name in ("skip_instance_cache", "use_listings_cache", "listings_expiry_time", "asynchronous",
-                      "loop", "default_fill_cache", "config_kwargs", "requester_pays", "version_aware"):
+        elif name in (
+            "skip_instance_cache",
+            "use_listings_cache",
+            "listings_expiry_time",
+            "asynchronous",
+            "loop",
+            "default_fill_cache",
+            "config_kwargs",
+            "requester_pays",
+            "version_aware",
+        ):
             continue  # fsspec client details with no meaning here
         else:
-            raise StoreError(f"storage option {name!r} has no equivalent for {kind} in the obstore backend; "
-                             "use backend='fsspec', or an obstore configuration key")
+            raise StoreError(
+                f"storage option {name!r} has no equivalent for {kind} in the obstore backend; "
+                "use backend='fsspec', or an obstore configuration key"
+            )
     if kind == "s3":
         if endpoint:
             config["aws_endpoint"] = endpoint

@@ -57,8 +57,17 @@ def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:
     name that is not UTF-8) is a StoreError naming it."""
     try:
         return zipfile.ZipFile(path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
-    except (OSError, zipfile.BadZipFile, NotImplementedError, UnicodeDecodeError, EOFError, ValueError) as exc:
-        raise StoreError(f"cannot open zip archive {path!r} in mode {mode!r}: {type(exc).__name__}: {exc}") from exc
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        NotImplementedError,
+        UnicodeDecodeError,
+        EOFError,
+        ValueError,
+    ) as exc:
+        raise StoreError(
+            f"cannot open zip archive {path!r} in mode {mode!r}: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 class ZipStore(Store):
@@ -88,7 +97,9 @@ class ZipStore(Store):
         coalesce_max: int = DEFAULT_COALESCE_MAX,
     ) -> None:
         if mode not in ("r", "w", "a"):
-            raise StoreError(f"invalid ZipStore mode {mode!r} for {os.fspath(path)!r}: expected 'r', 'w' or 'a'")
+            raise StoreError(
+                f"invalid ZipStore mode {mode!r} for {os.fspath(path)!r}: expected 'r', 'w' or 'a'"
+            )
         super().__init__(read_only=mode == "r", coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self.path = os.path.abspath(os.fspath(path))
         self.mode = mode
@@ -98,13 +109,17 @@ class ZipStore(Store):
                 other = _writers.get(os.path.realpath(self.path))
                 archive = None if other is None else other()
                 if archive is not None and archive.zf is not None:
-                    raise StoreError(f"zip archive {self.path!r} is open for writing by another ZipStore of this "
-                                     "process; a zip archive has one writer: use that store, or close it first")
+                    raise StoreError(
+                        f"zip archive {self.path!r} is open for writing by another ZipStore of this "
+                        "process; a zip archive has one writer: use that store, or close it first"
+                    )
             if mode == "a" and os.path.isfile(self.path):
                 # zipfile's mode 'a' takes a file whose central directory it cannot read for "not a zip" and
                 # appends a new archive to it: what the damaged one held would be lost. Read it first.
                 if not zipfile.is_zipfile(self.path):
-                    raise StoreError(f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive")
+                    raise StoreError(
+                        f"cannot open {self.path!r} in mode 'a': it exists and is not a zip archive"
+                    )
                 _open(self.path, "r").close()
             self._archive = _Archive(_open(self.path, mode))
             if mode != "r":
@@ -169,10 +184,19 @@ class ZipStore(Store):
                 if start:
                     f.seek(start)
                 return f.read(want)
-        except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError, EOFError, zlib.error,
-                OverflowError, MemoryError) as exc:
-            raise StoreError(f"cannot read key {key!r} from zip archive {self.path!r}: {type(exc).__name__}: "
-                             f"{exc}") from exc
+        except (
+            zipfile.BadZipFile,
+            OSError,
+            RuntimeError,
+            NotImplementedError,
+            EOFError,
+            zlib.error,
+            OverflowError,
+            MemoryError,
+        ) as exc:
+            raise StoreError(
+                f"cannot read key {key!r} from zip archive {self.path!r}: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         with self._archive.lock:
@@ -231,7 +255,9 @@ class ZipStore(Store):
             return
         with self._archive.lock:
             self._finalise()
-            self._archive.zf = zipfile.ZipFile(self.path, "a", compression=zipfile.ZIP_STORED, allowZip64=True)
+            self._archive.zf = zipfile.ZipFile(
+                self.path, "a", compression=zipfile.ZIP_STORED, allowZip64=True
+            )
 
     def _close(self) -> None:
         with self._archive.lock:

@@ -63,17 +63,38 @@ class Concatenation:
     sources: int
 
 
-def concat(sources: Sequence[Any], axis: int | str = 0, *, side_store: Any = None,
-           storage_options: Mapping[str, Any] | None = None, ref_options: Mapping[str, Any] | None = None,
-           side_options: Mapping[str, Any] | None = None, identical_bytes: int = 1 << 20) -> dict[str, Any]:
+def concat(
+    sources: Sequence[Any],
+    axis: int | str = 0,
+    *,
+    side_store: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    ref_options: Mapping[str, Any] | None = None,
+    side_options: Mapping[str, Any] | None = None,
+    identical_bytes: int = 1 << 20,
+) -> dict[str, Any]:
     """The reference set of ``sources`` joined along ``axis``; see :func:`build` (which also reports)."""
-    return build(sources, axis, side_store=side_store, storage_options=storage_options, ref_options=ref_options,
-                 side_options=side_options, identical_bytes=identical_bytes).refs
+    return build(
+        sources,
+        axis,
+        side_store=side_store,
+        storage_options=storage_options,
+        ref_options=ref_options,
+        side_options=side_options,
+        identical_bytes=identical_bytes,
+    ).refs
 
 
-def build(sources: Sequence[Any], axis: int | str = 0, *, side_store: Any = None,
-          storage_options: Mapping[str, Any] | None = None, ref_options: Mapping[str, Any] | None = None,
-          side_options: Mapping[str, Any] | None = None, identical_bytes: int = 1 << 20) -> Concatenation:
+def build(
+    sources: Sequence[Any],
+    axis: int | str = 0,
+    *,
+    side_store: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
+    ref_options: Mapping[str, Any] | None = None,
+    side_options: Mapping[str, Any] | None = None,
+    identical_bytes: int = 1 << 20,
+) -> Concatenation:
     """Join ``sources`` along ``axis`` into a reference set.
 
     ``sources``: paths or URLs of Zarr nodes, opened :class:`~rectizarr.Array` / :class:`~rectizarr.Group`
@@ -88,8 +109,10 @@ def build(sources: Sequence[Any], axis: int | str = 0, *, side_store: Any = None
     """
     if not sources:
         raise ConcatError("no sources to concatenate", field="sources")
-    opened = [open_source(s, i, storage_options=storage_options, ref_options=ref_options)
-              for i, s in enumerate(sources)]
+    opened = [
+        open_source(s, i, storage_options=storage_options, ref_options=ref_options)
+        for i, s in enumerate(sources)
+    ]
     kinds = {isinstance(s.node, Array) for s in opened}
     if len(kinds) > 1:
         odd = next(s for s in opened if isinstance(s.node, Array) != isinstance(opened[0].node, Array))
@@ -111,8 +134,14 @@ def build(sources: Sequence[Any], axis: int | str = 0, *, side_store: Any = None
     return Concatenation(refs, needed, sum(p.prefixes for p in planned.values()), joined, len(opened))
 
 
-def append(location: str | os.PathLike[str], new: Sequence[Any], axis: int | str = 0, *, side_store: Any = None,
-           **kwargs: Any) -> Concatenation:
+def append(
+    location: str | os.PathLike[str],
+    new: Sequence[Any],
+    axis: int | str = 0,
+    *,
+    side_store: Any = None,
+    **kwargs: Any,
+) -> Concatenation:
     """Add ``new`` sources to the end of the virtual array (or group) stored at ``location`` (a reference
     set file, rewritten in place): the daily/monthly workflow. The old last chunk, when it overhangs,
     is rewritten at its true size into ``side_store`` like any edge chunk."""
@@ -125,8 +154,11 @@ def _axis_of(part: Part, axis: int | str) -> int:
     if isinstance(axis, str):
         names = part.meta.dimension_names or ()
         if axis not in names:
-            raise ConcatError(f"no dimension named {axis!r} (dimension_names: {list(names)})",
-                              source=part.source.name, field="dimension_names")
+            raise ConcatError(
+                f"no dimension named {axis!r} (dimension_names: {list(names)})",
+                source=part.source.name,
+                field="dimension_names",
+            )
         return names.index(axis)
     return axis
 
@@ -144,17 +176,21 @@ def _members(s: Source) -> tuple[dict[str, Array], dict[str, Group]]:
     return arrays, groups
 
 
-def _plan_groups(opened: list[Source], axis: int | str,
-                 identical_bytes: int) -> tuple[dict[str, Planned], dict[str, GroupMeta], tuple[str, ...]]:
+def _plan_groups(
+    opened: list[Source], axis: int | str, identical_bytes: int
+) -> tuple[dict[str, Planned], dict[str, GroupMeta], tuple[str, ...]]:
     if not isinstance(axis, str):
-        raise ConcatError(f"groups join along a dimension name (as in dimension_names), not {axis!r}",
-                          field="axis")
+        raise ConcatError(
+            f"groups join along a dimension name (as in dimension_names), not {axis!r}", field="axis"
+        )
     members = [_members(s) for s in opened]
     first_arrays, first_groups = members[0]
     for s, (arrays, grps) in zip(opened[1:], members[1:], strict=True):
         if set(arrays) != set(first_arrays) or set(grps) != set(first_groups):
             diff = sorted(set(arrays) ^ set(first_arrays) | set(grps) ^ set(first_groups))
-            raise SourceMismatchError(f"members {diff} are not in every source", source=s.name, field="members")
+            raise SourceMismatchError(
+                f"members {diff} are not in every source", source=s.name, field="members"
+            )
     planned: dict[str, Planned] = {}
     joined = []
     for path in sorted(first_arrays):
@@ -175,7 +211,9 @@ def _plan_groups(opened: list[Source], axis: int | str,
 
 def _copied(part: Part, path: str) -> Planned:
     """An array referenced as it is in one source (a group member without the axis)."""
-    grid = ChunkGrid(part.dims, "regular" if all(isinstance(d, FixedDim) for d in part.dims) else "rectilinear")
+    grid = ChunkGrid(
+        part.dims, "regular" if all(isinstance(d, FixedDim) for d in part.dims) else "rectilinear"
+    )
     out = Planned(msgspec.structs.replace(part.meta, chunk_key_encoding=OUT_KEYS, chunk_grid=grid))
     prefix = f"{path}/" if path else ""
     for coords, target in stored_chunks(part):
@@ -192,12 +230,20 @@ def _same(parts: list[Part], path: str, identical_bytes: int) -> None:
         other = node_to_json(msgspec.structs.replace(p.meta, chunk_key_encoding=OUT_KEYS))
         for name in sorted(set(doc) | set(other)):
             if doc.get(name) != other.get(name):
-                raise SourceMismatchError(f"array {path!r} has no dimension to join along and its {name} "
-                                          f"{other.get(name)!r} differs from {doc.get(name)!r} in "
-                                          f"{first.source.name}", source=p.source.name, field=name)
+                raise SourceMismatchError(
+                    f"array {path!r} has no dimension to join along and its {name} "
+                    f"{other.get(name)!r} differs from {doc.get(name)!r} in "
+                    f"{first.source.name}",
+                    source=p.source.name,
+                    field=name,
+                )
         if values is not None and not _equal(values, np.asarray(p.array[...])):
-            raise SourceMismatchError(f"array {path!r} has no dimension to join along and its values differ "
-                                      f"from those in {first.source.name}", source=p.source.name, field="values")
+            raise SourceMismatchError(
+                f"array {path!r} has no dimension to join along and its values differ "
+                f"from those in {first.source.name}",
+                source=p.source.name,
+                field="values",
+            )
 
 
 def _equal(a: np.ndarray, b: np.ndarray) -> bool:
@@ -225,8 +271,10 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
         for path, p in planned.items():
             entries[path] = node_to_json(p.meta)
         ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
-        root = msgspec.structs.replace(groups[""], consolidated_metadata={
-            "kind": "inline", "must_understand": False, "metadata": ordered})
+        root = msgspec.structs.replace(
+            groups[""],
+            consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered},
+        )
         refs["zarr.json"] = _doc(root)
         for path, g in groups.items():
             if path:
@@ -236,4 +284,3 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
         for key, target in p.refs.items():
             refs[key] = encode_target(target)
     return {"version": 1, "refs": refs}
-

@@ -75,16 +75,22 @@ def part_of(source: Source, array: Array) -> Part:
     if meta.zarr_format == 2:
         codecs, why = v3_codecs(meta)
         if codecs is None:
-            raise UnreferenceableError(f"{why}: its chunks cannot be read by a Zarr v3 chain",
-                                       source=source.name, field="codecs")
-        meta = msgspec.structs.replace(meta, codecs=codecs, zarr_format=3, v2=None, attributes=v3_attributes(meta))
+            raise UnreferenceableError(
+                f"{why}: its chunks cannot be read by a Zarr v3 chain", source=source.name, field="codecs"
+            )
+        meta = msgspec.structs.replace(
+            meta, codecs=codecs, zarr_format=3, v2=None, attributes=v3_attributes(meta)
+        )
     shard = next((c for c in meta.codecs if isinstance(c, cm.ShardingMeta)), None)
     if shard is None:
         return Part(source, array, meta, meta.chunk_grid.dims, None)
     if meta.codecs != (shard,) or any(isinstance(c, cm.ShardingMeta) for c in shard.codecs):
-        raise UnreferenceableError("inner chunks are referenced only where sharding_indexed is the whole chain "
-                                   "(no codec before or after it, no nested sharding)", source=source.name,
-                                   field="codecs")
+        raise UnreferenceableError(
+            "inner chunks are referenced only where sharding_indexed is the whole chain "
+            "(no codec before or after it, no nested sharding)",
+            source=source.name,
+            field="codecs",
+        )
     dims = tuple(FixedDim(c, d.extent) for c, d in zip(shard.chunk_shape, meta.chunk_grid.dims, strict=True))
     meta = msgspec.structs.replace(meta, codecs=shard.codecs)
     return Part(source, array, meta, dims, shard)
@@ -98,8 +104,11 @@ def _check(first: Part, p: Part, axis: int) -> None:
     a, b = first.meta, p.meta
 
     def refuse(field_name: str, what: str, mine: Any, theirs: Any) -> None:
-        raise SourceMismatchError(f"{what} {theirs!r} differs from {mine!r} in {first.source.name}",
-                                  source=p.source.name, field=field_name)
+        raise SourceMismatchError(
+            f"{what} {theirs!r} differs from {mine!r} in {first.source.name}",
+            source=p.source.name,
+            field=field_name,
+        )
 
     if a.ndim != b.ndim:
         refuse("shape", f"{b.ndim} dimensions", a.ndim, b.ndim)
@@ -115,9 +124,15 @@ def _check(first: Part, p: Part, axis: int) -> None:
     if a.dimension_names != b.dimension_names:
         refuse("dimension_names", "dimension names", a.dimension_names, b.dimension_names)
     if a.attributes != b.attributes:  # (units, scale factors, a time encoding: the values' meaning)
-        keys = sorted(k for k in set(a.attributes) | set(b.attributes) if a.attributes.get(k) != b.attributes.get(k))
-        refuse("attributes", f"attributes {keys}", {k: a.attributes.get(k) for k in keys},
-               {k: b.attributes.get(k) for k in keys})
+        keys = sorted(
+            k for k in set(a.attributes) | set(b.attributes) if a.attributes.get(k) != b.attributes.get(k)
+        )
+        refuse(
+            "attributes",
+            f"attributes {keys}",
+            {k: a.attributes.get(k) for k in keys},
+            {k: b.attributes.get(k) for k in keys},
+        )
     for ax in range(a.ndim):
         if ax == axis:
             continue
@@ -148,8 +163,11 @@ def plan_array(parts: Sequence[Part], axis: int, path: str) -> Planned:
     """The array at ``path`` of the result, joining ``parts`` along ``axis``."""
     first = parts[0]
     if not -first.meta.ndim <= axis < first.meta.ndim:
-        raise ConcatError(f"axis {axis} is out of range for {first.meta.ndim} dimensions",
-                          source=first.source.name, field="axis")
+        raise ConcatError(
+            f"axis {axis} is out of range for {first.meta.ndim} dimensions",
+            source=first.source.name,
+            field="axis",
+        )
     axis %= first.meta.ndim
     for p in parts[1:]:
         _check(first, p, axis)
@@ -166,17 +184,21 @@ def plan_array(parts: Sequence[Part], axis: int, path: str) -> Planned:
     for p, start in zip(parts, starts, strict=True):
         last_partial = _partial(p, axis, edges, start)
         for coords, target in stored_chunks(p):
-            out_coords = (*coords[:axis], coords[axis] + start, *coords[axis + 1:])
+            out_coords = (*coords[:axis], coords[axis] + start, *coords[axis + 1 :])
             key = prefix + OUT_KEYS.encode(out_coords)
             if last_partial is not None and coords[axis] == last_partial:
-                shape_ = tuple(edges[out_coords[axis]] if ax == axis else d.edge(c)
-                               for ax, (d, c) in enumerate(zip(p.dims, coords, strict=True)))
+                shape_ = tuple(
+                    edges[out_coords[axis]] if ax == axis else d.edge(c)
+                    for ax, (d, c) in enumerate(zip(p.dims, coords, strict=True))
+                )
                 if raw is not None and prod(shape_[:axis]) == 1:
                     out.refs[key] = target.part(0, prod(shape_) * raw)
                     out.prefixes += 1
                     continue
-                region = tuple(slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(p.dims, coords,
-                                                                                          strict=True))
+                region = tuple(
+                    slice(d.offset(c), d.offset(c) + d.data_len(c))
+                    for d, c in zip(p.dims, coords, strict=True)
+                )
                 out.rewrite.append(EdgeChunk(p, region, shape_, key))
                 continue
             out.refs[key] = target
@@ -190,7 +212,11 @@ def _empty(d: Dim) -> Dim:
 
 def _prefixable(meta: ArrayMeta, axis: int) -> int | None:
     """The item size when a chunk's first rows along ``axis`` are a byte prefix of its stored value."""
-    if len(meta.codecs) != 1 or not isinstance(meta.codecs[0], cm.BytesMeta) or meta.data_type.variable_length:
+    if (
+        len(meta.codecs) != 1
+        or not isinstance(meta.codecs[0], cm.BytesMeta)
+        or meta.data_type.variable_length
+    ):
         return None
     return int(meta.data_type.numpy.itemsize)
 
@@ -221,13 +247,16 @@ def stored_chunks(p: Part) -> Iterator[tuple[tuple[int, ...], Target]]:
                 yield _with_target(p, coords, key)
         return
     for key in listed:
-        decoded = enc.decode(key[len(prefix):], grid.ndim)
+        decoded = enc.decode(key[len(prefix) :], grid.ndim)
         if decoded is None and p.source.refs is None:
             continue  # (a file that is no chunk: the store's own, or a stray one)
         if decoded is None:  # a reference set holds exactly its array's keys: one that does not map
-            raise UnreferenceableError(f"stored key {key!r} is not a chunk key of the {enc.name!r} encoding "
-                                       f"(separator {enc.separator!r})", source=p.source.name,
-                                       field="chunk_key_encoding")
+            raise UnreferenceableError(
+                f"stored key {key!r} is not a chunk key of the {enc.name!r} encoding "
+                f"(separator {enc.separator!r})",
+                source=p.source.name,
+                field="chunk_key_encoding",
+            )
         if grid.is_in_grid(decoded):
             yield _with_target(p, decoded, key)
 

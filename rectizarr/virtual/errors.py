@@ -19,10 +19,19 @@ __all__ = ["ConcatError", "SourceMismatchError", "UnreferenceableError"]
 class ConcatError(MetadataError):
     """A virtual concatenation that cannot be built; ``source`` and ``field`` say where (None: the call)."""
 
-    def __init__(self, message: str, *, source: str | None = None, field: str | None = None,
-                 path: str | None = None, key: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        field: str | None = None,
+        path: str | None = None,
+        key: str | None = None,
+    ) -> None:
         self.source, self.field = source, field
-        where = [w for w in (f"source {source}" if source else None, f"field {field!r}" if field else None) if w]
+        where = [
+            w for w in (f"source {source}" if source else None, f"field {field!r}" if field else None) if w
+        ]
         super().__init__(f"{', '.join(where)}: {message}" if where else message, path=path, key=key)
 
 

@@ -44,7 +44,7 @@ class Inline:
     data: bytes
 
     def part(self, offset: int, length: int) -> Inline:
-        return Inline(self.data[offset: offset + length])
+        return Inline(self.data[offset : offset + length])
 
 
 Target: TypeAlias = Url | Inline
@@ -62,21 +62,27 @@ def target_of(value: Any, key: str, source: str) -> Target:
     if isinstance(value, list | tuple) and value and isinstance(value[0], str):
         if len(value) == 1:
             return Url(value[0])
-        if len(value) == 3 and all(isinstance(v, numbers.Integral) for v in value[1:]):  # (Parquet: numpy ints)
+        if len(value) == 3 and all(
+            isinstance(v, numbers.Integral) for v in value[1:]
+        ):  # (Parquet: numpy ints)
             return Url(value[0], int(value[1]), int(value[2]))
     if isinstance(value, bytes):
         return Inline(value)
     if isinstance(value, str):
         return Inline(base64.b64decode(value[7:]) if value.startswith("base64:") else value.encode())
-    raise UnreferenceableError(f"reference {key!r} is {value!r}: expected [url], [url, offset, length] or "
-                               "inline data", source=source, field="refs")
+    raise UnreferenceableError(
+        f"reference {key!r} is {value!r}: expected [url], [url, offset, length] or inline data",
+        source=source,
+        field="refs",
+    )
 
 
 def is_refs(obj: Any) -> bool:
     """Whether ``obj`` (a dict) is a reference set rather than a store's contents (whose values are bytes):
     version 1 (``refs``), or version 0 (JSON strings and ``[url, ...]`` lists as values)."""
-    return isinstance(obj, Mapping) and ("refs" in obj or obj.get("version") == 1
-                                         or any(isinstance(v, str | list) for v in obj.values()))
+    return isinstance(obj, Mapping) and (
+        "refs" in obj or obj.get("version") == 1 or any(isinstance(v, str | list) for v in obj.values())
+    )
 
 
 def _resolve(refs: Mapping[str, Any], templates: Mapping[str, str]) -> dict[str, Any]:
@@ -98,15 +104,23 @@ def normalized(doc: Mapping[str, Any], source: str) -> dict[str, Any]:
     if doc.get("version", 1 if "refs" in doc else None) is None:
         return {"version": 1, "refs": dict(doc)}
     if doc.get("version") not in (1, None):
-        raise UnreferenceableError(f"reference set version {doc.get('version')!r}: only version 1 (and 0) are read",
-                                   source=source, field="version")
+        raise UnreferenceableError(
+            f"reference set version {doc.get('version')!r}: only version 1 (and 0) are read",
+            source=source,
+            field="version",
+        )
     if doc.get("gen"):
-        raise UnreferenceableError("generated references ('gen') cannot be re-referenced one chunk at a time; "
-                                   "expand them first", source=source, field="gen")
+        raise UnreferenceableError(
+            "generated references ('gen') cannot be re-referenced one chunk at a time; expand them first",
+            source=source,
+            field="gen",
+        )
     return {"version": 1, "refs": _resolve(doc.get("refs", {}), doc.get("templates") or {})}
 
 
-def load_refs(location: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def load_refs(
+    location: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The reference set stored at ``location`` (a JSON file, or a Parquet reference directory), normalized."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
@@ -135,8 +149,13 @@ def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
     return fs, root
 
 
-def write_refs(refs: Mapping[str, Any], location: str | os.PathLike[str], *,
-               storage_options: Mapping[str, Any] | None = None, record_size: int = 10000) -> str:
+def write_refs(
+    refs: Mapping[str, Any],
+    location: str | os.PathLike[str],
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    record_size: int = 10000,
+) -> str:
     """Write a reference set: JSON, or Parquet when ``location`` ends in ``.parq``/``.parquet`` (Zarr v2
     layouts only, an :class:`~rectizarr.UnsupportedError` for Zarr v3 documents). Returns the location."""
     text = os.fspath(location)
@@ -145,9 +164,11 @@ def write_refs(refs: Mapping[str, Any], location: str | os.PathLike[str], *,
 
         v3 = sorted(k for k in refs["refs"] if k == "zarr.json" or k.endswith("/zarr.json"))
         if v3:
-            raise UnsupportedError(f"{text}: fsspec's Parquet references place each chunk key by its array's Zarr "
-                                   f"v2 .zarray, and this reference set holds Zarr v3 documents ({v3[0]}): write it "
-                                   "as JSON (.json)")
+            raise UnsupportedError(
+                f"{text}: fsspec's Parquet references place each chunk key by its array's Zarr "
+                f"v2 .zarray, and this reference set holds Zarr v3 documents ({v3[0]}): write it "
+                "as JSON (.json)"
+            )
         fs, root = _fs(text, storage_options)
         mapper = LazyReferenceMapper.create(root, fs=fs, record_size=record_size)
         for k, v in refs["refs"].items():

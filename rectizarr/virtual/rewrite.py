@@ -43,7 +43,9 @@ class SideStore:
         return Url(f"{self.base}/{key}")
 
 
-def open_side(side: Any, storage_options: Mapping[str, Any] | None, needed: int, first: str | None) -> SideStore:
+def open_side(
+    side: Any, storage_options: Mapping[str, Any] | None, needed: int, first: str | None
+) -> SideStore:
     """The side store for ``needed`` rewritten chunks, refused before anything is written when none
     was given (``side="inline"`` puts them in the reference set)."""
     if side == "inline":
@@ -53,7 +55,10 @@ def open_side(side: Any, storage_options: Mapping[str, Any] | None, needed: int,
             raise UnreferenceableError(
                 f"{needed} edge chunk(s) must be rewritten at their true size (a source's extent along the axis "
                 "is not a multiple of its chunk size) but no side store was given: pass side_store=PATH (or "
-                "'inline' to embed them in the reference set)", source=first, field="side_store")
+                "'inline' to embed them in the reference set)",
+                source=first,
+                field="side_store",
+            )
         return SideStore(None)
     if isinstance(side, str | os.PathLike) and "://" not in os.fspath(side):
         os.makedirs(side, exist_ok=True)
@@ -68,15 +73,20 @@ def encode_edge(meta: ArrayMeta, chunks: Sequence[EdgeChunk]) -> list[bytes]:
     limit = tuning.current().window_bytes  # (memory: a larger row is read one chunk at a time)
     slabs: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
     for part_chunks in _by_part(chunks):  # one read per source: the box around its edge chunks (one row)
-        box = tuple(slice(min(r.start for r in rs), max(r.stop for r in rs))
-                    for rs in zip(*(e.region for e in part_chunks), strict=True))
+        box = tuple(
+            slice(min(r.start for r in rs), max(r.stop for r in rs))
+            for rs in zip(*(e.region for e in part_chunks), strict=True)
+        )
         if prod(b.stop - b.start for b in box) * dtype.itemsize <= limit:
             slab = np.asarray(part_chunks[0].part.array[box])
             for e in part_chunks:
                 slabs[id(e)] = (tuple(b.start for b in box), slab)
     out = []
     for e in chunks:
-        starts, slab = slabs.get(id(e)) or (tuple(r.start for r in e.region), np.asarray(e.part.array[e.region]))
+        starts, slab = slabs.get(id(e)) or (
+            tuple(r.start for r in e.region),
+            np.asarray(e.part.array[e.region]),
+        )
         values = slab[tuple(slice(r.start - s, r.stop - s) for r, s in zip(e.region, starts, strict=True))]
         chunk = np.full(e.shape, meta.fill_value, dtype=dtype)
         chunk[tuple(slice(0, n) for n in values.shape)] = values

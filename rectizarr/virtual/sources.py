@@ -61,14 +61,21 @@ def store_url(store: Store, name: str) -> str:
     if fs is not None and isinstance(root, str):
         protocol = fs.protocol[0] if isinstance(fs.protocol, tuple) else fs.protocol
         if protocol == "reference":
-            raise UnreferenceableError("give a reference set as its dict or file, not as a reference:// store",
-                                       source=name, field="store")
+            raise UnreferenceableError(
+                "give a reference set as its dict or file, not as a reference:// store",
+                source=name,
+                field="store",
+            )
         return root.rstrip("/") if protocol in ("http", "https") else fs.unstrip_protocol(root).rstrip("/")
     url = getattr(store, "url", None)
     if isinstance(url, str) and "://" in url:
         return url.rstrip("/")
-    raise UnreferenceableError(f"{store!r} has no URL that references could point to (use a local directory, "
-                               "a file:// / s3:// / http(s):// URL or a reference set)", source=name, field="store")
+    raise UnreferenceableError(
+        f"{store!r} has no URL that references could point to (use a local directory, "
+        "a file:// / s3:// / http(s):// URL or a reference set)",
+        source=name,
+        field="store",
+    )
 
 
 def open_node(obj: Any, storage_options: Mapping[str, Any] | None = None) -> Array | Group:
@@ -94,8 +101,13 @@ def _describe(obj: Any) -> str:
     return type(obj).__name__
 
 
-def open_source(obj: Any, index: int, *, storage_options: Mapping[str, Any] | None = None,
-                ref_options: Mapping[str, Any] | None = None) -> Source:
+def open_source(
+    obj: Any,
+    index: int,
+    *,
+    storage_options: Mapping[str, Any] | None = None,
+    ref_options: Mapping[str, Any] | None = None,
+) -> Source:
     """Source number ``index`` from a path, URL, store, opened array or group, or reference set (a dict,
     or a ``.json`` / ``.parq`` file). ``storage_options`` open paths and URLs; ``ref_options`` are given
     to the reference filesystem that reads reference sets (``remote_protocol``, ``remote_options``)."""

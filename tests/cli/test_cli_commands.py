@@ -17,9 +17,22 @@ from tests.refs import zarr_python
 
 DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 MONTHLY = "[31,28,31,30,31,30,31x2,30,31,30,31],6,5"
-INFO_KEYS = {"node_type", "path", "shape", "data_type", "fill_value", "chunk_grid", "codecs",
-             "chunk_key_encoding", "dimension_names", "attributes", "nchunks", "stored_chunks",
-             "stored_bytes", "nbytes"}
+INFO_KEYS = {
+    "node_type",
+    "path",
+    "shape",
+    "data_type",
+    "fill_value",
+    "chunk_grid",
+    "codecs",
+    "chunk_key_encoding",
+    "dimension_names",
+    "attributes",
+    "nchunks",
+    "stored_chunks",
+    "stored_bytes",
+    "nbytes",
+}
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -38,8 +51,15 @@ def _data() -> np.ndarray:
 @pytest.fixture
 def daily(tmp_path: Path) -> str:
     path = str(tmp_path / "daily.zarr")
-    a = rectizarr.create_array(path, shape=(365, 6, 5), dtype="float32", chunks=(1, 6, 5), fill_value=np.nan,
-                               dimension_names=["time", "y", "x"], attributes={"units": "K"})
+    a = rectizarr.create_array(
+        path,
+        shape=(365, 6, 5),
+        dtype="float32",
+        chunks=(1, 6, 5),
+        fill_value=np.nan,
+        dimension_names=["time", "y", "x"],
+        attributes={"units": "K"},
+    )
     a[:] = _data()
     return path
 
@@ -57,8 +77,15 @@ def hierarchy(tmp_path: Path) -> str:
 # ------------------------------------------------------------------------------------------- info
 def test_info_text(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = str(tmp_path / "m.zarr")
-    a = rectizarr.create_array(path, shape=(365, 10), dtype="int16", shards=[DAYS, 10], chunks=(1, 5),
-                               dimension_names=["time", "station"], attributes={"a": 1})
+    a = rectizarr.create_array(
+        path,
+        shape=(365, 10),
+        dtype="int16",
+        shards=[DAYS, 10],
+        chunks=(1, 5),
+        dimension_names=["time", "station"],
+        attributes={"a": 1},
+    )
     a[:31] = 7
     status, out, err = run(capsys, "info", path)
     assert status == 0 and err == ""
@@ -83,8 +110,13 @@ def test_info_json_shape(capsys: pytest.CaptureFixture[str], daily: str, hierarc
     assert doc["nbytes"] == 365 * 30 * 4 and doc["codecs"][0]["name"] == "bytes"
     status, out, _ = run(capsys, "info", hierarchy, "--json")
     doc = json.loads(out)
-    assert doc == {"node_type": "group", "path": "/", "attributes": {"title": "t"}, "consolidated": False,
-                   "members": [{"name": "sub", "node_type": "group"}, {"name": "x", "node_type": "array"}]}
+    assert doc == {
+        "node_type": "group",
+        "path": "/",
+        "attributes": {"title": "t"},
+        "consolidated": False,
+        "members": [{"name": "sub", "node_type": "group"}, {"name": "x", "node_type": "array"}],
+    }
     status, out, _ = run(capsys, "info", hierarchy, "--path", "sub/y", "--json")
     assert json.loads(out)["path"] == "/sub/y"
     status, out, _ = run(capsys, "info", hierarchy)
@@ -197,11 +229,12 @@ def test_diff_values_bitwise(capsys: pytest.CaptureFixture[str], daily: str, tmp
     b.attrs["units"] = "degC"
     b.attrs["new"] = True
     status, out, _ = run(capsys, "diff", daily, other, "--metadata-only")
-    assert status == 1 and "attribute 'units': \"K\" != \"degC\"" in out and "attribute 'new': only in B" in out
+    assert status == 1 and 'attribute \'units\': "K" != "degC"' in out and "attribute 'new': only in B" in out
 
 
-def test_diff_hierarchies_and_errors(capsys: pytest.CaptureFixture[str], hierarchy: str, daily: str,
-                                     tmp_path: Path) -> None:
+def test_diff_hierarchies_and_errors(
+    capsys: pytest.CaptureFixture[str], hierarchy: str, daily: str, tmp_path: Path
+) -> None:
     copy = str(tmp_path / "h2.zarr")
     assert main(["copy", hierarchy, copy]) == 0
     status, out, _ = run(capsys, "diff", hierarchy, copy)
@@ -220,7 +253,9 @@ def test_diff_hierarchies_and_errors(capsys: pytest.CaptureFixture[str], hierarc
 
 
 # ------------------------------------------------------------------------------------------- copy
-def test_copy_daily_to_monthly_and_back(capsys: pytest.CaptureFixture[str], daily: str, tmp_path: Path) -> None:
+def test_copy_daily_to_monthly_and_back(
+    capsys: pytest.CaptureFixture[str], daily: str, tmp_path: Path
+) -> None:
     monthly, back = str(tmp_path / "monthly.zarr"), str(tmp_path / "back.zarr")
     assert main(["copy", daily, monthly, "--chunks", MONTHLY, "--compressor", "gzip"]) == 0
     m = rectizarr.open_array(monthly, mode="r")
@@ -233,17 +268,27 @@ def test_copy_daily_to_monthly_and_back(capsys: pytest.CaptureFixture[str], dail
     status, out, _ = run(capsys, "diff", daily, back, "--json")
     doc = json.loads(out)
     assert status == 0 and doc["nodes"][0]["metadata"] == "equivalent"  # codecs differ (zstd vs none) ...
-    assert doc["nodes"][0]["values"] == {"compared": 10950, "differing": 0, "first_index": None}  # ... values not
+    assert doc["nodes"][0]["values"] == {
+        "compared": 10950,
+        "differing": 0,
+        "first_index": None,
+    }  # ... values not
     assert rectizarr.open_array(back).write_chunk_sizes == rectizarr.open_array(daily).write_chunk_sizes
-    assert main(["copy", monthly, str(tmp_path / "back2.zarr"), "--chunks", "1,6,5", "--compressor", "zstd"]) == 0
+    assert (
+        main(["copy", monthly, str(tmp_path / "back2.zarr"), "--chunks", "1,6,5", "--compressor", "zstd"])
+        == 0
+    )
     status, out, _ = run(capsys, "diff", daily, str(tmp_path / "back2.zarr"))
     assert status == 0 and "level" in out and "same data, different encoding" in out  # zstd level 3 vs 0
 
 
-def test_copy_sharding_codecs_and_groups(capsys: pytest.CaptureFixture[str], daily: str, hierarchy: str,
-                                         tmp_path: Path) -> None:
+def test_copy_sharding_codecs_and_groups(
+    capsys: pytest.CaptureFixture[str], daily: str, hierarchy: str, tmp_path: Path
+) -> None:
     sharded = str(tmp_path / "sharded.zarr")
-    assert main(["copy", daily, sharded, "--shards", MONTHLY, "--chunks", "1,3,5", "--compressor", "blosc"]) == 0
+    assert (
+        main(["copy", daily, sharded, "--shards", MONTHLY, "--chunks", "1,3,5", "--compressor", "blosc"]) == 0
+    )
     s = rectizarr.open_array(sharded, mode="r")
     assert s.is_sharded and s.write_chunk_sizes[0] == tuple(DAYS) and s.read_chunk_sizes[1] == (3, 3)
     assert np.asarray(s[...]).tobytes() == _data().tobytes()
@@ -272,8 +317,9 @@ def test_copy_sharding_codecs_and_groups(capsys: pytest.CaptureFixture[str], dai
     assert status == 2 and "--codecs" in err
 
 
-def test_debug_shows_traceback_and_progress_only_on_tty(capsys: pytest.CaptureFixture[str], daily: str,
-                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_debug_shows_traceback_and_progress_only_on_tty(
+    capsys: pytest.CaptureFixture[str], daily: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     status, _, err = run(capsys, "--debug", "cat", daily, "1:2:3:4")
     assert status == 2 and "Traceback" in err and err.rstrip().endswith("has too many ':'")
     status, _, err = run(capsys, "cat", daily, "1:2:3:4")
@@ -305,8 +351,9 @@ def test_on_a_zarr_python_store(capsys: pytest.CaptureFixture[str], tmp_path: Pa
     data = np.arange(40 * 30, dtype="int32").reshape(40, 30)
     root = zarr.open_group(path, mode="w", zarr_format=3)
     root.attrs["origin"] = "zarr-python"
-    z = root.create_array("z", shape=(40, 30), dtype="int32", chunks=(10, 10), shards=(20, 30),
-                          dimension_names=["y", "x"])
+    z = root.create_array(
+        "z", shape=(40, 30), dtype="int32", chunks=(10, 10), shards=(20, 30), dimension_names=["y", "x"]
+    )
     z[:] = data
     status, out, _ = run(capsys, "info", path, "--path", "z", "--json")
     doc = json.loads(out)
@@ -332,16 +379,22 @@ def test_as_a_real_process(daily: str, tmp_path: Path) -> None:
     out = subprocess.run([*cmd, "info", daily, "--json"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and json.loads(out.stdout)["shape"] == [365, 6, 5]
     other = str(tmp_path / "o.zarr")
-    out = subprocess.run([sys.executable, "-m", "rectizarr", "copy", daily, other, "--chunks", MONTHLY],
-                         capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "rectizarr", "copy", daily, other, "--chunks", MONTHLY],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and out.stderr == ""  # not a terminal: no progress bar
     b = rectizarr.open_array(other)
     b[0, 0, 0] = 42.0
-    out = subprocess.run([sys.executable, "-m", "rectizarr", "diff", daily, other], capture_output=True,
-                         text=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "rectizarr", "diff", daily, other], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 1 and "first at index (0, 0, 0)" in out.stdout
-    out = subprocess.run([*cmd, "info", str(tmp_path / "nothing.zarr")], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run(
+        [*cmd, "info", str(tmp_path / "nothing.zarr")], capture_output=True, text=True, timeout=60
+    )
     assert out.returncode == 2 and out.stderr.startswith("rectizarr: error: ") and out.stderr.count("\n") == 1
 
 
@@ -367,8 +420,9 @@ def test_copy_and_diff_edge_cases(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert status == 0 and "summary: equivalent" in out
 
 
-def test_copy_refuses_a_destination_overlapping_the_source(capsys: pytest.CaptureFixture[str],
-                                                          tmp_path: Path) -> None:
+def test_copy_refuses_a_destination_overlapping_the_source(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     """``copy SRC SRC --overwrite`` deleted the source and exited 0; ``copy SRC SRC/sub`` never stopped."""
     src = tmp_path / "s.zarr"
     g = rectizarr.create_group(str(src))
@@ -391,11 +445,14 @@ def test_copy_refuses_a_destination_overlapping_the_source(capsys: pytest.Captur
     np.testing.assert_array_equal(rectizarr.open_array(str(src / "y"))[:], np.arange(4))
 
 
-def test_copy_keeps_consolidation_and_rechunk_diff_is_same_data(capsys: pytest.CaptureFixture[str],
-                                                                  tmp_path: Path) -> None:
+def test_copy_keeps_consolidation_and_rechunk_diff_is_same_data(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     src, dst = str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr")
     g = rectizarr.create_group(src)
-    g.create_array("v", shape=(40, 6), dtype="f4", chunks=(8, 6))[...] = np.arange(240, dtype="f4").reshape(40, 6)
+    g.create_array("v", shape=(40, 6), dtype="f4", chunks=(8, 6))[...] = np.arange(240, dtype="f4").reshape(
+        40, 6
+    )
     rectizarr.consolidate_metadata(src)
     assert main(["copy", src, dst, "--chunks", "10,3"]) == 0
     copied = rectizarr.open_group(dst, mode="r")
@@ -403,14 +460,17 @@ def test_copy_keeps_consolidation_and_rechunk_diff_is_same_data(capsys: pytest.C
     assert copied["v"].chunks == (10, 3)
     capsys.readouterr()
     status, out, _ = run(capsys, "diff", src, dst)
-    assert status == 0 and "same data, different chunking" in out and "values: identical (240 elements)" in out
+    assert (
+        status == 0 and "same data, different chunking" in out and "values: identical (240 elements)" in out
+    )
     rectizarr.open_array(dst, path="v")[0, 0] = -1.0
     status, out, _ = run(capsys, "diff", src, dst)
     assert status == 1 and "1 of 240 elements differ" in out
 
 
 def test_diff_of_a_migrated_array_is_equivalent_and_copy_refuses_a_v3_node_in_a_v2_group(
-        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     v2 = rectizarr.create_array(tmp_path / "v2.zarr", shape=(4,), dtype="i4", chunks=(2,), zarr_format=2)
     v2[...] = [1, 2, 3, 4]
     assert main(["migrate", str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr"), "--chunks", "3"]) == 0
@@ -419,9 +479,13 @@ def test_diff_of_a_migrated_array_is_equivalent_and_copy_refuses_a_v3_node_in_a_
     group = rectizarr.create_group(tmp_path / "g.zarr", zarr_format=2, attributes={"title": "t"})
     group.create_array("old", shape=(2,), dtype="i4")
     before = sorted(p.name for p in (tmp_path / "g.zarr").iterdir())
-    code, _, err = run(capsys, "copy", str(tmp_path / "v3.zarr"), str(tmp_path / "g.zarr"), "--dst-path", "new")
+    code, _, err = run(
+        capsys, "copy", str(tmp_path / "v3.zarr"), str(tmp_path / "g.zarr"), "--dst-path", "new"
+    )
     assert code == 2 and "Zarr v2 node" in err
-    assert sorted(p.name for p in (tmp_path / "g.zarr").iterdir()) == before  # no zarr.json hiding the v2 group
+    assert (
+        sorted(p.name for p in (tmp_path / "g.zarr").iterdir()) == before
+    )  # no zarr.json hiding the v2 group
     assert dict(rectizarr.open_group(tmp_path / "g.zarr", mode="r").attrs) == {"title": "t"}
 
 
@@ -463,20 +527,29 @@ def test_a_v2_type_with_no_v3_name_is_refused_by_copy_and_from_array(tmp_path: P
 
 
 @pytest.mark.parametrize("spec", ["2,3", "1,3"])
-def test_copy_chunks_of_a_transposed_sharded_array_are_in_the_arrays_axis_order(tmp_path: Path, spec: str) -> None:
+def test_copy_chunks_of_a_transposed_sharded_array_are_in_the_arrays_axis_order(
+    tmp_path: Path, spec: str
+) -> None:
     """``--chunks`` is in the array's axis order, as ``info`` prints; with ``transpose`` before sharding the
     inner ``chunk_shape`` is in the transposed order (the spec), and the spec was written there as given:
     refused ("not divisible") or other inner chunks."""
     src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
     tr = {"name": "transpose", "configuration": {"order": [1, 0]}}
-    shd = {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [3, 2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-        "index_location": "end"}}
+    shd = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [3, 2],
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+            "index_location": "end",
+        },
+    }
     a = rectizarr.create_array(src, shape=(8, 12), dtype="i4", chunks=(4, 6), codecs=[tr, shd])
     a[...] = np.arange(96).reshape(8, 12)
     assert main(["copy", src, dst, "--chunks", spec]) == 0
     b = rectizarr.open_array(dst, mode="r")
     rows, cols = (int(x) for x in spec.split(","))
-    assert {b.read_chunk_sizes[0][0], b.read_chunk_sizes[1][0]} == {rows, cols} and b.read_chunk_sizes[0][0] == rows
+    assert {b.read_chunk_sizes[0][0], b.read_chunk_sizes[1][0]} == {rows, cols} and b.read_chunk_sizes[0][
+        0
+    ] == rows
     assert b[...].tolist() == np.arange(96).reshape(8, 12).tolist()

@@ -24,6 +24,7 @@ TOTAL = 365 * DAY_BYTES
 
 def _peak(fn: Callable[[], int], destination: str | None = None) -> int:
     """The least peak of up to three runs of a command that must succeed (``destination`` removed first)."""
+
     def run() -> None:
         if destination is not None:
             shutil.rmtree(destination, ignore_errors=True)
@@ -40,14 +41,17 @@ def test_copy_daily_to_monthly_and_back_in_bounded_memory(tmp_path: Path) -> Non
     del data  # the oracle is re-read below, outside the measured region
     spec = f"[{','.join(map(str, DAYS))}],{NY},{NX}"
     # A budget of one month: regions are single destination chunks (months).
-    peak = _peak(lambda: main(["copy", daily, monthly, "--chunks", spec, "--memory", str(MONTH_BYTES)]), monthly)
+    peak = _peak(
+        lambda: main(["copy", daily, monthly, "--chunks", spec, "--memory", str(MONTH_BYTES)]), monthly
+    )
     assert peak < 5.5 * MONTH_BYTES < TOTAL / 2, (peak, MONTH_BYTES)
     m = rectizarr.open_array(monthly, mode="r")
     assert m.write_chunk_sizes[0] == tuple(DAYS)
     # Back to daily chunks: the destination chunks are days; regions follow the source's monthly
     # boundaries (each monthly chunk decoded once) and stay within the budget.
-    peak = _peak(lambda: main(["copy", monthly, back, "--chunks", f"1,{NY},{NX}", "--memory",
-                               str(MONTH_BYTES)]), back)
+    peak = _peak(
+        lambda: main(["copy", monthly, back, "--chunks", f"1,{NY},{NX}", "--memory", str(MONTH_BYTES)]), back
+    )
     assert peak < 5.5 * MONTH_BYTES < TOTAL / 2, (peak, MONTH_BYTES)
     b = rectizarr.open_array(back, mode="r")
     assert b.write_chunk_sizes == rectizarr.open_array(daily).write_chunk_sizes

@@ -61,8 +61,9 @@ def test_selection_parser_on_rectizarr_matches_numpy(text: str, expected: object
     assert np.array_equal(got, X[expected])  # type: ignore[index]
 
 
-@pytest.mark.parametrize("bad", ["1:2:3:4", "a", "__import__('os')", "[1, x]", "1,,2", "[1, 2", "1]", "1.5",
-                                 "os.system('true')"])
+@pytest.mark.parametrize(
+    "bad", ["1:2:3:4", "a", "__import__('os')", "[1, x]", "1,,2", "[1, 2", "1]", "1.5", "os.system('true')"]
+)
 def test_selection_parser_rejects_without_eval(bad: str) -> None:
     with pytest.raises(SelectionError, match="cannot parse selection"):
         parse_selection(bad)

@@ -31,8 +31,16 @@ def test_info_tree_cat_on_v2(capsys: pytest.CaptureFixture[str]) -> None:
     assert status == 0 and "deeper/" in out and "flag (4, 3) bool" in out
     status, out = run(capsys, "cat", TREE + "/sub/count")
     assert status == 0
-    assert np.array(json.loads(json.dumps([[int(x) for x in row.split()] for row in
-                                           out.replace("[", "").replace("]", "").strip().splitlines()]))).shape == (4, 3)
+    assert np.array(
+        json.loads(
+            json.dumps(
+                [
+                    [int(x) for x in row.split()]
+                    for row in out.replace("[", "").replace("]", "").strip().splitlines()
+                ]
+            )
+        )
+    ).shape == (4, 3)
 
 
 def test_validate_and_diff_on_v2(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,7 +50,9 @@ def test_validate_and_diff_on_v2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "temp" in out and "values: identical" in out
 
 
-@pytest.mark.parametrize("case", ["filter_delta", "object_vlen_utf8", "filter_delta_big_endian", "order_f_2d"])
+@pytest.mark.parametrize(
+    "case", ["filter_delta", "object_vlen_utf8", "filter_delta_big_endian", "order_f_2d"]
+)
 def test_copy_from_v2_writes_v3(case: str, tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
     import rectizarr
 

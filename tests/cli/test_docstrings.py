@@ -12,8 +12,17 @@ import rectizarr.cli
 import rectizarr.stores
 
 ATTRIBUTES = type(rectizarr.create_array(rectizarr.MemoryStore(), shape=(1,), dtype="u1").attrs)
-CLASSES = [rectizarr.Array, rectizarr.Group, ATTRIBUTES, rectizarr.Store, rectizarr.LocalStore,
-           rectizarr.MemoryStore, rectizarr.FsspecStore, rectizarr.ZipStore, rectizarr.stores.CountingStore]
+CLASSES = [
+    rectizarr.Array,
+    rectizarr.Group,
+    ATTRIBUTES,
+    rectizarr.Store,
+    rectizarr.LocalStore,
+    rectizarr.MemoryStore,
+    rectizarr.FsspecStore,
+    rectizarr.ZipStore,
+    rectizarr.stores.CountingStore,
+]
 
 
 def _public_members(cls: type) -> Iterator[tuple[str, Any]]:
@@ -40,12 +49,21 @@ def _inherited_doc(cls: type, name: str) -> str | None:
 
 
 def test_public_api_has_docstrings() -> None:
-    missing = [name for name in rectizarr.__all__
-               if name != "__version__" and not inspect.getdoc(getattr(rectizarr, name))]
-    missing += [f"rectizarr.stores.{n}" for n in rectizarr.stores.__all__
-                if callable(getattr(rectizarr.stores, n)) and not inspect.getdoc(getattr(rectizarr.stores, n))
-                and n not in ("ByteRange",)]
-    missing += [f"rectizarr.cli.{n}" for n in rectizarr.cli.__all__ if not inspect.getdoc(getattr(rectizarr.cli, n))]
+    missing = [
+        name
+        for name in rectizarr.__all__
+        if name != "__version__" and not inspect.getdoc(getattr(rectizarr, name))
+    ]
+    missing += [
+        f"rectizarr.stores.{n}"
+        for n in rectizarr.stores.__all__
+        if callable(getattr(rectizarr.stores, n))
+        and not inspect.getdoc(getattr(rectizarr.stores, n))
+        and n not in ("ByteRange",)
+    ]
+    missing += [
+        f"rectizarr.cli.{n}" for n in rectizarr.cli.__all__ if not inspect.getdoc(getattr(rectizarr.cli, n))
+    ]
     assert not missing, missing
 
 

@@ -22,7 +22,9 @@ from tests.refs import tensorstore, zarr_python
 
 
 def _no_v3_type(case: Any) -> bool:
-    name = rectizarr.open_array(case.store, path=case.arrays[0]["path"] or None, mode="r").metadata.data_type.name
+    name = rectizarr.open_array(
+        case.store, path=case.arrays[0]["path"] or None, mode="r"
+    ).metadata.data_type.name
     return name == "object" or name.startswith("v2:")
 
 
@@ -45,11 +47,15 @@ def _peers_read(path: Path, node: str, want: np.ndarray, what: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             got = zarr.open_array(str(path / node), mode="r")[...]
-        same(np.asarray(got).astype(object) if np.asarray(got).dtype.kind == "T" else got, want, f"zarr {what}")
+        same(
+            np.asarray(got).astype(object) if np.asarray(got).dtype.kind == "T" else got, want, f"zarr {what}"
+        )
     names = {c["name"] for c in doc["codecs"]}
     if names <= _TS_CODECS and want.dtype.kind in "biufc" and want.dtype.fields is None:
         ts = tensorstore()
-        t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / node)}}, open=True).result()
+        t = ts.open(
+            {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / node)}}, open=True
+        ).result()
         same(t.read().result(), want, f"tensorstore {what}")
 
 
@@ -74,23 +80,40 @@ def test_migrate_to_a_new_root(case: Any, tmp_path: Path) -> None:
     step = next(s for s in steps if s.path == case.arrays[0]["path"])
     if step.kind == "reuse":  # the chunks are the v2 chunks, byte for byte
         node = case.arrays[0]["path"]
-        v2 = {k: v for k, v in _snapshot(case.store / node).items() if not k.rpartition("/")[2].startswith(".")}
+        v2 = {
+            k: v for k, v in _snapshot(case.store / node).items() if not k.rpartition("/")[2].startswith(".")
+        }
         v3 = {k: v for k, v in _snapshot(tmp_path / "v3.zarr" / node).items() if k != "zarr.json"}
         assert v2 == v3
     assert rectizarr.validate(tmp_path / "v3.zarr").ok
 
 
 def test_common_codecs_are_reused() -> None:
-    plans = {c.id: [s for s in rectizarr.cli.migrate.plan_migration(rectizarr.open(c.store, mode="r"),
-                                                                     MigrateOptions()) if s.kind != "group"]
-             for c in MIGRATABLE}
+    plans = {
+        c.id: [
+            s
+            for s in rectizarr.cli.migrate.plan_migration(rectizarr.open(c.store, mode="r"), MigrateOptions())
+            if s.kind != "group"
+        ]
+        for c in MIGRATABLE
+    }
     kinds = {cid: {s.kind for s in steps} for cid, steps in plans.items()}
-    for cid in ("zarr-python-2/compressor_zlib", "zarr-python-2/order_f_2d", "zarr-python-2/filter_delta",
-                "zarr-python-2/object_vlen_utf8", "zarr-python-2/dtype_gtf8", "zarr-python-2/hierarchy",
-                "tensorstore/dtype_int4", "zarr-python-3/string"):
+    for cid in (
+        "zarr-python-2/compressor_zlib",
+        "zarr-python-2/order_f_2d",
+        "zarr-python-2/filter_delta",
+        "zarr-python-2/object_vlen_utf8",
+        "zarr-python-2/dtype_gtf8",
+        "zarr-python-2/hierarchy",
+        "tensorstore/dtype_int4",
+        "zarr-python-3/string",
+    ):
         assert kinds[cid] == {"reuse"}, cid
-    for cid in ("zarr-python-2/filter_delta_big_endian", "zarr-python-2/order_f_3d_filters",
-                "zarr-python-2/dtype_structured_big"):
+    for cid in (
+        "zarr-python-2/filter_delta_big_endian",
+        "zarr-python-2/order_f_3d_filters",
+        "zarr-python-2/dtype_structured_big",
+    ):
         assert kinds[cid] == {"reencode"}, cid
 
 
@@ -127,8 +150,12 @@ def test_keep_v2_and_reencode_in_place(tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", NO_V3, ids=lambda c: c.id)
 def test_arrays_without_a_v3_type_are_refused(case: Any, tmp_path: Path) -> None:
     with pytest.raises(rectizarr.UnsupportedError, match="no Zarr v3 data type"):
-        migrate(rectizarr.open(case.store, mode="r"), rectizarr.LocalStore(tmp_path / "v3.zarr"), "",
-                MigrateOptions())
+        migrate(
+            rectizarr.open(case.store, mode="r"),
+            rectizarr.LocalStore(tmp_path / "v3.zarr"),
+            "",
+            MigrateOptions(),
+        )
     assert not (tmp_path / "v3.zarr").exists() or not any((tmp_path / "v3.zarr").iterdir())
 
 
@@ -215,15 +242,22 @@ def test_xarrays_fill_value_stays_its_fill_value(tmp_path: Path, command: str) -
     ``_FillValue`` attribute: migrated or copied without it, the values it masks came back as numbers
     (``[1, 7, 3]`` for ``[1, nan, 3]``), read by xarray or by rectizarr's xarray engine."""
     xr = pytest.importorskip("xarray")
-    ds = xr.Dataset({"p": (("t",), np.array([0.0, np.nan, 0.5])), "i": (("t",), np.array([1.0, np.nan, 3.0])),
-                     "f": (("t",), np.array([1.0, np.nan, 3.0], "f4"))})
+    ds = xr.Dataset(
+        {
+            "p": (("t",), np.array([0.0, np.nan, 0.5])),
+            "i": (("t",), np.array([1.0, np.nan, 3.0])),
+            "f": (("t",), np.array([1.0, np.nan, 3.0], "f4")),
+        }
+    )
     enc = {"p": {"dtype": "i2", "scale_factor": 0.1, "_FillValue": -1}, "i": {"dtype": "i2", "_FillValue": 7}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ds.to_zarr(tmp_path / "v2.zarr", zarr_format=2, encoding=enc, consolidated=False)
     name, *more = command.split()
     assert main([name, str(tmp_path / "v2.zarr"), str(tmp_path / "v3.zarr"), *more]) == 0
-    assert json.loads((tmp_path / "v3.zarr" / "i" / "zarr.json").read_text())["attributes"] == {"_FillValue": 7}
+    assert json.loads((tmp_path / "v3.zarr" / "i" / "zarr.json").read_text())["attributes"] == {
+        "_FillValue": 7
+    }
     for engine in ("zarr", "rectizarr"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -37,21 +37,27 @@ def _read(refs: str) -> np.ndarray:
     return np.asarray(rectizarr.open_array("reference://", mode="r", storage_options={"fo": refs})[...])
 
 
-def test_virtualize_reports_rewritten_edge_chunks(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                                  months: tuple[list[str], np.ndarray]) -> None:
+def test_virtualize_reports_rewritten_edge_chunks(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, months: tuple[list[str], np.ndarray]
+) -> None:
     paths, expected = months
     out = str(tmp_path / "v.json")
-    status, text, err = run(capsys, "virtualize", *paths, "--axis", "0", "-o", out, "--side", str(tmp_path / "side"))
+    status, text, err = run(
+        capsys, "virtualize", *paths, "--axis", "0", "-o", out, "--side", str(tmp_path / "side")
+    )
     assert (status, err) == (0, "")
-    assert text == (f"{out}: 3 source(s), 1 array(s) joined, 14 chunk reference(s); 1 edge chunk(s) rewritten "
-                    f"(into {tmp_path / 'side'}), 0 referenced as a byte prefix\n")
+    assert text == (
+        f"{out}: 3 source(s), 1 array(s) joined, 14 chunk reference(s); 1 edge chunk(s) rewritten "
+        f"(into {tmp_path / 'side'}), 0 referenced as a byte prefix\n"
+    )
     assert np.array_equal(_read(out), expected)
     doc = json.loads(json.loads(Path(out).read_text())["refs"]["zarr.json"])
     assert doc["chunk_grid"]["configuration"]["chunk_shapes"] == [[[7, 4], 3, [7, 9]], 4]
 
 
-def test_append_then_copy_materializes(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                                       months: tuple[list[str], np.ndarray]) -> None:
+def test_append_then_copy_materializes(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, months: tuple[list[str], np.ndarray]
+) -> None:
     paths, expected = months
     out, side = str(tmp_path / "v.json"), str(tmp_path / "side")
     assert run(capsys, "virtualize", paths[0], "-o", out, "--side", side)[0] == 0
@@ -70,8 +76,9 @@ def test_append_then_copy_materializes(capsys: pytest.CaptureFixture[str], tmp_p
     assert run(capsys, "diff", out, real)[0] == 0
 
 
-def test_refusals_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
-                               months: tuple[list[str], np.ndarray]) -> None:
+def test_refusals_are_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, months: tuple[list[str], np.ndarray]
+) -> None:
     paths, _ = months
     out = str(tmp_path / "v.json")
     status, _, err = run(capsys, "virtualize", *paths, "-o", out)
@@ -96,7 +103,9 @@ def test_virtualize_groups_along_a_dimension_name(capsys: pytest.CaptureFixture[
     out = str(tmp_path / "v.json")
     status, text, err = run(capsys, "virtualize", *paths, "--axis", "time", "-o", out, "--inline")
     assert (status, err) == (0, "")
-    assert "1 array(s) joined" in text and "1 edge chunk(s) rewritten (into the reference set, inline)" in text
+    assert (
+        "1 array(s) joined" in text and "1 edge chunk(s) rewritten (into the reference set, inline)" in text
+    )
     g = rectizarr.open_group(out, mode="r")
     assert np.array_equal(g["tas"][...], np.concatenate(values)) and g["x"][...].tolist() == [5, 6]
     status, text, _ = run(capsys, "tree", out)
@@ -111,13 +120,23 @@ def test_parquet_reference_sets_are_paths_too(capsys: pytest.CaptureFixture[str]
     x = np.arange(40, dtype="f4").reshape(10, 4)
     with h5py.File(tmp_path / "h.h5", "w") as f:
         f.create_dataset("t", data=x, chunks=(4, 4))
-    refs_to_dataframe(SingleHdf5ToZarr(str(tmp_path / "h.h5"), inline_threshold=0).translate(),
-                      str(tmp_path / "r.parq"))
+    refs_to_dataframe(
+        SingleHdf5ToZarr(str(tmp_path / "h.h5"), inline_threshold=0).translate(), str(tmp_path / "r.parq")
+    )
     status, text, _ = run(capsys, "info", str(tmp_path / "r.parq"), "--path", "t")
     assert status == 0 and "(10, 4)" in text
     out = str(tmp_path / "v.json")
-    status, text, _ = run(capsys, "virtualize", str(tmp_path / "r.parq"), str(tmp_path / "r.parq"),
-                          "--axis", "phony_dim_0", "-o", out, "--inline")
+    status, text, _ = run(
+        capsys,
+        "virtualize",
+        str(tmp_path / "r.parq"),
+        str(tmp_path / "r.parq"),
+        "--axis",
+        "phony_dim_0",
+        "-o",
+        out,
+        "--inline",
+    )
     # 10 = 4 + 4 + 2: the 2-row chunk is raw (HDF5, no filter), so a byte prefix of its 4 rows
     assert status == 0 and "0 edge chunk(s) rewritten, 1 referenced as a byte prefix" in text
     assert np.array_equal(rectizarr.open_group(out, mode="r")["t"][...], np.concatenate([x, x]))

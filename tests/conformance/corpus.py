@@ -35,8 +35,14 @@ class Case:
         """The arrays to check: ``path``, ``expected`` file, ``attributes``, ``dimension_names``."""
         if "arrays" in self.info:
             return list(self.info["arrays"])
-        return [{"path": "", "expected": "expected.npy", "attributes": self.info.get("attributes", {}),
-                 "dimension_names": self.info.get("dimension_names")}]
+        return [
+            {
+                "path": "",
+                "expected": "expected.npy",
+                "attributes": self.info.get("attributes", {}),
+                "dimension_names": self.info.get("dimension_names"),
+            }
+        ]
 
     def expected(self, fname: str) -> Any:
         """The expected array; variable-length bytes come back as an object array of ``bytes``."""
@@ -51,13 +57,19 @@ class Case:
 
 
 def all_cases() -> list[Case]:
-    return [Case(d, json.loads((d / "case.json").read_text()))
-            for d in sorted(CASES.glob("*/*")) if (d / "case.json").exists()]
+    return [
+        Case(d, json.loads((d / "case.json").read_text()))
+        for d in sorted(CASES.glob("*/*"))
+        if (d / "case.json").exists()
+    ]
 
 
 def invalid_cases() -> list[tuple[Path, dict[str, Any]]]:
-    return [(d, json.loads((d / "expected.json").read_text()))
-            for d in sorted(INVALID.iterdir()) if (d / "expected.json").exists()]
+    return [
+        (d, json.loads((d / "expected.json").read_text()))
+        for d in sorted(INVALID.iterdir())
+        if (d / "expected.json").exists()
+    ]
 
 
 def assert_same(actual: Any, expected: Any, *, view: str | None = None, what: str = "") -> None:
@@ -65,7 +77,11 @@ def assert_same(actual: Any, expected: Any, *, view: str | None = None, what: st
     actual = np.asarray(actual)
     expected = np.asarray(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    if expected.dtype == object or actual.dtype == object or (expected.dtype.kind == "U" and actual.dtype.kind != "U"):
+    if (
+        expected.dtype == object
+        or actual.dtype == object
+        or (expected.dtype.kind == "U" and actual.dtype.kind != "U")
+    ):
         assert actual.ravel().tolist() == expected.ravel().tolist(), f"{what}: values differ"
         return
     if view is not None:
@@ -84,8 +100,9 @@ def same_json(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
         return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
-    return (bool(a == b) and type(a) is type(b)) or (isinstance(a, int | float) and isinstance(b, int | float)
-                                                   and not isinstance(a, bool) and a == b)
+    return (bool(a == b) and type(a) is type(b)) or (
+        isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool) and a == b
+    )
 
 
 def selections(shape: tuple[int, ...], name: str) -> list[tuple[str, Any]]:
@@ -97,15 +114,23 @@ def selections(shape: tuple[int, ...], name: str) -> list[tuple[str, Any]]:
     if nd == 0:
         return [*out, ("basic", ())]
     out.append(("basic", tuple(slice(None, None, -1) for _ in shape)))
-    out.append(("basic", tuple(slice(None, None, -2) if i % 2 == 0 else slice(None, None, 3)
-                               for i in range(nd))))
+    out.append(
+        ("basic", tuple(slice(None, None, -2) if i % 2 == 0 else slice(None, None, 3) for i in range(nd)))
+    )
     out.append(("basic", tuple(slice(max(n - 2, 0), 0, -3) if n else slice(None) for n in shape)))
     if all(n > 0 for n in shape):
         out.append(("basic", tuple(-1 if i == 0 else slice(1, None) for i in range(nd))))
         out.append(("basic", tuple(int(rng.integers(0, n)) for n in shape)))
         out.append(("oindex", tuple(rng.integers(-n, n, size=min(n + 1, 5)) for n in shape)))
-        out.append(("oindex", tuple(slice(None, None, -1) if i % 2 else np.array(sorted(rng.integers(0, n, 3)))
-                                    for i, n in enumerate(shape))))
+        out.append(
+            (
+                "oindex",
+                tuple(
+                    slice(None, None, -1) if i % 2 else np.array(sorted(rng.integers(0, n, 3)))
+                    for i, n in enumerate(shape)
+                ),
+            )
+        )
         pts = 6
         out.append(("vindex", tuple(rng.integers(0, n, size=pts) for n in shape)))
         out.append(("vindex", tuple(rng.integers(-n, n, size=(2, 3)) for n in shape)))
@@ -117,8 +142,11 @@ def apply_numpy(expected: np.ndarray, kind: str, sel: Any) -> np.ndarray:
     if kind == "oindex":  # orthogonal: one axis at a time
         result = expected
         for axis, s in enumerate(sel):
-            result = np.take(result, s, axis=axis) if isinstance(s, np.ndarray) else \
-                result[(slice(None),) * axis + (s,)]
+            result = (
+                np.take(result, s, axis=axis)
+                if isinstance(s, np.ndarray)
+                else result[(slice(None),) * axis + (s,)]
+            )
         return result
     return np.asarray(expected[sel])
 

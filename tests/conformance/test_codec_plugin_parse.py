@@ -19,7 +19,7 @@ from rectizarr.codecs import plugins
 from rectizarr.core.codec_meta import PluginMeta, codecs_to_json, parse_codecs
 from rectizarr.errors import MetadataError, UnsupportedError
 
-MODULE = '''
+MODULE = """
 from rectizarr.codecs.base import BytesBytesCodec
 
 
@@ -37,7 +37,7 @@ def make(configuration, dtype):
     if configuration:
         raise ValueError(f"takes no configuration, got {sorted(configuration)}")
     return AddOne()
-'''
+"""
 
 
 @pytest.fixture
@@ -46,10 +46,12 @@ def plugged(tmp_path: Path) -> Iterator[None]:
     info = tmp_path / "rz_addone-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rz-addone\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""\
         [rectizarr.codecs]
         test.addone = rz_addone:make
-        """))
+        """)
+    )
     sys.path.insert(0, str(tmp_path))
     plugins.refresh()
     try:
@@ -61,12 +63,21 @@ def plugged(tmp_path: Path) -> Iterator[None]:
 
 
 def test_a_plugged_in_codec_is_parsed_built_and_used(plugged: None, tmp_path: Path) -> None:
-    codecs = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "test.addone", "configuration": {}}]
+    codecs = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "test.addone", "configuration": {}},
+    ]
     metas = parse_codecs(codecs)
     assert metas[1] == PluginMeta(name="test.addone", configuration={})
     assert codecs_to_json(metas) == codecs
-    a = rectizarr.create_array(str(tmp_path / "a"), shape=(4,), chunks=(4,), dtype="uint8", serializer=codecs[0],
-                               compressors=[codecs[1]])
+    a = rectizarr.create_array(
+        str(tmp_path / "a"),
+        shape=(4,),
+        chunks=(4,),
+        dtype="uint8",
+        serializer=codecs[0],
+        compressors=[codecs[1]],
+    )
     a[:] = np.array([0, 1, 2, 255], dtype="uint8")
     assert (tmp_path / "a" / "c" / "0").read_bytes() == bytes([1, 2, 3, 0])
     assert rectizarr.open_array(str(tmp_path / "a"))[:].tolist() == [0, 1, 2, 255]

@@ -34,8 +34,11 @@ LE = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def _chunks(root: pathlib.Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
-            and p.name != "zarr.json"}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "zarr.json"
+    }
 
 
 def _codecs(root: pathlib.Path) -> list[Any]:
@@ -60,75 +63,192 @@ def pipeline(codecs: list[Any], dtype: Any, shape: tuple[int, ...]) -> Any:
 
 # (zarr-python filters, the same codecs as JSON for rectizarr, dtype, values, fill value)
 PEER_CASES: list[tuple[str, list[Any], list[Any], str, np.ndarray, Any]] = [
-    ("issue-37", [ScaleOffset(offset=10.0, scale=100.0)],
-     [{"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 100.0}}],
-     "float32", np.linspace(-3, 25, 24, dtype="float32"), 0.0),
-    ("float64-nan-fill", [ScaleOffset(offset=0.5, scale=0.1)],
-     [{"name": "scale_offset", "configuration": {"offset": 0.5, "scale": 0.1}}],
-     "float64", np.array([np.nan, np.inf, -0.0, 1e300, 3.25, -7.0] * 4), "NaN"),
-    ("int16", [ScaleOffset(offset=-3, scale=2)],
-     [{"name": "scale_offset", "configuration": {"offset": -3, "scale": 2}}],
-     "int16", np.arange(-50, 50, 4, dtype="int16"), 7),
-    ("uint64-large", [ScaleOffset(offset=1, scale=3)],
-     [{"name": "scale_offset", "configuration": {"offset": 1, "scale": 3}}],
-     "uint64", np.array([1, 2, 2**62, 6_148_914_691_236_517_205] * 6, dtype="uint64"), 1),
-    ("quantise-uint8", [ScaleOffset(offset=10.0, scale=10.0),
-                        CastValue(data_type="uint8", rounding="towards-zero", out_of_range="clamp")],
-     [{"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 10.0}},
-      {"name": "cast_value", "configuration": {"data_type": "uint8", "rounding": "towards-zero",
-                                               "out_of_range": "clamp"}}],
-     "float64", np.linspace(0, 40, 24), 0.0),
-    ("wrap-int8", [CastValue(data_type="int8", out_of_range="wrap")],
-     [{"name": "cast_value", "configuration": {"data_type": "int8", "out_of_range": "wrap"}}],
-     "int32", np.arange(-300, 300, 25, dtype="int32"), 0),
-    ("nearest-away", [CastValue(data_type="int16", rounding="nearest-away")],
-     [{"name": "cast_value", "configuration": {"data_type": "int16", "rounding": "nearest-away"}}],
-     "float32", np.arange(-6, 6, 0.5, dtype="float32"), 0.0),
-    ("towards-negative", [CastValue(data_type="int16", rounding="towards-negative")],
-     [{"name": "cast_value", "configuration": {"data_type": "int16", "rounding": "towards-negative"}}],
-     "float32", np.arange(-6, 6, 0.5, dtype="float32"), 0.0),
-    ("towards-positive", [CastValue(data_type="uint32", rounding="towards-positive", out_of_range="clamp")],
-     [{"name": "cast_value", "configuration": {"data_type": "uint32", "rounding": "towards-positive",
-                                               "out_of_range": "clamp"}}],
-     "float64", np.arange(-6, 6, 0.5), 0.0),
-    ("float16", [CastValue(data_type="float16")],
-     [{"name": "cast_value", "configuration": {"data_type": "float16"}}],
-     "float64", np.array([1 / 3, 65504.0, 1e-8, -2.5] * 6), 0.0),
-    ("scalar-map", [CastValue(data_type="uint8", out_of_range="clamp",
-                              scalar_map={"encode": [("NaN", 255)], "decode": [(255, "NaN")]})],
-     [{"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp",
-                                               "scalar_map": {"encode": [["NaN", 255]],
-                                                              "decode": [[255, "NaN"]]}}}],
-     "float32", np.array([np.nan, 1.0, 2.4, 254.0] * 6, dtype="float32"), "NaN"),
+    (
+        "issue-37",
+        [ScaleOffset(offset=10.0, scale=100.0)],
+        [{"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 100.0}}],
+        "float32",
+        np.linspace(-3, 25, 24, dtype="float32"),
+        0.0,
+    ),
+    (
+        "float64-nan-fill",
+        [ScaleOffset(offset=0.5, scale=0.1)],
+        [{"name": "scale_offset", "configuration": {"offset": 0.5, "scale": 0.1}}],
+        "float64",
+        np.array([np.nan, np.inf, -0.0, 1e300, 3.25, -7.0] * 4),
+        "NaN",
+    ),
+    (
+        "int16",
+        [ScaleOffset(offset=-3, scale=2)],
+        [{"name": "scale_offset", "configuration": {"offset": -3, "scale": 2}}],
+        "int16",
+        np.arange(-50, 50, 4, dtype="int16"),
+        7,
+    ),
+    (
+        "uint64-large",
+        [ScaleOffset(offset=1, scale=3)],
+        [{"name": "scale_offset", "configuration": {"offset": 1, "scale": 3}}],
+        "uint64",
+        np.array([1, 2, 2**62, 6_148_914_691_236_517_205] * 6, dtype="uint64"),
+        1,
+    ),
+    (
+        "quantise-uint8",
+        [
+            ScaleOffset(offset=10.0, scale=10.0),
+            CastValue(data_type="uint8", rounding="towards-zero", out_of_range="clamp"),
+        ],
+        [
+            {"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 10.0}},
+            {
+                "name": "cast_value",
+                "configuration": {"data_type": "uint8", "rounding": "towards-zero", "out_of_range": "clamp"},
+            },
+        ],
+        "float64",
+        np.linspace(0, 40, 24),
+        0.0,
+    ),
+    (
+        "wrap-int8",
+        [CastValue(data_type="int8", out_of_range="wrap")],
+        [{"name": "cast_value", "configuration": {"data_type": "int8", "out_of_range": "wrap"}}],
+        "int32",
+        np.arange(-300, 300, 25, dtype="int32"),
+        0,
+    ),
+    (
+        "nearest-away",
+        [CastValue(data_type="int16", rounding="nearest-away")],
+        [{"name": "cast_value", "configuration": {"data_type": "int16", "rounding": "nearest-away"}}],
+        "float32",
+        np.arange(-6, 6, 0.5, dtype="float32"),
+        0.0,
+    ),
+    (
+        "towards-negative",
+        [CastValue(data_type="int16", rounding="towards-negative")],
+        [{"name": "cast_value", "configuration": {"data_type": "int16", "rounding": "towards-negative"}}],
+        "float32",
+        np.arange(-6, 6, 0.5, dtype="float32"),
+        0.0,
+    ),
+    (
+        "towards-positive",
+        [CastValue(data_type="uint32", rounding="towards-positive", out_of_range="clamp")],
+        [
+            {
+                "name": "cast_value",
+                "configuration": {
+                    "data_type": "uint32",
+                    "rounding": "towards-positive",
+                    "out_of_range": "clamp",
+                },
+            }
+        ],
+        "float64",
+        np.arange(-6, 6, 0.5),
+        0.0,
+    ),
+    (
+        "float16",
+        [CastValue(data_type="float16")],
+        [{"name": "cast_value", "configuration": {"data_type": "float16"}}],
+        "float64",
+        np.array([1 / 3, 65504.0, 1e-8, -2.5] * 6),
+        0.0,
+    ),
+    (
+        "scalar-map",
+        [
+            CastValue(
+                data_type="uint8",
+                out_of_range="clamp",
+                scalar_map={"encode": [("NaN", 255)], "decode": [(255, "NaN")]},
+            )
+        ],
+        [
+            {
+                "name": "cast_value",
+                "configuration": {
+                    "data_type": "uint8",
+                    "out_of_range": "clamp",
+                    "scalar_map": {"encode": [["NaN", 255]], "decode": [[255, "NaN"]]},
+                },
+            }
+        ],
+        "float32",
+        np.array([np.nan, 1.0, 2.4, 254.0] * 6, dtype="float32"),
+        "NaN",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "zp_filters", "ours", "dtype", "values", "fill"), PEER_CASES,
-                         ids=[c[0] for c in PEER_CASES])
-def test_zarr_python_writes_rectizarr_reads_bit_exact(tmp_path: pathlib.Path, name: str, zp_filters: list[Any],
-                                                      ours: list[Any], dtype: str, values: np.ndarray,
-                                                      fill: Any) -> None:
+@pytest.mark.parametrize(
+    ("name", "zp_filters", "ours", "dtype", "values", "fill"), PEER_CASES, ids=[c[0] for c in PEER_CASES]
+)
+def test_zarr_python_writes_rectizarr_reads_bit_exact(
+    tmp_path: pathlib.Path,
+    name: str,
+    zp_filters: list[Any],
+    ours: list[Any],
+    dtype: str,
+    values: np.ndarray,
+    fill: Any,
+) -> None:
     fill_value = np.nan if fill == "NaN" else fill
-    a = zarr.create_array(tmp_path / "zp", shape=(values.size + 3,), chunks=(5,), dtype=dtype,
-                          filters=zp_filters, compressors=None, fill_value=fill_value)
+    a = zarr.create_array(
+        tmp_path / "zp",
+        shape=(values.size + 3,),
+        chunks=(5,),
+        dtype=dtype,
+        filters=zp_filters,
+        compressors=None,
+        fill_value=fill_value,
+    )
     a[: values.size] = values
     expected = a[:]
     got = rectizarr.open_array(str(tmp_path / "zp"))[:]
     assert got.dtype == expected.dtype and _bits(got) == _bits(expected)
     # the tail past the values was never written: its chunk is absent in both, and reads as the fill value
-    assert np.array_equal(got[values.size:], expected[values.size:], equal_nan=True)
+    assert np.array_equal(got[values.size :], expected[values.size :], equal_nan=True)
 
 
-@pytest.mark.parametrize(("name", "zp_filters", "ours", "dtype", "values", "fill"), PEER_CASES,
-                         ids=[c[0] for c in PEER_CASES])
-def test_rectizarr_writes_zarr_python_bytes(tmp_path: pathlib.Path, name: str, zp_filters: list[Any],
-                                            ours: list[Any], dtype: str, values: np.ndarray, fill: Any) -> None:
+@pytest.mark.parametrize(
+    ("name", "zp_filters", "ours", "dtype", "values", "fill"), PEER_CASES, ids=[c[0] for c in PEER_CASES]
+)
+def test_rectizarr_writes_zarr_python_bytes(
+    tmp_path: pathlib.Path,
+    name: str,
+    zp_filters: list[Any],
+    ours: list[Any],
+    dtype: str,
+    values: np.ndarray,
+    fill: Any,
+) -> None:
     fill_value = np.nan if fill == "NaN" else fill
-    a = zarr.create_array(tmp_path / "zp", shape=values.shape, chunks=(5,), dtype=dtype, filters=zp_filters,
-                          compressors=None, fill_value=fill_value)
+    a = zarr.create_array(
+        tmp_path / "zp",
+        shape=values.shape,
+        chunks=(5,),
+        dtype=dtype,
+        filters=zp_filters,
+        compressors=None,
+        fill_value=fill_value,
+    )
     a[:] = values
-    r = rectizarr.create_array(str(tmp_path / "rz"), shape=values.shape, chunks=(5,), dtype=dtype, filters=ours,
-                               compressors=None, fill_value=fill_value)
+    r = rectizarr.create_array(
+        str(tmp_path / "rz"),
+        shape=values.shape,
+        chunks=(5,),
+        dtype=dtype,
+        filters=ours,
+        compressors=None,
+        fill_value=fill_value,
+    )
     r[:] = values
     assert _chunks(tmp_path / "rz") == _chunks(tmp_path / "zp")
     assert _codecs(tmp_path / "rz")[: len(ours)] == codecs_to_json(parse_codecs([*ours, LE]))[: len(ours)]
@@ -138,8 +258,14 @@ def test_rectizarr_writes_zarr_python_bytes(tmp_path: pathlib.Path, name: str, z
 
 def test_issue_37_scale_offset_array_opens(tmp_path: pathlib.Path) -> None:
     """The array of issue #37 (zarr-python 3.4.2, float32, scale_offset offset 10 scale 100) read whole."""
-    a = zarr.create_array(tmp_path / "a", shape=(4,), chunks=(4,), dtype="float32",
-                          filters=[ScaleOffset(offset=10.0, scale=100.0)], compressors=None)
+    a = zarr.create_array(
+        tmp_path / "a",
+        shape=(4,),
+        chunks=(4,),
+        dtype="float32",
+        filters=[ScaleOffset(offset=10.0, scale=100.0)],
+        compressors=None,
+    )
     a[:] = np.array([10.0, 10.5, 11.0, 9.0], dtype="float32")
     stored = np.frombuffer((tmp_path / "a" / "c" / "0").read_bytes(), "<f4")
     assert stored.tolist() == [0.0, 50.0, 100.0, -100.0]  # (x - 10) * 100, in float32
@@ -160,47 +286,132 @@ def test_scale_offset_without_configuration_reads_with_defaults_and_writes_both(
 
 
 def test_cast_value_out_of_range_error_is_the_default() -> None:
-    metas = parse_codecs([{"name": "cast_value", "configuration": {"data_type": "int8", "out_of_range": "error"}},
-                          "bytes"])
-    assert codecs_to_json(metas)[0] == {"name": "cast_value",
-                                        "configuration": {"data_type": "int8", "rounding": "nearest-even"}}
+    metas = parse_codecs(
+        [{"name": "cast_value", "configuration": {"data_type": "int8", "out_of_range": "error"}}, "bytes"]
+    )
+    assert codecs_to_json(metas)[0] == {
+        "name": "cast_value",
+        "configuration": {"data_type": "int8", "rounding": "nearest-even"},
+    }
 
 
-@pytest.mark.parametrize(("codec", "dtype", "error", "path", "message"), [
-    ({"name": "scale_offset", "configuration": {"offset": 1, "scale": 2, "factor": 3}}, "float32", MetadataError,
-     "$.codecs[0].configuration.factor", "unknown field"),
-    ({"name": "scale_offset", "configuration": {"offset": [1], "scale": 2}}, "float32", MetadataError,
-     "$.codecs[0].configuration.offset", ""),
-    ({"name": "scale_offset", "configuration": {"offset": 1, "scale": 0}}, "int32", MetadataError,
-     "$.codecs[0].configuration.scale", "zero"),
-    ({"name": "scale_offset", "configuration": {"offset": 1, "scale": "0x00000000"}}, "float32", MetadataError,
-     "$.codecs[0].configuration.scale", ""),
-    ({"name": "scale_offset", "configuration": {"offset": 300, "scale": 1}}, "uint8", MetadataError,
-     "$.codecs[0].configuration.offset", ""),
-    ({"name": "scale_offset", "configuration": {"offset": 1, "scale": 2}}, "bool", MetadataError,
-     "$.codecs[0]", "integer and floating-point"),
-    ({"name": "cast_value"}, "float32", MetadataError, "$.codecs[0]", "configuration"),
-    ({"name": "cast_value", "configuration": {}}, "float32", MetadataError, "$.codecs[0].configuration.data_type",
-     "data_type"),
-    ({"name": "cast_value", "configuration": {"data_type": "uint8", "rounding": "up"}}, "float32", MetadataError,
-     "$.codecs[0].configuration.rounding", ""),
-    ({"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "saturate"}}, "float32",
-     MetadataError, "$.codecs[0].configuration.out_of_range", ""),
-    ({"name": "cast_value", "configuration": {"data_type": "float32", "out_of_range": "wrap"}}, "float64",
-     MetadataError, "$.codecs[0].configuration.out_of_range", "integer"),
-    ({"name": "cast_value", "configuration": {"data_type": "string"}}, "float64", MetadataError,
-     "$.codecs[0].configuration.data_type", "integer and floating-point"),
-    ({"name": "cast_value", "configuration": {"data_type": "uint8"}}, "complex64", MetadataError,
-     "$.codecs[0]", "input is complex64"),
-    ({"name": "cast_value", "configuration": {"data_type": "bfloat16"}}, "float32", UnsupportedError,
-     "$.codecs[0].configuration.data_type", "cast-value-rs"),
-    ({"name": "cast_value", "configuration": {"data_type": "uint8", "scalar_map": {"encode": [["NaN", 300]]}}},
-     "float32", MetadataError, "$.codecs[0].configuration.scalar_map.encode[0][1]", ""),
-    ({"name": "cast_value", "configuration": {"data_type": "uint8", "scalar_map": {"both": []}}},
-     "float32", MetadataError, "$.codecs[0].configuration.scalar_map.both", ""),
-])
-def test_bad_configurations_name_the_codec_and_path(codec: dict[str, Any], dtype: str, error: type[Exception],
-                                                    path: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("codec", "dtype", "error", "path", "message"),
+    [
+        (
+            {"name": "scale_offset", "configuration": {"offset": 1, "scale": 2, "factor": 3}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.factor",
+            "unknown field",
+        ),
+        (
+            {"name": "scale_offset", "configuration": {"offset": [1], "scale": 2}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.offset",
+            "",
+        ),
+        (
+            {"name": "scale_offset", "configuration": {"offset": 1, "scale": 0}},
+            "int32",
+            MetadataError,
+            "$.codecs[0].configuration.scale",
+            "zero",
+        ),
+        (
+            {"name": "scale_offset", "configuration": {"offset": 1, "scale": "0x00000000"}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.scale",
+            "",
+        ),
+        (
+            {"name": "scale_offset", "configuration": {"offset": 300, "scale": 1}},
+            "uint8",
+            MetadataError,
+            "$.codecs[0].configuration.offset",
+            "",
+        ),
+        (
+            {"name": "scale_offset", "configuration": {"offset": 1, "scale": 2}},
+            "bool",
+            MetadataError,
+            "$.codecs[0]",
+            "integer and floating-point",
+        ),
+        ({"name": "cast_value"}, "float32", MetadataError, "$.codecs[0]", "configuration"),
+        (
+            {"name": "cast_value", "configuration": {}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.data_type",
+            "data_type",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "uint8", "rounding": "up"}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.rounding",
+            "",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "saturate"}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.out_of_range",
+            "",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "float32", "out_of_range": "wrap"}},
+            "float64",
+            MetadataError,
+            "$.codecs[0].configuration.out_of_range",
+            "integer",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "string"}},
+            "float64",
+            MetadataError,
+            "$.codecs[0].configuration.data_type",
+            "integer and floating-point",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "uint8"}},
+            "complex64",
+            MetadataError,
+            "$.codecs[0]",
+            "input is complex64",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "bfloat16"}},
+            "float32",
+            UnsupportedError,
+            "$.codecs[0].configuration.data_type",
+            "cast-value-rs",
+        ),
+        (
+            {
+                "name": "cast_value",
+                "configuration": {"data_type": "uint8", "scalar_map": {"encode": [["NaN", 300]]}},
+            },
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.scalar_map.encode[0][1]",
+            "",
+        ),
+        (
+            {"name": "cast_value", "configuration": {"data_type": "uint8", "scalar_map": {"both": []}}},
+            "float32",
+            MetadataError,
+            "$.codecs[0].configuration.scalar_map.both",
+            "",
+        ),
+    ],
+)
+def test_bad_configurations_name_the_codec_and_path(
+    codec: dict[str, Any], dtype: str, error: type[Exception], path: str, message: str
+) -> None:
     with pytest.raises(error, match=message or None) as info:
         pipeline([codec, LE], dtype, (4,))
     assert isinstance(info.value, MetadataError) and info.value.path == path
@@ -226,7 +437,11 @@ def test_integer_scale_offset_refuses_overflow_and_inexact_quotients() -> None:
     with pytest.raises(CodecError, match="not a multiple of scale 2"):
         p.decode(np.array([2, 3, 4], dtype="int8").tobytes(), spec((3,), "int8"))
     # decoding 100 / 2 - 100 = -50 fits; 126 / 2 - 100 = -37 fits; no error for valid data
-    assert p.decode(np.array([100, 126, -2], dtype="int8").tobytes(), spec((3,), "int8")).tolist() == [-50, -37, -101]
+    assert p.decode(np.array([100, 126, -2], dtype="int8").tobytes(), spec((3,), "int8")).tolist() == [
+        -50,
+        -37,
+        -101,
+    ]
 
 
 def test_int64_extremes_are_exact() -> None:
@@ -245,8 +460,11 @@ def test_cast_value_out_of_range_error_and_nan() -> None:
     with pytest.raises(CodecError, match="out of range") as info:
         p.encode(np.array([1.0, 256.0], dtype="float32"), spec((2,), "float32"))
     assert info.value.codec == "cast_value" and info.value.key == "c/0"
-    clamp = pipeline([{"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp"}}, LE],
-                     "float32", (2,))
+    clamp = pipeline(
+        [{"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp"}}, LE],
+        "float32",
+        (2,),
+    )
     with pytest.raises(CodecError, match="NaN"):
         clamp.encode(np.array([np.nan, 1.0], dtype="float32"), spec((2,), "float32"))
 
@@ -270,14 +488,18 @@ def test_decoded_chunk_of_the_wrong_size_is_refused() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(hnp.arrays(st.sampled_from(["float32", "float64"]), st.integers(1, 20), elements={"allow_nan": True}),
-       st.floats(-1e6, 1e6), st.floats(-1e3, 1e3).filter(lambda s: s != 0))
+@given(
+    hnp.arrays(st.sampled_from(["float32", "float64"]), st.integers(1, 20), elements={"allow_nan": True}),
+    st.floats(-1e6, 1e6),
+    st.floats(-1e3, 1e3).filter(lambda s: s != 0),
+)
 def test_float_scale_offset_matches_the_formula(values: np.ndarray, offset: float, scale: float) -> None:
     """Encoding is ``(x - offset) * scale`` and decoding ``x / scale + offset`` in the array's float type."""
     dt = values.dtype
     assume(dt.type(scale) != 0)  # (a scale below the type's smallest subnormal is zero: refused at open)
-    p = pipeline([{"name": "scale_offset", "configuration": {"offset": offset, "scale": scale}}, LE], dt,
-                 values.shape)
+    p = pipeline(
+        [{"name": "scale_offset", "configuration": {"offset": offset, "scale": scale}}, LE], dt, values.shape
+    )
     off, sc = dt.type(offset), dt.type(scale)
     with np.errstate(all="ignore"):
         enc = p.encode(values, spec(values.shape, dt))
@@ -293,8 +515,9 @@ def test_integer_scale_offset_round_trips_or_refuses(dtype: str, data: st.DataOb
     values = data.draw(hnp.arrays(dt, st.integers(1, 12)))
     offset = data.draw(st.integers(int(info.min), int(info.max)))
     scale = data.draw(st.integers(max(int(info.min), -5), min(int(info.max), 5)).filter(lambda s: s != 0))
-    p = pipeline([{"name": "scale_offset", "configuration": {"offset": offset, "scale": scale}}, LE], dt,
-                 values.shape)
+    p = pipeline(
+        [{"name": "scale_offset", "configuration": {"offset": offset, "scale": scale}}, LE], dt, values.shape
+    )
     exact = [(int(x) - offset) * scale for x in values.tolist()]
     if all(info.min <= e <= info.max for e in exact):
         enc = p.encode(values, spec(values.shape, dt))
@@ -306,12 +529,17 @@ def test_integer_scale_offset_round_trips_or_refuses(dtype: str, data: st.DataOb
 
 
 @settings(max_examples=60, deadline=None)
-@given(hnp.arrays("float64", st.integers(1, 16), elements=st.floats(-1e4, 1e4)),
-       st.sampled_from(["nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"]),
-       st.sampled_from(["int16", "int32", "float32"]))
+@given(
+    hnp.arrays("float64", st.integers(1, 16), elements=st.floats(-1e4, 1e4)),
+    st.sampled_from(["nearest-even", "towards-zero", "towards-positive", "towards-negative", "nearest-away"]),
+    st.sampled_from(["int16", "int32", "float32"]),
+)
 def test_cast_value_round_trips_within_rounding(values: np.ndarray, rounding: str, target: str) -> None:
-    p = pipeline([{"name": "cast_value", "configuration": {"data_type": target, "rounding": rounding}}, LE],
-                 "float64", values.shape)
+    p = pipeline(
+        [{"name": "cast_value", "configuration": {"data_type": target, "rounding": rounding}}, LE],
+        "float64",
+        values.shape,
+    )
     enc = p.encode(values, spec(values.shape, "float64"))
     back = p.decode(enc, spec(values.shape, "float64"))
     tol = 1.0 if target.startswith("int") else 1e-3
@@ -329,15 +557,22 @@ def test_numcodecs_fixedscaleoffset_bit_exact_with_zarr_python(tmp_path: pathlib
 
     data = np.linspace(0, 25, 23)
     config = {"offset": 10, "scale": 10, "dtype": "<f8", "astype": "<u1"}
-    a = zarr.create_array(tmp_path / "zp", shape=data.shape, chunks=(5,), dtype="float64",
-                          filters=[FixedScaleOffset(**config)], compressors=None)
+    a = zarr.create_array(
+        tmp_path / "zp",
+        shape=data.shape,
+        chunks=(5,),
+        dtype="float64",
+        filters=[FixedScaleOffset(**config)],
+        compressors=None,
+    )
     a[:] = data
     ours = [{"name": "numcodecs.fixedscaleoffset", "configuration": config}]
     assert _codecs(tmp_path / "zp")[0] == ours[0]
     got = rectizarr.open_array(str(tmp_path / "zp"))[:]
     assert _bits(got) == _bits(a[:])
-    r = rectizarr.create_array(str(tmp_path / "rz"), shape=data.shape, chunks=(5,), dtype="float64", filters=ours,
-                               compressors=None)
+    r = rectizarr.create_array(
+        str(tmp_path / "rz"), shape=data.shape, chunks=(5,), dtype="float64", filters=ours, compressors=None
+    )
     r[:] = data
     assert _chunks(tmp_path / "rz") == _chunks(tmp_path / "zp")
     assert _bits(zarr.open_array(tmp_path / "rz")[:]) == _bits(a[:])
@@ -346,14 +581,32 @@ def test_numcodecs_fixedscaleoffset_bit_exact_with_zarr_python(tmp_path: pathlib
 def test_sharded_scale_offset_cast_value_both_ways(tmp_path: pathlib.Path) -> None:
     """Inside shards (inner chunks partly unwritten: they read as the fill value), zarr-python's bytes."""
     filters = [ScaleOffset(offset=10.0, scale=10.0), CastValue(data_type="uint8", out_of_range="clamp")]
-    ours = [{"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 10.0}},
-            {"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp"}}]
+    ours = [
+        {"name": "scale_offset", "configuration": {"offset": 10.0, "scale": 10.0}},
+        {"name": "cast_value", "configuration": {"data_type": "uint8", "out_of_range": "clamp"}},
+    ]
     data = np.linspace(0, 30, 12)
-    a = zarr.create_array(tmp_path / "zp", shape=(40,), chunks=(4,), shards=(20,), dtype="float64",
-                          filters=filters, compressors=None, fill_value=12.5)
+    a = zarr.create_array(
+        tmp_path / "zp",
+        shape=(40,),
+        chunks=(4,),
+        shards=(20,),
+        dtype="float64",
+        filters=filters,
+        compressors=None,
+        fill_value=12.5,
+    )
     a[:12] = data
-    r = rectizarr.create_array(str(tmp_path / "rz"), shape=(40,), chunks=(4,), shards=(20,), dtype="float64",
-                               filters=ours, compressors=None, fill_value=12.5)
+    r = rectizarr.create_array(
+        str(tmp_path / "rz"),
+        shape=(40,),
+        chunks=(4,),
+        shards=(20,),
+        dtype="float64",
+        filters=ours,
+        compressors=None,
+        fill_value=12.5,
+    )
     r[:12] = data
     assert _bits(rectizarr.open_array(str(tmp_path / "zp"))[:]) == _bits(a[:])
     assert _bits(zarr.open_array(tmp_path / "rz")[:]) == _bits(a[:])

@@ -15,7 +15,9 @@ import pytest
 import zarr.registry
 from zarr.core.dtype import data_type_registry
 
-SNAPSHOT = json.loads((Path(__file__).resolve().parents[2] / "conformance_data" / "zarr_extensions.json").read_text())
+SNAPSHOT = json.loads(
+    (Path(__file__).resolve().parents[2] / "conformance_data" / "zarr_extensions.json").read_text()
+)
 
 
 def _zarr_python_reads(kind: str, name: str) -> bool:
@@ -33,11 +35,18 @@ def _zarr_python_reads(kind: str, name: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize(("kind", "name", "cells"), [
-    (kind, name, cells) for kind in ("codecs", "data_types", "chunk_key_encodings")
-    for name, cells in SNAPSHOT[kind].items()
-], ids=lambda v: v if isinstance(v, str) else "")
-def test_zarr_python_column_is_what_zarr_python_registers(kind: str, name: str, cells: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "name", "cells"),
+    [
+        (kind, name, cells)
+        for kind in ("codecs", "data_types", "chunk_key_encodings")
+        for name, cells in SNAPSHOT[kind].items()
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_zarr_python_column_is_what_zarr_python_registers(
+    kind: str, name: str, cells: dict[str, Any]
+) -> None:
     assert _zarr_python_reads(kind, name) == (cells["zarr-python"] in ("RW", "R")), (kind, name)
 
 
@@ -45,7 +54,7 @@ def test_the_snapshot_names_the_zarr_python_it_was_made_with() -> None:
     assert f"zarr {zarr.__version__}" in SNAPSHOT["peers"]["zarr-python"]
 
 
-_TENSORSTORE_PROBE = r'''
+_TENSORSTORE_PROBE = r"""
 import json, sys
 import tensorstore as ts
 kind, names = sys.argv[1], json.loads(sys.argv[2])
@@ -68,7 +77,7 @@ for name in names:
             else "r<N>"  # (the unknown data type error lists the known ones, r<N> last)
         out[name] = refusal not in text
 print(json.dumps(out))
-'''
+"""
 
 
 @pytest.mark.parametrize("kind", ["codecs", "data_types", "chunk_key_encodings"])
@@ -76,8 +85,17 @@ def test_tensorstore_column_is_what_tensorstore_registers(kind: str) -> None:
     """Each name in a zarr3 spec, in a child process (tensorstore aborts the process on some specs: the
     raw types, which the snapshot marks '?', are left out)."""
     names = [n for n, cells in SNAPSHOT[kind].items() if cells["tensorstore"] != "?"]
-    run = subprocess.run([sys.executable, "-c", _TENSORSTORE_PROBE, kind, json.dumps(names)],
-                         capture_output=True, text=True, timeout=300, check=True)
+    run = subprocess.run(
+        [sys.executable, "-c", _TENSORSTORE_PROBE, kind, json.dumps(names)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     known = json.loads(run.stdout)
-    wrong = {n: SNAPSHOT[kind][n]["tensorstore"] for n in names if known[n] != (SNAPSHOT[kind][n]["tensorstore"] == "RW")}
+    wrong = {
+        n: SNAPSHOT[kind][n]["tensorstore"]
+        for n in names
+        if known[n] != (SNAPSHOT[kind][n]["tensorstore"] == "RW")
+    }
     assert wrong == {}

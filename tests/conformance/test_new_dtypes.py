@@ -20,17 +20,28 @@ from tests.conformance.corpus import assert_same
 from tests.refs import tensorstore, zarr_python
 from tests.strategies import examples
 
-STRUCT = {"name": "struct", "configuration": {"fields": [{"name": "x", "data_type": "float32"},
-                                                         {"name": "y", "data_type": "int16"}]}}
+STRUCT = {
+    "name": "struct",
+    "configuration": {"fields": [{"name": "x", "data_type": "float32"}, {"name": "y", "data_type": "int16"}]},
+}
 TYPES: dict[str, Any] = {
     "struct": STRUCT,
-    "struct_nested": {"name": "struct", "configuration": {"fields": [
-        {"name": "p", "data_type": STRUCT}, {"name": "q", "data_type": "uint8"}]}},
+    "struct_nested": {
+        "name": "struct",
+        "configuration": {
+            "fields": [{"name": "p", "data_type": STRUCT}, {"name": "q", "data_type": "uint8"}]
+        },
+    },
     "null_terminated_bytes": {"name": "null_terminated_bytes", "configuration": {"length_bytes": 5}},
     "raw_bytes": {"name": "raw_bytes", "configuration": {"length_bytes": 3}},
-    "int2": "int2", "int4": "int4", "uint2": "uint2", "uint4": "uint4",
-    "complex_float32": "complex_float32", "complex_float64": "complex_float64",
-    "complex_float16": "complex_float16", "complex_bfloat16": "complex_bfloat16",
+    "int2": "int2",
+    "int4": "int4",
+    "uint2": "uint2",
+    "uint4": "uint4",
+    "complex_float32": "complex_float32",
+    "complex_float64": "complex_float64",
+    "complex_float16": "complex_float16",
+    "complex_bfloat16": "complex_bfloat16",
 }
 
 
@@ -46,7 +57,9 @@ def _data(dt: DataType, n: int, seed: int) -> np.ndarray:
     return out
 
 
-def _write(path: Path, name: str, shape: tuple[int, ...] = (7,), seed: int = 0) -> tuple[rectizarr.Array, Any]:
+def _write(
+    path: Path, name: str, shape: tuple[int, ...] = (7,), seed: int = 0
+) -> tuple[rectizarr.Array, Any]:
     dt = parse_data_type(TYPES[name])
     arr = rectizarr.create_array(path, shape=shape, chunks=(3,), dtype=dt)
     data = _data(dt, int(np.prod(shape)), seed).reshape(shape)
@@ -95,12 +108,25 @@ def test_tensorstore_struct_both_ways(tmp_path: Path) -> None:
     ts = tensorstore()
     _, want = _write(tmp_path / "a.zarr", "struct", seed=3)
     for field in ("x", "y"):
-        t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a.zarr")},
-                     "field": field}, open=True).result()
+        t = ts.open(
+            {
+                "driver": "zarr3",
+                "kvstore": {"driver": "file", "path": str(tmp_path / "a.zarr")},
+                "field": field,
+            },
+            open=True,
+        ).result()
         assert t.read().result().tobytes() == np.ascontiguousarray(want[field]).tobytes()
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "t.zarr")}, "metadata": {
-        "shape": [5], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}}, "data_type": STRUCT,
-        "fill_value": {"x": "NaN", "y": -3}}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "t.zarr")},
+        "metadata": {
+            "shape": [5],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "data_type": STRUCT,
+            "fill_value": {"x": "NaN", "y": -3},
+        },
+    }
     for i, (field, values) in enumerate((("x", np.float32([1.5, -0.0, 3])), ("y", np.int16([7, 8, 9])))):
         t = ts.open({**spec, "field": field}, create=i == 0, open=i > 0).result()
         t[:3] = values
@@ -114,26 +140,40 @@ def test_tensorstore_struct_both_ways(tmp_path: Path) -> None:
 def test_tensorstore_int2_int4_both_ways(name: str, tmp_path: Path) -> None:
     ts = tensorstore()
     _, want = _write(tmp_path / "a.zarr", name, seed=4)
-    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a.zarr")}},
-                open=True).result()
+    t = ts.open(
+        {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "a.zarr")}}, open=True
+    ).result()
     assert t.read().result().view(np.uint8).tolist() == want.view(np.uint8).tolist()
-    spec = {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(tmp_path / "t.zarr")}, "metadata": {
-        "shape": [6], "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}}, "data_type": name,
-        "fill_value": -1}}
+    spec = {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "t.zarr")},
+        "metadata": {
+            "shape": [6],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+            "data_type": name,
+            "fill_value": -1,
+        },
+    }
     t = ts.open(spec, create=True).result()
     values = np.array([-2, 1, 0, -1], dtype=getattr(ml_dtypes, name))
     t[:4] = values
     got = rectizarr.open_array(tmp_path / "t.zarr", mode="r")[...]
-    assert got.view(np.uint8).tolist() == np.concatenate([values, values[3:4], values[3:4]]).view(np.uint8).tolist()
+    assert (
+        got.view(np.uint8).tolist()
+        == np.concatenate([values, values[3:4], values[3:4]]).view(np.uint8).tolist()
+    )
 
 
-@pytest.mark.parametrize(("name", "core"), [("complex_float32", "complex64"), ("complex_float64", "complex128")])
+@pytest.mark.parametrize(
+    ("name", "core"), [("complex_float32", "complex64"), ("complex_float64", "complex128")]
+)
 def test_complex_spellings_store_the_core_bytes(name: str, core: str, tmp_path: Path) -> None:
     data = _data(parse_data_type(core), 7, 5)
     stored = []
     for dtype in (name, core):
-        arr = rectizarr.create_array(tmp_path / f"{dtype}.zarr", shape=(7,), chunks=(3,), dtype=dtype,
-                                     compressors=None)
+        arr = rectizarr.create_array(
+            tmp_path / f"{dtype}.zarr", shape=(7,), chunks=(3,), dtype=dtype, compressors=None
+        )
         arr[...] = data
         stored.append([(tmp_path / f"{dtype}.zarr" / "c" / str(i)).read_bytes() for i in range(3)])
     assert stored[0] == stored[1]
@@ -141,8 +181,14 @@ def test_complex_spellings_store_the_core_bytes(name: str, core: str, tmp_path: 
 
 
 def test_complex_half_types_interleave_components(tmp_path: Path) -> None:
-    arr = rectizarr.create_array(tmp_path / "c.zarr", shape=(2,), chunks=(2,), dtype="complex_float16",
-                                 compressors=None, fill_value=[1.5, "-Infinity"])
+    arr = rectizarr.create_array(
+        tmp_path / "c.zarr",
+        shape=(2,),
+        chunks=(2,),
+        dtype="complex_float16",
+        compressors=None,
+        fill_value=[1.5, "-Infinity"],
+    )
     assert arr.metadata.data_type.fill_to_json(arr.metadata.fill_value) == [1.5, "-Infinity"]
     arr[0] = np.array((2.0, -1.0), dtype=arr.dtype)
     raw = (tmp_path / "c.zarr" / "c" / "0").read_bytes()

@@ -65,12 +65,14 @@ def test_read_case(case: Case) -> None:
 def test_read_hierarchy(case: Case) -> None:
     for entry in case.info["groups"]:
         for use_consolidated in (True, False):
-            g = rectizarr.open_group(case.store, path=entry["path"] or None, mode="r",
-                                     use_consolidated=use_consolidated)
+            g = rectizarr.open_group(
+                case.store, path=entry["path"] or None, mode="r", use_consolidated=use_consolidated
+            )
             assert g.attrs.asdict() == entry["attributes"]
     root = rectizarr.open_group(case.store, mode="r", use_consolidated=False)
     direct = {e["path"].split("/")[0] for e in case.arrays} | {
-        e["path"].split("/")[0] for e in case.info["groups"] if e["path"]}
+        e["path"].split("/")[0] for e in case.info["groups"] if e["path"]
+    }
     # nodes named "__..." (reserved by the spec) are members too, as zarr-python lists them
     direct |= {k.split("/")[0] for k in case.info.get("reserved_keys", []) if k.endswith("/zarr.json")}
     assert set(root.keys()) == direct, "a member missing from the listing, or one too many"

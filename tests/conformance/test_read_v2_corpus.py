@@ -18,8 +18,11 @@ from rectizarr.errors import LenientMetadataWarning, UnsupportedError
 from tests.conformance.corpus import ROOT, Case, apply_array, apply_numpy, assert_same, selections
 
 V2_ROOT = ROOT / "v2"
-CASES = [Case(d, json.loads((d / "case.json").read_text())) for d in sorted(V2_ROOT.glob("*/*"))
-         if (d / "case.json").exists()]
+CASES = [
+    Case(d, json.loads((d / "case.json").read_text()))
+    for d in sorted(V2_ROOT.glob("*/*"))
+    if (d / "case.json").exists()
+]
 
 
 def _value(x: Any) -> Any:
@@ -53,8 +56,11 @@ def same(got: Any, want: np.ndarray, what: str) -> None:
                 assert type(g) is type(w) and g == w, what
         return
     # rectizarr holds values in native byte order; the bits of the values are what must match
-    assert_same(got, want.astype(want.dtype.newbyteorder("=")) if want.dtype.fields is None else
-                want.astype(got.dtype), what=what)
+    assert_same(
+        got,
+        want.astype(want.dtype.newbyteorder("=")) if want.dtype.fields is None else want.astype(got.dtype),
+        what=what,
+    )
 
 
 def _open(case: Case, path: str) -> rectizarr.Array:
@@ -161,7 +167,9 @@ def test_dask_and_xarray_on_v2() -> None:
     # a Zarr v2 fill value (0 here) is the CF _FillValue, as xarray's zarr engine reads it: the zeros
     # masked, the integers made floats
     masked = xr.open_dataset(case.store, engine="rectizarr", group="sub")["count"].values
-    assert masked.dtype == np.float64 and np.array_equal(masked, np.where(want == 0, np.nan, want), equal_nan=True)
+    assert masked.dtype == np.float64 and np.array_equal(
+        masked, np.where(want == 0, np.nan, want), equal_nan=True
+    )
 
 
 def test_hostile_vlen_count_is_refused_before_allocating(tmp_path: Path) -> None:
@@ -172,23 +180,41 @@ def test_hostile_vlen_count_is_refused_before_allocating(tmp_path: Path) -> None
 
     src = next(c for c in CASES if c.id == "zarr-python-2/object_vlen_bytes").store
     shutil.copytree(src, tmp_path / "b.zarr")
-    (tmp_path / "b.zarr" / "0").write_bytes(numcodecs.Blosc("lz4", 5, 1).encode(struct.pack("<I", 2**31) + bytes(16)))
+    (tmp_path / "b.zarr" / "0").write_bytes(
+        numcodecs.Blosc("lz4", 5, 1).encode(struct.pack("<I", 2**31) + bytes(16))
+    )
     arr = rectizarr.open_array(tmp_path / "b.zarr", mode="r")
     with pytest.raises(rectizarr.CodecError, match="declares 2147483648 items"):
         arr[...]
     assert arr[4:].tolist() == [b"ee", b"f"]
 
 
-@pytest.mark.parametrize(("change", "path"), [
-    ({"order": "X"}, "$.order"), ({"chunks": [0, 3]}, "$.chunks"), ({"dtype": "<q9"}, "$.dtype"),
-    ({"dimension_separator": "-"}, "$.dimension_separator"), ({"fill_value": "zz"}, "$.fill_value"),
-    ({"filters": [{"id": "no-such-codec"}]}, "$.codecs[0].configuration.filters[0]"),
-    ({"compressor": {"id": "blosc", "cname": "lz4", "shuffle": 7}}, "$.compressor"),
-    ({"zarr_format": 3}, "$.zarr_format"), ({"dtype": "|O"}, "$.filters"),
-])
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        ({"order": "X"}, "$.order"),
+        ({"chunks": [0, 3]}, "$.chunks"),
+        ({"dtype": "<q9"}, "$.dtype"),
+        ({"dimension_separator": "-"}, "$.dimension_separator"),
+        ({"fill_value": "zz"}, "$.fill_value"),
+        ({"filters": [{"id": "no-such-codec"}]}, "$.codecs[0].configuration.filters[0]"),
+        ({"compressor": {"id": "blosc", "cname": "lz4", "shuffle": 7}}, "$.compressor"),
+        ({"zarr_format": 3}, "$.zarr_format"),
+        ({"dtype": "|O"}, "$.filters"),
+    ],
+)
 def test_bad_zarray_documents_name_key_and_path(change: dict[str, Any], path: str, tmp_path: Path) -> None:
-    doc = {"shape": [4, 6], "chunks": [2, 3], "dtype": "<i4", "order": "C", "compressor": None, "filters": None,
-           "fill_value": 0, "zarr_format": 2, **change}
+    doc = {
+        "shape": [4, 6],
+        "chunks": [2, 3],
+        "dtype": "<i4",
+        "order": "C",
+        "compressor": None,
+        "filters": None,
+        "fill_value": 0,
+        "zarr_format": 2,
+        **change,
+    }
     (tmp_path / "a.zarr").mkdir()
     (tmp_path / "a.zarr" / ".zarray").write_text(json.dumps(doc))
     with pytest.raises(rectizarr.MetadataError) as info:

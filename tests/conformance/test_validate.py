@@ -60,8 +60,14 @@ def test_strict_mode_reports_stray_keys_as_errors() -> None:
     assert lenient.chunks_checked == 2
 
 
-@pytest.mark.parametrize("case_id", ["handwritten/blosc_missing_typesize", "handwritten/int_fill_float_literal",
-                                     "zarr-python/attributes_bare_nan"])
+@pytest.mark.parametrize(
+    "case_id",
+    [
+        "handwritten/blosc_missing_typesize",
+        "handwritten/int_fill_float_literal",
+        "zarr-python/attributes_bare_nan",
+    ],
+)
 def test_lenient_metadata_is_an_error_only_when_strict(case_id: str) -> None:
     case = next(c for c in CASES if c.id == case_id)
     assert rectizarr.validate(case.store, strict=False).warnings
@@ -100,9 +106,9 @@ def test_corrupted_inner_chunk_of_a_shard_is_reported(tmp_path: Path) -> None:
     store = _copy("zarr-python/shard_inner_zstd", tmp_path)
     shard = store / "c" / "0"
     data = bytearray(shard.read_bytes())
-    index = np.frombuffer(bytes(data[-(16 * 4 + 4):-4]), "<u8").reshape(4, 2)
+    index = np.frombuffer(bytes(data[-(16 * 4 + 4) : -4]), "<u8").reshape(4, 2)
     offset = int(index[2, 0])
-    data[offset:offset + 4] = b"\0\0\0\0"  # break the third inner chunk's zstd magic number
+    data[offset : offset + 4] = b"\0\0\0\0"  # break the third inner chunk's zstd magic number
     shard.write_bytes(bytes(data))
     report = rectizarr.validate(store)
     assert report.errors and report.errors[0].key == "c/0"
@@ -118,17 +124,27 @@ def test_stray_key_is_reported(tmp_path: Path) -> None:
     report = rectizarr.validate(store, strict=False)
     assert report.ok
     assert {(i.key, i.rule) for i in report.warnings} == {
-        ("c/9/0/0", "chunks.outside_grid"), ("README", "chunks.stray_key")}
+        ("c/9/0/0", "chunks.outside_grid"),
+        ("README", "chunks.stray_key"),
+    }
 
 
 def test_every_deviation_is_reported_with_its_path(tmp_path: Path) -> None:
     store = tmp_path / "bad.zarr"
     store.mkdir()
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [4, 4], "data_type": "int16",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": 1.5,
-           "codecs": [{"name": "gzip", "configuration": {"level": 1}}, {"name": "bytes"}],
-           "dimension_names": ["x"], "foo": 1, "storage_transformers": [{"name": "t"}]}
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4, 4],
+        "data_type": "int16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 1.5,
+        "codecs": [{"name": "gzip", "configuration": {"level": 1}}, {"name": "bytes"}],
+        "dimension_names": ["x"],
+        "foo": 1,
+        "storage_transformers": [{"name": "t"}],
+    }
     (store / "zarr.json").write_text(json.dumps(doc))
     report = rectizarr.validate(store)
     paths = {i.json_path for i in report.errors}
@@ -156,8 +172,10 @@ def test_hierarchy_rules(tmp_path: Path) -> None:
 
 
 def test_report_serialises() -> None:
-    report = ValidationReport(errors=[Issue("c/0", "", "chunks.decode", "bad")],
-                              warnings=[Issue("zarr.json", "$.x", "must_understand.lenient", "hm")])
+    report = ValidationReport(
+        errors=[Issue("c/0", "", "chunks.decode", "bad")],
+        warnings=[Issue("zarr.json", "$.x", "must_understand.lenient", "hm")],
+    )
     obj = json.loads(report.to_json())
     assert obj["ok"] is False
     assert obj["errors"][0] == {"key": "c/0", "json_path": "", "rule": "chunks.decode", "message": "bad"}
@@ -179,20 +197,45 @@ _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
 def _doc(**over: Any) -> bytes:
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int32", "fill_value": 0,
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
-           "chunk_key_encoding": {"name": "default"}, "codecs": [_BYTES], **over}
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "int32",
+        "fill_value": 0,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default"},
+        "codecs": [_BYTES],
+        **over,
+    }
     return json.dumps(doc).encode()
 
 
-@pytest.mark.parametrize(("key", "data"), [
-    ("zarr.json", b'{"\xff": 1}'),  # not UTF-8
-    ("zarr.json", b"[" * 100_000),  # nested past the recursion limit
-    (".zgroup", b"[" * 100_000),
-    (".zarray", b"[" * 100_000),
-    ("zarr.json", _doc(codecs=[{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": ["\ud800"], "codecs": [_BYTES], "index_codecs": [_BYTES], "index_location": "end"}}])),
-])
+@pytest.mark.parametrize(
+    ("key", "data"),
+    [
+        ("zarr.json", b'{"\xff": 1}'),  # not UTF-8
+        ("zarr.json", b"[" * 100_000),  # nested past the recursion limit
+        (".zgroup", b"[" * 100_000),
+        (".zarray", b"[" * 100_000),
+        (
+            "zarr.json",
+            _doc(
+                codecs=[
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {
+                            "chunk_shape": ["\ud800"],
+                            "codecs": [_BYTES],
+                            "index_codecs": [_BYTES],
+                            "index_location": "end",
+                        },
+                    }
+                ]
+            ),
+        ),
+    ],
+)
 def test_validate_reports_undecodable_documents_and_never_raises(key: str, data: bytes) -> None:
     store = rectizarr.MemoryStore()
     store.set(key, data)
@@ -203,8 +246,13 @@ def test_validate_reports_undecodable_documents_and_never_raises(key: str, data:
 def test_validate_checks_a_huge_declared_chunk_without_allocating_it() -> None:
     """Declared chunk of 2 x 2**40 x 2 int32 (16 TiB), 16 bytes stored: a decode error, no 16 TiB output."""
     store = rectizarr.MemoryStore()
-    store.set("zarr.json", _doc(shape=[4, 2**42, 2], chunk_grid={"name": "regular",
-                                                                 "configuration": {"chunk_shape": [2, 2**40, 2]}}))
+    store.set(
+        "zarr.json",
+        _doc(
+            shape=[4, 2**42, 2],
+            chunk_grid={"name": "regular", "configuration": {"chunk_shape": [2, 2**40, 2]}},
+        ),
+    )
     store.set("c/0/0/0", b"\0" * 16)
     report = rectizarr.validate(store)
     assert [(e.key, e.rule) for e in report.errors] == [("c/0/0/0", "chunks.decode")]

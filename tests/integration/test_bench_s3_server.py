@@ -26,19 +26,29 @@ def lean() -> Iterator[Any]:
 
 
 def options(server: Any) -> dict[str, Any]:
-    return {"key": "testing", "secret": "testing",
-            "client_kwargs": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"}}
+    return {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": server.endpoint_url, "region_name": "us-east-1"},
+    }
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
 def test_rectizarr_round_trips_through_the_lean_server(lean: Any, backend: str) -> None:
     bucket = lean.new_bucket(lean.filesystem())
-    store = rectizarr.open_store(f"s3://{bucket}/root", mode="w", backend=backend, storage_options=options(lean))
+    store = rectizarr.open_store(
+        f"s3://{bucket}/root", mode="w", backend=backend, storage_options=options(lean)
+    )
     data = np.arange(64 * 48, dtype="u2").reshape(64, 48)
     g = rectizarr.create_group(store, attributes={"title": "t"})
     a = g.create_array("a", shape=data.shape, dtype="u2", chunks=(16, 16), shards=(32, 48))
-    b = g.create_array("b", shape=data.shape, dtype="u2", chunks=(16, 16),
-                       compressors={"name": "zstd", "configuration": {"level": 1}})
+    b = g.create_array(
+        "b",
+        shape=data.shape,
+        dtype="u2",
+        chunks=(16, 16),
+        compressors={"name": "zstd", "configuration": {"level": 1}},
+    )
     a[...] = data
     b[...] = data
     b[5:9, 40:] = 7

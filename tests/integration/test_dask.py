@@ -23,8 +23,10 @@ RNG = np.random.default_rng(42)
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -35,8 +37,9 @@ def _worker_pids(client: Client) -> set[int]:
 def test_read_regular_and_rectilinear(client: Client, tmp_path: Path) -> None:
     data = RNG.normal(size=(40, 30)).astype("f4")
     regular = rectizarr.create_array(tmp_path, name="reg", shape=data.shape, dtype="f4", chunks=(16, 10))
-    rect = rectizarr.create_array(tmp_path, name="rect", shape=data.shape, dtype="f4",
-                                  chunks=[[5, 20, 15], [7, 23]])
+    rect = rectizarr.create_array(
+        tmp_path, name="rect", shape=data.shape, dtype="f4", chunks=[[5, 20, 15], [7, 23]]
+    )
     regular[...] = data
     rect[...] = data
     for arr in (regular, rect):
@@ -63,8 +66,9 @@ def test_mean_over_axis_of_rectilinear_array(client: Client, tmp_path: Path) -> 
 
 def test_read_chunks_on_sharded_array_are_inner_chunks(client: Client, tmp_path: Path) -> None:
     data = np.arange(24 * 20, dtype="i4").reshape(24, 20)
-    arr = rectizarr.create_array(tmp_path, name="s", shape=data.shape, dtype="i4", shards=[[12, 8, 4], 20],
-                                 chunks=(4, 5))
+    arr = rectizarr.create_array(
+        tmp_path, name="s", shape=data.shape, dtype="i4", shards=[[12, 8, 4], 20], chunks=(4, 5)
+    )
     arr[...] = data
     storage = rectizarr.to_dask(arr)
     read = rectizarr.to_dask(arr, chunks="read")
@@ -118,8 +122,12 @@ def _touched_units(array: rectizarr.Array, chunks: tuple[tuple[int, ...], ...]) 
         for ax, i in enumerate(idx):
             lo, hi = int(stops[ax][i] - chunks[ax][i]), int(stops[ax][i])
             d = array.grid.dims[ax]
-            ranges.append(range(int(d.chunks_of(np.array([lo]))[0]), int(d.chunks_of(np.array([hi - 1]))[0]) + 1))
-        out.append({tuple(r[j] for r, j in zip(ranges, c, strict=True)) for c in np.ndindex(*map(len, ranges))})
+            ranges.append(
+                range(int(d.chunks_of(np.array([lo]))[0]), int(d.chunks_of(np.array([hi - 1]))[0]) + 1)
+            )
+        out.append(
+            {tuple(r[j] for r, j in zip(ranges, c, strict=True)) for c in np.ndindex(*map(len, ranges))}
+        )
     return out
 
 
@@ -128,8 +136,9 @@ def test_misaligned_blocks_into_shared_shards_lose_nothing(client: Client, tmp_p
     read-modify-write the same shard and lose each other's data. rectizarr rechunks to shard boundaries."""
     data = np.arange(1, 96 * 64 + 1, dtype="i4").reshape(96, 64)  # no value equals the fill value 0
     x = da.from_array(data, chunks=(5, 7))  # 20 x 10 blocks, none aligned to the 32 x 32 shards
-    arr = rectizarr.create_array(tmp_path, name="shared", shape=data.shape, dtype="i4", shards=(32, 32),
-                                 chunks=(8, 8))
+    arr = rectizarr.create_array(
+        tmp_path, name="shared", shape=data.shape, dtype="i4", shards=(32, 32), chunks=(8, 8)
+    )
     # every shard is written by exactly one task
     tasks = write_tasks(x, arr)
     assert tasks.numblocks == arr.grid.grid_shape == (3, 2)
@@ -159,8 +168,9 @@ def test_aligned_write_reads_no_chunk(tmp_path: Path) -> None:
         arr = rectizarr.from_dask(da.from_array(data, chunks=((3, 7, 2), (4, 6))), store, name="a")
         assert not [k for k, _ in store.requests if "/c/" in k]
         assert store.writes >= 6
-        sh = rectizarr.from_dask(da.from_array(data, chunks=((6, 6), (5, 5))), store, name="b",
-                                 shards="match", chunks=(3, 5))
+        sh = rectizarr.from_dask(
+            da.from_array(data, chunks=((6, 6), (5, 5))), store, name="b", shards="match", chunks=(3, 5)
+        )
         assert not [k for k, _ in store.requests if "/c/" in k]
     np.testing.assert_array_equal(arr[...], data)
     np.testing.assert_array_equal(sh[...], data)
@@ -173,8 +183,12 @@ def test_empty_blocks_of_a_filtered_array_are_no_chunk_edges() -> None:
     assert 0 in y.chunks[0]
     with dask.config.set(scheduler="threads"):
         a = rectizarr.from_dask(y, MemoryStore())
-        s = rectizarr.from_dask(da.from_array(np.arange(20), chunks=((0, 5, 0, 7, 8, 0),)), MemoryStore(),
-                                shards="match", chunks=(1,))
+        s = rectizarr.from_dask(
+            da.from_array(np.arange(20), chunks=((0, 5, 0, 7, 8, 0),)),
+            MemoryStore(),
+            shards="match",
+            chunks=(1,),
+        )
     np.testing.assert_array_equal(a[...], np.arange(4, 10))
     assert a.write_chunk_sizes == (tuple(c for c in y.chunks[0] if c),)
     np.testing.assert_array_equal(s[...], np.arange(20))
@@ -213,7 +227,10 @@ def test_workers_reopen_once_per_process(client: Client, tmp_path: Path) -> None
     x = rectizarr.to_dask(arr)
     np.testing.assert_array_equal(client.compute(x).result(), data)
     token = x.name.removeprefix("rectizarr-read-")
-    count = functools.partial(eval, f"sum(k[1] == {token!r} for k in __import__('rectizarr.integrations.dask').integrations.dask._cache)")
+    count = functools.partial(
+        eval,
+        f"sum(k[1] == {token!r} for k in __import__('rectizarr.integrations.dask').integrations.dask._cache)",
+    )
     per_worker = client.run(count)
     assert len(_worker_pids(client)) == 2
     assert sum(per_worker.values()) >= 1 and max(per_worker.values()) == 1  # 20 tasks, one open per process

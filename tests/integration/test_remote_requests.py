@@ -19,8 +19,9 @@ from rectizarr.stores import CountingStore, open_store
 @pytest.fixture(params=["obstore", "fsspec"])
 def remote(request: pytest.FixtureRequest, s3_server: Any) -> CountingStore:
     bucket = s3_server.new_bucket(s3_server.filesystem())
-    return CountingStore(open_store(f"s3://{bucket}", backend=request.param,
-                                    storage_options=s3_server.storage_options()))
+    return CountingStore(
+        open_store(f"s3://{bucket}", backend=request.param, storage_options=s3_server.storage_options())
+    )
 
 
 def reads(c: CountingStore) -> int:
@@ -70,8 +71,9 @@ def test_sharded_round_trips(remote: CountingStore) -> None:
     expected[100:101, 0:64] = 9
     assert np.array_equal(s[...], expected) and reads(c) == 4  # whole shards, one GET each
     # a larger shard (8 MiB decoded, more than the 1 MiB gap): the index alone, then the inner chunk (If-Match: no HEAD)
-    big = rectizarr.create_array(c, name="big", shape=(2048, 2048), dtype="u2", chunks=(256, 256),
-                                 shards=(2048, 2048))
+    big = rectizarr.create_array(
+        c, name="big", shape=(2048, 2048), dtype="u2", chunks=(256, 256), shards=(2048, 2048)
+    )
     big[...] = np.arange(2048 * 2048, dtype="u2").reshape(2048, 2048)
     big = rectizarr.open_array(c, path="big", mode="r")
     c.reset()
@@ -116,9 +118,11 @@ def test_a_group_takes_up_the_writes_of_this_process(s3_server: Any, backend: st
     c.reset()
     assert g.keys() == ["later", "new"] and reads(c) == 1  # another handle of this process: read again, once
     assert g.keys() == ["later", "new"] and reads(c) == 0
-    script = ("import rectizarr\nfrom rectizarr.stores import open_store\n"
-              f"s = open_store({url!r}, backend={backend!r}, storage_options={options!r})\n"
-              "rectizarr.open_group(s).create_array('ext', shape=(2,), dtype='i1', chunks=(2,))\n")
+    script = (
+        "import rectizarr\nfrom rectizarr.stores import open_store\n"
+        f"s = open_store({url!r}, backend={backend!r}, storage_options={options!r})\n"
+        "rectizarr.open_group(s).create_array('ext', shape=(2,), dtype='i1', chunks=(2,))\n"
+    )
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
     assert g.keys() == ["later", "new"] and reads(c) == 0  # another process's write: kept until refreshed ...
     g.refresh()
@@ -150,7 +154,9 @@ def test_on_the_wire_creating_a_node(s3_server: Any, backend: str, kind: str) ->
     what is stored stays (fsspec: one HEAD more, asking whether the refusal answered this write's own
     first send, which aiohttp sends again unseen when its connection is reset)."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
-    store = open_store(f"s3://{bucket}/data.zarr", backend=backend, storage_options=s3_server.storage_options())
+    store = open_store(
+        f"s3://{bucket}/data.zarr", backend=backend, storage_options=s3_server.storage_options()
+    )
 
     def create() -> Any:
         if kind == "array":
@@ -182,8 +188,12 @@ def test_a_node_is_not_created_over_a_node_of_the_other_format(s3_server: Any, b
     with no document are no node."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
     store = open_store(f"s3://{bucket}", backend=backend, storage_options=s3_server.storage_options())
-    nodes = {name: open_store(f"s3://{bucket}/{name}", backend=backend, storage_options=s3_server.storage_options())
-             for name in ("v2a", "v2g", "v3g")}
+    nodes = {
+        name: open_store(
+            f"s3://{bucket}/{name}", backend=backend, storage_options=s3_server.storage_options()
+        )
+        for name in ("v2a", "v2g", "v3g")
+    }
     rectizarr.create_array(nodes["v2a"], shape=(4,), dtype="u2", chunks=(2,), zarr_format=2)[...] = 7
     rectizarr.create_group(nodes["v2g"], zarr_format=2)
     rectizarr.create_group(nodes["v3g"], attributes={"a": 1})
@@ -201,8 +211,9 @@ def test_a_node_is_not_created_over_a_node_of_the_other_format(s3_server: Any, b
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
-def test_a_directory_marker_does_not_hide_a_node_from_the_listing(s3_server: Any, backend: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_directory_marker_does_not_hide_a_node_from_the_listing(
+    s3_server: Any, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A "directory marker" object (``d/``, as some tools make) is listed with the keys under ``d/`` but is
     none of them: the listing beside the create-only write, answered after that write landed, still
     shows the v3 group there, and no v2 group is made over it."""
@@ -240,7 +251,9 @@ def test_nodes_of_the_two_formats_never_share_a_path(s3_server: Any, backend: st
     def at(name: str) -> Any:
         if backend == "local":
             return open_store(str(tmp_path / name))
-        return open_store(f"s3://{bucket}/{name}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{bucket}/{name}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
     two, three = at("two"), at("three")
     rectizarr.create_group(two, path="g/a", zarr_format=2)
@@ -255,13 +268,17 @@ def test_nodes_of_the_two_formats_never_share_a_path(s3_server: Any, backend: st
     with pytest.raises(rectizarr.UnsupportedError, match="ancestor '/' is a Zarr v3 node"):
         rectizarr.create_array(three, name="g/b", shape=(2,), dtype="u1", zarr_format=2)
     assert (sorted(two.list_prefix("")), sorted(three.list_prefix(""))) == before
-    three.set("g/c/.zgroup", b'{"zarr_format": 2}')  # (a v2 group of one key, the new node's own: there first)
+    three.set(
+        "g/c/.zgroup", b'{"zarr_format": 2}'
+    )  # (a v2 group of one key, the new node's own: there first)
     with pytest.raises(rectizarr.NodeExistsError):
         rectizarr.create_group(three, path="g/c", zarr_format=2)
     rectizarr.create_array(two, name="g/a2", shape=(2,), dtype="u1", zarr_format=2)
     with pytest.raises(rectizarr.StoreError, match="is an array, not a group"):
         rectizarr.create_array(two, name="g/a2/b", shape=(2,), dtype="u1", zarr_format=2)
-    with pytest.raises(rectizarr.StoreError, match="is a Zarr v2 array, not a group"):  # (a v2 array at the root)
+    with pytest.raises(
+        rectizarr.StoreError, match="is a Zarr v2 array, not a group"
+    ):  # (a v2 array at the root)
         rectizarr.create_array(at("two/g/a2"), name="b", shape=(2,), dtype="u1", zarr_format=3)
 
 
@@ -304,8 +321,9 @@ def test_the_request_pool_follows_requests_in_flight(s3_server: Any) -> None:
         s3_server.set_latency(0.02)
         s3_server.reset_counts()
         store.set_many({f"k/{i}": bytes([i]) for i in range(12)})
-        assert [bytes(v or b"") for _, v in sorted(store.iter_many([(f"k/{i}", None) for i in range(12)]))] == [
-            bytes([i]) for i in range(12)]
+        assert [
+            bytes(v or b"") for _, v in sorted(store.iter_many([(f"k/{i}", None) for i in range(12)]))
+        ] == [bytes([i]) for i in range(12)]
         counts = s3_server.counts()
         assert counts["put"] == 12 and counts["get"] == 12 and counts["peak_in_flight"] <= 3
     finally:
@@ -321,15 +339,28 @@ def test_small_shards_come_whole_with_their_index(remote: CountingStore, locatio
     reads across shards, at either index location, with absent inner chunks; a shard cut short or with
     a broken index is an error naming it."""
     c = remote
-    codecs = [{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [16, 16], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                                            {"name": "zstd", "configuration": {"level": 1}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-        "index_location": location}}]
+    codecs = [
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [16, 16],
+                "codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "zstd", "configuration": {"level": 1}},
+                ],
+                "index_codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "crc32c"},
+                ],
+                "index_location": location,
+            },
+        }
+    ]
     data = np.arange(96 * 96, dtype="<i4").reshape(96, 96)
     data[:16, :16] = 0  # an absent inner chunk (the fill value)
-    a = rectizarr.create_array(c, name="s", shape=(96, 96), dtype="<i4", chunks=(32, 32), codecs=codecs,
-                               fill_value=0)
+    a = rectizarr.create_array(
+        c, name="s", shape=(96, 96), dtype="<i4", chunks=(32, 32), codecs=codecs, fill_value=0
+    )
     a[...] = data
     a = rectizarr.open_array(c, path="s", mode="r")
     c.reset()
@@ -346,35 +377,72 @@ def test_small_shards_come_whole_with_their_index(remote: CountingStore, locatio
             fresh[70, 70]
 
 
-@pytest.mark.parametrize("compressors", [None, {"name": "zstd", "configuration": {"level": 1}},
-                                         {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5,
-                                                                             "shuffle": "shuffle", "typesize": 2,
-                                                                             "blocksize": 0}}])
-def test_whole_remote_shards_of_large_inner_chunks_are_batch_decoded(obstore_store: Any, compressors: Any) -> None:
+@pytest.mark.parametrize(
+    "compressors",
+    [
+        None,
+        {"name": "zstd", "configuration": {"level": 1}},
+        {
+            "name": "blosc",
+            "configuration": {
+                "cname": "lz4",
+                "clevel": 5,
+                "shuffle": "shuffle",
+                "typesize": 2,
+                "blocksize": 0,
+            },
+        },
+    ],
+)
+def test_whole_remote_shards_of_large_inner_chunks_are_batch_decoded(
+    obstore_store: Any, compressors: Any
+) -> None:
     """Shards fetched whole from a store with round trips are decoded in one batch, also when their inner
     chunks are large (128 KiB here): full reads, edge shards, absent inner chunks and shards, partial
     selections inside whole shards and strided ones, against NumPy."""
     rng = np.random.default_rng(3)
     want = rng.integers(0, 600, size=(700, 600), dtype="u2")
     want[512:, :] = 0  # the bottom shards' inner chunks hold only the fill value: not stored
-    a = rectizarr.create_array(obstore_store, name=f"big-{compressors is None}", shape=want.shape, dtype="u2",
-                               chunks=(256, 256), shards=(512, 512), fill_value=0, compressors=compressors)
+    a = rectizarr.create_array(
+        obstore_store,
+        name=f"big-{compressors is None}",
+        shape=want.shape,
+        dtype="u2",
+        chunks=(256, 256),
+        shards=(512, 512),
+        fill_value=0,
+        compressors=compressors,
+    )
     a[...] = want
     b = rectizarr.open_array(obstore_store, path=a.path, mode="r")
-    for sel in [..., (slice(0, 512), slice(0, 512)), (slice(3, 700), slice(1, 599)), (slice(None, None, 7), ...),
-                (slice(100, 300), slice(250, 600, 3))]:
+    for sel in [
+        ...,
+        (slice(0, 512), slice(0, 512)),
+        (slice(3, 700), slice(1, 599)),
+        (slice(None, None, 7), ...),
+        (slice(100, 300), slice(250, 600, 3)),
+    ]:
         assert np.array_equal(b[sel], want[sel]), sel
     assert np.array_equal(b.oindex[[5, 600, 300], ::11], want[[5, 600, 300], ::11])
 
 
-def test_a_remote_read_of_whole_shards_pastes_each_shard_as_it_arrives(obstore_store: Any, s3_server: Any) -> None:
+def test_a_remote_read_of_whole_shards_pastes_each_shard_as_it_arrives(
+    obstore_store: Any, s3_server: Any
+) -> None:
     """A selection of whole shards (inside the extent) from a store with round trips: one GET per shard,
     an absent shard read as the fill value, values equal NumPy, and a corrupt shard a CodecError naming
     it (nothing else read wrong)."""
     want = np.arange(1024 * 1024, dtype="u2").reshape(1024, 1024)
     want[512:, :512] = 9  # one shard of the fill value only: not stored
-    a = rectizarr.create_array(obstore_store, name="whole", shape=want.shape, dtype="u2", chunks=(256, 256),
-                               shards=(512, 512), fill_value=9)
+    a = rectizarr.create_array(
+        obstore_store,
+        name="whole",
+        shape=want.shape,
+        dtype="u2",
+        chunks=(256, 256),
+        shards=(512, 512),
+        fill_value=9,
+    )
     a[...] = want
     assert obstore_store.get("whole/c/1/0") is None
     s3_server.reset_counts()
@@ -386,8 +454,9 @@ def test_a_remote_read_of_whole_shards_pastes_each_shard_as_it_arrives(obstore_s
         a[...]
 
 
-def test_object_store_iter_many_starts_a_request_only_when_a_value_is_taken(obstore_store: Any,
-                                                                             s3_server: Any) -> None:
+def test_object_store_iter_many_starts_a_request_only_when_a_value_is_taken(
+    obstore_store: Any, s3_server: Any
+) -> None:
     """With ``ahead``, requests start as values are taken: memory stays bounded however slow the caller."""
     import time
 
@@ -460,27 +529,37 @@ class _BatchCounting(CountingStore):
         return super().get_many_versioned(requests)
 
 
-def _points_over_16_shards(s3_server: Any, wrapper: type[_BatchCounting], n: int, seed: int
-                           ) -> tuple[_BatchCounting, Any, np.ndarray, list[tuple[int, int]]]:
+def _points_over_16_shards(
+    s3_server: Any, wrapper: type[_BatchCounting], n: int, seed: int
+) -> tuple[_BatchCounting, Any, np.ndarray, list[tuple[int, int]]]:
     """A (2048, 1024) float64 array in 16 shards of 1 MiB decoded (more than the coalescing gap: never read
     whole) on the moto server, opened again through ``wrapper`` (counters reset); its data; ``n`` random
     points."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
     opts = s3_server.storage_options()
     data = np.arange(2048 * 1024, dtype="f8").reshape(2048, 1024)
-    w = rectizarr.create_array(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
-                               shape=data.shape, dtype="f8", chunks=(64, 64), shards=(512, 256))
+    w = rectizarr.create_array(
+        open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts),
+        shape=data.shape,
+        dtype="f8",
+        chunks=(64, 64),
+        shards=(512, 256),
+    )
     w[...] = data
     store = wrapper(open_store(f"s3://{bucket}/s.zarr", backend="obstore", storage_options=opts))
     a = rectizarr.open_array(store, mode="r")
     store.reset()
     store.batches.clear()
     rng = np.random.default_rng(seed)
-    points = [(int(i), int(j)) for i, j in zip(rng.integers(0, 2048, n), rng.integers(0, 1024, n), strict=True)]
+    points = [
+        (int(i), int(j)) for i, j in zip(rng.integers(0, 2048, n), rng.integers(0, 1024, n), strict=True)
+    ]
     return store, a, data, points
 
 
-def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_cache_reads(s3_server: Any) -> None:
+def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_cache_reads(
+    s3_server: Any,
+) -> None:
     """obstore: reading elements one by one over 16 shards, an index miss also reads other shards' indexes
     beside it, as the handle's budget allows: fewer waits for index reads than shards, never more index
     requests than one per shard per read, right values."""
@@ -493,12 +572,16 @@ def test_element_reads_read_shard_indexes_ahead_within_what_a_reader_without_a_c
     shards = {(i // 512, j // 256) for i, j in points}
     assert len({k for k, _ in index_reads}) == len(index_reads) == len(shards) == 16  # each index once
     waited = [n for on_reader, n in store.batches if on_reader]  # index reads the reads waited for
-    assert len(waited) < 12 and any(not on_reader for on_reader, _ in store.batches)  # misses read others ahead
+    assert len(waited) < 12 and any(
+        not on_reader for on_reader, _ in store.batches
+    )  # misses read others ahead
     store.reset()
     assert a[0, 0] == 0 and len(store.requests) == 1  # every index is cached: the inner chunk alone
 
 
-def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inner_chunk(s3_server: Any) -> None:
+def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inner_chunk(
+    s3_server: Any,
+) -> None:
     """obstore: once reads go to more than one shard, a read that finds its shard's index cached spends what
     the budget allows on reading the index of the nearest uncached shard beside its own request; a later
     read there makes one request. A loop over one shard's elements reads no other index."""
@@ -506,7 +589,9 @@ def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inn
     for p in [(0, 0), (1, 2), (100, 200), (511, 255)]:  # one shard: after its index, one request per read
         store.reset()
         assert a[p] == data[p]
-        assert len(store.requests) == (2 if p == (0, 0) else 1) and all(r[0] == "c/0/0" for r in store.requests)
+        assert len(store.requests) == (2 if p == (0, 0) else 1) and all(
+            r[0] == "c/0/0" for r in store.requests
+        )
     store.reset()
     store.batches.clear()
     assert a[0, 300] == data[0, 300]  # a miss in shard (0, 1): the 3 indexes of credit are read beside it
@@ -525,13 +610,21 @@ def test_a_read_whose_index_is_cached_reads_the_next_shards_index_beside_its_inn
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
-def test_a_read_whose_cached_indexes_all_went_stale_reads_them_again_at_once(s3_server: Any, backend: str) -> None:
+def test_a_read_whose_cached_indexes_all_went_stale_reads_them_again_at_once(
+    s3_server: Any, backend: str
+) -> None:
     """Another handle rewrote every shard (and finished) since this handle cached their indexes: the read
     is right after two tries (each stale index cost a retry of its own, and 100 of them a ConflictError)."""
     bucket = s3_server.new_bucket(s3_server.filesystem())
     url, opts = f"s3://{bucket}/x.zarr", s3_server.storage_options()
-    w = rectizarr.create_array(open_store(url, backend=backend, storage_options=opts), shape=(40, 40), dtype="i8",
-                               chunks=(2, 2), shards=(4, 4), fill_value=-1)
+    w = rectizarr.create_array(
+        open_store(url, backend=backend, storage_options=opts),
+        shape=(40, 40),
+        dtype="i8",
+        chunks=(2, 2),
+        shards=(4, 4),
+        fill_value=-1,
+    )
     want = np.arange(1600).reshape(40, 40)
     w[...] = want  # 100 shards
     store = CountingStore(open_store(url, backend=backend, storage_options=opts))
@@ -563,10 +656,14 @@ def test_a_failed_read_ahead_changes_no_read(s3_server: Any) -> None:
         assert a[p] == data[p]
     assert any(not on_reader for on_reader, _ in store.batches)  # it tried
     waited = [n for on_reader, n in store.batches if on_reader]
-    assert len(waited) == len({(i // 512, j // 256) for i, j in points})  # one index read per shard, no retries
+    assert len(waited) == len(
+        {(i // 512, j // 256) for i, j in points}
+    )  # one index read per shard, no retries
 
 
-def test_each_arrival_works_on_the_thread_that_received_each_value(obstore_store: Any, s3_server: Any) -> None:
+def test_each_arrival_works_on_the_thread_that_received_each_value(
+    obstore_store: Any, s3_server: Any
+) -> None:
     """ObjectStore: ``fn`` runs on the request's own thread (the first on the caller's), in the caller's
     context (its tuning holds), for
     every request, missing keys as None and ranges as asked; the first error is raised once no call is
@@ -576,13 +673,28 @@ def test_each_arrival_works_on_the_thread_that_received_each_value(obstore_store
     seen: dict[int, tuple[bytes | None, str, int]] = {}
     requests = [(f"e/{i}", (2, 3) if i == 4 else None) for i in range(7)]  # e/6 is missing
     with tuning.use(replace(tuning.current(), conflict_retries=7)):
-        obstore_store.each_arrival(requests, lambda i, v: seen.__setitem__(
-            i, (None if v is None else bytes(v), threading.current_thread().name, tuning.current().conflict_retries)))
+        obstore_store.each_arrival(
+            requests,
+            lambda i, v: seen.__setitem__(
+                i,
+                (
+                    None if v is None else bytes(v),
+                    threading.current_thread().name,
+                    tuning.current().conflict_retries,
+                ),
+            ),
+        )
     assert {i: v for i, (v, _, _) in seen.items()} == {
-        **{i: bytes(range(i, i + 8)) for i in range(6)}, 4: bytes([6, 7, 8]), 6: None}
-    names = [name for _, name, retries in seen.values() if retries == 7]  # (the tuning of the caller's context)
-    assert len(names) == 7 and all(n.startswith("rectizarr-objectstore") or n == threading.current_thread().name
-                                   for n in names)
+        **{i: bytes(range(i, i + 8)) for i in range(6)},
+        4: bytes([6, 7, 8]),
+        6: None,
+    }
+    names = [
+        name for _, name, retries in seen.values() if retries == 7
+    ]  # (the tuning of the caller's context)
+    assert len(names) == 7 and all(
+        n.startswith("rectizarr-objectstore") or n == threading.current_thread().name for n in names
+    )
 
     def fail(i: int, v: Any) -> None:
         if i == 2:
@@ -596,8 +708,15 @@ def test_each_arrival_works_on_the_thread_that_received_each_value(obstore_store
 
     want = np.arange(96 * 96, dtype="u2").reshape(96, 96)
     want[:32, :32] = 0
-    a = rectizarr.create_array(obstore_store, name="w", shape=want.shape, dtype="u2", chunks=(32, 32),
-                               fill_value=0, compressors={"name": "zstd", "configuration": {"level": 1}})
+    a = rectizarr.create_array(
+        obstore_store,
+        name="w",
+        shape=want.shape,
+        dtype="u2",
+        chunks=(32, 32),
+        fill_value=0,
+        compressors={"name": "zstd", "configuration": {"level": 1}},
+    )
     a[...] = want
     s3_server.reset_counts()
     assert np.array_equal(a[10:50, 10:30], want[10:50, 10:30]) and s3_server.counts()["get"] == 2  # 1 missing
@@ -608,7 +727,8 @@ def test_each_arrival_works_on_the_thread_that_received_each_value(obstore_store
 
 
 def test_a_remote_read_makes_its_output_pages_while_its_requests_are_in_flight(
-        remote: CountingStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    remote: CountingStore, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """From ``tuning.prefault_bytes`` of output on, a read from a store with round trips has its output's
     pages made beside the requests (the output holds the data all the same); a local read does not."""
     import rectizarr.io.engine as engine
@@ -618,7 +738,9 @@ def test_a_remote_read_makes_its_output_pages_while_its_requests_are_in_flight(
     monkeypatch.setattr(engine, "populate", lambda out: made.append(out.nbytes) or real(out))
     data = np.arange(512 * 512, dtype="u2").reshape(512, 512)
     for store in (remote, str(tmp_path)):
-        a = rectizarr.create_array(store, name="x", shape=data.shape, dtype="u2", chunks=(128, 512), shards=(256, 512))
+        a = rectizarr.create_array(
+            store, name="x", shape=data.shape, dtype="u2", chunks=(128, 512), shards=(256, 512)
+        )
         a[...] = data
         made.clear()
         got = a[...]  # (held: the pages are made on a thread of its own, only for an output still held)

@@ -80,7 +80,9 @@ def test_a_remote_write_streams_in_windows(shards: tuple[int, int] | None) -> No
     data = np.random.default_rng(1).integers(0, 2**16, size=(4096, 1024), dtype="u2")
     t = replace(tuning.current(), window_bytes=1 * MiB)
     store = FsspecStore(f"memory://stream-{secrets.token_hex(6)}")  # the same path, read back
-    b = rectizarr.create_array(store, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=shards)
+    b = rectizarr.create_array(
+        store, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=shards
+    )
     with tuning.use(t):
         b[...] = data
     assert np.array_equal(rectizarr.open_array(store, path="x", mode="r")[...], data)
@@ -92,8 +94,9 @@ def test_a_few_large_shards_upload_while_others_encode() -> None:
     fewer values than the workers): the first uploads start after the first shards are encoded."""
     data = np.random.default_rng(2).integers(0, 2**16, size=(4096, 1024), dtype="u2")
     sink = Sink()
-    a = rectizarr.create_array(sink, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=(512, 1024),
-                               workers=2)
+    a = rectizarr.create_array(
+        sink, name="x", shape=data.shape, dtype="u2", chunks=(64, 1024), shards=(512, 1024), workers=2
+    )
     sink.uploads.clear()
     a[...] = data
     assert sink.uploads == [2, 2, 2, 2]

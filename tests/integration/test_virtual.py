@@ -28,17 +28,20 @@ def _open(refs: Any, **options: Any) -> rectizarr.Array:
 def _zarr_read(refs: Any, **options: Any) -> np.ndarray:
     zarr = zarr_python()
     with zarr.config.set({"array.rectilinear_chunks": True}):
-        store = zarr.storage.FsspecStore.from_url("reference://", read_only=True,
-                                                  storage_options={"fo": refs, **options})
+        store = zarr.storage.FsspecStore.from_url(
+            "reference://", read_only=True, storage_options={"fo": refs, **options}
+        )
         return np.asarray(zarr.open_array(store, mode="r")[...])
 
 
-def _months(root: Path, lengths: tuple[int, ...] = MONTHS, **kwargs: Any) -> tuple[list[str], list[np.ndarray]]:
+def _months(
+    root: Path, lengths: tuple[int, ...] = MONTHS, **kwargs: Any
+) -> tuple[list[str], list[np.ndarray]]:
     """One array per month, shape (days, 5, 3), 7-day chunks; values distinct per source."""
     kwargs.setdefault("chunks", (7, 5, 2))
     paths, values = [], []
     for i, n in enumerate(lengths):
-        x = (np.arange(n * 15, dtype="f4").reshape(n, 5, 3) + 1000 * i)
+        x = np.arange(n * 15, dtype="f4").reshape(n, 5, 3) + 1000 * i
         path = str(root / f"m{i}")
         rectizarr.create_array(path, data=x, fill_value=np.float32(np.nan), **kwargs)
         paths.append(path)
@@ -145,14 +148,23 @@ def test_v2_sources(tmp_path: Path) -> None:
     paths = []
     for i, x in enumerate(values):
         paths.append(str(tmp_path / f"v{i}"))
-        rectizarr.create_array(paths[-1], data=x, chunks=(3, 4), zarr_format=2, fill_value=0,
-                               chunk_key_encoding={"name": "v2", "separator": "/" if i else "."})
+        rectizarr.create_array(
+            paths[-1],
+            data=x,
+            chunks=(3, 4),
+            zarr_format=2,
+            fill_value=0,
+            chunk_key_encoding={"name": "v2", "separator": "/" if i else "."},
+        )
     result = virtual.build(paths, 0, side_store=tmp_path / "side")
     assert result.rewritten == 1  # 10 = 3 + 3 + 3 + 1
     assert result.refs["refs"]["c/1/0"] == [os.path.join(paths[0], "1.0")]
     assert result.refs["refs"]["c/5/0"] == [os.path.join(paths[1], "1", "0")]
     doc = json.loads(result.refs["refs"]["zarr.json"])
-    assert doc["zarr_format"] == 3 and doc["codecs"][0] == {"name": "bytes", "configuration": {"endian": "big"}}
+    assert doc["zarr_format"] == 3 and doc["codecs"][0] == {
+        "name": "bytes",
+        "configuration": {"endian": "big"},
+    }
     expected = np.concatenate(values)
     assert np.array_equal(_open(result.refs)[...], expected)
     assert np.array_equal(_zarr_read(result.refs), expected)
@@ -170,7 +182,9 @@ def test_kerchunk_references_to_hdf5_files(tmp_path: Path) -> None:
             f.create_dataset("t", data=x, chunks=(7, 3), compression="gzip", shuffle=True)
         refs = SingleHdf5ToZarr(path, inline_threshold=0).translate()
         # the dataset as a root array: its keys without the "t/" prefix
-        sources.append({"version": 1, "refs": {k[2:]: v for k, v in refs["refs"].items() if k.startswith("t/")}})
+        sources.append(
+            {"version": 1, "refs": {k[2:]: v for k, v in refs["refs"].items() if k.startswith("t/")}}
+        )
         values.append(x)
     result = virtual.build(sources, 0, side_store=tmp_path / "side")
     assert result.rewritten == 2  # the first month's 3-day week, both column chunks
@@ -211,20 +225,34 @@ def test_parquet_reference_sets_are_read_and_the_result_is_json(tmp_path: Path) 
     virtual.write_refs(back, tmp_path / "again.parq")
     again = virtual.load_refs(tmp_path / "again.parq")
     assert sorted(again["refs"]) == sorted(back["refs"])
-    assert [list(map(str, again["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")] == \
-        [list(map(str, back["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")]
+    assert [list(map(str, again["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")] == [
+        list(map(str, back["refs"][k])) for k in sorted(back["refs"]) if k.startswith("t/0")
+    ]
 
 
 def test_reference_set_templates_and_version_0(tmp_path: Path) -> None:
     paths, values = _months(tmp_path, (14, 7))
     doc = (Path(paths[0]) / "zarr.json").read_text()
-    templated = {"version": 1, "templates": {"u": paths[0]},
-                 "refs": {"zarr.json": doc, "c/0/0/0": ["{{u}}/c/0/0/0"], "c/1/0/0": ["{{ u }}/c/1/0/0"],
-                          "c/0/0/1": [f"{paths[0]}/c/0/0/1"], "c/1/0/1": [f"{paths[0]}/c/1/0/1"]}}
-    version0 = {"zarr.json": (Path(paths[1]) / "zarr.json").read_text(),
-                "c/0/0/0": [f"{paths[1]}/c/0/0/0"], "c/0/0/1": [f"{paths[1]}/c/0/0/1"]}
+    templated = {
+        "version": 1,
+        "templates": {"u": paths[0]},
+        "refs": {
+            "zarr.json": doc,
+            "c/0/0/0": ["{{u}}/c/0/0/0"],
+            "c/1/0/0": ["{{ u }}/c/1/0/0"],
+            "c/0/0/1": [f"{paths[0]}/c/0/0/1"],
+            "c/1/0/1": [f"{paths[0]}/c/1/0/1"],
+        },
+    }
+    version0 = {
+        "zarr.json": (Path(paths[1]) / "zarr.json").read_text(),
+        "c/0/0/0": [f"{paths[1]}/c/0/0/0"],
+        "c/0/0/1": [f"{paths[1]}/c/0/0/1"],
+    }
     refs = virtual.concat([templated, version0])
-    assert refs["refs"]["c/1/0/0"] == [f"{paths[0]}/c/1/0/0"] and refs["refs"]["c/2/0/1"] == [f"{paths[1]}/c/0/0/1"]
+    assert refs["refs"]["c/1/0/0"] == [f"{paths[0]}/c/1/0/0"] and refs["refs"]["c/2/0/1"] == [
+        f"{paths[1]}/c/0/0/1"
+    ]
     assert np.array_equal(_open(refs)[...], np.concatenate(values))
     bad = {**templated, "refs": {**templated["refs"], "c/1/0/0": {"not": "a target"}}}
     with pytest.raises(UnreferenceableError) as info:
@@ -233,11 +261,18 @@ def test_reference_set_templates_and_version_0(tmp_path: Path) -> None:
 
 
 def test_inline_chunks_of_a_reference_set_stay_inline(tmp_path: Path) -> None:
-    a = rectizarr.create_array(tmp_path / "a", shape=(4, 2), dtype="u1", chunks=(2, 2), compressors=None,
-                               fill_value=0)
+    a = rectizarr.create_array(
+        tmp_path / "a", shape=(4, 2), dtype="u1", chunks=(2, 2), compressors=None, fill_value=0
+    )
     a[...] = np.arange(8).reshape(4, 2)
-    src = {"version": 1, "refs": {"zarr.json": (tmp_path / "a" / "zarr.json").read_text(),
-                                  "c/0/0": "base64:AAECAw==", "c/1/0": [str(tmp_path / "a" / "c" / "1" / "0")]}}
+    src = {
+        "version": 1,
+        "refs": {
+            "zarr.json": (tmp_path / "a" / "zarr.json").read_text(),
+            "c/0/0": "base64:AAECAw==",
+            "c/1/0": [str(tmp_path / "a" / "c" / "1" / "0")],
+        },
+    }
     refs = virtual.concat([src, str(tmp_path / "a")])
     assert refs["refs"]["c/0/0"] == "base64:AAECAw=="
     assert np.array_equal(_open(refs)[...], np.concatenate([a[...], a[...]]))
@@ -255,15 +290,20 @@ def _pair(tmp_path: Path, **second: Any) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize(("second", "field"), [
-    ({"dtype": "i8"}, "data_type"),
-    ({"fill_value": 3}, "fill_value"),
-    ({"compressors": {"name": "gzip", "configuration": {"level": 1}}}, "codecs"),
-    ({"shape": (10, 5)}, "shape"),
-    ({"shape": (10, 4, 1), "chunks": (5, 2, 1)}, "shape"),
-    ({"chunks": (5, 4)}, "chunk_grid"),
-])
-def test_mismatches_are_refused_naming_source_and_field(tmp_path: Path, second: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(
+    ("second", "field"),
+    [
+        ({"dtype": "i8"}, "data_type"),
+        ({"fill_value": 3}, "fill_value"),
+        ({"compressors": {"name": "gzip", "configuration": {"level": 1}}}, "codecs"),
+        ({"shape": (10, 5)}, "shape"),
+        ({"shape": (10, 4, 1), "chunks": (5, 2, 1)}, "shape"),
+        ({"chunks": (5, 4)}, "chunk_grid"),
+    ],
+)
+def test_mismatches_are_refused_naming_source_and_field(
+    tmp_path: Path, second: dict[str, Any], field: str
+) -> None:
     paths = _pair(tmp_path, **second)
     with pytest.raises(SourceMismatchError) as info:
         virtual.concat(paths, side_store=tmp_path / "side")
@@ -285,10 +325,20 @@ def test_unreferenceable_sources_are_refused(tmp_path: Path) -> None:
         virtual.concat([mem, mem])
     assert info.value.field == "store"
     # a whole-shard compressor: inner chunks are not byte ranges of the stored value
-    codecs = [{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}},
-        {"name": "gzip", "configuration": {"level": 1}}]
+    codecs = [
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [2],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "crc32c"},
+                ],
+            },
+        },
+        {"name": "gzip", "configuration": {"level": 1}},
+    ]
     s = rectizarr.create_array(tmp_path / "s", shape=(4,), dtype="u1", chunks=(4,), codecs=codecs)
     with pytest.raises(UnreferenceableError) as info:
         virtual.concat([s, s])
@@ -332,7 +382,10 @@ def test_http_sources(tmp_path: Path, http_server: Any) -> None:
     assert np.array_equal(_open(result.refs)[...], expected)
     # zarr-python reads asynchronously: the HTTP filesystem it is given must be an asynchronous one (fsspec
     # would otherwise hand back the synchronous instance rectizarr's read above made and cached)
-    remote = {"remote_protocol": "http", "remote_options": {"asynchronous": True, "skip_instance_cache": True}}
+    remote = {
+        "remote_protocol": "http",
+        "remote_options": {"asynchronous": True, "skip_instance_cache": True},
+    }
     assert np.array_equal(_zarr_read(result.refs, **remote), expected)
     # an HTTP server lists nothing: each chunk of the grid is probed with a one-byte read (batched)
     counted = [CountingStore(FsspecStore(u)) for u in urls]
@@ -343,8 +396,9 @@ def test_http_sources(tmp_path: Path, http_server: Any) -> None:
 
 
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
-def test_s3_urls_as_sources(tmp_path: Path, backend: str,
-                            s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]) -> None:
+def test_s3_urls_as_sources(
+    tmp_path: Path, backend: str, s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]
+) -> None:
     paths, values, options = s3_months
     sources = [open_store(p, mode="r", backend=backend, storage_options=options) for p in paths]
     result = virtual.build(sources, 0, side_store="inline")
@@ -368,10 +422,12 @@ def s3_months(tmp_path: Path, s3_server: Any) -> tuple[list[str], list[np.ndarra
 
 
 def test_s3_sources_read_metadata_only_and_reads_cost_what_direct_reads_cost(
-        tmp_path: Path, s3_server: Any, s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]) -> None:
+    tmp_path: Path, s3_server: Any, s3_months: tuple[list[str], list[np.ndarray], dict[str, Any]]
+) -> None:
     paths, values, options = s3_months
-    sources = [rectizarr.open_array(CountingStore(FsspecStore(p, storage_options=options)), mode="r")
-               for p in paths]
+    sources = [
+        rectizarr.open_array(CountingStore(FsspecStore(p, storage_options=options)), mode="r") for p in paths
+    ]
     for a in sources:
         a.store.reset()
     side = paths[0].rsplit("/", 1)[0] + "/side"
@@ -391,7 +447,9 @@ def test_s3_sources_read_metadata_only_and_reads_cost_what_direct_reads_cost(
     virtual_gets = s3_server.counts()["total"]
     direct = [rectizarr.open_array(p, mode="r", storage_options=options) for p in paths[1:]]
     s3_server.reset_counts()
-    assert np.array_equal(np.concatenate([direct[0][50 - 31:], direct[1][:66 - 59]])[:, 1:4], expected[50:66, 1:4])
+    assert np.array_equal(
+        np.concatenate([direct[0][50 - 31 :], direct[1][: 66 - 59]])[:, 1:4], expected[50:66, 1:4]
+    )
     assert virtual_gets == s3_server.counts()["total"] == 3 * 2
 
 
@@ -403,9 +461,13 @@ def _dataset(i: int, start: Any, n: int, orog: float = 0.0) -> Any:
     import xarray as xr
 
     t = pd.date_range(start, periods=n, freq="D")
-    ds = xr.Dataset({"tas": (("time", "lat", "lon"), np.random.default_rng(i).random((n, 3, 4)).astype("f4")),
-                     "orog": (("lat", "lon"), np.arange(12.0).reshape(3, 4) + orog)},
-                    coords={"time": t, "lat": [1.0, 2.0, 3.0], "lon": [10.0, 20.0, 30.0, 40.0]})
+    ds = xr.Dataset(
+        {
+            "tas": (("time", "lat", "lon"), np.random.default_rng(i).random((n, 3, 4)).astype("f4")),
+            "orog": (("lat", "lon"), np.arange(12.0).reshape(3, 4) + orog),
+        },
+        coords={"time": t, "lat": [1.0, 2.0, 3.0], "lon": [10.0, 20.0, 30.0, 40.0]},
+    )
     ds["tas"].encoding["chunks"] = (7, 3, 4)
     # one time encoding for every file: a joined array's attributes (its units) must be the same everywhere
     ds["time"].encoding.update(chunks=(7,), units="days since 2000-01-01", dtype="int32")
@@ -430,9 +492,12 @@ def _datasets(root: Path, lengths: tuple[int, ...] = (31, 29, 31)) -> tuple[list
 
 def test_xarray_datasets_join_along_time(tmp_path: Path) -> None:
     import xarray as xr
+
     paths, dss = _datasets(tmp_path)
     result = virtual.build(paths, "time", side_store=tmp_path / "side")
-    assert result.joined == ("tas", "time") and result.rewritten == 4  # Jan's and Feb's last weeks, both arrays
+    assert (
+        result.joined == ("tas", "time") and result.rewritten == 4
+    )  # Jan's and Feb's last weeks, both arrays
     root = json.loads(result.refs["refs"]["zarr.json"])
     assert sorted(root["consolidated_metadata"]["metadata"]) == ["lat", "lon", "orog", "tas", "time"]
     assert _edges(result.refs, "tas") == [[[7, 4], 3, [7, 4], 1, [7, 5]], 3, 4]
@@ -443,13 +508,19 @@ def test_xarray_datasets_join_along_time(tmp_path: Path) -> None:
         xr.testing.assert_identical(xr.open_dataset(source, engine="rectizarr").load(), expected)
     zarr = zarr_python()
     with zarr.config.set({"array.rectilinear_chunks": True}):
-        ds = xr.open_dataset("reference://", engine="zarr", storage_options={"fo": result.refs},
-                             consolidated=True, zarr_format=3)
+        ds = xr.open_dataset(
+            "reference://",
+            engine="zarr",
+            storage_options={"fo": result.refs},
+            consolidated=True,
+            zarr_format=3,
+        )
         xr.testing.assert_identical(ds.load(), expected)
 
 
 def test_appending_a_month_to_a_virtual_dataset(tmp_path: Path) -> None:
     import xarray as xr
+
     paths, dss = _datasets(tmp_path, (31, 29, 31, 30))
     out = tmp_path / "v.json"
     virtual.write_refs(virtual.concat(paths[:2], "time", side_store=tmp_path / "side"), out)
@@ -527,7 +598,8 @@ def test_requests_per_source_are_metadata_only(tmp_path: Path) -> None:
     index = (-(16 * 2 + 4), None)
     assert [(s.requests, s.lists) for s in stores] == [
         ([("zarr.json", None), ("c/0/0/0", index), ("c/1/0/0", index)], 0),
-        ([("zarr.json", None), ("c/0/0/0", index)], 0)]
+        ([("zarr.json", None), ("c/0/0/0", index)], 0),
+    ]
     # Zarr v2: its documents (zarr.json is looked for first), one listing
     x = np.arange(28, dtype="i2").reshape(14, 2)
     v2 = [str(tmp_path / f"v2_{i}") for i in range(2)]
@@ -535,8 +607,9 @@ def test_requests_per_source_are_metadata_only(tmp_path: Path) -> None:
         rectizarr.create_array(p, data=x, chunks=(7, 2), zarr_format=2)
     stores = _counting(v2)
     virtual.build(stores, 0)
-    assert [(sorted(k for k, _ in s.requests), s.lists) for s in stores] == \
-        [([".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"], 1)] * 2
+    assert [(sorted(k for k, _ in s.requests), s.lists) for s in stores] == [
+        ([".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json"], 1)
+    ] * 2
     # a reference set: its one file, nothing of the files it points to (here gone)
     refs = tmp_path / "r.json"
     virtual.write_refs(virtual.concat(paths, 0), refs)
@@ -556,11 +629,15 @@ def test_xarray_v2_datasets_with_strings_and_scalars(tmp_path: Path) -> None:
     for i, n in enumerate((5, 4)):
         t = pd.date_range(start, periods=n, freq="D")
         start += pd.Timedelta(days=n)
-        ds = xr.Dataset({"tas": (("time", "x"), np.random.default_rng(i).random((n, 3))),
-                         "crs": ((), np.int32(4326)),
-                         "station": (("x",), np.array(["a", "bb", "ccc"], dtype=object)),
-                         "flag": (("time",), np.array([f"f{i}{j}" for j in range(n)], dtype=object))},
-                        coords={"time": t})
+        ds = xr.Dataset(
+            {
+                "tas": (("time", "x"), np.random.default_rng(i).random((n, 3))),
+                "crs": ((), np.int32(4326)),
+                "station": (("x",), np.array(["a", "bb", "ccc"], dtype=object)),
+                "flag": (("time",), np.array([f"f{i}{j}" for j in range(n)], dtype=object)),
+            },
+            coords={"time": t},
+        )
         ds["tas"].encoding["chunks"] = (2, 3)
         ds["flag"].encoding["chunks"] = (2,)
         ds["time"].encoding.update(chunks=(2,), units="days since 2000-01-01", dtype="int32")
@@ -582,13 +659,18 @@ def test_nested_groups_keep_their_attributes_and_read_in_zarr_python(tmp_path: P
         g = rectizarr.open_group(paths[-1], mode="w", attributes={"title": "x"})
         x = np.arange(n * 2, dtype="i4").reshape(n, 2) + 10 * i
         g.create_group("sub", attributes={"k": 1}).create_array(
-            "a", shape=(n, 2), dtype="i4", chunks=(2, 2), dimension_names=["t", "y"])[...] = x
+            "a", shape=(n, 2), dtype="i4", chunks=(2, 2), dimension_names=["t", "y"]
+        )[...] = x
         g.create_array("const", shape=(2,), dtype="f8", chunks=(2,), dimension_names=["y"])[...] = [1.5, 2.5]
         values.append(x)
     result = virtual.build(paths, "t", side_store="inline")
     assert result.joined == ("sub/a",) and result.rewritten == 1
-    assert sorted(k for k in result.refs["refs"] if k.endswith("zarr.json")) == \
-        ["const/zarr.json", "sub/a/zarr.json", "sub/zarr.json", "zarr.json"]
+    assert sorted(k for k in result.refs["refs"] if k.endswith("zarr.json")) == [
+        "const/zarr.json",
+        "sub/a/zarr.json",
+        "sub/zarr.json",
+        "zarr.json",
+    ]
     g = rectizarr.open_group(result.refs, mode="r")
     assert (g.attrs.asdict(), g["sub"].attrs.asdict()) == ({"title": "x"}, {"k": 1})
     assert np.array_equal(g["sub/a"][...], np.concatenate(values)) and g["const"][...].tolist() == [1.5, 2.5]

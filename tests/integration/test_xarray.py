@@ -26,8 +26,10 @@ MONTHS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]  # 2024
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[Client]:
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         yield c
 
 
@@ -42,7 +44,12 @@ def _dataset(ntime: int = 20) -> xr.Dataset:
             "temp": (("time", "y", "x"), temp, {"units": "K", "long_name": "air temperature"}),
             "counts": (("time", "y"), counts, {"note": [1, 2, 3]}),
         },
-        coords={"time": time, "y": [10.0, 20.0, 30.0, 40.0], "x": np.arange(6), "station": ("y", ["a", "bb", "c", "d"])},
+        coords={
+            "time": time,
+            "y": [10.0, 20.0, 30.0, 40.0],
+            "x": np.arange(6),
+            "station": ("y", ["a", "bb", "c", "d"]),
+        },
         attrs={"title": "test", "version": 3},
     )
 
@@ -92,8 +99,14 @@ def test_chunks_empty_gives_storage_chunks(tmp_path: Path) -> None:
     g = rectizarr.create_group(tmp_path / "c.zarr")
     g.create_array("reg", shape=(20, 9), dtype="f4", chunks=(8, 4), dimension_names=["a", "b"])
     g.create_array("rect", shape=(20,), dtype="i2", chunks=[[3, 10, 7]], dimension_names=["a"])
-    g.create_array("sharded", shape=(20, 9), dtype="u1", shards=[[10, 4, 6], 9], chunks=(2, 3),
-                   dimension_names=["a", "c"])
+    g.create_array(
+        "sharded",
+        shape=(20, 9),
+        dtype="u1",
+        shards=[[10, 4, 6], 9],
+        chunks=(2, 3),
+        dimension_names=["a", "c"],
+    )
     ds = xr.open_dataset(tmp_path / "c.zarr", engine="rectizarr", chunks={}, mask_and_scale=False)
     assert ds.reg.chunks == ((8, 8, 4), (4, 4, 1))
     assert ds.rect.chunks == ((3, 10, 7),)
@@ -104,20 +117,29 @@ def test_chunks_empty_gives_storage_chunks(tmp_path: Path) -> None:
 
 @pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part")
 @pytest.mark.parametrize("zarr_format", [3, 2])
-def test_encoding_of_an_opened_dataset_is_taken_back_by_both_writers(tmp_path: Path, zarr_format: int) -> None:
+def test_encoding_of_an_opened_dataset_is_taken_back_by_both_writers(
+    tmp_path: Path, zarr_format: int
+) -> None:
     """Codecs in ``encoding`` as the zarr engine's consumers take them: zarr.json dicts (v3), numcodecs
     codecs (v2); xarray's own ``to_zarr`` with zarr-python once failed on rectizarr's codec specs."""
     import numcodecs
 
     ds = xr.Dataset({"v": ("x", np.arange(6.0))})
-    codecs = {"compressors": [numcodecs.Zstd(level=2)], "filters": [numcodecs.Delta(dtype="<f8")]} \
-        if zarr_format == 2 else {"compressors": [{"name": "gzip", "configuration": {"level": 2}}]}
+    codecs = (
+        {"compressors": [numcodecs.Zstd(level=2)], "filters": [numcodecs.Delta(dtype="<f8")]}
+        if zarr_format == 2
+        else {"compressors": [{"name": "gzip", "configuration": {"level": 2}}]}
+    )
     ds.to_zarr(tmp_path / "a.zarr", zarr_format=zarr_format, encoding={"v": codecs})
     ours = xr.open_dataset(tmp_path / "a.zarr", engine="rectizarr")
     theirs = xr.open_dataset(tmp_path / "a.zarr", engine="zarr")
     if zarr_format == 2:
-        assert ours.v.encoding["compressors"] == theirs.v.encoding["compressors"] == (numcodecs.Zstd(level=2),)
-        assert ours.v.encoding["filters"] == theirs.v.encoding["filters"] and "serializer" not in ours.v.encoding
+        assert (
+            ours.v.encoding["compressors"] == theirs.v.encoding["compressors"] == (numcodecs.Zstd(level=2),)
+        )
+        assert (
+            ours.v.encoding["filters"] == theirs.v.encoding["filters"] and "serializer" not in ours.v.encoding
+        )
     else:
         assert ours.v.encoding["compressors"] == ({"name": "gzip", "configuration": {"level": 2}},)
     ours.to_zarr(tmp_path / "b.zarr", zarr_format=zarr_format)
@@ -125,13 +147,17 @@ def test_encoding_of_an_opened_dataset_is_taken_back_by_both_writers(tmp_path: P
     for out in ("b.zarr", "c.zarr"):
         back = xr.open_dataset(tmp_path / out, engine="zarr")
         xr.testing.assert_identical(back, ds)
-        assert rectizarr.open_array(tmp_path / out / "v").compressors[0].name.endswith(
-            "zstd" if zarr_format == 2 else "gzip")
+        assert (
+            rectizarr.open_array(tmp_path / out / "v")
+            .compressors[0]
+            .name.endswith("zstd" if zarr_format == 2 else "gzip")
+        )
 
 
 @pytest.mark.parametrize("chunks", [None, {}])
-def test_a_lazily_opened_dataset_reads_the_extent_it_was_opened_with(tmp_path: Path, chunks: dict[str, int] | None,
-                                                                       ) -> None:
+def test_a_lazily_opened_dataset_reads_the_extent_it_was_opened_with(
+    tmp_path: Path, chunks: dict[str, int] | None
+) -> None:
     """Another writer appends after the open: the variable still says 10 rows and reads those 10 (as the
     zarr engine does), never 10 rows' worth of metadata with 14 rows of data."""
     ds = xr.Dataset({"v": (("t", "y"), np.arange(20.0).reshape(10, 2))})
@@ -182,7 +208,9 @@ def test_metadata_reads_do_not_grow_with_the_chunks(tmp_path: Path, consolidated
         store.reset()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # the fallback-to-listing warning, unconsolidated
-            opened = xr.open_dataset(store, engine="rectizarr", consolidated=consolidated or None, chunks=chunks)
+            opened = xr.open_dataset(
+                store, engine="rectizarr", consolidated=consolidated or None, chunks=chunks
+            )
         at_open = metadata_reads()
         assert at_open["zarr.json"] <= 2
         assert max((n for k, n in at_open.items() if k != "zarr.json"), default=0) <= 1
@@ -213,7 +241,9 @@ def test_irregular_time_axis_round_trip_and_distributed_read(client: Client, tmp
 def test_group_parameter_and_unnamed_dimensions(tmp_path: Path) -> None:
     ds = _dataset(5)
     to_rectizarr(ds, tmp_path / "g.zarr", group="inner/level")
-    xr.testing.assert_identical(xr.open_dataset(tmp_path / "g.zarr", engine="rectizarr", group="inner/level"), ds)
+    xr.testing.assert_identical(
+        xr.open_dataset(tmp_path / "g.zarr", engine="rectizarr", group="inner/level"), ds
+    )
     root = rectizarr.open_group(tmp_path / "g.zarr", mode="r")
     xr.testing.assert_identical(xr.open_dataset(root, engine="rectizarr", group="inner/level"), ds)
     g = rectizarr.create_group(tmp_path / "n.zarr")
@@ -238,27 +268,50 @@ def test_dask_writes_are_chunk_aligned_when_encoding_disagrees(tmp_path: Path) -
     with pytest.raises(ValueError, match="named 'temp' would overlap multiple Dask chunks"):  # as xarray
         to_rectizarr(ds, tmp_path / "a.zarr", encoding={"temp": {"chunks": (10, 4, 6)}})
     with dask.config.set(scheduler="threads"):  # safe_chunks=False: written chunk by chunk all the same
-        to_rectizarr(ds, tmp_path / "a.zarr", mode="w", safe_chunks=False, encoding={"temp": {"chunks": (10, 4, 6)}})
+        to_rectizarr(
+            ds, tmp_path / "a.zarr", mode="w", safe_chunks=False, encoding={"temp": {"chunks": (10, 4, 6)}}
+        )
     arr = rectizarr.open_array(tmp_path / "a.zarr", path="temp", mode="r")
     assert arr.write_chunk_sizes[0] == (10, 10, 10)
-    assert rectizarr.open_array(tmp_path / "a.zarr", path="counts", mode="r").write_chunk_sizes[0] == (7, 7, 7, 7, 2)
+    assert rectizarr.open_array(tmp_path / "a.zarr", path="counts", mode="r").write_chunk_sizes[0] == (
+        7,
+        7,
+        7,
+        7,
+        2,
+    )
     xr.testing.assert_identical(xr.open_dataset(tmp_path / "a.zarr", engine="rectizarr"), ds.compute())
 
 
 @pytest.mark.parametrize("mask", [None, True, False])
-def test_a_zarr_v2_fill_value_is_the_cf_fill_value_as_xarray_reads_it(tmp_path: Path, mask: bool | None) -> None:
+def test_a_zarr_v2_fill_value_is_the_cf_fill_value_as_xarray_reads_it(
+    tmp_path: Path, mask: bool | None
+) -> None:
     """xarray keeps a Zarr v2 variable's ``_FillValue`` as the ``.zarray`` fill value (no attribute): read
     back, it masks the values equal to it (they came back as -999 and, scaled, -0.1), as xarray's zarr
     engine does, whatever ``use_zarr_fill_value_as_mask`` says (xarray's engine masks a v2 variable even
     with False, and its own tests expect that: the keyword is for Zarr v3); ``mask_and_scale=False`` gives
     the stored values."""
     p = str(tmp_path / "v2.zarr")
-    ds = xr.Dataset({"T": ("x", np.array([1.5, np.nan, 3.0])), "P": ("x", np.array([10.0, np.nan, 30.0])),
-                     "n": ("x", np.array([1, 2, 3], "i4"))})
+    ds = xr.Dataset(
+        {
+            "T": ("x", np.array([1.5, np.nan, 3.0])),
+            "P": ("x", np.array([10.0, np.nan, 30.0])),
+            "n": ("x", np.array([1, 2, 3], "i4")),
+        }
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ds.to_zarr(p, zarr_format=2, mode="w", consolidated=True,
-                   encoding={"T": {"_FillValue": -999.0}, "P": {"dtype": "int16", "scale_factor": 0.1, "_FillValue": -1}})
+        ds.to_zarr(
+            p,
+            zarr_format=2,
+            mode="w",
+            consolidated=True,
+            encoding={
+                "T": {"_FillValue": -999.0},
+                "P": {"dtype": "int16", "scale_factor": 0.1, "_FillValue": -1},
+            },
+        )
         want = xr.open_dataset(p, engine="zarr", use_zarr_fill_value_as_mask=mask).load()
     got = xr.open_dataset(p, engine="rectizarr", use_zarr_fill_value_as_mask=mask).load()
     xr.testing.assert_identical(got, want)

@@ -93,7 +93,9 @@ def test_dataarray_accessor(tmp_path: Path, zarr_format: int, name: str | None) 
 @pytest.mark.parametrize("name", [0, (4, 5), True, ""])
 def test_invalid_variable_names(tmp_path: Path, name: object) -> None:
     ds = xr.Dataset({name: ("x", np.arange(2))})  # type: ignore[dict-item]
-    with pytest.raises(TypeError if name != "" else ValueError, match=repr(name).replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(
+        TypeError if name != "" else ValueError, match=repr(name).replace("(", r"\(").replace(")", r"\)")
+    ):
         ds.rectizarr.to_zarr(tmp_path / "d.zarr")
     assert not (tmp_path / "d.zarr").exists()  # refused before anything is written
 
@@ -121,7 +123,9 @@ def test_chunks_never_written_read_as_the_fill_value_through_fsspec_caches(cache
     assert rectizarr.open_array(f"{cache}::{url}", mode="r")[...].tolist() == [1, 2, 7, 7, 5, 6]
     ds = xr.Dataset({"v": ("x", np.arange(6.0))}).chunk({"x": 2})
     ds.rectizarr.to_zarr(url.replace(".zarr", "-ds.zarr"), encoding={"v": {"chunks": 2}}, compute=False)
-    opened = xr.open_dataset(f"{cache}::" + url.replace(".zarr", "-ds.zarr"), engine="rectizarr", consolidated=False)
+    opened = xr.open_dataset(
+        f"{cache}::" + url.replace(".zarr", "-ds.zarr"), engine="rectizarr", consolidated=False
+    )
     assert np.isnan(opened["v"].values).all()  # nothing computed: every chunk is the (NaN) fill value
 
 
@@ -134,5 +138,6 @@ def test_arrays_without_dimension_names_are_a_key_error(tmp_path: Path) -> None:
         xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False)
     with pytest.raises(rectizarr.MetadataError):
         xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False)
-    assert xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False,
-                           unnamed_dims="dim_n")["bar"].dims == ("dim_0", "dim_1")
+    assert xr.open_dataset(tmp_path / "d.zarr", engine="rectizarr", consolidated=False, unnamed_dims="dim_n")[
+        "bar"
+    ].dims == ("dim_0", "dim_1")

@@ -19,8 +19,9 @@ import rectizarr
 import rectizarr.xarray
 from rectizarr.xarray import to_rectizarr
 
-pytestmark = pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part",
-                                        "ignore::zarr.errors.ZarrUserWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Consolidated metadata is currently not part", "ignore::zarr.errors.ZarrUserWarning"
+)
 RNG = np.random.default_rng(18)
 
 
@@ -39,15 +40,27 @@ def _cf_dataset(ntime: int = 6, start: str = "2024-01-01") -> xr.Dataset:
             "t2m": (("time", "lat", "lon"), t2m, {"units": "K", "grid_mapping": "crs"}),
             "precip": (("time", "lat", "lon"), precip, {"units": "mm"}),
             "station": (("lat",), np.array(["north", "n", "eq", "s", "south"], dtype=object)),
-            "crs": ((), np.int32(0), {"grid_mapping_name": "latitude_longitude", "semi_major_axis": 6371000.0}),
+            "crs": (
+                (),
+                np.int32(0),
+                {"grid_mapping_name": "latitude_longitude", "semi_major_axis": 6371000.0},
+            ),
         },
-        coords={"time": time, "lat": ("lat", lat, {"units": "degrees_north"}),
-                "lon": ("lon", lon, {"units": "degrees_east"})},
+        coords={
+            "time": time,
+            "lat": ("lat", lat, {"units": "degrees_north"}),
+            "lon": ("lon", lon, {"units": "degrees_east"}),
+        },
         attrs={"title": "cf test", "Conventions": "CF-1.8"},
     )
     ds.time.encoding = {"units": "days since 2000-01-01", "calendar": "standard", "dtype": "i8"}
     ds.t2m.encoding = {"_FillValue": np.float32(-9999.0)}
-    ds.precip.encoding = {"dtype": "i2", "scale_factor": 0.1, "add_offset": 0.0, "_FillValue": np.int16(-32768)}
+    ds.precip.encoding = {
+        "dtype": "i2",
+        "scale_factor": 0.1,
+        "add_offset": 0.0,
+        "_FillValue": np.int16(-32768),
+    }
     return ds
 
 
@@ -63,7 +76,9 @@ def _decoded(ds: xr.Dataset) -> xr.Dataset:
         enc = var.encoding
         if "scale_factor" in enc:
             packed = np.round((var.values - enc.get("add_offset", 0.0)) / enc["scale_factor"])
-            values = np.where(np.isnan(var.values), np.nan, packed * enc["scale_factor"] + enc.get("add_offset", 0.0))
+            values = np.where(
+                np.isnan(var.values), np.nan, packed * enc["scale_factor"] + enc.get("add_offset", 0.0)
+            )
             out[name] = var.copy(data=values)
     return out
 
@@ -106,12 +121,17 @@ def test_reader_reports_encoding_like_the_zarr_engine(tmp_path: Path) -> None:
 
 def test_encoding_codecs_as_objects_and_names(tmp_path: Path) -> None:
     ds = _cf_dataset()
-    enc = {"t2m": {"compressors": zarr.codecs.BloscCodec(), "chunks": (3, 5, 8)},
-           "lat": {"compressors": "gzip"}, "lon": {"compressors": [{"name": "zstd", "configuration": {"level": 3}}]}}
+    enc = {
+        "t2m": {"compressors": zarr.codecs.BloscCodec(), "chunks": (3, 5, 8)},
+        "lat": {"compressors": "gzip"},
+        "lon": {"compressors": [{"name": "zstd", "configuration": {"level": 3}}]},
+    }
     to_rectizarr(ds, tmp_path / "c.zarr", encoding=enc)
     ds.to_zarr(tmp_path / "z.zarr", zarr_format=3, encoding={"t2m": enc["t2m"]})
-    assert rectizarr.open_array(tmp_path / "c.zarr", path="t2m").compressors[0].to_dict() == \
-        zarr.open_array(tmp_path / "z.zarr" / "t2m").compressors[0].to_dict()
+    assert (
+        rectizarr.open_array(tmp_path / "c.zarr", path="t2m").compressors[0].to_dict()
+        == zarr.open_array(tmp_path / "z.zarr" / "t2m").compressors[0].to_dict()
+    )
     assert rectizarr.open_array(tmp_path / "c.zarr", path="lat").compressors[0].name == "gzip"
     assert rectizarr.open_array(tmp_path / "c.zarr", path="t2m").chunks == (3, 5, 8)
     with pytest.raises(ValueError, match="unexpected encoding parameters"):
@@ -131,7 +151,9 @@ def test_resave_keeps_chunks_from_encoding_rectilinear_included(tmp_path: Path) 
 
 
 def test_append_along_time_five_times_like_the_zarr_engine(tmp_path: Path) -> None:
-    parts = [_cf_dataset(3, start=str(pd.Timestamp("2024-01-01") + pd.Timedelta(days=3 * i))) for i in range(6)]
+    parts = [
+        _cf_dataset(3, start=str(pd.Timestamp("2024-01-01") + pd.Timedelta(days=3 * i))) for i in range(6)
+    ]
     to_rectizarr(parts[0], tmp_path / "ours.zarr")
     parts[0].to_zarr(tmp_path / "theirs.zarr", zarr_format=3)
     for part in parts[1:]:
@@ -151,8 +173,10 @@ def test_dimension_size_and_dtype_checks_say_what_xarray_says(tmp_path: Path) ->
     to_rectizarr(ds, tmp_path / "d.zarr")
     ds.to_zarr(tmp_path / "z.zarr", zarr_format=3)
     shorter = _cf_dataset(4)
-    for target, write in ((tmp_path / "d.zarr", lambda d, p, **k: to_rectizarr(d, p, **k)),
-                          (tmp_path / "z.zarr", lambda d, p, **k: d.to_zarr(p, **k))):
+    for target, write in (
+        (tmp_path / "d.zarr", lambda d, p, **k: to_rectizarr(d, p, **k)),
+        (tmp_path / "z.zarr", lambda d, p, **k: d.to_zarr(p, **k)),
+    ):
         with pytest.raises(ValueError, match="already exists with different dimension sizes"):
             write(shorter, target, mode="a")
         with pytest.raises(ValueError, match="does not match any existing dataset dimensions"):
@@ -167,8 +191,10 @@ def test_dimension_size_and_dtype_checks_say_what_xarray_says(tmp_path: Path) ->
             write(ds, target, mode="w-")
     narrow = xr.Dataset({"code": ("lat", np.array(["a", "b", "c", "d", "e"], dtype="U1"))})
     wide = xr.Dataset({"code": ("lat", np.array(["aaa", "b", "c", "d", "e"], dtype="U3"))})
-    for target, write in ((tmp_path / "u.zarr", lambda d, p, **k: to_rectizarr(d, p, **k)),
-                          (tmp_path / "uz.zarr", lambda d, p, **k: d.to_zarr(p, zarr_format=3, **k))):
+    for target, write in (
+        (tmp_path / "u.zarr", lambda d, p, **k: to_rectizarr(d, p, **k)),
+        (tmp_path / "uz.zarr", lambda d, p, **k: d.to_zarr(p, zarr_format=3, **k)),
+    ):
         write(narrow, target)
         with pytest.raises(ValueError, match="Mismatched dtypes"):
             write(wide, target, mode="a")
@@ -219,26 +245,34 @@ def test_region_checks_and_safe_chunks(tmp_path: Path) -> None:
 
 def test_datatree_of_three_groups(tmp_path: Path) -> None:
     base = _cf_dataset(4)
-    tree = xr.DataTree.from_dict({
-        "/": base[["crs"]].assign_attrs(title="root"),
-        "/surface": base[["t2m", "precip"]],
-        "/surface/stations": xr.Dataset({"name": ("site", np.array(["a", "b", "c"], dtype=object))}),
-    })
+    tree = xr.DataTree.from_dict(
+        {
+            "/": base[["crs"]].assign_attrs(title="root"),
+            "/surface": base[["t2m", "precip"]],
+            "/surface/stations": xr.Dataset({"name": ("site", np.array(["a", "b", "c"], dtype=object))}),
+        }
+    )
     tree.rectizarr.to_zarr(tmp_path / "tree.zarr", consolidated=True)
     tree.to_zarr(tmp_path / "theirs.zarr", zarr_format=3, consolidated=True)
     ours = xr.open_datatree(tmp_path / "tree.zarr", engine="rectizarr")
-    for got in (ours, xr.open_datatree(tmp_path / "tree.zarr", engine="zarr"),
-                xr.open_datatree(tmp_path / "theirs.zarr", engine="rectizarr")):
+    for got in (
+        ours,
+        xr.open_datatree(tmp_path / "tree.zarr", engine="zarr"),
+        xr.open_datatree(tmp_path / "theirs.zarr", engine="rectizarr"),
+    ):
         xr.testing.assert_identical(got.load(), tree.map_over_datasets(_decoded))
     groups = xr.open_groups(tmp_path / "theirs.zarr", engine="rectizarr")
     assert sorted(groups) == ["/", "/surface", "/surface/stations"]
-    xr.testing.assert_identical(groups["/surface/stations"], tree["/surface/stations"].to_dataset(inherit=False))
+    xr.testing.assert_identical(
+        groups["/surface/stations"], tree["/surface/stations"].to_dataset(inherit=False)
+    )
 
 
 def test_dask_irregular_chunks_become_a_rectilinear_grid(tmp_path: Path) -> None:
     ds = _cf_dataset(10)
-    chunked = ds.assign(t2m=(ds.t2m.dims, da.from_array(ds.t2m.values, chunks=((3, 7), (5,), (2, 6))),
-                             ds.t2m.attrs))
+    chunked = ds.assign(
+        t2m=(ds.t2m.dims, da.from_array(ds.t2m.values, chunks=((3, 7), (5,), (2, 6))), ds.t2m.attrs)
+    )
     chunked.t2m.encoding = ds.t2m.encoding
     to_rectizarr(chunked, tmp_path / "g.zarr")
     assert rectizarr.open_array(tmp_path / "g.zarr", path="t2m").write_chunk_sizes == ((3, 7), (5,), (2, 6))
@@ -254,8 +288,11 @@ def test_new_variable_with_a_conflicting_dimension_is_refused(tmp_path: Path) ->
     with pytest.raises(ValueError, match="conflicting sizes for dimension 'time'"):
         to_rectizarr(xr.Dataset({"b": ("time", np.arange(4.0))}), path, mode="a")
     with pytest.raises(ValueError, match="conflicting sizes for dimension 'time'"):
-        to_rectizarr(xr.Dataset({"a": ("time", np.arange(2.0)), "b": ("time", np.arange(2.0))}), path,
-                     append_dim="time")
+        to_rectizarr(
+            xr.Dataset({"a": ("time", np.arange(2.0)), "b": ("time", np.arange(2.0))}),
+            path,
+            append_dim="time",
+        )
     to_rectizarr(xr.Dataset({"b": ("time", np.arange(6.0) * 2)}), path, mode="a")
     got = _open(path, "zarr")
     assert list(got.b.values) == list(np.arange(6.0) * 2) and sorted(got.data_vars) == ["a", "b"]
@@ -265,14 +302,22 @@ def test_append_of_several_dask_blocks_like_the_zarr_engine(tmp_path: Path) -> N
     """Blocks along append_dim append when their boundaries fall on chunk boundaries of the grown array (the
     first block may complete the partial last chunk), onto an empty array too; a boundary inside a chunk is
     refused by both engines. Along a rectilinear axis, every block becomes a new chunk."""
+
     def part(start: int, blocks: tuple[int, ...]) -> xr.Dataset:
         return xr.Dataset({"v": ("t", np.arange(start, start + sum(blocks), dtype="f8"))}).chunk(t=blocks)
 
     writers = (lambda d, p, **k: to_rectizarr(d, p, **k), lambda d, p, **k: d.to_zarr(p, zarr_format=3, **k))
     for stored, blocks in ((8, (4, 4)), (10, (2, 4)), (0, (4, 4)), (10, (2, 4, 1))):
-        ours, theirs = tmp_path / f"ours-{stored}-{len(blocks)}.zarr", tmp_path / f"theirs-{stored}-{len(blocks)}.zarr"
+        ours, theirs = (
+            tmp_path / f"ours-{stored}-{len(blocks)}.zarr",
+            tmp_path / f"theirs-{stored}-{len(blocks)}.zarr",
+        )
         for path, write in zip((ours, theirs), writers, strict=True):
-            write(xr.Dataset({"v": ("t", np.arange(stored, dtype="f8"))}), path, encoding={"v": {"chunks": (4,)}})
+            write(
+                xr.Dataset({"v": ("t", np.arange(stored, dtype="f8"))}),
+                path,
+                encoding={"v": {"chunks": (4,)}},
+            )
             write(part(stored, blocks), path, append_dim="t")
         xr.testing.assert_identical(_open(ours, "zarr"), _open(theirs, "zarr"))
         assert list(_open(ours, "rectizarr").v.values) == list(range(stored + sum(blocks)))
@@ -288,8 +333,11 @@ def test_append_of_several_dask_blocks_like_the_zarr_engine(tmp_path: Path) -> N
 
 def test_mode_a_minus_with_append_dim_like_the_zarr_engine(tmp_path: Path) -> None:
     """``mode="a-"``: variables having append_dim are appended to, new ones added, the others left alone."""
+
     def part(n: int, start: int) -> xr.Dataset:
-        return xr.Dataset({"v": ("t", np.arange(start, start + n, 1.0)), "lat": ("y", [1.0 + start, 2.0 + start])})
+        return xr.Dataset(
+            {"v": ("t", np.arange(start, start + n, 1.0)), "lat": ("y", [1.0 + start, 2.0 + start])}
+        )
 
     ours, theirs = tmp_path / "ours.zarr", tmp_path / "theirs.zarr"
     to_rectizarr(part(3, 0), ours)
@@ -298,18 +346,25 @@ def test_mode_a_minus_with_append_dim_like_the_zarr_engine(tmp_path: Path) -> No
         write(part(2, 3).assign(w=("y", [7.0, 8.0])), path, mode="a-", append_dim="t")
     got = _open(ours, "zarr")
     xr.testing.assert_identical(got, _open(theirs, "zarr"))
-    assert list(got.v.values) == [0, 1, 2, 3, 4] and list(got.lat.values) == [1, 2] and list(got.w.values) == [7, 8]
+    assert (
+        list(got.v.values) == [0, 1, 2, 3, 4]
+        and list(got.lat.values) == [1, 2]
+        and list(got.w.values) == [7, 8]
+    )
 
 
 def test_stored_variable_given_in_another_dimension_order_is_transposed(tmp_path: Path) -> None:
     """As xarray does, for an append, a mode="a" overwrite and a region write alike."""
+
     def v_yt(values: np.ndarray) -> xr.Dataset:
         return xr.Dataset({"v": (("y", "t"), values)})
 
     ours, theirs = tmp_path / "ours.zarr", tmp_path / "theirs.zarr"
     base = xr.Dataset({"v": (("t", "y"), np.arange(6.0).reshape(2, 3))})
-    for path, write in ((ours, lambda d, p, **k: to_rectizarr(d, p, **k)),
-                        (theirs, lambda d, p, **k: d.to_zarr(p, zarr_format=3, **k))):
+    for path, write in (
+        (ours, lambda d, p, **k: to_rectizarr(d, p, **k)),
+        (theirs, lambda d, p, **k: d.to_zarr(p, zarr_format=3, **k)),
+    ):
         write(base, path)
         write(v_yt(np.arange(6.0, 12).reshape(3, 2)), path, append_dim="t")
         write(v_yt(np.arange(12.0).reshape(3, 4) * 10), path, mode="a")
@@ -325,8 +380,10 @@ def test_append_casts_values_before_growing_and_undoes_a_failed_write(tmp_path: 
     """Ints appended to a string variable become text (zarr-python casts them so) before any array grows;
     a write that fails after the arrays grew (here a dask task) shrinks them back: the group is left as it
     was, and opens (xarray's zarr engine leaves the grown arrays, filled with the fill value)."""
-    first = xr.Dataset({"v": ("t", [1.0, 2.0]), "s": ("t", np.array(["a", "b"], dtype=object)),
-                        "n": ("t", [0.5, 1.5])}, coords={"t": [0, 1]})
+    first = xr.Dataset(
+        {"v": ("t", [1.0, 2.0]), "s": ("t", np.array(["a", "b"], dtype=object)), "n": ("t", [0.5, 1.5])},
+        coords={"t": [0, 1]},
+    )
     nxt = xr.Dataset({"v": ("t", [3.0]), "s": ("t", np.array([7])), "n": ("t", [2.5])}, coords={"t": [2]})
     ours, theirs = tmp_path / "ours.zarr", tmp_path / "theirs.zarr"
     for path, write in ((ours, to_rectizarr), (theirs, xr.Dataset.to_zarr)):
@@ -357,14 +414,18 @@ def test_mode_a_minus_without_append_dim_is_mode_a_like_the_zarr_engine(tmp_path
     assert list(_open(ours, "zarr").v.values) == [3.0, 4.0]
 
 
-@pytest.mark.parametrize("enc", [{"_FillValue": None}, {"dtype": "f4", "_FillValue": None}, {"_FillValue": -9.0}])
+@pytest.mark.parametrize(
+    "enc", [{"_FillValue": None}, {"dtype": "f4", "_FillValue": None}, {"_FillValue": -9.0}]
+)
 def test_fill_value_encodings_as_xarray_takes_them(tmp_path: Path, enc: dict[str, Any]) -> None:
     """``encoding={"v": {"_FillValue": None}}``, xarray's way to store floats with no fill value, was refused
     ("unexpected encoding parameters"); the store matches xarray's own, read without masking."""
     ds = xr.Dataset({"v": (("t",), np.array([np.nan, 1.0, 2.0]))})
     ds.rectizarr.to_zarr(tmp_path / "rz.zarr", encoding={"v": dict(enc)})
     ds.to_zarr(tmp_path / "xr.zarr", encoding={"v": dict(enc)})
-    got, want = (xr.open_dataset(tmp_path / p, engine="zarr", mask_and_scale=False) for p in ("rz.zarr", "xr.zarr"))
+    got, want = (
+        xr.open_dataset(tmp_path / p, engine="zarr", mask_and_scale=False) for p in ("rz.zarr", "xr.zarr")
+    )
     np.testing.assert_array_equal(got.v.values, want.v.values)
     assert got.v.attrs == want.v.attrs
 

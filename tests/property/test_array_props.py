@@ -28,8 +28,10 @@ def assert_same(got: Any, want: np.ndarray) -> None:
     got = np.asarray(got)
     assert got.shape == want.shape, (got.shape, want.shape)
     assert got.dtype == want.dtype
-    assert np.array_equal(np.ascontiguousarray(got).reshape(-1).view(np.uint8),
-                          np.ascontiguousarray(want).reshape(-1).view(np.uint8))
+    assert np.array_equal(
+        np.ascontiguousarray(got).reshape(-1).view(np.uint8),
+        np.ascontiguousarray(want).reshape(-1).view(np.uint8),
+    )
 
 
 class ArrayModel(RuleBasedStateMachine):
@@ -133,7 +135,9 @@ class ArrayModel(RuleBasedStateMachine):
 
 
 ArrayModel.TestCase.settings = examples(2, stateful_step_count=12, suppress_health_check=list(HealthCheck))
-TestArrayModel = pytest.mark.hypothesis(ArrayModel.TestCase)  # selected with the @given tests by -m hypothesis
+TestArrayModel = pytest.mark.hypothesis(
+    ArrayModel.TestCase
+)  # selected with the @given tests by -m hypothesis
 
 
 @given(setup=array_kwargs(), data=st.data())

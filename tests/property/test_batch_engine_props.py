@@ -39,10 +39,15 @@ def arrays(draw: st.DrawFn) -> dict[str, Any]:
     side = {1: 40, 2: 12, 3: 6, 4: 4, 5: 3}[ndim]
     shape = tuple(draw(st.integers(1, side)) for _ in range(ndim))
     dtype = draw(core_dtypes)
-    kwargs: dict[str, Any] = {"shape": shape, "dtype": dtype, "fill_value": None,
-                              "compressors": [ZSTD] if draw(st.booleans()) else [],
-                              "filters": [{"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}}]
-                              if draw(st.booleans()) else []}
+    kwargs: dict[str, Any] = {
+        "shape": shape,
+        "dtype": dtype,
+        "fill_value": None,
+        "compressors": [ZSTD] if draw(st.booleans()) else [],
+        "filters": [{"name": "transpose", "configuration": {"order": list(range(ndim))[::-1]}}]
+        if draw(st.booleans())
+        else [],
+    }
     if draw(st.booleans()):  # sharded: regular inner chunks, shards of 1-3 of them
         inner = tuple(draw(st.integers(1, max(1, n))) for n in shape)
         kwargs["chunks"] = inner
@@ -69,7 +74,9 @@ def _store(kind: str, tmp: str) -> Any:
 @pytest.mark.parametrize("store", ["local", "memory"])
 @examples(2, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(setup=arrays(), data=st.data())
-def test_reads_equal_numpy_at_every_batch_size(store: str, setup: dict[str, Any], data: st.DataObject) -> None:
+def test_reads_equal_numpy_at_every_batch_size(
+    store: str, setup: dict[str, Any], data: st.DataObject
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a = rectizarr.create_array(_store(store, tmp), **setup)
         model = np.full(a.shape, a.fill_value, dtype=a.dtype)

@@ -46,8 +46,9 @@ def bits(a: Any) -> bytes:
 
 @examples(2)
 @given(codec_cases(), st.lists(st.integers(0, 2), min_size=1, max_size=6), st.data())
-def test_decode_many_equals_decode_per_value(case: tuple[list[dict[str, Any]], np.ndarray, ChunkSpec],
-                                             kinds: list[int], data: st.DataObject) -> None:
+def test_decode_many_equals_decode_per_value(
+    case: tuple[list[dict[str, Any]], np.ndarray, ChunkSpec], kinds: list[int], data: st.DataObject
+) -> None:
     """Each value decoded in one batch equals its own decode; a corrupt value (kind 2: truncated) is not
     decoded by the batch and the per-value decode reports it."""
     codecs, chunk, spec = case
@@ -110,13 +111,16 @@ def test_zstd_encode_equals_numcodecs(data: bytes, level: int, checksum: bool) -
 
     from rectizarr.codecs.bytes_to_bytes import ZstdCodec
 
-    assert ZstdCodec(level, checksum).encode(data) == numcodecs.Zstd(level=level, checksum=checksum).encode(data)
+    assert ZstdCodec(level, checksum).encode(data) == numcodecs.Zstd(level=level, checksum=checksum).encode(
+        data
+    )
 
 
 @examples(1)
 @given(codec_cases(), st.integers(0, 4), st.integers(1, 2))
-def test_encode_many_equals_encode_per_chunk(case: tuple[list[dict[str, Any]], np.ndarray, ChunkSpec],
-                                             n: int, threads: int) -> None:
+def test_encode_many_equals_encode_per_chunk(
+    case: tuple[list[dict[str, Any]], np.ndarray, ChunkSpec], n: int, threads: int
+) -> None:
     """A batch encode writes each chunk's bytes exactly as its own encode does (zstd, blosc, any chain)."""
     codecs, chunk, spec = case
     if spec.dtype.hasobject:
@@ -124,7 +128,9 @@ def test_encode_many_equals_encode_per_chunk(case: tuple[list[dict[str, Any]], n
     p = build(codecs, spec)
     chunks = np.stack([chunk] * n) if n else np.empty((0, *spec.shape), spec.dtype)
     frames = p.encode_many(chunks, spec, threads)
-    assert [bytes(frames[i]) for i in range(len(frames))] == [p.encode(chunks[i, ...], spec) for i in range(n)]
+    assert [bytes(frames[i]) for i in range(len(frames))] == [
+        p.encode(chunks[i, ...], spec) for i in range(n)
+    ]
 
 
 def _contents(store: Any) -> dict[str, bytes]:
@@ -166,10 +172,16 @@ def whole_shard_reads(draw: st.DrawFn) -> tuple[dict[str, Any], tuple[slice, ...
     shape = tuple(s * n + draw(st.sampled_from([0, 0, 1])) for s, n in zip(shard, counts, strict=True))
     dtype = draw(core_dtypes)
     fill = draw(st.none() | st.sampled_from([0, 1]) | bit_patterns(np.dtype(dtype)).map(lambda a: a[()]))
-    kwargs = {"shape": shape, "dtype": dtype, "chunks": tuple(inner), "shards": tuple(shard),
-              "compressors": draw(st.lists(bytes_codecs(), max_size=2)),
-              "fill_value": fill if dtype != "bool" or fill is None else bool(fill),
-              "index_location": draw(st.sampled_from(["start", "end"])), "write_empty_chunks": draw(st.booleans())}
+    kwargs = {
+        "shape": shape,
+        "dtype": dtype,
+        "chunks": tuple(inner),
+        "shards": tuple(shard),
+        "compressors": draw(st.lists(bytes_codecs(), max_size=2)),
+        "fill_value": fill if dtype != "bool" or fill is None else bool(fill),
+        "index_location": draw(st.sampled_from(["start", "end"])),
+        "write_empty_chunks": draw(st.booleans()),
+    }
     sel = []
     for s, n in zip(shard, counts, strict=True):
         a = draw(st.integers(0, n - 1))
@@ -180,8 +192,9 @@ def whole_shard_reads(draw: st.DrawFn) -> tuple[dict[str, Any], tuple[slice, ...
 
 @examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=whole_shard_reads(), data=st.data())
-def test_whole_shard_reads_equal_per_chunk_reads(case: tuple[dict[str, Any], tuple[slice, ...]],
-                                                 data: st.DataObject) -> None:
+def test_whole_shard_reads_equal_per_chunk_reads(
+    case: tuple[dict[str, Any], tuple[slice, ...]], data: st.DataObject
+) -> None:
     setup, sel = case
     a = rectizarr.create_array(rectizarr.MemoryStore(), **setup)
     _populate(a, data, setup["dtype"])
@@ -201,8 +214,9 @@ class _RoundTrips(rectizarr.MemoryStore):
 
 @examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=whole_shard_reads(), data=st.data())
-def test_whole_shard_reads_with_round_trips_equal_per_chunk_reads(case: tuple[dict[str, Any], tuple[slice, ...]],
-                                                                  data: st.DataObject) -> None:
+def test_whole_shard_reads_with_round_trips_equal_per_chunk_reads(
+    case: tuple[dict[str, Any], tuple[slice, ...]], data: st.DataObject
+) -> None:
     setup, sel = case
     remote = _RoundTrips()
     a = rectizarr.create_array(remote, **setup)
@@ -215,8 +229,9 @@ def test_whole_shard_reads_with_round_trips_equal_per_chunk_reads(case: tuple[di
 
 @examples(1, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=whole_shard_reads(), data=st.data())
-def test_whole_shard_writes_store_the_per_chunk_bytes(case: tuple[dict[str, Any], tuple[slice, ...]],
-                                                      data: st.DataObject) -> None:
+def test_whole_shard_writes_store_the_per_chunk_bytes(
+    case: tuple[dict[str, Any], tuple[slice, ...]], data: st.DataObject
+) -> None:
     setup, sel = case
     stores = [rectizarr.MemoryStore(), rectizarr.MemoryStore()]
     arrays = [rectizarr.create_array(s, **setup) for s in stores]

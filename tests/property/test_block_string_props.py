@@ -47,9 +47,13 @@ def test_blocks_match_numpy_sharded_or_not(setup: dict[str, Any], data: st.DataO
 
 
 def test_empty_block_selection_on_sharded_arrays() -> None:  # the examples of the issue
-    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(4, 0), dtype="i4", chunks=(2, 1), shards=(4, 2))
+    a = rectizarr.create_array(
+        rectizarr.MemoryStore(), shape=(4, 0), dtype="i4", chunks=(2, 1), shards=(4, 2)
+    )
     assert a.blocks[0].shape == np.zeros((4, 0))[0:4].shape == (4, 0)
-    b = rectizarr.create_array(rectizarr.MemoryStore(), shape=(4, 6), dtype="i4", chunks=(2, 1), shards=(4, 2))
+    b = rectizarr.create_array(
+        rectizarr.MemoryStore(), shape=(4, 6), dtype="i4", chunks=(2, 1), shards=(4, 2)
+    )
     assert b.blocks[0, 1:1].shape == (4, 0)
     b.blocks[0, 1:1] = np.zeros((4, 0), dtype="i4")
     assert not b[...].any()
@@ -71,7 +75,13 @@ def _zero_d(value: str, how: str) -> Any:
 def test_string_arrays_take_and_give_zero_d_values_like_numpy(
     shape: tuple[int, ...], data: st.DataObject, how: str
 ) -> None:
-    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=shape, dtype="str", chunks=tuple(max(1, s // 2) for s in shape), fill_value="")
+    a = rectizarr.create_array(
+        rectizarr.MemoryStore(),
+        shape=shape,
+        dtype="str",
+        chunks=tuple(max(1, s // 2) for s in shape),
+        fill_value="",
+    )
     model = np.full(shape, "", dtype=STRING)
     for _ in range(3):
         sel = data.draw(basic_selections(shape))

@@ -52,8 +52,10 @@ def test_vectorised_matches_reference(d: FixedDim | VaryingDim, data: st.DataObj
     chunks = d.chunks_of(idx)
     assert np.array_equal(chunks, np.searchsorted(cumsum, idx, side="right") - 1)
     assert chunks.tolist() == [d.chunk_of(int(i)) for i in idx]
-    picks = np.array(data.draw(st.lists(st.integers(0, max(d.nchunks - 1, 0)),
-                                        max_size=10 if d.nchunks else 0)), dtype=np.int64)
+    picks = np.array(
+        data.draw(st.lists(st.integers(0, max(d.nchunks - 1, 0)), max_size=10 if d.nchunks else 0)),
+        dtype=np.int64,
+    )
     assert np.array_equal(d.offsets_of(picks), cumsum[picks])
     assert d.offsets_of(picks).tolist() == [d.offset(int(c)) for c in picks]
     assert d.edges_of(picks).tolist() == [d.edge(int(c)) for c in picks]
@@ -129,9 +131,9 @@ def test_resize_keeps_edges(d: VaryingDim, extent: int, policy: str) -> None:
     if extent <= total:
         assert r.edges.tolist() == d.edges.tolist()
     elif policy == "new_chunk":
-        assert r.edges[d.edges.size:].tolist() == [extent - total]
+        assert r.edges[d.edges.size :].tolist() == [extent - total]
     else:  # the new edges cover the growth, and the last one is needed
-        new = r.edges[d.edges.size:]
+        new = r.edges[d.edges.size :]
         assert int(new.sum()) >= extent - total > int(new[:-1].sum())
     assert parse_chunk_grid(ChunkGrid((r,), "rectilinear").to_json(), (extent,)).dims[0] == r
 
@@ -170,7 +172,9 @@ def test_runs_answer_like_their_expanded_edges(spec: list[Any], data: st.DataObj
     assert d.edges_of(c).tolist() == edges[:n].tolist()
     lens = np.minimum(edges[:n], extent - ref[:n])
     assert d.data_lens_of(c).tolist() == lens.tolist() == list(d.data_lens())
-    assert [(d.offset(i), d.edge(i), d.data_len(i)) for i in range(n)] == list(zip(ref[:n], edges[:n], lens, strict=True))
+    assert [(d.offset(i), d.edge(i), d.data_len(i)) for i in range(n)] == list(
+        zip(ref[:n], edges[:n], lens, strict=True)
+    )
     idx = np.arange(extent)
     assert d.chunks_of(idx).tolist() == (np.searchsorted(ref, idx, side="right") - 1).tolist()
     assert d.data_len_runs() == runs_of(lens)
@@ -180,8 +184,14 @@ def test_runs_answer_like_their_expanded_edges(spec: list[Any], data: st.DataObj
 
 
 _json_scalars = st.one_of(st.integers(-3, 12), st.text(max_size=3), st.booleans(), st.none())
-_valid_dim_specs = st.one_of(st.integers(1, 9), st.lists(
-    st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 4)).map(list)), min_size=1, max_size=6))
+_valid_dim_specs = st.one_of(
+    st.integers(1, 9),
+    st.lists(
+        st.one_of(st.integers(1, 9), st.tuples(st.integers(1, 9), st.integers(1, 4)).map(list)),
+        min_size=1,
+        max_size=6,
+    ),
+)
 _dim_specs = st.one_of(
     _valid_dim_specs,
     _valid_dim_specs,
@@ -200,10 +210,14 @@ def test_raw_grid_json_parses_as_its_decoded_value(data: st.DataObject) -> None:
     specs: list[Any] = [data.draw(_dim_specs) for _ in range(ndim)]
     if long:
         specs[0] = [1, 2] * 1200 + (specs[0] if isinstance(specs[0], list) else [])
-    config: dict[str, Any] = {"kind": data.draw(st.sampled_from(["inline", "inline", "other", 3])),
-                              "chunk_shapes": specs}
-    grid: dict[str, Any] = {"name": data.draw(st.sampled_from(["rectilinear", "rectilinear", "regular", 7])),
-                            "configuration": config}
+    config: dict[str, Any] = {
+        "kind": data.draw(st.sampled_from(["inline", "inline", "other", 3])),
+        "chunk_shapes": specs,
+    }
+    grid: dict[str, Any] = {
+        "name": data.draw(st.sampled_from(["rectilinear", "rectilinear", "regular", 7])),
+        "configuration": config,
+    }
     for target in data.draw(st.lists(st.sampled_from(["grid", "config"]), max_size=2)):
         key = data.draw(st.sampled_from(["must_understand", "extra", "kind", "chunk_shapes"]))
         (grid if target == "grid" else config)[key] = data.draw(_json_scalars)

@@ -124,10 +124,17 @@ def test_slices_over_few_chunks_plan_as_over_many(data: st.DataObject) -> None:
     from rectizarr.indexing import axis
     from tests.strategies import varying_dims
 
-    dim = data.draw(st.one_of(st.builds(Fixed, st.integers(1, 12), st.integers(1, 150)),
-                              varying_dims().filter(lambda d: d.extent > 0)))
-    start, stop, step = slice(data.draw(st.integers(-160, 160)), data.draw(st.integers(-160, 160)),
-                              data.draw(st.integers(-30, 30).filter(bool))).indices(dim.extent)
+    dim = data.draw(
+        st.one_of(
+            st.builds(Fixed, st.integers(1, 12), st.integers(1, 150)),
+            varying_dims().filter(lambda d: d.extent > 0),
+        )
+    )
+    start, stop, step = slice(
+        data.draw(st.integers(-160, 160)),
+        data.draw(st.integers(-160, 160)),
+        data.draw(st.integers(-30, 30).filter(bool)),
+    ).indices(dim.extent)
     few = axis.axis_from_slice(dim, start, stop, step)
     many = axis._FEW_CHUNKS
     try:

@@ -29,7 +29,9 @@ def v2_arrays(draw: st.DrawFn) -> dict[str, Any]:
     shape = tuple(draw(st.integers(0, 9)) for _ in range(ndim))
     dtype = draw(st.sampled_from(DTYPES))
     kwargs: dict[str, Any] = {
-        "shape": shape, "dtype": dtype, "zarr_format": 2,
+        "shape": shape,
+        "dtype": dtype,
+        "zarr_format": 2,
         "chunks": tuple(draw(st.integers(1, 4)) for _ in range(ndim)),
         "order": draw(st.sampled_from(["C", "F"])),
         "chunk_key_encoding": {"name": "v2", "separator": draw(st.sampled_from([".", "/"]))},
@@ -91,11 +93,18 @@ def test_v2_arrays_zarr_python_writes_match_numpy(setup: dict[str, Any], data: s
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sep = setup["chunk_key_encoding"]["separator"]
-        z = zarr.create_array(tmp, shape=setup["shape"], dtype=setup["dtype"], chunks=setup["chunks"],
-                              zarr_format=2, order=setup["order"], filters=setup.get("filters"),
-                              compressors=setup["compressors"],
-                              chunk_key_encoding={"name": "v2", "separator": sep},
-                              fill_value=setup.get("fill_value"))
+        z = zarr.create_array(
+            tmp,
+            shape=setup["shape"],
+            dtype=setup["dtype"],
+            chunks=setup["chunks"],
+            zarr_format=2,
+            order=setup["order"],
+            filters=setup.get("filters"),
+            compressors=setup["compressors"],
+            chunk_key_encoding={"name": "v2", "separator": sep},
+            fill_value=setup.get("fill_value"),
+        )
         if value.size:
             z[...] = value
         want = np.asarray(z[...])

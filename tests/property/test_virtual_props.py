@@ -30,8 +30,10 @@ def _sources(root: Path, case: dict[str, Any]) -> tuple[list[str], list[np.ndarr
     for i, (n, partial) in enumerate(zip(case["lengths"], case["partial"], strict=True)):
         shape = tuple(n if ax == axis else e for ax, e in enumerate(case["other"]))
         x = np.full(shape, kwargs["fill_value"], dtype=case["dtype"])
-        cut = tuple(slice(0, (n + 1) // 2 if partial else n) if ax == axis else slice(None)
-                    for ax in range(len(shape)))
+        cut = tuple(
+            slice(0, (n + 1) // 2 if partial else n) if ax == axis else slice(None)
+            for ax in range(len(shape))
+        )
         x[cut] = rng.integers(0, 100, x[cut].shape)
         path = str(root / f"s{i}")
         a = rectizarr.create_array(path, shape=shape, dtype=case["dtype"], **kwargs)
@@ -54,8 +56,15 @@ def test_virtual_concat_equals_numpy_concatenate(case: dict[str, Any]) -> None:
         assert got.shape == expected.shape and got.dtype == expected.dtype
         assert _bits(got[...]) == _bits(expected)
         # only the sources' last chunks along the axis (not the very last one) are ever rewritten
-        others = int(np.prod([-(-e // c) for ax, (e, c) in enumerate(zip(case["other"], case["kwargs"]["chunks"],
-                                                                            strict=True)) if ax != case["axis"]]))
+        others = int(
+            np.prod(
+                [
+                    -(-e // c)
+                    for ax, (e, c) in enumerate(zip(case["other"], case["kwargs"]["chunks"], strict=True))
+                    if ax != case["axis"]
+                ]
+            )
+        )
         assert result.rewritten + result.prefixes <= others * (len(paths) - 1)
         zarr = zarr_python()
         with zarr.config.set({"array.rectilinear_chunks": True}):

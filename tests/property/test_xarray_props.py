@@ -43,8 +43,9 @@ def _ds(values: np.ndarray, start: int, chunks: tuple[tuple[int, ...], ...] | No
 
 @examples(0.3, deadline=None)
 @given(cases())
-def test_dask_chunks_and_appends_read_back_as_numpy(case: tuple[np.ndarray, tuple[tuple[int, ...], ...],
-                                                                list[int]]) -> None:
+def test_dask_chunks_and_appends_read_back_as_numpy(
+    case: tuple[np.ndarray, tuple[tuple[int, ...], ...], list[int]],
+) -> None:
     data, chunks, appends = case
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -21,16 +21,24 @@ _BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 _GZIP = {"name": "gzip", "configuration": {"level": 1}}
 _ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 _ZSTD_CK = {"name": "zstd", "configuration": {"level": 1, "checksum": True}}
-_BLOSC = {"name": "blosc", "configuration": {"cname": "zstd", "clevel": 1, "shuffle": "shuffle", "typesize": 4,
-                                             "blocksize": 0}}
+_BLOSC = {
+    "name": "blosc",
+    "configuration": {"cname": "zstd", "clevel": 1, "shuffle": "shuffle", "typesize": 4, "blocksize": 0},
+}
 _CRC = {"name": "crc32c"}
 _T = {"name": "transpose", "configuration": {"order": [1, 0]}}
 
 
 def _shard(codecs: list[Any], index_crc: bool, location: str = "end") -> dict[str, Any]:
-    return {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [5, 3], "codecs": codecs, "index_location": location,
-        "index_codecs": [_BYTES, _CRC] if index_crc else [_BYTES]}}
+    return {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [5, 3],
+            "codecs": codecs,
+            "index_location": location,
+            "index_codecs": [_BYTES, _CRC] if index_crc else [_BYTES],
+        },
+    }
 
 
 # name -> (codecs, outer chunk shape)
@@ -52,19 +60,33 @@ CHAINS: dict[str, tuple[list[Any], tuple[int, int]]] = {
     "sharding(gzip inside, index crc32c)": ([_shard([_BYTES, _GZIP], True)], (10, 6)),
     "sharding(zstd inside)": ([_shard([_BYTES, _ZSTD], False)], (10, 6)),
     "sharding(blosc+crc32c inside, index crc32c)": ([_shard([_BYTES, _BLOSC, _CRC], True)], (10, 6)),
-    "transpose+sharding(crc32c inner+index)": ([_T, {**_shard([_BYTES, _CRC], True),
-                                                     "configuration": {**_shard([_BYTES, _CRC], True)["configuration"],
-                                                                       "chunk_shape": [3, 5]}}], (10, 6)),
+    "transpose+sharding(crc32c inner+index)": (
+        [
+            _T,
+            {
+                **_shard([_BYTES, _CRC], True),
+                "configuration": {**_shard([_BYTES, _CRC], True)["configuration"], "chunk_shape": [3, 5]},
+            },
+        ],
+        (10, 6),
+    ),
     "sharding+gzip": ([_shard([_BYTES], True), _GZIP], (10, 6)),
 }
 
 # Chains where every stored byte is covered by a checksum (crc32c, the gzip trailer's CRC-32 and
 # length, a zstd frame checksum): corruption is never returned as data.
 CHECKED = {
-    "bytes+gzip", "bytes+zstd(checksum)", "bytes+crc32c", "bytes+zstd+crc32c", "transpose+bytes+gzip",
-    "sharding(crc32c inner+index)", "sharding(start, crc32c inner+index)",
-    "sharding(gzip inside, index crc32c)", "sharding(blosc+crc32c inside, index crc32c)",
-    "transpose+sharding(crc32c inner+index)", "sharding+gzip",
+    "bytes+gzip",
+    "bytes+zstd(checksum)",
+    "bytes+crc32c",
+    "bytes+zstd+crc32c",
+    "transpose+bytes+gzip",
+    "sharding(crc32c inner+index)",
+    "sharding(start, crc32c inner+index)",
+    "sharding(gzip inside, index crc32c)",
+    "sharding(blosc+crc32c inside, index crc32c)",
+    "transpose+sharding(crc32c inner+index)",
+    "sharding+gzip",
 }
 
 SHAPE = (20, 12)
@@ -75,8 +97,9 @@ def build(chain: str) -> dict[str, bytes]:
     """The store contents of an array ``a`` written with ``chain`` (the root group included)."""
     codecs, chunks = CHAINS[chain]
     store = MemoryStore()
-    a = rectizarr.create_array(store, name="a", shape=SHAPE, dtype="int32", chunks=chunks, codecs=codecs,
-                               fill_value=-1)
+    a = rectizarr.create_array(
+        store, name="a", shape=SHAPE, dtype="int32", chunks=chunks, codecs=codecs, fill_value=-1
+    )
     a[...] = EXPECTED
     return {k: bytes(store.get(k) or b"") for k in store.list_prefix("")}
 
@@ -114,7 +137,8 @@ def run_case(chain: str, contents: dict[str, bytes], rng: random.Random) -> str:
             got = a[sel]
         except CodecError as e:
             assert e.key == key and repr(key) in str(e), (
-                f"{chain}: {type(e).__name__} does not name {key!r}: {e}")
+                f"{chain}: {type(e).__name__} does not name {key!r}: {e}"
+            )
             outcomes.append("error")
             continue
         except RectizarrError as e:

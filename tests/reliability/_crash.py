@@ -38,10 +38,17 @@ def setup(root: str) -> None:
     if store.exists("zarr.json"):
         return
     rectizarr.create_group(store)
-    rectizarr.create_array(store, name="c", shape=(N,), dtype="int64", chunks=(CHUNK,),
-                           compressors={"name": "gzip", "configuration": {"level": 1}})
-    rectizarr.create_array(store, name="s", shape=(N,), dtype="int64", shards=(20,), chunks=(INNER,),
-                           compressors=None)
+    rectizarr.create_array(
+        store,
+        name="c",
+        shape=(N,),
+        dtype="int64",
+        chunks=(CHUNK,),
+        compressors={"name": "gzip", "configuration": {"level": 1}},
+    )
+    rectizarr.create_array(
+        store, name="s", shape=(N,), dtype="int64", shards=(20,), chunks=(INNER,), compressors=None
+    )
     rectizarr.create_array(store, name="m", shape=(10,), dtype="int8", chunks=(4,), attributes={"v": 0})
 
 
@@ -99,9 +106,13 @@ def kill_loop(root: str, kills: int, seed: int, max_delay: float = 0.4) -> int:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = 0
     for i in range(kills):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.reliability._crash", root, str(seed * 100_003 + i)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                cwd=Path(__file__).resolve().parents[2])
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.reliability._crash", root, str(seed * 100_003 + i)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
+        )
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.strip() == b"ready", (line, proc.stderr.read() if proc.stderr else b"")

@@ -33,19 +33,43 @@ def _array_seeds() -> list[dict[str, Any]]:
     return [
         dict(shape=(10, 12), dtype="int32", chunks=(4, 5), compressors=None),
         dict(shape=(10,), dtype="float64", chunks=[[3, 7]], fill_value=float("nan")),
-        dict(shape=(8, 9), dtype="uint16", chunks=[[2, 6], 3], compressors={"name": "gzip", "configuration": {"level": 1}}),
+        dict(
+            shape=(8, 9),
+            dtype="uint16",
+            chunks=[[2, 6], 3],
+            compressors={"name": "gzip", "configuration": {"level": 1}},
+        ),
         dict(shape=(16, 12), dtype="float32", shards=(8, 6), chunks=(4, 3)),
         dict(shape=(16, 12), dtype="int8", shards=[[4, 8, 4], 6], chunks=(2, 3), index_location="start"),
         dict(shape=(), dtype="complex64", chunks=(), compressors=None),
         dict(shape=(7,), dtype="bool", chunks=(3,)),
         dict(shape=(5,), dtype="str", chunks=(2,)),
-        dict(shape=(4, 4), dtype="uint64", chunks=(2, 2),
-             codecs=[{"name": "transpose", "configuration": {"order": [1, 0]}},
-                     {"name": "bytes", "configuration": {"endian": "big"}},
-                     {"name": "crc32c"}]),
+        dict(
+            shape=(4, 4),
+            dtype="uint64",
+            chunks=(2, 2),
+            codecs=[
+                {"name": "transpose", "configuration": {"order": [1, 0]}},
+                {"name": "bytes", "configuration": {"endian": "big"}},
+                {"name": "crc32c"},
+            ],
+        ),
         dict(shape=(6,), dtype="M8[s]", chunks=(4,)),
-        dict(shape=(6, 4), dtype="float16", chunks=(3, 2), compressors={"name": "blosc", "configuration": {
-            "cname": "lz4", "clevel": 1, "shuffle": "shuffle", "typesize": 2, "blocksize": 0}}),
+        dict(
+            shape=(6, 4),
+            dtype="float16",
+            chunks=(3, 2),
+            compressors={
+                "name": "blosc",
+                "configuration": {
+                    "cname": "lz4",
+                    "clevel": 1,
+                    "shuffle": "shuffle",
+                    "typesize": 2,
+                    "blocksize": 0,
+                },
+            },
+        ),
         dict(shape=(0, 3), dtype="int16", chunks=(1, 3)),
     ]
 
@@ -80,9 +104,44 @@ def _dump(store: MemoryStore) -> dict[str, bytes]:
 # ------------------------------------------------------------------------------------------ mutation
 
 _HOSTILE_VALUES: list[Any] = [
-    None, True, False, 0, -1, 1, 3, 2**31, 2**40, 2**62, 2**63, 2**64, -(2**63), 10**30, 1.5, -0.0, 1e308,
-    "", "x", "NaN", "0x7fc00000", "\u00e9", "a/b", "..", [], [1], [0], [-1], [2**40, 2**40, 2**40],
-    [[1, 10**12]], [[4, 0]], [[0, 2]], {}, {"name": "x"}, {"must_understand": False}, [None], [[]], ["a"],
+    None,
+    True,
+    False,
+    0,
+    -1,
+    1,
+    3,
+    2**31,
+    2**40,
+    2**62,
+    2**63,
+    2**64,
+    -(2**63),
+    10**30,
+    1.5,
+    -0.0,
+    1e308,
+    "",
+    "x",
+    "NaN",
+    "0x7fc00000",
+    "\u00e9",
+    "a/b",
+    "..",
+    [],
+    [1],
+    [0],
+    [-1],
+    [2**40, 2**40, 2**40],
+    [[1, 10**12]],
+    [[4, 0]],
+    [[0, 2]],
+    {},
+    {"name": "x"},
+    {"must_understand": False},
+    [None],
+    [[]],
+    ["a"],
 ]
 
 
@@ -128,7 +187,8 @@ def _structural(doc: Any, rng: random.Random) -> Any:
         return doc
     if op == 2 and isinstance(target, dict):  # add an extra key
         target[rng.choice(["extra", "must_understand", "configuration", "name", "zarr_format", "\x00"])] = (
-            rng.choice(_HOSTILE_VALUES))
+            rng.choice(_HOSTILE_VALUES)
+        )
         return doc
     if op == 3 and isinstance(target, list):  # wrong length
         if target and rng.random() < 0.5:
@@ -172,7 +232,9 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
             data = data[: rng.randrange(len(data) + 1)]
         elif kind == 7:  # invalid UTF-8 / random bytes spliced in
             pos = rng.randrange(len(data) + 1)
-            junk = rng.choice([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", bytes(rng.randrange(256) for _ in range(4))])
+            junk = rng.choice(
+                [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x00", bytes(rng.randrange(256) for _ in range(4))]
+            )
             data = data[:pos] + junk + data[pos:]
         elif kind == 8 and doc is not None:  # NaN / Infinity tokens
             path = rng.choice(list(_paths(doc)))

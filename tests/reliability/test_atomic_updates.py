@@ -73,10 +73,14 @@ def test_a_prepared_update_without_its_commit_is_not_seen(tmp_path: Path) -> Non
         before = {k: v for k, v in _doc(root / name / "zarr.json").items()}
         _prepare(root, name, [6], "t1", before)
     assert _shapes(root) == ({"x": (4,), "y": (4,)}, {"x": (4,), "y": (4,)})
-    assert {n: a.shape for n, a in rectizarr.open_group(root, mode="r", use_consolidated=False).arrays()} == \
-        {"x": (4,), "y": (4,)}
+    assert {n: a.shape for n, a in rectizarr.open_group(root, mode="r", use_consolidated=False).arrays()} == {
+        "x": (4,),
+        "y": (4,),
+    }
     zarr = pytest.importorskip("zarr")
-    assert zarr.open_array(str(root / "x"), mode="r").shape == (6,)  # (the new content: it ignores the marker)
+    assert zarr.open_array(str(root / "x"), mode="r").shape == (
+        6,
+    )  # (the new content: it ignores the marker)
     # the next writer writes over it from the content before
     rectizarr.open_array(root, path="x").append([9])
     assert rectizarr.open_array(root, path="x", mode="r")[...].tolist() == [1, 2, 3, 4, 9]
@@ -98,8 +102,10 @@ def test_a_committed_update_is_seen_whole_and_finished_by_the_next_writer(tmp_pa
     assert _shapes(root) == ({"x": (6,), "y": (6,)}, {"x": (6,), "y": (6,)})
     assert rectizarr.open_array(root, path="y", mode="r")[...].tolist() == [5, 6, 7, 8, -1, -1]
     rectizarr.open_group(root).attrs["k"] = 1
-    assert all(commit.MARK not in _doc(p) for p in (root / "zarr.json", root / "x" / "zarr.json",
-                                                     root / "y" / "zarr.json"))
+    assert all(
+        commit.MARK not in _doc(p)
+        for p in (root / "zarr.json", root / "x" / "zarr.json", root / "y" / "zarr.json")
+    )
     assert _shapes(root) == ({"x": (6,), "y": (6,)}, {"x": (6,), "y": (6,)})
 
 
@@ -244,8 +250,9 @@ _XR_WORKER = textwrap.dedent("""
 
 @pytest.mark.parametrize("zarr_format", [3, 2])
 @pytest.mark.parametrize("consolidated", [True, False])
-def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, consolidated: bool,
-                                                                zarr_format: int) -> None:
+def test_kills_during_xarray_appends_leave_a_dataset_that_opens(
+    tmp_path: Path, consolidated: bool, zarr_format: int
+) -> None:
     """A process appending 3 time steps at a time to a 4-variable dataset, SIGKILLed at random moments: the
     dataset always opens, every variable at the same length (a multiple of 3), with the right values
     (before: 11 of 20 kills left it unopenable)."""
@@ -254,9 +261,13 @@ def test_kills_during_xarray_appends_leave_a_dataset_that_opens(tmp_path: Path, 
 
     path = tmp_path / "d.zarr"
     t = np.arange(3)
-    xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
-                for i, v in enumerate("abcd")}, coords={"time": t}).rectizarr.to_zarr(path, consolidated=consolidated,
-                                                                      zarr_format=zarr_format)
+    xr.Dataset(
+        {
+            v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
+            for i, v in enumerate("abcd")
+        },
+        coords={"time": t},
+    ).rectizarr.to_zarr(path, consolidated=consolidated, zarr_format=zarr_format)
     script = tmp_path / "worker.py"
     script.write_text(_XR_WORKER)
     rng = random.Random(36)
@@ -284,8 +295,14 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_pat
     root = tmp_path / "g.zarr"
     g = rectizarr.create_group(root)
     g.create_array("a", shape=(8,), dtype="i4", chunks=(4,), fill_value=0)[...] = 1
-    dead = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
-                              capture_output=True, text=True).stdout)
+    dead = int(
+        subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
     planted = {
         "zarr.json": f".zarr.json.p{dead}-{host}.0123456789abcdef.tmp",
@@ -293,13 +310,19 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_pat
         "a/c/0": f".0.p{dead}-{host}.0123456789abcde1.tmp",
         "a/c/1": f".1.p{dead}-{host}.0123456789abcde2.tmp",
     }
-    kept = [root / f".zarr.json.p{os.getpid()}-{host}.0123456789abcde3.tmp",  # running
-            root / f".zarr.json.p{dead}-{'f' if host[0] != 'f' else 'e'}{host[1:]}.0123456789abcde4.tmp"]
+    kept = [
+        root / f".zarr.json.p{os.getpid()}-{host}.0123456789abcde3.tmp",  # running
+        root / f".zarr.json.p{dead}-{'f' if host[0] != 'f' else 'e'}{host[1:]}.0123456789abcde4.tmp",
+    ]
     for key, name in planted.items():
         (root / key).parent.joinpath(name).write_bytes(b"half")
     for path in kept:
         path.write_bytes(b"half")
-    subprocess.run([sys.executable, "-c", textwrap.dedent("""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
         import sys
         import rectizarr
         g = rectizarr.open_group(sys.argv[1])
@@ -307,7 +330,11 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_pat
         a = g["a"]
         a.append([2, 2])
         a[0:4] = 0  # a chunk of the fill value: deleted, not written
-    """), str(root)], check=True)
+    """),
+            str(root),
+        ],
+        check=True,
+    )
     assert [p for p in kept if p.exists()] == kept
     assert [k for k, name in planted.items() if (root / k).parent.joinpath(name).exists()] == []
 
@@ -331,7 +358,10 @@ def test_resize_arrays_is_one_update(tmp_path: Path) -> None:
         assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == [1, 1, 1] + [-1] * 5
         with pytest.raises(rectizarr.MetadataError):
             g.resize_arrays({"x": 2, "y": (1,)})
-        assert {n: a.shape for n, a in rectizarr.open_group(store, mode="r").arrays()} == {"x": (8,), "y": (9, 2)}
+        assert {n: a.shape for n, a in rectizarr.open_group(store, mode="r").arrays()} == {
+            "x": (8,),
+            "y": (9, 2),
+        }
         if isinstance(store, Path):
             assert all(commit.MARK not in _doc(p) for p in store.rglob("zarr.json"))
 
@@ -416,18 +446,37 @@ def test_zarr_v2_updates_resolve_the_same_way(tmp_path: Path) -> None:
     for consolidated in (True, False):
         root = tmp_path / f"v2{consolidated}.zarr"
         g = rectizarr.create_group(root, zarr_format=2)
-        g.create_array("x", shape=(4,), dtype="i4", chunks=(2,), fill_value=-1, zarr_format=2)[...] = [1, 2, 3, 4]
+        g.create_array("x", shape=(4,), dtype="i4", chunks=(2,), fill_value=-1, zarr_format=2)[...] = [
+            1,
+            2,
+            3,
+            4,
+        ]
         if consolidated:
             rectizarr.consolidate_metadata(root)
         record_key = root / (".zmetadata" if consolidated else ".zgroup")
         before = _doc(root / "x" / ".zarray")
-        _put(root / "x" / ".zarray", {**before, "shape": [6], commit.MARK: {
-            "must_understand": False, "id": "v", "record": record_key.name, "before": before}})
+        _put(
+            root / "x" / ".zarray",
+            {
+                **before,
+                "shape": [6],
+                commit.MARK: {
+                    "must_understand": False,
+                    "id": "v",
+                    "record": record_key.name,
+                    "before": before,
+                },
+            },
+        )
         assert rectizarr.open_array(root, path="x", mode="r").shape == (4,)
         record = _doc(record_key)
         if consolidated:
             record["metadata"]["x/.zarray"]["shape"] = [6]
-        _put(record_key, {**record, commit.MARK: {"must_understand": False, "id": "v", "members": ["x/.zarray"]}})
+        _put(
+            record_key,
+            {**record, commit.MARK: {"must_understand": False, "id": "v", "members": ["x/.zarray"]}},
+        )
         assert rectizarr.open_array(root, path="x", mode="r")[...].tolist() == [1, 2, 3, 4, -1, -1]
         assert rectizarr.open_group(root, mode="r")["x"].shape == (6,)
         rectizarr.open_group(root).resize_arrays({"x": 7})

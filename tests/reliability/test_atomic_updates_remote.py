@@ -78,11 +78,15 @@ def _views(store: Store) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _marks(store: Store) -> dict[str, Any]:
-    return {k: _doc(store, k).get(commit.MARK) for k in sorted(store.list_prefix("")) if k.endswith("zarr.json")}
+    return {
+        k: _doc(store, k).get(commit.MARK) for k in sorted(store.list_prefix("")) if k.endswith("zarr.json")
+    }
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_updates_leave_only_the_primarys_id_and_zarr_python_reads_them(s3_server: S3Server, backend: str) -> None:
+def test_updates_leave_only_the_primarys_id_and_zarr_python_reads_them(
+    s3_server: S3Server, backend: str
+) -> None:
     """Appends, resizes, attributes, creation and deletion in a consolidated group on S3: afterwards no
     member holds a marker, the group only an id (a fresh one at each update: its bytes never repeat), the
     consolidated view equals the nodes, and zarr-python reads the hierarchy."""
@@ -90,9 +94,13 @@ def test_updates_leave_only_the_primarys_id_and_zarr_python_reads_them(s3_server
     _group(store)
     ids = set()
     g = rectizarr.open_group(store)
-    for step in (lambda: g["x"].append([5, 6]), lambda: g["y"].resize((2,)),
-                 lambda: g.create_group("sub").create_array("w", shape=(2, 2), dtype="f4", chunks=(1, 2)),
-                 lambda: g["sub"].attrs.update({"a": 1}), lambda: g.__delitem__("y")):
+    for step in (
+        lambda: g["x"].append([5, 6]),
+        lambda: g["y"].resize((2,)),
+        lambda: g.create_group("sub").create_array("w", shape=(2, 2), dtype="f4", chunks=(1, 2)),
+        lambda: g["sub"].attrs.update({"a": 1}),
+        lambda: g.__delitem__("y"),
+    ):
         step()
         marks = _marks(store)
         assert [k for k, m in marks.items() if m is not None] == ["zarr.json"], marks
@@ -107,8 +115,9 @@ def test_updates_leave_only_the_primarys_id_and_zarr_python_reads_them(s3_server
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_old_uncommitted_update_is_not_seen_and_the_next_writer_aborts_it(s3_server: S3Server,
-                                                                              backend: str) -> None:
+def test_an_old_uncommitted_update_is_not_seen_and_the_next_writer_aborts_it(
+    s3_server: S3Server, backend: str
+) -> None:
     """Members prepared by a writer that never committed (a marker older than the lease): readers see
     every array as before; the next writer of one of them aborts that update (the group's document gets a
     fresh id, so the other writer's commit, a write at the version it read, is refused) and writes from
@@ -148,8 +157,9 @@ def test_a_young_marker_is_waited_for_and_its_commit_taken_up(s3_server: S3Serve
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_committed_update_is_seen_whole_and_finished_by_the_next_writer(s3_server: S3Server,
-                                                                          backend: str) -> None:
+def test_a_committed_update_is_seen_whole_and_finished_by_the_next_writer(
+    s3_server: S3Server, backend: str
+) -> None:
     """Members prepared and the record committed, the writer killed before its clean-up: readers see the
     new content everywhere; the next writer (of the group's attributes) finishes the clean-up first."""
     store, _ = _open(s3_server, backend)
@@ -191,8 +201,9 @@ _WORKER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_kills_in_a_consolidated_group_on_s3_never_leave_a_disagreeing_view(s3_server: S3Server,
-                                                                           backend: str) -> None:
+def test_kills_in_a_consolidated_group_on_s3_never_leave_a_disagreeing_view(
+    s3_server: S3Server, backend: str
+) -> None:
     """A writer SIGKILLed at random moments during appends, resizes, creation, deletion and attribute
     changes in a consolidated group on S3: after each kill the consolidated view agrees with every node's
     own document, and a new writer then works on every array."""
@@ -202,8 +213,11 @@ def test_kills_in_a_consolidated_group_on_s3_never_leave_a_disagreeing_view(s3_s
     rng = random.Random(36)
     bad = []
     for kill in range(6):
-        proc = subprocess.Popen([sys.executable, "-c", _WORKER, f"s3://{bucket}", backend, options, str(kill)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, f"s3://{bucket}", backend, options, str(kill)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
         time.sleep(0.2 + rng.random() * 0.6)
         if proc.poll() is not None:
@@ -237,8 +251,9 @@ _RESIZE_WORKER = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("consolidated", [True, False])
-def test_kills_during_resize_arrays_on_s3_leave_every_array_at_one_length(s3_server: S3Server,
-                                                                          consolidated: bool) -> None:
+def test_kills_during_resize_arrays_on_s3_leave_every_array_at_one_length(
+    s3_server: S3Server, consolidated: bool
+) -> None:
     """``Group.resize_arrays`` on S3 is one update (the group's document commits it where no ancestor
     consolidates): SIGKILLed at random moments, the arrays always read at one length, through the
     consolidated view and opened by themselves; the values kept are the values written."""
@@ -252,8 +267,11 @@ def test_kills_during_resize_arrays_on_s3_leave_every_array_at_one_length(s3_ser
     rng = random.Random(35)
     lengths = []
     for kill in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", _RESIZE_WORKER, f"s3://{bucket}", "obstore", options, str(kill)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _RESIZE_WORKER, f"s3://{bucket}", "obstore", options, str(kill)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
         time.sleep(0.2 + rng.random() * 0.5)
         if proc.poll() is not None:
@@ -302,9 +320,12 @@ _XR_WORKER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize(("backend", "consolidated"), [("obstore", True), ("obstore", False), ("fsspec", True)])
-def test_kills_during_xarray_appends_on_s3_leave_a_dataset_that_opens(s3_server: S3Server, backend: str,
-                                                                      consolidated: bool) -> None:
+@pytest.mark.parametrize(
+    ("backend", "consolidated"), [("obstore", True), ("obstore", False), ("fsspec", True)]
+)
+def test_kills_during_xarray_appends_on_s3_leave_a_dataset_that_opens(
+    s3_server: S3Server, backend: str, consolidated: bool
+) -> None:
     """A process appending 3 time steps at a time to a 4-variable dataset on S3, SIGKILLed at random
     moments: the dataset always opens, every variable at one length, with the values written (before:
     the variables grew one after another, their data written after their documents)."""
@@ -313,14 +334,30 @@ def test_kills_during_xarray_appends_on_s3_leave_a_dataset_that_opens(s3_server:
 
     store, bucket = _open(s3_server, backend)
     t = np.arange(3)
-    xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
-                for i, v in enumerate("abcd")}, coords={"time": t}).rectizarr.to_zarr(store, consolidated=consolidated)
+    xr.Dataset(
+        {
+            v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
+            for i, v in enumerate("abcd")
+        },
+        coords={"time": t},
+    ).rectizarr.to_zarr(store, consolidated=consolidated)
     options = json.dumps(s3_server.storage_options())
     rng = random.Random(37)
     seen = []
     for _ in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", _XR_WORKER, f"s3://{bucket}", backend, options,
-                                 "1" if consolidated else "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _XR_WORKER,
+                f"s3://{bucket}",
+                backend,
+                options,
+                "1" if consolidated else "0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
         time.sleep(0.3 + rng.random() * 0.8)
         if proc.poll() is not None:
@@ -338,8 +375,9 @@ def test_kills_during_xarray_appends_on_s3_leave_a_dataset_that_opens(s3_server:
 
 @pytest.mark.parametrize("cleaned_up", [False, True], ids=["alone", "cleaned-up-by-another"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_commit_whose_answer_is_lost_is_taken_as_made(s3_server: S3Server, backend: str, cleaned_up: bool,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_commit_whose_answer_is_lost_is_taken_as_made(
+    s3_server: S3Server, backend: str, cleaned_up: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The group's document (the commit) is written, and the writer told it was refused (a lost answer
     whose retry is refused: the document changed, by this very write); with ``cleaned_up``, another writer
     finishes the update before the writer looks again (its markers and record gone: the group's document

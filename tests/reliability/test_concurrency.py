@@ -17,7 +17,9 @@ from rectizarr.stores import LocalStore, MemoryStore, Store
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _threads_write(arrays: list[rectizarr.Array], regions: list[tuple[slice, slice]], values: list[np.ndarray]) -> None:
+def _threads_write(
+    arrays: list[rectizarr.Array], regions: list[tuple[slice, slice]], values: list[np.ndarray]
+) -> None:
     barrier = threading.Barrier(len(regions))
     errors: list[BaseException] = []
 
@@ -40,11 +42,13 @@ def _threads_write(arrays: list[rectizarr.Array], regions: list[tuple[slice, sli
 @pytest.mark.parametrize("kind", ["memory", "local"])
 @pytest.mark.parametrize("shared_handle", [True, False], ids=["one-array", "array-per-thread"])
 @pytest.mark.parametrize("rounds", [4])
-def test_eight_threads_disjoint_regions_sharing_shards(tmp_path: Path, kind: str, shared_handle: bool,
-                                                       rounds: int) -> None:
+def test_eight_threads_disjoint_regions_sharing_shards(
+    tmp_path: Path, kind: str, shared_handle: bool, rounds: int
+) -> None:
     store: Store = MemoryStore() if kind == "memory" else LocalStore(tmp_path / "t.zarr")
-    a = rectizarr.create_array(store, name="x", shape=(64, 48), dtype="int32", shards=(32, 24), chunks=(4, 6),
-                               fill_value=-1)
+    a = rectizarr.create_array(
+        store, name="x", shape=(64, 48), dtype="int32", shards=(32, 24), chunks=(4, 6), fill_value=-1
+    )
     model = np.full(a.shape, -1, dtype="int32")
     rng = np.random.default_rng(0)
     for r in range(rounds):
@@ -52,13 +56,17 @@ def test_eight_threads_disjoint_regions_sharing_shards(tmp_path: Path, kind: str
         cuts = np.sort(rng.choice(np.arange(1, 64), 7, replace=False))
         bounds = [0, *cuts.tolist(), 64]
         regions = [(slice(bounds[i], bounds[i + 1]), slice(r % 5, 48 - r)) for i in range(8)]
-        values = [rng.integers(0, 10**6, size=(bounds[i + 1] - bounds[i], 48 - r - r % 5), dtype="int32")
-                  for i in range(8)]
+        values = [
+            rng.integers(0, 10**6, size=(bounds[i + 1] - bounds[i], 48 - r - r % 5), dtype="int32")
+            for i in range(8)
+        ]
         if shared_handle:
             arrays = [a] * 8
         else:  # each thread its own store object and array, as separate components of one program would
-            arrays = [rectizarr.open_array(store if kind == "memory" else LocalStore(tmp_path / "t.zarr"),
-                                           path="x") for _ in range(8)]
+            arrays = [
+                rectizarr.open_array(store if kind == "memory" else LocalStore(tmp_path / "t.zarr"), path="x")
+                for _ in range(8)
+            ]
         _threads_write(arrays, regions, values)
         for reg, val in zip(regions, values, strict=True):
             model[reg] = val
@@ -80,8 +88,9 @@ for rep in range(5):
 
 def test_four_processes_disjoint_shards(tmp_path: Path) -> None:
     root = str(tmp_path / "p.zarr")
-    rectizarr.create_array(root, name="x", shape=(64, 64), dtype="int32", shards=(32, 16), chunks=(8, 8),
-                           fill_value=0)
+    rectizarr.create_array(
+        root, name="x", shape=(64, 64), dtype="int32", shards=(32, 16), chunks=(8, 8), fill_value=0
+    )
     procs = [subprocess.Popen([sys.executable, "-c", _PROC, root, str(i)], cwd=ROOT) for i in range(4)]
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
     got = rectizarr.open_array(root, path="x", mode="r")[...]

@@ -208,7 +208,9 @@ def test_attribute_updates_never_make_writes_plan_again_and_give_up(tmp_path: Pa
     720 writes)."""
     store = rectizarr.ZipStore(tmp_path / "s.zip", mode="w") if kind == "zip" else stores(tmp_path)[kind]
     size, n = 96, 40 * SCALE
-    rectizarr.create_array(store, name="x", shape=(size,), dtype="i4", chunks=(4,), shards=(32,), fill_value=0)
+    rectizarr.create_array(
+        store, name="x", shape=(size,), dtype="i4", chunks=(4,), shards=(32,), fill_value=0
+    )
 
     def work(i: int) -> None:
         h = rectizarr.open_array(store, path="x")
@@ -225,7 +227,9 @@ def test_attribute_updates_never_make_writes_plan_again_and_give_up(tmp_path: Pa
 @pytest.mark.parametrize("kind", ["local", "memory"])
 def test_threads_writing_inner_chunks_of_one_shard(tmp_path: Path, kind: str) -> None:
     store = stores(tmp_path)[kind]
-    rectizarr.create_array(store, name="x", shape=(8, 8), dtype="i4", chunks=(1, 2), shards=(8, 8), fill_value=0)
+    rectizarr.create_array(
+        store, name="x", shape=(8, 8), dtype="i4", chunks=(1, 2), shards=(8, 8), fill_value=0
+    )
 
     def work(i: int) -> None:  # row i: the thread's own inner chunks, all in the one shard
         mine = rectizarr.open_array(store, path="x")
@@ -245,7 +249,9 @@ def _write_cells(path: str, worker: int) -> None:
 
 def test_processes_writing_inner_chunks_of_one_shard(tmp_path: Path) -> None:
     path = str(tmp_path / "s")
-    rectizarr.create_array(path, name="x", shape=(4, 8), dtype="i4", chunks=(1, 2), shards=(4, 8), fill_value=0)
+    rectizarr.create_array(
+        path, name="x", shape=(4, 8), dtype="i4", chunks=(1, 2), shards=(4, 8), fill_value=0
+    )
     with ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn")) as pool:
         for f in [pool.submit(_write_cells, path, w) for w in range(4)]:
             f.result(timeout=120)
@@ -316,8 +322,13 @@ def racing_store(kind: str, tmp_path: Path, s3_store: Any) -> Store:
 
         return type("RacingS3", (_Racing, FsspecStore), {})(s3_store.fs, path=s3_store.root)  # type: ignore[no-any-return]
     base = {"local": LocalStore, "piecewise": LocalStore, "memory": MemoryStore}[kind]
-    return type("Racing", (_Racing, base), {})(tmp_path / "s") if base is LocalStore else type(  # type: ignore[no-any-return]
-        "Racing", (_Racing, base), {})()
+    return (
+        type("Racing", (_Racing, base), {})(tmp_path / "s")
+        if base is LocalStore
+        else type(  # type: ignore[no-any-return]
+            "Racing", (_Racing, base), {}
+        )()
+    )
 
 
 @pytest.mark.parametrize("kind", ["local", "piecewise", "memory", "s3"])
@@ -408,8 +419,9 @@ def test_a_write_planned_before_another_thread_took_up_a_resize_plans_again() ->
 
 @pytest.mark.parametrize("layout", [{"chunks": (10,)}, {"chunks": (2,), "shards": (10,)}])
 @pytest.mark.parametrize("whole", [True, False], ids=["whole-chunks", "partial-chunks"])
-def test_a_write_racing_a_shrink_leaves_nothing_past_the_new_end(tmp_path: Path, layout: dict[str, Any],
-                                                               whole: bool) -> None:
+def test_a_write_racing_a_shrink_leaves_nothing_past_the_new_end(
+    tmp_path: Path, layout: dict[str, Any], whole: bool
+) -> None:
     """Another handle keeps writing near the end while the array shrinks: each write happened before the
     shrink (its chunks then deleted or cleared) or after it (an empty selection), so a grow shows fill.
     Before, a write that planned with the old shape landed after the clean-up: 27 of 50 runs wrong."""
@@ -422,7 +434,7 @@ def test_a_write_racing_a_shrink_leaves_nothing_past_the_new_end(tmp_path: Path,
 
         def write(other: Any = other, stop: threading.Event = stop) -> None:
             while not stop.is_set():
-                other[80:100 if whole else 95] = 7
+                other[80 : 100 if whole else 95] = 7
 
         t = threading.Thread(target=write)
         t.start()
@@ -465,7 +477,9 @@ def _overwrite_and_write(path: str, i: int, n: int) -> list[str]:
     errors = []
     for _ in range(n):
         try:
-            a = rectizarr.create_array(path, shape=(64,), dtype="i4", chunks=(4 + i,), fill_value=0, overwrite=True)
+            a = rectizarr.create_array(
+                path, shape=(64,), dtype="i4", chunks=(4 + i,), fill_value=0, overwrite=True
+            )
         except Exception as exc:  # counted
             errors.append(repr(exc))
             continue
@@ -534,11 +548,14 @@ def test_threads_appending_on_s3(s3_server: Any, s3_store: Any, backend: str, za
     from rectizarr.stores import open_store
 
     def client() -> Any:
-        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
     assert client().capabilities.conditional_writes
-    a = rectizarr.create_array(client(), name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1,
-                               zarr_format=zarr_format)
+    a = rectizarr.create_array(
+        client(), name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1, zarr_format=zarr_format
+    )
 
     def work(i: int) -> None:
         mine = rectizarr.open_array(client(), path="x")
@@ -557,8 +574,9 @@ def test_threads_appending_on_s3(s3_server: Any, s3_store: Any, backend: str, za
 
 @pytest.mark.parametrize("zarr_format", [3, 2])
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_store: Any, backend: str,
-                                                          zarr_format: int) -> None:
+def test_handles_on_s3_take_up_what_this_process_changed(
+    s3_server: Any, s3_store: Any, backend: str, zarr_format: int
+) -> None:
     """Where versions cost a request, a handle keeps what it read, but takes up what this process changed
     through any other handle or store object: an append through ``g["x"]`` of a consolidated group, then
     ``g["x"]`` has the new shape (it had the old one, and a write to the appended rows did nothing); a
@@ -566,7 +584,9 @@ def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_stor
     from rectizarr.stores import open_store
 
     def client() -> Any:
-        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
     g = rectizarr.open_group(client(), mode="a", zarr_format=zarr_format)
     g.create_array("x", shape=(8,), dtype="i4", chunks=(4,), fill_value=0)
@@ -590,8 +610,11 @@ def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_stor
     other[0]
     assert dict(other.attrs) == {"k": 1}
     # a store of the other backend on the same bucket is the same data (its handles, its locks)
-    twin = open_store(f"s3://{s3_store.root}", backend="obstore" if backend == "fsspec" else "fsspec",
-                      storage_options=s3_server.storage_options())
+    twin = open_store(
+        f"s3://{s3_store.root}",
+        backend="obstore" if backend == "fsspec" else "fsspec",
+        storage_options=s3_server.storage_options(),
+    )
     assert twin.lock_identity == client().lock_identity
     y = rectizarr.open_array(twin, path="x")
     x.append(np.array([9], "i4"))
@@ -601,7 +624,8 @@ def test_handles_on_s3_take_up_what_this_process_changed(s3_server: Any, s3_stor
 @pytest.mark.parametrize("zarr_format", [3, 2])
 @pytest.mark.parametrize("kind", ["local", "memory", "obstore"])
 def test_a_write_through_an_older_consolidated_entry_uses_the_arrays_own_document(
-        tmp_path: Path, obstore_store: Any, kind: str, zarr_format: int) -> None:
+    tmp_path: Path, obstore_store: Any, kind: str, zarr_format: int
+) -> None:
     """A group's consolidated metadata may be older than an array's own document (a writer that did not
     consolidate again, a resize whose consolidated update failed): ``g["x"]`` reads ``zarr.json`` before
     its first write, so a write past the consolidated shape lands (it was clipped to nothing)."""
@@ -623,8 +647,9 @@ def test_a_write_through_an_older_consolidated_entry_uses_the_arrays_own_documen
 
 
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(s3_server: Any, s3_store: Any,
-                                                                        backend: str) -> None:
+def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(
+    s3_server: Any, s3_store: Any, backend: str
+) -> None:
     """S3 answers If-Match on a deleted key with 404: the write lost a race (retried), not a StoreError.
     Writers of one chunk whose writes empty it (so it is deleted) lose nothing and fail nothing."""
     from rectizarr.stores import open_store
@@ -637,10 +662,14 @@ def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(s3_server
     rectizarr.create_array(store, name="x", shape=(4,), dtype="i4", chunks=(4,), fill_value=0)
 
     def work(i: int) -> None:
-        mine = rectizarr.open_array(open_store(f"s3://{s3_store.root}", backend=backend,
-                                               storage_options=s3_server.storage_options()), path="x")
+        mine = rectizarr.open_array(
+            open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()),
+            path="x",
+        )
         for n in range(8):
-            mine[i] = ((n + 1) % 2) * (i + 1)  # every other write empties it (the last too): the chunk comes and goes
+            mine[i] = ((n + 1) % 2) * (
+                i + 1
+            )  # every other write empties it (the last too): the chunk comes and goes
 
     run_threads(4, work)
     assert rectizarr.open_array(store, path="x", mode="r")[...].tolist() == [0, 0, 0, 0]
@@ -648,8 +677,9 @@ def test_a_conditional_write_of_a_key_deleted_meanwhile_is_a_lost_race(s3_server
 
 @pytest.mark.parametrize("layout", [{"chunks": (4, 3)}, {"chunks": (2, 3), "shards": (4, 3)}])
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_a_shrink_on_s3_then_a_grow_shows_the_fill_value(s3_server: Any, s3_store: Any, backend: str,
-                                                         layout: dict[str, Any]) -> None:
+def test_a_shrink_on_s3_then_a_grow_shows_the_fill_value(
+    s3_server: Any, s3_store: Any, backend: str, layout: dict[str, Any]
+) -> None:
     """As on a local directory: the boundary chunks are cleared past the new end (before, an edge chunk's
     tail was kept for appenders that might come, and the old values came back)."""
     from rectizarr.stores import open_store
@@ -673,9 +703,13 @@ def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: A
     from rectizarr.stores import open_store
 
     def client() -> Any:
-        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
-    rectizarr.create_array(client(), name="x", shape=(6,), dtype="i4", chunks=(2,), fill_value=-1)[...] = np.arange(6)
+    rectizarr.create_array(client(), name="x", shape=(6,), dtype="i4", chunks=(2,), fill_value=-1)[...] = (
+        np.arange(6)
+    )
     other = rectizarr.open_array(client(), path="x")
     shrinking = client()
     listing = shrinking.list_prefix
@@ -697,7 +731,8 @@ def test_an_append_just_after_a_shrink_on_s3_is_kept(s3_server: Any, s3_store: A
 @pytest.mark.parametrize("layout", [{"chunks": (4, 3)}, {"chunks": (2, 3), "shards": (4, 3)}])
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 def test_an_append_on_s3_never_shows_what_a_shrinks_clean_up_has_not_reached(
-        s3_server: Any, s3_store: Any, backend: str, layout: dict[str, Any]) -> None:
+    s3_server: Any, s3_store: Any, backend: str, layout: dict[str, Any]
+) -> None:
     """A shrink's clean-up runs after its document, and another client may append before it reaches a
     chunk (or the shrinking client was killed first). Between the append's document and its data, the
     appended rows read as the fill value, never the values the shrink cut (before: the old values showed
@@ -714,7 +749,9 @@ def test_an_append_on_s3_never_shows_what_a_shrinks_clean_up_has_not_reached(
     seen = []
     write = rectizarr.Array.__setitem__
 
-    def read_then_write(self: Any, selection: Any, value: Any) -> None:  # the append's data, once its document is
+    def read_then_write(
+        self: Any, selection: Any, value: Any
+    ) -> None:  # the append's data, once its document is
         seen.append(rectizarr.open_array(store, path="x", mode="r")[...].tolist())
         write(self, selection, value)
 
@@ -725,14 +762,18 @@ def test_an_append_on_s3_never_shows_what_a_shrinks_clean_up_has_not_reached(
 
 
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_the_consolidated_entry_on_s3_is_the_latest_document(s3_server: Any, s3_store: Any, backend: str) -> None:
+def test_the_consolidated_entry_on_s3_is_the_latest_document(
+    s3_server: Any, s3_store: Any, backend: str
+) -> None:
     """Two clients change one array of a consolidated group at once, and the refresh of the first lands
     last: the entry is the array's document as stored then, not the first client's older one (before,
     2-4 of 40 rounds of four racing clients left a stale entry)."""
     from rectizarr.stores import open_store
 
     def client() -> Any:
-        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
     first = client()
     rectizarr.create_group(first)
@@ -772,7 +813,10 @@ def test_conflicts_end_in_conflict_error(s3_store: Any) -> None:
         other.attrs[f"other{calls}"] = calls
         return {**attrs, "mine": 1}
 
-    with tuning.use(replace(tuning.current(), conflict_retries=3)), pytest.raises(ConflictError, match=r"x/zarr\.json"):
+    with (
+        tuning.use(replace(tuning.current(), conflict_retries=3)),
+        pytest.raises(ConflictError, match=r"x/zarr\.json"),
+    ):
         a._update_attributes(meddle)
     assert calls == 3 and "mine" not in rectizarr.open_array(s3_store, path="x").attrs
 
@@ -782,8 +826,12 @@ def _s3_store(endpoint: str, root: str) -> Any:
 
     from rectizarr.stores import FsspecStore
 
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", skip_instance_cache=True,
-                           client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"})
+    fs = s3fs.S3FileSystem(
+        key="testing",
+        secret="testing",
+        skip_instance_cache=True,
+        client_kwargs={"endpoint_url": endpoint, "region_name": "us-east-1"},
+    )
     return FsspecStore(fs, path=root)
 
 
@@ -799,17 +847,22 @@ def _s3_worker(endpoint: str, root: str, worker: int, n: int) -> None:
 def test_processes_on_s3(s3_server: Any, s3_store: Any) -> None:
     workers, n = 4, 50 * SCALE
     rectizarr.create_array(s3_store, name="x", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1)
-    rectizarr.create_array(s3_store, name="s", shape=(workers, n), dtype="i4", chunks=(1, 1), shards=(workers, n),
-                           fill_value=0)
+    rectizarr.create_array(
+        s3_store, name="s", shape=(workers, n), dtype="i4", chunks=(1, 1), shards=(workers, n), fill_value=0
+    )
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for f in [pool.submit(_s3_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)]:
+        for f in [
+            pool.submit(_s3_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)
+        ]:
             f.result(timeout=180)
     fresh = _s3_store(s3_server.endpoint_url, s3_store.root)
     back = rectizarr.open_array(fresh, path="x", mode="r")
     assert back.shape == (workers * n, 2)  # 0 lost appends
     assert rows_of(back) == sorted(100 * w + j for w in range(workers) for j in range(n))
     shard = rectizarr.open_array(fresh, path="s", mode="r")[...]
-    assert shard.tolist() == [[100 * w + j + 1 for j in range(n)] for w in range(workers)]  # 0 lost inner chunks
+    assert shard.tolist() == [
+        [100 * w + j + 1 for j in range(n)] for w in range(workers)
+    ]  # 0 lost inner chunks
 
 
 def _s3_create(endpoint: str, root: str, name: str) -> None:
@@ -830,8 +883,13 @@ def test_processes_creating_in_a_consolidated_group_on_s3(s3_server: Any, s3_sto
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 @pytest.mark.parametrize("kind", ["array", "group"])
 def test_a_node_another_client_creates_after_the_check_is_not_overwritten(
-        s3_server: Any, s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str,
-        kind: str) -> None:
+    s3_server: Any,
+    s3_store: Any,
+    obstore_store: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+    kind: str,
+) -> None:
     """Another client (another process or machine: no lock of ours) creates the node after our listing
     and just before our write: create-only, the write is refused, NodeExistsError, and the other client's
     node stays. It was overwritten and both callers told they made it (4 processes x 20 names on S3: 31
@@ -864,9 +922,9 @@ def test_a_node_another_client_creates_after_the_check_is_not_overwritten(
 
 
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_consolidating_keeps_what_another_client_changes_meanwhile(s3_store: Any, obstore_store: Any,
-                                                                   monkeypatch: pytest.MonkeyPatch,
-                                                                   backend: str) -> None:
+def test_consolidating_keeps_what_another_client_changes_meanwhile(
+    s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
     """Another client sets a group attribute and creates a member while ``consolidate_metadata`` lists the
     group: both are kept. The group's document was written back as read, unconditionally (4 processes
     on S3: 44 of 60 attributes lost, 3 members missing from the listing)."""
@@ -891,7 +949,9 @@ def test_consolidating_keeps_what_another_client_changes_meanwhile(s3_store: Any
     assert sorted(json.loads(store.get("zarr.json"))["consolidated_metadata"]["metadata"]) == ["x", "y"]
 
 
-def test_an_unusable_lock_directory_warns_and_writes_go_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_unusable_lock_directory_warns_and_writes_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import rectizarr.stores.locks as locks
 
     a = rectizarr.create_array(tmp_path / "s", shape=(4,), dtype="i4", chunks=(2,), fill_value=0)
@@ -920,8 +980,9 @@ def test_a_lock_directory_cleaned_away_is_made_again(tmp_path: Path, monkeypatch
     assert a[...].tolist() == [0, 6, 6, 0]
 
 
-def test_a_lock_file_removed_while_waited_for_is_locked_again(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lock_file_removed_while_waited_for_is_locked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A lock file removed (a ``/tmp`` cleaner) while a process waits to lock it: the flock it then gets is
     on a file nobody else will lock, so it locks the file now at the path instead. (It held the old one,
     and processes writing one chunk lost 45 of 1200 increments with the files unlinked every 2 ms.)"""
@@ -976,8 +1037,13 @@ def test_a_forked_child_keeps_none_of_the_parents_locks(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _FORK_CHILD, str(tmp_path / "locks")], capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_CHILD, str(tmp_path / "locks")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.strip() == "free", out.stderr
 
 
@@ -1023,8 +1089,13 @@ def test_a_child_forked_while_threads_read_reads_too(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _FORK_WHILE_READING, str(tmp_path / "a"), str(40 * SCALE)],
-                         capture_output=True, text=True, timeout=600, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _FORK_WHILE_READING, str(tmp_path / "a"), str(40 * SCALE)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     assert out.stdout.strip() == "0", out.stderr
     assert "Exception ignored" not in out.stderr  # a fork hook that failed (Python 3.12: type(lock)())
 
@@ -1051,8 +1122,15 @@ def test_fork_hooks_make_locks_of_the_same_kind() -> None:
 def _s3_v2_worker(endpoint: str, root: str, worker: int, n: int) -> None:
     from rectizarr.stores import open_store
 
-    store = open_store(f"s3://{root}", backend="obstore", storage_options={
-        "key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"}})
+    store = open_store(
+        f"s3://{root}",
+        backend="obstore",
+        storage_options={
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": endpoint, "region_name": "us-east-1"},
+        },
+    )
     a = rectizarr.open_array(store, path="v2")
     for j in range(n):
         a.append(np.full((1, 2), 100 * worker + j, "i4"))
@@ -1063,10 +1141,13 @@ def test_processes_on_s3_zarr_v2(s3_server: Any, s3_store: Any) -> None:
     """Processes share no lock: a Zarr v2 array's .zarray (appends) and .zattrs (attributes) are each
     rewritten with compare-and-swap, so nothing is lost."""
     workers, n = 4, 10 * SCALE
-    rectizarr.create_array(s3_store, name="v2", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1,
-                           zarr_format=2)
+    rectizarr.create_array(
+        s3_store, name="v2", shape=(0, 2), dtype="i4", chunks=(4, 2), fill_value=-1, zarr_format=2
+    )
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for f in [pool.submit(_s3_v2_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)]:
+        for f in [
+            pool.submit(_s3_v2_worker, s3_server.endpoint_url, s3_store.root, w, n) for w in range(workers)
+        ]:
             f.result(timeout=180)
     back = rectizarr.open_array(_s3_store(s3_server.endpoint_url, s3_store.root), path="v2", mode="r")
     assert back.shape == (workers * n, 2)  # 0 lost appends
@@ -1081,7 +1162,13 @@ def test_a_shard_rewritten_behind_a_server_that_ignores_if_match(tmp_path: Path,
     from rectizarr.stores import open_store
 
     path = tmp_path / "a"
-    kw: dict[str, Any] = {"shape": (32, 8), "dtype": "i4", "chunks": (8, 8), "shards": (32, 8), "fill_value": 0}
+    kw: dict[str, Any] = {
+        "shape": (32, 8),
+        "dtype": "i4",
+        "chunks": (8, 8),
+        "shards": (32, 8),
+        "fill_value": 0,
+    }
     first = np.arange(32 * 8, dtype="i4").reshape(32, 8)
     second = -first
     second[0:8] = 7  # compresses differently: every later inner chunk moves
@@ -1094,8 +1181,9 @@ def test_a_shard_rewritten_behind_a_server_that_ignores_if_match(tmp_path: Path,
 
 
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
-def test_a_parent_group_another_client_makes_meanwhile_is_kept(s3_store: Any, obstore_store: Any,
-                                                                monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+def test_a_parent_group_another_client_makes_meanwhile_is_kept(
+    s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
     """Creating ``p/z`` writes the missing group ``p`` create-only: a group another client made there after
     our check keeps its attributes (an unconditional PUT replaced it)."""
     import rectizarr.nodes as nodes
@@ -1106,7 +1194,10 @@ def test_a_parent_group_another_client_makes_meanwhile_is_kept(s3_store: Any, ob
 
     def check_then_they_create(*args: Any) -> list[str]:
         missing = real(*args)
-        store.set("p/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"by": "them"}}).encode())
+        store.set(
+            "p/zarr.json",
+            json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {"by": "them"}}).encode(),
+        )
         return missing
 
     monkeypatch.setattr(nodes, "_missing_parents", check_then_they_create)
@@ -1138,7 +1229,8 @@ def test_missing_parents_are_written_before_the_node(tmp_path: Path, zarr_format
 
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 def test_consolidating_a_v2_group_keeps_what_another_client_changes_meanwhile(
-        s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    s3_store: Any, obstore_store: Any, monkeypatch: pytest.MonkeyPatch, backend: str
+) -> None:
     """Zarr v2: ``.zmetadata`` is written with a compare-and-swap too, listing again on a conflict (it was an
     unconditional PUT: a member or attribute another client added meanwhile was dropped)."""
     store = s3_store if backend == "fsspec" else obstore_store
@@ -1161,7 +1253,9 @@ def test_consolidating_a_v2_group_keeps_what_another_client_changes_meanwhile(
 
 
 @pytest.mark.parametrize("kind", ["memory", "obstore"])
-def test_require_finds_a_member_its_consolidated_entry_does_not_list_yet(obstore_store: Any, kind: str) -> None:
+def test_require_finds_a_member_its_consolidated_entry_does_not_list_yet(
+    obstore_store: Any, kind: str
+) -> None:
     """Another client made the member, but the group's consolidated metadata does not list it yet (its
     creator adds the entry after the member's own document): ``require_array`` / ``require_group`` open its
     own document (on S3 61 of 120 calls raised NodeNotFoundError "(consolidated metadata)")."""
@@ -1169,10 +1263,16 @@ def test_require_finds_a_member_its_consolidated_entry_does_not_list_yet(obstore
     rectizarr.create_group(store)
     rectizarr.consolidate_metadata(store)
     g = rectizarr.open_group(store)
-    arr = {"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int16",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
-           "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
-           "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}
+    arr = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [4],
+        "data_type": "int16",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"},
+        "fill_value": 0,
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    }
     store.set("x/zarr.json", json.dumps(arr).encode())  # theirs, not consolidated yet
     store.set("y/zarr.json", json.dumps({"zarr_format": 3, "node_type": "group"}).encode())
     assert g.require_array("x", shape=(4,), dtype="i2").shape == (4,)
@@ -1199,13 +1299,17 @@ def test_a_v2_consolidated_entry_is_the_documents_as_stored(obstore_store: Any, 
 
 
 @pytest.mark.parametrize("kind", ["local", "memory"])
-def test_a_handle_opened_during_appends_never_clears_what_they_put_past_its_shape(tmp_path: Path, kind: str) -> None:
+def test_a_handle_opened_during_appends_never_clears_what_they_put_past_its_shape(
+    tmp_path: Path, kind: str
+) -> None:
     """Writers that open the array again and again (each handle's document read just before another
     append) write by masks into the last rows while one thread appends a row at a time: no appended row
     is lost. Before, a handle took the version of a document newer than the one it had read, and its
     write of the edge chunk cleared rows past its shape (soak finding: 5-20 of 1000 rows lost)."""
     store = stores(tmp_path)[kind]
-    a = rectizarr.create_array(store, name="x", shape=(1, 4), dtype="i8", chunks=[[6] * 100, 4], fill_value=-1)
+    a = rectizarr.create_array(
+        store, name="x", shape=(1, 4), dtype="i8", chunks=[[6] * 100, 4], fill_value=-1
+    )
     a[...] = 1000
     n = 300 * SCALE if 300 * SCALE < 600 else 599
     done = threading.Event()
@@ -1225,7 +1329,9 @@ def test_a_handle_opened_during_appends_never_clears_what_they_put_past_its_shap
             with contextlib.suppress(rectizarr.SelectionError):  # the shape moved on: refused
                 h.set_mask_selection(m, [-5])
 
-    threads = [threading.Thread(target=appender)] + [threading.Thread(target=masker, args=(i,)) for i in (1, 2)]
+    threads = [threading.Thread(target=appender)] + [
+        threading.Thread(target=masker, args=(i,)) for i in (1, 2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -1256,7 +1362,8 @@ def test_a_delete_on_s3_fsspec_sees_a_node_another_client_made(s3_server: Any) -
 @pytest.mark.parametrize("backend", ["fsspec", "obstore"])
 @pytest.mark.parametrize("chunks", [(2, 2), [[2, 2, 2, 2], 2]])
 def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
-        s3_server: Any, s3_store: Any, backend: str, chunks: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    s3_server: Any, s3_store: Any, backend: str, chunks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another client grows the array right after a shrink's ``zarr.json`` is stored, before its clean-up:
     the grow clears what lies past the stored end first, so the rows the shrink cut show the fill value
     (soak finding: they showed their old values, for good)."""
@@ -1264,7 +1371,9 @@ def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
     from rectizarr.stores import open_store
 
     def client() -> Any:
-        return open_store(f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options())
+        return open_store(
+            f"s3://{s3_store.root}", backend=backend, storage_options=s3_server.storage_options()
+        )
 
     x = rectizarr.create_array(client(), name="x", shape=(8, 2), dtype="i8", chunks=chunks, fill_value=-1)
     x[...] = 7

@@ -50,27 +50,35 @@ def test_blosc_header_claiming_more_bytes_than_stored_is_an_error_not_a_crash() 
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_fixed_width_strings_that_are_not_code_points_are_a_codec_error(tmp_path: Path, zarr_format: int) -> None:
+def test_fixed_width_strings_that_are_not_code_points_are_a_codec_error(
+    tmp_path: Path, zarr_format: int
+) -> None:
     """A corrupt chunk of a NumPy 'U' array (no checksum) holding 0xFFFFFFFF: NumPy made the array, then
     raised SystemError on any use of the value (``a[0]``, ``tolist()``). Now a CodecError on the read."""
     import rectizarr
     from rectizarr.errors import CodecError
 
-    a = rectizarr.create_array(str(tmp_path / "u"), shape=(2,), chunks=(2,), dtype="<U1", compressors=None,
-                               zarr_format=zarr_format)
+    a = rectizarr.create_array(
+        str(tmp_path / "u"), shape=(2,), chunks=(2,), dtype="<U1", compressors=None, zarr_format=zarr_format
+    )
     a[:] = ["a", "b"]
     key = "0" if zarr_format == 2 else "c/0"
     (tmp_path / "u" / key).write_bytes(b"\xff\xff\xff\xff" + "b".encode("utf-32-le"))
     b = rectizarr.open_array(str(tmp_path / "u"), mode="r")
-    for read in (lambda: b[0], lambda: b[:], lambda: b.get_basic_selection(slice(None), out=np.empty(2, "<U1"))):
+    for read in (
+        lambda: b[0],
+        lambda: b[:],
+        lambda: b.get_basic_selection(slice(None), out=np.empty(2, "<U1")),
+    ):
         with pytest.raises(CodecError, match="not a Unicode code point"):
             read()
 
 
 @pytest.mark.parametrize("location", ["start", "end"])
 @pytest.mark.parametrize(("offset", "nbytes"), [(2**63, 10), (0, 2**63), (0, 2**36), (0, 2**30), (300, 200)])
-def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(tmp_path: Path, location: str, offset: int,
-                                                                     nbytes: int) -> None:
+def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(
+    tmp_path: Path, location: str, offset: int, nbytes: int
+) -> None:
     """An index entry (with a valid crc32c) claiming bytes the shard file does not hold: a CodecError naming
     the shard, with memory bounded by the file. With the index at the end, the local read went to
     ``os.pread`` as asked: OverflowError, MemoryError for 64 GiB, and 1 GiB allocated for 1 GiB."""
@@ -83,8 +91,9 @@ def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(tmp_path: Pa
     from tests.memory import least_peak
 
     path = tmp_path / "a"
-    a = rectizarr.create_array(str(path), shape=(20, 30), dtype="i4", shards=(10, 14), chunks=(5, 7),
-                               index_location=location)
+    a = rectizarr.create_array(
+        str(path), shape=(20, 30), dtype="i4", shards=(10, 14), chunks=(5, 7), index_location=location
+    )
     a[...] = np.arange(600, dtype="i4").reshape(20, 30)
     shard = path / "c" / "0" / "0"
     data, size = shard.read_bytes(), 16 * 4 + 4  # 2 x 2 inner chunks, then the crc32c
@@ -104,8 +113,9 @@ def test_a_shard_index_pointing_past_a_local_shard_is_a_codec_error(tmp_path: Pa
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
-def test_a_shrink_meeting_a_corrupt_shard_clears_the_others_and_says_so(tmp_path: Path, where: str,
-                                                                         request: pytest.FixtureRequest) -> None:
+def test_a_shrink_meeting_a_corrupt_shard_clears_the_others_and_says_so(
+    tmp_path: Path, where: str, request: pytest.FixtureRequest
+) -> None:
     """A shrink whose clean-up meets one corrupt shard (its index checksum broken) still clears every other
     shard reaching past the new end, then raises a CodecError saying the array was resized and which shard
     was left. It stopped at the corrupt one: a healthy shard showed its old values after growing again."""
@@ -113,7 +123,9 @@ def test_a_shrink_meeting_a_corrupt_shard_clears_the_others_and_says_so(tmp_path
     from rectizarr.errors import CodecError
 
     store: Any = str(tmp_path / "a") if where == "local" else request.getfixturevalue("obstore_store")
-    a = rectizarr.create_array(store, shape=(20, 28), dtype="i4", shards=(10, 14), chunks=(5, 7), compressors=None)
+    a = rectizarr.create_array(
+        store, shape=(20, 28), dtype="i4", shards=(10, 14), chunks=(5, 7), compressors=None
+    )
     a[...] = np.arange(560, dtype="i4").reshape(20, 28) + 1
     raw = a.store.get("c/0/0")
     a.store.set("c/0/0", raw[:-1] + bytes([raw[-1] ^ 1]))  # the crc32c of its index

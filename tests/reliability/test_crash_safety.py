@@ -17,8 +17,9 @@ def test_killed_writer_leaves_whole_values(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("shards", [None, (8,)])
-def test_a_grow_after_a_shrink_killed_before_its_clean_up_shows_the_fill_value(tmp_path: Path,
-                                                                               shards: Any) -> None:
+def test_a_grow_after_a_shrink_killed_before_its_clean_up_shows_the_fill_value(
+    tmp_path: Path, shards: Any
+) -> None:
     """A shrink writes zarr.json, then deletes the chunks past the new end; a process killed in between
     (7 of 30 kill -9s) left them, and growing again showed their old values (2.8 million elements). A grow
     now deletes stored chunks wholly past the present end first."""

@@ -26,14 +26,19 @@ from tests.reliability._bombs import array_doc, deflate_zeros, run_limited, writ
 MiB = 1 << 20
 GZIP = [{"name": "gzip", "configuration": {"level": 1}}]
 ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
-BLOSC = [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1,
-                                            "blocksize": 0}}]
+BLOSC = [
+    {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "noshuffle", "typesize": 1, "blocksize": 0},
+    }
+]
 
 
 def array(compressors: list[dict[str, Any]], **kw: Any) -> tuple[MemoryStore, Any]:
     s = MemoryStore()
-    a = rectizarr.create_array(s, shape=(64, 64), dtype="u1", chunks=(32, 32), compressors=compressors,
-                               fill_value=0, **kw)
+    a = rectizarr.create_array(
+        s, shape=(64, 64), dtype="u1", chunks=(32, 32), compressors=compressors, fill_value=0, **kw
+    )
     a[...] = np.arange(64 * 64, dtype=np.uint64).reshape(64, 64).astype("u1")
     return s, a
 
@@ -98,8 +103,15 @@ def test_bounded_decoding_keeps_valid_data_readable(compressors: list[dict[str, 
     np.testing.assert_array_equal(a[...], expected)
     np.testing.assert_array_equal(a.oindex[[3, 40], [1, 63]], expected[[3, 40]][:, [1, 63]])
     sharded_store = MemoryStore()
-    b = rectizarr.create_array(sharded_store, shape=(64, 64), dtype="u1", chunks=(16, 16), shards=(32, 32),
-                               compressors=compressors, fill_value=0)
+    b = rectizarr.create_array(
+        sharded_store,
+        shape=(64, 64),
+        dtype="u1",
+        chunks=(16, 16),
+        shards=(32, 32),
+        compressors=compressors,
+        fill_value=0,
+    )
     b[...] = expected
     np.testing.assert_array_equal(b[5:50, 7:60], expected[5:50, 7:60])
 
@@ -157,11 +169,21 @@ def zip_bomb(path: Path, inflated: int, declared: int) -> None:
     """A zip archive whose deflated entry ``c/0`` inflates to ``inflated`` zero bytes while its headers
     declare ``declared`` (a few hundred KiB on disk), beside a valid stored array."""
     with zipfile.ZipFile(path, "w") as zf:
-        zf.writestr("zarr.json", json.dumps({
-            "zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "uint8",
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "fill_value": 0, "codecs": [{"name": "bytes"}]}))
+        zf.writestr(
+            "zarr.json",
+            json.dumps(
+                {
+                    "zarr_format": 3,
+                    "node_type": "array",
+                    "shape": [8],
+                    "data_type": "uint8",
+                    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+                    "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                    "fill_value": 0,
+                    "codecs": [{"name": "bytes"}],
+                }
+            ),
+        )
         zf.writestr("c/1", b"\1\2\3\4")
         info = zipfile.ZipInfo("c/0")
         info.compress_type = zipfile.ZIP_DEFLATED
@@ -189,8 +211,12 @@ def test_zip_entry_inflating_past_its_declared_size(tmp_path: Path, declared: in
     a = rectizarr.open_array(store, mode="r")
 
     def read() -> None:
-        for attempt in (lambda: store.get("c/0"), lambda: store.get("c/0", (-4, None)),
-                        lambda: store.get("c/0", (2, None)), lambda: a[:]):
+        for attempt in (
+            lambda: store.get("c/0"),
+            lambda: store.get("c/0", (-4, None)),
+            lambda: store.get("c/0", (2, None)),
+            lambda: a[:],
+        ):
             with pytest.raises(RectizarrError, match="c/0"):
                 attempt()
 
@@ -204,10 +230,13 @@ def test_zip_entry_inflating_past_its_declared_size(tmp_path: Path, declared: in
 
 # ---- issue 35: every bytes -> bytes codec bounded before or while decoding; zip entries read to a limit ----
 
+
 def gzip_zeros(n: int) -> bytes:
     """A gzip member of ``n`` zero bytes (``n`` a multiple of 16 MiB), made in milliseconds (its trailer's
     CRC is not computed: a bounded read stops long before it)."""
-    return b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + deflate_zeros(n) + struct.pack("<II", 0, n & 0xFFFFFFFF)
+    return (
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + deflate_zeros(n) + struct.pack("<II", 0, n & 0xFFFFFFFF)
+    )
 
 
 def lz4_zeros(n: int) -> bytes:
@@ -227,15 +256,29 @@ NUMCODECS_BOMBS: dict[str, tuple[list[dict[str, Any]], Any]] = {
     "lz4": (numcodec("lz4", acceleration=1), lambda: lz4_zeros(64 * MiB)),
     "lz4-claim": (numcodec("lz4", acceleration=1), lambda: (2**31 - 1).to_bytes(4, "little") + bytes(16)),
     "zstd": (numcodec("zstd", level=1), lambda: rle_frame(500, 128 << 10, 0)),
-    "zstd-empty-first-frame": (numcodec("zstd", level=1), lambda: EMPTY_ZSTD_FRAME + rle_frame(500, 128 << 10, 0)),
-    "zstd-sized-first-frame": (numcodec("zstd", level=1),
-                               lambda: zstd_frame(bytes(1000)) + rle_frame(500, 128 << 10, 0)),
+    "zstd-empty-first-frame": (
+        numcodec("zstd", level=1),
+        lambda: EMPTY_ZSTD_FRAME + rle_frame(500, 128 << 10, 0),
+    ),
+    "zstd-sized-first-frame": (
+        numcodec("zstd", level=1),
+        lambda: zstd_frame(bytes(1000)) + rle_frame(500, 128 << 10, 0),
+    ),
     "gzip": (numcodec("gzip", level=1), lambda: gzip_zeros(64 * MiB)),
-    "blosc-claim": (numcodec("blosc", cname="zstd", clevel=1, shuffle=0, blocksize=0),
-                    lambda: bytes([2, 1, 0, 1]) + (2**31).to_bytes(4, "little") + bytes(4) + (32).to_bytes(4, "little")
-                    + bytes(16)),
-    "lzma-raw": (numcodec("lzma", format=lzma.FORMAT_RAW, check=-1, preset=None, filters=LZMA2),
-                 lambda: lzma.compress(bytes(16 * MiB), format=lzma.FORMAT_RAW, filters=LZMA2)),
+    "blosc-claim": (
+        numcodec("blosc", cname="zstd", clevel=1, shuffle=0, blocksize=0),
+        lambda: (
+            bytes([2, 1, 0, 1])
+            + (2**31).to_bytes(4, "little")
+            + bytes(4)
+            + (32).to_bytes(4, "little")
+            + bytes(16)
+        ),
+    ),
+    "lzma-raw": (
+        numcodec("lzma", format=lzma.FORMAT_RAW, check=-1, preset=None, filters=LZMA2),
+        lambda: lzma.compress(bytes(16 * MiB), format=lzma.FORMAT_RAW, filters=LZMA2),
+    ),
     "lzma": (numcodec("lzma"), lambda: lzma.compress(bytes(16 * MiB), preset=1)),
     "zlib": (numcodec("zlib", level=1), lambda: b"\x78\x01" + deflate_zeros(64 * MiB)),
     "bz2": (numcodec("bz2", level=1), lambda: bz2.compress(bytes(16 * MiB), 1)),
@@ -271,7 +314,9 @@ def test_numcodecs_compressors_stop_at_the_chunk_size(name: str) -> None:
 
 
 @pytest.mark.parametrize("compressors", [ZSTD, numcodec("zstd", level=1)], ids=["zstd", "numcodecs.zstd"])
-def test_zstd_values_of_several_frames_are_bounded_and_still_decode(compressors: list[dict[str, Any]]) -> None:
+def test_zstd_values_of_several_frames_are_bounded_and_still_decode(
+    compressors: list[dict[str, Any]],
+) -> None:
     """Frames after the first count towards the bound (numcodecs decoded them all whatever the first one
     declared: 100 MiB for a chunk of 1 KiB); several valid frames still make one chunk."""
     s, a = array(compressors)
@@ -280,7 +325,10 @@ def test_zstd_values_of_several_frames_are_bounded_and_still_decode(compressors:
     assert a[:32, 32:].reshape(-1).tobytes() == chunk
     s.set("c/0/1", EMPTY_ZSTD_FRAME + zstd_frame(chunk))
     assert a[:32, 32:].reshape(-1).tobytes() == chunk
-    for bomb in (EMPTY_ZSTD_FRAME + rle_frame(800, 128 << 10, 0), zstd_frame(bytes(1000)) + rle_frame(800, 128 << 10, 0)):
+    for bomb in (
+        EMPTY_ZSTD_FRAME + rle_frame(800, 128 << 10, 0),
+        zstd_frame(bytes(1000)) + rle_frame(800, 128 << 10, 0),
+    ):
         s.set("c/0/1", bomb)
 
         def read() -> None:
@@ -309,14 +357,30 @@ def test_a_compressor_after_sharding_is_bounded_by_the_shard() -> None:
     """``sharding_indexed`` then ``gzip``: the gzip step is bounded by what a shard can take (it had no
     bound: a shard's encoded size varies)."""
     s = MemoryStore()
-    shard = {"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [16, 16], "codecs": [{"name": "bytes"}], "index_location": "end",
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]}}
-    s.set("zarr.json", json.dumps({
-        "zarr_format": 3, "node_type": "array", "shape": [64, 64], "data_type": "uint8",
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [32, 32]}},
-        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-        "fill_value": 0, "codecs": [shard, {"name": "gzip", "configuration": {"level": 1}}]}).encode())
+    shard = {
+        "name": "sharding_indexed",
+        "configuration": {
+            "chunk_shape": [16, 16],
+            "codecs": [{"name": "bytes"}],
+            "index_location": "end",
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+        },
+    }
+    s.set(
+        "zarr.json",
+        json.dumps(
+            {
+                "zarr_format": 3,
+                "node_type": "array",
+                "shape": [64, 64],
+                "data_type": "uint8",
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [32, 32]}},
+                "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+                "fill_value": 0,
+                "codecs": [shard, {"name": "gzip", "configuration": {"level": 1}}],
+            }
+        ).encode(),
+    )
     a = rectizarr.open_array(s, mode="r+")
     expected = np.arange(64 * 64, dtype=np.uint64).reshape(64, 64).astype("u1")
     a[...] = expected
@@ -341,8 +405,9 @@ def gigabyte_bomb() -> bytes:
 
 @pytest.mark.parametrize("declared", ["honest", "lying"])
 @pytest.mark.parametrize("entry", ["c/0", "zarr.json"])
-def test_zip_entries_inflating_to_gigabytes_are_refused(tmp_path: Path, gigabyte_bomb: bytes, entry: str,
-                                                         declared: str) -> None:
+def test_zip_entries_inflating_to_gigabytes_are_refused(
+    tmp_path: Path, gigabyte_bomb: bytes, entry: str, declared: str
+) -> None:
     """A 1.5 MiB deflated zip entry that inflates to 1.5 GiB, a chunk or the array's ``zarr.json``, read in
     a child under a 2 GiB address-space limit: a header that declares 1.5 GiB is refused before anything
     is inflated (it was inflated whole: a raw MemoryError at 1.5 GiB of resident memory, 10 s); one that
@@ -355,8 +420,9 @@ def test_zip_entries_inflating_to_gigabytes_are_refused(tmp_path: Path, gigabyte
     entries = [e for e in entries if e[0] != entry] + [(entry, gigabyte_bomb, size, 0)]
     write_zip(path, entries)
     assert path.stat().st_size < 2 * MiB
-    out, base, peak = run_limited("from rectizarr.stores import ZipStore",
-                                  f"rectizarr.open_array(ZipStore({str(path)!r}), mode='r')[:]")
+    out, base, peak = run_limited(
+        "from rectizarr.stores import ZipStore", f"rectizarr.open_array(ZipStore({str(path)!r}), mode='r')[:]"
+    )
     assert out.startswith("ERR StoreError") and repr(entry) in out, out
     assert ("header's size" in out) == (declared == "honest"), out
     assert peak - base < 64 << 10, (base, peak)  # KiB
@@ -371,8 +437,16 @@ def test_zip_reads_are_limited_by_their_reader(tmp_path: Path) -> None:
     ``max_document_bytes()``."""
     path = tmp_path / "a.zip"
     with ZipStore(path, mode="w") as store:
-        a = rectizarr.create_array(store, shape=(64, 64), dtype="u1", chunks=(8, 8), shards=(32, 32),
-                                   compressors=GZIP, fill_value=0, attributes={"pad": "x" * 5000})
+        a = rectizarr.create_array(
+            store,
+            shape=(64, 64),
+            dtype="u1",
+            chunks=(8, 8),
+            shards=(32, 32),
+            compressors=GZIP,
+            fill_value=0,
+            attributes={"pad": "x" * 5000},
+        )
         a[...] = 7
         store.set("big", bytes(MiB))
     store = ZipStore(path)

@@ -20,10 +20,27 @@ from rectizarr.stores import FsspecStore, LocalStore, MemoryStore, Store, ZipSto
 from tests.reliability._helpers import snapshot
 
 BAD = [
-    "..", "../x", "a/../../x", "a/..", "./x", "x/./y", "../../../../../../tmp/escape",
-    "%2e%2e", "%2e%2e/x", "a/%2e%2e/%2e%2e/x", "a%2f..%2f..%2fx", "%252e%252e/x", "%2E%2E%5cx",
-    "x\x00y", "\x00", "..\\x", "a\\..\\..\\x", "\\abs", "C:\\x\\..\\..",
-    "\ud800", "a/\udfff/b",  # lone surrogates: no UTF-8 form (once a UnicodeEncodeError)
+    "..",
+    "../x",
+    "a/../../x",
+    "a/..",
+    "./x",
+    "x/./y",
+    "../../../../../../tmp/escape",
+    "%2e%2e",
+    "%2e%2e/x",
+    "a/%2e%2e/%2e%2e/x",
+    "a%2f..%2f..%2fx",
+    "%252e%252e/x",
+    "%2E%2E%5cx",
+    "x\x00y",
+    "\x00",
+    "..\\x",
+    "a\\..\\..\\x",
+    "\\abs",
+    "C:\\x\\..\\..",
+    "\ud800",
+    "a/\udfff/b",  # lone surrogates: no UTF-8 form (once a UnicodeEncodeError)
 ]
 # A leading '/' is the root in Zarr paths ("/a/b" == "a/b"): accepted, but it must stay inside the root.
 ROOTED = ["/x", "//x", "/tmp/escape"]
@@ -114,7 +131,9 @@ def test_symlink_leading_outside_is_never_written_through(tmp_path: Path) -> Non
     g = rectizarr.open_group(store)
     attempts: list[Callable[[], Any]] = [
         lambda: rectizarr.create_array(store, name="link/x", shape=(4,), dtype="i1", chunks=(2,)),
-        lambda: rectizarr.create_array(store, name="link", shape=(4,), dtype="i1", chunks=(2,), overwrite=True),
+        lambda: rectizarr.create_array(
+            store, name="link", shape=(4,), dtype="i1", chunks=(2,), overwrite=True
+        ),
         lambda: g.create_group("link/sub"),
         lambda: store.set("link/zarr.json", b"{}"),
         lambda: store.set("link/a/b", b"x"),
@@ -164,8 +183,9 @@ class Swapper:
     def __init__(self, root: Path, outside: Path) -> None:
         context = multiprocessing.get_context("fork")
         self._done, self._swaps = context.Event(), context.Value("q", 0)
-        self._process = context.Process(target=_swap_forever, args=(str(root), str(outside), self._done, self._swaps),
-                                        daemon=True)
+        self._process = context.Process(
+            target=_swap_forever, args=(str(root), str(outside), self._done, self._swaps), daemon=True
+        )
 
     @property
     def swaps(self) -> int:
@@ -216,7 +236,9 @@ def test_swapping_a_directory_for_an_outside_link_during_writes_never_writes_out
     assert swapper.swaps >= 20 and refused < i
 
 
-def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_outside(tmp_path: Path) -> None:
+def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_outside(
+    tmp_path: Path,
+) -> None:
     """The same swapping while keys under ``c/`` are deleted one by one and by prefix: what lies outside
     under the same names is never removed."""
     root, outside = tmp_path / "root", tmp_path / "outside"
@@ -241,8 +263,11 @@ def test_swapping_a_directory_for_an_outside_link_during_deletes_never_deletes_o
     assert swapper.swaps >= 20
 
 
-@pytest.mark.parametrize("name", ["x" * 300, "é" * 200, "a/" + "b" * 256 + "/c", "/".join(["d" * 250] * 20)],
-                         ids=["300 bytes", "400 bytes utf-8", "long inner segment", "long path"])
+@pytest.mark.parametrize(
+    "name",
+    ["x" * 300, "é" * 200, "a/" + "b" * 256 + "/c", "/".join(["d" * 250] * 20)],
+    ids=["300 bytes", "400 bytes utf-8", "long inner segment", "long path"],
+)
 def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> None:
     """A node name or key the file system cannot hold: reads find nothing there, writes raise a StoreError
     naming the key, never a bare OSError."""
@@ -254,9 +279,12 @@ def test_names_longer_than_the_file_system_allows(tmp_path: Path, name: str) -> 
     assert name not in g
     with pytest.raises(rectizarr.errors.NodeNotFoundError):
         rectizarr.open_array(store, path=name, mode="r")
-    for attempt in [lambda: rectizarr.create_array(store, name=name, shape=(4,), dtype="i1", chunks=(2,)),
-                    lambda: g.create_group(name), lambda: store.set(name, b"x"),
-                    lambda: store.set_many({"ok": b"1", name: b"x"})]:
+    for attempt in [
+        lambda: rectizarr.create_array(store, name=name, shape=(4,), dtype="i1", chunks=(2,)),
+        lambda: g.create_group(name),
+        lambda: store.set(name, b"x"),
+        lambda: store.set_many({"ok": b"1", name: b"x"}),
+    ]:
         with pytest.raises(StoreError, match="longer than the file system allows") as info:
             attempt()
         assert repr(name)[:40] in str(info.value)

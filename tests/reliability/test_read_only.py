@@ -93,8 +93,14 @@ def test_mode_r_on_a_writable_store(tmp_path: Path) -> None:
     before = snapshot(tmp_path)
     a = rectizarr.open_array(store, path="x", mode="r")
     g = rectizarr.open_group(store, mode="r")
-    for attempt in (lambda: a.__setitem__(0, 1.0), lambda: a.resize((1, 1)), lambda: a.attrs.put({}),
-                    lambda: g.create_group("n"), lambda: g.delete("x"), lambda: g.attrs.put({})):
+    for attempt in (
+        lambda: a.__setitem__(0, 1.0),
+        lambda: a.resize((1, 1)),
+        lambda: a.attrs.put({}),
+        lambda: g.create_group("n"),
+        lambda: g.delete("x"),
+        lambda: g.attrs.put({}),
+    ):
         with pytest.raises(ReadOnlyError):
             attempt()
     assert snapshot(tmp_path) == before

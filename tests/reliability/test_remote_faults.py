@@ -30,8 +30,11 @@ def faulty() -> Iterator[S3Server]:
 def store_on(server: S3Server, backend: str, bucket: str, **extra: Any) -> Store:
     options: dict[str, Any] = {**server.storage_options(), **extra}
     if backend == "fsspec":
-        options["config_kwargs"] = {"retries": {"max_attempts": 2, "mode": "standard"},
-                                    "read_timeout": extra.pop("timeout", 30), "connect_timeout": 5}
+        options["config_kwargs"] = {
+            "retries": {"max_attempts": 2, "mode": "standard"},
+            "read_timeout": extra.pop("timeout", 30),
+            "connect_timeout": 5,
+        }
         options.pop("timeout", None)
         options["skip_instance_cache"] = True
     return open_store(f"s3://{bucket}", backend=backend, storage_options=options)
@@ -42,16 +45,18 @@ def data(faulty: S3Server) -> tuple[str, np.ndarray]:
     faulty.clear_faults()
     bucket = faulty.new_bucket(faulty.filesystem())
     values = np.arange(64 * 64, dtype="i4").reshape(64, 64)
-    a = rectizarr.create_array(store_on(faulty, "obstore", bucket), name="x", shape=values.shape, dtype="i4",
-                               chunks=(16, 64))
+    a = rectizarr.create_array(
+        store_on(faulty, "obstore", bucket), name="x", shape=values.shape, dtype="i4", chunks=(16, 64)
+    )
     a[...] = values
     return bucket, values
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fault", ["500", "503"])
-def test_a_few_server_errors_are_retried(faulty: S3Server, data: tuple[str, np.ndarray], backend: str,
-                                         fault: str) -> None:
+def test_a_few_server_errors_are_retried(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str, fault: str
+) -> None:
     bucket, values = data
     a = rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")
     faulty.reset_counts()
@@ -61,8 +66,9 @@ def test_a_few_server_errors_are_retried(faulty: S3Server, data: tuple[str, np.n
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_errors_that_persist_end_in_a_store_error(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                  backend: str) -> None:
+def test_errors_that_persist_end_in_a_store_error(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     bucket, values = data
     store = store_on(faulty, backend, bucket)
     a = rectizarr.open_array(store, path="x")
@@ -89,8 +95,9 @@ def test_a_truncated_body_is_never_data(faulty: S3Server, data: tuple[str, np.nd
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_server_that_never_answers_times_out(faulty: S3Server, data: tuple[str, np.ndarray],
-                                               backend: str) -> None:
+def test_a_server_that_never_answers_times_out(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     bucket, _ = data
     store = store_on(faulty, backend, bucket, timeout=1)
     a = rectizarr.open_array(store, path="x", mode="r")
@@ -104,8 +111,9 @@ def test_a_server_that_never_answers_times_out(faulty: S3Server, data: tuple[str
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_server_that_never_answers_writes_times_out(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                      backend: str) -> None:
+def test_a_server_that_never_answers_writes_times_out(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     """Writes too: a chunk's PUT and a conditional PUT of ``zarr.json`` (an append) end in a StoreError
     naming the bucket, and the data is unchanged. (s3fs uploads with ``Expect: 100-continue`` waited for
     the server's 100 Continue with no timeout: past 500 s, fuzz fz34.)"""
@@ -125,8 +133,9 @@ def test_a_server_that_never_answers_writes_times_out(faulty: S3Server, data: tu
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_precondition_failure_is_a_conflict_never_lost_data(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                              backend: str) -> None:
+def test_a_precondition_failure_is_a_conflict_never_lost_data(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     """Two clients change attributes and append, interleaved: each conditional write that loses (412)
     is re-read and re-applied."""
     bucket, values = data
@@ -144,8 +153,9 @@ def test_a_precondition_failure_is_a_conflict_never_lost_data(faulty: S3Server, 
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_an_unconditional_write_refused_is_an_error_never_a_write(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                                  backend: str) -> None:
+def test_an_unconditional_write_refused_is_an_error_never_a_write(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     """A plain PUT answered 412 (or 409) did not store anything: a StoreError naming the key, not a success
     (obstore took it for a lost race and returned as if written)."""
     bucket, values = data
@@ -156,7 +166,9 @@ def test_an_unconditional_write_refused_is_an_error_never_a_write(faulty: S3Serv
             a[16:32] = -5  # one whole chunk: an unconditional PUT
     finally:
         faulty.clear_faults()
-    assert np.array_equal(rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values)
+    assert np.array_equal(
+        rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values
+    )
 
 
 LOST = ["lost", "lost_reset", "lost_timeout"]  # the write lands; then a 500, a reset, no answer at all
@@ -178,8 +190,15 @@ def _append_empty(store: Store, server: S3Server, bucket: str) -> list[str]:
 
 def _append_v2(store: Store, server: S3Server, bucket: str) -> list[str]:
     """(A Zarr v2 hierarchy of its own, under ``two/``: no v2 node is made below a v3 group.)"""
-    rectizarr.create_array(store_on(server, "obstore", f"{bucket}/two"), name="v", shape=(0,), dtype="i4",
-                           chunks=(2,), fill_value=-1, zarr_format=2)
+    rectizarr.create_array(
+        store_on(server, "obstore", f"{bucket}/two"),
+        name="v",
+        shape=(0,),
+        dtype="i4",
+        chunks=(2,),
+        fill_value=-1,
+        zarr_format=2,
+    )
     return ["two/v/.zarray"]
 
 
@@ -188,49 +207,74 @@ LOST_ANSWER_CASES: dict[str, tuple[Any, Any, Any]] = {
     "append_to_empty": (  # the issue's report: [-1, -1, 7, 7] (fsspec), StoreError and [-1, -1] (obstore)
         _append_empty,
         lambda store, values: rectizarr.open_array(store, path="e").append(np.array([7, 7], "i4")) == (2,),
-        lambda server, bucket, values: reopened(server, bucket, "e")[...].tolist() == [7, 7]),
+        lambda server, bucket, values: reopened(server, bucket, "e")[...].tolist() == [7, 7],
+    ),
     "append_v2": (
         _append_v2,
         lambda store, values: rectizarr.open_array(store, path="v").append(np.array([7, 7], "i4")) == (2,),
-        lambda server, bucket, values: reopened(server, f"{bucket}/two", "v")[...].tolist() == [7, 7]),
+        lambda server, bucket, values: reopened(server, f"{bucket}/two", "v")[...].tolist() == [7, 7],
+    ),
     "append": (  # zarr.json, and the edge chunk it writes part of (a conditional write)
         lambda store, server, bucket: ["x/zarr.json", "x/c/4/0"],
-        lambda store, values: rectizarr.open_array(store, path="x").append(np.full((8, 64), -1, "i4")) == (72, 64),
+        lambda store, values: (
+            rectizarr.open_array(store, path="x").append(np.full((8, 64), -1, "i4")) == (72, 64)
+        ),
         lambda server, bucket, values: np.array_equal(
-            reopened(server, bucket, "x")[...], np.concatenate([values, np.full((8, 64), -1, "i4")]))),
+            reopened(server, bucket, "x")[...], np.concatenate([values, np.full((8, 64), -1, "i4")])
+        ),
+    ),
     "grow": (
         lambda store, server, bucket: ["x/zarr.json"],
         lambda store, values: rectizarr.open_array(store, path="x").resize((100, 64)) is None,
-        lambda server, bucket, values: reopened(server, bucket, "x").shape == (100, 64)
-        and np.array_equal(reopened(server, bucket, "x")[:64], values)),
+        lambda server, bucket, values: (
+            reopened(server, bucket, "x").shape == (100, 64)
+            and np.array_equal(reopened(server, bucket, "x")[:64], values)
+        ),
+    ),
     "shrink": (  # zarr.json, and the chunk at the new end, cleared past it
         lambda store, server, bucket: ["x/zarr.json", "x/c/2/0"],
         lambda store, values: rectizarr.open_array(store, path="x").resize((40, 64)) is None,
-        lambda server, bucket, values: _grown_back(server, bucket, values)),
+        lambda server, bucket, values: _grown_back(server, bucket, values),
+    ),
     "attributes": (
         lambda store, server, bucket: ["x/zarr.json"],
         lambda store, values: rectizarr.open_array(store, path="x").attrs.update({"k": 1, "j": [2]}) is None,
-        lambda server, bucket, values: dict(reopened(server, bucket, "x").attrs) == {"k": 1, "j": [2]}
-        and reopened(server, bucket, "x").shape == (64, 64)),
+        lambda server, bucket, values: (
+            dict(reopened(server, bucket, "x").attrs) == {"k": 1, "j": [2]}
+            and reopened(server, bucket, "x").shape == (64, 64)
+        ),
+    ),
     "create_array": (
         lambda store, server, bucket: ["y/zarr.json"],
-        lambda store, values: rectizarr.create_array(store, name="y", shape=(4,), dtype="i4", chunks=(2,),
-                                                     fill_value=3).shape == (4,),
-        lambda server, bucket, values: reopened(server, bucket, "y")[...].tolist() == [3] * 4),
+        lambda store, values: (
+            rectizarr.create_array(store, name="y", shape=(4,), dtype="i4", chunks=(2,), fill_value=3).shape
+            == (4,)
+        ),
+        lambda server, bucket, values: reopened(server, bucket, "y")[...].tolist() == [3] * 4,
+    ),
     "create_group": (  # the group, and the one made above it
         lambda store, server, bucket: ["g/zarr.json", "g/h/zarr.json"],
         lambda store, values: rectizarr.create_group(store, path="g/h", attributes={"a": 1}).path == "g/h",
-        lambda server, bucket, values: dict(reopened(server, bucket, "g/h").attrs) == {"a": 1}
-        and list(reopened(server, bucket, "g").keys()) == ["h"]),
+        lambda server, bucket, values: (
+            dict(reopened(server, bucket, "g/h").attrs) == {"a": 1}
+            and list(reopened(server, bucket, "g").keys()) == ["h"]
+        ),
+    ),
     "partial_chunk": (  # a conditional write of the chunk, merged with what it holds
         lambda store, server, bucket: ["x/c/0/0"],
         lambda store, values: rectizarr.open_array(store, path="x").__setitem__((slice(0, 2), 0), -7) is None,
-        lambda server, bucket, values: np.array_equal(reopened(server, bucket, "x")[...], _with(values))),
+        lambda server, bucket, values: np.array_equal(reopened(server, bucket, "x")[...], _with(values)),
+    ),
     "consolidate": (
         lambda store, server, bucket: ["zarr.json"],
         lambda store, values: list(rectizarr.consolidate_metadata(store).keys()) == ["x"],
-        lambda server, bucket, values: rectizarr.open_group(store_on(server, "obstore", bucket), mode="r",
-                                                            use_consolidated=True)["x"].shape == (64, 64)),
+        lambda server, bucket, values: (
+            rectizarr.open_group(store_on(server, "obstore", bucket), mode="r", use_consolidated=True)[
+                "x"
+            ].shape
+            == (64, 64)
+        ),
+    ),
 }
 
 
@@ -252,8 +296,9 @@ def _grown_back(server: S3Server, bucket: str, values: np.ndarray) -> bool:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fault", LOST)
 @pytest.mark.parametrize("case", sorted(LOST_ANSWER_CASES))
-def test_a_write_whose_answer_was_lost_is_applied_once(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                        backend: str, fault: str, case: str) -> None:
+def test_a_write_whose_answer_was_lost_is_applied_once(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str, fault: str, case: str
+) -> None:
     """The server stores a write, and its answer is lost: a 500, a connection reset with no answer, no
     answer within the client's timeout. The client sends it again, which the condition refuses (its own
     first write changed the ETag, or made the key), or sends it no more (obstore, after a timeout). Each
@@ -279,8 +324,8 @@ def test_a_write_whose_answer_was_lost_is_applied_once(faulty: S3Server, data: t
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("change", ["append", "attributes"])
 def test_a_write_whose_landing_cannot_be_known_is_a_store_error_applied_at_most_once(
-        faulty: S3Server, data: tuple[str, np.ndarray], backend: str, change: str,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every answer to the conditional write of ``zarr.json`` is lost (a reset) and the key cannot be read
     back either: StoreError naming the key, and the document is the old one or the new one (an append
     applied once at most; with its data not written, its new elements are the fill value)."""
@@ -289,7 +334,9 @@ def test_a_write_whose_landing_cannot_be_known_is_a_store_error_applied_at_most_
     a = rectizarr.open_array(store, path="x")
     _lose_every_answer(monkeypatch, faulty, store, "x/zarr.json", "lost_reset", 1000, key_only=True)
     with pytest.raises(StoreError, match=r"x/zarr\.json"):
-        bounded(lambda: a.append(np.full((16, 64), -1, "i4")) if change == "append" else a.attrs.update(k=1), 120)
+        bounded(
+            lambda: a.append(np.full((16, 64), -1, "i4")) if change == "append" else a.attrs.update(k=1), 120
+        )
     monkeypatch.undo()
     back = reopened(faulty, bucket, "x")
     assert np.array_equal(back[:64], values)
@@ -300,24 +347,29 @@ def test_a_write_whose_landing_cannot_be_known_is_a_store_error_applied_at_most_
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_connection_resets_past_the_retries_are_store_errors(faulty: S3Server, data: tuple[str, np.ndarray],
-                                                             backend: str) -> None:
+def test_connection_resets_past_the_retries_are_store_errors(
+    faulty: S3Server, data: tuple[str, np.ndarray], backend: str
+) -> None:
     """Every request answered by a connection reset: reads, writes, look-ups and listings raise a StoreError
     naming the bucket (botocore's ConnectionClosedError and s3fs's OSError for a 503 came through raw),
     and the data is unchanged once the server answers again."""
     bucket, values = data
     a = rectizarr.open_array(store_on(faulty, backend, bucket), path="x")
-    for kinds, act in [(["get", "get_range"], lambda: a[0:16]),
-                       (["put", "head", "get", "get_range"], lambda: a.__setitem__((slice(0, 2), 0), 1)),
-                       (["head"], lambda: store_on(faulty, backend, bucket).getsize("x/zarr.json")),
-                       (["list"], lambda: list(store_on(faulty, backend, bucket).list_prefix("x/")))]:
+    for kinds, act in [
+        (["get", "get_range"], lambda: a[0:16]),
+        (["put", "head", "get", "get_range"], lambda: a.__setitem__((slice(0, 2), 0), 1)),
+        (["head"], lambda: store_on(faulty, backend, bucket).getsize("x/zarr.json")),
+        (["list"], lambda: list(store_on(faulty, backend, bucket).list_prefix("x/"))),
+    ]:
         faulty.inject("reset", times=1000, kinds=kinds)
         try:
             with pytest.raises(StoreError, match=bucket):
                 bounded(act, 120)
         finally:
             faulty.clear_faults()
-    assert np.array_equal(rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values)
+    assert np.array_equal(
+        rectizarr.open_array(store_on(faulty, backend, bucket), path="x", mode="r")[...], values
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -340,7 +392,8 @@ def test_a_failed_listing_leaves_no_new_node(faulty: S3Server, backend: str) -> 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", ["group", "array"])
 def test_a_retried_create_over_an_identical_document_is_refused_and_changes_nothing(
-        faulty: S3Server, backend: str, kind: str) -> None:
+    faulty: S3Server, backend: str, kind: str
+) -> None:
     """The create-only PUT of a v2 node's document is answered 500 once; its retry is refused because the
     key holds the very same bytes (every v2 group's ``.zgroup`` is the same), which a writer cannot tell
     from its own first attempt having landed. Another node's keys are listed beside: NodeExistsError, and
@@ -351,8 +404,9 @@ def test_a_retried_create_over_an_identical_document_is_refused_and_changes_noth
     def make(owner: str) -> Any:
         if kind == "group":
             return rectizarr.create_group(store, path="x", zarr_format=2, attributes={"owner": owner})
-        return rectizarr.create_array(store, name="x", shape=(4,), dtype="u1", chunks=(2,), zarr_format=2,
-                                      attributes={"owner": owner})
+        return rectizarr.create_array(
+            store, name="x", shape=(4,), dtype="u1", chunks=(2,), zarr_format=2, attributes={"owner": owner}
+        )
 
     make("first")
     faulty.inject("500", times=1, kinds=["put"])
@@ -365,8 +419,9 @@ def test_a_retried_create_over_an_identical_document_is_refused_and_changes_noth
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_node(faulty: S3Server,
-                                                                                  backend: str) -> None:
+def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_node(
+    faulty: S3Server, backend: str
+) -> None:
     """Every answer to the create-only PUT of a v2 group's ``.zgroup`` is lost (the write lands) where a v2
     array is: NodeExistsError, and the ``.zgroup`` that landed is deleted again (the array opens as one)."""
     faulty.clear_faults()
@@ -382,8 +437,9 @@ def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_nod
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(faulty: S3Server, backend: str,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(
+    faulty: S3Server, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The create-only PUT of a new node's document lands but every answer to it is lost, and it cannot be
     read back to tell: StoreError, and the groups made above it stay, so the node, which may stand, is
     reachable from the root (they were deleted again, leaving a node below no group)."""
@@ -399,8 +455,16 @@ def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(faulty: 
     assert list(rectizarr.open_group(store, mode="r")["n"].keys()) == ["x"]
 
 
-def _lose_every_answer(monkeypatch: pytest.MonkeyPatch, faulty: S3Server, store: Any, target: str, fault: str,
-                       times: int, *, key_only: bool) -> None:
+def _lose_every_answer(
+    monkeypatch: pytest.MonkeyPatch,
+    faulty: S3Server,
+    store: Any,
+    target: str,
+    fault: str,
+    times: int,
+    *,
+    key_only: bool,
+) -> None:
     """While ``store`` writes ``target`` conditionally, its PUTs land with their answers lost (``fault``,
     ``times``; to ``target`` only if ``key_only``) and reads of it fail: the landing cannot be known."""
     real = type(store).set_if

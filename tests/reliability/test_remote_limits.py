@@ -32,9 +32,13 @@ def silent() -> Iterator[SilentServer]:
 def test_a_server_that_never_answers_times_out(silent: SilentServer) -> None:
     url = f"{silent.base_url}/data.zarr"
     store = FsspecStore(url, timeout=0.5)
-    for what, attempt in [("get", lambda: store.get("zarr.json")), ("range", lambda: store.get("c/0", (0, 4))),
-                          ("suffix", lambda: store.get("c/0", (-4, None))), ("exists", lambda: store.exists("c/0")),
-                          ("open_group", lambda: rectizarr.open_group(store, mode="r"))]:
+    for what, attempt in [
+        ("get", lambda: store.get("zarr.json")),
+        ("range", lambda: store.get("c/0", (0, 4))),
+        ("suffix", lambda: store.get("c/0", (-4, None))),
+        ("exists", lambda: store.exists("c/0")),
+        ("open_group", lambda: rectizarr.open_group(store, mode="r")),
+    ]:
         with pytest.raises(StoreError, match="timed out") as info:
             bounded(attempt, 30)
         assert silent.base_url in str(info.value), what
@@ -69,7 +73,11 @@ def test_the_obstore_backend_times_out_and_never_inflates(silent: SilentServer) 
     """The same two limits through the obstore backend (the default for http(s) URLs when installed)."""
     url = f"{silent.base_url}/data.zarr"
     store = open_store(url, mode="r", backend="obstore", storage_options={"timeout": 0.5})
-    for attempt in [lambda: store.get("zarr.json"), lambda: store.get("c/0", (0, 4)), lambda: store.exists("c/0")]:
+    for attempt in [
+        lambda: store.get("zarr.json"),
+        lambda: store.get("c/0", (0, 4)),
+        lambda: store.exists("c/0"),
+    ]:
         with pytest.raises(StoreError, match="timed out") as info:
             bounded(attempt, 60)
         assert silent.base_url in str(info.value)
@@ -84,8 +92,9 @@ def test_the_obstore_backend_times_out_and_never_inflates(silent: SilentServer) 
 
 @pytest.mark.parametrize("server", ["ignores ranges", "refuses suffixes"])
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
-def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(tmp_path: Any, server: str,
-                                                                          backend: str) -> None:
+def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(
+    tmp_path: Any, server: str, backend: str
+) -> None:
     """An HTTP server that ignores ``Range`` (200 with the whole file, as ``python -m http.server``) or
     answers a suffix range with 416: a ranged read is the bytes asked for, cut from the whole value (obstore
     gave b'' and a sharded read 'shard index is 0 bytes'; fsspec gave the whole value)."""
@@ -97,8 +106,9 @@ def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(tmp_pat
     import numpy as np
 
     root = str(tmp_path)
-    rectizarr.create_array(root, name="sh", shape=(1000,), shards=(1000,), chunks=(10,), dtype="i4",
-                           compressors=None)[:] = np.arange(1000)
+    rectizarr.create_array(
+        root, name="sh", shape=(1000,), shards=(1000,), chunks=(10,), dtype="i4", compressors=None
+    )[:] = np.arange(1000)
     value = (tmp_path / "sh" / "c" / "0").read_bytes()
 
     class Handler(SimpleHTTPRequestHandler):
@@ -144,6 +154,7 @@ def test_servers_that_do_not_serve_ranges_still_give_the_bytes_asked_for(tmp_pat
 
 # ---- bodies bounded by what the reader can take (issue 35) ----------------------------------------------
 
+
 def _gzip_bomb() -> bytes:
     return gzip.compress(bytes(64 * MiB), compresslevel=9)  # ~64 KiB inflating to 64 MiB
 
@@ -157,8 +168,12 @@ def _zstd_bomb() -> bytes:  # one frame of RLE blocks declaring no size: 8 KiB d
     return b"\x28\xb5\x2f\xfd\x00\x38" + b"".join(blocks)
 
 
-ENCODED = {"gzip": _gzip_bomb, "deflate": _deflate_bomb, "zstd": _zstd_bomb,
-           "br": lambda: bytes(range(256)) * 256}  # (no brotli encoder here: bytes a decoder would change)
+ENCODED = {
+    "gzip": _gzip_bomb,
+    "deflate": _deflate_bomb,
+    "zstd": _zstd_bomb,
+    "br": lambda: bytes(range(256)) * 256,
+}  # (no brotli encoder here: bytes a decoder would change)
 
 
 @pytest.mark.parametrize("encoding", sorted(ENCODED))
@@ -195,10 +210,18 @@ def test_answers_longer_than_a_chunk_or_document_are_refused(backend: str, chunk
     ``Content-Length`` before the body is read, or, sent in chunks with no length, once one byte more
     than the limit came (obstore refuses any answer without a ``Content-Length``); StoreError naming the
     key, memory bounded by the limit, the other chunks readable."""
-    server = BodyServer({"x.zarr/zarr.json": array_doc(), "x.zarr/c/0": 256 * MiB, "x.zarr/c/1": b"\1\2\3\4",
-                         "y.zarr/zarr.json": 256 * MiB, "z.zarr/zarr.json": array_doc() + b" " * MiB},
-                        chunked=chunked)
+    server = BodyServer(
+        {
+            "x.zarr/zarr.json": array_doc(),
+            "x.zarr/c/0": 256 * MiB,
+            "x.zarr/c/1": b"\1\2\3\4",
+            "y.zarr/zarr.json": 256 * MiB,
+            "z.zarr/zarr.json": array_doc() + b" " * MiB,
+        },
+        chunked=chunked,
+    )
     try:
+
         def read_chunk() -> None:
             with pytest.raises(StoreError, match="more than the 4 bytes a chunk") as info:
                 a[:]
@@ -206,12 +229,16 @@ def test_answers_longer_than_a_chunk_or_document_are_refused(backend: str, chunk
 
         def open_document(name: str) -> None:
             with pytest.raises(StoreError, match=f"{name}/zarr.json") as info:
-                rectizarr.open_array(open_store(f"{server.base_url}/{name}", mode="r", backend=backend), mode="r")
+                rectizarr.open_array(
+                    open_store(f"{server.base_url}/{name}", mode="r", backend=backend), mode="r"
+                )
             assert "1048576 bytes a metadata document" in str(info.value)
 
         if backend == "obstore" and chunked:
             with pytest.raises(StoreError, match=r"x\.zarr/zarr\.json.*Content-Length"):
-                rectizarr.open_array(open_store(f"{server.base_url}/x.zarr", mode="r", backend=backend), mode="r")
+                rectizarr.open_array(
+                    open_store(f"{server.base_url}/x.zarr", mode="r", backend=backend), mode="r"
+                )
             return
         a = rectizarr.open_array(open_store(f"{server.base_url}/x.zarr", mode="r", backend=backend), mode="r")
         assert a[4:].tolist() == [1, 2, 3, 4]
@@ -226,10 +253,18 @@ def test_opting_in_to_decoding_is_bounded_by_the_chunk_too() -> None:
     """``client_kwargs={"auto_decompress": True}`` (fsspec) inflates what the server compressed: the body
     is then read in pieces and refused once more than a chunk (1 MiB here) came, not inflated whole."""
     bomb = gzip.compress(bytes(256 * MiB), compresslevel=9)  # ~250 KiB inflating to 256 MiB
-    server = BodyServer({"x.zarr/zarr.json": gzip.compress(array_doc(chunk=MiB, shape=2 * MiB)),
-                         "x.zarr/c/0": bomb, "x.zarr/c/1": gzip.compress(bytes(MiB))}, encoding="gzip")
+    server = BodyServer(
+        {
+            "x.zarr/zarr.json": gzip.compress(array_doc(chunk=MiB, shape=2 * MiB)),
+            "x.zarr/c/0": bomb,
+            "x.zarr/c/1": gzip.compress(bytes(MiB)),
+        },
+        encoding="gzip",
+    )
     try:
-        store = FsspecStore(f"{server.base_url}/x.zarr", storage_options={"client_kwargs": {"auto_decompress": True}})
+        store = FsspecStore(
+            f"{server.base_url}/x.zarr", storage_options={"client_kwargs": {"auto_decompress": True}}
+        )
         a = rectizarr.open_array(store, mode="r")
         assert not a[MiB:].any()
 

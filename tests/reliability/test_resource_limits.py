@@ -21,8 +21,9 @@ MiB = 1 << 20
 def test_sparse_huge_read_memory_is_proportional_to_output(tmp_path: Path, kind: str, sharded: bool) -> None:
     store: Store = MemoryStore() if kind == "memory" else LocalStore(tmp_path / "s.zarr")
     layout = dict(shards=(100, 100), chunks=(1, 1)) if sharded else dict(chunks=(1, 1))
-    a = rectizarr.create_array(store, shape=(10**6, 10**6), dtype="f8", compressors=None, fill_value=-1.0,
-                               **layout)  # type: ignore[arg-type]
+    a = rectizarr.create_array(
+        store, shape=(10**6, 10**6), dtype="f8", compressors=None, fill_value=-1.0, **layout
+    )  # type: ignore[arg-type]
     points = {(5, 7): 1.0, (500, 3): 2.0, (999, 999): 3.0, (5000, 5000): 4.0}
     for (i, j), v in points.items():
         a[i, j] = v
@@ -37,7 +38,9 @@ def test_sparse_huge_read_memory_is_proportional_to_output(tmp_path: Path, kind:
     np.testing.assert_array_equal(out, expected)
     # The plan's coords array (16 bytes per touched chunk here) and the output; nothing per chunk in Python
     # (one ChunkProjection per touched chunk was ~300 bytes each: hundreds of MiB).
-    assert peak < 4 * out.nbytes + 10 * MiB, f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
+    assert peak < 4 * out.nbytes + 10 * MiB, (
+        f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
+    )
 
 
 def test_sparse_read_path_matches_dense_path() -> None:
@@ -60,8 +63,9 @@ def test_sparse_read_path_matches_dense_path() -> None:
 def test_sparse_huge_one_dimensional_read_builds_nothing_per_missing_chunk() -> None:
     """shape (2**31,), chunks (1,), 3 chunks stored: ``a[:10**6]`` touches 10**6 chunks. Per-axis plans keep
     numpy arrays (about six int64 per touched chunk) and build AxisChunk objects only for stored chunks."""
-    a = rectizarr.create_array(MemoryStore(), shape=(2**31,), dtype="f8", chunks=(1,), compressors=None,
-                               fill_value=-1.0)
+    a = rectizarr.create_array(
+        MemoryStore(), shape=(2**31,), dtype="f8", chunks=(1,), compressors=None, fill_value=-1.0
+    )
     for i in (5, 500, 999_999):
         a[i] = 1.0
     outs: list[Any] = []
@@ -70,4 +74,6 @@ def test_sparse_huge_one_dimensional_read_builds_nothing_per_missing_chunk() -> 
     expected = np.full(10**6, -1.0)
     expected[[5, 500, 999_999]] = 1.0
     np.testing.assert_array_equal(out, expected)
-    assert peak < 12 * out.nbytes + 10 * MiB, f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
+    assert peak < 12 * out.nbytes + 10 * MiB, (
+        f"peak {peak / MiB:.1f} MiB for {out.nbytes / MiB:.1f} MiB of output"
+    )

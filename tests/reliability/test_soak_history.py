@@ -41,8 +41,16 @@ class Hist:
         self.final: list[dict[str, Any]] = []
         self.setup()
 
-    def op(self, proc: int, kind: str, inv: float, ret: float | None, status: str = "ok",
-           res: dict[str, Any] | None = None, **args: Any) -> int:
+    def op(
+        self,
+        proc: int,
+        kind: str,
+        inv: float,
+        ret: float | None,
+        status: str = "ok",
+        res: dict[str, Any] | None = None,
+        **args: Any,
+    ) -> int:
         """One operation; ``ret`` None (or status ``killed``): no completion recorded. Arguments given as
         functions are called with the operation's id."""
         self.seq[proc] += 1
@@ -52,19 +60,39 @@ class Hist:
         rec = self.recs[proc]
         rec.invoke(op, kind, t=inv, **{k: (v(op) if callable(v) else v) for k, v in args.items()})
         if ret is not None and status != "killed":
-            rec.complete(op, status, t=ret, **{k: (v(op) if callable(v) else v) for k, v in (res or {}).items()})
+            rec.complete(
+                op, status, t=ret, **{k: (v(op) if callable(v) else v) for k, v in (res or {}).items()}
+            )
         return op
 
-    def write(self, proc: int, arr: str, cells: list[tuple[int, int]], inv: float, ret: float | None,
-              status: str = "ok") -> int:
+    def write(
+        self,
+        proc: int,
+        arr: str,
+        cells: list[tuple[int, int]],
+        inv: float,
+        ret: float | None,
+        status: str = "ok",
+    ) -> int:
         rows, cols = zip(*cells, strict=True)
         return self.op(proc, "write", inv, ret, status, arr=arr, el=sh.pack(sh.flat(_a(rows), _a(cols))))
 
-    def read(self, proc: int, arr: str, seen: list[tuple[int, int, int]], inv: float, ret: float,
-             final: bool = False, units: list[int] | None = None) -> int:
+    def read(
+        self,
+        proc: int,
+        arr: str,
+        seen: list[tuple[int, int, int]],
+        inv: float,
+        ret: float,
+        final: bool = False,
+        units: list[int] | None = None,
+    ) -> int:
         rows, cols, vals = zip(*seen, strict=True)
-        res = {"el": sh.pack(sh.flat(_a(rows), _a(cols))), "val": sh.pack(list(vals)),
-               "unit": sh.pack(units or [0] * len(vals))}
+        res = {
+            "el": sh.pack(sh.flat(_a(rows), _a(cols))),
+            "val": sh.pack(list(vals)),
+            "unit": sh.pack(units or [0] * len(vals)),
+        }
         return self.op(proc, "read", inv, ret, res=res, arr=arr, final=final)
 
     def setup(self) -> None:
@@ -72,8 +100,9 @@ class Hist:
         for name, spec in ARRAYS.items():
             self.op(0, "init", 0.0, 0.5, arr=name, n=spec["rows"])
             self.setup_write = getattr(self, "setup_write", {})
-            self.setup_write[name] = self.write(0, name, [(r, c) for r in range(spec["rows"])
-                                                          for c in range(spec["cols"])], 0.5, 1.0)
+            self.setup_write[name] = self.write(
+                0, name, [(r, c) for r in range(spec["rows"]) for c in range(spec["cols"])], 0.5, 1.0
+            )
         self.root_attrs = self.op(0, "attrs", 0.0, 1.0, doc="", set=lambda op: dict.fromkeys(sh.KEYS, op))
 
     store_kind = "synthetic"
@@ -81,9 +110,21 @@ class Hist:
     def check(self, store_dir: Path | None = None) -> Any:
         for rec in self.final:
             self.recs[0].record({"ev": "final", **rec})
-        (self.dir / "run.json").write_text(json.dumps({
-            "store": self.store_kind, "seconds": 10, "clients": 2, "threads": 1, "arrays": ARRAYS,
-            "kills": self.kills, "kill_slack": 0.5, "err_slack": 0.1, "faults": {}}))
+        (self.dir / "run.json").write_text(
+            json.dumps(
+                {
+                    "store": self.store_kind,
+                    "seconds": 10,
+                    "clients": 2,
+                    "threads": 1,
+                    "arrays": ARRAYS,
+                    "kills": self.kills,
+                    "kill_slack": 0.5,
+                    "err_slack": 0.1,
+                    "faults": {},
+                }
+            )
+        )
         for rec in self.recs.values():
             rec.close()
         report, _ = sh.check(self.dir, store_dir)
@@ -153,7 +194,11 @@ def test_clean_history_with_overlapping_and_unknown_operations(h: Hist, tmp_path
     report = h.check(store)
     assert report.violations == [], report.violations
     assert report.notes["temporary files of killed clients"] == 1
-    assert report.checked["elements"] >= 20 and report.checked["attributes"] == 8 and report.checked["nodes"] == 5
+    assert (
+        report.checked["elements"] >= 20
+        and report.checked["attributes"] == 8
+        and report.checked["nodes"] == 5
+    )
 
 
 # -------------------------------------------------------------------------------------- violations
@@ -182,7 +227,9 @@ def test_a_shrink_then_grow_showing_old_values_is_stale(h: Hist) -> None:
 def test_a_torn_chunk_is_caught(h: Hist) -> None:
     w1 = h.write(1, "a", [(0, 0), (0, 1)], 2.0, 5.0)
     w2 = h.write(2, "a", [(0, 0), (0, 1)], 3.0, 6.0)  # concurrent: each element may show either ...
-    h.read(1, "a", [(0, 0, v(w1, 0, 0)), (0, 1, v(w2, 0, 1))], 7.0, 8.0, units=[5, 5])  # ... not both in one chunk
+    h.read(
+        1, "a", [(0, 0, v(w1, 0, 0)), (0, 1, v(w2, 0, 1))], 7.0, 8.0, units=[5, 5]
+    )  # ... not both in one chunk
     h.read(1, "a", [(0, 0, v(w1, 0, 0)), (0, 1, v(w2, 0, 1))], 7.0, 8.0, units=[5, 6])  # two chunks: fine
     assert kinds(h.check()) == {"torn": 1}
 
@@ -238,15 +285,22 @@ def test_an_append_seen_past_the_extent_it_returned_is_caught(h: Hist) -> None:
 def test_node_violations_are_caught(h: Hist) -> None:
     h.op(1, "create", 2.0, 3.0, node="nodes/n0")
     h.op(2, "create", 4.0, 5.0, node="nodes/n0")  # created twice with no delete between
-    h.op(2, "delete", 6.0, 7.0, status="fail", node="nodes/n0", res={"exc": "NodeNotFoundError"})  # it is there
+    h.op(
+        2, "delete", 6.0, 7.0, status="fail", node="nodes/n0", res={"exc": "NodeNotFoundError"}
+    )  # it is there
     h.op(1, "exists", 1.0, 1.5, res={"born": 12345}, node="nodes/n0")
     assert kinds(h.check()) == {"node": 2, "phantom": 1}
 
 
 def test_leaks_and_a_consolidated_entry_left_behind_are_caught(h: Hist, tmp_path: Path) -> None:
     h.op(1, "attrs", 2.0, 3.0, doc="a", set=lambda op: {"k0": op})
-    h.final.append({"what": "consolidated", "entries": {"a": {"attributes": {"k0": 1}}},
-                    "docs": {"a": {"attributes": {"k0": 2}}}})
+    h.final.append(
+        {
+            "what": "consolidated",
+            "entries": {"a": {"attributes": {"k0": 1}}},
+            "docs": {"a": {"attributes": {"k0": 2}}},
+        }
+    )
     h.final.append({"what": "locks", "held": ["a/c/0/0"]})
     store = tmp_path / "store"
     (store / "a" / "c").mkdir(parents=True)
@@ -256,13 +310,20 @@ def test_leaks_and_a_consolidated_entry_left_behind_are_caught(h: Hist, tmp_path
 
 
 @pytest.mark.parametrize("kind", ["zip", "local"])
-def test_a_consolidated_entry_behind_after_a_failed_change_is_allowed_in_a_zip_archive_only(h: Hist, kind: str) -> None:
+def test_a_consolidated_entry_behind_after_a_failed_change_is_allowed_in_a_zip_archive_only(
+    h: Hist, kind: str
+) -> None:
     """Everywhere else a change of several documents is one update (docs/guarantees.md): a consolidated
     entry that disagrees with its document after the run is a violation, killed writer or not."""
     h.op(1, "attrs", 2.0, None, doc="a", set=lambda op: {"k0": op})
     h.kills.append({"proc": 1, "t": 2.5, "wall": 0.0})
-    h.final.append({"what": "consolidated", "entries": {"a": {"attributes": {"k0": 1}}},
-                    "docs": {"a": {"attributes": {"k0": 2}}}})
+    h.final.append(
+        {
+            "what": "consolidated",
+            "entries": {"a": {"attributes": {"k0": 1}}},
+            "docs": {"a": {"attributes": {"k0": 2}}},
+        }
+    )
     h.store_kind = kind
     if kind != "zip":
         assert kinds(h.check()) == {"consolidated": 1}
@@ -273,10 +334,26 @@ def test_a_consolidated_entry_behind_after_a_failed_change_is_allowed_in_a_zip_a
 
 
 def test_foreign_exceptions_are_caught(h: Hist) -> None:
-    h.op(1, "write", 2.0, 3.0, status="err", res={"exc": "ClientError", "msg": "botocore", "rz": False},
-         arr="a", el=sh.pack([0]))
-    h.op(1, "write", 2.0, 3.0, status="err", res={"exc": "ValueError", "msg": "broadcast", "rz": False},
-         arr="a", el=sh.pack([0]))  # NumPy's rules: allowed
+    h.op(
+        1,
+        "write",
+        2.0,
+        3.0,
+        status="err",
+        res={"exc": "ClientError", "msg": "botocore", "rz": False},
+        arr="a",
+        el=sh.pack([0]),
+    )
+    h.op(
+        1,
+        "write",
+        2.0,
+        3.0,
+        status="err",
+        res={"exc": "ValueError", "msg": "broadcast", "rz": False},
+        arr="a",
+        el=sh.pack([0]),
+    )  # NumPy's rules: allowed
     assert kinds(h.check()) == {"foreign-error": 1}
 
 
@@ -284,10 +361,35 @@ def test_foreign_exceptions_are_caught(h: Hist) -> None:
 def test_a_short_real_soak_with_a_kill_finds_nothing(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "soak.py"), "--seconds", "5", "--clients", "2", "--threads", "2",
-         "--store", "local", "--kill-every", "1.5", "--max-kills", "1", "--think", "0.01", "--seed", "7",
-         "--dir", str(tmp_path / "work")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "soak.py"),
+            "--seconds",
+            "5",
+            "--clients",
+            "2",
+            "--threads",
+            "2",
+            "--store",
+            "local",
+            "--kill-every",
+            "1.5",
+            "--max-kills",
+            "1",
+            "--think",
+            "0.01",
+            "--seed",
+            "7",
+            "--dir",
+            str(tmp_path / "work"),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     summary = out.stdout.strip().splitlines()[-1]
     assert "kills=1;" in summary and "violations=0" in summary, out.stdout

@@ -64,12 +64,14 @@ def test_special_file_is_missing_on_every_read_path(tmp_path: Path, kind: str) -
 
 @pytest.mark.parametrize("sharded", [False, True], ids=["chunked", "sharded"])
 @pytest.mark.parametrize("kind", [*DEVICES, "fifo"])
-def test_special_chunk_reads_as_fill_and_special_metadata_as_no_node(tmp_path: Path, kind: str,
-                                                                     sharded: bool) -> None:
+def test_special_chunk_reads_as_fill_and_special_metadata_as_no_node(
+    tmp_path: Path, kind: str, sharded: bool
+) -> None:
     root = tmp_path / "s"
     layout: dict[str, Any] = dict(shards=(4,), chunks=(2,)) if sharded else dict(chunks=(4,))
-    a = rectizarr.create_array(LocalStore(root), shape=(8,), dtype="u1", fill_value=7, compressors=None,
-                               **layout)
+    a = rectizarr.create_array(
+        LocalStore(root), shape=(8,), dtype="u1", fill_value=7, compressors=None, **layout
+    )
     a[:] = np.arange(8, dtype="u1")
     os.unlink(root / "c" / "1")
     special(root, "c/1", kind)

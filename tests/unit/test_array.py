@@ -29,8 +29,15 @@ def zjson(store: MemoryStore, path: str = "") -> dict:
 
 def test_create_rectilinear_mixed_and_properties() -> None:
     s = MemoryStore()
-    a = rectizarr.create_array(s, shape=(365, 10), dtype="f4", chunks=[MONTHS, 4], fill_value=np.nan,
-                               dimension_names=["time", "x"], attributes={"units": "K"})
+    a = rectizarr.create_array(
+        s,
+        shape=(365, 10),
+        dtype="f4",
+        chunks=[MONTHS, 4],
+        fill_value=np.nan,
+        dimension_names=["time", "x"],
+        attributes={"units": "K"},
+    )
     assert a.shape == (365, 10) and a.ndim == 2 and a.size == 3650 and a.nbytes == 3650 * 4
     assert a.dtype == np.float32 and np.isnan(a.fill_value)
     assert a.write_chunk_sizes == (tuple(MONTHS), (4, 4, 2)) == a.read_chunk_sizes
@@ -39,8 +46,13 @@ def test_create_rectilinear_mixed_and_properties() -> None:
     with pytest.raises(MetadataError, match="write_chunk_sizes"):
         _ = a.chunks
     doc = zjson(s)
-    assert doc["chunk_grid"] == {"name": "rectilinear", "configuration": {
-        "kind": "inline", "chunk_shapes": [[31, 28, 31, 30, 31, 30, [31, 2], 30, 31, 30, 31], 4]}}
+    assert doc["chunk_grid"] == {
+        "name": "rectilinear",
+        "configuration": {
+            "kind": "inline",
+            "chunk_shapes": [[31, 28, 31, 30, 31, 30, [31, 2], 30, 31, 30, 31], 4],
+        },
+    }
     assert doc["codecs"][-1] == {"name": "zstd", "configuration": {"level": 0, "checksum": False}}
     assert doc["fill_value"] == "NaN"
     assert "Chunk grid  : rectilinear" in a.info
@@ -72,24 +84,43 @@ def test_codec_arguments_forms() -> None:
         a = rectizarr.create_array(MemoryStore(), shape=(20,), dtype="i4", chunks=(7,), compressors=comp)
         a[:] = np.arange(20)
         assert np.array_equal(a[:], np.arange(20))
-    chain = [{"name": "transpose", "configuration": {"order": [1, 0]}},
-             {"name": "bytes", "configuration": {"endian": "big"}}, {"name": "gzip", "configuration": {"level": 1}}]
+    chain = [
+        {"name": "transpose", "configuration": {"order": [1, 0]}},
+        {"name": "bytes", "configuration": {"endian": "big"}},
+        {"name": "gzip", "configuration": {"level": 1}},
+    ]
     s = MemoryStore()
     a = rectizarr.create_array(s, shape=(4, 6), dtype=">i4", chunks=(2, 3), codecs=chain)
     a[:] = np.arange(24).reshape(4, 6)
     assert zjson(s)["codecs"] == chain
     assert np.array_equal(a[:], np.arange(24).reshape(4, 6))
     with pytest.raises(MetadataError):
-        rectizarr.create_array(MemoryStore(), shape=(4,), dtype="i4", chunks=(2,), codecs=chain[1:],
-                               compressors=[{"name": "gzip", "configuration": {"level": 1}}])
+        rectizarr.create_array(
+            MemoryStore(),
+            shape=(4,),
+            dtype="i4",
+            chunks=(2,),
+            codecs=chain[1:],
+            compressors=[{"name": "gzip", "configuration": {"level": 1}}],
+        )
 
 
 def test_full_sharding_chain_via_codecs() -> None:
     s = MemoryStore()
-    codecs = [{"name": "sharding_indexed", "configuration": {
-        "chunk_shape": [2, 2], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-        "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-        "index_location": "start"}}]
+    codecs = [
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [2, 2],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "crc32c"},
+                ],
+                "index_location": "start",
+            },
+        }
+    ]
     a = rectizarr.create_array(s, shape=(4, 4), dtype="u2", chunks=(4, 4), codecs=codecs)
     a[:] = np.arange(16).reshape(4, 4)
     shard = s.get("c/0/0")
@@ -132,14 +163,27 @@ def test_assignment_casts_and_broadcasts_like_numpy() -> None:
         a[:, 1:3] = np.ones(3)
 
 
-@pytest.mark.parametrize(("dtype", "value"), [
-    ("i4", np.float64("nan")), ("i2", np.uint64(2**64 - 1)), ("i8", np.float64(1e20)),
-    ("i8", np.datetime64("2020-01-01")), ("i8", np.timedelta64(7, "s")), ("u1", np.int64(-1)),
-    ("f4", np.complex128(1 + 2j)), ("i4", np.float32(2.7)), ("M8[s]", np.datetime64("2020-01-01")),
-    ("U8", np.datetime64("2020-01-01")), ("S8", np.timedelta64(5, "s")), ("U30", np.datetime64("NaT", "s")),
-])
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [
+        ("i4", np.float64("nan")),
+        ("i2", np.uint64(2**64 - 1)),
+        ("i8", np.float64(1e20)),
+        ("i8", np.datetime64("2020-01-01")),
+        ("i8", np.timedelta64(7, "s")),
+        ("u1", np.int64(-1)),
+        ("f4", np.complex128(1 + 2j)),
+        ("i4", np.float32(2.7)),
+        ("M8[s]", np.datetime64("2020-01-01")),
+        ("U8", np.datetime64("2020-01-01")),
+        ("S8", np.timedelta64(5, "s")),
+        ("U30", np.datetime64("NaT", "s")),
+    ],
+)
 @pytest.mark.parametrize("sel", [1, slice(0, 2), ..., [0, 2], np.array([True, False, True, False])])
-def test_a_numpy_scalar_is_assigned_by_numpys_rules_for_scalars(dtype: str, value: np.generic, sel: object) -> None:
+def test_a_numpy_scalar_is_assigned_by_numpys_rules_for_scalars(
+    dtype: str, value: np.generic, sel: object
+) -> None:
     """A NumPy scalar was made a 0-d array first, so NumPy's array casts applied: NaN into int32 stored
     INT_MIN, 2**64 - 1 into int16 stored -1, where ``ref[sel] = value`` raises. Now raised alike, the
     stored data unchanged, or stored alike."""
@@ -217,7 +261,9 @@ def test_sharded_all_fill_shard_deleted_and_edge_inner_chunks_never_written() ->
     a[:] = 1
     shard = s.get("c/1/1")  # edge shard covering [4:6, 4:6]: one inner chunk of four is in bounds
     idx = np.frombuffer(shard[-68:-4], "<u8").reshape(2, 2, 2)
-    assert (idx[0, 0] != 2**64 - 1).all() and (idx[1:, :] == 2**64 - 1).all() and (idx[:, 1:] == 2**64 - 1).all()
+    assert (
+        (idx[0, 0] != 2**64 - 1).all() and (idx[1:, :] == 2**64 - 1).all() and (idx[:, 1:] == 2**64 - 1).all()
+    )
     a[:] = 0
     assert list(s.list_prefix("c/")) == []
 
@@ -308,7 +354,9 @@ def test_from_array_numpy_and_rectizarr() -> None:
     assert np.array_equal(a[:], data)
     b = rectizarr.from_array(MemoryStore(), a)
     assert b.write_chunk_sizes == a.write_chunk_sizes and np.array_equal(b[:], data)
-    c = rectizarr.create_array(MemoryStore(), shape=(31 + 28, 4), dtype="i8", shards=[[31, 28], 4], chunks=(1, 2))
+    c = rectizarr.create_array(
+        MemoryStore(), shape=(31 + 28, 4), dtype="i8", shards=[[31, 28], 4], chunks=(1, 2)
+    )
     c[:] = np.arange(59 * 4).reshape(59, 4)
     d = rectizarr.from_array(MemoryStore(), c)
     assert d.is_sharded and d.write_chunk_sizes == c.write_chunk_sizes and np.array_equal(d[:], c[:])
@@ -375,12 +423,21 @@ def test_threads_writing_disjoint_regions_of_shared_shards_lose_nothing() -> Non
 
 
 def test_transpose_before_sharding_spec_layout() -> None:
-    codecs = [{"name": "transpose", "configuration": {"order": [2, 0, 1]}},
-              {"name": "sharding_indexed", "configuration": {
-                  "chunk_shape": [2, 2, 3],
-                  "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
-                  "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
-                  "index_location": "end"}}]
+    codecs = [
+        {"name": "transpose", "configuration": {"order": [2, 0, 1]}},
+        {
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [2, 2, 3],
+                "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "index_codecs": [
+                    {"name": "bytes", "configuration": {"endian": "little"}},
+                    {"name": "crc32c"},
+                ],
+                "index_location": "end",
+            },
+        },
+    ]
     data = np.arange(8 * 6 * 8, dtype="i2").reshape(8, 6, 8)
     a = rectizarr.create_array(MemoryStore(), shape=data.shape, dtype="i2", chunks=(4, 6, 4), codecs=codecs)
     a[:] = data
@@ -416,8 +473,12 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
         a[7:] = [b"\xff"]
     assert list(a[...]) == want  # nothing written
     # a value with more dimensions than the selection: NumPy's ValueError (it was stored as "['x', 'y']")
-    for sel, value in [(slice(0, 2), [["x", "y"]]), (slice(0, 2), [["p"], ["q"]]), (slice(0, 1), [("x",)]),
-                       (slice(0, 2), [np.array(["m"]), "n"])]:
+    for sel, value in [
+        (slice(0, 2), [["x", "y"]]),
+        (slice(0, 2), [["p"], ["q"]]),
+        (slice(0, 1), [("x",)]),
+        (slice(0, 2), [np.array(["m"]), "n"]),
+    ]:
         with pytest.raises(ValueError, match="sequence"):
             a[sel] = value
     assert list(a[...]) == want
@@ -429,11 +490,19 @@ def test_values_written_to_string_arrays_become_strings_as_in_zarr_python(zarr_f
     assert scalar[()] == "5" and type(scalar[()]) is str
 
 
-@pytest.mark.parametrize("value", [np.array(["2020-01-01", "NaT"], "M8[D]"), np.array([1, -2], "m8[s]"),
-                                   np.array(["2020-01-01T00:00:00.000000001", "NaT"], "M8[ns]"),
-                                   np.array([3, "NaT"], "m8[D]")])
+@pytest.mark.parametrize(
+    "value",
+    [
+        np.array(["2020-01-01", "NaT"], "M8[D]"),
+        np.array([1, -2], "m8[s]"),
+        np.array(["2020-01-01T00:00:00.000000001", "NaT"], "M8[ns]"),
+        np.array([3, "NaT"], "m8[D]"),
+    ],
+)
 @pytest.mark.parametrize("sel", [slice(None), [0, 1], np.array([True, True])])
-def test_dates_and_durations_written_to_string_arrays_read_as_numpy_writes_them(value: np.ndarray, sel: Any) -> None:
+def test_dates_and_durations_written_to_string_arrays_read_as_numpy_writes_them(
+    value: np.ndarray, sel: Any
+) -> None:
     """As numpy (and zarr-python) write them into StringDType: 'NaT', '1' (no Python date objects' text)."""
     ref = np.full(2, "x", dtype=np.dtypes.StringDType())
     ref[sel] = value
@@ -470,8 +539,9 @@ def test_a_shard_index_cached_through_another_layout_of_the_key_is_not_used() ->
     handle reads the shard's index with its own layout (the cached one has another shape: IndexError)."""
     store = MemoryStore()
     g = rectizarr.create_group(store)
-    g.create_array("a", shape=(2, 2), dtype="i8", shards=(2, 2), chunks=(1, 2), compressors=None)[...] = \
+    g.create_array("a", shape=(2, 2), dtype="i8", shards=(2, 2), chunks=(1, 2), compressors=None)[...] = (
         np.arange(4).reshape(2, 2)
+    )
     rectizarr.consolidate_metadata(store)
     doc = json.loads(store.get("a/zarr.json"))
     doc["codecs"][0]["configuration"]["chunk_shape"] = [2, 1]
@@ -485,7 +555,9 @@ def test_a_shard_index_cached_through_another_layout_of_the_key_is_not_used() ->
 def test_a_sharded_rectilinear_axis_grows_by_whole_inner_chunks() -> None:
     """A new shard edge must divide into inner chunks: growing by 1 with inner chunks of 2 was refused
     ("chunk edge length 1 is not divisible"); the new shard is 2 long, reaching past the extent."""
-    a = rectizarr.create_array(MemoryStore(), shape=(5,), dtype="i4", chunks=(2,), shards=[[4, 4]], fill_value=-1)
+    a = rectizarr.create_array(
+        MemoryStore(), shape=(5,), dtype="i4", chunks=(2,), shards=[[4, 4]], fill_value=-1
+    )
     a[...] = np.arange(5)
     a.append(np.arange(5, 10))  # 8 -> 10: a new shard of 2
     a.append(np.array([10], "i4"))  # 10 -> 11: a new shard of 2, half past the extent

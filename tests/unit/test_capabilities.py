@@ -28,13 +28,17 @@ def test_every_store_answers(any_store: Store) -> None:
     caps = any_store.capabilities
     assert isinstance(caps, Capabilities)
     remote_objects = type(any_store).__name__ == "ObjectStore" or (
-        getattr(any_store, "fs", None) is not None and "s3" in any_store.fs.protocol)
+        getattr(any_store, "fs", None) is not None and "s3" in any_store.fs.protocol
+    )
     assert caps.conditional_writes == caps.conditional_reads == remote_objects
     assert isinstance(any_store.lock_identity, str) and any_store.lock_identity
     assert isinstance(any_store.cache_token, str) and any_store.cache_token
     view = any_store.with_read_only()
-    assert (view.capabilities, view.lock_identity, view.cache_token) == \
-        (caps, any_store.lock_identity, any_store.cache_token)
+    assert (view.capabilities, view.lock_identity, view.cache_token) == (
+        caps,
+        any_store.lock_identity,
+        any_store.cache_token,
+    )
 
 
 def test_a_stored_value_is_the_callers_bytes_at_the_time_of_the_write(any_store: Store) -> None:
@@ -49,10 +53,17 @@ def test_capabilities_by_backend(tmp_path: Path) -> None:
     local, memory = LocalStore(tmp_path / "l"), MemoryStore()
     zipped = ZipStore(tmp_path / "z.zip", mode="w")
     remote = FsspecStore("memory://caps")
-    assert local.capabilities == Capabilities(low_latency=True, native_read_into=True, cheap_versions=True, process_locks=True,
-                                              consistent_listing=True, values_consumed=True)
-    assert memory.capabilities == Capabilities(low_latency=True, cheap_versions=True, consistent_listing=True,
-                                               values_consumed=True)
+    assert local.capabilities == Capabilities(
+        low_latency=True,
+        native_read_into=True,
+        cheap_versions=True,
+        process_locks=True,
+        consistent_listing=True,
+        values_consumed=True,
+    )
+    assert memory.capabilities == Capabilities(
+        low_latency=True, cheap_versions=True, consistent_listing=True, values_consumed=True
+    )
     assert zipped.capabilities == Capabilities(consistent_listing=True, cheap_versions=True)
     assert remote.capabilities == Capabilities()
     for inner in (local, memory, zipped, remote):  # a wrapper forwards what it wraps
@@ -74,14 +85,23 @@ def test_lock_identity_names_where_data_lives(tmp_path: Path) -> None:
 @pytest.mark.parametrize("kind", ["local", "memory", "counting"])
 def test_read_into(tmp_path: Path, kind: str) -> None:
     """Natively or through ``get``: the bytes up to the view's size plus one, -1 when missing."""
-    store: Store = {"local": LocalStore(tmp_path / "s"), "memory": MemoryStore(),
-                    "counting": CountingStore(MemoryStore())}[kind]
+    store: Store = {
+        "local": LocalStore(tmp_path / "s"),
+        "memory": MemoryStore(),
+        "counting": CountingStore(MemoryStore()),
+    }[kind]
     values = {"a": b"12345", "b": b"", "c": b"xyz", "d": bytes(range(10))}
     store.set_many(values)
     views = [memoryview(bytearray(b"\xee" * n)) for n in (5, 4, 8, 3, 3)]
     sizes = store.read_into(["a", "b", "c", "missing", "d"], views)
     assert sizes == [5, 0, 3, -1, 4]  # "d" holds more than its view: the view's size plus one
-    assert [bytes(v) for v in views] == [b"12345", b"\xee" * 4, b"xyz" + b"\xee" * 5, b"\xee" * 3, b"\x00\x01\x02"]
+    assert [bytes(v) for v in views] == [
+        b"12345",
+        b"\xee" * 4,
+        b"xyz" + b"\xee" * 5,
+        b"\xee" * 3,
+        b"\x00\x01\x02",
+    ]
 
 
 def test_tuning_reaches_the_pool_threads() -> None:
@@ -98,27 +118,44 @@ def test_tuning_reaches_the_pool_threads() -> None:
     assert seen == [3] * 64 + [tuning.DEFAULT.block_min_chunks] * 2
 
 
-@pytest.mark.parametrize("setting", [{"block_min_chunks": 1}, {"piecewise_bytes": 0}, {"sparse_min_chunks": 1},
-                                     {"block_min_chunks": 0, "sparse_min_chunks": 0},
-                                     {"threaded_bytes": 0, "threaded_bytes_coded": 0}, {"window_bytes": 1},
-                                     {"block_min_chunks": 1, "block_coded_bytes": 1 << 40}, {"block_coded_bytes": 0},
-                                     {"block_min_chunks": 1, "batch_bytes": 1},
-                                     {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0}, {"scratch_max_bytes": 0},
-                                     {"small_read_projections": 0, "shard_group_block": 1},
-                                     {"transient_max_bytes": 1, "assemble_numpy_bytes": 1}])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"block_min_chunks": 1},
+        {"piecewise_bytes": 0},
+        {"sparse_min_chunks": 1},
+        {"block_min_chunks": 0, "sparse_min_chunks": 0},
+        {"threaded_bytes": 0, "threaded_bytes_coded": 0},
+        {"window_bytes": 1},
+        {"block_min_chunks": 1, "block_coded_bytes": 1 << 40},
+        {"block_coded_bytes": 0},
+        {"block_min_chunks": 1, "batch_bytes": 1},
+        {"prefix_min_bytes": 1, "prefix_max_fraction": 1.0},
+        {"scratch_max_bytes": 0},
+        {"small_read_projections": 0, "shard_group_block": 1},
+        {"transient_max_bytes": 1, "assemble_numpy_bytes": 1},
+    ],
+)
 @pytest.mark.parametrize("shards", [None, (8, 12)])
 @pytest.mark.parametrize("zstd", [False, True])
-def test_any_tuning_gives_the_same_data(tmp_path: Path, setting: dict[str, float], shards: tuple[int, ...] | None,
-                                        zstd: bool) -> None:
+def test_any_tuning_gives_the_same_data(
+    tmp_path: Path, setting: dict[str, float], shards: tuple[int, ...] | None, zstd: bool
+) -> None:
     """Thresholds change how data moves, never what is read or written."""
     rng = np.random.default_rng(7)
     data = rng.integers(0, 50, (37, 41)).astype("<i2")
     with tuning.use(replace(tuning.current(), **setting)):
         for store in (LocalStore(tmp_path / "a"), MemoryStore(), FsspecStore("memory://tuned")):
             store.delete_prefix("")
-            a = rectizarr.create_array(store, shape=data.shape, dtype=data.dtype, chunks=(4, 6), shards=shards,
-                                       fill_value=0,
-                                       compressors=[{"name": "zstd", "configuration": {"level": 1}}] if zstd else None)
+            a = rectizarr.create_array(
+                store,
+                shape=data.shape,
+                dtype=data.dtype,
+                chunks=(4, 6),
+                shards=shards,
+                fill_value=0,
+                compressors=[{"name": "zstd", "configuration": {"level": 1}}] if zstd else None,
+            )
             a[3:30, 5:40] = data[3:30, 5:40]
             a[0, :] = data[0, :]
             expected = np.zeros_like(data)

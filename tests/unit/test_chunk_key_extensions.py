@@ -19,10 +19,15 @@ from rectizarr.stores import LocalStore
 FANOUT_101 = {"name": "fanout", "configuration": {"max_children": 101}}
 
 
-@pytest.mark.parametrize(("coords", "key"), [
-    ((), "c"), ((123,), "d0/1/23/c"), ((1234, 5, 67890), "d0/12/34/d1/5/d2/6/78/90/c"),  # the README's table
-    ((0, 100), "d0/0/d1/1/0/c"),
-])
+@pytest.mark.parametrize(
+    ("coords", "key"),
+    [
+        ((), "c"),
+        ((123,), "d0/1/23/c"),
+        ((1234, 5, 67890), "d0/12/34/d1/5/d2/6/78/90/c"),  # the README's table
+        ((0, 100), "d0/0/d1/1/0/c"),
+    ],
+)
 def test_fanout_keys_are_the_readmes(coords: tuple[int, ...], key: str) -> None:
     enc = parse_chunk_key_encoding(FANOUT_101)
     assert enc.encode(coords) == key
@@ -44,30 +49,42 @@ def test_fanout_refuses_other_keys_and_bad_configurations() -> None:
 
 
 def test_prefix_and_suffix_keys_are_the_readmes() -> None:
-    prefix = parse_chunk_key_encoding({"name": "prefix", "configuration": {"prefix": "x/", "base_encoding": "v2"}})
+    prefix = parse_chunk_key_encoding(
+        {"name": "prefix", "configuration": {"prefix": "x/", "base_encoding": "v2"}}
+    )
     assert prefix.encode((0, 0, 0)) == "x/0.0.0"
     assert prefix.decode("x/0.0.0", 3) == (0, 0, 0)
     assert prefix.decode("0.0.0", 3) is None
     tiff = parse_chunk_key_encoding(
-        {"name": "suffix", "configuration": {"suffix": ".tiff", "base-encoding": {"name": "default"}}})
+        {"name": "suffix", "configuration": {"suffix": ".tiff", "base-encoding": {"name": "default"}}}
+    )
     assert tiff.encode((1, 2)) == "c/1/2.tiff"
     assert tiff.decode("c/1/2.tiff", 2) == (1, 2)
     assert tiff.decode("c/1/2", 2) is None
-    assert tiff.to_json()["configuration"]["base_encoding"] == {"name": "default", "configuration": {"separator": "/"}}
+    assert tiff.to_json()["configuration"]["base_encoding"] == {
+        "name": "default",
+        "configuration": {"separator": "/"},
+    }
     zipped = parse_chunk_key_encoding(
-        {"name": "suffix", "configuration": {"suffix": ".shard.zip", "base_encoding": {"name": "v2"}}})
+        {"name": "suffix", "configuration": {"suffix": ".shard.zip", "base_encoding": {"name": "v2"}}}
+    )
     assert zipped.encode_many(np.array([[3, 4]])) == ["3.4.shard.zip"]
 
 
-@pytest.mark.parametrize(("config", "where"), [
-    ({"prefix": "/x", "base_encoding": "v2"}, "prefix"),
-    ({"prefix": "a/../b", "base_encoding": "v2"}, "prefix"),
-    ({"prefix": "zarr.json", "base_encoding": "v2"}, "prefix"),
-    ({"prefix": "", "base_encoding": "v2"}, "prefix"),
-    ({"prefix": "x"}, None),
-    ({"prefix": "x", "base_encoding": {"name": "v2", "configuration": {"separator": "-"}}},
-     "base_encoding.configuration.separator"),
-])
+@pytest.mark.parametrize(
+    ("config", "where"),
+    [
+        ({"prefix": "/x", "base_encoding": "v2"}, "prefix"),
+        ({"prefix": "a/../b", "base_encoding": "v2"}, "prefix"),
+        ({"prefix": "zarr.json", "base_encoding": "v2"}, "prefix"),
+        ({"prefix": "", "base_encoding": "v2"}, "prefix"),
+        ({"prefix": "x"}, None),
+        (
+            {"prefix": "x", "base_encoding": {"name": "v2", "configuration": {"separator": "-"}}},
+            "base_encoding.configuration.separator",
+        ),
+    ],
+)
 def test_prefix_refuses_what_its_readme_forbids(config: dict[str, Any], where: str | None) -> None:
     with pytest.raises(MetadataError) as e:
         parse_chunk_key_encoding({"name": "prefix", "configuration": config})
@@ -93,8 +110,12 @@ TEMPLATE_EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize(("fmt", "sep", "coords", "key"), TEMPLATE_EXAMPLES, ids=[e[0] for e in TEMPLATE_EXAMPLES])
-def test_template_keys_are_the_registry_examples(fmt: str, sep: str, coords: tuple[int, ...], key: str) -> None:
+@pytest.mark.parametrize(
+    ("fmt", "sep", "coords", "key"), TEMPLATE_EXAMPLES, ids=[e[0] for e in TEMPLATE_EXAMPLES]
+)
+def test_template_keys_are_the_registry_examples(
+    fmt: str, sep: str, coords: tuple[int, ...], key: str
+) -> None:
     enc = parse_chunk_key_encoding({"name": "template", "configuration": {"format": fmt, "separator": sep}})
     assert enc.encode(coords) == key
     assert enc.encode_many(np.array([coords])) == [key]
@@ -117,23 +138,27 @@ def test_template_dimensionality_must_fit() -> None:
         with pytest.raises(MetadataError, match="template"):
             enc.encode(coords)
     assert enc.decode("1/2", 3) is None
-    rest = parse_chunk_key_encoding({"name": "template", "configuration": {"format": "{0}/{-1}/{*}",
-                                                                           "separator": "."}})
+    rest = parse_chunk_key_encoding(
+        {"name": "template", "configuration": {"format": "{0}/{-1}/{*}", "separator": "."}}
+    )
     with pytest.raises(MetadataError, match="no coordinate is left"):
         rest.encode((1, 2))
     assert rest.encode((1, 2, 3, 4)) == "1/4/2.3"
 
 
-@pytest.mark.parametrize(("config", "where", "message"), [
-    ({"format": "/{0}"}, ".format", "leading /"),
-    ({"format": "a/../{0}"}, ".format", r"\.\."),
-    ({"format": "zarr.json{0}"}, ".format", "zarr.json"),
-    ({"format": "chunks"}, ".format", "no {...} expression"),
-    ({"format": "{*}"}, "", "needs a separator"),
-    ({"format": "{*}/{*}", "separator": "."}, ".format", "more than one"),
-    ({"format": "{0:5}"}, ".format", "malformed"),
-    ({"format": "{0}", "sep": "."}, ".sep", "unknown key"),
-])
+@pytest.mark.parametrize(
+    ("config", "where", "message"),
+    [
+        ({"format": "/{0}"}, ".format", "leading /"),
+        ({"format": "a/../{0}"}, ".format", r"\.\."),
+        ({"format": "zarr.json{0}"}, ".format", "zarr.json"),
+        ({"format": "chunks"}, ".format", "no {...} expression"),
+        ({"format": "{*}"}, "", "needs a separator"),
+        ({"format": "{*}/{*}", "separator": "."}, ".format", "more than one"),
+        ({"format": "{0:5}"}, ".format", "malformed"),
+        ({"format": "{0}", "sep": "."}, ".sep", "unknown key"),
+    ],
+)
 def test_malformed_templates_name_the_path(config: dict[str, Any], where: str, message: str) -> None:
     with pytest.raises(MetadataError, match=message) as e:
         parse_chunk_key_encoding({"name": "template", "configuration": config})
@@ -142,20 +167,34 @@ def test_malformed_templates_name_the_path(config: dict[str, Any], where: str, m
 
 ENCODINGS = [
     (FANOUT_101, {(0, 0): "d0/0/d1/0/c", (2, 1): "d0/2/d1/1/c"}),
-    ({"name": "template", "configuration": {"format": "tiles/{1}/{0:03}.bin"}},
-     {(0, 0): "tiles/0/000.bin", (2, 1): "tiles/1/002.bin"}),
-    ({"name": "prefix", "configuration": {"prefix": "chunks/", "base_encoding": {"name": "default"}}},
-     {(0, 0): "chunks/c/0/0", (2, 1): "chunks/c/2/1"}),
-    ({"name": "suffix", "configuration": {"suffix": ".bin", "base_encoding": {"name": "v2"}}},
-     {(0, 0): "0.0.bin", (2, 1): "2.1.bin"}),
+    (
+        {"name": "template", "configuration": {"format": "tiles/{1}/{0:03}.bin"}},
+        {(0, 0): "tiles/0/000.bin", (2, 1): "tiles/1/002.bin"},
+    ),
+    (
+        {"name": "prefix", "configuration": {"prefix": "chunks/", "base_encoding": {"name": "default"}}},
+        {(0, 0): "chunks/c/0/0", (2, 1): "chunks/c/2/1"},
+    ),
+    (
+        {"name": "suffix", "configuration": {"suffix": ".bin", "base_encoding": {"name": "v2"}}},
+        {(0, 0): "0.0.bin", (2, 1): "2.1.bin"},
+    ),
 ]
 
 
 @pytest.mark.parametrize(("enc", "keys"), ENCODINGS, ids=["fanout", "template", "prefix", "suffix"])
-def test_round_trip_writes_the_registered_keys(tmp_path: Path, enc: dict[str, Any], keys: dict[Any, str]) -> None:
+def test_round_trip_writes_the_registered_keys(
+    tmp_path: Path, enc: dict[str, Any], keys: dict[Any, str]
+) -> None:
     data = np.arange(30, dtype="int32").reshape(6, 5)
-    a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=data.shape, dtype=data.dtype, chunks=(2, 3),
-                               chunk_key_encoding=enc, compressors=None)
+    a = rectizarr.create_array(
+        LocalStore(tmp_path / "a"),
+        shape=data.shape,
+        dtype=data.dtype,
+        chunks=(2, 3),
+        chunk_key_encoding=enc,
+        compressors=None,
+    )
     a[...] = data
     for key in keys.values():
         assert (tmp_path / "a" / key).is_file()
@@ -169,9 +208,16 @@ def test_round_trip_writes_the_registered_keys(tmp_path: Path, enc: dict[str, An
 def test_hand_made_stores_read(tmp_path: Path, enc: dict[str, Any], keys: dict[Any, str]) -> None:
     root = tmp_path / "h"
     root.mkdir()
-    doc = {"zarr_format": 3, "node_type": "array", "shape": [6, 5], "data_type": "uint8",
-           "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
-           "chunk_key_encoding": enc, "fill_value": 7, "codecs": [{"name": "bytes"}]}
+    doc = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": [6, 5],
+        "data_type": "uint8",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
+        "chunk_key_encoding": enc,
+        "fill_value": 7,
+        "codecs": [{"name": "bytes"}],
+    }
     (root / "zarr.json").write_text(json.dumps(doc))
     for coords, key in keys.items():
         path = root / key

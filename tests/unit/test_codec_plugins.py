@@ -15,7 +15,7 @@ from rectizarr.codecs import plugins
 from rectizarr.codecs.base import BytesBytesCodec
 from rectizarr.errors import MetadataError, UnsupportedError
 
-PLUGIN = '''
+PLUGIN = """
 from rectizarr.codecs.base import BytesBytesCodec
 
 
@@ -41,7 +41,7 @@ def make(configuration, dtype):
 
 def not_a_codec(configuration, dtype):
     return "nothing"
-'''
+"""
 
 
 def _install(tmp_path: Path) -> None:
@@ -49,12 +49,14 @@ def _install(tmp_path: Path) -> None:
     info = tmp_path / "example_xor-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: example-xor\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent("""\
+    (info / "entry_points.txt").write_text(
+        textwrap.dedent("""\
         [rectizarr.codecs]
         example.xor = example_xor:make
         example.broken = example_xor_missing:make
         example.bad = example_xor:not_a_codec
-        """))
+        """)
+    )
     sys.path.insert(0, str(tmp_path))
 
 
@@ -96,10 +98,16 @@ def test_without_the_package_there_is_no_plugin() -> None:
     assert plugins.build_plugin_codec("example.xor", {"key": 1}, np.dtype("uint8")) is None
 
 
-@pytest.mark.parametrize(("name", "provider"), [
-    ("jpeg", "imagecodecs"), ("jpegxl", "imagecodecs"), ("n5_default", "N5"), ("arrow-ipc", "pyarrow"),
-    ("nanovdb", "NanoVDB"),
-])
+@pytest.mark.parametrize(
+    ("name", "provider"),
+    [
+        ("jpeg", "imagecodecs"),
+        ("jpegxl", "imagecodecs"),
+        ("n5_default", "N5"),
+        ("arrow-ipc", "pyarrow"),
+        ("nanovdb", "NanoVDB"),
+    ],
+)
 def test_registered_codecs_not_built_in_name_their_provider(name: str, provider: str) -> None:
     err = plugins.unsupported_codec_error(name, "$.codecs[2]")
     assert isinstance(err, UnsupportedError)
@@ -118,7 +126,9 @@ def test_opening_an_array_with_a_registered_codec_not_built_in_names_its_provide
     """The error comes where the document is read (not only from ``rectizarr validate``)."""
     from rectizarr.core.codec_meta import parse_codecs
 
-    with pytest.raises(UnsupportedError, match=f"codec '{name}' \\(a codec registered in zarr-extensions\\)") as info:
+    with pytest.raises(
+        UnsupportedError, match=f"codec '{name}' \\(a codec registered in zarr-extensions\\)"
+    ) as info:
         parse_codecs(["bytes", {"name": name, "configuration": {}}])
     assert info.value.path == "$.codecs[1].name"
 

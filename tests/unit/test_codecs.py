@@ -64,18 +64,36 @@ def roundtrip(codecs: list[Any], data: np.ndarray, fill: Any = 0) -> bytes:
 # ---------------------------------------------------------------------------------------------- crc32c
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b"123456789", 0xE3069283), (b"", 0), (bytes(32), 0x8A9136AA), (b"\xff" * 32, 0x62A8AB43),  # RFC 3720 B.4
-    (bytes(range(32)), 0x46DD794E), (bytes(range(31, -1, -1)), 0x113FDB5C)])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b"123456789", 0xE3069283),
+        (b"", 0),
+        (bytes(32), 0x8A9136AA),
+        (b"\xff" * 32, 0x62A8AB43),  # RFC 3720 B.4
+        (bytes(range(32)), 0x46DD794E),
+        (bytes(range(31, -1, -1)), 0x113FDB5C),
+    ],
+)
 def test_crc32c_known_vectors(data: bytes, expected: int) -> None:
     assert crc32c(data) == expected
-    assert crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(np.frombuffer(data, np.uint8)) == expected
+    assert (
+        crc32c(memoryview(data))
+        == crc32c(bytearray(data))
+        == crc32c(np.frombuffer(data, np.uint8))
+        == expected
+    )
 
 
 @pytest.mark.parametrize("n", [1, 7, 4096, 70_001, 1 << 20])
 def test_crc32c_of_every_buffer_type(n: int) -> None:
     data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8).tobytes()
-    assert crc32c(data) == crc32c(memoryview(data)) == crc32c(bytearray(data)) == crc32c(np.frombuffer(data, np.uint8))
+    assert (
+        crc32c(data)
+        == crc32c(memoryview(data))
+        == crc32c(bytearray(data))
+        == crc32c(np.frombuffer(data, np.uint8))
+    )
     assert crc32c(memoryview(data)[1:]) == crc32c(data[1:]) != crc32c(data)
 
 
@@ -554,9 +572,13 @@ def test_parse_then_write_is_canonical(raw: Any, canonical: dict[str, Any]) -> N
 def test_short_hand_names_and_aliases() -> None:
     assert parse_codecs(["bytes", "vlen-utf8"]) == (BytesMeta(), VlenUtf8Meta())
     # zarr-extensions' bitround is native (integers too); numcodecs.bitround stays numcodecs'
-    assert parse_codecs([{"name": "bitround", "configuration": {"keepbits": 2}}])[0] == BitroundMeta(keepbits=2)
+    assert parse_codecs([{"name": "bitround", "configuration": {"keepbits": 2}}])[0] == BitroundMeta(
+        keepbits=2
+    )
     legacy = parse_codecs([{"name": "numcodecs.bitround", "configuration": {"keepbits": 2}}])[0]
-    assert isinstance(legacy, NumcodecsMeta) and legacy.codec_id == "bitround" and legacy.kind == "array_array"
+    assert (
+        isinstance(legacy, NumcodecsMeta) and legacy.codec_id == "bitround" and legacy.kind == "array_array"
+    )
 
 
 def test_sharding_writes_all_four_keys() -> None:
@@ -620,8 +642,11 @@ def test_sharding_missing_chains_get_defaults_with_a_warning() -> None:
         ([{"name": "fancy", "must_understand": False}], "$.codecs[0].name", UnsupportedError),
         (["fancy"], "$.codecs[0].name", UnsupportedError),
         ([{"name": "numcodecs.nonesuch", "configuration": {}}], "$.codecs[0].name", UnsupportedError),
-        ([{"name": "packbits", "configuration": {"padding_encoding": "middle"}}],
-         "$.codecs[0].configuration.padding_encoding", MetadataError),  # zarrs' packbits, not numcodecs'
+        (
+            [{"name": "packbits", "configuration": {"padding_encoding": "middle"}}],
+            "$.codecs[0].configuration.padding_encoding",
+            MetadataError,
+        ),  # zarrs' packbits, not numcodecs'
         (
             [{"name": "numcodecs.zlib", "configuration": {"id": "zlib"}}],
             "$.codecs[0].configuration.id",
@@ -747,24 +772,37 @@ def test_lenient_warnings_do_not_fire_for_complete_metadata() -> None:
         )
 
 
-@pytest.mark.parametrize("compressor", [
-    {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
-    {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,
-                                        "blocksize": 0}},
-    {"name": "gzip", "configuration": {"level": 1}},
-    {"name": "crc32c"},
-])
+@pytest.mark.parametrize(
+    "compressor",
+    [
+        {"name": "zstd", "configuration": {"level": 1, "checksum": False}},
+        {
+            "name": "blosc",
+            "configuration": {
+                "cname": "lz4",
+                "clevel": 5,
+                "shuffle": "shuffle",
+                "typesize": 4,
+                "blocksize": 0,
+            },
+        },
+        {"name": "gzip", "configuration": {"level": 1}},
+        {"name": "crc32c"},
+    ],
+)
 def test_the_compressor_reads_strided_and_contiguous_chunks_as_their_c_order_bytes(compressor: dict) -> None:
     """Chunks go to the compressor as the chunk's own memory (no bytes object in between): a strided view,
     a contiguous one and another dtype's values give the bytes of the chunk's C-order copy."""
     store, other = rectizarr.MemoryStore(), rectizarr.MemoryStore()
-    a = rectizarr.create_array(store, shape=(40, 30), dtype="<i4", chunks=(20, 15), compressors=[compressor],
-                               fill_value=-1)
+    a = rectizarr.create_array(
+        store, shape=(40, 30), dtype="<i4", chunks=(20, 15), compressors=[compressor], fill_value=-1
+    )
     big = np.arange(80 * 90, dtype="<i4").reshape(80, 90)
     a[...] = big[::2, ::3]  # every chunk a strided view of the caller's data
     assert np.array_equal(a[...], big[::2, ::3])
-    same = rectizarr.create_array(other, shape=(20, 15), dtype="<i4", chunks=(20, 15), compressors=[compressor],
-                                  fill_value=-1)
+    same = rectizarr.create_array(
+        other, shape=(20, 15), dtype="<i4", chunks=(20, 15), compressors=[compressor], fill_value=-1
+    )
     same[...] = np.ascontiguousarray(big[::2, ::3][:20, 15:])  # a contiguous chunk
     assert store.get("c/0/1") == other.get("c/0/0")
     a[20:, :15] = np.arange(300, dtype="<i8").reshape(20, 15)  # another dtype: cast first
@@ -773,22 +811,47 @@ def test_the_compressor_reads_strided_and_contiguous_chunks_as_their_c_order_byt
     assert np.array_equal(a[20:, :15], np.arange(300).reshape(20, 15))
 
 
-_SHARD_AFTER = {"name": "sharding_indexed", "configuration": {
-    "chunk_shape": [2], "codecs": [LE], "index_codecs": [LE], "index_location": "end"}}
+_SHARD_AFTER = {
+    "name": "sharding_indexed",
+    "configuration": {"chunk_shape": [2], "codecs": [LE], "index_codecs": [LE], "index_location": "end"},
+}
 
 
-@pytest.mark.parametrize(("dtype", "fill", "codec", "values"), [
-    ("i4", 7, {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}, [5, 5, 5, 5, 7, 14, 21, 28]),
-    ("f8", 5.0, {"name": "numcodecs.fixedscaleoffset",
-                 "configuration": {"offset": 1.0, "scale": 10, "dtype": "<f8", "astype": "<i4"}},
-     [2.0, 2.0, 1.5, 1.5, 5.0, 5.0, 0.5, 0.7]),
-    ("f4", 1.5, {"name": "numcodecs.quantize", "configuration": {"digits": 3, "dtype": "<f4"}},
-     [1.5, 1.5, 0.25, 1.5, 1.5, 1.5, 3.0, 1.5]),
-    ("i4", 3, {"name": "numcodecs.astype", "configuration": {"encode_dtype": "<i2", "decode_dtype": "<i4"}},
-     [3, 3, 1, 2, 3, 3, 3, 9]),
-])
+@pytest.mark.parametrize(
+    ("dtype", "fill", "codec", "values"),
+    [
+        (
+            "i4",
+            7,
+            {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}},
+            [5, 5, 5, 5, 7, 14, 21, 28],
+        ),
+        (
+            "f8",
+            5.0,
+            {
+                "name": "numcodecs.fixedscaleoffset",
+                "configuration": {"offset": 1.0, "scale": 10, "dtype": "<f8", "astype": "<i4"},
+            },
+            [2.0, 2.0, 1.5, 1.5, 5.0, 5.0, 0.5, 0.7],
+        ),
+        (
+            "f4",
+            1.5,
+            {"name": "numcodecs.quantize", "configuration": {"digits": 3, "dtype": "<f4"}},
+            [1.5, 1.5, 0.25, 1.5, 1.5, 1.5, 3.0, 1.5],
+        ),
+        (
+            "i4",
+            3,
+            {"name": "numcodecs.astype", "configuration": {"encode_dtype": "<i2", "decode_dtype": "<i4"}},
+            [3, 3, 1, 2, 3, 3, 3, 9],
+        ),
+    ],
+)
 def test_a_shard_after_a_numcodecs_filter_reads_and_writes_as_zarr_python(
-        tmp_path: Any, dtype: str, fill: Any, codec: dict[str, Any], values: list[Any]) -> None:
+    tmp_path: Any, dtype: str, fill: Any, codec: dict[str, Any], values: list[Any]
+) -> None:
     """An inner chunk of a shard behind a ``numcodecs.*`` array -> array codec that is not stored holds the
     fill value cast to the encoded dtype (zarr-python's reading: it leaves inner chunks out whose encoded
     values equal it), not the fill value encoded: each library reads the other's shards alike. (The
@@ -797,14 +860,28 @@ def test_a_shard_after_a_numcodecs_filter_reads_and_writes_as_zarr_python(
     want = np.asarray(values, dtype=dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        z = zarr.create_array(str(tmp_path / "zp"), shape=(8,), chunks=(8,), dtype=dtype, fill_value=fill,
-                              filters=[codec], serializer=_SHARD_AFTER, compressors=None)
+        z = zarr.create_array(
+            str(tmp_path / "zp"),
+            shape=(8,),
+            chunks=(8,),
+            dtype=dtype,
+            fill_value=fill,
+            filters=[codec],
+            serializer=_SHARD_AFTER,
+            compressors=None,
+        )
         z[:] = want
         zp_reads = z[:]
     assert np.array_equal(rectizarr.open_array(str(tmp_path / "zp"))[:], zp_reads)
 
-    a = rectizarr.create_array(str(tmp_path / "rz"), shape=(8,), chunks=(8,), dtype=dtype, fill_value=fill,
-                               codecs=[codec, _SHARD_AFTER])
+    a = rectizarr.create_array(
+        str(tmp_path / "rz"),
+        shape=(8,),
+        chunks=(8,),
+        dtype=dtype,
+        fill_value=fill,
+        codecs=[codec, _SHARD_AFTER],
+    )
     a[1:3] = want[1:3]
     a[6:] = want[6:]
     mine = a[:]
@@ -818,9 +895,14 @@ def test_a_shard_after_a_numcodecs_filter_reads_and_writes_as_zarr_python(
 def test_a_numcodecs_compressor_that_cannot_encode_raises_a_codec_error(tmp_path: Any) -> None:
     """numcodecs' own ValueError (shuffle: 3 bytes in elements of 2) is a CodecError naming the codec, and
     nothing is stored."""
-    a = rectizarr.create_array(str(tmp_path / "s"), shape=(3,), chunks=(3,), dtype="u1", fill_value=0,
-                               codecs=[{"name": "bytes"}, {"name": "numcodecs.shuffle",
-                                                           "configuration": {"elementsize": 2}}])
+    a = rectizarr.create_array(
+        str(tmp_path / "s"),
+        shape=(3,),
+        chunks=(3,),
+        dtype="u1",
+        fill_value=0,
+        codecs=[{"name": "bytes"}, {"name": "numcodecs.shuffle", "configuration": {"elementsize": 2}}],
+    )
     with pytest.raises(CodecError, match=r"numcodecs\.shuffle.*elementsize"):
         a[:] = [1, 2, 3]
     assert not (tmp_path / "s" / "c").exists() and np.array_equal(a[:], [0, 0, 0])

@@ -26,8 +26,10 @@ from tests.spies import block_calls
 CODECS: dict[str, Any] = {
     "zstd": {"name": "zstd", "configuration": {"level": 1}},
     "zstd-checksum": {"name": "zstd", "configuration": {"level": 3, "checksum": True}},
-    "blosc": {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 2,
-                                                 "blocksize": 0}},
+    "blosc": {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 2, "blocksize": 0},
+    },
     "gzip": {"name": "gzip", "configuration": {"level": 1}},
 }
 SHAPE, CHUNKS = (45, 203), (4, 8)  # 12 x 26 chunks of 64 bytes, the last row and column partial
@@ -36,8 +38,15 @@ SHAPE, CHUNKS = (45, 203), (4, 8)  # 12 x 26 chunks of 64 bytes, the last row an
 def make(tmp_path: Path, codec: str, **kw: Any) -> tuple[Any, np.ndarray]:
     data = np.random.default_rng(1).integers(0, 600, SHAPE, dtype=np.uint16)
     data[:8, :64] = 3  # a few chunks that compress well
-    a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=SHAPE, dtype="<u2", chunks=CHUNKS, fill_value=7,
-                               compressors=CODECS[codec], **kw)
+    a = rectizarr.create_array(
+        LocalStore(tmp_path / "a"),
+        shape=SHAPE,
+        dtype="<u2",
+        chunks=CHUNKS,
+        fill_value=7,
+        compressors=CODECS[codec],
+        **kw,
+    )
     a[...] = data
     return rectizarr.open_array(LocalStore(tmp_path / "a"), mode="r"), data
 
@@ -49,7 +58,13 @@ SELECTIONS: list[Any] = [np.s_[...], np.s_[3:41, 5:200], np.s_[8:, :60], np.s_[:
 def test_equal_numpy_with_missing_chunks(tmp_path: Path, codec: str) -> None:
     a, data = make(tmp_path, codec)
     root, expected = tmp_path / "a" / "c", data.copy()
-    for i, j in [(0, 0), (1, 5), (2, 25), (11, 0), (11, 25)]:  # the first of a chunk row, the last, inner ones
+    for i, j in [
+        (0, 0),
+        (1, 5),
+        (2, 25),
+        (11, 0),
+        (11, 25),
+    ]:  # the first of a chunk row, the last, inner ones
         (root / str(i) / str(j)).unlink()
         expected[4 * i : 4 * i + 4, 8 * j : 8 * j + 8] = 7
     shutil.rmtree(root / "4")  # a whole row of chunks
@@ -97,7 +112,9 @@ def test_an_invalid_chunk_names_its_key(tmp_path: Path, codec: str, bad: bytes |
 
 @pytest.mark.parametrize("codec", ["zstd", "blosc"])
 def test_keys_without_a_directory(tmp_path: Path, codec: str) -> None:
-    a, data = make(tmp_path, codec, chunk_key_encoding={"name": "default", "configuration": {"separator": "."}})
+    a, data = make(
+        tmp_path, codec, chunk_key_encoding={"name": "default", "configuration": {"separator": "."}}
+    )
     (tmp_path / "a" / "c.3.1").unlink()
     expected = data.copy()
     expected[12:16, 8:16] = 7
@@ -113,7 +130,9 @@ def test_two_threads_reading(tmp_path: Path, codec: str) -> None:
 
     def read(i: int) -> bool:
         barrier.wait()
-        return all(np.array_equal(a[SELECTIONS[(i + k) % 4]], data[SELECTIONS[(i + k) % 4]]) for k in range(8))
+        return all(
+            np.array_equal(a[SELECTIONS[(i + k) % 4]], data[SELECTIONS[(i + k) % 4]]) for k in range(8)
+        )
 
     with block_calls() as calls, ThreadPoolExecutor(2) as pool:
         assert all(pool.map(read, [0, 1]))

@@ -17,8 +17,12 @@ from rectizarr.errors import CodecError
 from rectizarr.stores import Store
 
 ZSTD = {"name": "zstd", "configuration": {"level": 1}}
-SETTINGS = [replace(tuning.DEFAULT, batch_bytes=1), tuning.DEFAULT, replace(tuning.DEFAULT, batch_bytes=1 << 40),
-            replace(tuning.DEFAULT, block_min_chunks=1 << 40, piecewise_bytes=0)]
+SETTINGS = [
+    replace(tuning.DEFAULT, batch_bytes=1),
+    tuning.DEFAULT,
+    replace(tuning.DEFAULT, batch_bytes=1 << 40),
+    replace(tuning.DEFAULT, block_min_chunks=1 << 40, piecewise_bytes=0),
+]
 LAYOUTS: dict[str, dict[str, Any]] = {
     "1-d chunk files": {"shape": (2000,), "chunks": (20,)},
     "2-d chunk files": {"shape": (40, 60), "chunks": (4, 5)},
@@ -33,8 +37,9 @@ def _contents(store: Store) -> dict[str, bytes]:
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("kind", ["memory", "local", "zip", "s3", "obstore"])
-def test_one_corrupt_chunk_fails_the_read_and_the_write_writes_nothing(request: pytest.FixtureRequest, kind: str,
-                                                                       layout: str) -> None:
+def test_one_corrupt_chunk_fails_the_read_and_the_write_writes_nothing(
+    request: pytest.FixtureRequest, kind: str, layout: str
+) -> None:
     store: Store = request.getfixturevalue(f"{kind}_store")
     kw = LAYOUTS[layout]
     a = rectizarr.create_array(store, dtype="<u2", compressors=[ZSTD], fill_value=0, **kw)

@@ -264,9 +264,7 @@ def test_invalid_data_type(value: Any, path: str) -> None:
     assert info.value.path == path
 
 
-@pytest.mark.parametrize(
-    "value", ["foo", "float128", "complex_float128", {"name": "int8x"}, "String"]
-)
+@pytest.mark.parametrize("value", ["foo", "float128", "complex_float128", {"name": "int8x"}, "String"])
 def test_unknown_data_type_is_unsupported(value: Any) -> None:
     with pytest.raises(UnsupportedError, match="unsupported data type"):
         parse_data_type(value)

@@ -18,17 +18,33 @@ from rectizarr.stores import LocalStore
 
 CASES: list[tuple[dict[str, Any], str, Any, str]] = [
     # registry document, numpy dtype, fill value as the registry writes it, the name rectizarr writes
-    ({"name": "datetime64", "configuration": {"unit": "s", "scale_factor": 1}}, "M8[s]", "NaT", "numpy.datetime64"),
-    ({"name": "datetime64", "configuration": {"unit": "us", "scale_factor": 10}}, "M8[10us]", 0, "numpy.datetime64"),
-    ({"name": "timedelta64", "configuration": {"unit": "ms", "scale_factor": 1}}, "m8[ms]", -5, "numpy.timedelta64"),
+    (
+        {"name": "datetime64", "configuration": {"unit": "s", "scale_factor": 1}},
+        "M8[s]",
+        "NaT",
+        "numpy.datetime64",
+    ),
+    (
+        {"name": "datetime64", "configuration": {"unit": "us", "scale_factor": 10}},
+        "M8[10us]",
+        0,
+        "numpy.datetime64",
+    ),
+    (
+        {"name": "timedelta64", "configuration": {"unit": "ms", "scale_factor": 1}},
+        "m8[ms]",
+        -5,
+        "numpy.timedelta64",
+    ),
     ({"name": "fixed-length-bytes", "configuration": {"length_bits": 32}}, "V4", "AAAAAA==", "raw_bytes"),
     ({"name": "fixed-length-ascii", "configuration": {"length_bits": 24}}, "S3", "", "null_terminated_bytes"),
     ({"name": "fixed-length-ucs4", "configuration": {"length_bits": 64}}, "U2", "", "fixed_length_utf32"),
 ]
 
 
-@pytest.mark.parametrize(("doc", "np_dtype", "fill", "written"), CASES, ids=[c[0]["name"] + str(i) for i, c in
-                                                                               enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("doc", "np_dtype", "fill", "written"), CASES, ids=[c[0]["name"] + str(i) for i, c in enumerate(CASES)]
+)
 def test_registry_spellings_parse(doc: dict[str, Any], np_dtype: str, fill: Any, written: str) -> None:
     dt = parse_data_type(doc)
     assert dt.numpy == np.dtype(np_dtype)
@@ -47,13 +63,16 @@ def _values(np_dtype: str) -> np.ndarray:
     return np.array([["a", "bé", "c"], ["", "xy", "zz"]], dtype=d)
 
 
-@pytest.mark.parametrize(("doc", "np_dtype", "fill", "written"), CASES, ids=[c[0]["name"] + str(i) for i, c in
-                                                                               enumerate(CASES)])
-def test_hand_made_documents_with_registry_spellings_open(tmp_path: Path, doc: dict[str, Any], np_dtype: str,
-                                                          fill: Any, written: str) -> None:
+@pytest.mark.parametrize(
+    ("doc", "np_dtype", "fill", "written"), CASES, ids=[c[0]["name"] + str(i) for i, c in enumerate(CASES)]
+)
+def test_hand_made_documents_with_registry_spellings_open(
+    tmp_path: Path, doc: dict[str, Any], np_dtype: str, fill: Any, written: str
+) -> None:
     values = _values(np_dtype)
-    a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=values.shape, dtype=values.dtype, chunks=(1, 2),
-                               compressors=None)
+    a = rectizarr.create_array(
+        LocalStore(tmp_path / "a"), shape=values.shape, dtype=values.dtype, chunks=(1, 2), compressors=None
+    )
     a[...] = values
     meta = json.loads((tmp_path / "a" / "zarr.json").read_text())
     assert parse_data_type(meta["data_type"]).numpy == values.dtype  # rectizarr writes zarr-python's names
@@ -66,14 +85,27 @@ def test_hand_made_documents_with_registry_spellings_open(tmp_path: Path, doc: d
     assert b[0, 0] == values[1, 2]
 
 
-@pytest.mark.parametrize(("doc", "message", "where"), [
-    ({"name": "fixed-length-ucs4", "configuration": {"length_bits": 24}}, "multiple of 32", ".length_bits"),
-    ({"name": "fixed-length-bytes", "configuration": {"length_bits": 12}}, "multiple of 8", ".length_bits"),
-    ({"name": "fixed-length-bytes", "configuration": {"length_bytes": 4}}, "missing", ""),
-    ({"name": "fixed-length-ascii"}, "requires a configuration", None),
-    ({"name": "datetime64", "configuration": {"unit": "s"}}, "missing", ""),
-])
-def test_malformed_registry_spellings_name_the_path(doc: dict[str, Any], message: str, where: str | None) -> None:
+@pytest.mark.parametrize(
+    ("doc", "message", "where"),
+    [
+        (
+            {"name": "fixed-length-ucs4", "configuration": {"length_bits": 24}},
+            "multiple of 32",
+            ".length_bits",
+        ),
+        (
+            {"name": "fixed-length-bytes", "configuration": {"length_bits": 12}},
+            "multiple of 8",
+            ".length_bits",
+        ),
+        ({"name": "fixed-length-bytes", "configuration": {"length_bytes": 4}}, "missing", ""),
+        ({"name": "fixed-length-ascii"}, "requires a configuration", None),
+        ({"name": "datetime64", "configuration": {"unit": "s"}}, "missing", ""),
+    ],
+)
+def test_malformed_registry_spellings_name_the_path(
+    doc: dict[str, Any], message: str, where: str | None
+) -> None:
     with pytest.raises(MetadataError, match=message) as e:
         parse_data_type(doc)
     assert e.value.path == "$.data_type" + ("" if where is None else ".configuration" + where)
@@ -85,11 +117,17 @@ def test_unsupported_registered_types_name_themselves() -> None:
     assert e.value.path == "$.data_type"
 
 
-@pytest.mark.parametrize(("doc", "says"), [
-    ({"name": "optional", "configuration": {"name": "uint8"}}, "registered in zarr-extensions, implemented by zarrs"),
-    ("N0f8", "a fixed-point type registered in zarr-extensions"),
-    ("float128", "unsupported data type 'float128' (data types cannot be skipped)"),
-])
+@pytest.mark.parametrize(
+    ("doc", "says"),
+    [
+        (
+            {"name": "optional", "configuration": {"name": "uint8"}},
+            "registered in zarr-extensions, implemented by zarrs",
+        ),
+        ("N0f8", "a fixed-point type registered in zarr-extensions"),
+        ("float128", "unsupported data type 'float128' (data types cannot be skipped)"),
+    ],
+)
 def test_unsupported_data_types_say_whether_they_are_registered(doc: Any, says: str) -> None:
     with pytest.raises(UnsupportedError) as e:
         parse_data_type(doc)

@@ -12,7 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("extensions_table", ROOT / "scripts" / "extensions_table.py")
+    spec = importlib.util.spec_from_file_location(
+        "extensions_table", ROOT / "scripts" / "extensions_table.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -33,8 +35,11 @@ def test_table_lists_every_registered_name_with_rectizarrs_support() -> None:
         assert snap[kind]
         for name in snap[kind]:
             assert f"| `{name}` |" in out
-    rows = {line.split("|")[1].strip(" `"): line.split("|")[2].strip() for line in out.splitlines()
-            if line.startswith("| `")}
+    rows = {
+        line.split("|")[1].strip(" `"): line.split("|")[2].strip()
+        for line in out.splitlines()
+        if line.startswith("| `")
+    }
     assert rows["fanout"] == rows["suffix"] == rows["prefix"] == rows["template"] == "RW"
     assert rows["datetime64"] == "R" and rows["numpy.datetime64"] == "RW"
     assert rows["jpeg"] == "" and rows["sharding_indexed"] == "RW"

@@ -23,8 +23,12 @@ from rectizarr.errors import MetadataError
 from rectizarr.stores import LocalStore, MemoryStore, Store
 
 ZSTD = [{"name": "zstd", "configuration": {"level": 1, "checksum": False}}]
-BLOSC = [{"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4,
-                                             "blocksize": 0}}]
+BLOSC = [
+    {
+        "name": "blosc",
+        "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle", "typesize": 4, "blocksize": 0},
+    }
+]
 
 
 def stores(tmp_path: Path) -> list[Store]:
@@ -42,29 +46,44 @@ def test_reads_and_writes_match_numpy(tmp_path: Path, compressors: list[Any], sh
             if sharded:
                 layout["shards"] = tuple(i * rng.choice([1, 2]) for i in inner)
             shape = tuple(rng.randint(1, 7) for _ in range(3))
-            a = rectizarr.create_array(store, shape=shape, dtype="<i4", compressors=compressors, fill_value=-1,
-                                       overwrite=True, **layout)
+            a = rectizarr.create_array(
+                store,
+                shape=shape,
+                dtype="<i4",
+                compressors=compressors,
+                fill_value=-1,
+                overwrite=True,
+                **layout,
+            )
             data = np.arange(np.prod(shape), dtype="<i4").reshape(shape) * 7 + 1
             a[...] = data
             view = np.asarray(data)[::-1, :, 1:]  # writes from a strided view of the caller's data
             a[:, :, 1:] = view
             model = data.copy()
             model[:, :, 1:] = view
-            for sel in [(...,), (slice(1, None), slice(None), 0), (slice(None, None, -1),) * 3,
-                        (slice(0, 1), slice(0, 2), slice(1, 3))]:
+            for sel in [
+                (...,),
+                (slice(1, None), slice(None), 0),
+                (slice(None, None, -1),) * 3,
+                (slice(0, 1), slice(0, 2), slice(1, 3)),
+            ]:
                 np.testing.assert_array_equal(a[sel], model[sel])
-            np.testing.assert_array_equal(a.oindex[[2 % shape[0], 0], :, [0]], model[[2 % shape[0], 0]][:, :, [0]])
+            np.testing.assert_array_equal(
+                a.oindex[[2 % shape[0], 0], :, [0]], model[[2 % shape[0], 0]][:, :, [0]]
+            )
 
 
 def test_zero_d_and_strings_on_disk(tmp_path: Path) -> None:
     for sharded in (None, ()):
         kwargs: dict[str, Any] = {} if sharded is None else {"shards": (), "chunks": ()}
-        a = rectizarr.create_array(str(tmp_path / f"i{sharded}.zarr"), shape=(), dtype="i8", fill_value=3,
-                                   compressors=ZSTD, **kwargs)
+        a = rectizarr.create_array(
+            str(tmp_path / f"i{sharded}.zarr"), shape=(), dtype="i8", fill_value=3, compressors=ZSTD, **kwargs
+        )
         a[()] = 7
         assert rectizarr.open_array(str(tmp_path / f"i{sharded}.zarr"))[()] == 7
-        s = rectizarr.create_array(str(tmp_path / f"s{sharded}.zarr"), shape=(), dtype=str, compressors=ZSTD,
-                                   **kwargs)
+        s = rectizarr.create_array(
+            str(tmp_path / f"s{sharded}.zarr"), shape=(), dtype=str, compressors=ZSTD, **kwargs
+        )
         s[()] = "hé"
         assert rectizarr.open_array(str(tmp_path / f"s{sharded}.zarr"))[()] == "hé"
     t = rectizarr.create_array(str(tmp_path / "t.zarr"), shape=(5,), dtype=str, chunks=(2,), compressors=ZSTD)
@@ -85,8 +104,9 @@ def test_decode_into_checks_sizes() -> None:
 
 def test_dense_shard_only_for_back_to_back_layouts() -> None:
     store = MemoryStore()
-    a = rectizarr.create_array(store, shape=(8, 8), dtype="<u2", shards=(4, 8), chunks=(2, 2), compressors=[],
-                               fill_value=0)
+    a = rectizarr.create_array(
+        store, shape=(8, 8), dtype="<u2", shards=(4, 8), chunks=(2, 2), compressors=[], fill_value=0
+    )
     data = np.arange(64, dtype="<u2").reshape(8, 8) + 1
     a[...] = data
     codec = a._layout.sharding
@@ -113,12 +133,16 @@ def test_large_rectilinear_grids_split_in_one_pass_parse_as_the_general_path_doe
     assert len(raw) > 4096
     fast, general = parse_chunk_grid(raw, shape), parse_chunk_grid(grid, shape)
     assert fast.kind == general.kind == "rectilinear" and fast.dims == general.dims
-    assert parse_chunk_grid(msgspec.Raw(msgspec.json.encode({**grid, "must_understand": False})), shape).dims \
+    assert (
+        parse_chunk_grid(msgspec.Raw(msgspec.json.encode({**grid, "must_understand": False})), shape).dims
         == general.dims
-    bad = [({**grid, "extra": 1}, "$.chunk_grid.extra"),
-           ({**grid, "configuration": {**config, "other": 1}}, "$.chunk_grid.configuration.other"),
-           ({**grid, "configuration": {**config, "kind": 7}}, "$.chunk_grid.configuration.kind"),
-           ({**grid, "name": "rectilinear2"}, "$.chunk_grid.name")]
+    )
+    bad = [
+        ({**grid, "extra": 1}, "$.chunk_grid.extra"),
+        ({**grid, "configuration": {**config, "other": 1}}, "$.chunk_grid.configuration.other"),
+        ({**grid, "configuration": {**config, "kind": 7}}, "$.chunk_grid.configuration.kind"),
+        ({**grid, "name": "rectilinear2"}, "$.chunk_grid.name"),
+    ]
     for doc, where in bad:
         with pytest.raises(rectizarr.RectizarrError, match=where.replace("$", r"\$").replace(".", r"\.")):
             parse_chunk_grid(msgspec.Raw(msgspec.json.encode(doc)), shape)

@@ -35,10 +35,20 @@ def boto(server: S3Server, retries: int = 0, read_timeout: float = 10) -> Any:
     import boto3
     from botocore.config import Config
 
-    config = Config(retries={"total_max_attempts": retries + 1, "mode": "standard"}, read_timeout=read_timeout,
-                    connect_timeout=5, max_pool_connections=16)
-    return boto3.client("s3", endpoint_url=server.endpoint_url, aws_access_key_id="testing",
-                        aws_secret_access_key="testing", region_name="us-east-1", config=config)
+    config = Config(
+        retries={"total_max_attempts": retries + 1, "mode": "standard"},
+        read_timeout=read_timeout,
+        connect_timeout=5,
+        max_pool_connections=16,
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=server.endpoint_url,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+        config=config,
+    )
 
 
 def bucket_with(server: S3Server, client: Any, **objects: bytes) -> str:
@@ -67,26 +77,37 @@ def test_requests_are_counted_by_kind(fresh: S3Server) -> None:
     client.delete_objects(Bucket=name, Delete={"Objects": [{"Key": "a"}]})
     client.get_bucket_location(Bucket=name)
     counts = fresh.counts()
-    assert kinds(counts) == {"put": 1, "get": 1, "get_range": 2, "head": 1, "list": 2, "delete": 2, "other": 1}
+    assert kinds(counts) == {
+        "put": 1,
+        "get": 1,
+        "get_range": 2,
+        "head": 1,
+        "list": 2,
+        "delete": 2,
+        "other": 1,
+    }
     assert counts["total"] == 10
     assert counts["peak_in_flight"] == 1  # one request at a time
     fresh.reset_counts()
     assert fresh.counts()["total"] == fresh.counts()["peak_in_flight"] == 0
 
 
-@pytest.mark.parametrize(("method", "path", "query", "headers", "kind"), [
-    ("GET", "/b/k", "", {}, "get"),
-    ("GET", "/b/dir/k", "", {"HTTP_RANGE": "bytes=0-1"}, "get_range"),
-    ("GET", "/b", "list-type=2&prefix=x&delimiter=%2F", {}, "list"),
-    ("GET", "/b/", "", {}, "list"),
-    ("GET", "/b", "versioning", {}, "other"),
-    ("HEAD", "/b", "", {}, "head"),
-    ("PUT", "/b/k", "partNumber=1&uploadId=u", {}, "put"),
-    ("PUT", "/b", "", {}, "other"),
-    ("DELETE", "/b/k", "", {}, "delete"),
-    ("POST", "/b", "delete", {}, "delete"),
-    ("POST", "/b/k", "uploads", {}, "other"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "query", "headers", "kind"),
+    [
+        ("GET", "/b/k", "", {}, "get"),
+        ("GET", "/b/dir/k", "", {"HTTP_RANGE": "bytes=0-1"}, "get_range"),
+        ("GET", "/b", "list-type=2&prefix=x&delimiter=%2F", {}, "list"),
+        ("GET", "/b/", "", {}, "list"),
+        ("GET", "/b", "versioning", {}, "other"),
+        ("HEAD", "/b", "", {}, "head"),
+        ("PUT", "/b/k", "partNumber=1&uploadId=u", {}, "put"),
+        ("PUT", "/b", "", {}, "other"),
+        ("DELETE", "/b/k", "", {}, "delete"),
+        ("POST", "/b", "delete", {}, "delete"),
+        ("POST", "/b/k", "uploads", {}, "other"),
+    ],
+)
 def test_classify(method: str, path: str, query: str, headers: dict[str, str], kind: str) -> None:
     assert classify({"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, **headers}) == kind
 
@@ -177,8 +198,10 @@ def test_a_lost_answer_follows_a_write_that_landed(fresh: S3Server, fault: str) 
     client.put_object(Bucket=name, Key="a", Body=b"new")  # (another key: not faulted)
     with pytest.raises((ClientError, ConnectionClosedError, ReadTimeoutError)) as info:
         client.put_object(Bucket=name, Key="b", Body=b"new")
-    assert isinstance(info.value, {"lost": ClientError, "lost_reset": ConnectionClosedError,
-                                   "lost_timeout": ReadTimeoutError}[fault])
+    assert isinstance(
+        info.value,
+        {"lost": ClientError, "lost_reset": ConnectionClosedError, "lost_timeout": ReadTimeoutError}[fault],
+    )
     assert client.get_object(Bucket=name, Key="b")["Body"].read() == b"new"  # it landed
     counts = fresh.counts()
     assert counts[f"fault_{fault}"] == 1 and counts["put"] == 2

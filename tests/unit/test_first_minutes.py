@@ -19,11 +19,14 @@ def test_shard_chunk_mismatch_speaks_of_shards_and_chunks() -> None:
     assert "codecs[0]" not in message
 
 
-@pytest.mark.parametrize(("name", "config"), [("gzip", {"level": 5}), ("zstd", {"level": 0, "checksum": False}),
-                                              ("crc32c", {})])
+@pytest.mark.parametrize(
+    ("name", "config"), [("gzip", {"level": 5}), ("zstd", {"level": 0, "checksum": False}), ("crc32c", {})]
+)
 def test_codec_names_take_zarr_pythons_defaults(name: str, config: dict[str, object]) -> None:
     a = rectizarr.create_array(MemoryStore(), shape=(8,), dtype="i4", compressors=name)
-    assert a.compressors[0].to_dict() == ({"name": name, "configuration": config} if config else {"name": name})
+    assert a.compressors[0].to_dict() == (
+        {"name": name, "configuration": config} if config else {"name": name}
+    )
     again = rectizarr.create_array(MemoryStore(), shape=(8,), dtype="i4", compressors=a.compressors)
     assert again.compressors == a.compressors  # specs pass back in
 
@@ -41,17 +44,29 @@ def test_node_of_the_other_kind_is_named_as_such(tmp_path: Path) -> None:
 
 
 def test_info_reads_like_a_summary() -> None:
-    a = rectizarr.create_array(MemoryStore(), name="temp", shape=(365, 10), dtype="f4", fill_value=np.nan,
-                               chunks=(10, 10), shards=(40, 10), dimension_names=["time", "x"])
+    a = rectizarr.create_array(
+        MemoryStore(),
+        name="temp",
+        shape=(365, 10),
+        dtype="f4",
+        fill_value=np.nan,
+        chunks=(10, 10),
+        shards=(40, 10),
+        dimension_names=["time", "x"],
+    )
     a[:5] = 1.0
     lines = {k.strip(): v for k, v in (line.split(" : ", 1) for line in a.info.splitlines())}
     assert lines["Name"] == "/temp" and lines["Fill value"] == "NaN" and lines["Data type"] == "float32"
     assert lines["Shard shape"] == "(40, 10)" and lines["Chunk shape"] == "(10, 10)"
-    assert lines["Compressors"] == "(zstd(level=0, checksum=False),)" and lines["Dimensions"] == "('time', 'x')"
+    assert (
+        lines["Compressors"] == "(zstd(level=0, checksum=False),)" and lines["Dimensions"] == "('time', 'x')"
+    )
     assert max(len(line) for line in a.info.splitlines()) < 100
     complete = a.info_complete()
     assert "Shards Initialized : 1" in complete and "Chunks Initialized : 4" in complete
-    assert a.nchunks == 37 * 1 and a.nshards == 10 and a.nchunks_initialized == 4 and a.nshards_initialized == 1
+    assert (
+        a.nchunks == 37 * 1 and a.nshards == 10 and a.nchunks_initialized == 4 and a.nshards_initialized == 1
+    )
 
 
 def test_append_returns_the_new_shape_and_rectilinear_chunks_is_an_attribute_error() -> None:

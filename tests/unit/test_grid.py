@@ -48,7 +48,13 @@ def test_spec_example() -> None:
     assert g.grid_shape == (2, 3, 2, 4, 2)
     assert g.nchunks == 96
     assert g.chunk_shape((1, 2, 1, 3, 1)) == (4, 3, 4, 3, 4)
-    assert g.chunk_region((1, 2, 1, 3, 1)) == (slice(4, 6), slice(3, 6), slice(4, 6), slice(3, 6), slice(4, 6))
+    assert g.chunk_region((1, 2, 1, 3, 1)) == (
+        slice(4, 6),
+        slice(3, 6),
+        slice(4, 6),
+        slice(3, 6),
+        slice(4, 6),
+    )
     assert isinstance(g.dims[0], FixedDim)
     assert all(isinstance(d, VaryingDim) for d in g.dims[1:])
     assert g.regular_chunk_shape is None
@@ -61,12 +67,7 @@ def test_spec_example() -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "lens", "edges"),
-    [
-        ([5, 2], (5, 2), (5, 2)),
-        ([[5, 2]], (5, 2), (5, 5)),
-        (5, (5, 2), (5, 5)),
-    ],
+    ("spec", "lens", "edges"), [([5, 2], (5, 2), (5, 2)), ([[5, 2]], (5, 2), (5, 5)), (5, (5, 2), (5, 5))]
 )
 def test_dim_spec_forms_differ(spec: Any, lens: tuple[int, ...], edges: tuple[int, ...]) -> None:
     d = both(rect(spec), (7,)).dims[0]
@@ -169,8 +170,11 @@ S = "$.chunk_grid.configuration.chunk_shapes"
         ({"name": "rectilinear", "configuration": {"kind": 1, "chunk_shapes": [4]}}, (4,), f"{C}.kind"),
         ({"name": "rectilinear", "configuration": {"kind": "inline"}}, (4,), C),
         ({"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": 4}}, (4,), S),
-        ({"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [4], "x": 1}}, (4,),
-         f"{C}.x"),
+        (
+            {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [4], "x": 1}},
+            (4,),
+            f"{C}.x",
+        ),
         ({"name": "rectilinear"}, (4,), P),
         ("rectilinear", (4,), P),
         (reg(0), (4,), f"{C}.chunk_shape[0]"),
@@ -186,8 +190,11 @@ S = "$.chunk_grid.configuration.chunk_shapes"
         ({"name": "regular", "configuration": [4]}, (4,), C),
         ({"name": "regular"}, (4,), P),
         ({"name": "regular", "configuration": {"chunk_shape": [4]}, "extra": 1}, (4,), f"{P}.extra"),
-        ({"name": "regular", "configuration": {"chunk_shape": [4]}, "must_understand": 0}, (4,),
-         f"{P}.must_understand"),
+        (
+            {"name": "regular", "configuration": {"chunk_shape": [4]}, "must_understand": 0},
+            (4,),
+            f"{P}.must_understand",
+        ),
         ({"configuration": {"chunk_shape": [4]}}, (4,), P),
         ({"name": 3, "configuration": {"chunk_shape": [4]}}, (4,), f"{P}.name"),
         ([4], (4,), P),
@@ -261,12 +268,21 @@ def test_json_whitespace_and_tuples() -> None:
     ("text", "shape", "edges"),
     [
         # zarr-python 3.4.2 (array.rectilinear_chunks on), verified output
-        ('{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[3, 3], 1]]}}',
-         (10,), [[3, 3, 3, 1]]),
-        ('{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[5, 2]], [2, 4, 1]]}}',
-         (10, 7), [[5, 5], [2, 4, 1]]),
-        ('{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[3, 3], 1, [2, 2]]]}}',
-         (14,), [[3, 3, 3, 1, 2, 2]]),
+        (
+            '{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[3, 3], 1]]}}',
+            (10,),
+            [[3, 3, 3, 1]],
+        ),
+        (
+            '{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[5, 2]], [2, 4, 1]]}}',
+            (10, 7),
+            [[5, 5], [2, 4, 1]],
+        ),
+        (
+            '{"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [[[3, 3], 1, [2, 2]]]}}',
+            (14,),
+            [[3, 3, 3, 1, 2, 2]],
+        ),
         ('{"name": "regular", "configuration": {"chunk_shape": [10, 5]}}', (100, 37), [10, 5]),
         ('{"name": "regular", "configuration": {"chunk_shape": []}}', (), []),
         # tensorstore 0.1.86: compact, sorted keys, nothing extra
@@ -376,8 +392,15 @@ def test_varying_dim_is_immutable_and_hashable() -> None:
 
 @pytest.mark.parametrize(
     ("values", "extent"),
-    [([0, 1], 1), ([1.5], 1), ([[1]], 1), ([1, 2], 4), ([1], -1), ([2**62, 2**62], 1),
-     (np.array([2**63], dtype=np.uint64), 1)],
+    [
+        ([0, 1], 1),
+        ([1.5], 1),
+        ([[1]], 1),
+        ([1, 2], 4),
+        ([1], -1),
+        ([2**62, 2**62], 1),
+        (np.array([2**63], dtype=np.uint64), 1),
+    ],
 )
 def test_varying_dim_validation(values: Any, extent: int) -> None:
     with pytest.raises(MetadataError):
@@ -419,10 +442,19 @@ def test_regular_and_from_chunks() -> None:
 
 @pytest.mark.parametrize(
     ("chunks", "path"),
-    [((4,), None), ((4, 0), "chunks[1]"), ((4, [5, 0]), "chunks[1][1]"), ((4, [2, 2]), "chunks[1]"),
-     ((4, []), "chunks[1]"), ((4, [2, True, 5]), "chunks[1][1]"), ((4, 2.5), "chunks[1]"),
-     ((4, "55"), "chunks[1]"), ((4, np.array([5.0, 5.0])), "chunks[1]"), (4, None),
-     ((4, [2**64]), "chunks[1][0]")],
+    [
+        ((4,), None),
+        ((4, 0), "chunks[1]"),
+        ((4, [5, 0]), "chunks[1][1]"),
+        ((4, [2, 2]), "chunks[1]"),
+        ((4, []), "chunks[1]"),
+        ((4, [2, True, 5]), "chunks[1][1]"),
+        ((4, 2.5), "chunks[1]"),
+        ((4, "55"), "chunks[1]"),
+        ((4, np.array([5.0, 5.0])), "chunks[1]"),
+        (4, None),
+        ((4, [2**64]), "chunks[1][0]"),
+    ],
 )
 def test_from_chunks_invalid(chunks: Any, path: str | None) -> None:
     with pytest.raises(MetadataError) as e:
@@ -537,10 +569,16 @@ def test_resize_explicit_edges() -> None:
     assert edges(g.resize((8, 10), [[1], "new_chunk"]).dims[0]) == [5, 5]
     assert g.resize((12, 12), [None, None]) == g.resize((12, 12))
     assert edges(g.resize((12, 12), [[1, 1], None]).dims[0]) == [5, 5, 1, 1]
-    for policy, path in [([[6, 5], "new_chunk"], "policy[0]"), ([[6, 0, 6], "new_chunk"], "policy[0][1]"),
-                         ([[12], [2]], "policy[1]"), (["new_chunk", "grow"], "policy[1]"),
-                         ("grow", "policy[0]"), ([3, "new_chunk"], "policy[0]"), ([[[3, 2]], None], "policy[0]"),
-                         ([[[3, 0]], None], "policy[0][0][1]")]:
+    for policy, path in [
+        ([[6, 5], "new_chunk"], "policy[0]"),
+        ([[6, 0, 6], "new_chunk"], "policy[0][1]"),
+        ([[12], [2]], "policy[1]"),
+        (["new_chunk", "grow"], "policy[1]"),
+        ("grow", "policy[0]"),
+        ([3, "new_chunk"], "policy[0]"),
+        ([[[3, 2]], None], "policy[0]"),
+        ([[[3, 0]], None], "policy[0][0][1]"),
+    ]:
         with pytest.raises(MetadataError) as e:
             g.resize((22, 30), policy)  # type: ignore[arg-type]
         assert e.value.path == path
@@ -715,8 +753,9 @@ def test_chunks_as_runs_stay_runs(tmp_path: Path) -> None:
     import rectizarr
     from rectizarr.cli.main import main
 
-    a = rectizarr.create_array(tmp_path / "src", shape=(10**8 + 3,), dtype="u1", chunks=[[[1, 10**8], 3]],
-                               fill_value=0)
+    a = rectizarr.create_array(
+        tmp_path / "src", shape=(10**8 + 3,), dtype="u1", chunks=[[[1, 10**8], 3]], fill_value=0
+    )
     assert a.grid.dims[0].values.tolist() == [1, 3] and a.grid.dims[0].counts.tolist() == [10**8, 1]
     doc = json.loads((tmp_path / "src" / "zarr.json").read_text())
     assert doc["chunk_grid"]["configuration"]["chunk_shapes"] == [[[1, 10**8], 3]]

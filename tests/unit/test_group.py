@@ -156,8 +156,11 @@ def test_consolidated_metadata_layout_and_use() -> None:
     cm = doc(s, "zarr.json")["consolidated_metadata"]
     assert cm["kind"] == "inline" and cm["must_understand"] is False
     assert list(cm["metadata"]) == ["scalar", "sub", "sub/arr"]
-    assert cm["metadata"]["sub"]["consolidated_metadata"] == {"kind": "inline", "must_understand": False,
-                                                            "metadata": {}}
+    assert cm["metadata"]["sub"]["consolidated_metadata"] == {
+        "kind": "inline",
+        "must_understand": False,
+        "metadata": {},
+    }
     assert cm["metadata"]["sub/arr"]["chunk_grid"]["name"] == "rectilinear"
     spy = CountingStore(s)
     g2 = rectizarr.open_group(spy, mode="r")
@@ -176,8 +179,13 @@ def test_consolidated_metadata_stays_current_under_our_writes() -> None:
     rectizarr.create_array(s, name="deep/er/c", shape=(1,), dtype="i1", chunks=(1,))
     r = rectizarr.open_group(s, mode="r")
     assert r.keys() == ["a", "b", "deep"]
-    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {"a", "b", "deep", "deep/er",
-                                                                            "deep/er/c"}
+    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {
+        "a",
+        "b",
+        "deep",
+        "deep/er",
+        "deep/er/c",
+    }
     g["a"].resize(10)
     g["a"].attrs["units"] = "m"
     assert r["a"].shape == (10,) and r["a"].attrs["units"] == "m"
@@ -208,8 +216,13 @@ def test_creating_a_deep_node_reads_each_ancestor_once(overwrite: bool) -> None:
     s.reset()
     rectizarr.create_group(s, path="a/b/d")  # ancestors exist now: one read each, still
     assert [k for k, _ in s.requests].count("a/b/zarr.json") == 1
-    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {"a", "a/b", "a/b/c", "a/b/c/x",
-                                                                            "a/b/d"}
+    assert set(doc(s, "zarr.json")["consolidated_metadata"]["metadata"]) == {
+        "a",
+        "a/b",
+        "a/b/c",
+        "a/b/c/x",
+        "a/b/d",
+    }
 
 
 def test_use_consolidated_flags() -> None:
@@ -228,10 +241,18 @@ def test_use_consolidated_flags() -> None:
 def test_ten_thousand_children_listed_without_a_request_per_member() -> None:
     s = MemoryStore()
     rectizarr.create_group(s)
-    meta = json.dumps({"zarr_format": 3, "node_type": "array", "shape": [10], "data_type": "int32",
-                       "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10]}},
-                       "chunk_key_encoding": {"name": "default"}, "fill_value": 0,
-                       "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}).encode()
+    meta = json.dumps(
+        {
+            "zarr_format": 3,
+            "node_type": "array",
+            "shape": [10],
+            "data_type": "int32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [10]}},
+            "chunk_key_encoding": {"name": "default"},
+            "fill_value": 0,
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+        }
+    ).encode()
     s.set_many({f"a{i:05d}/zarr.json": meta for i in range(10_000)})
     rectizarr.consolidate_metadata(s)
     spy = CountingStore(s)
@@ -242,7 +263,9 @@ def test_ten_thousand_children_listed_without_a_request_per_member() -> None:
     elapsed = time.perf_counter() - t0
     assert len(members) == 10_000 and members[-1][1].shape == (10,)
     assert len(spy.requests) == 1 and spy.lists == 0
-    print(f"10,000 consolidated members listed and opened in {elapsed:.2f} s with {len(spy.requests)} request")
+    print(
+        f"10,000 consolidated members listed and opened in {elapsed:.2f} s with {len(spy.requests)} request"
+    )
 
 
 def test_zarr_python_consolidated_hierarchy(tmp_path) -> None:
@@ -279,10 +302,13 @@ def test_consolidated_entries_with_invalid_names_are_ignored_and_reported(bad: s
     assert [(n, type(m).__name__, m.path) for n, m in members] == [("x", "Array", "x")]
     report = rectizarr.validate(store)
     assert [(i.rule, i.json_path) for i in report.errors] == [
-        ("consolidated.entry_name", f"$.consolidated_metadata.metadata[{json.dumps(bad)}]")]
+        ("consolidated.entry_name", f"$.consolidated_metadata.metadata[{json.dumps(bad)}]")
+    ]
 
 
-def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_consolidated_entries_are_checked_and_parsed_once_per_document(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """keys() then g[name] for every member: each entry's name checked and its metadata parsed once (this
     was quadratic: every lookup checked all 200 names again, and parsed its member a second time)."""
     from rectizarr import nodes
@@ -298,8 +324,9 @@ def test_consolidated_entries_are_checked_and_parsed_once_per_document(monkeypat
     checked, parsed = [], []
     real_check, real_parse = nodes.member_path_problem, nodes.node_from_json
     monkeypatch.setattr(nodes, "member_path_problem", lambda rel: checked.append(rel) or real_check(rel))
-    monkeypatch.setattr(nodes, "node_from_json",
-                        lambda d, key=None: parsed.append(d["attributes"]["i"]) or real_parse(d, key))
+    monkeypatch.setattr(
+        nodes, "node_from_json", lambda d, key=None: parsed.append(d["attributes"]["i"]) or real_parse(d, key)
+    )
     r = rectizarr.open_group(store, mode="r")
     with pytest.warns(LenientMetadataWarning) as caught:
         assert [r[name].attrs["i"] for name in r.keys()] == list(range(50))
@@ -330,7 +357,9 @@ def test_a_member_whose_name_cannot_be_a_key_is_left_out_of_the_listing(tmp_path
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
-def test_an_error_in_a_consolidated_entry_names_the_consolidating_document(tmp_path: Any, zarr_format: int) -> None:
+def test_an_error_in_a_consolidated_entry_names_the_consolidating_document(
+    tmp_path: Any, zarr_format: int
+) -> None:
     """A bad entry of the consolidated metadata is in the group's document (``.zmetadata``, or the root
     ``zarr.json``), at the entry's JSON path; it was blamed on the member's own ``zarr.json``, which is valid."""
     import json
@@ -379,7 +408,9 @@ def test_setitem_makes_an_array_in_the_groups_format(tmp_path: Any) -> None:
     cannot sit under a v2 group); data that v2 cannot hold (a sharded source) is a clear UnsupportedError."""
     g = rectizarr.create_group(str(tmp_path / "g.zarr"), zarr_format=2)
     g["x"] = np.arange(5.0)
-    src = rectizarr.create_array(MemoryStore(), shape=(6, 4), chunks=(3, 2), dtype="i4", dimension_names=("y", "x"))
+    src = rectizarr.create_array(
+        MemoryStore(), shape=(6, 4), chunks=(3, 2), dtype="i4", dimension_names=("y", "x")
+    )
     src[...] = np.arange(24).reshape(6, 4)
     g["y"] = src
     assert g["x"].metadata.zarr_format == 2 and g["y"].metadata.zarr_format == 2
@@ -389,7 +420,9 @@ def test_setitem_makes_an_array_in_the_groups_format(tmp_path: Any) -> None:
     with pytest.raises(UnsupportedError):
         g["z"] = sharded
     assert sorted(g.keys()) == ["x", "y"]
-    np.testing.assert_array_equal(zarr_python().open_group(str(tmp_path / "g.zarr"), mode="r")["x"][:], np.arange(5.0))
+    np.testing.assert_array_equal(
+        zarr_python().open_group(str(tmp_path / "g.zarr"), mode="r")["x"][:], np.arange(5.0)
+    )
     g3 = rectizarr.create_group(MemoryStore())
     g3["a"] = np.arange(3)
     assert g3["a"].metadata.zarr_format == 3
@@ -412,5 +445,7 @@ def test_dunder_names_are_written_listed_and_consolidated(zarr_format: int, tmp_
     z = zarr.open_group(str(root), mode="r")
     assert sorted(z.keys()) == ["__sub", "__xarray_dataarray_variable__"]
     assert z["__xarray_dataarray_variable__"][...].tolist() == [1, 2, 3]
-    zarr.open_group(str(root), mode="a", zarr_format=zarr_format).create_array("__from_zp", shape=(1,), dtype="u1")
+    zarr.open_group(str(root), mode="a", zarr_format=zarr_format).create_array(
+        "__from_zp", shape=(1,), dtype="u1"
+    )
     assert "__from_zp" in rectizarr.open_group(str(root), mode="r", use_consolidated=False)

@@ -52,7 +52,8 @@ def test_empty_is_np_empty_in_shape_and_dtype(dtype: str, monkeypatch: pytest.Mo
 
 
 def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert NO_HUGE_PAGES_BYTES == 512 << 20
     small = 1 << 22
     monkeypatch.setattr(rectizarr._util, "NO_HUGE_PAGES_BYTES", small)  # a test-sized threshold
@@ -84,5 +85,7 @@ def test_populate_makes_the_pages_and_keeps_what_they_hold() -> None:
     assert (a[: 3 * 4096] == 7).all()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     view[::4096] = 1
-    assert resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 64  # (2,048 pages: 2,048 faults before)
+    assert (
+        resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 64
+    )  # (2,048 pages: 2,048 faults before)
     populate(np.empty(0, np.uint8))  # nothing to do

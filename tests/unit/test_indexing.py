@@ -403,7 +403,9 @@ def test_selection_errors(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, me
     with pytest.raises(SelectionError, match=message) as info:
         fn(dims, sel)
     assert isinstance(info.value, IndexError)
-    assert isinstance(info.value, ValueError) == (message == "step cannot be zero")  # NumPy's a[::0]: ValueError
+    assert isinstance(info.value, ValueError) == (
+        message == "step cannot be zero"
+    )  # NumPy's a[::0]: ValueError
 
 
 ZERO = [
@@ -590,6 +592,12 @@ def test_index_objects_and_ranges_index_as_in_numpy() -> None:
     ref = np.arange(20, dtype="i4").reshape(5, 4)
     a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(5, 4), dtype="i4", chunks=(2, 3))
     a[...] = ref
-    for sel in [Index(2), (slice(Index(1), None), Index(-1)), range(1, 4), (range(3), 2), slice(None, None, Index(2))]:
+    for sel in [
+        Index(2),
+        (slice(Index(1), None), Index(-1)),
+        range(1, 4),
+        (range(3), 2),
+        slice(None, None, Index(2)),
+    ]:
         assert a[sel].tolist() == ref[sel].tolist()  # type: ignore[call-overload]
         assert a.oindex[sel].tolist() == ref[sel].tolist()  # type: ignore[call-overload]

@@ -24,18 +24,32 @@ TESTS = pathlib.Path(__file__).parents[1]
 
 # A module may import strictly lower ranks, or modules of its own unit (the first name under the package).
 RANKS: Mapping[str, int] = {
-    "errors": 0, "_util": 0, "tuning": 0,  # tuning: thresholds every layer may read
-    "core": 1, "stores": 1,  # stores stand alone: errors and _util only
-    "indexing": 2, "codecs": 2, "commit": 2,  # commit: multi-document updates (core + stores)
+    "errors": 0,
+    "_util": 0,
+    "tuning": 0,  # tuning: thresholds every layer may read
+    "core": 1,
+    "stores": 1,  # stores stand alone: errors and _util only
+    "indexing": 2,
+    "codecs": 2,
+    "commit": 2,  # commit: multi-document updates (core + stores)
     "io": 3,  # the only layer that knows stores AND codecs
-    "nodes": 4, "creation": 4, "summary": 4, "shrink": 4,
+    "nodes": 4,
+    "creation": 4,
+    "summary": 4,
+    "shrink": 4,
     "arrays": 5,
-    "api": 6, "validate_v2": 6,
-    "groups": 7, "validate": 7,  # Group.create_array and open() call the array functions of api
-    "integrations": 8, "convenience": 8,
+    "api": 6,
+    "validate_v2": 6,
+    "groups": 7,
+    "validate": 7,  # Group.create_array and open() call the array functions of api
+    "integrations": 8,
+    "convenience": 8,
     "virtual": 8,  # virtual concatenation (reference sets): opens arrays and groups; the cli builds on it
     "cli": 9,
-    "__init__": 10, "__main__": 10, "dask": 10, "xarray": 10,  # short names of the integrations
+    "__init__": 10,
+    "__main__": 10,
+    "dask": 10,
+    "xarray": 10,  # short names of the integrations
 }
 
 
@@ -118,7 +132,12 @@ class _Scanner(ast.NodeVisitor):
         """``importlib.import_module("pkg.mod")`` is an import too."""
         func, args = node.func, node.args
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name == "import_module" and args and isinstance(args[0], ast.Constant) and isinstance(args[0].value, str):
+        if (
+            name == "import_module"
+            and args
+            and isinstance(args[0], ast.Constant)
+            and isinstance(args[0].value, str)
+        ):
             self._use(args[0].value, None, node.lineno)
         self.generic_visit(node)
 
@@ -134,7 +153,11 @@ class _Scanner(ast.NodeVisitor):
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 module, _, name = first.value.rpartition(".")
                 self._attribute(module if module in self.known else None, name, node.lineno)
-            elif len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+            elif (
+                len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and isinstance(node.args[1].value, str)
+            ):
                 self._attribute(self._module_of(first), node.args[1].value, node.lineno)
 
     def _attribute(self, module: str | None, name: str, line: int) -> None:
@@ -164,8 +187,9 @@ class _Scanner(ast.NodeVisitor):
         return None
 
 
-def uses_in(path: pathlib.Path, source: str, known: Mapping[str, object], root: str, *,
-            is_package: bool = False) -> list[Use]:
+def uses_in(
+    path: pathlib.Path, source: str, known: Mapping[str, object], root: str, *, is_package: bool = False
+) -> list[Use]:
     """Every :class:`Use` of the package ``root`` (its modules: ``known``) in the file ``path`` (module ``source``)."""
     tree = ast.parse(path.read_text(), str(path))
     scanner = _Scanner(source, is_package, known, root)
@@ -315,86 +339,112 @@ SELF_RANKS = {"__init__": 9, "low": 0, "high": 1, "sub": 0}
 
 
 def test_catches_a_cycle_through_a_function_level_import(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "low.py": "def f():\n    from pkg.high import g\n    return g\n",
-        "high.py": "from pkg.low import f\ndef g(): ...\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "low.py": "def f():\n    from pkg.high import g\n    return g\n",
+            "high.py": "from pkg.low import f\ndef g(): ...\n",
+        },
+    )
     report = check(root, SELF_RANKS)
     assert report.cycles == [["pkg.high", "pkg.low", "pkg.high"]]
     assert [u.split(" uses ")[0] for u in report.upward] == ["pkg.low:2"]
 
 
 def test_catches_a_cycle_through_import_module(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "low.py": "import importlib\ndef f():\n    return importlib.import_module('pkg.high')\n",
-        "high.py": "import pkg.low\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "low.py": "import importlib\ndef f():\n    return importlib.import_module('pkg.high')\n",
+            "high.py": "import pkg.low\n",
+        },
+    )
     assert check(root, SELF_RANKS).cycles == [["pkg.high", "pkg.low", "pkg.high"]]
 
 
 def test_catches_a_cycle_through_an_aliased_submodule_import(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "sub/__init__.py": "",
-        "sub/a.py": "import pkg.sub.b as c\n",
-        "sub/b.py": "from . import c as other\n",
-        "sub/c.py": "from .. import sub\nfrom ..sub import a\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "sub/__init__.py": "",
+            "sub/a.py": "import pkg.sub.b as c\n",
+            "sub/b.py": "from . import c as other\n",
+            "sub/c.py": "from .. import sub\nfrom ..sub import a\n",
+        },
+    )
     assert check(root, SELF_RANKS).cycles == [["pkg.sub.a", "pkg.sub.b", "pkg.sub.c", "pkg.sub.a"]]
 
 
 def test_siblings_and_a_package_init_make_no_cycle(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "sub/__init__.py": "from pkg.sub.a import x\nfrom pkg.sub import b\n",
-        "sub/a.py": "import pkg.sub.b\nx = pkg.sub.b.y\n",
-        "sub/b.py": "y = 1\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "sub/__init__.py": "from pkg.sub.a import x\nfrom pkg.sub import b\n",
+            "sub/a.py": "import pkg.sub.b\nx = pkg.sub.b.y\n",
+            "sub/b.py": "y = 1\n",
+        },
+    )
     assert check(root, SELF_RANKS) == Report([], [], [])
     (root / "sub" / "b.py").write_text("from pkg.sub import x\ny = 1\n")  # b needs the __init__: a cycle
-    assert check(root, SELF_RANKS).cycles == [["pkg.sub", "pkg.sub.b", "pkg.sub"],
-                                              ["pkg.sub", "pkg.sub.a", "pkg.sub.b", "pkg.sub"]]
+    assert check(root, SELF_RANKS).cycles == [
+        ["pkg.sub", "pkg.sub.b", "pkg.sub"],
+        ["pkg.sub", "pkg.sub.a", "pkg.sub.b", "pkg.sub"],
+    ]
 
 
 def test_catches_a_type_checking_import(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "low.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import G\n",
-        "high.py": "import pkg.low\nclass G: ...\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "low.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.high import G\n",
+            "high.py": "import pkg.low\nclass G: ...\n",
+        },
+    )
     report = check(root, SELF_RANKS)
     assert report.cycles == [["pkg.high", "pkg.low", "pkg.high"]]
     assert len(report.upward) == 1 and report.upward[0].startswith("pkg.low:3 uses pkg.high.G")
 
 
 def test_catches_private_names(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "low.py": "_y = 1\n__all__ = []\nz = _y\n",
-        "high.py": (
-            "from pkg.low import _y, __all__\n"  # a private name: caught; a dunder is public
-            "from pkg import low as l\n"
-            "def f():\n    return l._y + l.z\n"  # a private attribute of a module name
-            "import pkg.low\nv = pkg.low._y\n"
-            "import pkg.sub._hidden\n"  # a private module from outside its package
-            "from pkg.sub import _hidden as h\n"
-        ),
-        "sub/__init__.py": "from pkg.sub import _hidden\n",  # its own package: allowed
-        "sub/_hidden.py": "from pkg.sub._helper import w\n",
-        "sub/_helper.py": "w = 2\n",
-        "_util.py": "",
-        "sub/x.py": "import pkg._util\nfrom pkg.sub._helper import w\nclass C:\n    def _m(self): return self._m\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "low.py": "_y = 1\n__all__ = []\nz = _y\n",
+            "high.py": (
+                "from pkg.low import _y, __all__\n"  # a private name: caught; a dunder is public
+                "from pkg import low as l\n"
+                "def f():\n    return l._y + l.z\n"  # a private attribute of a module name
+                "import pkg.low\nv = pkg.low._y\n"
+                "import pkg.sub._hidden\n"  # a private module from outside its package
+                "from pkg.sub import _hidden as h\n"
+            ),
+            "sub/__init__.py": "from pkg.sub import _hidden\n",  # its own package: allowed
+            "sub/_hidden.py": "from pkg.sub._helper import w\n",
+            "sub/_helper.py": "w = 2\n",
+            "_util.py": "",
+            "sub/x.py": "import pkg._util\nfrom pkg.sub._helper import w\nclass C:\n    def _m(self): return self._m\n",
+        },
+    )
     found = sorted(str(u) for u in check(root, SELF_RANKS).private)
     assert found == [
-        "pkg.high:1 uses pkg.low._y", "pkg.high:4 uses pkg.low._y", "pkg.high:6 uses pkg.low._y",
-        "pkg.high:7 uses pkg.sub._hidden", "pkg.high:8 uses pkg.sub._hidden",
+        "pkg.high:1 uses pkg.low._y",
+        "pkg.high:4 uses pkg.low._y",
+        "pkg.high:6 uses pkg.low._y",
+        "pkg.high:7 uses pkg.sub._hidden",
+        "pkg.high:8 uses pkg.sub._hidden",
     ]
 
 
 def test_catches_an_upward_import(tmp_path: pathlib.Path) -> None:
-    root = _tree(tmp_path, {
-        "low.py": "def f():\n    import pkg.high as h\n    return h\n",
-        "high.py": "",
-        "sub/__init__.py": "from pkg import high\n",
-        "other.py": "import pkg.low\n",
-    })
+    root = _tree(
+        tmp_path,
+        {
+            "low.py": "def f():\n    import pkg.high as h\n    return h\n",
+            "high.py": "",
+            "sub/__init__.py": "from pkg import high\n",
+            "other.py": "import pkg.low\n",
+        },
+    )
     upward = check(root, SELF_RANKS).upward
     assert [u.split(":")[0] for u in upward] == ["pkg.low", "pkg.other", "pkg.sub"]
     assert "has no rank" in upward[1] or "has no rank" in upward[0]
@@ -411,5 +461,8 @@ def test_tests_scan_catches_monkeypatched_privates(tmp_path: pathlib.Path) -> No
         "    return pool._third, engine.read\n"
     )
     found = [str(u) for u in uses_in(path, "t", known, PKG.name) if u.name and _private(u.name)]
-    assert sorted(found) == ["t:4 uses rectizarr.io.engine._hidden", "t:5 uses rectizarr.io.pool._other",
-                             "t:6 uses rectizarr.io.pool._third"]
+    assert sorted(found) == [
+        "t:4 uses rectizarr.io.engine._hidden",
+        "t:5 uses rectizarr.io.pool._other",
+        "t:6 uses rectizarr.io.pool._third",
+    ]

@@ -47,9 +47,22 @@ def store(tmp_path: Path) -> LocalStore:
 
 
 RANGES: list[tuple[int, int | None] | None] = [
-    None, (0, 10), (0, len(DATA)), (5000, 123), (len(DATA) - 4, 4), (len(DATA) - 4, 100),  # past the end
-    (len(DATA), 1), (len(DATA) + 50, 10), (0, 0), (77, 0), (len(DATA) + 1, 0),  # zero-length
-    (-4, None), (-len(DATA) - 10, None), (0, None), (10000, None), (len(DATA) + 3, None),  # fallbacks
+    None,
+    (0, 10),
+    (0, len(DATA)),
+    (5000, 123),
+    (len(DATA) - 4, 4),
+    (len(DATA) - 4, 100),  # past the end
+    (len(DATA), 1),
+    (len(DATA) + 50, 10),
+    (0, 0),
+    (77, 0),
+    (len(DATA) + 1, 0),  # zero-length
+    (-4, None),
+    (-len(DATA) - 10, None),
+    (0, None),
+    (10000, None),
+    (len(DATA) + 3, None),  # fallbacks
 ]
 
 
@@ -74,10 +87,15 @@ def test_slices_of_known_values(store: LocalStore) -> None:
 
 
 @examples(0.8)
-@given(size=st.integers(0, 70_000), start=st.integers(0, 80_000), length=st.integers(0, 80_000) | st.none(),
-       whole=st.booleans())
-def test_random_sizes_and_ranges(tmp_path_factory: pytest.TempPathFactory, size: int, start: int,
-                                 length: int | None, whole: bool) -> None:
+@given(
+    size=st.integers(0, 70_000),
+    start=st.integers(0, 80_000),
+    length=st.integers(0, 80_000) | st.none(),
+    whole=st.booleans(),
+)
+def test_random_sizes_and_ranges(
+    tmp_path_factory: pytest.TempPathFactory, size: int, start: int, length: int | None, whole: bool
+) -> None:
     s = LocalStore(tmp_path_factory.getbasetemp() / "random")
     value = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
     s.set("v", value)
@@ -145,8 +163,14 @@ def test_values_from_the_size_limit_get_fresh_bytes(store: LocalStore) -> None:
 
 
 def _check_fresh(store: LocalStore) -> None:
-    for key, byte_range in [("k", None), ("k", (10, 100)), ("k", (len(DATA) - 50, 200)), ("dir", None),
-                            ("dir", (0, 200)), ("missing", None)]:
+    for key, byte_range in [
+        ("k", None),
+        ("k", (10, 100)),
+        ("k", (len(DATA) - 50, 200)),
+        ("dir", None),
+        ("dir", (0, 200)),
+        ("missing", None),
+    ]:
         got = store.get_transient(key, byte_range)
         assert got is None or isinstance(got, bytes), (key, byte_range)
         assert got == store.get(key, byte_range)
@@ -189,8 +213,9 @@ def test_other_stores_and_counting(monkeypatch: pytest.MonkeyPatch, store: Local
 
 
 @pytest.mark.parametrize("shards", [None, (4, 8)], ids=["chunked", "sharded"])
-def test_array_reads_through_transient_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                              shards: tuple[int, int] | None) -> None:
+def test_array_reads_through_transient_values(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, shards: tuple[int, int] | None
+) -> None:
     """Chunks and shards of local data come through ``get_transient`` (views of the reused buffers)."""
     seen: list[tuple[str, Any]] = []
     original = LocalStore.get_transient
@@ -202,8 +227,9 @@ def test_array_reads_through_transient_values(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr(LocalStore, "get_transient", spy)
     counting = CountingStore(LocalStore(tmp_path / "a.zarr"))
     extra: dict[str, Any] = {} if shards is None else {"shards": shards}
-    a = rectizarr.create_array(counting, shape=(17, 30), dtype="<i4", chunks=(2, 4), fill_value=-1,
-                               compressors=ZSTD_CHECKED, **extra)
+    a = rectizarr.create_array(
+        counting, shape=(17, 30), dtype="<i4", chunks=(2, 4), fill_value=-1, compressors=ZSTD_CHECKED, **extra
+    )
     data = np.arange(17 * 30, dtype="<i4").reshape(17, 30) * 3
     data[8:12] = -1  # some chunks never stored
     a[...] = data

@@ -95,8 +95,11 @@ def test_unknown_top_level_keys() -> None:
         ({"dimension_names": [1, 2]}, MetadataError, "$.dimension_names"),
         ({"fill_value": None}, MetadataError, "$.fill_value"),
         ({"data_type": "float99"}, UnsupportedError, "$.data_type"),
-        ({"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5]}}}, MetadataError,
-         "$.chunk_grid"),
+        (
+            {"chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [5]}}},
+            MetadataError,
+            "$.chunk_grid",
+        ),
     ],
 )
 def test_clean_errors_with_paths(change: dict[str, Any], exc: type[Exception], where: str) -> None:
@@ -115,8 +118,14 @@ def test_array_document_with_group_node_type_is_a_group_error() -> None:
     "codecs",
     [
         [{"name": "bytes", "configuration": {"endian": "little"}}] * 2,
-        [{"name": "gzip", "configuration": {"level": 1}}, {"name": "bytes", "configuration": {"endian": "little"}}],
-        [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "transpose", "configuration": {"order": [1, 0]}}],
+        [
+            {"name": "gzip", "configuration": {"level": 1}},
+            {"name": "bytes", "configuration": {"endian": "little"}},
+        ],
+        [
+            {"name": "bytes", "configuration": {"endian": "little"}},
+            {"name": "transpose", "configuration": {"order": [1, 0]}},
+        ],
         [{"name": "gzip", "configuration": {"level": 1}}],
     ],
 )
@@ -154,8 +163,13 @@ def test_bare_nan_tokens_in_attributes_are_readable() -> None:
 
 
 def test_fill_values_never_encoded_as_null() -> None:
-    for dtype, fill in [("float32", "NaN"), ("float64", "Infinity"), ("float16", "-Infinity"),
-                        ("complex64", ["NaN", "Infinity"]), ("float32", "0x7fc00001")]:
+    for dtype, fill in [
+        ("float32", "NaN"),
+        ("float64", "Infinity"),
+        ("float16", "-Infinity"),
+        ("complex64", ["NaN", "Infinity"]),
+        ("float32", "0x7fc00001"),
+    ]:
         data = encode_node(dec(doc(data_type=dtype, fill_value=fill)))
         assert b"null" not in data
         assert json.loads(data)["fill_value"] == fill
@@ -190,20 +204,39 @@ def test_invalid_json_and_utf8() -> None:
 
 
 def test_group_with_consolidated_metadata() -> None:
-    g = dec({
-        "zarr_format": 3, "node_type": "group", "attributes": {"a": 1},
-        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {
-            "sub": {"zarr_format": 3, "node_type": "group", "attributes": {},
-                    "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {}}},
-            "sub/arr": doc(),
-        }},
-    })
+    g = dec(
+        {
+            "zarr_format": 3,
+            "node_type": "group",
+            "attributes": {"a": 1},
+            "consolidated_metadata": {
+                "kind": "inline",
+                "must_understand": False,
+                "metadata": {
+                    "sub": {
+                        "zarr_format": 3,
+                        "node_type": "group",
+                        "attributes": {},
+                        "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {}},
+                    },
+                    "sub/arr": doc(),
+                },
+            },
+        }
+    )
     assert isinstance(g, GroupMeta)
-    assert g.consolidated_metadata is not None and set(g.consolidated_metadata["metadata"]) == {"sub", "sub/arr"}
+    assert g.consolidated_metadata is not None and set(g.consolidated_metadata["metadata"]) == {
+        "sub",
+        "sub/arr",
+    }
 
 
 def test_canonical_output_shape() -> None:
-    meta = dec(doc(data_type="uint8", fill_value=0, codecs=[{"name": "bytes", "configuration": {"endian": "little"}}]))
+    meta = dec(
+        doc(
+            data_type="uint8", fill_value=0, codecs=[{"name": "bytes", "configuration": {"endian": "little"}}]
+        )
+    )
     out = node_to_json(meta)
     assert list(out)[:2] == ["zarr_format", "node_type"]
     assert out["codecs"] == [{"name": "bytes"}]  # 1-byte type: no configuration
@@ -213,9 +246,13 @@ def test_canonical_output_shape() -> None:
 def test_million_edge_document_decodes_vectorised() -> None:
     n = 1_000_000
     edges = np.random.default_rng(0).integers(1, 5, n)
-    d = doc(shape=[int(edges.sum()), 8],
-            chunk_grid={"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": [
-                [int(e) for e in edges], 4]}})
+    d = doc(
+        shape=[int(edges.sum()), 8],
+        chunk_grid={
+            "name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": [[int(e) for e in edges], 4]},
+        },
+    )
     data = msgspec.json.encode(d)
     meta = dec(data)
     assert meta.chunk_grid.grid_shape == (n, 2)
@@ -226,8 +263,9 @@ def test_million_edge_document_decodes_vectorised() -> None:
 
 @given(attrs=attribute_dicts, names=dimension_names(2), dtype_fill=dtypes_with_fills())
 @examples(1.6)
-def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] | None,
-                                dtype_fill: tuple[str, Any]) -> None:
+def test_encode_decode_identity(
+    attrs: dict[str, Any], names: list[str | None] | None, dtype_fill: tuple[str, Any]
+) -> None:
     dtype, fill = dtype_fill
     d = doc(attributes=attrs, data_type=dtype, fill_value=fill)
     if names is not None:
@@ -241,8 +279,18 @@ def test_encode_decode_identity(attrs: dict[str, Any], names: list[str | None] |
     assert again.attributes == attrs
 
 
-@pytest.mark.parametrize("value", [b"abc", datetime.date(2020, 1, 2), {1, 2}, np.float32(1.5), np.arange(2),
-                                   [1, {"x": b"1"}], {"a": {3: 1}}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        b"abc",
+        datetime.date(2020, 1, 2),
+        {1, 2},
+        np.float32(1.5),
+        np.arange(2),
+        [1, {"x": b"1"}],
+        {"a": {3: 1}},
+    ],
+)
 def test_attributes_that_are_not_json_values_are_refused_not_rewritten(value: Any) -> None:
     """msgspec would store bytes as base64 text and a date as an ISO string; zarr-python refuses them."""
     import rectizarr
@@ -263,8 +311,17 @@ def test_attribute_values_of_plain_type_subclasses_are_stored_as_the_plain_type(
     class Level(enum.IntEnum):
         HIGH = 3
 
-    a = rectizarr.create_array(None, shape=(1,), dtype="i1",
-                               attributes={"f": np.float64(2.5), "s": np.str_("x"), "e": Level.HIGH, "t": (1, [2])})
+    a = rectizarr.create_array(
+        None,
+        shape=(1,),
+        dtype="i1",
+        attributes={"f": np.float64(2.5), "s": np.str_("x"), "e": Level.HIGH, "t": (1, [2])},
+    )
     assert a.attrs.asdict() == {"f": 2.5, "s": "x", "e": 3, "t": (1, [2])}
     assert type(a.attrs.asdict()["f"]) is float
-    assert rectizarr.open_array(a.store, mode="r").attrs.asdict() == {"f": 2.5, "s": "x", "e": 3, "t": [1, [2]]}
+    assert rectizarr.open_array(a.store, mode="r").attrs.asdict() == {
+        "f": 2.5,
+        "s": "x",
+        "e": 3,
+        "t": [1, [2]],
+    }

@@ -25,8 +25,12 @@ LAYOUTS: dict[str, dict[str, Any]] = {  # decoded (inner) chunks of at least 64 
     "sharded": {"dtype": "<u2", "chunks": (8, 64, 128), "shards": (16, 128, 256)},
     "f8-64k": {"dtype": "<f8", "chunks": (4, 32, 64)},  # exactly Tuning.prefix_min_bytes
 }
-CASES = [(store, layout, checksum) for store in ("memory", "local") for layout in LAYOUTS
-         for checksum in (False, True)]
+CASES = [
+    (store, layout, checksum)
+    for store in ("memory", "local")
+    for layout in LAYOUTS
+    for checksum in (False, True)
+]
 
 
 def zstd(checksum: bool) -> list[Any]:
@@ -79,7 +83,8 @@ def numpy_oindex(data: np.ndarray, sel: tuple[Any, ...]) -> np.ndarray:
 def coordinates() -> st.SearchStrategy[tuple[np.ndarray, ...]]:
     """Often only the first rows of a chunk."""
     return st.integers(1, SHAPE[0]).flatmap(
-        lambda rows: coordinate_selections((rows, *SHAPE[1:]), full_masks=False, max_side=5))
+        lambda rows: coordinate_selections((rows, *SHAPE[1:]), full_masks=False, max_side=5)
+    )
 
 
 @examples(0.5)
@@ -104,8 +109,9 @@ def test_coordinate_selections(array: tuple[Any, np.ndarray], coords: tuple[np.n
 
 
 @examples(0.2)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(1, SHAPE[0]),
-       density=st.sampled_from([0.0, 1e-4, 0.01]))
+@given(
+    seed=st.integers(0, 2**32 - 1), rows=st.integers(1, SHAPE[0]), density=st.sampled_from([0.0, 1e-4, 0.01])
+)
 def test_mask_selections(array: tuple[Any, np.ndarray], seed: int, rows: int, density: float) -> None:
     a, data = array
     mask = np.zeros(SHAPE, bool)
@@ -122,20 +128,31 @@ def test_mask_selections(array: tuple[Any, np.ndarray], seed: int, rows: int, de
 @pytest.mark.parametrize("store", ["memory", "local"])
 @pytest.mark.parametrize("layout", ["chunked", "sharded"])
 def test_prefix_decoding_happens_only_for_the_start_of_a_chunk(
-        tmp_path: Any, prefix_calls: list[tuple[int, bool]], store: str, layout: str) -> None:
+    tmp_path: Any, prefix_calls: list[tuple[int, bool]], store: str, layout: str
+) -> None:
     a, data = make(tmp_path, store, layout, False)
     chunk_bytes = 8 * 64 * 128 * 2
     sel: tuple[Any, ...]
-    for sel in [(0,), (slice(8, 10), 3, slice(None, None, -1)), (slice(4, None, 8), slice(0, 5), [7, 0, 100]),
-                (slice(0, 20, 8), 63, slice(127, 0, -3))]:
+    for sel in [
+        (0,),
+        (slice(8, 10), 3, slice(None, None, -1)),
+        (slice(4, None, 8), slice(0, 5), [7, 0, 100]),
+        (slice(0, 20, 8), 63, slice(127, 0, -3)),
+    ]:
         prefix_calls.clear()
         np.testing.assert_array_equal(a.oindex[sel], numpy_oindex(data, sel))
         assert prefix_calls and all(ok and n <= 0.6 * chunk_bytes for n, ok in prefix_calls), sel
     prefix_calls.clear()
     np.testing.assert_array_equal(a[0, 0, :3], data[0, 0, :3])
     assert prefix_calls == [(3 * 2, True)]  # exactly up to the last byte needed
-    for sel in [(7,), (slice(0, 8),), (slice(15, None, -1),), (slice(0, 16), slice(None), slice(None)),
-                (slice(0, 8), slice(0, 4)), (slice(0, 5), slice(0, 64), [0, 127])]:
+    for sel in [
+        (7,),
+        (slice(0, 8),),
+        (slice(15, None, -1),),
+        (slice(0, 16), slice(None), slice(None)),
+        (slice(0, 8), slice(0, 4)),
+        (slice(0, 5), slice(0, 64), [0, 127]),
+    ]:
         prefix_calls.clear()  # each needs more than 60% of every chunk it touches
         np.testing.assert_array_equal(a.oindex[sel], numpy_oindex(data, sel))
         assert prefix_calls == [], sel
@@ -145,13 +162,17 @@ def test_prefix_decoding_happens_only_for_the_start_of_a_chunk(
 
 
 @pytest.mark.parametrize("layout", ["chunked", "sharded"])
-def test_prefix_limit_for_coordinates(tmp_path: Any, prefix_calls: list[tuple[int, bool]],
-                                     layout: str) -> None:
+def test_prefix_limit_for_coordinates(
+    tmp_path: Any, prefix_calls: list[tuple[int, bool]], layout: str
+) -> None:
     a, data = make(tmp_path, "memory", layout, False)
     # 0.6 of a 131072-byte chunk is 78643.2 bytes: flat element 39320 (4, 51, 24) is the last that fits
     cases: list[tuple[Any, list[tuple[int, bool]]]] = [
-        (([0, 4], [0, 51], [0, 24]), [(78642, True)]), (([4, 0], [51, 0], [25, 0]), []),
-        (([8], [0], [128]), [(2, True)]), (([-12], [-65], [-1]), [((5 * 128 + 71) * 2 + 2, True)])]
+        (([0, 4], [0, 51], [0, 24]), [(78642, True)]),
+        (([4, 0], [51, 0], [25, 0]), []),
+        (([8], [0], [128]), [(2, True)]),
+        (([-12], [-65], [-1]), [((5 * 128 + 71) * 2 + 2, True)]),
+    ]
     for coords, expected in cases:
         prefix_calls.clear()
         np.testing.assert_array_equal(a.vindex[coords], data[coords])
@@ -172,8 +193,9 @@ def test_prefix_from_exactly_64_kib(tmp_path: Any, prefix_calls: list[tuple[int,
 
 @pytest.mark.parametrize("store", ["memory", "local"])
 @pytest.mark.parametrize("layout", ["chunked", "sharded"])
-def test_no_prefix_decoding_with_checksums(tmp_path: Any, prefix_calls: list[tuple[int, bool]], store: str,
-                                           layout: str) -> None:
+def test_no_prefix_decoding_with_checksums(
+    tmp_path: Any, prefix_calls: list[tuple[int, bool]], store: str, layout: str
+) -> None:
     a, data = make(tmp_path, store, layout, True)
     for sel in [(0,), (slice(0, 2), 5), (slice(8, 10), slice(None, None, -2))]:
         np.testing.assert_array_equal(a[sel], data[sel])
@@ -182,8 +204,9 @@ def test_no_prefix_decoding_with_checksums(tmp_path: Any, prefix_calls: list[tup
 
 
 @pytest.mark.parametrize("store", ["memory", "local"])
-def test_reads_with_prefix_decoding_off(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
-                                       prefix_calls: list[tuple[int, bool]], store: str) -> None:
+def test_reads_with_prefix_decoding_off(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, prefix_calls: list[tuple[int, bool]], store: str
+) -> None:
     monkeypatch.setattr(rzstd, "prefix_enabled", lambda: False)  # as with RECTIZARR_ZSTD_PREFIX=0
     for layout in ("chunked", "sharded"):
         a, data = make(tmp_path, store, layout, False)

@@ -31,7 +31,8 @@ CASES: dict[str, tuple[str, tuple[int, ...], tuple[int, ...]]] = {  # dtype, sha
     "base": ("<i2", (43, 57), (4, 5)),  # 11 x 12 chunks, fill value 7
     "1d-f8": ("<f8", (1003,), (7,)),
     **{f"2d-{dt}": (dt, (61, 47), (4, 5)) for dt in ("|u1", "<i2", "<f4", "<f8", "|b1", "<c8", "|V8", "<U5")},
-    "3d-i4": ("<i4", (23, 19, 17), (3, 4, 5)), "4d-u2": ("<u2", (9, 8, 7, 11), (2, 3, 2, 4)),
+    "3d-i4": ("<i4", (23, 19, 17), (3, 4, 5)),
+    "4d-u2": ("<u2", (9, 8, 7, 11), (2, 3, 2, 4)),
     "wide-u2": ("<u2", (9, 410), (4, 5)),  # 82 chunks in a first-axis chunk row
 }
 Array = tuple[Any, np.ndarray]  # an array and its data
@@ -40,9 +41,15 @@ Array = tuple[Any, np.ndarray]  # an array and its data
 def sample(dtype: str, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     rng, dt = np.random.default_rng(seed), np.dtype(dtype)
     z = rng.standard_normal((2, *shape)) * 100
-    out: np.ndarray = (rng.integers(0, 256, (*shape, dt.itemsize), dtype=np.uint8).view(dt).reshape(shape)
-                       if dt.kind == "V" else (z[0] + 1j * z[1]).astype(dt) if dt.kind == "c"
-                       else z[0].astype(dt) if dt.kind == "f" else z[0].astype(np.int64).astype(dt))
+    out: np.ndarray = (
+        rng.integers(0, 256, (*shape, dt.itemsize), dtype=np.uint8).view(dt).reshape(shape)
+        if dt.kind == "V"
+        else (z[0] + 1j * z[1]).astype(dt)
+        if dt.kind == "c"
+        else z[0].astype(dt)
+        if dt.kind == "f"
+        else z[0].astype(np.int64).astype(dt)
+    )
     return out
 
 
@@ -51,8 +58,9 @@ def base(tmp: Path, store: Any = None, case: str = "base", **kw: Any) -> Array:
     dtype, shape, chunks = CASES[case]
     data = sample(dtype, shape, len(case))
     opts = {"chunks": chunks, "fill_value": 7 if case == "base" else None, **RAW, **kw}
-    a = rectizarr.create_array(LocalStore(tmp / "a") if store is None else store, shape=shape, dtype=dtype,
-                               **opts)
+    a = rectizarr.create_array(
+        LocalStore(tmp / "a") if store is None else store, shape=shape, dtype=dtype, **opts
+    )
     a[...] = data
     return a, data
 
@@ -69,7 +77,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory) -> Array:  # read only
 
 def selections(shape: tuple[int, ...]) -> st.SearchStrategy[tuple[Any, ...]]:
     """Per axis an int or a slice of step None or 1 (bounds may be negative or out of range)."""
-    return basic_selections(shape, steps=st.sampled_from([None, 1]), advanced=False, ellipsis=False, newaxis=False)
+    return basic_selections(
+        shape, steps=st.sampled_from([None, 1]), advanced=False, ellipsis=False, newaxis=False
+    )
 
 
 def block_path(sel: tuple[Any, ...], a: Any) -> bool:
@@ -97,8 +107,13 @@ def test_step1_blocks_equal_numpy(array: Array, data: st.DataObject) -> None:
 def test_whole_inner_and_one_chunk_row(array: Array) -> None:
     a, data = array
     rest, c0 = tuple(slice(1, n - 1) for n in a.shape[1:]), a.chunks[0]
-    sels: list[Any] = [(slice(1, a.shape[0] - 1), *rest), (slice(c0 + 1, 2 * c0), *rest), (c0, *rest),
-                       (slice(c0, c0), *rest), (*(slice(3, 3 + 7 * c0), *rest)[:-1], 2)]
+    sels: list[Any] = [
+        (slice(1, a.shape[0] - 1), *rest),
+        (slice(c0 + 1, 2 * c0), *rest),
+        (c0, *rest),
+        (slice(c0, c0), *rest),
+        (*(slice(3, 3 + 7 * c0), *rest)[:-1], 2),
+    ]
     with block_calls() as calls:
         for sel in sels:
             for got in (a[sel], a.oindex[sel]):
@@ -109,18 +124,20 @@ def test_whole_inner_and_one_chunk_row(array: Array) -> None:
     with block_calls() as calls:
         np.testing.assert_array_equal(a[...], data)
         np.testing.assert_array_equal(a.get_basic_selection(..., out=out), data)
-        np.testing.assert_array_equal(a.blocks[..., 1:], data[..., a.chunks[-1]:])
+        np.testing.assert_array_equal(a.blocks[..., 1:], data[..., a.chunks[-1] :])
     assert calls == [True] * 3
 
 
 def test_declined_selections(shared: Array) -> None:
     a, data = shared
     cases: list[Any] = [  # kind, selection, spy calls
-        ("basic", np.s_[::2, 1:50], []), ("basic", np.s_[3:, ::-1], []),  # steps 2 and -1
+        ("basic", np.s_[::2, 1:50], []),
+        ("basic", np.s_[3:, ::-1], []),  # steps 2 and -1
         ("oindex", (np.arange(0, 43, 3), slice(None)), []),  # an int array
         ("oindex", (slice(None), np.arange(57) % 3 > 0), []),  # a mask
         ("vindex", (np.arange(40), np.arange(40) % 7 * 8), []),
-        ("basic", np.s_[0:28, 0:45], []), ("basic", np.s_[0:32, 0:40], [True]),  # 63 and 64 chunks
+        ("basic", np.s_[0:28, 0:45], []),
+        ("basic", np.s_[0:32, 0:40], [True]),  # 63 and 64 chunks
     ]
     for kind, sel, expected in cases:
         with block_calls() as calls:
@@ -140,8 +157,12 @@ def test_index_arrays_on_later_axes_equal_numpy(shared: Array) -> None:
 
 BIG_ENDIAN = {"name": "bytes", "configuration": {"endian": "big"}}
 OTHER_LAYOUTS: dict[str, tuple[dict[str, Any], list[bool]]] = {  # create keywords, spy calls
-    "rectilinear": ({"chunks": ([3, 5] * 5 + [3], 5)}, []), "sharded": ({"shards": (8, 10)}, []),
-    "zstd": ({"compressors": [{"name": "zstd", "configuration": {"level": 1}}]}, [True]),  # batch-decoded (calls, not reads)
+    "rectilinear": ({"chunks": ([3, 5] * 5 + [3], 5)}, []),
+    "sharded": ({"shards": (8, 10)}, []),
+    "zstd": (
+        {"compressors": [{"name": "zstd", "configuration": {"level": 1}}]},
+        [True],
+    ),  # batch-decoded (calls, not reads)
     "big-endian": ({"serializer": BIG_ENDIAN}, [True]),  # coded: batch-decoded
     "memory": ({}, []),  # raw, and no native read_into
     "batch-of-one": ({}, [True]),  # batches of one chunk each
@@ -176,8 +197,14 @@ def test_wrappers_forward_the_capability(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("rows", "taken"), [(255, True), (256, False)])
 def test_chunks_from_256_kib_go_the_threaded_way(tmp_path: Path, rows: int, taken: bool) -> None:
-    a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=(8 * rows, 8 * 1024), dtype="|u1",
-                               chunks=(rows, 1024), fill_value=7, **RAW)  # 64 chunks, a few stored
+    a = rectizarr.create_array(
+        LocalStore(tmp_path / "a"),
+        shape=(8 * rows, 8 * 1024),
+        dtype="|u1",
+        chunks=(rows, 1024),
+        fill_value=7,
+        **RAW,
+    )  # 64 chunks, a few stored
     expected = np.full(a.shape, 7, np.uint8)
     a[100:400, 3000:5000] = expected[100:400, 3000:5000] = sample("|u1", (300, 2000), 1)
     with block_calls() as calls:
@@ -205,8 +232,9 @@ def test_missing_chunks_read_as_fill(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("dtype", "fill"), [("<i2", 7), ("<f8", np.nan), ("<U5", "ab"), ("|V8", b"\1" * 8)])
 def test_no_chunks_written(tmp_path: Path, dtype: str, fill: Any) -> None:
-    a = rectizarr.create_array(LocalStore(tmp_path / "a"), shape=(103, 87), dtype=dtype, chunks=(4, 5),
-                               fill_value=fill, **RAW)
+    a = rectizarr.create_array(
+        LocalStore(tmp_path / "a"), shape=(103, 87), dtype=dtype, chunks=(4, 5), fill_value=fill, **RAW
+    )
     with block_calls() as calls:
         np.testing.assert_array_equal(a[1:, 2:], np.full((102, 85), fill, dtype))
     assert calls == [True]
@@ -221,7 +249,9 @@ def test_wrong_sizes_raise_naming_the_key(tmp_path: Path) -> None:
     for sel, key in cases:
         with block_calls() as calls, pytest.raises(CodecError, match=re.escape(repr(key))) as batch_error:
             a[sel]
-        assert calls == ["CodecError"] and batch_error.value.key == key and "40 bytes" in str(batch_error.value)
+        assert (
+            calls == ["CodecError"] and batch_error.value.key == key and "40 bytes" in str(batch_error.value)
+        )
         with pytest.raises(CodecError) as general_error:  # index arrays: the general way, the same error
             a.oindex[np.arange(43)[sel[0]], sel[1]]
         assert str(general_error.value) == str(batch_error.value)
@@ -260,10 +290,13 @@ def test_chunk_key_encodings(tmp_path: Path, writer: str, name: str, sep: str) -
         enc = {"name": name, "configuration": {"separator": sep}}
         z: Any = rectizarr.create_array(LocalStore(tmp_path / "z"), chunk_key_encoding=enc, **RAW, **kw)
     else:
-        z = zarr_python().create_array(str(tmp_path / "z"), compressors=None, **kw,
-                                       chunk_key_encoding={"name": name, "separator": sep})
+        z = zarr_python().create_array(
+            str(tmp_path / "z"), compressors=None, **kw, chunk_key_encoding={"name": name, "separator": sep}
+        )
     z[...] = data
-    key12, key69 = (("c" + sep if name == "default" else "") + sep.join(map(str, c)) for c in ((1, 2), (6, 9)))
+    key12, key69 = (
+        ("c" + sep if name == "default" else "") + sep.join(map(str, c)) for c in ((1, 2), (6, 9))
+    )
     (tmp_path / "z" / key12).unlink()
     (tmp_path / "z" / key69).write_bytes(b"\0" * 3)
     expected = data.copy()

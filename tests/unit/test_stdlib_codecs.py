@@ -17,8 +17,11 @@ import rectizarr
 from rectizarr.codecs.stdlib import stdlib_codec
 from tests.strategies import examples
 
-PEERS = [("zlib", {"level": 3}, numcodecs.Zlib(3)), ("bz2", {"level": 9}, numcodecs.BZ2(9)),
-         ("lzma", {"format": 1, "check": -1, "preset": None, "filters": None}, numcodecs.LZMA())]
+PEERS = [
+    ("zlib", {"level": 3}, numcodecs.Zlib(3)),
+    ("bz2", {"level": 9}, numcodecs.BZ2(9)),
+    ("lzma", {"format": 1, "check": -1, "preset": None, "filters": None}, numcodecs.LZMA()),
+]
 
 
 @given(raw=st.binary(max_size=3000), which=st.sampled_from(range(len(PEERS))))
@@ -33,8 +36,9 @@ def test_same_bytes_as_numcodecs(raw: bytes, which: int) -> None:
 
 
 def test_bomb_is_refused_before_inflating(tmp_path: Path) -> None:
-    a = rectizarr.create_array(tmp_path / "a", shape=(10,), chunks=(10,), dtype="<i4", zarr_format=2,
-                               compressors=numcodecs.Zlib(1))
+    a = rectizarr.create_array(
+        tmp_path / "a", shape=(10,), chunks=(10,), dtype="<i4", zarr_format=2, compressors=numcodecs.Zlib(1)
+    )
     (tmp_path / "a" / "0").write_bytes(zlib.compress(bytes(64 << 20)))
     with pytest.raises(rectizarr.CodecError, match="more than 40 bytes"):
         a[...]
@@ -45,7 +49,11 @@ def test_bomb_is_refused_before_inflating(tmp_path: Path) -> None:
 
 def test_bad_level_is_refused_at_build(tmp_path: Path) -> None:
     with pytest.raises(rectizarr.MetadataError, match="compression level") as info:
-        rectizarr.create_array(tmp_path / "b", shape=(4,), dtype="<i4",
-                               compressors=[{"name": "numcodecs.zlib", "configuration": {"level": 42}}])
+        rectizarr.create_array(
+            tmp_path / "b",
+            shape=(4,),
+            dtype="<i4",
+            compressors=[{"name": "numcodecs.zlib", "configuration": {"level": 42}}],
+        )
     assert info.value.path == "codecs[1].configuration"
     assert stdlib_codec("lzma", {"format": 3, "filters": [{"id": 33}]}) is None  # raw lzma: numcodecs

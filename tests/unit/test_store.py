@@ -22,15 +22,7 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import ReadOnlyError, StoreError
-from rectizarr.stores import (
-    CountingStore,
-    FsspecStore,
-    LocalStore,
-    MemoryStore,
-    Store,
-    ZipStore,
-    open_store,
-)
+from rectizarr.stores import CountingStore, FsspecStore, LocalStore, MemoryStore, Store, ZipStore, open_store
 from tests.servers import KILL_VALUES, write_forever
 
 DATA = bytes(range(256)) * 16  # 4096 bytes, every offset distinguishable modulo 256
@@ -110,8 +102,20 @@ def _http_harness(served: Path, store: Store) -> Harness:
     return Harness("http", store, True, write, delete, delete_prefix)
 
 
-@pytest.fixture(params=["memory", "dict", "local", "fsspec_memory", "fsspec_file", "zip", "s3", "http", "obstore",
-                        "obstore_http"])
+@pytest.fixture(
+    params=[
+        "memory",
+        "dict",
+        "local",
+        "fsspec_memory",
+        "fsspec_file",
+        "zip",
+        "s3",
+        "http",
+        "obstore",
+        "obstore_http",
+    ]
+)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Harness:
     kind = request.param
     if kind in ("http", "obstore_http"):
@@ -211,12 +215,18 @@ class TestStoreContract:
         harness.write({"k": DATA})
         counting = CountingStore(harness.store)
         counting.coalesce_gap, counting.coalesce_max = 100, 40
-        got = counting.get_many([("k", (0, 10)), ("k", (20, 10)), ("k", (40, 10)), ("k", (4090, 20)), ("k", (4080, 5))])
+        got = counting.get_many(
+            [("k", (0, 10)), ("k", (20, 10)), ("k", (40, 10)), ("k", (4090, 20)), ("k", (4080, 5))]
+        )
         assert got == [DATA[0:10], DATA[20:30], DATA[40:50], DATA[4090:], DATA[4080:4085]]
         assert sorted(counting.requests) == [("k", (0, 30)), ("k", (40, 10)), ("k", (4080, 30))]
         counting.reset()
         counting.coalesce_gap = 0
-        assert counting.get_many([("k", (0, 10)), ("k", (10, 10)), ("k", (21, 1))]) == [DATA[:10], DATA[10:20], DATA[21:22]]
+        assert counting.get_many([("k", (0, 10)), ("k", (10, 10)), ("k", (21, 1))]) == [
+            DATA[:10],
+            DATA[10:20],
+            DATA[21:22],
+        ]
         assert sorted(counting.requests) == [("k", (0, 20)), ("k", (21, 1))]
 
     def test_listing(self, harness: Harness) -> None:
@@ -353,7 +363,14 @@ class TestStoreContract:
         assert after == before
 
     def test_unusual_but_valid_keys(self, harness: Harness) -> None:
-        keys = {".zattrs": b"1", "c/0.5/-1": b"2", "caf\u00e9/k": b"3", "a%ffb": b"4", "x%2fy": b"5", "__x/y": b"6"}
+        keys = {
+            ".zattrs": b"1",
+            "c/0.5/-1": b"2",
+            "caf\u00e9/k": b"3",
+            "a%ffb": b"4",
+            "x%2fy": b"5",
+            "__x/y": b"6",
+        }
         harness.write(keys)
         assert _contents(harness.store) == keys
 
@@ -428,8 +445,9 @@ def test_local_set_many_makes_each_directory_once(tmp_path: Path, monkeypatch: p
     assert len(list(store.list_prefix("c/"))) == 10_000
 
 
-def test_local_batches_use_threads_only_when_large_and_keep_them(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_local_batches_use_threads_only_when_large_and_keep_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A small batch (a read's shard indexes) runs on the caller's thread; a large one on kept threads
     (no pool started and joined per batch); inside rectizarr's own workers, always on the worker."""
     import rectizarr.stores.local as local_module
@@ -892,8 +910,10 @@ def test_each_arrival_calls_on_every_value_in_order_for_stores_without_request_t
     store.set_many({"a": b"abc", "b": b"defg"})
     assert not store.capabilities.requests_on_threads
     got: list[tuple[int, bytes | None]] = []
-    store.each_arrival([("b", (1, 2)), ("x", None), ("a", None)],
-                       lambda i, v: got.append((i, None if v is None else bytes(v))))
+    store.each_arrival(
+        [("b", (1, 2)), ("x", None), ("a", None)],
+        lambda i, v: got.append((i, None if v is None else bytes(v))),
+    )
     assert got == [(0, b"ef"), (1, None), (2, b"abc")]
 
 
@@ -950,8 +970,9 @@ def test_a_bytearray_in_a_dict_changed_in_place_is_a_new_version() -> None:
     """A mutable value changed in place (same object) is a new version: a cached shard index is not used
     for its new bytes."""
     d: dict[str, Any] = {}
-    a = rectizarr.create_array(d, shape=(32,), dtype="i4", chunks=(2,), shards=(16,), fill_value=0,
-                               compressors=None)
+    a = rectizarr.create_array(
+        d, shape=(32,), dtype="i4", chunks=(2,), shards=(16,), fill_value=0, compressors=None
+    )
     a[0:2], a[30:32], a[16:18] = [1, 2], [7, 8], [5, 6]
     d["c/0"] = bytearray(d["c/0"])
     assert a[0:4].tolist() == [1, 2, 0, 0] and a[0] == 1  # its index cached

@@ -15,19 +15,28 @@ from tests.refs import zarr_python
 
 try:
     import zarr
-except ImportError:  # zarr-python >= 3.2 needs Python >= 3.12: the comparisons skip (zarr_python()), the rest run
+except (
+    ImportError
+):  # zarr-python >= 3.2 needs Python >= 3.12: the comparisons skip (zarr_python()), the rest run
     zarr = None
 
-pytestmark = pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part",
-                                        "ignore::UserWarning")  # zarr-python's ZarrUserWarning among them
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Consolidated metadata is currently not part", "ignore::UserWarning"
+)  # zarr-python's ZarrUserWarning among them
 DATA = np.arange(60, dtype="i4").reshape(6, 10)
 
 
 def _summary(x: Any) -> Any:
     """What is compared: arrays by shape, dtype, chunks, fill value and values; groups by members."""
     if isinstance(x, zarr.Array | rectizarr.Array):
-        return ("array", x.shape, np.dtype(x.dtype), tuple(x.chunks), np.asarray(x.fill_value).item(),
-                np.asarray(x[...]).tolist())
+        return (
+            "array",
+            x.shape,
+            np.dtype(x.dtype),
+            tuple(x.chunks),
+            np.asarray(x.fill_value).item(),
+            np.asarray(x[...]).tolist(),
+        )
     if isinstance(x, zarr.Group | rectizarr.Group):
         return ("group", sorted(x.keys()), dict(x.attrs))
     if isinstance(x, dict):
@@ -62,30 +71,45 @@ CASES: dict[str, Callable[[Any, Path], Any]] = {
     "empty": lambda lib, root: lib.empty((6, 10), chunks=(3, 5), dtype="u1").shape,
     "zeros_like ndarray": lambda lib, root: lib.zeros_like(DATA, chunks=(3, 5)),
     "ones_like array": lambda lib, root: lib.ones_like(lib.zeros((6, 10), chunks=(2, 5), dtype="i8")),
-    "full_like array": lambda lib, root: lib.full_like(lib.zeros((6, 10), chunks=(2, 5), dtype="i8"), fill_value=3),
-    "empty_like": lambda lib, root: (lambda a: (a.shape, a.dtype, a.chunks))(lib.empty_like(DATA, chunks=(3, 5))),
+    "full_like array": lambda lib, root: lib.full_like(
+        lib.zeros((6, 10), chunks=(2, 5), dtype="i8"), fill_value=3
+    ),
+    "empty_like": lambda lib, root: (lambda a: (a.shape, a.dtype, a.chunks))(
+        lib.empty_like(DATA, chunks=(3, 5))
+    ),
     "array": lambda lib, root: lib.array(DATA, chunks=(3, 4)),
     "array dtype": lambda lib, root: lib.array(DATA, chunks=(3, 4), dtype="f4"),
     "create_array data=": lambda lib, root: lib.create_array(str(root / "d"), data=DATA, chunks=(4, 4)),
     "save/load one": lambda lib, root: (lib.save(str(root / "one"), DATA), lib.load(str(root / "one")))[1],
     # zarr-python 3.4.2's load() of a group raises NotImplementedError: both stores are read back by rectizarr
-    "save many": lambda lib, root: (lib.save(str(root / "many"), DATA, b=DATA * 2),
-                                    rectizarr.load(str(root / "many")))[1],
+    "save many": lambda lib, root: (
+        lib.save(str(root / "many"), DATA, b=DATA * 2),
+        rectizarr.load(str(root / "many")),
+    )[1],
     "group": lambda lib, root: lib.group(str(root / "grp"), attributes={"a": 1}),
     "open default mode creates": lambda lib, root: lib.open(str(root / "new")),
     "open_group default mode creates": lambda lib, root: lib.open_group(str(root / "new2")),
-    "open_consolidated": lambda lib, root: (lib.consolidate_metadata(str(root / "g")) if _group(lib, root) else 0,
-                                            lib.open_consolidated(str(root / "g")))[1],
+    "open_consolidated": lambda lib, root: (
+        lib.consolidate_metadata(str(root / "g")) if _group(lib, root) else 0,
+        lib.open_consolidated(str(root / "g")),
+    )[1],
     "Group.get": lambda lib, root: (lambda g: (_summary(g.get("x")), g.get("missing"), g.get("missing", 5)))(
-        _group(lib, root)),
+        _group(lib, root)
+    ),
     "Group setitem": lambda lib, root: _group(lib, root)["data"],
     # zarr-python lists members in store order, rectizarr sorted by path: compared as sets
-    "Group.members(max_depth=None)": lambda lib, root: sorted(k for k, _ in _group(lib, root).members(max_depth=None)),
+    "Group.members(max_depth=None)": lambda lib, root: sorted(
+        k for k, _ in _group(lib, root).members(max_depth=None)
+    ),
     "Group.members()": lambda lib, root: sorted(k for k, _ in _group(lib, root).members()),
-    "Group.members(max_depth=1)": lambda lib, root: sorted(k for k, _ in _group(lib, root).members(max_depth=1)),
+    "Group.members(max_depth=1)": lambda lib, root: sorted(
+        k for k, _ in _group(lib, root).members(max_depth=1)
+    ),
     "Group.array_keys": lambda lib, root: sorted(_group(lib, root).array_keys()),
     "Group.group_keys": lambda lib, root: sorted(_group(lib, root).group_keys()),
-    "Group missing key is a KeyError": lambda lib, root: _raises(lambda: _group(lib, root)["missing"], KeyError),
+    "Group missing key is a KeyError": lambda lib, root: _raises(
+        lambda: _group(lib, root)["missing"], KeyError
+    ),
     "Array.nchunks sharded": lambda lib, root: _sharded(lib, root).nchunks,
     "Array.nchunks_initialized sharded": lambda lib, root: _sharded(lib, root).nchunks_initialized,
     "Array.nbytes_stored()": lambda lib, root: isinstance(_sharded(lib, root).nbytes_stored(), int),
@@ -94,9 +118,10 @@ CASES: dict[str, Callable[[Any, Path], Any]] = {
     "Array.serializer": lambda lib, root: _sharded(lib, root).serializer,
     "Array.info_complete()": lambda lib, root: "No. bytes stored" in str(_sharded(lib, root).info_complete()),
     "Array.append returns shape": lambda lib, root: lib.array(DATA, chunks=(3, 4)).append(DATA),
-    "open_group on an array": lambda lib, root: (lib.create_array(str(root / "arr"), data=DATA),
-                                                 _raises(lambda: lib.open_group(str(root / "arr"), mode="r"),
-                                                         ValueError))[1],
+    "open_group on an array": lambda lib, root: (
+        lib.create_array(str(root / "arr"), data=DATA),
+        _raises(lambda: lib.open_group(str(root / "arr"), mode="r"), ValueError),
+    )[1],
 }
 
 
@@ -162,19 +187,26 @@ def test_convenience_functions_write_zarr_v2_when_asked(tmp_path: Path, make: st
     """``zarr_format=2`` works wherever zarr-python takes it (it was refused outside create_array and
     create_group); a ``*_like`` of a v2 array is v2 with its codecs."""
     path = tmp_path / "x"
-    calls = {"zeros": lambda: rectizarr.zeros((4,), store=path, chunks=(2,), zarr_format=2),
-             "ones": lambda: rectizarr.ones((4,), store=path, chunks=(2,), zarr_format=2),
-             "full": lambda: rectizarr.full((4,), 7, store=path, chunks=(2,), zarr_format=2),
-             "empty": lambda: rectizarr.empty((4,), store=path, chunks=(2,), zarr_format=2),
-             "array": lambda: rectizarr.array(DATA, store=path, zarr_format=2),
-             "save": lambda: rectizarr.save(path, DATA, zarr_format=2),
-             "group": lambda: rectizarr.group(path, zarr_format=2)}
+    calls = {
+        "zeros": lambda: rectizarr.zeros((4,), store=path, chunks=(2,), zarr_format=2),
+        "ones": lambda: rectizarr.ones((4,), store=path, chunks=(2,), zarr_format=2),
+        "full": lambda: rectizarr.full((4,), 7, store=path, chunks=(2,), zarr_format=2),
+        "empty": lambda: rectizarr.empty((4,), store=path, chunks=(2,), zarr_format=2),
+        "array": lambda: rectizarr.array(DATA, store=path, zarr_format=2),
+        "save": lambda: rectizarr.save(path, DATA, zarr_format=2),
+        "group": lambda: rectizarr.group(path, zarr_format=2),
+    }
     calls[make]()
-    assert (path / (".zgroup" if make == "group" else ".zarray")).exists() and not (path / "zarr.json").exists()
+    assert (path / (".zgroup" if make == "group" else ".zarray")).exists() and not (
+        path / "zarr.json"
+    ).exists()
     if make != "group":
         a = rectizarr.open_array(path, mode="r")
         like = rectizarr.zeros_like(a, store=tmp_path / "like")
-        assert like.metadata.zarr_format == 2 and like.metadata.v2 == {**a.metadata.v2, "fill_value": like.metadata.v2["fill_value"]}
+        assert like.metadata.zarr_format == 2 and like.metadata.v2 == {
+            **a.metadata.v2,
+            "fill_value": like.metadata.v2["fill_value"],
+        }
         assert rectizarr.load(path, zarr_format=2).shape == a.shape
 
 
@@ -192,12 +224,19 @@ def test_open_consolidated_without_consolidated_metadata_fails_at_open(tmp_path:
 def test_zarr_python_spellings_of_chunks_and_key_encodings(zarr_format: int) -> None:
     """``chunks=(-1, 10)`` is the whole first axis, and ``chunk_key_encoding={"name": ..., "separator": ...}``
     the flat form, as zarr-python takes them (both were MetadataErrors for Zarr v3)."""
-    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(100, 50), dtype="i4", chunks=(-1, 10),
-                               zarr_format=zarr_format)
+    a = rectizarr.create_array(
+        rectizarr.MemoryStore(), shape=(100, 50), dtype="i4", chunks=(-1, 10), zarr_format=zarr_format
+    )
     assert a.chunks == (100, 10)
     name = "default" if zarr_format == 3 else "v2"
-    b = rectizarr.create_array(rectizarr.MemoryStore(), shape=(4,), dtype="i4", chunks=(2,), zarr_format=zarr_format,
-                               chunk_key_encoding={"name": name, "separator": "."})
+    b = rectizarr.create_array(
+        rectizarr.MemoryStore(),
+        shape=(4,),
+        dtype="i4",
+        chunks=(2,),
+        zarr_format=zarr_format,
+        chunk_key_encoding={"name": name, "separator": "."},
+    )
     b[...] = 1
     chunks = sorted(k for k in b.store.list_prefix("") if k not in ("zarr.json", ".zarray", ".zattrs"))
     assert chunks == (["c.0", "c.1"] if zarr_format == 3 else ["0", "1"])
@@ -236,9 +275,22 @@ def test_from_array_of_a_zarr_python_array_keeps_its_layout(tmp_path: Path) -> N
     """``from_array(store, zarr_python_array)`` keeps its chunks, shards, fill value, dimension names and
     attributes, as for a rectizarr source (they were dropped: 1 MiB regular chunks, fill 0)."""
     zarr = zarr_python()
-    src = zarr.create_array(str(tmp_path / "zp"), shape=(100,), dtype="i4", chunks=(10,), shards=(50,),
-                            fill_value=-1, dimension_names=["t"], attributes={"a": 1})
+    src = zarr.create_array(
+        str(tmp_path / "zp"),
+        shape=(100,),
+        dtype="i4",
+        chunks=(10,),
+        shards=(50,),
+        fill_value=-1,
+        dimension_names=["t"],
+        attributes={"a": 1},
+    )
     src[:60] = np.arange(60)
     out = rectizarr.from_array(rectizarr.MemoryStore(), src)
-    assert (out.inner_chunk_shape, out.shards, out.fill_value, out.dimension_names) == ((10,), (50,), -1, ("t",))
+    assert (out.inner_chunk_shape, out.shards, out.fill_value, out.dimension_names) == (
+        (10,),
+        (50,),
+        -1,
+        ("t",),
+    )
     assert out.attrs.asdict() == {"a": 1} and out[...].tolist() == list(range(60)) + [-1] * 40

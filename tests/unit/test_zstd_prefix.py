@@ -82,8 +82,12 @@ def test_every_level(level: int) -> None:
 
 
 @examples(0.8)
-@given(n=st.integers(1, 3 * BLOCK), cut=st.floats(0, 1), level=st.sampled_from([-1, 1, 5]),
-       alphabet=st.sampled_from([2, 16, 256]))
+@given(
+    n=st.integers(1, 3 * BLOCK),
+    cut=st.floats(0, 1),
+    level=st.sampled_from([-1, 1, 5]),
+    alphabet=st.sampled_from([2, 16, 256]),
+)
 def test_random_prefixes_and_truncations(n: int, cut: float, level: int, alphabet: int) -> None:
     raw = payload(n, seed=n, alphabet=alphabet)
     encoded = Zstd(level=level).encode(raw)
@@ -124,7 +128,9 @@ def test_hand_made_frames_without_and_with_content_size() -> None:
 @given(data=st.binary(max_size=300), size=st.integers(1, 5000))
 def test_garbage_is_false_not_an_error(data: bytes, size: int) -> None:
     assert prefix_of(data, size) is None or data[:4] == b"\x28\xb5\x2f\xfd"
-    result = zstd.decode_prefix(b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8), size)  # a header, then junk
+    result = zstd.decode_prefix(
+        b"\x28\xb5\x2f\xfd" + data, np.zeros(size, np.uint8), size
+    )  # a header, then junk
     assert result is True or result is False
     codec_ok = ZstdCodec(1, False).decode_prefix(data, np.zeros(size, np.uint8), size // 2)
     assert not codec_ok or data[:4] == b"\x28\xb5\x2f\xfd"
@@ -224,8 +230,12 @@ def test_codec_decode_prefix_conditions() -> None:
 
 
 @examples(0.8)
-@given(size=st.integers(1, 3 * BLOCK), frac=st.floats(0, 1), level=st.sampled_from([-1, 1, 3]),
-       alphabet=st.sampled_from([4, 256]))
+@given(
+    size=st.integers(1, 3 * BLOCK),
+    frac=st.floats(0, 1),
+    level=st.sampled_from([-1, 1, 3]),
+    alphabet=st.sampled_from([4, 256]),
+)
 def test_prefix_into_a_whole_chunk_buffer(size: int, frac: float, level: int, alphabet: int) -> None:
     """The codec hands the decoder a buffer of the whole frame: the first ``n`` bytes are right, nothing
     past them is written, and a frame cut before ``n`` is False."""
@@ -235,15 +245,19 @@ def test_prefix_into_a_whole_chunk_buffer(size: int, frac: float, level: int, al
     out = np.full(size, 0xAB, np.uint8)
     assert zstd.decode_prefix(encoded, out, n)
     assert out[:n].tobytes() == raw[:n] and (out[n:] == 0xAB).all()
-    assert not zstd.decode_prefix(encoded[: len(encoded) // 3], np.zeros(size, np.uint8), size - 1) or size < 8
+    assert (
+        not zstd.decode_prefix(encoded[: len(encoded) // 3], np.zeros(size, np.uint8), size - 1) or size < 8
+    )
 
 
 # ------------------------------------------------------------------------ CodecPipeline.decode_into
 
 
 def pipeline(checksum: bool) -> tuple[CodecPipeline, ChunkSpec]:
-    codecs: list[Any] = [{"name": "bytes", "configuration": {"endian": "little"}},
-                         {"name": "zstd", "configuration": {"level": 1, "checksum": checksum}}]
+    codecs: list[Any] = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": 1, "checksum": checksum}},
+    ]
     shape, dt = (64, 1024), np.dtype("<u2")
     p = build_pipeline(parse_codecs(codecs), dt, [np.array([s]) for s in shape])
     return p, ChunkSpec(shape, dt, np.array(0, dtype=dt), "c/0")
@@ -305,7 +319,9 @@ def test_corrupted_frames_decode_or_are_refused_never_crash() -> None:
 
 def sizeless(raw: bytes, *, checksum: bool = False, level: int = 1) -> bytes:
     """A frame as a streaming compressor writes it: no content size in the header."""
-    frame = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=checksum).compress(raw)
+    frame = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=checksum).compress(
+        raw
+    )
     assert frame[4] & 0xE0 == 0  # no size field, not a single segment
     return frame
 
@@ -323,7 +339,9 @@ def test_decoded_size_counts_up_to_one_past_the_limit() -> None:
     assert zstd.decoded_size(frame, len(raw)) == len(raw)
     assert zstd.decoded_size(frame, len(raw) - 1) == len(raw)  # one past: too large
     assert zstd.decoded_size(frame, 10) == 11
-    assert zstd.decoded_size(frame + sizeless(b"tail") + skippable(b"x"), 10**7) == len(raw) + 4  # every frame
+    assert (
+        zstd.decoded_size(frame + sizeless(b"tail") + skippable(b"x"), 10**7) == len(raw) + 4
+    )  # every frame
     assert zstd.decoded_size(rle_bomb(8000), 1 << 20) == (1 << 20) + 1  # 1 GiB claimed, 1 MiB + 1 made
     assert zstd.decoded_size(frame[: len(frame) // 2], len(raw)) < len(raw)  # truncated: what was there
     with pytest.raises(zstd.ZstdError):
@@ -333,8 +351,12 @@ def test_decoded_size_counts_up_to_one_past_the_limit() -> None:
 def test_codec_decode_limited_without_a_declared_size() -> None:
     raw = payload(2 * BLOCK + 3, seed=12)
     codec = ZstdCodec(1, False)
-    for frame in (sizeless(raw), sizeless(raw, checksum=True), sizeless(raw[:BLOCK]) + sizeless(raw[BLOCK:]),
-                  skippable(b"meta") + sizeless(raw)):
+    for frame in (
+        sizeless(raw),
+        sizeless(raw, checksum=True),
+        sizeless(raw[:BLOCK]) + sizeless(raw[BLOCK:]),
+        skippable(b"meta") + sizeless(raw),
+    ):
         assert codec.decode_limited(frame, "c/0", len(raw)) == raw
         with pytest.raises(CodecError, match=f"more than {len(raw) - 1} bytes") as info:
             codec.decode_limited(frame, "c/0", len(raw) - 1)

@@ -20,7 +20,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     params: dict[str, Any] = getattr(getattr(item, "callspec", None), "params", {})
     for mark in item.iter_markers("skip_if_param"):
         wanted = {k: v for k, v in mark.kwargs.items() if k not in ("reason", "condition")}
-        if mark.kwargs.get("condition", True) and all(params.get(k, object()) == v for k, v in wanted.items()):
+        if mark.kwargs.get("condition", True) and all(
+            params.get(k, object()) == v for k, v in wanted.items()
+        ):
             pytest.skip(mark.kwargs.get("reason", "skip_if_param"))
 
 
@@ -41,8 +43,11 @@ def _zarr_default_format() -> int:
 
 
 def _creates(kwargs: dict[str, Any]) -> bool:
-    return kwargs.get("append_dim") is None and kwargs.get("region") is None and kwargs.get("mode") not in ("a", "a-",
-                                                                                                           "r+")
+    return (
+        kwargs.get("append_dim") is None
+        and kwargs.get("region") is None
+        and kwargs.get("mode") not in ("a", "a-", "r+")
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +80,9 @@ def through_rectizarr(monkeypatch: pytest.MonkeyPatch) -> None:
     real_get_backend = plugins.get_backend
 
     def get_backend(engine: Any) -> Any:
-        return rx.RectizarrBackendEntrypoint() if engine in ("zarr", "rectizarr") else real_get_backend(engine)
+        return (
+            rx.RectizarrBackendEntrypoint() if engine in ("zarr", "rectizarr") else real_get_backend(engine)
+        )
 
     monkeypatch.setattr(xr.Dataset, "to_zarr", dataset_to_zarr)
     monkeypatch.setattr(xr.DataArray, "to_zarr", dataarray_to_zarr)

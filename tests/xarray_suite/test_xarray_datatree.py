@@ -16,13 +16,17 @@ from xarray.tests.test_backends_datatree import unaligned_datatree_zarr_factory 
 
 class TestRectizarrDatatree(xtd.TestZarrDatatreeIO):
     def test_zarr_encoding(self, tmpdir: Any, simple_datatree: Any, zarr_format: int) -> None:
-        if zarr_format == 2:  # numcodecs codecs read back, as xarray's engine gives them: xarray's test as it is
+        if (
+            zarr_format == 2
+        ):  # numcodecs codecs read back, as xarray's engine gives them: xarray's test as it is
             super().test_zarr_encoding(tmpdir, simple_datatree, zarr_format)
             return
         # Zarr v3: the codecs read back as their zarr.json dicts (README, "Known differences"); the rest of
         # xarray's test as it is
         codec = zarr.codecs.BloscCodec(cname="zstd", clevel=3)
-        enc = {"/set2": {key: {"compressors": (codec,)} for key in simple_datatree["/set2"].dataset.data_vars}}
+        enc = {
+            "/set2": {key: {"compressors": (codec,)} for key in simple_datatree["/set2"].dataset.data_vars}
+        }
         path = str(tmpdir / "test.zarr")
         simple_datatree.to_zarr(path, encoding=enc, zarr_format=3)
         with xr.open_datatree(path, engine="rectizarr") as back:

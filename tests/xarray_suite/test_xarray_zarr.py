@@ -101,7 +101,9 @@ class TestRectizarrDict(_DeliberateDifferences, _ThroughRectizarr, xtb.ZarrBase)
 
     # zarr-python takes a dict as a store of its own Buffer objects, not of bytes: these two tests open the
     # written dict with zarr-python itself, which cannot read it (the directory and memory:// flavours run them)
-    _ZARR_PYTHON_READS_DICT = "the test opens the dict with zarr-python, whose dict stores hold its Buffer objects"
+    _ZARR_PYTHON_READS_DICT = (
+        "the test opens the dict with zarr-python, whose dict stores hold its Buffer objects"
+    )
 
     @pytest.mark.skip(reason=_ZARR_PYTHON_READS_DICT)
     def test_read_non_consolidated_warning(self) -> None: ...
@@ -119,10 +121,11 @@ class TestRectizarrMemoryURL(_DeliberateDifferences, _ThroughRectizarr, xtb.Zarr
         yield f"memory://xarray-suite/{uuid.uuid4().hex}"
 
 
-
 class TestRectizarrWriteEmpty(_DeliberateDifferences, _ThroughRectizarr, xtb.TestZarrWriteEmpty):
-    @pytest.mark.skip(reason="counts calls of zarr-python's AsyncGroup.getitem (patched), which rectizarr never "
-                      "makes; rectizarr's own count: tests/integration/test_xarray.py")
+    @pytest.mark.skip(
+        reason="counts calls of zarr-python's AsyncGroup.getitem (patched), which rectizarr never "
+        "makes; rectizarr's own count: tests/integration/test_xarray.py"
+    )
     def test_avoid_excess_metadata_calls(self) -> None: ...
 
 
@@ -151,8 +154,9 @@ class TestRectizarrRectilinear(xtb.TestZarrRectilinearChunksRead):
         data = np.arange(60, dtype="float32")
         path = tmp_path / "source.zarr"
         with zarr.config.set({"array.rectilinear_chunks": True}):
-            self.create_zarr_array(path, shape=(60,), chunks=((10, 20, 30),), dimension_names=("x",),
-                                   dtype="float32")[:] = data
+            self.create_zarr_array(
+                path, shape=(60,), chunks=((10, 20, 30),), dimension_names=("x",), dtype="float32"
+            )[:] = data
         return path, data
 
     def test_write_after_read_gives_helpful_error(self, tmp_path: Any) -> None:
