@@ -31,7 +31,7 @@ from tests.strategies import (
     orthogonal_selections,
     setitem_values,
 )
-from tests.unit.test_indexing import FixedDim, VaryingDim, roundtrip
+from tests.unit.indexing.test_selection import FixedDim, VaryingDim, roundtrip
 
 PROPS = examples(3)
 
