@@ -17,7 +17,7 @@ import pytest
 import rectizarr
 from rectizarr.cli import main
 from rectizarr.cli.migrate import MigrateOptions, migrate
-from tests.conformance.test_read_v2_corpus import CASES, expected, same
+from tests.conformance.corpus import expected_v2, same_v2, v2_cases
 from tests.refs import tensorstore, zarr_python
 
 
@@ -28,6 +28,7 @@ def _no_v3_type(case: Any) -> bool:
     return name == "object" or name.startswith("v2:")
 
 
+CASES = v2_cases()
 USABLE = [c for c in CASES if not c.info.get("needs")]
 MIGRATABLE = [c for c in USABLE if not _no_v3_type(c)]
 NO_V3 = [c for c in USABLE if _no_v3_type(c)]
@@ -47,7 +48,7 @@ def _peers_read(path: Path, node: str, want: np.ndarray, what: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             got = zarr.open_array(str(path / node), mode="r")[...]
-        same(
+        same_v2(
             np.asarray(got).astype(object) if np.asarray(got).dtype.kind == "T" else got, want, f"zarr {what}"
         )
     names = {c["name"] for c in doc["codecs"]}
@@ -56,7 +57,7 @@ def _peers_read(path: Path, node: str, want: np.ndarray, what: str) -> None:
         t = ts.open(
             {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / node)}}, open=True
         ).result()
-        same(t.read().result(), want, f"tensorstore {what}")
+        same_v2(t.read().result(), want, f"tensorstore {what}")
 
 
 @pytest.mark.parametrize("case", MIGRATABLE, ids=lambda c: c.id)
@@ -68,8 +69,8 @@ def test_migrate_to_a_new_root(case: Any, tmp_path: Path) -> None:
     for entry in case.arrays:
         arr = rectizarr.open_array(tmp_path / "v3.zarr", path=entry["path"] or None, mode="r")
         assert arr.metadata.zarr_format == 3
-        want = expected(case, entry["expected"])
-        same(arr[...], want, f"{case.id} v3")
+        want = expected_v2(case, entry["expected"])
+        same_v2(arr[...], want, f"{case.id} v3")
         attrs = arr.attrs.asdict()
         if entry["dimension_names"] is not None and "_FillValue" not in entry["attributes"]:
             attrs.pop("_FillValue", None)  # xarray's v2 fill value, as its v3 attribute (see below)
@@ -126,7 +127,7 @@ def test_migrate_in_place(tmp_path: Path) -> None:
     root = rectizarr.open_group(tmp_path / "h.zarr", mode="r")
     assert root.metadata.zarr_format == 3 and root.metadata.consolidated_metadata is not None
     assert root["sub/count"].dimension_names == ("y", "x")
-    same(root["sub/count"][...], np.load(src.parent / "count.npy"), "in place")
+    same_v2(root["sub/count"][...], np.load(src.parent / "count.npy"), "in place")
     assert rectizarr.validate(tmp_path / "h.zarr").ok
 
 
@@ -136,15 +137,15 @@ def test_keep_v2_and_reencode_in_place(tmp_path: Path) -> None:
     want = rectizarr.open_array(src, mode="r")[...]
     assert main(["migrate", str(tmp_path / "d.zarr"), "--keep-v2"]) == 0
     assert (tmp_path / "d.zarr" / ".zarray").exists() and (tmp_path / "d.zarr" / "zarr.json").exists()
-    same(rectizarr.open_array(tmp_path / "d.zarr", mode="r", zarr_format=2)[...], want, "v2 kept")
+    same_v2(rectizarr.open_array(tmp_path / "d.zarr", mode="r", zarr_format=2)[...], want, "v2 kept")
     v3 = rectizarr.open_array(tmp_path / "d.zarr", mode="r")
     assert v3.metadata.zarr_format == 3 and v3.metadata.chunk_key_encoding.name == "default"
-    same(v3[...], want, "re-encoded")
+    same_v2(v3[...], want, "re-encoded")
     shutil.rmtree(tmp_path / "d.zarr")
     shutil.copytree(src, tmp_path / "d.zarr")
     assert main(["migrate", str(tmp_path / "d.zarr")]) == 0  # without --keep-v2: only the v3 array is left
     assert sorted(p.name for p in (tmp_path / "d.zarr").iterdir()) == ["c", "zarr.json"]
-    same(rectizarr.open_array(tmp_path / "d.zarr", mode="r")[...], want, "re-encoded, v2 dropped")
+    same_v2(rectizarr.open_array(tmp_path / "d.zarr", mode="r")[...], want, "re-encoded, v2 dropped")
 
 
 @pytest.mark.parametrize("case", NO_V3, ids=lambda c: c.id)
@@ -174,7 +175,7 @@ def test_rechunk_to_rectilinear(tmp_path: Path) -> None:
     assert main(["migrate", str(case.store), str(tmp_path / "r.zarr"), "--chunks", "[1,3,1],[4,3]"]) == 0
     arr = rectizarr.open_array(tmp_path / "r.zarr", mode="r")
     assert arr.grid.kind == "rectilinear" and arr.write_chunk_sizes == ((1, 3, 1), (4, 3))
-    same(arr[...], expected(case, "expected.npy"), "rechunked")
+    same_v2(arr[...], expected_v2(case, "expected.npy"), "rechunked")
 
 
 def test_interrupted_in_place_run_leaves_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

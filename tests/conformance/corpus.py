@@ -159,3 +159,55 @@ def apply_array(arr: Any, kind: str, sel: Any) -> Any:
     if kind == "vindex":
         return arr.vindex[sel]
     return arr.get_mask_selection(sel)
+
+
+V2_ROOT = ROOT / "v2"
+
+
+def v2_cases() -> list[Case]:
+    """The stored Zarr v2 cases (``conformance_data/v2/<producer>/<case>``)."""
+    return [
+        Case(d, json.loads((d / "case.json").read_text()))
+        for d in sorted(V2_ROOT.glob("*/*"))
+        if (d / "case.json").exists()
+    ]
+
+
+def _value(x: Any) -> Any:
+    if isinstance(x, dict) and set(x) == {"b64"}:
+        return base64.b64decode(x["b64"])
+    if isinstance(x, dict) and set(x) == {"array", "dtype"}:
+        return np.array(x["array"], dtype=x["dtype"])
+    return x
+
+
+def expected_v2(case: Case, fname: str) -> np.ndarray:
+    """What the producer of a v2 case read back, from its ``.npy`` or ``.json`` file ``fname``."""
+    if fname.endswith(".json"):
+        obj = json.loads((case.dir / fname).read_text())
+        out = np.empty(len(obj["values"]), dtype=object)
+        for i, v in enumerate(obj["values"]):
+            out[i] = _value(v)
+        return out.reshape(obj["shape"])
+    return np.load(case.dir / fname, allow_pickle=False)
+
+
+def same_v2(got: Any, want: np.ndarray, what: str) -> None:
+    """``got`` holds the values of ``want`` bit for bit (object arrays: value by value)."""
+    got = np.asarray(got)
+    if got.dtype.type.__module__.startswith("ml_dtypes"):  # stored as raw bits (no .npy form)
+        got = got.view(f"u{got.dtype.itemsize}")
+    if want.dtype.hasobject:
+        assert got.shape == want.shape, what
+        for g, w in zip(got.reshape(-1), want.reshape(-1), strict=True):
+            if isinstance(w, np.ndarray):
+                assert isinstance(g, np.ndarray) and g.dtype == w.dtype and np.array_equal(g, w), what
+            else:
+                assert type(g) is type(w) and g == w, what
+        return
+    # rectizarr holds values in native byte order; the bits of the values are what must match
+    assert_same(
+        got,
+        want.astype(want.dtype.newbyteorder("=")) if want.dtype.fields is None else want.astype(got.dtype),
+        what=what,
+    )

@@ -4,7 +4,6 @@ in full and through selections of every kind; hierarchies through listings, cons
 
 from __future__ import annotations
 
-import base64
 import json
 import warnings
 from pathlib import Path
@@ -15,52 +14,17 @@ import pytest
 
 import rectizarr
 from rectizarr.errors import LenientMetadataWarning, UnsupportedError
-from tests.conformance.corpus import ROOT, Case, apply_array, apply_numpy, assert_same, selections
+from tests.conformance.corpus import (
+    Case,
+    apply_array,
+    apply_numpy,
+    expected_v2,
+    same_v2,
+    selections,
+    v2_cases,
+)
 
-V2_ROOT = ROOT / "v2"
-CASES = [
-    Case(d, json.loads((d / "case.json").read_text()))
-    for d in sorted(V2_ROOT.glob("*/*"))
-    if (d / "case.json").exists()
-]
-
-
-def _value(x: Any) -> Any:
-    if isinstance(x, dict) and set(x) == {"b64"}:
-        return base64.b64decode(x["b64"])
-    if isinstance(x, dict) and set(x) == {"array", "dtype"}:
-        return np.array(x["array"], dtype=x["dtype"])
-    return x
-
-
-def expected(case: Case, fname: str) -> np.ndarray:
-    if fname.endswith(".json"):
-        obj = json.loads((case.dir / fname).read_text())
-        out = np.empty(len(obj["values"]), dtype=object)
-        for i, v in enumerate(obj["values"]):
-            out[i] = _value(v)
-        return out.reshape(obj["shape"])
-    return np.load(case.dir / fname, allow_pickle=False)
-
-
-def same(got: Any, want: np.ndarray, what: str) -> None:
-    got = np.asarray(got)
-    if got.dtype.type.__module__.startswith("ml_dtypes"):  # stored as raw bits (no .npy form)
-        got = got.view(f"u{got.dtype.itemsize}")
-    if want.dtype.hasobject:
-        assert got.shape == want.shape, what
-        for g, w in zip(got.reshape(-1), want.reshape(-1), strict=True):
-            if isinstance(w, np.ndarray):
-                assert isinstance(g, np.ndarray) and g.dtype == w.dtype and np.array_equal(g, w), what
-            else:
-                assert type(g) is type(w) and g == w, what
-        return
-    # rectizarr holds values in native byte order; the bits of the values are what must match
-    assert_same(
-        got,
-        want.astype(want.dtype.newbyteorder("=")) if want.dtype.fields is None else want.astype(got.dtype),
-        what=what,
-    )
+CASES = v2_cases()
 
 
 def _open(case: Case, path: str) -> rectizarr.Array:
@@ -84,11 +48,11 @@ def test_read_v2_case(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     for entry in case.arrays:
         arr = _open(case, entry["path"])
         assert arr.metadata.zarr_format == 2
-        want = expected(case, entry["expected"])
+        want = expected_v2(case, entry["expected"])
         where = f"{case.id}:{entry['path'] or '/'}"
-        same(arr[...], want, f"{where} full read")
+        same_v2(arr[...], want, f"{where} full read")
         for kind, sel in selections(arr.shape, case.id):
-            same(apply_array(arr, kind, sel), apply_numpy(want, kind, sel), f"{where} {kind}[{sel!r}]")
+            same_v2(apply_array(arr, kind, sel), apply_numpy(want, kind, sel), f"{where} {kind}[{sel!r}]")
         assert arr.attrs.asdict() == entry["attributes"], where
         names = entry["dimension_names"]
         assert arr.dimension_names == (tuple(names) if names is not None else None), where
@@ -108,7 +72,7 @@ def test_read_v2_hierarchy(case: Case) -> None:
     for entry in case.arrays:
         node = root[entry["path"]]
         assert isinstance(node, rectizarr.Array)
-        same(node[...], expected(case, entry["expected"]), entry["path"])
+        same_v2(node[...], expected_v2(case, entry["expected"]), entry["path"])
         assert node.dimension_names == tuple(entry["dimension_names"])
     tree = root.tree()
     assert all(e["path"].rsplit("/", 1)[-1] in tree for e in case.arrays)
@@ -157,13 +121,13 @@ def test_dask_and_xarray_on_v2() -> None:
 
     case = next(c for c in CASES if c.id == "zarr-python-2/hierarchy_consolidated")
     arr = rectizarr.open_array(case.store, path="sub/count", mode="r")
-    want = expected(case, "count.npy")
-    same(to_dask(arr).compute(scheduler="sync"), want, "dask")
+    want = expected_v2(case, "count.npy")
+    same_v2(to_dask(arr).compute(scheduler="sync"), want, "dask")
     ds = xr.open_dataset(case.store, engine="rectizarr")
     assert ds["temp"].dims == ("y", "x") and ds["temp"].attrs == {"units": "m"}
-    same(ds["temp"].values, expected(case, "temp.npy"), "xarray")
+    same_v2(ds["temp"].values, expected_v2(case, "temp.npy"), "xarray")
     sub = xr.open_dataset(case.store, engine="rectizarr", group="sub", mask_and_scale=False)
-    same(sub["count"].values, want, "xarray group")
+    same_v2(sub["count"].values, want, "xarray group")
     # a Zarr v2 fill value (0 here) is the CF _FillValue, as xarray's zarr engine reads it: the zeros
     # masked, the integers made floats
     masked = xr.open_dataset(case.store, engine="rectizarr", group="sub")["count"].values

@@ -20,7 +20,7 @@ from rectizarr import tuning
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.errors import CodecError
-from tests.property.test_codec_props import build, same
+from tests.pipelines import build, same
 from tests.strategies import (
     array_kwargs,
     basic_selections,

@@ -9,22 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rectizarr.codecs.base import ChunkSpec
-from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.crc32c import crc32c
-from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.errors import ChecksumError, CodecError
+from tests.pipelines import build, same
 from tests.strategies import codec_cases, examples
-
-
-def same(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.dtype.hasobject:
-        return a.shape == b.shape and a.tolist() == b.tolist()
-    return a.shape == b.shape and a.dtype == b.dtype and np.ascontiguousarray(a).tobytes() == b.tobytes()
-
-
-def build(codecs: list[dict[str, Any]], s: ChunkSpec) -> CodecPipeline:
-    return build_pipeline(parse_codecs(codecs), s.dtype, [np.array([e]) for e in s.shape])
 
 
 @examples(3)

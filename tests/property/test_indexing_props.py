@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from rectizarr.errors import SelectionError
 from rectizarr.indexing import basic_plan, block_plan, coordinate_plan, orthogonal_plan
+from tests.plans import FixedDim, VaryingDim, roundtrip
 from tests.strategies import (
     basic_selections,
     block_selections,
@@ -31,7 +32,6 @@ from tests.strategies import (
     orthogonal_selections,
     setitem_values,
 )
-from tests.unit.indexing.test_selection import FixedDim, VaryingDim, roundtrip
 
 PROPS = examples(3)
 
