@@ -29,6 +29,7 @@ __all__ = [
     "encode",
     "encode_many",
     "prefix_enabled",
+    "thread_decompressor",
 ]
 
 ZstdError = zstandard.ZstdError
@@ -45,8 +46,9 @@ _COUNT_BUFFER = 1 << 20  # decoded_size counts through a buffer of this size
 _local = threading.local()
 
 
-def _decompressor() -> zstandard.ZstdDecompressor:
-    """This thread's decompressor (one may not be used by two threads at once)."""
+def thread_decompressor() -> zstandard.ZstdDecompressor:
+    """This thread's decompressor (one may not be used by two threads at once), made on its first use and
+    reused after. Internal (the codec's helpers use it); public so that tests can check the reuse."""
     dctx: zstandard.ZstdDecompressor | None = getattr(_local, "dctx", None)
     if dctx is None:
         dctx = _local.dctx = zstandard.ZstdDecompressor()
@@ -64,7 +66,7 @@ def decode_prefix(data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
     writeable ``uint8``; nothing past ``n`` is written). False, never an exception, when the data is not
     valid zstd before that point or decodes to fewer bytes; ``out[:n]`` may be partly written then."""
     try:
-        reader = _decompressor().stream_reader(data, read_across_frames=True)
+        reader = thread_decompressor().stream_reader(data, read_across_frames=True)
         return bool(reader.readinto(out[:n]) == n)
     except (ZstdError, TypeError, ValueError):  # invalid data; an unsuitable ``out``
         return False
@@ -75,7 +77,7 @@ def decoded_size(data: bytes | memoryview, limit: int) -> int:
     Decoded through one reused 1 MiB buffer, so memory is bounded whatever the data would inflate to and
     whatever ``limit`` (a declared chunk size) claims. Truncated data counts what was decoded before its
     end; invalid data raises :class:`ZstdError`."""
-    reader = _decompressor().stream_reader(data, read_across_frames=True)
+    reader = thread_decompressor().stream_reader(data, read_across_frames=True)
     buffer = np.empty(min(limit + 1, _COUNT_BUFFER), np.uint8)
     total = 0
     while total <= limit:
@@ -90,7 +92,7 @@ def decode_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     """Decode ``data``, one frame that declares its size, into ``out`` (C-contiguous ``uint8``) when it decodes
     to exactly ``out.nbytes``; False, never an exception, otherwise (invalid data, another size, more frames)."""
     try:
-        reader = _decompressor().stream_reader(data, read_across_frames=True)
+        reader = thread_decompressor().stream_reader(data, read_across_frames=True)
         # then one more byte asked for: none when the frame ended (its checksum, if any, verified) and no
         # frame follows
         return bool(reader.readinto(memoryview(out).cast("B")) == out.nbytes and not reader.read(1))
@@ -115,7 +117,7 @@ def decode_many(
         )
     try:
         frames = zstandard.BufferWithSegments(buffer, np.ascontiguousarray(segments, np.uint64).tobytes())
-        got = _decompressor().multi_decompress_to_buffer(
+        got = thread_decompressor().multi_decompress_to_buffer(
             frames, decompressed_sizes=np.full(n, width, np.uint64).tobytes(), threads=max(0, threads)
         )
     except (ZstdError, TypeError, ValueError):

@@ -30,7 +30,7 @@ from rectizarr.core.grid import (
 )
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["parse_chunk_grid"]
+__all__ = ["fast_rle_runs", "parse_chunk_grid"]
 
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
 _JSON_STRING = re.compile(rb'\s*"')
@@ -117,11 +117,12 @@ _WHITESPACE = b" \t\r\n"
 _OPEN, _CLOSE, _COMMA = ord("["), ord("]"), ord(",")
 
 
-def _fast_rle_list(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
+def fast_rle_runs(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
     """The ``(values, counts)`` runs of the raw bytes of a JSON list of bare edges and ``[edge, count]``
     pairs, parsed with numpy (a million items in a few tens of milliseconds), or None for any other form or
     any invalid value: the generic path then parses it and names the offending item. ``raw`` is valid JSON
-    (msgspec checked it)."""
+    (msgspec checked it). Internal (:func:`parse_chunk_grid` uses it); public so that tests can compare it with
+    the generic path."""
     text = bytes(raw).translate(None, _WHITESPACE)
     if text.translate(None, _RLE_BYTES) or text[:1] != b"[" or text[-1:] != b"]" or len(text) < 2:
         return None  # not a list; signs, decimals, strings, objects ...
@@ -170,7 +171,7 @@ def _dim_from_json(node: Any, extent: int, path: str) -> Dim:
         fast = _fast_int_list(node)
         if fast is not None:
             return VaryingDim.from_edges(check_positive(fast, path), extent, path=path)
-        runs = _fast_rle_list(node, path)
+        runs = fast_rle_runs(node, path)
         if runs is not None:
             return VaryingDim.from_runs(*runs, extent, path=path)
         node = _load(node, path)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sys
 import warnings
 from typing import Any
 
@@ -418,9 +419,7 @@ def test_bad_configurations_name_the_codec_and_path(
 
 
 def test_cast_value_without_its_backend_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rectizarr.codecs.value_codecs as vc
-
-    monkeypatch.setattr(vc, "_backend", lambda: None)
+    monkeypatch.setitem(sys.modules, "cast_value_rs", None)  # the backend's import fails: not installed
     with pytest.raises(UnsupportedError, match=r"rectizarr\[cast-value\]") as info:
         pipeline([{"name": "cast_value", "configuration": {"data_type": "uint8"}}, LE], "float32", (4,))
     assert info.value.path == "$.codecs[0].name"

@@ -311,16 +311,90 @@ def test_imports_point_down(name: str) -> None:
     assert not bad, "\n".join(bad)
 
 
-def test_tests_use_no_private_name_of_io() -> None:
-    known = modules(PKG)
-    io = f"{PKG.name}.io"
-    bad = []
-    for path in sorted(TESTS.rglob("*.py")):
-        source = ".".join(path.relative_to(TESTS.parent).with_suffix("").parts)
-        for u in uses_in(path, source, known, PKG.name):
-            if (u.target == io or u.target.startswith(io + ".")) and u.name is not None and _private(u.name):
-                bad.append(str(u))
-    assert not bad, "\n".join(sorted(set(bad)))
+def private_names(root: pathlib.Path) -> frozenset[str]:
+    """Every ``_name`` the package under ``root`` defines: functions, classes, methods, assignments (module,
+    class or local) and attributes it sets (``self._x = ...``)."""
+    names: set[str] = set()
+    for path in modules(root).values():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+    return frozenset(n for n in names if _private(n))
+
+
+def _own(node: ast.expr) -> bool:
+    """``self``, ``cls`` and ``super()``: a test class's own attributes, or the primitives a test store
+    subclass overrides (the backend interface of ``stores/base.py``)."""
+    if isinstance(node, ast.Name):
+        return node.id in {"self", "cls"}
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
+def private_attributes(path: pathlib.Path, private: frozenset[str]) -> Iterator[tuple[int, str]]:
+    """``obj._name`` (and ``setattr(obj, "_name", ...)``, ``getattr``, ``monkeypatch.setattr``) in the file
+    ``path``, as ``(line, _name)``, where ``_name`` is one of the package's ``private`` names."""
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        name = None
+        if isinstance(node, ast.Attribute) and not _own(node.value):
+            name = node.attr
+        elif isinstance(node, ast.Call) and _Scanner._is_attr_call(node.func) and len(node.args) >= 2:
+            second = node.args[1]
+            name = (
+                second.value if isinstance(second, ast.Constant) and isinstance(second.value, str) else None
+            )
+        if name in private:
+            yield node.lineno, name
+
+
+def private_uses_in_tests(root: pathlib.Path, tests: pathlib.Path) -> dict[tuple[str, str], list[int]]:
+    """``(test module, _name) -> lines`` for every private name of the package ``root`` that a file under
+    ``tests`` uses: a module's ``_name`` (imported, as an attribute, patched) or an attribute ``._name`` the
+    package defines. Modules count as the package's exports, the package-private ``_util`` among them."""
+    known, private = modules(root), private_names(root)
+    found: dict[tuple[str, str], set[int]] = {}
+    for path in sorted(tests.rglob("*.py")):
+        source = ".".join(path.relative_to(tests.parent).with_suffix("").parts)
+        for u in uses_in(path, source, known, root.name):
+            if u.name is not None and _private(u.name):
+                found.setdefault((source, u.name), set()).add(u.line)
+        for line, name in private_attributes(path, private):
+            found.setdefault((source, name), set()).add(line)
+    return {key: sorted(lines) for key, lines in sorted(found.items())}
+
+
+# Internals that tests still reach, each in code that issue 38 rewrites (its items: 2 node formats, 3 one
+# remote core, 5 knobs in Tuning and one owner of the thread pools); the rewrite gives the test a public
+# name and takes the entry out. Nothing may be added here.
+STILL_PRIVATE: Mapping[tuple[str, str], str] = {
+    ("tests.integration.test_remote_requests", "_Requests"): "obstore request pool (item 5)",
+    ("tests.integration.test_remote_requests", "_store"): "the obstore client of a bucket (item 3)",
+    ("tests.property.test_indexing_props", "_FEW_CHUNKS"): "a knob for Tuning (item 5)",
+    ("tests.reliability.test_consistency", "_DIR"): "stores/locks.py lock files",
+    ("tests.reliability.test_consistency", "_close"): "stores/locks.py lock files",
+    ("tests.reliability.test_consistency", "_os_lock"): "stores/locks.py lock files",
+    ("tests.reliability.test_consistency", "_warned"): "stores/locks.py lock files",
+    ("tests.reliability.test_consistency", "_lock"): "a store's and an array's lock after a fork",
+    ("tests.reliability.test_consistency", "_relock"): "the fork hook of _util",
+    ("tests.reliability.test_consistency", "_missing_parents"): "nodes (item 2)",
+    ("tests.reliability.test_consistency", "_refresh_v2_consolidated"): "nodes (item 2)",
+    ("tests.reliability.test_consistency", "_update_attributes"): "an attribute update's rounds (items 1, 2)",
+    ("tests.unit.stores.test_stores", "_lock"): "a store's lock after a fork",
+}
+
+
+def test_tests_use_no_private_name() -> None:
+    found = private_uses_in_tests(PKG, TESTS)
+    bad = [
+        f"{source}:{lines} uses {name}"
+        for (source, name), lines in found.items()
+        if (source, name) not in STILL_PRIVATE
+    ]
+    assert not bad, "\n".join(bad)
+    assert not set(STILL_PRIVATE) - set(found), "no longer used: take them out of STILL_PRIVATE"
 
 
 # ------------------------------------------------------------------------------------------ self-tests
@@ -466,3 +540,25 @@ def test_tests_scan_catches_monkeypatched_privates(tmp_path: pathlib.Path) -> No
         "t:5 uses rectizarr.io.pool._other",
         "t:6 uses rectizarr.io.pool._third",
     ]
+
+
+def test_tests_scan_catches_private_attributes(tmp_path: pathlib.Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "mod.py": "class A:\n    def __init__(self):\n        self._x = 1\n    def _m(self):\n        pass\n"
+        },
+    )
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_t.py").write_text(
+        "from pkg.mod import A\n"
+        "class B(A):\n"
+        "    def _m(self):\n"
+        "        return super()._m(), self._x\n"
+        "def test(monkeypatch):\n"
+        "    a = A()\n"
+        "    monkeypatch.setattr(a, '_m', None)\n"
+        "    return a._x, a._other, a.public\n"
+    )
+    assert private_uses_in_tests(root, tests) == {("tests.test_t", "_m"): [7], ("tests.test_t", "_x"): [8]}

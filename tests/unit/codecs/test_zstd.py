@@ -163,13 +163,15 @@ def test_threads_decode_concurrently() -> None:
 
     def work(job: tuple[int, int]) -> tuple[bool, int]:
         i, size = job
-        return prefix_of(frames[i], size) == datas[i][:size], id(zstd._decompressor())
+        return prefix_of(frames[i], size) == datas[i][:size], id(zstd.thread_decompressor())
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(work, jobs))
     assert all(ok for ok, _ in results)
-    mine = zstd._decompressor()
-    assert zstd._decompressor() is mine and id(mine) not in {d for _, d in results}  # one per thread, reused
+    mine = zstd.thread_decompressor()
+    assert zstd.thread_decompressor() is mine and id(mine) not in {
+        d for _, d in results
+    }  # one per thread, reused
     assert prefix_of(frames[0], 10) == datas[0][:10]  # the main thread's decompressor is still fine
 
 

@@ -186,7 +186,7 @@ def test_whole_shards_of_large_inner_chunks_are_encoded_at_once(
     value[256:384, 0:128] = 0  # an empty inner chunk
     a[...] = value
     assert len(calls) == 2
-    sharding = a._layout.sharding
+    sharding = a.pipeline.sharding
     for i in range(2):
         block = value[i * 256 : (i + 1) * 256]
         expected = sharding.encode(block, ChunkSpec((256, 256), np.dtype("<f8"), np.array(0.0), f"c/{i}/0"))

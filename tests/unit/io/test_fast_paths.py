@@ -18,7 +18,7 @@ import pytest
 import rectizarr
 from rectizarr.codecs.bytes_to_bytes import BloscCodec, ZstdCodec
 from rectizarr.core.grid import expand_rle
-from rectizarr.core.grid_json import _fast_rle_list, parse_chunk_grid
+from rectizarr.core.grid_json import fast_rle_runs, parse_chunk_grid
 from rectizarr.errors import MetadataError
 from rectizarr.stores import LocalStore, MemoryStore, Store
 
@@ -109,7 +109,7 @@ def test_dense_shard_only_for_back_to_back_layouts() -> None:
     )
     data = np.arange(64, dtype="<u2").reshape(8, 8) + 1
     a[...] = data
-    codec = a._layout.sharding
+    codec = a.pipeline.sharding
     assert codec is not None
     shard = store.get("c/0/0")
     assert shard is not None
@@ -171,10 +171,10 @@ def test_rle_edges_from_raw_json_match_the_general_parser() -> None:
             want = expand_rle(items, "$")
         except Exception:
             want = None
-        got = _fast_rle_list(msgspec.Raw(raw), "$")
+        got = fast_rle_runs(msgspec.Raw(raw), "$")
         if got is not None:  # None: the general parser decides (and names the offending item)
             assert want is not None and np.array_equal(np.repeat(*got), want), items
     for raw in [b"16", b"[]", b"[[]]", b"[[1,2],[3]]", b"[[[1]]]", b"[1.5]", b'["a"]', b"[-1]"]:
-        assert _fast_rle_list(msgspec.Raw(raw), "$") is None
-    values, counts = _fast_rle_list(msgspec.Raw(b"[1, [2, 3], 4]"), "$")  # type: ignore[misc]
+        assert fast_rle_runs(msgspec.Raw(raw), "$") is None
+    values, counts = fast_rle_runs(msgspec.Raw(b"[1, [2, 3], 4]"), "$")  # type: ignore[misc]
     assert (values.tolist(), counts.tolist()) == ([1, 2, 4], [1, 3, 1])

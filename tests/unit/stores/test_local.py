@@ -4,7 +4,6 @@ thread's next transient read (consume or copy it first); other threads have buff
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import rectizarr
-import rectizarr.stores.fileread as fileread
 import rectizarr.stores.local as local
 from rectizarr import tuning
 from rectizarr.stores import CountingStore, LocalStore, MemoryStore
@@ -113,21 +111,25 @@ def test_overwrites_are_seen(store: LocalStore) -> None:
     assert same_as_get(store, "k", None) is None
 
 
-def test_view_is_reused_by_the_next_read(monkeypatch: pytest.MonkeyPatch, store: LocalStore) -> None:
-    monkeypatch.setattr(fileread, "_transient", threading.local())  # this thread's buffer from scratch
+def test_view_is_reused_by_the_next_read(store: LocalStore) -> None:
     store.set_many({"other": b"Z" * 2000, "big": DATA * 10})  # 102440 bytes: more than the first buffer
-    first = store.get_transient("k", (0, 1000))
-    assert isinstance(first, memoryview)  # the buffer path (POSIX readv)
-    kept = bytes(first)  # the contract: copy (or consume) before this thread's next read
-    second = store.get_transient("other", None)
-    assert isinstance(second, memoryview)
-    assert kept == DATA[:1000] and bytes(second) == b"Z" * 2000
-    assert bytes(first) == b"Z" * 1000  # the first view now shows the second read's bytes
-    assert np.shares_memory(np.frombuffer(first, np.uint8), np.frombuffer(second, np.uint8))
-    big = store.get_transient("big", None)  # larger than the buffer so far: a new one, old views intact
-    assert isinstance(big, memoryview)
-    assert bytes(big) == DATA * 10 and bytes(second) == b"Z" * 2000
-    assert not np.shares_memory(np.frombuffer(big, np.uint8), np.frombuffer(second, np.uint8))
+
+    def reads() -> None:  # on a new thread: its buffer from scratch
+        first = store.get_transient("k", (0, 1000))
+        assert isinstance(first, memoryview)  # the buffer path (POSIX readv)
+        kept = bytes(first)  # the contract: copy (or consume) before this thread's next read
+        second = store.get_transient("other", None)
+        assert isinstance(second, memoryview)
+        assert kept == DATA[:1000] and bytes(second) == b"Z" * 2000
+        assert bytes(first) == b"Z" * 1000  # the first view now shows the second read's bytes
+        assert np.shares_memory(np.frombuffer(first, np.uint8), np.frombuffer(second, np.uint8))
+        big = store.get_transient("big", None)  # larger than the buffer so far: a new one, old views intact
+        assert isinstance(big, memoryview)
+        assert bytes(big) == DATA * 10 and bytes(second) == b"Z" * 2000
+        assert not np.shares_memory(np.frombuffer(big, np.uint8), np.frombuffer(second, np.uint8))
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(reads).result()
 
 
 def test_threads_have_their_own_buffers(store: LocalStore) -> None:
