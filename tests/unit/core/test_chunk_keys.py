@@ -1,5 +1,5 @@
-"""The registered chunk key encodings beyond ``default``/``v2`` (zarr-extensions: fanout, prefix, suffix,
-template):
+"""Chunk key encodings: ``default`` and ``v2`` (spec-notes §9 items 26, 31), and the registered ones beyond
+them (zarr-extensions: fanout, prefix, suffix, template):
 keys per their registry READMEs, round trips through rectizarr, and hand-made stores read back."""
 
 from __future__ import annotations
@@ -12,9 +12,142 @@ import numpy as np
 import pytest
 
 import rectizarr
-from rectizarr.core.chunk_keys import parse_chunk_key_encoding
-from rectizarr.errors import MetadataError, UnsupportedError
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 from rectizarr.stores import LocalStore
+
+# --- chunk key encodings (items 26, 31) -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "sep", "coords", "key"),
+    [
+        ("default", "/", (1, 23, 45), "c/1/23/45"),
+        ("default", ".", (1, 23, 45), "c.1.23.45"),
+        ("v2", ".", (1, 23, 45), "1.23.45"),
+        ("v2", "/", (1, 23, 45), "1/23/45"),
+        ("default", "/", (), "c"),
+        ("default", ".", (), "c"),
+        ("v2", ".", (), "0"),
+        ("v2", "/", (), "0"),
+        ("default", "/", (0, 0), "c/0/0"),
+        ("v2", ".", (7,), "7"),
+    ],
+)
+def test_chunk_key_table(name: Any, sep: Any, coords: tuple[int, ...], key: str) -> None:
+    enc = ChunkKeyEncoding(name, sep)
+    assert enc.encode(coords) == key
+    assert enc.encode_many(np.array([coords, coords], dtype=np.int64).reshape(2, len(coords))) == [key, key]
+    assert enc.decode(key, ndim=len(coords)) == coords
+    assert enc.to_json() == {"name": name, "configuration": {"separator": sep}}
+
+
+@pytest.mark.parametrize(
+    ("enc", "key"),
+    [
+        (ChunkKeyEncoding("default", "/"), "zarr.json"),
+        (ChunkKeyEncoding("default", "/"), "c.0"),
+        (ChunkKeyEncoding("default", "/"), "c/01"),
+        (ChunkKeyEncoding("default", "/"), "c/-1"),
+        (ChunkKeyEncoding("default", "/"), "c/+1"),
+        (ChunkKeyEncoding("default", "/"), "c//1"),
+        (ChunkKeyEncoding("default", "/"), "c/1/"),
+        (ChunkKeyEncoding("default", "/"), "c/1/zarr.json"),
+        (ChunkKeyEncoding("default", "/"), "c/\u0661"),
+        (ChunkKeyEncoding("default", "."), "c/0"),
+        (ChunkKeyEncoding("default", "/"), "d/0"),
+        (ChunkKeyEncoding("v2", "."), "zarr.json"),
+        (ChunkKeyEncoding("v2", "."), ".zarray"),
+        (ChunkKeyEncoding("v2", "."), "0/1"),
+        (ChunkKeyEncoding("v2", "/"), "c/0"),
+        (ChunkKeyEncoding("v2", "/"), ""),
+    ],
+)
+def test_not_chunk_keys(enc: ChunkKeyEncoding, key: str) -> None:
+    assert enc.decode(key) is None
+
+
+def test_decode_ndim() -> None:
+    d = ChunkKeyEncoding("default", "/")
+    assert d.decode("c/1/2") == (1, 2)
+    assert d.decode("c/1/2", ndim=3) is None
+    assert d.decode("c", ndim=1) is None
+    v = ChunkKeyEncoding("v2", ".")
+    assert v.decode("0") == (0,)
+    assert v.decode("0", ndim=0) == ()
+    assert v.decode("1", ndim=0) is None
+
+
+def test_encode_many() -> None:
+    enc = ChunkKeyEncoding("default", "/")
+    coords = np.array([[0, 1, 2], [10, 200, 3000]], dtype=np.uint32)
+    assert enc.encode_many(coords) == ["c/0/1/2", "c/10/200/3000"]
+    assert enc.encode_many(np.empty((0, 3), dtype=np.int64)) == []
+    assert ChunkKeyEncoding("v2", ".").encode_many(np.zeros((3, 0), dtype=np.int64)) == ["0", "0", "0"]
+    for bad in (np.array([[1, -1]]), np.array([1, 2]), np.array([[1.0]])):
+        with pytest.raises(SelectionError):
+            enc.encode_many(bad)
+    for coords_bad in [(1, -1), (1.0,), (True,)]:
+        with pytest.raises(SelectionError):
+            enc.encode(coords_bad)  # type: ignore[arg-type]
+    assert enc.encode((np.int64(3), np.uint8(4))) == "c/3/4"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "name", "sep"),
+    [
+        ({"name": "default", "configuration": {"separator": "/"}}, "default", "/"),
+        ({"name": "default", "configuration": {"separator": "."}}, "default", "."),
+        ({"name": "default"}, "default", "/"),  # tensorstore
+        ({"name": "default", "configuration": {}}, "default", "/"),
+        ({"name": "v2"}, "v2", "."),
+        ({"name": "v2", "configuration": {"separator": "/"}}, "v2", "/"),
+        ("default", "default", "/"),
+        ("v2", "v2", "."),
+        ({"name": "v2", "must_understand": True}, "v2", "."),
+    ],
+)
+def test_parse_chunk_key_encoding(value: Any, name: str, sep: str) -> None:
+    enc = parse_chunk_key_encoding(value)
+    assert (enc.name, enc.separator) == (name, sep)
+    assert parse_chunk_key_encoding(enc.to_json()) == enc
+
+
+K = "$.chunk_key_encoding"
+
+
+@pytest.mark.parametrize(
+    ("value", "path", "unsupported"),
+    [
+        ({"name": "default", "configuration": {"separator": "-"}}, f"{K}.configuration.separator", False),
+        ({"name": "v2", "configuration": {"separator": 1}}, f"{K}.configuration.separator", False),
+        ({"name": "default", "configuration": {"separator": "/", "x": 1}}, f"{K}.configuration.x", False),
+        ({"name": "default", "configuration": "/"}, f"{K}.configuration", False),
+        ({"name": "default", "separator": "/"}, f"{K}.separator", False),
+        ({"name": "default", "must_understand": "yes"}, f"{K}.must_understand", False),
+        ({"configuration": {"separator": "/"}}, f"{K}.name", False),
+        ({"name": 2}, f"{K}.name", False),
+        (["default"], K, False),
+        (None, K, False),
+        ({"name": "custom"}, f"{K}.name", True),
+        ("zarrs.hashed", f"{K}.name", True),  # (suffix is read since the registry encodings were added)
+    ],
+)
+def test_invalid_chunk_key_encoding(value: Any, path: str, unsupported: bool) -> None:
+    with pytest.raises(MetadataError) as e:
+        parse_chunk_key_encoding(value)
+    assert e.value.path == path
+    assert isinstance(e.value, UnsupportedError) == unsupported
+
+
+def test_chunk_key_encoding_constructor_validation() -> None:
+    with pytest.raises(MetadataError):
+        ChunkKeyEncoding("default", "-")  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedError):
+        ChunkKeyEncoding("v3", "/")  # type: ignore[arg-type]
+
+
+# --- the registered encodings beyond default and v2 ---------------------------------------------------
 
 FANOUT_101 = {"name": "fanout", "configuration": {"max_children": 101}}
 
