@@ -27,6 +27,7 @@ from rectizarr.codecs.bytes_to_bytes import (
     ZstdCodec,
     get_numcodec,
 )
+from rectizarr.codecs.optional import OptionalCodec
 from rectizarr.codecs.packbits import PackbitsCodec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
@@ -34,6 +35,7 @@ from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
 from rectizarr.codecs.zfp import ZfpCodec
 from rectizarr.core import codec_meta as cm
+from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
 
 __all__ = ["build_codec", "build_pipeline"]
@@ -59,10 +61,14 @@ def build_pipeline(
     for i, meta in enumerate(metas):
         where = json_path(path, i)
         try:
-            codec = build_codec(meta, spec.dtype, where)
+            codec = (
+                _build_optional(meta, spec.dtype, edges, where)
+                if isinstance(meta, cm.OptionalMeta)
+                else build_codec(meta, spec.dtype, where)
+            )
             if isinstance(meta, cm.BloscMeta) and isinstance(codec, BloscCodec):
                 meta = msgspec.structs.replace(meta, typesize=codec.typesize)
-            if isinstance(codec, ShardingCodec):
+            if isinstance(codec, ShardingCodec | OptionalCodec):
                 meta = codec.meta
             resolved.append(meta)
             if isinstance(codec, ArrayArrayCodec):
@@ -89,6 +95,19 @@ def build_pipeline(
     if array_bytes is None:
         raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
     return CodecPipeline(tuple(resolved), tuple(array_array), array_bytes, tuple(bytes_bytes))
+
+
+def _build_optional(
+    meta: cm.OptionalMeta, dtype: np.dtype, edges: Sequence[np.ndarray], path: str
+) -> OptionalCodec:
+    """The optional codec: its mask chain codes ``bool`` chunks of the same shape, its data chain the 1-d
+    run of present values of the inner type."""
+    if not is_optional_dtype(dtype):
+        raise MetadataError(f"the optional codec codes the optional data type only, not {dtype}", path=path)
+    config = json_path(path, "configuration")
+    mask = build_pipeline(meta.mask_codecs, np.dtype(np.bool_), edges, json_path(config, "mask_codecs"))
+    data = build_pipeline(meta.data_codecs, dtype["value"], [np.array([1])], json_path(config, "data_codecs"))
+    return OptionalCodec(mask, data)
 
 
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
@@ -188,6 +207,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
         case cm.SqueezeMeta():
             return SqueezeCodec()
+        case cm.OptionalMeta():  # (edges unknown here: the mask chain is checked for one axis)
+            return _build_optional(meta, dtype, [np.array([1])], path)
         case cm.PluginMeta():
             from rectizarr.codecs.plugins import build_plugin_codec, unsupported_codec_error
 

@@ -31,6 +31,7 @@ __all__ = [
     "Crc32cMeta",
     "GzipMeta",
     "NumcodecsMeta",
+    "OptionalMeta",
     "PackbitsMeta",
     "PluginMeta",
     "ReshapeMeta",
@@ -214,6 +215,15 @@ class ShardingMeta(msgspec.Struct, frozen=True):
     index_location: Literal["start", "end"] = "end"
 
 
+class OptionalMeta(msgspec.Struct, frozen=True):
+    """zarrs' ``optional`` (array->bytes, for the ``optional`` data type): the validity mask through
+    ``mask_codecs``, the present values (flattened) through ``data_codecs``."""
+
+    name: ClassVar[str] = "optional"
+    mask_codecs: tuple[CodecMeta, ...]
+    data_codecs: tuple[CodecMeta, ...]
+
+
 class NumcodecsMeta(msgspec.Struct, frozen=True):
     """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
 
@@ -321,6 +331,7 @@ CodecMeta: TypeAlias = (
     | ZfpMeta
     | PluginMeta
     | VlenArrayMeta
+    | OptionalMeta
 )
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
@@ -384,6 +395,7 @@ _ALIASES: dict[str, str] = {
     "zarrs.zfp": "zfp",  # zarrs' names while these were experimental
     "zarrs.bitround": "bitround",
     "zarrs.vlen_v2": "vlen-array",
+    "zarrs.optional": "optional",
 }
 
 _AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")
@@ -433,6 +445,14 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
     name = _ALIASES.get(name, name)
     if name == "sharding_indexed":
         return _parse_sharding(config, cpath)
+    if name == "optional":
+        for key in sorted(set(config) ^ {"mask_codecs", "data_codecs"}):
+            what = "lacks" if key not in config else "has an unknown key"
+            raise MetadataError(
+                f"the optional codec's configuration {what} {key!r}", path=json_path(cpath, key)
+            )
+        chains = [parse_codecs(config[k], json_path(cpath, k)) for k in ("mask_codecs", "data_codecs")]
+        return OptionalMeta(mask_codecs=chains[0], data_codecs=chains[1])
     if name in _PLAIN:
         cls = _PLAIN[name]
         if not has_config and cls.__struct_fields__ and cls not in (BytesMeta, ScaleOffsetMeta, PackbitsMeta):
@@ -528,6 +548,9 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             return {"name": meta.name}
         case VlenUtf8Meta():
             return {"name": meta.name, "configuration": {}}  # as zarr-python writes it
+        case OptionalMeta():
+            chains = {"mask_codecs": meta.mask_codecs, "data_codecs": meta.data_codecs}
+            return {"name": meta.name, "configuration": {k: codecs_to_json(v) for k, v in chains.items()}}
         case ShardingMeta():
             return {
                 "name": meta.name,

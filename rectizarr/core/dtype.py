@@ -87,6 +87,7 @@ _EXT_PLAIN = ext.EXT_NAMES - {
     "structured",
     "null_terminated_bytes",
     "raw_bytes",
+    "optional",
 }  # no configuration
 
 
@@ -152,7 +153,7 @@ class DataType:
         A 0-d numpy value of this dtype (any byte order) is taken as is; other numpy scalars go
         through their Python value. Raises :class:`MetadataError` (with ``path``) for invalid forms.
         """
-        if value is None:
+        if value is None and self.name != "optional":  # (optional: null is a missing value)
             raise MetadataError(f"fill_value must not be null for {self.name}", path=path)
         if isinstance(value, np.ndarray | np.generic):
             arr = np.asarray(value)
@@ -350,7 +351,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
 
 
 # Registered data types (zarr-extensions) rectizarr does not read, and what implements them.
-_ELSEWHERE = {"optional": "zarrs (Rust), with its 'optional' codec", "binary_fixed_point": None}
+_ELSEWHERE: dict[str, str | None] = {"binary_fixed_point": None}
 _FIXED_POINT = re.compile(r"N[0-9]{1,2}f[0-9]{1,2}")
 
 
@@ -450,20 +451,23 @@ def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
     return np.dtype([(n, _native(dt.fields[n][0])) for n in dt.names or ()])
 
 
-def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
+def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> DataType:
     """The Zarr data type for a numpy dtype (byte order dropped) or a configuration-less Zarr name.
 
     ``"U5"`` -> ``fixed_length_utf32`` (20 bytes); ``str``/``"U"``/object/StringDType -> ``string``;
     ``bytes``/``"S"`` -> ``bytes``; ``"M8[s]"`` -> ``numpy.datetime64``; ``"V2"`` -> ``r16``;
-    ml_dtypes types by name. Anything else raises :class:`UnsupportedError` naming the type.
+    ml_dtypes types by name; a Zarr ``data_type`` object (``{"name": "optional", "configuration": {"name":
+    "uint8"}}``) as :func:`parse_data_type` reads it. Anything else raises :class:`UnsupportedError`.
     """
+    if isinstance(dtype, Mapping) and "name" in dtype:  # (not NumPy's {"names": [...], "formats": [...]})
+        return parse_data_type(dtype)
     if isinstance(dtype, str) and (
         _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN
         or _RAW.fullmatch(dtype)
     ):
         return _from_name(dtype, None, "$.data_type")
     try:
-        dt: np.dtype[Any] = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)  # type: ignore[arg-type]  # (a Mapping: NumPy's dict form)
     except (TypeError, ValueError) as e:
         raise UnsupportedError(f"cannot map {dtype!r} to a Zarr data type") from e
     if dt.name in ML_FLOATS and dt.type.__module__.startswith("ml_dtypes"):

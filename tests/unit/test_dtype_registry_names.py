@@ -120,10 +120,6 @@ def test_unsupported_registered_types_name_themselves() -> None:
 @pytest.mark.parametrize(
     ("doc", "says"),
     [
-        (
-            {"name": "optional", "configuration": {"name": "uint8"}},
-            "registered in zarr-extensions, implemented by zarrs",
-        ),
         ("N0f8", "a fixed-point type registered in zarr-extensions"),
         ("float128", "unsupported data type 'float128' (data types cannot be skipped)"),
     ],
