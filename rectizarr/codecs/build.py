@@ -94,6 +94,10 @@ def build_pipeline(
             raise _with_path(exc, where) from exc
     if array_bytes is None:
         raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
+    if is_optional_dtype(spec.dtype) and not isinstance(array_bytes, OptionalCodec | ShardingCodec):
+        raise MetadataError(
+            f"the optional data type is coded by the 'optional' codec, not {array_bytes.name!r}", path=path
+        )
     return CodecPipeline(tuple(resolved), tuple(array_array), array_bytes, tuple(bytes_bytes))
 
 

@@ -1,7 +1,7 @@
 """The ``optional`` data type of zarr-extensions (zarrs): a value of an inner data type, or missing.
 
 Held in memory, chunk by chunk, as a packed NumPy structured dtype ``[("value", inner), ("valid", bool)]``
-(``valid`` False: missing), so the chunk machinery moves and compares it as any fixed-size type; a missing
+(``valid`` False: missing; marked as optional in the dtype's ``metadata``), so the chunk machinery moves and compares it as any fixed-size type; a missing
 element always has all-zero ``value`` bytes (the codec and :func:`from_user` see to it), so a chunk of
 missing elements equals a ``null`` fill value bit for bit. Users see :class:`numpy.ma.MaskedArray`
 (:func:`to_masked`, :func:`from_user`): the mask is True where an element is missing.
@@ -37,16 +37,18 @@ __all__ = [
 OPTIONAL = "optional"
 _FIELDS = ("value", "valid")
 _MAX_DEPTH = 16
+_MARK = {"zarr_data_type": OPTIONAL}
 
 
 def storage_dtype(inner: np.dtype[Any]) -> np.dtype[Any]:
     """The structured dtype chunks of ``optional(inner)`` are held in."""
-    return np.dtype([("value", inner), ("valid", np.bool_)])
+    return np.dtype([("value", inner), ("valid", np.bool_)], metadata=_MARK)
 
 
 def is_optional_dtype(dt: np.dtype[Any]) -> bool:
-    """Whether ``dt`` is the in-memory form of an ``optional`` data type."""
-    return dt.names == _FIELDS and dt.fields is not None and dt.fields["valid"][0] == np.bool_
+    """Whether ``dt`` is the in-memory form of an ``optional`` data type (marked in NumPy's dtype metadata,
+    which NumPy keeps through copies and views: a ``struct`` with the same two fields is not one)."""
+    return dt.names == _FIELDS and dict(dt.metadata or {}) == _MARK
 
 
 def optional_from_name(

@@ -308,3 +308,69 @@ def test_out_is_refused_for_masked_values() -> None:
     a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(2,), dtype=U8)
     with pytest.raises(rectizarr.SelectionError, match="out="):
         a.get_basic_selection(..., out=np.zeros(2, dtype=a.dtype))
+
+
+def test_a_struct_with_the_same_fields_is_not_optional() -> None:
+    struct_type = {
+        "name": "struct",
+        "configuration": {
+            "fields": [{"name": "value", "data_type": "uint8"}, {"name": "valid", "data_type": "bool"}]
+        },
+    }
+    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(2,), dtype=struct_type)
+    a[...] = np.array([(3, True), (4, False)], dtype=a.dtype)
+    assert not isinstance(a[...], np.ma.MaskedArray) and a[...].tolist() == [(3, True), (4, False)]
+    with pytest.raises(MetadataError, match="optional data type only"):
+        build_pipeline(parse_codecs([OPT_CODEC]), a.dtype, [np.array([2])])
+
+
+def test_the_optional_data_type_needs_the_optional_codec() -> None:
+    with pytest.raises(MetadataError, match="coded by the 'optional' codec, not 'bytes'"):
+        rectizarr.create_array(rectizarr.MemoryStore(), shape=(2,), dtype=U8, codecs=[BYTES_LE])
+
+
+@pytest.mark.parametrize(
+    ("codecs", "path", "says"),
+    [
+        ([{"name": "optional", "configuration": {"mask_codecs": [PACKBITS]}}], ".data_codecs", "lacks"),
+        (
+            [
+                {
+                    "name": "optional",
+                    "configuration": {
+                        "mask_codecs": [{"name": "packbits", "configuration": {"padding_encoding": "zz"}}],
+                        "data_codecs": [BYTES_LE],
+                    },
+                }
+            ],
+            ".mask_codecs[0].configuration.padding_encoding",
+            "codec 'packbits'",
+        ),
+        ([BYTES_LE], "", "coded by the 'optional' codec"),
+    ],
+)
+def test_validate_checks_the_optional_codec_against_its_schema(
+    tmp_path: Any, codecs: list[Any], path: str, says: str
+) -> None:
+    doc = json.loads(_doc(U8, codecs, None))
+    (tmp_path / "zarr.json").write_text(json.dumps(doc))
+    errors = list(rectizarr.validate(str(tmp_path)).errors)
+    assert len(errors) == 1
+    assert errors[0].json_path == ("$.codecs[0].configuration" + path if path else "$.codecs")
+    assert says in errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("data_type", "fill", "path"),
+    [
+        ({"name": "optional", "configuration": {"name": "uint8", "x": 1}}, None, "$.data_type.configuration"),
+        (U8, 3, "$.fill_value"),
+        (U8, [300], "$.fill_value[0]"),
+    ],
+)
+def test_validate_checks_the_optional_data_type_and_fill(
+    tmp_path: Any, data_type: Any, fill: Any, path: str
+) -> None:
+    (tmp_path / "zarr.json").write_bytes(_doc(data_type, [OPT_CODEC], fill))
+    errors = list(rectizarr.validate(str(tmp_path)).errors)
+    assert [e.json_path for e in errors] == [path]
