@@ -33,6 +33,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
 from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
+from rectizarr.codecs.vlen_ndarray import NumcodecsVlenArrayCodec, vlen_array_dtype
 from rectizarr.codecs.zfp import ZfpCodec
 from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype_optional import is_optional_dtype
@@ -122,6 +123,11 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
 
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
+    if meta.codec_id == "vlen-array":  # native: numcodecs' layout, decoding bounded
+        try:
+            return NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration))
+        except MetadataError as exc:
+            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size

@@ -195,7 +195,7 @@ class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
 
 class VlenArrayMeta(_Config, frozen=True, forbid_unknown_fields=True):
     """zarrs' ``vlen-array`` (alias ``zarrs.vlen_v2``): vlen-utf8's layout on any variable-length type. Not
-    ``numcodecs.vlen-array`` (numeric arrays as elements, a ``dtype`` configuration), which stays unknown."""
+    ``numcodecs.vlen-array`` (numeric arrays as elements, a ``dtype`` configuration: a :class:`NumcodecsMeta`)."""
 
     name: ClassVar[str] = "vlen-array"
 
@@ -357,7 +357,7 @@ NUMCODECS_KINDS: dict[str, CodecKind] = {
     **dict.fromkeys(
         ["delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"], "array_array"
     ),
-    **dict.fromkeys(["pcodec", "zfpy"], "array_bytes"),
+    **dict.fromkeys(["pcodec", "zfpy", "vlen-array"], "array_bytes"),
 }
 
 # Registered names that are the same codec with a compatible configuration as a numcodecs id. zarrs'
