@@ -313,6 +313,8 @@ def parse_data_type(value: Any, path: str = "$.data_type") -> DataType:
 def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataType:
     if name in _LENGTH_BITS:
         name, config = _from_length_bits(name, config, path)
+    if name in ("datetime64", "timedelta64"):  # the registry's spelling: {"unit"} alone, or no configuration
+        config = {"unit": "generic", "scale_factor": 1} if config is None else {"scale_factor": 1, **config}
     name = _ALIASES.get(name, name)
     if name in _TIME:
         return _time_type(name, config, path)

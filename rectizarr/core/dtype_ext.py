@@ -238,7 +238,8 @@ def ext_parse_fill(
         if isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
             lenient("fill value written as a list of bytes; zarr-python writes base64", path)
             value = base64.b64encode(bytes(value)).decode()
-        raw = b64_fill(value, numpy.itemsize, name == "raw_bytes", path)
+        # "" (no bytes: all zero) is the registry's fill value of fixed-length-bytes, read as raw_bytes
+        raw = b64_fill(value, numpy.itemsize, name == "raw_bytes" and value != "", path)
         return np.frombuffer(raw, dtype=numpy).reshape(()).copy()
     if name in ML_INTS:
         n = json_int(value, path)
