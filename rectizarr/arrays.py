@@ -690,6 +690,8 @@ class Array(nodes.Node):
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
+        if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
+            data = dtype_optional.from_user(data, self._meta.data_type.numpy)
         try:
             data = np.asarray(data)
             check_unit_cast(data, self.dtype)
@@ -776,6 +778,8 @@ class Array(nodes.Node):
         check against the stored document."""
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)
+        if self._meta.data_type.name == "optional":
+            value = dtype_optional.from_user(value, self._meta.data_type.numpy)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
         try:
             check_unit_cast(value, self._layout.dtype)

@@ -63,6 +63,11 @@ def optional_from_name(
     extra = sorted(set(config) - {"name", "configuration"})
     if extra:
         raise MetadataError(f"unexpected key(s) {extra} in the optional configuration", path=cpath)
+    if not isinstance(config.get("configuration", {}), Mapping):
+        raise MetadataError(
+            f"the inner type's configuration must be an object, got {config['configuration']!r}",
+            path=json_path(cpath, "configuration"),
+        )
     if cpath.count(".configuration") > _MAX_DEPTH:
         raise MetadataError(f"optional types nested more than {_MAX_DEPTH} levels deep", path=cpath)
     inner_json = {"name": config["name"], "configuration": config.get("configuration") or {}}

@@ -254,6 +254,11 @@ def test_a_data_type_object_names_optional_in_create() -> None:
         ({"name": "optional"}, MetadataError, "optional needs a configuration"),
         ({"name": "optional", "configuration": {"name": "uint8", "x": 1}}, MetadataError, "unexpected key"),
         ({"name": "optional", "configuration": {"name": "string"}}, UnsupportedError, "fixed-size types"),
+        (
+            {"name": "optional", "configuration": {"name": "uint8", "configuration": []}},
+            MetadataError,
+            "must be an object",
+        ),
         ({"name": "optional", "configuration": {"name": "float128"}}, UnsupportedError, "float128"),
     ],
 )
@@ -374,3 +379,13 @@ def test_validate_checks_the_optional_data_type_and_fill(
     (tmp_path / "zarr.json").write_bytes(_doc(data_type, [OPT_CODEC], fill))
     errors = list(rectizarr.validate(str(tmp_path)).errors)
     assert [e.json_path for e in errors] == [path]
+
+
+@pytest.mark.parametrize("store", [rectizarr.MemoryStore, "local"])
+def test_append_takes_masked_values(store: Any, tmp_path: Any) -> None:
+    s = rectizarr.LocalStore(str(tmp_path)) if store == "local" else store()
+    a = rectizarr.create_array(s, shape=(2,), chunks=(3,), dtype=U8)
+    a[...] = np.ma.MaskedArray([1, 2], mask=[0, 1])
+    a.append(np.ma.MaskedArray([3, 4, 5], mask=[1, 0, 0]))
+    a.append(np.array([6], dtype=np.uint8))
+    assert a[...].tolist() == [1, None, None, 4, 5, 6]
