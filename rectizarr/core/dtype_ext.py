@@ -39,6 +39,7 @@ __all__ = [
     "ext_from_numpy",
     "ext_has_endianness",
     "ext_parse_fill",
+    "ml_dtype",
 ]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
@@ -71,7 +72,9 @@ class FieldType(Protocol):
 Parse = Callable[[Any, str], FieldType]
 
 
-def _ml(name: str, path: str) -> np.dtype[Any]:
+def ml_dtype(name: str, path: str) -> np.dtype[Any]:
+    """The ml_dtypes type ``name`` (``bfloat16``, ``float8_e4m3fn``, ``int4`` ...); UnsupportedError naming the
+    extra when ml_dtypes is missing or lacks it."""
     try:
         import ml_dtypes
     except ImportError as exc:
@@ -82,7 +85,7 @@ def _ml(name: str, path: str) -> np.dtype[Any]:
         out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
     except AttributeError as exc:
         raise UnsupportedError(
-            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}", path=path
+            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}; upgrade it", path=path
         ) from exc
     return out
 
@@ -90,7 +93,9 @@ def _ml(name: str, path: str) -> np.dtype[Any]:
 def _component(name: str, path: str) -> np.dtype[Any]:
     comp = _COMPLEX[name]
     return (
-        np.dtype(f"f{int(comp[5:]) // 8}") if comp in ("float16", "float32", "float64") else _ml(comp, path)
+        np.dtype(f"f{int(comp[5:]) // 8}")
+        if comp in ("float16", "float32", "float64")
+        else ml_dtype(comp, path)
     )
 
 
@@ -121,7 +126,7 @@ def ext_from_name(
         if name not in ("struct", "structured"):
             raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
     if name in ML_INTS:
-        return None, _ml(name, path)
+        return None, ml_dtype(name, path)
     if name in _NATIVE_COMPLEX:
         return None, np.dtype(_NATIVE_COMPLEX[name])
     if name in _COMPLEX:
