@@ -30,6 +30,9 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``.
     """
     dtype = chunk.dtype
+    if dtype.hasobject and dtype.names is not None:  # (an optional string: field by field)
+        value = np.asarray(fill).reshape(())
+        return all(is_fill(chunk[name], value[name]) for name in dtype.names)
     if dtype.hasobject:
         target = np.asarray(fill, dtype=object).reshape(()).item()
         try:

@@ -7,8 +7,8 @@ missing elements equals a ``null`` fill value bit for bit. Users see :class:`num
 (:func:`to_masked`, :func:`from_user`): the mask is True where an element is missing.
 
 The fill value JSON is ``null`` (missing) or a one-element list holding the inner type's fill value
-(``[42]``; ``[null]`` for a present-but-missing inner optional). Variable-length inner types
-(``string``, ``bytes``) are refused: a structured NumPy dtype cannot hold them.
+(``[42]``; ``[null]`` for a present-but-missing inner optional). A variable-length inner type (``string``,
+``bytes``) is an object field: its missing elements hold ``0``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr._util import json_path
-from rectizarr.errors import MetadataError, UnsupportedError
+from rectizarr.errors import MetadataError
 
 __all__ = [
     "OPTIONAL",
@@ -72,10 +72,6 @@ def optional_from_name(
         raise MetadataError(f"optional types nested more than {_MAX_DEPTH} levels deep", path=cpath)
     inner_json = {"name": config["name"], "configuration": config.get("configuration") or {}}
     inner = parse(inner_json if inner_json["configuration"] else config["name"], cpath)
-    if inner.variable_length:
-        raise UnsupportedError(
-            f"optional {inner.name}: rectizarr holds optional values of fixed-size types only", path=cpath
-        )
     stored = inner.to_json()
     as_config = {"name": stored, "configuration": {}} if isinstance(stored, str) else dict(stored)
     return MappingProxyType(as_config), storage_dtype(inner.numpy)

@@ -253,7 +253,6 @@ def test_a_data_type_object_names_optional_in_create() -> None:
     [
         ({"name": "optional"}, MetadataError, "optional needs a configuration"),
         ({"name": "optional", "configuration": {"name": "uint8", "x": 1}}, MetadataError, "unexpected key"),
-        ({"name": "optional", "configuration": {"name": "string"}}, UnsupportedError, "fixed-size types"),
         (
             {"name": "optional", "configuration": {"name": "uint8", "configuration": []}},
             MetadataError,
@@ -389,3 +388,40 @@ def test_append_takes_masked_values(store: Any, tmp_path: Any) -> None:
     a.append(np.ma.MaskedArray([3, 4, 5], mask=[1, 0, 0]))
     a.append(np.array([6], dtype=np.uint8))
     assert a[...].tolist() == [1, None, None, 4, 5, 6]
+
+
+def test_optional_strings_from_hand_made_bytes_and_back() -> None:
+    """An optional string: the mask packed, the present strings through vlen-utf8 (u32 count, then u32 length
+    and UTF-8 bytes each), as the spec composes the two."""
+    dtype = {"name": "optional", "configuration": {"name": "string"}}
+    codec = {
+        "name": "optional",
+        "configuration": {"mask_codecs": [PACKBITS], "data_codecs": [{"name": "vlen-utf8"}]},
+    }
+    present = ["ab", "", "\u00e9"]
+    utf8 = struct.pack("<I", 3) + b"".join(struct.pack("<I", len(x.encode())) + x.encode() for x in present)
+    stored = _header(bytes([0b1101]), utf8)  # [ab, N, "", é]
+    doc = json.loads(_doc(dtype, [codec], None))
+    doc["shape"], doc["chunk_grid"]["configuration"]["chunk_shape"] = [4], [4]
+    data: dict[str, Any] = {"zarr.json": json.dumps(doc).encode(), "c/0": stored}
+    a = rectizarr.open_array(rectizarr.MemoryStore.in_dict(data))
+    assert a[...].tolist() == ["ab", None, "", "\u00e9"]
+    a[...] = a[...]
+    assert data["c/0"] == stored
+    a[1] = "x"
+    a[0] = np.ma.masked
+    assert a[...].tolist() == [None, "x", "", "\u00e9"]
+
+
+@pytest.mark.parametrize(("inner", "fill", "value"), [("string", [""], "s"), ("bytes", None, b"\x00b")])
+def test_optional_variable_length_round_trips(inner: str, fill: Any, value: Any) -> None:
+    store = rectizarr.MemoryStore()
+    dtype = {"name": "optional", "configuration": {"name": inner}}
+    a = rectizarr.create_array(store, shape=(5,), chunks=(2,), dtype=dtype, fill_value=fill)
+    a[1] = value
+    a[3] = np.ma.masked
+    back = rectizarr.open_array(store)
+    want_fill = None if fill is None else fill[0]
+    assert back[...].tolist() == [want_fill, value, want_fill, None, want_fill]
+    a[...] = np.ma.masked if fill is None else fill[0]
+    assert a.nchunks_initialized == 0  # every chunk equals the fill value again
