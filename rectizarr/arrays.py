@@ -540,7 +540,10 @@ class Array(nodes.Node):
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
         if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
-            value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            try:
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            except OverflowError as exc:
+                raise self._cast_error(exc) from exc
         if (
             isinstance(value, np.ndarray)
             and value.dtype.kind in "Mm"
@@ -690,9 +693,9 @@ class Array(nodes.Node):
         """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
-        if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
-            data = dtype_optional.from_user(data, self._meta.data_type.numpy)
         try:
+            if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
+                data = dtype_optional.from_user(data, self._meta.data_type.numpy)
             data = np.asarray(data)
             check_unit_cast(data, self.dtype)
             data = data.astype(self.dtype, copy=False)
@@ -778,10 +781,10 @@ class Array(nodes.Node):
         check against the stored document."""
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)
-        if self._meta.data_type.name == "optional":
-            value = dtype_optional.from_user(value, self._meta.data_type.numpy)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
         try:
+            if self._meta.data_type.name == "optional":
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
             check_unit_cast(value, self._layout.dtype)
             internal = plan.value_to_internal(value, self._layout.dtype)
         except OverflowError as exc:

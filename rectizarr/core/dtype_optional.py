@@ -161,11 +161,11 @@ def from_user(value: Any, numpy: np.dtype[Any]) -> np.ndarray[Any, Any]:
         out = value.copy()
         out["value"][~out["valid"]] = np.zeros((), dtype=numpy["value"])
         return out
-    data = np.ma.getdata(value)
-    valid = ~_missing(np.ma.getmaskarray(value))
-    inner = numpy["value"]
-    if inner.names is not None and not isinstance(data, np.ndarray):
-        data = np.array(data, dtype=inner)
+    if isinstance(value, np.ndarray):  # a masked array (or a plain one: all present)
+        data: Any = np.ma.getdata(value)
+        valid = ~_missing(np.ma.getmaskarray(value))
+    else:  # a scalar or a list: NumPy's assignment rules (a Python int past the type: OverflowError)
+        data, valid = value, np.ones(np.shape(value), dtype=bool)
     out = np.zeros(np.shape(data), dtype=numpy)
     if valid.all():
         out["value"] = data

@@ -425,3 +425,15 @@ def test_optional_variable_length_round_trips(inner: str, fill: Any, value: Any)
     assert back[...].tolist() == [want_fill, value, want_fill, None, want_fill]
     a[...] = np.ma.masked if fill is None else fill[0]
     assert a.nchunks_initialized == 0  # every chunk equals the fill value again
+
+
+def test_values_that_do_not_fit_behave_as_for_plain_arrays() -> None:
+    dtype = {"name": "optional", "configuration": {"name": "int8"}}
+    a = rectizarr.create_array(rectizarr.MemoryStore(), shape=(2,), dtype=dtype)
+    with pytest.raises(rectizarr.CastError, match="300"):
+        a[0] = 300  # a Python int past the type, as for an int8 array
+    assert a[...].mask.all()
+    with pytest.raises(ValueError, match="invalid literal"):
+        a[0] = "x"
+    a[...] = np.array([1.5, -2.5])  # arrays cast as NumPy casts them
+    assert a[...].tolist() == [1, -2]
