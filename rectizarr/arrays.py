@@ -22,7 +22,7 @@ from rectizarr import commit, nodes, tuning
 from rectizarr._util import Shape, empty, prod, relocked_in_child
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
-from rectizarr.core import v2meta
+from rectizarr.core import dtype_optional, v2meta
 from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
 from rectizarr.core.dtype import as_strings, check_unit_cast
@@ -261,7 +261,10 @@ class Array(nodes.Node):
 
     @property
     def fill_value(self) -> Any:
-        """The fill value (what never-written elements read as), as a NumPy scalar."""
+        """The fill value (what never-written elements read as), as a NumPy scalar (``numpy.ma.masked`` for a
+        missing value of the optional data type)."""
+        if self._meta.data_type.name == "optional":
+            return dtype_optional.to_masked(self._meta.fill_value, True)
         return self._meta.fill_value[()]
 
     @property
@@ -469,7 +472,10 @@ class Array(nodes.Node):
         with self._lock:  # the plan with the layout it was made for (other threads revalidate)
             plan = self._planned(make_plan)
             layout = self._layout
+        optional = self._meta.data_type.name == "optional"  # read as a numpy.ma.MaskedArray
         if out is not None:
+            if optional:
+                raise SelectionError("out= cannot take the masked values of an optional data type")
             if out.shape != plan.final_shape or out.dtype != self.dtype:
                 raise SelectionError(
                     f"out has shape {out.shape} and dtype {out.dtype}; "
@@ -491,6 +497,8 @@ class Array(nodes.Node):
         rio.read(layout, plan, result)
         self._check_code_points(result)
         result = result.reshape(plan.final_shape)
+        if optional:
+            return dtype_optional.to_masked(result, result.shape == () and not _has_ellipsis(selection))
         if result.shape == () and not _has_ellipsis(selection):
             return result[()]
         return result
@@ -531,6 +539,11 @@ class Array(nodes.Node):
         # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
         if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
             value = np.asarray(value)  # once (a dask array computed once), however often it is planned
+        if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
+            try:
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            except OverflowError as exc:
+                raise self._cast_error(exc) from exc
         if (
             isinstance(value, np.ndarray)
             and value.dtype.kind in "Mm"
@@ -681,6 +694,8 @@ class Array(nodes.Node):
         shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
         so data that cannot be written never grows the array."""
         try:
+            if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
+                data = dtype_optional.from_user(data, self._meta.data_type.numpy)
             data = np.asarray(data)
             check_unit_cast(data, self.dtype)
             data = data.astype(self.dtype, copy=False)
@@ -768,6 +783,8 @@ class Array(nodes.Node):
             value = np.asarray(value)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
         try:
+            if self._meta.data_type.name == "optional":
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
             check_unit_cast(value, self._layout.dtype)
             internal = plan.value_to_internal(value, self._layout.dtype)
         except OverflowError as exc:

@@ -14,7 +14,8 @@ from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.codec_meta import CodecMeta, codecs_to_json, parse_codecs
-from rectizarr.core.dtype import DataType, data_type_from_numpy
+from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype_optional import inner_type, optional_fill_from_user
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, check_attributes, parse_shape
 from rectizarr.core.v2create import ByteOrders, v2_chunks, v2_zarray, whole_axes
@@ -126,6 +127,12 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def default_serializer(dtype: DataType) -> dict[str, Any]:
+    if dtype.name == "optional":  # as zarrs writes it: the mask bit-packed, the present values by their type
+        data = [default_serializer(inner_type(dtype.configuration, parse_data_type))]
+        return {
+            "name": "optional",
+            "configuration": {"mask_codecs": [{"name": "packbits"}], "data_codecs": data},
+        }
     if dtype.name == "string":
         return {"name": "vlen-utf8", "configuration": {}}
     if dtype.variable_length:
@@ -412,6 +419,8 @@ def build_array_meta(
 
 def user_fill(dt: DataType, value: Any) -> np.ndarray:
     """A user-given fill value as a 0-d array of the dtype, bit-exact for numpy scalars of that dtype."""
+    if dt.name == "optional":
+        return dt.parse_fill(optional_fill_from_user(dt.numpy, value), "fill_value")
     if isinstance(value, np.ndarray | np.generic) and np.asarray(value).dtype == dt.numpy:
         return np.array(value, dtype=dt.numpy).reshape(())
     if dt.variable_length:

@@ -393,6 +393,8 @@ _EXTENSION_KINDS = {
     "chunk_grid": "chunk grid",
     "chunk_key_encoding": "chunk key encoding",
     "index_codecs": "codec",
+    "mask_codecs": "codec",  # the optional codec's two chains
+    "data_codecs": "codec",
 }
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 

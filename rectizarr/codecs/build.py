@@ -27,13 +27,16 @@ from rectizarr.codecs.bytes_to_bytes import (
     ZstdCodec,
     get_numcodec,
 )
+from rectizarr.codecs.optional import OptionalCodec
 from rectizarr.codecs.packbits import PackbitsCodec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
 from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
+from rectizarr.codecs.vlen_ndarray import NumcodecsVlenArrayCodec, vlen_array_dtype
 from rectizarr.codecs.zfp import ZfpCodec
 from rectizarr.core import codec_meta as cm
+from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
 
 __all__ = ["build_codec", "build_pipeline"]
@@ -59,10 +62,14 @@ def build_pipeline(
     for i, meta in enumerate(metas):
         where = json_path(path, i)
         try:
-            codec = build_codec(meta, spec.dtype, where)
+            codec = (
+                _build_optional(meta, spec.dtype, edges, where)
+                if isinstance(meta, cm.OptionalMeta)
+                else build_codec(meta, spec.dtype, where)
+            )
             if isinstance(meta, cm.BloscMeta) and isinstance(codec, BloscCodec):
                 meta = msgspec.structs.replace(meta, typesize=codec.typesize)
-            if isinstance(codec, ShardingCodec):
+            if isinstance(codec, ShardingCodec | OptionalCodec):
                 meta = codec.meta
             resolved.append(meta)
             if isinstance(codec, ArrayArrayCodec):
@@ -88,7 +95,24 @@ def build_pipeline(
             raise _with_path(exc, where) from exc
     if array_bytes is None:
         raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
+    if is_optional_dtype(spec.dtype) and not isinstance(array_bytes, OptionalCodec | ShardingCodec):
+        raise MetadataError(
+            f"the optional data type is coded by the 'optional' codec, not {array_bytes.name!r}", path=path
+        )
     return CodecPipeline(tuple(resolved), tuple(array_array), array_bytes, tuple(bytes_bytes))
+
+
+def _build_optional(
+    meta: cm.OptionalMeta, dtype: np.dtype, edges: Sequence[np.ndarray], path: str
+) -> OptionalCodec:
+    """The optional codec: its mask chain codes ``bool`` chunks of the same shape, its data chain the 1-d
+    run of present values of the inner type."""
+    if not is_optional_dtype(dtype):
+        raise MetadataError(f"the optional codec codes the optional data type only, not {dtype}", path=path)
+    config = json_path(path, "configuration")
+    mask = build_pipeline(meta.mask_codecs, np.dtype(np.bool_), edges, json_path(config, "mask_codecs"))
+    data = build_pipeline(meta.data_codecs, dtype["value"], [np.array([1])], json_path(config, "data_codecs"))
+    return OptionalCodec(mask, data)
 
 
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
@@ -99,6 +123,11 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
 
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
+    if meta.codec_id == "vlen-array":  # native: numcodecs' layout, decoding bounded
+        try:
+            return NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration))
+        except MetadataError as exc:
+            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size
@@ -188,6 +217,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
         case cm.SqueezeMeta():
             return SqueezeCodec()
+        case cm.OptionalMeta():  # (edges unknown here: the mask chain is checked for one axis)
+            return _build_optional(meta, dtype, [np.array([1])], path)
         case cm.PluginMeta():
             from rectizarr.codecs.plugins import build_plugin_codec, unsupported_codec_error
 

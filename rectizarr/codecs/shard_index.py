@@ -30,8 +30,15 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``.
     """
     dtype = chunk.dtype
+    if dtype.hasobject and dtype.names is not None:  # (an optional string: field by field)
+        value = np.asarray(fill).reshape(())
+        return all(is_fill(chunk[name], value[name]) for name in dtype.names)
     if dtype.hasobject:
-        return bool(np.all(chunk == np.asarray(fill, dtype=object).reshape(()).item()))
+        target = np.asarray(fill, dtype=object).reshape(()).item()
+        try:
+            return bool(np.all(chunk == target))
+        except ValueError:  # elements that are arrays (numcodecs.vlen-array): one by one
+            return all(type(x) is type(target) and x == target for x in chunk.flat)
     value = np.asarray(fill, dtype=dtype).reshape(())
     size = dtype.itemsize
     if size in (1, 2, 4, 8):

@@ -11,7 +11,9 @@ Types: ``int32``, ``int64``, ``float32``, ``float64`` as they are; ``int8``/``in
 promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the spec's rules; ``uint32``/
 ``uint64`` as zarrs 0.23 maps them (the spec gives no rule): clamped into ``int32``/``int64`` (larger values
 are not kept), negative decoded values read as 0.
-``expert`` mode is refused: zfpy does not expose it.
+``expert`` mode is read, not written: zfpy compresses in the four other modes only, but its decoder takes any
+mode its header names, so a decode puts zfp's long (64-bit) mode header with the four expert parameters in
+front of the stored bits; an encode raises :class:`UnsupportedError`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,23 @@ _PROMOTED_INT = {"int8": (8, True), "int16": (16, True), "uint8": (8, False), "u
 # its maximum are not kept), and negative decoded values to 0
 _CLAMPED: dict[str, np.dtype] = {"uint32": np.dtype("int32"), "uint64": np.dtype("int64")}
 _PROMOTED_FLOAT = frozenset({"float16", "bfloat16"})
+_META_BITS = 84  # magic (32) + field and type (52): the header before the mode
+_LONG = 0x7FFF  # the widths zfp's long mode gives minbits, maxbits, minexp (15 bits) and maxprec (7)
+
+
+def expert_mode_bits(minbits: int, maxbits: int, maxprec: int, minexp: int) -> np.ndarray:
+    """zfp's 64-bit header mode for expert parameters (``zfp_stream_mode``'s long form: 12 bits of ones, then
+    minbits - 1, maxbits - 1 (15 bits each), maxprec - 1 (7), minexp + 16495 (15)), as bits, least first.
+    Values past a field saturate as zfp saturates them (maxbits past 32768 and maxprec past 128 limit
+    nothing); a minbits past 32768 cannot be written there: UnsupportedError."""
+    if minbits > _LONG + 1:
+        raise UnsupportedError(f"zfp expert mode with minbits {minbits}: zfp's header holds at most 32768")
+    mode = max(0, min(minexp + 16495, _LONG))
+    mode = (mode << 7) + max(1, min(maxprec, 0x80)) - 1
+    mode = (mode << 15) + max(1, min(maxbits, _LONG + 1)) - 1
+    mode = (mode << 15) + max(1, minbits) - 1
+    mode = (mode << 12) + 0xFFF
+    return np.unpackbits(np.frombuffer(mode.to_bytes(8, "little"), dtype=np.uint8), bitorder="little")
 
 
 def _zfpy() -> Any:
@@ -53,10 +72,6 @@ class ZfpCodec(ArrayBytesCodec):
     name = "zfp"
 
     def __init__(self, mode: str, params: dict[str, Any], path: str) -> None:
-        if mode == "expert":
-            raise UnsupportedError(
-                "zfp's expert mode: zfpy, the zfp binding rectizarr uses, does not expose it", path=path
-            )
         self.zfpy = _zfpy()
         if self.zfpy is None:
             raise UnsupportedError(
@@ -68,7 +83,19 @@ class ZfpCodec(ArrayBytesCodec):
             "fixed_precision": {"precision": params.get("precision")},
             "fixed_accuracy": {"tolerance": params.get("tolerance")},
             "reversible": {},
+            "expert": {},
         }[mode]
+        if mode == "expert" and not (params["minbits"] <= params["maxbits"] and 1 <= params["maxprec"] <= 64):
+            raise MetadataError(
+                f"zfp expert mode needs minbits <= maxbits and maxprec in [1, 64], got {params}",
+                path=path.removesuffix(".mode"),
+            )
+        self.expert = (
+            expert_mode_bits(params["minbits"], params["maxbits"], params["maxprec"], params["minexp"])
+            if mode == "expert"
+            else None
+        )
+        self.maxbits = int(params["maxbits"]) if mode == "expert" else 0
         self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
 
     # --------------------------------------------------------------------------------- types and shapes
@@ -103,7 +130,9 @@ class ZfpCodec(ArrayBytesCodec):
     def encoded_bound(self, spec: ChunkSpec) -> int | None:
         _, zdt = self._zfp_dtype(spec.dtype)
         # zfp's stream never exceeds the raw values by more than a few bits per 4^d block; twice plus a page
-        return 2 * spec.size * zdt.itemsize + 4096
+        # (in expert mode a block may take up to maxbits)
+        blocks = int(np.prod([-(-n // 4) for n in self._field(spec.shape)]))
+        return max(2 * spec.size * zdt.itemsize, -(-blocks * min(self.maxbits, _LONG + 1) // 8)) + 4096
 
     # --------------------------------------------------------------------------------------- promotion
 
@@ -147,6 +176,12 @@ class ZfpCodec(ArrayBytesCodec):
         return {"rate": float(self.kwargs["rate"]) * 4.0 ** (3 - ndim)}
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
+        if self.mode == "expert":
+            raise UnsupportedError(
+                "zfp's expert mode is read but not written: zfpy, the zfp binding rectizarr uses, does not "
+                "compress in it (write with mode fixed_rate, fixed_precision, fixed_accuracy or reversible)",
+                key=spec.key,
+            )
         name, zdt = self._zfp_dtype(spec.dtype)
         field = self._field(spec.shape)
         values = np.ascontiguousarray(self._promote(np.asarray(chunk), name, zdt)).reshape(field)
@@ -160,9 +195,14 @@ class ZfpCodec(ArrayBytesCodec):
         key = (field, zdt.str)
         header = self._headers.get(key)
         if header is None:
-            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **self._kwargs(len(field)))
+            kwargs = (
+                self._kwargs(len(field)) if self.expert is None else {}
+            )  # (expert: reversible's field bits)
+            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs)
             header = _bits(stream)[:_HEADER_BITS]
-            if header[84:96].all():  # a 12-bit mode of all ones announces a long mode: not these modes'
+            if self.expert is not None:
+                header = np.concatenate([header[:_META_BITS], self.expert])
+            if self.expert is None and header[84:96].all():  # 12 bits of ones: a long mode, not these modes'
                 raise MetadataError(f"zfp mode {self.mode} {self.kwargs} needs a long header")
             if len(self._headers) > 64:
                 self._headers.clear()

@@ -7,21 +7,30 @@ codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing 
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import msgspec
 
 from rectizarr._util import json_path
+from rectizarr.core.codec_registry import (
+    NUMCODECS_ALIASES,
+    NUMCODECS_KINDS,
+    PLUGIN_GROUP,
+    PROVIDERS,
+    CodecKind,
+    convert_config,
+    plugged_in,
+    unsupported_codec_error,
+)
 from rectizarr.core.dtype_ext import MAX_NESTING
-from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
+from rectizarr.errors import LenientMetadataWarning, MetadataError
 
 __all__ = [
     "NUMCODECS_KINDS",
     "PLUGIN_GROUP",
+    "PROVIDERS",
     "BitroundMeta",
     "BloscMeta",
     "BytesMeta",
@@ -31,6 +40,7 @@ __all__ = [
     "Crc32cMeta",
     "GzipMeta",
     "NumcodecsMeta",
+    "OptionalMeta",
     "PackbitsMeta",
     "PluginMeta",
     "ReshapeMeta",
@@ -46,9 +56,9 @@ __all__ = [
     "ZstdMeta",
     "codecs_to_json",
     "parse_codecs",
+    "unsupported_codec_error",
 ]
 
-CodecKind: TypeAlias = Literal["array_array", "array_bytes", "bytes_bytes"]
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 
 
@@ -194,7 +204,7 @@ class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
 
 class VlenArrayMeta(_Config, frozen=True, forbid_unknown_fields=True):
     """zarrs' ``vlen-array`` (alias ``zarrs.vlen_v2``): vlen-utf8's layout on any variable-length type. Not
-    ``numcodecs.vlen-array`` (numeric arrays as elements, a ``dtype`` configuration), which stays unknown."""
+    ``numcodecs.vlen-array`` (numeric arrays as elements, a ``dtype`` configuration: a :class:`NumcodecsMeta`)."""
 
     name: ClassVar[str] = "vlen-array"
 
@@ -214,6 +224,15 @@ class ShardingMeta(msgspec.Struct, frozen=True):
     index_location: Literal["start", "end"] = "end"
 
 
+class OptionalMeta(msgspec.Struct, frozen=True):
+    """zarrs' ``optional`` (array->bytes, for the ``optional`` data type): the validity mask through
+    ``mask_codecs``, the present values (flattened) through ``data_codecs``."""
+
+    name: ClassVar[str] = "optional"
+    mask_codecs: tuple[CodecMeta, ...]
+    data_codecs: tuple[CodecMeta, ...]
+
+
 class NumcodecsMeta(msgspec.Struct, frozen=True):
     """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
 
@@ -225,7 +244,7 @@ class NumcodecsMeta(msgspec.Struct, frozen=True):
 
     @property
     def codec_id(self) -> str:
-        return _NUMCODECS_ALIASES.get(self.name, self.name.removeprefix("numcodecs."))
+        return NUMCODECS_ALIASES.get(self.name, self.name.removeprefix("numcodecs."))
 
     @property
     def kind(self) -> CodecKind:
@@ -238,55 +257,6 @@ class PluginMeta(msgspec.Struct, frozen=True):
 
     name: str
     configuration: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-#: the entry-point group of codec plugins (the same as :data:`rectizarr.codecs.plugins.ENTRY_POINT_GROUP`)
-PLUGIN_GROUP = "rectizarr.codecs"
-
-
-_IMAGECODECS = "imagecodecs (its coders, wrapped by a 'rectizarr.codecs' plugin)"
-_N5 = "zarr-n5 (a zarr-python plugin; pip install zarr-n5) or an N5 reader such as tensorstore's n5 driver"
-_ZARRS = "zarrs (Rust; in Python the 'zarrs' codec pipeline of zarr-python)"
-#: Registered codecs (zarr-extensions) rectizarr does not build in, and what implements them.
-PROVIDERS: dict[str, str] = {
-    "jpeg": _IMAGECODECS,
-    "jpegxl": _IMAGECODECS,
-    "lzw": _IMAGECODECS,
-    "arrow-ipc": "pyarrow (Arrow IPC streams)",
-    "nanovdb": "NanoVDB (OpenVDB's nanovdb library)",
-    "n5": _N5,
-    "n5_default": _N5,
-    "n5_varlen": _N5,
-    "n5_label_multiset": _N5,
-    "label_multiset": _N5,
-    "conditional": _ZARRS,
-    "offset": "tifffile-style readers (chunks as TIFF files with a header)",
-    "pad": "tifffile-style readers (chunks as TIFF files with a header)",
-    "singleton_dim": _ZARRS,
-    "vlen-ndarray": _ZARRS,
-    "numcodecs.zfpy": "zfpy (pip install zfpy)",
-    "numcodecs.pcodec": "pcodec (pip install pcodec)",
-}
-
-
-def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedError:
-    """The error for a codec neither built in nor plugged in: it names the codec, where it is registered and
-    what implements it, and how a package can plug it in."""
-    provider = PROVIDERS.get(name)
-    where = "a codec registered in zarr-extensions" if provider else "not a codec rectizarr knows"
-    hint = f"; implemented by {provider}" if provider else ""
-    return UnsupportedError(
-        f"{'' if provider else 'unknown '}codec {name!r} ({where}) is not built into rectizarr{hint}; a package "
-        f"can provide it through "
-        f"the {PLUGIN_GROUP!r} entry point (no codec can be skipped: must_understand false does not help)",
-        path=json_path(path, "name"),
-    )
-
-
-def _plugged_in(name: str) -> bool:
-    """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
-    names no built-in parser knows get here)."""
-    return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))
 
 
 class V2ChunkMeta(msgspec.Struct, frozen=True):
@@ -321,38 +291,8 @@ CodecMeta: TypeAlias = (
     | ZfpMeta
     | PluginMeta
     | VlenArrayMeta
+    | OptionalMeta
 )
-
-#: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
-NUMCODECS_KINDS: dict[str, CodecKind] = {
-    **dict.fromkeys(
-        [
-            "blosc",
-            "lz4",
-            "zstd",
-            "zlib",
-            "gzip",
-            "bz2",
-            "lzma",
-            "shuffle",
-            "crc32",
-            "crc32c",
-            "adler32",
-            "fletcher32",
-            "jenkins_lookup3",
-        ],
-        "bytes_bytes",
-    ),
-    **dict.fromkeys(
-        ["delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"], "array_array"
-    ),
-    **dict.fromkeys(["pcodec", "zfpy"], "array_bytes"),
-}
-
-# Registered names that are the same codec with a compatible configuration as a numcodecs id. zarrs'
-# ``packbits`` (array->bytes, padding options), ``bitround`` (integers too, a saturating carry) and ``zfp``
-# differ from numcodecs' and are not aliases.
-_NUMCODECS_ALIASES: dict[str, str] = {}
 
 _PLAIN: dict[str, type[_Config]] = {
     cls.name: cls
@@ -384,27 +324,8 @@ _ALIASES: dict[str, str] = {
     "zarrs.zfp": "zfp",  # zarrs' names while these were experimental
     "zarrs.bitround": "bitround",
     "zarrs.vlen_v2": "vlen-array",
+    "zarrs.optional": "optional",
 }
-
-_AT = re.compile(r" - at `\$(?P<rest>[^`]*)`$")
-_FIELD = re.compile(r"(?:unknown|missing required) field `(?P<field>[^`]+)`")
-
-
-def _convert(config: Any, cls: type[Any], path: str) -> Any:
-    """``msgspec.convert`` with errors rewrapped as :class:`MetadataError` at the full JSON path."""
-    try:
-        return msgspec.convert(config, cls, strict=True)
-    except msgspec.ValidationError as exc:
-        msg = str(exc)
-        where = path
-        at = _AT.search(msg)
-        if at:
-            msg = msg[: at.start()]
-            where = path + at.group("rest")
-        field = _FIELD.search(msg)
-        if field:  # (in a nested object too: the path names the field)
-            where = json_path(where, field.group("field"))
-        raise MetadataError(msg, path=where) from exc
 
 
 def _parse_one(value: Any, path: str) -> CodecMeta:
@@ -433,13 +354,21 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
     name = _ALIASES.get(name, name)
     if name == "sharding_indexed":
         return _parse_sharding(config, cpath)
+    if name == "optional":
+        for key in sorted(set(config) ^ {"mask_codecs", "data_codecs"}):
+            what = "lacks" if key not in config else "has an unknown key"
+            raise MetadataError(
+                f"the optional codec's configuration {what} {key!r}", path=json_path(cpath, key)
+            )
+        chains = [parse_codecs(config[k], json_path(cpath, k)) for k in ("mask_codecs", "data_codecs")]
+        return OptionalMeta(mask_codecs=chains[0], data_codecs=chains[1])
     if name in _PLAIN:
         cls = _PLAIN[name]
         if not has_config and cls.__struct_fields__ and cls not in (BytesMeta, ScaleOffsetMeta, PackbitsMeta):
             raise MetadataError(f"codec {name!r} needs a 'configuration' object", path=path)
         if cls is CastValueMeta and config.get("out_of_range") == "error":
             config = {k: v for k, v in config.items() if k != "out_of_range"}  # the default, spelt out
-        meta: CodecMeta = _convert(config, cls, cpath)
+        meta: CodecMeta = convert_config(config, cls, cpath)
         if isinstance(meta, ZfpMeta):
             wanted = set(_ZFP_PARAMS[meta.mode])
             for key in sorted((set(config) - {"mode"}) ^ wanted):
@@ -463,19 +392,19 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
                     stacklevel=4,
                 )
         return meta
-    if name.startswith("numcodecs.") or name in _NUMCODECS_ALIASES:
+    if name.startswith("numcodecs.") or name in NUMCODECS_ALIASES:
         meta = NumcodecsMeta(name=name, configuration=dict(config))
         if meta.codec_id in NUMCODECS_KINDS:
             if "id" in config:
                 raise MetadataError("'id' is implied by the codec name", path=json_path(cpath, "id"))
             return meta
-    if _plugged_in(name):
+    if plugged_in(name):
         return PluginMeta(name=name, configuration=dict(config))
     raise unsupported_codec_error(name, path)
 
 
 def _parse_sharding(config: dict[str, Any], path: str) -> ShardingMeta:
-    cfg: _ShardingConfig = _convert(config, _ShardingConfig, path)
+    cfg: _ShardingConfig = convert_config(config, _ShardingConfig, path)
     defaults: dict[str, list[Any]] = {
         "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
         "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
@@ -528,6 +457,9 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             return {"name": meta.name}
         case VlenUtf8Meta():
             return {"name": meta.name, "configuration": {}}  # as zarr-python writes it
+        case OptionalMeta():
+            chains = {"mask_codecs": meta.mask_codecs, "data_codecs": meta.data_codecs}
+            return {"name": meta.name, "configuration": {k: codecs_to_json(v) for k, v in chains.items()}}
         case ShardingMeta():
             return {
                 "name": meta.name,

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core import dtype_ext as ext
+from rectizarr.core.dtype_values import as_strings, check_unit_cast
 from rectizarr.core.fill import (
     FLOAT_SPECS,
     ML_FLOATS,
@@ -37,9 +38,16 @@ from rectizarr.core.fill import (
     parse_float,
     parse_int,
 )
-from rectizarr.errors import LenientMetadataWarning, MetadataError, SelectionError, UnsupportedError
+from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
-__all__ = ["DataType", "LenientMetadataWarning", "as_strings", "data_type_from_numpy", "parse_data_type"]
+__all__ = [
+    "DataType",
+    "LenientMetadataWarning",
+    "as_strings",
+    "check_unit_cast",
+    "data_type_from_numpy",
+    "parse_data_type",
+]
 
 _CORE: dict[str, str] = {
     "bool": "?",
@@ -87,6 +95,7 @@ _EXT_PLAIN = ext.EXT_NAMES - {
     "structured",
     "null_terminated_bytes",
     "raw_bytes",
+    "optional",
 }  # no configuration
 
 
@@ -152,7 +161,7 @@ class DataType:
         A 0-d numpy value of this dtype (any byte order) is taken as is; other numpy scalars go
         through their Python value. Raises :class:`MetadataError` (with ``path``) for invalid forms.
         """
-        if value is None:
+        if value is None and self.name != "optional":  # (optional: null is a missing value)
             raise MetadataError(f"fill_value must not be null for {self.name}", path=path)
         if isinstance(value, np.ndarray | np.generic):
             arr = np.asarray(value)
@@ -312,6 +321,8 @@ def parse_data_type(value: Any, path: str = "$.data_type") -> DataType:
 def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataType:
     if name in _LENGTH_BITS:
         name, config = _from_length_bits(name, config, path)
+    if name in ("datetime64", "timedelta64"):  # the registry's spelling: {"unit"} alone, or no configuration
+        config = {"unit": "generic", "scale_factor": 1} if config is None else {"scale_factor": 1, **config}
     name = _ALIASES.get(name, name)
     if name in _TIME:
         return _time_type(name, config, path)
@@ -327,7 +338,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
     if name in _VARIABLE:
         return DataType(name, None, np.dtype(object))
     if name in ML_FLOATS:
-        return DataType(name, None, _ml_dtype(name, path))
+        return DataType(name, None, ext.ml_dtype(name, path))
     m = _RAW.fullmatch(name)
     if m:
         digits = m.group(1)
@@ -350,7 +361,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
 
 
 # Registered data types (zarr-extensions) rectizarr does not read, and what implements them.
-_ELSEWHERE = {"optional": "zarrs (Rust), with its 'optional' codec", "binary_fixed_point": None}
+_ELSEWHERE: dict[str, str | None] = {"binary_fixed_point": None}
 _FIXED_POINT = re.compile(r"N[0-9]{1,2}f[0-9]{1,2}")
 
 
@@ -427,22 +438,6 @@ def _utf32_type(config: Mapping[str, Any] | None, path: str) -> DataType:
     return DataType(_UTF32, MappingProxyType({"length_bytes": int(length)}), np.dtype(f"U{length // 4}"))
 
 
-def _ml_dtype(name: str, path: str) -> np.dtype[Any]:
-    try:
-        import ml_dtypes
-    except ImportError as e:
-        raise UnsupportedError(
-            f"data type {name!r} needs the optional ml_dtypes package: pip install 'rectizarr[ml]'", path=path
-        ) from e
-    try:
-        out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
-    except AttributeError as e:
-        raise UnsupportedError(
-            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}; upgrade it", path=path
-        ) from e
-    return out
-
-
 def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
     """``dt`` with every field in native byte order."""
     if dt.fields is None:
@@ -450,20 +445,23 @@ def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
     return np.dtype([(n, _native(dt.fields[n][0])) for n in dt.names or ()])
 
 
-def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
+def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> DataType:
     """The Zarr data type for a numpy dtype (byte order dropped) or a configuration-less Zarr name.
 
     ``"U5"`` -> ``fixed_length_utf32`` (20 bytes); ``str``/``"U"``/object/StringDType -> ``string``;
     ``bytes``/``"S"`` -> ``bytes``; ``"M8[s]"`` -> ``numpy.datetime64``; ``"V2"`` -> ``r16``;
-    ml_dtypes types by name. Anything else raises :class:`UnsupportedError` naming the type.
+    ml_dtypes types by name; a Zarr ``data_type`` object (``{"name": "optional", "configuration": {"name":
+    "uint8"}}``) as :func:`parse_data_type` reads it. Anything else raises :class:`UnsupportedError`.
     """
+    if isinstance(dtype, Mapping) and "name" in dtype:  # (not NumPy's {"names": [...], "formats": [...]})
+        return parse_data_type(dtype)
     if isinstance(dtype, str) and (
         _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN
         or _RAW.fullmatch(dtype)
     ):
         return _from_name(dtype, None, "$.data_type")
     try:
-        dt: np.dtype[Any] = np.dtype(dtype)
+        dt: np.dtype[Any] = np.dtype(dtype)  # type: ignore[arg-type]  # (a Mapping: NumPy's dict form)
     except (TypeError, ValueError) as e:
         raise UnsupportedError(f"cannot map {dtype!r} to a Zarr data type") from e
     if dt.name in ML_FLOATS and dt.type.__module__.startswith("ml_dtypes"):
@@ -491,83 +489,3 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str) -> DataType:
         name = "numpy.datetime64" if kind == "M" else "numpy.timedelta64"
         return _time_type(name, {"unit": unit, "scale_factor": scale}, "$.data_type")
     raise UnsupportedError(f"numpy dtype {dt} has no supported Zarr data type")
-
-
-def as_strings(values: np.ndarray, one: bool = False) -> np.ndarray:
-    """The elements of an object array as ``str``, as zarr-python's string arrays (NumPy ``StringDType``)
-    cast what is written into them: ``5`` -> ``'5'``, ``None`` -> ``'None'``, ``b'x'`` -> ``'x'``
-    (UTF-8; other bytes: :class:`SelectionError`). A list, tuple or array in an element came from a
-    value with more dimensions than the selection: NumPy's ValueError, unless ``one`` element is written
-    (``a[0] = ["x"]`` stores ``"['x']"``, as NumPy does). Done before anything is written, so a write
-    never stops half-way on an element its codec cannot encode."""
-    if all(x.__class__ is str for x in values.flat):
-        return values
-    out = np.empty(values.shape, dtype=object)
-    out.flat[:] = [
-        str(x) if one and isinstance(x, list | tuple | np.ndarray) else _as_string(x) for x in values.flat
-    ]
-    return out
-
-
-def _as_string(x: Any) -> str:
-    if isinstance(x, str):
-        return str(x)  # np.str_ too, which numcodecs' VLenUTF8 refuses
-    if isinstance(x, list | tuple | np.ndarray):
-        raise ValueError(
-            "setting an array element with a sequence: the value has more dimensions than the "
-            f"selection (an element is {type(x).__name__} {x!r:.40})"
-        )
-    if isinstance(x, bytes | bytearray | memoryview):
-        try:
-            return bytes(x).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise SelectionError(
-                f"cannot store {bytes(x)!r:.40} in a string array: not UTF-8 ({exc})"
-            ) from None
-    return str(x)
-
-
-# the units of a fixed length, in attoseconds (years and months are not: NumPy converts them by the calendar)
-_ATTOSECONDS = {
-    "W": 7 * 86400 * 10**18,
-    "D": 86400 * 10**18,
-    "h": 3600 * 10**18,
-    "m": 60 * 10**18,
-    "s": 10**18,
-    "ms": 10**15,
-    "us": 10**12,
-    "ns": 10**9,
-    "ps": 10**6,
-    "fs": 10**3,
-    "as": 1,
-}
-_I64 = np.iinfo(np.int64)
-
-
-def check_unit_cast(values: Any, dtype: npt.DTypeLike) -> None:
-    """OverflowError where dates or durations in ``values`` (an array or a NumPy scalar) lie outside the
-    range of ``dtype``'s finer unit (``datetime64[s]`` of the year 3000 into ``datetime64[ns]``). NumPy 2.5
-    raises it when it casts an array; older NumPy (Python 3.11 gets 2.4) and NumPy's scalar casts wrap
-    such values around into other dates, silently. Units of a fixed length (weeks to attoseconds) only."""
-    dt: np.dtype[Any] = np.dtype(dtype)
-    if (
-        dt.kind not in "Mm"
-        or not isinstance(values, np.ndarray | np.datetime64 | np.timedelta64)
-        or values.dtype.kind != dt.kind
-    ):
-        return
-    (unit, count), (src_unit, src_count) = np.datetime_data(dt), np.datetime_data(values.dtype)
-    if unit not in _ATTOSECONDS or src_unit not in _ATTOSECONDS:
-        return
-    ratio, rest = divmod(_ATTOSECONDS[src_unit] * src_count, _ATTOSECONDS[unit] * count)
-    if ratio <= 1 or rest:
-        return  # the same or a coarser unit, where no value grows (or one not dividing it, 7 s into 2 s: unchecked)
-    limit = _I64.max // ratio  # a value v fits where |v * ratio| <= the largest int64 (the smallest is NaT)
-    ints = np.asarray(values)
-    ints = ints.astype(ints.dtype.newbyteorder("="), copy=False).view(np.int64)
-    outside = (ints > limit) | ((ints < -limit) & (ints != _I64.min))
-    if outside.any():
-        first = np.asarray(values).reshape(-1)[np.flatnonzero(outside)[0]]
-        raise OverflowError(
-            f"{first} is outside the range of {dt} (converting between {values.dtype} and {dt} units)"
-        )

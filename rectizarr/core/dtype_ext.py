@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from rectizarr._util import is_int, json_path
+from rectizarr.core import dtype_optional as opt
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
@@ -38,13 +39,14 @@ __all__ = [
     "ext_from_numpy",
     "ext_has_endianness",
     "ext_parse_fill",
+    "ml_dtype",
 ]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
 _NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}
 _COMPLEX = {f"complex_{f}": f for f in FLOAT_SPECS}
 _BYTES = {"null_terminated_bytes": "S", "raw_bytes": "V"}
-EXT_NAMES = frozenset({"struct", "structured", *ML_INTS, *_COMPLEX, *_BYTES})
+EXT_NAMES = frozenset({"struct", "structured", opt.OPTIONAL, *ML_INTS, *_COMPLEX, *_BYTES})
 #: Bytes per element of the byte-string types and of Zarr v2 dtypes: their fill value is built at open, from
 #: the metadata alone, so a larger claim would allocate that much before any data is read.
 MAX_ITEMSIZE = 1 << 24
@@ -70,7 +72,9 @@ class FieldType(Protocol):
 Parse = Callable[[Any, str], FieldType]
 
 
-def _ml(name: str, path: str) -> np.dtype[Any]:
+def ml_dtype(name: str, path: str) -> np.dtype[Any]:
+    """The ml_dtypes type ``name`` (``bfloat16``, ``float8_e4m3fn``, ``int4`` ...); UnsupportedError naming the
+    extra when ml_dtypes is missing or lacks it."""
     try:
         import ml_dtypes
     except ImportError as exc:
@@ -81,7 +85,7 @@ def _ml(name: str, path: str) -> np.dtype[Any]:
         out: np.dtype[Any] = np.dtype(getattr(ml_dtypes, name))
     except AttributeError as exc:
         raise UnsupportedError(
-            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}", path=path
+            f"data type {name!r} is missing from ml_dtypes {ml_dtypes.__version__}; upgrade it", path=path
         ) from exc
     return out
 
@@ -89,7 +93,9 @@ def _ml(name: str, path: str) -> np.dtype[Any]:
 def _component(name: str, path: str) -> np.dtype[Any]:
     comp = _COMPLEX[name]
     return (
-        np.dtype(f"f{int(comp[5:]) // 8}") if comp in ("float16", "float32", "float64") else _ml(comp, path)
+        np.dtype(f"f{int(comp[5:]) // 8}")
+        if comp in ("float16", "float32", "float64")
+        else ml_dtype(comp, path)
     )
 
 
@@ -101,6 +107,8 @@ def ext_from_name(
 ) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
     """The configuration (as stored) and numpy dtype of an extension data type ``name``."""
     cpath = json_path(path, "configuration")
+    if name == opt.OPTIONAL:
+        return opt.optional_from_name(config, path, parse)
     if name in _BYTES:
         length: Any = (config or {}).get("length_bytes")
         if (
@@ -118,7 +126,7 @@ def ext_from_name(
         if name not in ("struct", "structured"):
             raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
     if name in ML_INTS:
-        return None, _ml(name, path)
+        return None, ml_dtype(name, path)
     if name in _NATIVE_COMPLEX:
         return None, np.dtype(_NATIVE_COMPLEX[name])
     if name in _COMPLEX:
@@ -194,7 +202,7 @@ def ext_from_numpy(
 
 
 def ext_has_endianness(name: str, numpy: np.dtype[Any]) -> bool:
-    if name in _BYTES or name in ML_INTS:
+    if name in _BYTES or name in ML_INTS or name == opt.OPTIONAL:  # (optional: its data codecs say)
         return False
     if name in _COMPLEX:
         return numpy.itemsize > 2
@@ -229,11 +237,14 @@ def ext_parse_fill(
     name: str, config: Mapping[str, Any] | None, numpy: np.dtype[Any], value: Any, path: str, parse: Parse
 ) -> np.ndarray[Any, Any]:
     """A fill value of an extension type as a 0-d array of ``numpy``."""
+    if name == opt.OPTIONAL:
+        return opt.optional_parse_fill(config, numpy, value, path, parse)
     if name in _BYTES:
         if isinstance(value, list) and all(is_int(b) and 0 <= b <= 255 for b in value):
             lenient("fill value written as a list of bytes; zarr-python writes base64", path)
             value = base64.b64encode(bytes(value)).decode()
-        raw = b64_fill(value, numpy.itemsize, name == "raw_bytes", path)
+        # "" (no bytes: all zero) is the registry's fill value of fixed-length-bytes, read as raw_bytes
+        raw = b64_fill(value, numpy.itemsize, name == "raw_bytes" and value != "", path)
         return np.frombuffer(raw, dtype=numpy).reshape(()).copy()
     if name in ML_INTS:
         n = json_int(value, path)
@@ -274,6 +285,8 @@ def ext_fill_to_json(
     name: str, config: Mapping[str, Any] | None, fill: np.ndarray[Any, Any], parse: Parse
 ) -> Any:
     """Canonical fill value JSON of an extension type (what :func:`ext_parse_fill` reads back)."""
+    if name == opt.OPTIONAL:
+        return opt.optional_fill_to_json(config, fill, parse)
     if name in _BYTES:
         raw = fill.tobytes()
         return base64.b64encode(raw.rstrip(b"\0") if name == "null_terminated_bytes" else raw).decode("ascii")

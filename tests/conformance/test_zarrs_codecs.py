@@ -602,12 +602,12 @@ def test_zfp_unsigned_32_and_64_bit_clamp_as_zarrs_does() -> None:
             "",
         ),
         (
-            {"mode": "expert", "minbits": 1, "maxbits": 64, "maxprec": 32, "minexp": -100},
+            {"mode": "expert", "minbits": 65, "maxbits": 64, "maxprec": 32, "minexp": -100},
             "float32",
             (4,),
-            UnsupportedError,
-            "$.codecs[0].configuration.mode",
-            "expert",
+            MetadataError,
+            "$.codecs[0].configuration",
+            "minbits <= maxbits",
         ),
         ({"mode": "reversible"}, "complex64", (4,), MetadataError, "$.codecs[0]", "zfp does not code"),
         (
