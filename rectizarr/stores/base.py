@@ -46,9 +46,6 @@ ByteRange: TypeAlias = tuple[int, int | None]
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
-DEFAULT_COALESCE_GAP = 1 << 16
-DEFAULT_COALESCE_MAX = 1 << 24
-
 _MAX_DECODE_ROUNDS = 4
 WRITE_TOKEN = "rectizarrwrite"
 """The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
@@ -231,12 +228,11 @@ class Store(ABC):
     _max_value: int | None = None
 
     def __init__(
-        self,
-        *,
-        read_only: bool = False,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        self, *, read_only: bool = False, coalesce_gap: int | None = None, coalesce_max: int | None = None
     ) -> None:
+        t = tuning.current()  # None: the tuning's
+        coalesce_gap = t.coalesce_gap if coalesce_gap is None else coalesce_gap
+        coalesce_max = t.coalesce_max if coalesce_max is None else coalesce_max
         if coalesce_gap < 0 or coalesce_max < 0:
             raise StoreError(f"coalesce_gap ({coalesce_gap}) and coalesce_max ({coalesce_max}) must be >= 0")
         self.read_only = read_only

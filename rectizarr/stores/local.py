@@ -16,16 +16,10 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from rectizarr import tuning
 from rectizarr._util import ceildiv, default_workers, in_forked_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    DEFAULT_COALESCE_GAP,
-    DEFAULT_COALESCE_MAX,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-)
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
 from rectizarr.stores.fileread import (
     MISSING,
@@ -53,7 +47,6 @@ _O_FLAGS = (
     | getattr(os, "O_BINARY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
-_OPEN_DIRS = 256  # directory descriptors a batch write holds at once
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -109,11 +102,6 @@ def _forget_pools() -> None:  # pragma: no cover - runs in forked children
     _pools.clear()
 
 
-_THREADED_BYTES = 4 << 20  # a batch of this many bytes goes to threads (see LocalStore._map) ...
-_THREADED_FILES = 16  # ... or of this many whole files (sizes unknown) read
-_THREADED_WRITES = 64  # ... or of this many values written
-
-
 def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None:
     """The bytes ``requests`` ask for, when every one is a range of known length (None otherwise)."""
     total = 0
@@ -149,8 +137,8 @@ class LocalStore(Store):
         *,
         read_only: bool = False,
         fsync: bool = False,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
         workers: int | None = None,
     ) -> None:
         super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
@@ -173,13 +161,15 @@ class LocalStore(Store):
         self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None
     ) -> list[_R]:
         """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
-        when the batch is large: ``nbytes`` (None: not known) from :data:`_THREADED_BYTES`, or ``many``
+        when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or ``many``
         values or more (None: the count alone never is). A hand-off costs more than small work (medians
         on this project's 2-core VMs, one thread vs two): 8 reads of a shard's 2 KiB index 42 vs 200 µs,
         64 of them 248 vs 450 µs; 8 whole 2 MiB files 2.5 vs 2.8 ms, 16 of them 5.9 vs 5.0 ms; writes of 16
         files of 1 KiB 2.0 vs 2.3 ms, of 256 files 33 vs 24 ms."""
         workers = min(self.workers, len(args))
-        large = (nbytes is not None and nbytes >= _THREADED_BYTES) or (many is not None and len(args) >= many)
+        large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
+            many is not None and len(args) >= many
+        )
         if workers <= 1 or not large or threading.current_thread().name.startswith("rectizarr"):
             # One thread, small work, or inside a worker of rectizarr's engine, which keeps the cores busy.
             return [fn(a) for a in args]
@@ -194,10 +184,10 @@ class LocalStore(Store):
             key, byte_range = requests[0]
             return [read_file(self._path(key), byte_range)]
         nbytes = _range_bytes(requests)  # ranges of known size: by bytes alone; whole files: by count too
-        many = None if nbytes is not None else _THREADED_FILES
+        many = None if nbytes is not None else tuning.current().local_threaded_files
         if (
-            nbytes is None
-            and len(requests) < _THREADED_FILES
+            many is not None
+            and len(requests) < many
             and self.workers > 1
             and not threading.current_thread().name.startswith("rectizarr")
         ):
@@ -301,11 +291,14 @@ class LocalStore(Store):
             work.append((directory, name, key, value))
         work.sort(key=lambda w: w[0])
         start = 0
-        while start < len(work):  # in runs holding at most _OPEN_DIRS directory descriptors
+        t = tuning.current()
+        while start < len(work):  # in runs holding at most t.local_open_dirs directory descriptors
             with self._dirs(create=True) as dirs:
                 run: list[tuple[int, str, str, Buffer]] = []
                 leaves: set[int] = set()
-                while start < len(work) and (len(dirs) < _OPEN_DIRS or work[start][0] == work[start - 1][0]):
+                while start < len(work) and (
+                    len(dirs) < t.local_open_dirs or work[start][0] == work[start - 1][0]
+                ):
                     directory, name, key, value = work[start]
                     fd = dirs.open(directory, key)
                     assert fd is not None  # made when missing
@@ -320,7 +313,7 @@ class LocalStore(Store):
                     self._write_one,
                     run,
                     sum(len(memoryview(v)) for *_, v in run),
-                    2 if self.fsync else _THREADED_WRITES,
+                    2 if self.fsync else t.local_threaded_writes,
                 )
                 if self.fsync:
                     for fd in leaves:
