@@ -27,6 +27,7 @@ RANKS: Mapping[str, int] = {
     "errors": 0,
     "_util": 0,
     "tuning": 0,  # tuning: thresholds every layer may read
+    "threads": 0,  # threads: every pool and thread rectizarr starts (the stores' too)
     "core": 1,
     "stores": 1,  # stores stand alone: errors and _util only
     "indexing": 2,
