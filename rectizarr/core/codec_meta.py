@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 import warnings
 from collections.abc import Sequence
-from importlib import metadata
 from typing import Annotated, Any, ClassVar, Literal, TypeAlias
 
 import msgspec
@@ -286,6 +285,8 @@ def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedErr
 def _plugged_in(name: str) -> bool:
     """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
     names no built-in parser knows get here)."""
+    from importlib import metadata  # (slow to import: only for such names)
+
     return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))
 
 

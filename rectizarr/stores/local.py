@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
+import functools
 import os
 import re
-import secrets
-import shutil
-import socket
 import stat
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from rectizarr import tuning
-from rectizarr._util import ceildiv, default_workers, in_forked_child
+from rectizarr import threads, tuning
+from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
@@ -37,8 +33,18 @@ _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # a temporary file's writer: its process id and machine (a hash of the host name: another machine's
 # processes, on a shared file system, are not known here)
 _WRITER = re.compile(r"\.p([0-9]+)-([0-9a-f]{6})\.[0-9a-f]{16}\.tmp$")
-_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 _swept: set[tuple[str, str]] = set()  # (root, directory) whose killed writers' temporary files were removed
+
+
+@functools.cache
+def _host() -> str:
+    """This machine, in the names of temporary files (hashlib and socket: imported on the first write)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
 _O_FLAGS = (
     os.O_WRONLY
     | os.O_CREAT
@@ -50,19 +56,6 @@ _O_FLAGS = (
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-_pools: dict[int, ThreadPoolExecutor] = {}  # batch threads by count, kept: starting and joining two threads
-_pools_lock = threading.Lock()  # per batch cost 1.4 ms (8 shard index reads: 0.1 ms of work)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            pool = _pools[workers] = ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="rectizarr-local"
-            )
-        return pool
 
 
 def _sweep(dir_fd: int) -> None:
@@ -76,7 +69,7 @@ def _sweep(dir_fd: int) -> None:
         found = _WRITER.search(name) if name.startswith(".") else None
         if (
             found is None
-            or found.group(2) != _HOST
+            or found.group(2) != _host()
             or not _TMP_NAME.match(name)
             or _alive(int(found.group(1)))
         ):
@@ -95,11 +88,6 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError, OSError):
         return True
     return True
-
-
-@in_forked_child
-def _forget_pools() -> None:  # pragma: no cover - runs in forked children
-    _pools.clear()
 
 
 def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None:
@@ -175,7 +163,13 @@ class LocalStore(Store):
             return [fn(a) for a in args]
         step = ceildiv(len(args), 4 * workers)
         slices = [args[i : i + step] for i in range(0, len(args), step)]
-        return [r for part in _pool(workers).map(lambda part: [fn(a) for a in part], slices) for r in part]
+        return [
+            r
+            for part in threads.kept("rectizarr-local", workers).map(
+                lambda part: [fn(a) for a in part], slices
+            )
+            for r in part
+        ]
 
     # ---- reads ---------------------------------------------------------------------------------------
 
@@ -321,7 +315,7 @@ class LocalStore(Store):
 
     def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
         dir_fd, name, key, value = item
-        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_HOST}.{secrets.token_hex(8)}.tmp"
+        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_host()}.{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
         except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once
@@ -409,6 +403,8 @@ def _rmtree(name: str, parent: int | str) -> None:
     """Remove the directory ``name`` of ``parent`` (a descriptor or a path) and all in it. A writer of
     another process may be adding a file meanwhile (a directory is "not empty" when its last entry is
     removed): removed again, a few times, before the error is raised."""
+    import shutil  # (slow to import: it imports every compression module)
+
     for attempt in range(8):
         try:
             if isinstance(parent, int):
