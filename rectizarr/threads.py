@@ -39,11 +39,13 @@ def kept(name: str, workers: int, initializer: Callable[[], object] | None = Non
         return pool
 
 
-def drop(name: str) -> None:
-    """Let the kept pools named ``name`` finish their work and end; the next :func:`kept` makes a new
-    one (after a change of its size)."""
+def drop(name: str, keep: int | None = None) -> None:
+    """Let the kept pools named ``name`` (but the one of ``keep`` threads) finish their work and end: after
+    a change of size to ``keep``, a caller that took the size just before the change may still make a pool
+    of the old size, which is then kept, but a pool of the new size made meanwhile is never shut down
+    under its users."""
     with _lock:
-        gone = [key for key in _kept if key[0] == name]
+        gone = [key for key in _kept if key[0] == name and key[1] != keep]
         pools = [_kept.pop(key) for key in gone]
     for pool in pools:
         pool.shutdown(wait=False)

@@ -83,7 +83,7 @@ class Tuning:
     """Raw ``chunk_grid`` JSON longer than this has its edge lists parsed by NumPy; shorter, the general
     JSON path costs only microseconds [M2]."""
     coalesce_gap: int = 64 * KiB
-    """Default for local and in-memory stores: byte ranges of one value closer than this are read as one."""
+    """Default for local, in-memory and zip stores: ranges of one value closer than this are read as one."""
     coalesce_max: int = 16 * MiB
     """... as long as the merged range stays within this many bytes."""
     local_threaded_bytes: int = 4 * MiB

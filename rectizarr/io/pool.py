@@ -26,7 +26,7 @@ def set_workers(n: int) -> None:
     """Set the process-wide number of codec threads (default: the number of usable cores)."""
     global _pool_size
     _pool_size = max(1, int(n))
-    threads.drop("rectizarr")
+    threads.drop("rectizarr", keep=_pool_size)
 
 
 def pool_size() -> int:

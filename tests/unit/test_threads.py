@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import rectizarr
 from rectizarr import threads
+from rectizarr.io.pool import pmap, pool_size
 
 ROOT = Path(__file__).parents[2]
 
@@ -30,6 +32,10 @@ def test_a_kept_pool_is_made_once_per_name_and_size_and_named() -> None:
     threads.drop("rectizarr-test-kept")
     again = threads.kept("rectizarr-test-kept", 2)
     assert again is not pool and again.submit(lambda: 7).result() == 7
+    three = threads.kept("rectizarr-test-kept", 3)
+    threads.drop("rectizarr-test-kept", keep=3)  # (a change of size to 3: that pool stays)
+    assert threads.kept("rectizarr-test-kept", 3) is three and three.submit(lambda: 8).result() == 8
+    assert threads.kept("rectizarr-test-kept", 2) is not again
     threads.drop("rectizarr-test-kept")
 
 
@@ -97,3 +103,15 @@ def test_importing_rectizarr_starts_no_thread_and_loads_no_pool_module() -> None
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.stdout.split() == ["1", "False"]
+
+
+def test_set_workers_resizes_the_codec_pool() -> None:
+    before = pool_size()
+    try:
+        rectizarr.set_workers(3)
+        assert pool_size() == 3
+        seen = set(pmap(lambda _: _name(), range(64)))
+        assert seen and all(n.startswith("rectizarr_") for n in seen) and len(seen) <= 3
+    finally:
+        rectizarr.set_workers(before)
+    assert pool_size() == before
