@@ -120,8 +120,8 @@ def test_out_of_bounds_raises_like_numpy(data: st.DataObject) -> None:
 @PROPS
 @given(st.data())
 def test_slices_over_few_chunks_plan_as_over_many(data: st.DataObject) -> None:
-    """A slice over fewer than ``Tuning.few_chunks`` chunks of an axis is planned in plain Python; it gives the
-    same chunks and entries as the numpy path that larger slices take."""
+    """A slice over fewer than ``Tuning.few_chunks`` chunks of an axis is planned in plain Python; it gives
+    the same chunks and entries as the numpy path that larger slices take."""
     from rectizarr.core.dims import FixedDim as Fixed
     from rectizarr.indexing import axis
     from tests.strategies import varying_dims
