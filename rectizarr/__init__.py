@@ -48,25 +48,21 @@ from rectizarr.errors import (
 )
 from rectizarr.groups import Group, consolidate_metadata, create_group, open, open_group
 from rectizarr.io.pool import set_workers
-from rectizarr.stores import LocalStore, MemoryStore, Store, ZipStore, open_store, set_requests_in_flight
+from rectizarr.stores import LocalStore, MemoryStore, Store, open_store, set_requests_in_flight
 from rectizarr.validate import validate
 
 __version__ = "0.1.0"
 
 
 if TYPE_CHECKING:
-    from rectizarr.stores import FsspecStore, ObjectStore
+    from rectizarr.stores import FsspecStore, ObjectStore, ZipStore
 
 
-def __getattr__(name: str) -> Any:  # the dask integration and fsspec are imported only when used
-    if name == "FsspecStore":
-        from rectizarr.stores.fsspec import FsspecStore
+def __getattr__(name: str) -> Any:  # what opening a local array does not need: imported when first used
+    if name in ("FsspecStore", "ObjectStore", "ZipStore"):  # (fsspec, obstore, zipfile)
+        from rectizarr import stores
 
-        return FsspecStore
-    if name == "ObjectStore":
-        from rectizarr.stores.objectstore import ObjectStore
-
-        return ObjectStore
+        return getattr(stores, name)
     if name in ("dask", "xarray"):  # rectizarr.dask / rectizarr.xarray without importing them up front
         import importlib
 

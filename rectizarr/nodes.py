@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from concurrent.futures import wait
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Self
 
@@ -349,8 +348,10 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
         if not check.written and check.node_there():
             raise NodeExistsError(_exists(path)) from exc
         raise
-    finally:
-        wait([check.listing])  # no request of this call left running
+    finally:  # no request of this call left running (concurrent.futures: imported by the pool running it)
+        from concurrent.futures import wait
+
+        wait([check.listing])
 
 
 def _exists(path: str) -> str:

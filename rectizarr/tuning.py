@@ -77,6 +77,34 @@ class Tuning:
     """Conditional writes of a document (S3) re-read and re-applied this often before a ConflictError."""
     bincount_edges: int = 4096
     """Edges of a rectilinear axis from which distinct edges are counted, not sorted: 5x faster [M2]."""
+    few_chunks: int = 16
+    """A slice over fewer chunks of an axis than this is planned in plain Python integers, not NumPy [L1]."""
+    grid_split_bytes: int = 4096
+    """Raw ``chunk_grid`` JSON longer than this has its edge lists parsed by NumPy; shorter, the general
+    JSON path costs only microseconds [M2]."""
+    coalesce_gap: int = 64 * KiB
+    """Default for local, in-memory and zip stores: ranges of one value closer than this are read as one."""
+    coalesce_max: int = 16 * MiB
+    """... as long as the merged range stays within this many bytes."""
+    local_threaded_bytes: int = 4 * MiB
+    """A local store's batch of this many bytes goes to its threads: a hand-off costs more than small
+    work (8 reads of a 2 KiB shard index: 42 vs 200 us on one vs two threads) [R1 sharded, W1]."""
+    local_threaded_files: int = 16
+    """... or of this many whole files of unknown size read (8 whole 2 MiB files: 2.5 vs 2.8 ms, 16: 5.9 vs
+    5.0 ms); fewer are sized with a ``stat`` each first [R1 sharded]."""
+    local_threaded_writes: int = 64
+    """... or of this many values written (16 files of 1 KiB: 2.0 vs 2.3 ms, 256: 33 vs 24 ms) [W1, T1]."""
+    local_open_dirs: int = 256
+    """Directory descriptors a local batch write holds at once (one per directory written to)."""
+    zstd_frames_per_thread: int = 2048
+    """zstd frames per thread from which one batch call decodes on threads (an eighth of that encodes):
+    below, starting the threads, which the call does each time, costs more than they save [T1z]."""
+    zstd_large_frame: int = 8 * KiB
+    """Decoded frame size from which zstd frames decode one by one straight into their rows rather than
+    through one batch call whose output is copied (2 MiB in 8 KiB frames: 2.6 vs 3.5 ms; 2 KiB frames:
+    the batch wins, 4.5 vs 4.9 ms) [T1z]."""
+    zstd_count_buffer: int = 1 * MiB
+    """The buffer through which the decoded size of zstd data is counted: memory stays bounded."""
 
 
 DEFAULT = Tuning()

@@ -31,7 +31,6 @@ from rectizarr.codecs.optional import OptionalCodec
 from rectizarr.codecs.packbits import PackbitsCodec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.codecs.reshape import ReshapeCodec, SqueezeCodec
-from rectizarr.codecs.stdlib import stdlib_codec
 from rectizarr.codecs.value_codecs import CastValueCodec, ScaleOffsetCodec
 from rectizarr.codecs.vlen_ndarray import NumcodecsVlenArrayCodec, vlen_array_dtype
 from rectizarr.codecs.zfp import ZfpCodec
@@ -131,6 +130,8 @@ def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Code
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size
+        from rectizarr.codecs.stdlib import stdlib_codec  # (bz2 and lzma: imported when used)
+
         try:
             native = stdlib_codec(meta.codec_id, meta.configuration)
         except MetadataError as exc:

@@ -7,7 +7,6 @@ hands numcodecs codec objects to the array->array and array->bytes wrappers.
 from __future__ import annotations
 
 import functools
-import gzip
 import struct
 import sys
 import zlib
@@ -62,6 +61,8 @@ class GzipCodec(BytesBytesCodec):
         self.level = level
 
     def encode(self, data: bytes | memoryview) -> bytes:
+        import gzip  # (decoding needs only zlib)
+
         return gzip.compress(data, compresslevel=self.level, mtime=0)
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -29,6 +28,9 @@ from rectizarr._util import json_path
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
 from rectizarr.core.codec_meta import PLUGIN_GROUP, PROVIDERS, unsupported_codec_error
 from rectizarr.errors import MetadataError, UnsupportedError
+
+if TYPE_CHECKING:
+    from importlib import metadata
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -47,6 +49,8 @@ CodecFactory = Callable[[Mapping[str, Any], np.dtype], Codec]
 
 @functools.cache
 def _entry_points() -> dict[str, metadata.EntryPoint]:
+    from importlib import metadata  # (slow to import: when a name no built-in codec has is looked up)
+
     return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
 
 

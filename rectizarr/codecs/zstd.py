@@ -20,6 +20,8 @@ import threading
 import numpy as np
 import zstandard
 
+from rectizarr import tuning
+
 __all__ = [
     "ZstdError",
     "decode_into",
@@ -37,12 +39,6 @@ LIBZSTD_VERSION = (
     10000 * zstandard.ZSTD_VERSION[0] + 100 * zstandard.ZSTD_VERSION[1] + zstandard.ZSTD_VERSION[2]
 )
 """The version of the libzstd ``zstandard`` bundles, as numcodecs' ``zstd.VERSION_NUMBER`` gives its own."""
-_FRAMES_PER_THREAD = 2048  # below, starting threads for a batch costs more than they save (1 KiB frames)
-# From this decoded size on, frames decode one by one into their rows faster than through one batch call
-# (whose output is joined and copied to the rows): 2 MiB in 8 KiB frames 2.6 vs 3.5 ms, in 128 KiB
-# frames 1.9 vs 3.2 ms; in 2 KiB frames the batch wins (4.5 vs 4.9 ms).
-_LARGE_FRAME = 8192
-_COUNT_BUFFER = 1 << 20  # decoded_size counts through a buffer of this size
 _local = threading.local()
 
 
@@ -78,7 +74,7 @@ def decoded_size(data: bytes | memoryview, limit: int) -> int:
     whatever ``limit`` (a declared chunk size) claims. Truncated data counts what was decoded before its
     end; invalid data raises :class:`ZstdError`."""
     reader = thread_decompressor().stream_reader(data, read_across_frames=True)
-    buffer = np.empty(min(limit + 1, _COUNT_BUFFER), np.uint8)
+    buffer = np.empty(min(limit + 1, tuning.current().zstd_count_buffer), np.uint8)
     total = 0
     while total <= limit:
         got = int(reader.readinto(buffer[: min(buffer.size, limit + 1 - total)]))
@@ -108,8 +104,11 @@ def decode_many(
     threads that do not hold the GIL. All or nothing: False, never an exception, when any frame is invalid
     or does not decode to exactly ``row_bytes`` (then decode them one by one)."""
     n, width = len(segments), out.shape[1]
-    threads = threads if n >= _FRAMES_PER_THREAD * threads else 0  # threads are started per call
-    if not threads and width >= _LARGE_FRAME:  # each straight into its row: no copies of the decoded bytes
+    t = tuning.current()
+    threads = threads if n >= t.zstd_frames_per_thread * threads else 0  # threads are started per call
+    if (
+        not threads and width >= t.zstd_large_frame
+    ):  # each straight into its row: no copies of the decoded bytes
         view = memoryview(buffer)
         return all(
             decode_into(view[start : start + size], out[row])
@@ -155,7 +154,7 @@ def encode_many(rows: np.ndarray, level: int, checksum: bool, threads: int) -> t
     segments = np.stack(
         [np.arange(n, dtype=np.uint64) * np.uint64(width), np.full(n, width, np.uint64)], axis=1
     )
-    threads = threads if n >= _FRAMES_PER_THREAD // 8 * threads else 0
+    threads = threads if n >= tuning.current().zstd_frames_per_thread // 8 * threads else 0
     got = _compressor(level, checksum).multi_compress_to_buffer(
         zstandard.BufferWithSegments(memoryview(rows).cast("B"), segments.tobytes()), threads=threads
     )

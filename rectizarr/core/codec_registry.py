@@ -8,7 +8,6 @@ conversion of a configuration into its Struct with errors at their JSON path. Re
 from __future__ import annotations
 
 import re
-from importlib import metadata
 from typing import Any, Literal, TypeAlias
 
 import msgspec
@@ -107,6 +106,8 @@ def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedErr
 def plugged_in(name: str) -> bool:
     """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
     names no built-in parser knows get here)."""
+    from importlib import metadata  # (slow to import: only for such names)
+
     return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from rectizarr import tuning
 from rectizarr._util import Shape, is_int, json_path
 from rectizarr.core.grid import (
     INT64_MAX,
@@ -34,7 +35,6 @@ __all__ = ["fast_rle_runs", "parse_chunk_grid"]
 
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
 _JSON_STRING = re.compile(rb'\s*"')
-_SPLIT_MIN_BYTES = 4096  # smaller grids: the general path costs microseconds
 
 
 _RAW = (msgspec.Raw, bytes, bytearray, memoryview)
@@ -236,7 +236,7 @@ def parse_chunk_grid(value: Any, shape: Shape, path: str = "$.chunk_grid") -> Ch
     extents = as_extents(shape, "$.shape")
     if isinstance(value, _RAW) and _JSON_STRING.match(value):
         value = _load(value, path)
-    if isinstance(value, _RAW) and len(value) > _SPLIT_MIN_BYTES:
+    if isinstance(value, _RAW) and len(value) > tuning.current().grid_split_bytes:
         value = _split_rectilinear(value) or value
     obj = _open({"name": value} if isinstance(value, str) else value, path)  # str: short-hand name
     _check_keys(obj, ("name",), ("configuration", "must_understand"), path)

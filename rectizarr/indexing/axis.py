@@ -16,11 +16,11 @@ from typing import Any, Protocol, TypeAlias, overload
 import numpy as np
 import numpy.typing as npt
 
+from rectizarr import tuning
 from rectizarr._util import is_int
 from rectizarr.errors import SelectionError, SelectionValueError
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
-_FEW_CHUNKS = 16  # slices over fewer chunks of an axis are planned in plain Python (cheaper than numpy)
 _MAX_PLANNED = sys.maxsize // 64  # chunks (or elements) of one axis: past this numpy cannot hold their arrays
 AxisSel: TypeAlias = slice | IntArray
 """A per-axis selection inside a chunk or the output: a slice or a 1-D int64 index array."""
@@ -193,7 +193,9 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
         return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
-    if c1 - c0 < _FEW_CHUNKS:  # a few chunks (a window): plain integers, no numpy call per axis
+    if (
+        c1 - c0 < tuning.current().few_chunks
+    ):  # a few chunks (a window): plain integers, no numpy call per axis
         return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(

@@ -8,11 +8,11 @@ import contextvars
 import threading
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from rectizarr import threads
 from rectizarr._util import Coords, Shape, empty, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
@@ -23,6 +23,9 @@ from rectizarr.io.layout import Layout
 from rectizarr.io.pool import pmap, pool_size
 from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = [
     "Guard",
@@ -318,7 +321,7 @@ def _stream_remote(
         commit(layout.store, pmap(work, items, workers), known_absent)
         return
     uploading = max(2, min(in_flight // per, 2 * t.window_bytes // max(1, per * item_nbytes)))
-    with ThreadPoolExecutor(uploading, thread_name_prefix="rectizarr-upload") as uploader:
+    with threads.once("rectizarr-upload", uploading) as uploader:
         pending: deque[Future[None]] = deque()
         for start in range(0, len(items), per):
             results = pmap(work, items[start : start + per], workers)

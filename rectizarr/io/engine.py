@@ -10,13 +10,12 @@ import functools
 import itertools
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import TypeVar, assert_never
 
 import numpy as np
 
-from rectizarr import tuning
+from rectizarr import threads, tuning
 from rectizarr._util import Coords, empty, populate
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
@@ -163,7 +162,7 @@ def each_cleared(
 
     items = list(items)
     if len(items) > 1 and not low_latency:  # each a round trip or two: side by side
-        with ThreadPoolExecutor(min(len(items), 16)) as pool:
+        with threads.once("rectizarr-clear", min(len(items), 16)) as pool:
             for done in [pool.submit(one, item) for item in items]:
                 done.result()
     else:

@@ -1,43 +1,32 @@
-"""One process-wide thread pool, created on first use (reset in a forked child), that runs work in the
-caller's context so its :mod:`rectizarr.tuning` holds; and how many threads a read or write uses."""
+"""The I/O layer's use of threads: one process-wide codec pool (kept by :mod:`rectizarr.threads`, made
+on first use, anew in a forked child) that runs work in the caller's context so its :mod:`rectizarr.tuning`
+holds; and how many threads a read or write uses."""
 
 from __future__ import annotations
 
 import contextvars
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rectizarr import tuning
+from rectizarr import threads, tuning
 from rectizarr._util import default_workers
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-_pool: ThreadPoolExecutor | None = None
 _pool_size = default_workers()
-_pool_lock = threading.Lock()
-_beside: ThreadPoolExecutor | None = None
-_idle: ThreadPoolExecutor | None = None
 
 
 def set_workers(n: int) -> None:
     """Set the process-wide number of codec threads (default: the number of usable cores)."""
-    global _pool, _pool_size
-    with _pool_lock:
-        _pool_size = max(1, int(n))
-        if _pool is not None:
-            _pool.shutdown(wait=False)
-            _pool = None
-
-
-def _reset_after_fork() -> None:  # pragma: no cover - exercised by process-based tests
-    global _pool, _pool_lock, _beside, _idle
-    _pool = _beside = _idle = None
-    _pool_lock = threading.Lock()
+    global _pool_size
+    _pool_size = max(1, int(n))
+    threads.drop("rectizarr", keep=_pool_size)
 
 
 def pool_size() -> int:
@@ -53,24 +42,15 @@ def workers_for(workers: int | None, coded: bool, nbytes: int, t: tuning.Tuning)
 
 
 def _get_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=_pool_size, thread_name_prefix="rectizarr")
-        return _pool
+    return threads.kept("rectizarr", _pool_size)
 
 
 def beside(fn: Callable[[], R]) -> Future[R]:
     """``fn()`` on one of a few threads kept apart from the codec pool (in the caller's context), for work
     the caller does not wait for at once: a read's output pages made while its requests are in flight, a
     listing made beside a write. Such work never waits for other work of these threads."""
-    global _beside
-    with _pool_lock:
-        if _beside is None:
-            _beside = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rectizarr-beside")
-        pool = _beside
     context = contextvars.copy_context()
-    return pool.submit(context.run, fn)
+    return threads.kept("rectizarr-beside", 4).submit(context.run, fn)
 
 
 def when_idle(fn: Callable[[], object]) -> None:
@@ -78,14 +58,7 @@ def when_idle(fn: Callable[[], object]) -> None:
     for work that only pays while the cores would otherwise idle: the pages of a read's output made while
     its requests are in flight. At normal priority that took the cores from the requests being sent (a
     remote read of 256 chunks: 2.5 ms later); at nice 19 it yields to them and runs while they wait."""
-    global _idle
-    with _pool_lock:
-        if _idle is None:
-            _idle = ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="rectizarr-idle", initializer=_lowest
-            )
-        pool = _idle
-    pool.submit(fn)
+    threads.kept("rectizarr-idle", 1, initializer=_lowest).submit(fn)
 
 
 def _lowest() -> None:
@@ -135,6 +108,8 @@ def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | 
         for x in items:
             fn(x)
         return
+    import queue  # (with the pool's first use, as concurrent.futures)
+
     handed: queue.SimpleQueue[tuple[T] | None] = queue.SimpleQueue()
     slots = threading.Semaphore(2 * n)
     errors: list[BaseException] = []
@@ -173,7 +148,3 @@ def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | 
             close()
     if errors:
         raise errors[0]
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)

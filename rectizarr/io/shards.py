@@ -5,12 +5,12 @@ has round trips), with the versions the inner chunks' reads are checked against.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
 
+from rectizarr import threads
 from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.shard_index import ShardIndex
 from rectizarr.errors import CodecError, VersionChanged
@@ -224,10 +224,7 @@ class Ahead:
     left out (the errors of the read's own requests are raised as they come)."""
 
     def __init__(self, layout: ShardedLayout, shards: list[Shard]) -> None:
-        self._thread = threading.Thread(
-            target=self._read, args=(layout, shards), name="rectizarr-index-ahead", daemon=True
-        )
-        self._thread.start()
+        self._thread = threads.start("rectizarr-index-ahead", self._read, layout, shards)
 
     @staticmethod
     def _read(layout: ShardedLayout, shards: list[Shard]) -> None:

@@ -38,16 +38,16 @@ from rectizarr.stores.base import (
 )
 from rectizarr.stores.local import LocalStore
 from rectizarr.stores.memory import CountingStore, MemoryStore
-from rectizarr.stores.zip import ZipStore
 
 if TYPE_CHECKING:
     import fsspec
     from fsspec.mapping import FSMap
 
     from rectizarr.stores.fsspec import FsspecStore
+    from rectizarr.stores.zip import ZipStore
 
 
-def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when an fsspec store is used
+def __getattr__(name: str) -> Any:  # fsspec, obstore and zipfile (slow to import): when such a store is used
     if name == "FsspecStore":
         from rectizarr.stores.fsspec import FsspecStore
 
@@ -56,6 +56,10 @@ def __getattr__(name: str) -> Any:  # fsspec (slow to import) is imported when a
         from rectizarr.stores.objectstore import ObjectStore
 
         return ObjectStore
+    if name == "ZipStore":
+        from rectizarr.stores.zip import ZipStore
+
+        return ZipStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -139,6 +143,8 @@ def open_store(
     if storage_options:
         raise StoreError(f"storage_options given for the local path {text!r}: they apply to fsspec URLs only")
     if text.endswith(".zip"):
+        from rectizarr.stores.zip import ZipStore
+
         return ZipStore(text, mode="r" if read_only else "w" if mode == "w" else "a")
     return LocalStore(text, read_only=read_only)
 

@@ -8,19 +8,16 @@ Every public method is implemented here once; a backend implements a handful of 
 from __future__ import annotations
 
 import itertools
-import random
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Self, TypeAlias
-from urllib.parse import unquote
 
-from rectizarr import tuning
+from rectizarr import threads, tuning
 from rectizarr._util import is_int, relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, RectizarrError, StoreError, VersionChanged
 from rectizarr.stores import locks, written
@@ -45,9 +42,6 @@ ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
 
 Buffer: TypeAlias = bytes | bytearray | memoryview
-
-DEFAULT_COALESCE_GAP = 1 << 16
-DEFAULT_COALESCE_MAX = 1 << 24
 
 _MAX_DECODE_ROUNDS = 4
 WRITE_TOKEN = "rectizarrwrite"
@@ -90,6 +84,8 @@ def back_off(attempt: int) -> None:
     """Wait before compare-and-swap attempt ``attempt`` (1, 2, ...) after lost races: a random time of up to
     2 ms x 2**attempt (at most 0.25 s), so writers that keep colliding on one key spread out instead of
     racing again at once and losing together until their retries run out."""
+    import random  # (only after a lost race)
+
     time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
 
 
@@ -133,6 +129,8 @@ def validate_key(key: str) -> str:
     for _ in range(_MAX_DECODE_ROUNDS):
         if "%" not in text:
             return key
+        from urllib.parse import unquote  # (slow to import: for the rare keys with a "%")
+
         decoded = unquote(text, errors="surrogateescape")
         if decoded == text:
             return key
@@ -231,12 +229,11 @@ class Store(ABC):
     _max_value: int | None = None
 
     def __init__(
-        self,
-        *,
-        read_only: bool = False,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        self, *, read_only: bool = False, coalesce_gap: int | None = None, coalesce_max: int | None = None
     ) -> None:
+        t = tuning.current()  # None: the tuning's
+        coalesce_gap = t.coalesce_gap if coalesce_gap is None else coalesce_gap
+        coalesce_max = t.coalesce_max if coalesce_max is None else coalesce_max
         if coalesce_gap < 0 or coalesce_max < 0:
             raise StoreError(f"coalesce_gap ({coalesce_gap}) and coalesce_max ({coalesce_max}) must be >= 0")
         self.read_only = read_only
@@ -373,7 +370,7 @@ class Store(ABC):
             yield from enumerate(self.get_many(requests))
             return
         step = max(1, ahead // 2)  # this batch and the next one: ``ahead`` in all
-        with ThreadPoolExecutor(1, thread_name_prefix="rectizarr-fetch") as fetcher:
+        with threads.once("rectizarr-fetch", 1) as fetcher:
             following = fetcher.submit(self.get_many, requests[:step])
             for start in range(0, n, step):
                 values = following.result()

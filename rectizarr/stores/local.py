@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
+import functools
 import os
 import re
-import secrets
-import shutil
-import socket
 import stat
 import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from rectizarr._util import ceildiv, default_workers, in_forked_child
+from rectizarr import threads, tuning
+from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    DEFAULT_COALESCE_GAP,
-    DEFAULT_COALESCE_MAX,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-)
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
 from rectizarr.stores.fileread import (
     MISSING,
@@ -43,8 +33,18 @@ _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # a temporary file's writer: its process id and machine (a hash of the host name: another machine's
 # processes, on a shared file system, are not known here)
 _WRITER = re.compile(r"\.p([0-9]+)-([0-9a-f]{6})\.[0-9a-f]{16}\.tmp$")
-_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 _swept: set[tuple[str, str]] = set()  # (root, directory) whose killed writers' temporary files were removed
+
+
+@functools.cache
+def _host() -> str:
+    """This machine, in the names of temporary files (hashlib and socket: imported on the first write)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
 _O_FLAGS = (
     os.O_WRONLY
     | os.O_CREAT
@@ -53,23 +53,9 @@ _O_FLAGS = (
     | getattr(os, "O_BINARY", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
-_OPEN_DIRS = 256  # directory descriptors a batch write holds at once
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-
-_pools: dict[int, ThreadPoolExecutor] = {}  # batch threads by count, kept: starting and joining two threads
-_pools_lock = threading.Lock()  # per batch cost 1.4 ms (8 shard index reads: 0.1 ms of work)
-
-
-def _pool(workers: int) -> ThreadPoolExecutor:
-    with _pools_lock:
-        pool = _pools.get(workers)
-        if pool is None:
-            pool = _pools[workers] = ThreadPoolExecutor(
-                max_workers=workers, thread_name_prefix="rectizarr-local"
-            )
-        return pool
 
 
 def _sweep(dir_fd: int) -> None:
@@ -83,7 +69,7 @@ def _sweep(dir_fd: int) -> None:
         found = _WRITER.search(name) if name.startswith(".") else None
         if (
             found is None
-            or found.group(2) != _HOST
+            or found.group(2) != _host()
             or not _TMP_NAME.match(name)
             or _alive(int(found.group(1)))
         ):
@@ -102,16 +88,6 @@ def _alive(pid: int) -> bool:
     except (PermissionError, OverflowError, OSError):
         return True
     return True
-
-
-@in_forked_child
-def _forget_pools() -> None:  # pragma: no cover - runs in forked children
-    _pools.clear()
-
-
-_THREADED_BYTES = 4 << 20  # a batch of this many bytes goes to threads (see LocalStore._map) ...
-_THREADED_FILES = 16  # ... or of this many whole files (sizes unknown) read
-_THREADED_WRITES = 64  # ... or of this many values written
 
 
 def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None:
@@ -149,8 +125,8 @@ class LocalStore(Store):
         *,
         read_only: bool = False,
         fsync: bool = False,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
         workers: int | None = None,
     ) -> None:
         super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
@@ -173,19 +149,22 @@ class LocalStore(Store):
         self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None
     ) -> list[_R]:
         """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
-        when the batch is large: ``nbytes`` (None: not known) from :data:`_THREADED_BYTES`, or ``many``
-        values or more (None: the count alone never is). A hand-off costs more than small work (medians
-        on this project's 2-core VMs, one thread vs two): 8 reads of a shard's 2 KiB index 42 vs 200 µs,
-        64 of them 248 vs 450 µs; 8 whole 2 MiB files 2.5 vs 2.8 ms, 16 of them 5.9 vs 5.0 ms; writes of 16
+        when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or
+        ``many`` values or more (None: the count alone never is). A hand-off costs more than small work
+        (medians on this project's 2-core VMs, one thread vs two): 8 reads of a shard's 2 KiB index 42 vs
+        200 µs, 64 of them 248 vs 450 µs; 8 whole 2 MiB files 2.5 vs 2.8 ms, 16 of them 5.9 vs 5.0 ms; writes of 16
         files of 1 KiB 2.0 vs 2.3 ms, of 256 files 33 vs 24 ms."""
         workers = min(self.workers, len(args))
-        large = (nbytes is not None and nbytes >= _THREADED_BYTES) or (many is not None and len(args) >= many)
+        large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
+            many is not None and len(args) >= many
+        )
         if workers <= 1 or not large or threading.current_thread().name.startswith("rectizarr"):
             # One thread, small work, or inside a worker of rectizarr's engine, which keeps the cores busy.
             return [fn(a) for a in args]
         step = ceildiv(len(args), 4 * workers)
         slices = [args[i : i + step] for i in range(0, len(args), step)]
-        return [r for part in _pool(workers).map(lambda part: [fn(a) for a in part], slices) for r in part]
+        pool = threads.kept("rectizarr-local", workers)
+        return [r for part in pool.map(lambda part: [fn(a) for a in part], slices) for r in part]
 
     # ---- reads ---------------------------------------------------------------------------------------
 
@@ -194,10 +173,10 @@ class LocalStore(Store):
             key, byte_range = requests[0]
             return [read_file(self._path(key), byte_range)]
         nbytes = _range_bytes(requests)  # ranges of known size: by bytes alone; whole files: by count too
-        many = None if nbytes is not None else _THREADED_FILES
+        many = None if nbytes is not None else tuning.current().local_threaded_files
         if (
-            nbytes is None
-            and len(requests) < _THREADED_FILES
+            many is not None
+            and len(requests) < many
             and self.workers > 1
             and not threading.current_thread().name.startswith("rectizarr")
         ):
@@ -301,11 +280,14 @@ class LocalStore(Store):
             work.append((directory, name, key, value))
         work.sort(key=lambda w: w[0])
         start = 0
-        while start < len(work):  # in runs holding at most _OPEN_DIRS directory descriptors
+        t = tuning.current()
+        while start < len(work):  # in runs holding at most t.local_open_dirs directory descriptors
             with self._dirs(create=True) as dirs:
                 run: list[tuple[int, str, str, Buffer]] = []
                 leaves: set[int] = set()
-                while start < len(work) and (len(dirs) < _OPEN_DIRS or work[start][0] == work[start - 1][0]):
+                while start < len(work) and (
+                    len(dirs) < t.local_open_dirs or work[start][0] == work[start - 1][0]
+                ):
                     directory, name, key, value = work[start]
                     fd = dirs.open(directory, key)
                     assert fd is not None  # made when missing
@@ -320,7 +302,7 @@ class LocalStore(Store):
                     self._write_one,
                     run,
                     sum(len(memoryview(v)) for *_, v in run),
-                    2 if self.fsync else _THREADED_WRITES,
+                    2 if self.fsync else t.local_threaded_writes,
                 )
                 if self.fsync:
                     for fd in leaves:
@@ -328,7 +310,7 @@ class LocalStore(Store):
 
     def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
         dir_fd, name, key, value = item
-        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_HOST}.{secrets.token_hex(8)}.tmp"
+        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_host()}.{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
         except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once
@@ -416,6 +398,8 @@ def _rmtree(name: str, parent: int | str) -> None:
     """Remove the directory ``name`` of ``parent`` (a descriptor or a path) and all in it. A writer of
     another process may be adding a file meanwhile (a directory is "not empty" when its last entry is
     removed): removed again, a few times, before the error is raised."""
+    import shutil  # (slow to import: it imports every compression module)
+
     for attempt in range(8):
         try:
             if isinstance(parent, int):

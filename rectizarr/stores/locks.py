@@ -13,7 +13,6 @@ the OS releases when its holder dies, so processes exclude each other the same w
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import warnings
 import zlib
@@ -33,7 +32,19 @@ META_NAMES = frozenset({"zarr.json"})
 _threads = [threading.Lock() for _ in range(2 * STRIPES)]  # metadata stripes, then value stripes
 _held = threading.local()
 _warned: list[bool] = []
-_DIR = os.path.join(tempfile.gettempdir(), f"rectizarr-locks-{os.getuid() if hasattr(os, 'getuid') else 0}")
+_DIR: str | None = None  # the lock directory: see _lock_dir
+
+
+def _lock_dir() -> str:
+    """The directory of the lock files, under the temporary directory (tempfile: imported on first use)."""
+    global _DIR
+    if _DIR is None:
+        import tempfile
+
+        _DIR = os.path.join(
+            tempfile.gettempdir(), f"rectizarr-locks-{os.getuid() if hasattr(os, 'getuid') else 0}"
+        )
+    return _DIR
 
 
 _open: set[int] = set()  # the descriptors of the flocks held now, by any thread
@@ -70,7 +81,7 @@ def _os_lock(stripe: int) -> int | None:
     ``/tmp`` cleaner) is locked by nobody else, and the next process would make and lock a new one, both
     then writing. So the path is checked after the flock, and the file locked again if it changed; and
     each hold stamps the file's time, so that cleaners of old files pass it by."""
-    path = os.path.join(_DIR, f"{stripe}.lock")
+    path = os.path.join(_lock_dir(), f"{stripe}.lock")
     for _ in range(100):
         fd = _open_file(path)
         if fd is None:
@@ -109,7 +120,7 @@ def _open_file(path: str) -> int | None:
                 _open.add(fd)
                 return fd
         except FileNotFoundError:  # no lock directory yet (or it was cleaned away): make it
-            os.makedirs(_DIR, mode=0o700, exist_ok=True)
+            os.makedirs(_lock_dir(), mode=0o700, exist_ok=True)
             with _open_lock:
                 fd = os.open(path, flags, 0o600)
                 _open.add(fd)
@@ -118,7 +129,7 @@ def _open_file(path: str) -> int | None:
         if not _warned:
             _warned.append(True)
             warnings.warn(
-                f"rectizarr cannot use its lock directory {_DIR!r} ({exc}): writes of other "
+                f"rectizarr cannot use its lock directory {_lock_dir()!r} ({exc}): writes of other "
                 "processes to the same data are not excluded",
                 RuntimeWarning,
                 stacklevel=5,

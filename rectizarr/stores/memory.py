@@ -10,16 +10,7 @@ from typing import Any
 
 from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    DEFAULT_COALESCE_GAP,
-    DEFAULT_COALESCE_MAX,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-    slice_range,
-    validate_key,
-)
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, slice_range, validate_key
 
 __all__ = ["CountingStore", "MemoryStore"]
 
@@ -102,8 +93,8 @@ class MemoryStore(Store):
         data: Mapping[str, Buffer] | None = None,
         *,
         read_only: bool = False,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
     ) -> None:
         super().__init__(read_only=read_only, coalesce_gap=coalesce_gap, coalesce_max=coalesce_max)
         self._lock = threading.Lock()

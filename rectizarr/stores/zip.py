@@ -18,14 +18,7 @@ from typing import Any, Literal
 
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    DEFAULT_COALESCE_GAP,
-    DEFAULT_COALESCE_MAX,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-)
+from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
 
 __all__ = ["ZipStore"]
 
@@ -93,8 +86,8 @@ class ZipStore(Store):
         path: str | os.PathLike[str],
         mode: Literal["r", "w", "a"] = "r",
         *,
-        coalesce_gap: int = DEFAULT_COALESCE_GAP,
-        coalesce_max: int = DEFAULT_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
     ) -> None:
         if mode not in ("r", "w", "a"):
             raise StoreError(

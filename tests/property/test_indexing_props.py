@@ -10,6 +10,7 @@ the chunks holding selected elements.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rectizarr import tuning
 from rectizarr.errors import SelectionError
 from rectizarr.indexing import basic_plan, block_plan, coordinate_plan, orthogonal_plan
 from tests.plans import FixedDim, VaryingDim, roundtrip
@@ -118,8 +120,8 @@ def test_out_of_bounds_raises_like_numpy(data: st.DataObject) -> None:
 @PROPS
 @given(st.data())
 def test_slices_over_few_chunks_plan_as_over_many(data: st.DataObject) -> None:
-    """A slice over fewer than ``_FEW_CHUNKS`` chunks of an axis is planned in plain Python; it gives the
-    same chunks and entries as the numpy path that larger slices take."""
+    """A slice over fewer than ``Tuning.few_chunks`` chunks of an axis is planned in plain Python; it gives
+    the same chunks and entries as the numpy path that larger slices take."""
     from rectizarr.core.dims import FixedDim as Fixed
     from rectizarr.indexing import axis
     from tests.strategies import varying_dims
@@ -136,11 +138,7 @@ def test_slices_over_few_chunks_plan_as_over_many(data: st.DataObject) -> None:
         data.draw(st.integers(-30, 30).filter(bool)),
     ).indices(dim.extent)
     few = axis.axis_from_slice(dim, start, stop, step)
-    many = axis._FEW_CHUNKS
-    try:
-        axis._FEW_CHUNKS = 0
+    with tuning.use(replace(tuning.current(), few_chunks=0)):
         ref = axis.axis_from_slice(dim, start, stop, step)
-    finally:
-        axis._FEW_CHUNKS = many
     assert few.length == ref.length and few.chunks.tolist() == ref.chunks.tolist()
     assert list(few.entries) == list(ref.entries)

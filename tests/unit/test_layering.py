@@ -27,6 +27,7 @@ RANKS: Mapping[str, int] = {
     "errors": 0,
     "_util": 0,
     "tuning": 0,  # tuning: thresholds every layer may read
+    "threads": 0,  # threads: every pool and thread rectizarr starts (the stores' too)
     "core": 1,
     "stores": 1,  # stores stand alone: errors and _util only
     "indexing": 2,
@@ -372,7 +373,6 @@ def private_uses_in_tests(root: pathlib.Path, tests: pathlib.Path) -> dict[tuple
 STILL_PRIVATE: Mapping[tuple[str, str], str] = {
     ("tests.integration.test_remote_requests", "_Requests"): "obstore request pool (item 5)",
     ("tests.integration.test_remote_requests", "_store"): "the obstore client of a bucket (item 3)",
-    ("tests.property.test_indexing_props", "_FEW_CHUNKS"): "a knob for Tuning (item 5)",
     ("tests.reliability.test_consistency", "_DIR"): "stores/locks.py lock files",
     ("tests.reliability.test_consistency", "_close"): "stores/locks.py lock files",
     ("tests.reliability.test_consistency", "_os_lock"): "stores/locks.py lock files",
