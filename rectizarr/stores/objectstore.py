@@ -38,12 +38,11 @@ from rectizarr.stores.base import (
     validate_prefix,
     validate_range,
 )
-from rectizarr.stores.obstore_options import SCHEMES, client_config, handles
+from rectizarr.stores.obstore_options import client_config, handles
+from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
 
 __all__ = ["ObjectStore", "handles"]
 
-REMOTE_COALESCE_GAP = 1 << 20
-REMOTE_COALESCE_MAX = 1 << 25
 RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
 T = TypeVar("T")
 _CLIENTS: dict[
@@ -125,9 +124,7 @@ def _split_root(url: str, kind: str) -> tuple[str, str]:
 
 
 def _unanswered(exc: BaseException) -> bool:
-    """Whether obstore's ``exc`` may follow a request that the server carried out: no answer was read (a
-    reset connection, no answer within the timeout) or the answer was a 5xx. A 4xx is the server's refusal
-    of it."""
+    """:meth:`RemoteStore._unanswered` for obstore's errors: a 4xx names its status in the message."""
     from obstore.exceptions import (
         InvalidPathError,
         NotSupportedError,
@@ -156,7 +153,7 @@ def _range_option(byte_range: ByteRange) -> Any:
     return {"offset": start} if length is None else (start, start + length)
 
 
-class ObjectStore(Store):
+class ObjectStore(EtagStore):
     """A store under an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://`` / ``abfs://``,
     ``http(s)://``) through obstore.
 
@@ -169,16 +166,14 @@ class ObjectStore(Store):
     read-only. Pickles by URL and options. A read through :meth:`limited` (an array's chunks) or of a
     metadata document refuses an answer longer than its limit from its ``Content-Length``, unread."""
 
-    _limits_reads = True
-
     def __init__(
         self,
         url: str,
         *,
         storage_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
-        coalesce_gap: int = REMOTE_COALESCE_GAP,
-        coalesce_max: int = REMOTE_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
     ) -> None:
         scheme = urlsplit(url).scheme.lower()
         kind = SCHEMES.get(scheme)
@@ -198,12 +193,12 @@ class ObjectStore(Store):
             requests_on_threads=True,
             unlisted=kind == "http",
         )
-        # the data's name, shared with the fsspec backend's stores on the same bucket (locks, written.py)
         self.lock_identity = (
-            f"{kind}://{self.url.split('://', 1)[1]}/"
-            if kind in ("s3", "gcs")
-            else f"objectstore:{self.url}/"
+            bucket_identity(scheme, self.url.split("://", 1)[1]) or f"objectstore:{self.url}/"
         )
+        client = self.storage_options.get("client_kwargs") or {}
+        timeout = self.storage_options.get("timeout", client.get("timeout", TIMEOUT))
+        self.timeout = None if timeout is None else float(timeout)
         self._root, self._prefix = _split_root(self.url, kind)
         self._store = self._connect()
         self._lister: Store | None = None
@@ -286,14 +281,8 @@ class ObjectStore(Store):
         """A listed path as a key of this store."""
         return path[len(self._prefix) + 1 :] if self._prefix else path
 
-    def _fail(self, what: str, key: str, exc: BaseException) -> StoreError:
-        full = str(exc)
-        text = full.split("\n", 1)[0]
-        if isinstance(exc, TimeoutError) or "TimedOut" in full or "timed out" in full.lower():
-            return StoreError(
-                f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}"
-            )
-        return StoreError(f"{what} {self._url(key)} failed: {type(exc).__name__}: {text[:300]}")
+    _where = _url
+    _unanswered = staticmethod(_unanswered)
 
     # ---- one request ----------------------------------------------------------------------------------
     # Each is obstore's blocking call, made on the caller's thread or on a thread of the pool (a batch).
@@ -320,38 +309,19 @@ class ObjectStore(Store):
             raise VersionChanged(key) from None
         if byte_range is not None and "range" in str(exc).lower():
             return None
-        raise self._fail("reading", key, exc) from exc
+        raise self._fail("reading", self._url(key), exc) from exc
 
-    def _past_end(
-        self,
-        key: str,
-        byte_range: ByteRange,
-        etag: Hashable,
-        meta: tuple[int, Hashable] | None,
-        exc: Exception,
-    ) -> tuple[Any, Hashable]:
-        """A range refused, by a key that exists (at ``etag``, if given; else the error): empty when it
-        starts past the end; else the server does not serve such ranges (an HTTP server that ignores
-        ``Range`` or refuses suffixes with a 416): the whole value, cut here."""
-        if meta is None or (etag is not None and meta[1] != etag):
-            raise self._fail("reading", key, exc) from exc
-        size, version = meta
-        start, length = byte_range
-        if start >= size or size == 0:
-            return b"", version
-        body, tag = self._fetch(key, None, etag)
-        if body is None:
-            raise self._fail("reading", key, exc) from exc
-        view = memoryview(body)
-        begin = max(0, size + start) if start < 0 else start
-        return view[begin : len(view) if length is None else begin + length], tag
+    def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
+        """The whole value, cut here (a server that ignores ``Range`` or refuses suffixes with a 416)."""
+        body = self._fetch(key, None, etag)[0]
+        return None if body is None else memoryview(body)[start:end]
 
     def _fetch(self, key: str, byte_range: ByteRange | None, etag: Hashable = None) -> tuple[Any, Hashable]:
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
         ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
-        if byte_range is not None and byte_range[1] == 0:  # an empty range cannot be asked for
+        if is_empty(byte_range):
             meta = self._head(key)
-            return (None, None) if meta is None else (b"", meta[1])
+            return self._empty_answer(key, etag, None if meta is None else meta[1], meta is not None)
         limit, size = self.value_limit(key), 0
         try:
             result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
@@ -366,7 +336,10 @@ class ObjectStore(Store):
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
-            return self._past_end(key, byte_range, etag, self._head(key), exc)
+            answer = self._refused_range(key, byte_range, etag, self._head(key))
+            if answer is None or answer[0] is None:
+                raise self._fail("reading", self._url(key), exc) from exc
+            return answer
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
             raise self._too_large(key, size, limit or 0, self._url(key))
         if (
@@ -389,7 +362,7 @@ class ObjectStore(Store):
             meta = _obstore().head(self._store, self._path(key))
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", key, exc) from exc
+                raise self._fail("looking up", self._url(key), exc) from exc
             return None
         return int(meta["size"]), meta.get("e_tag")
 
@@ -408,17 +381,21 @@ class ObjectStore(Store):
                 mode=mode,
                 attributes={WRITE_TOKEN: token} if conditional else None,
             )
-        except Exception as exc:
-            if conditional and isinstance(
+        except Exception as exc:  # (object_store sends a PUT that timed out only once: it may have landed)
+            refused = conditional and isinstance(
                 exc,
                 AlreadyExistsError | PreconditionError | FileExistsError | NotFoundError | FileNotFoundError,
-            ):  # refused, or If-Match: deleted
-                # (an unconditional write refused is an error, never a write that did not happen)
-                retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
-                return retried and self._ours(key, value, token, resent=True)
-            # (object_store sends a PUT that timed out only once: it may have landed)
-            if not (_unanswered(exc) and self._landed_unanswered(key, value, token if conditional else None)):
-                raise self._fail("writing", key, exc) from exc
+            )  # refused, or If-Match: deleted (an unconditional write refused is an error)
+            retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
+            return self._settle(
+                key,
+                value,
+                token if conditional else None,
+                exc,
+                refused=refused,
+                resent=retried,
+                maybe_resent=False,
+            )
         return True
 
     def _write_token(self, key: str) -> str | None:
@@ -428,24 +405,20 @@ class ObjectStore(Store):
             result = _obstore().get(self._store, self._path(key), options={"head": True})
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", key, exc) from exc
+                raise self._fail("looking up", self._url(key), exc) from exc
             return None
         token = (result.attributes or {}).get(WRITE_TOKEN)
         return token if isinstance(token, str) else None
 
     # ---- backend primitives -------------------------------------------------------------------------
 
-    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        return [data for data, _ in self._gets(requests, {})]
-
     def _gets(
-        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+        self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
     ) -> list[tuple[bytes | None, Hashable]]:
-        """GETs (at ``versions``), one on this thread, several on the pool."""
+        """GETs (each at its ETag, if given), one on this thread, several on the pool."""
         if len(requests) == 1:
-            key, byte_range = requests[0]
-            return [self._get(key, byte_range, versions.get(key))]
-        return _Requests.each([functools.partial(self._get, k, r, versions.get(k)) for k, r in requests])
+            return [self._get(*requests[0])]
+        return _Requests.each([functools.partial(self._get, k, r, e) for k, r, e in requests])
 
     def iter_many(
         self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
@@ -515,34 +488,20 @@ class ObjectStore(Store):
         body = self._fetch(key, validate_range(key, byte_range))[0]
         return None if body is None else memoryview(body)
 
-    def _get_batch_at(
-        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
-    ) -> list[bytes | None]:
-        return [data for data, _ in self._gets(requests, versions)]
-
-    def get_many_versioned(
-        self, requests: Sequence[tuple[str, ByteRange | None]]
-    ) -> list[tuple[bytes | None, Hashable]]:
-        return self._gets([(validate_key(k), validate_range(k, r)) for k, r in requests], {})
-
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
 
-    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        validate_key(key)
-        self._check_writable("set")
+    def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})
 
-    def delete_if(self, key: str, version: Hashable) -> bool:
-        """Object stores offer no conditional delete through obstore: the ETag is checked, then the key
-        deleted (a writer between the two is not seen; see docs/guarantees.md)."""
-        validate_key(key)
-        self._check_writable("delete")
+    def _delete_at(self, key: str, version: Hashable) -> bool:
+        """Not atomic: obstore's ``delete`` takes paths only (object_store has no conditional delete, though
+        S3 and GCS can make one), so the ETag is checked, then the key deleted (a writer between the two is
+        not seen; see docs/guarantees.md)."""
         info = self._info(key)
-        if (None if info is None else info[1]) != version:
+        if info is None or info[1] != version:
             return False
-        if info is not None:
-            self._delete_batch([key])
+        self._delete_batch([key])
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
@@ -556,7 +515,7 @@ class ObjectStore(Store):
             _obstore().delete(self._store, [self._path(k) for k in keys])
         except Exception as exc:
             if "not found" not in str(exc).lower():
-                raise self._fail("deleting", keys[0], exc) from exc
+                raise self._fail("deleting", self._url(keys[0]), exc) from exc
 
     def _delete_prefix(self, prefix: str) -> None:
         keys = list(self._list_prefix(prefix))
@@ -575,7 +534,7 @@ class ObjectStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return
         except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
+            raise self._fail("listing", self._url(prefix), exc) from exc
         for batch in batches:
             for meta in batch:
                 path = self._key_of(meta["path"])
@@ -597,7 +556,7 @@ class ObjectStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
+            raise self._fail("listing", self._url(prefix), exc) from exc
         keys = (self._key_of(m["path"]) for m in first)
         return [k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/")][:limit]
 
@@ -612,7 +571,7 @@ class ObjectStore(Store):
         except (FileNotFoundError, NotADirectoryError):
             return []
         except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
+            raise self._fail("listing", self._url(prefix), exc) from exc
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
         names += [
             m["path"].rsplit("/", 1)[-1]

@@ -10,23 +10,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rectizarr.errors import StoreError
+from rectizarr.stores.remote import SCHEMES, TIMEOUT
 
 __all__ = ["SCHEMES", "TIMEOUT", "client_config", "handles"]
-
-TIMEOUT = 30.0
-SCHEMES = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "az": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-    "azure": "azure",
-    "adl": "azure",
-    "http": "http",
-    "https": "http",
-}
 
 
 def client_config(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
