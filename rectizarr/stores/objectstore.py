@@ -21,7 +21,6 @@ import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,24 +37,16 @@ from rectizarr.stores.base import (
     validate_prefix,
     validate_range,
 )
-from rectizarr.stores.obstore_options import client_config, handles
+from rectizarr.stores.obstore_options import connect, handles, split_root
 from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
 
 __all__ = ["ObjectStore", "handles"]
 
-RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
 T = TypeVar("T")
-_CLIENTS: dict[
-    tuple[str, str, str], Any
-] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
-_SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one client per bucket or server
-_CLIENTS_LOCK = threading.Lock()
 
 
 @in_forked_child
 def _relock() -> None:  # pragma: no cover - runs in forked children (where obstore itself cannot work)
-    global _CLIENTS_LOCK
-    _CLIENTS_LOCK = threading.Lock()
     _Requests._lock, _Requests._pool, _Requests._size = threading.Lock(), None, 0
 
 
@@ -106,51 +97,25 @@ class _Requests:
         return [first, *[f.result() for f in futures]]
 
 
-def _split_root(url: str, kind: str) -> tuple[str, str]:
-    """``(root, prefix)``: the URL of the bucket (or server) that one client serves, and the path under
-    it. Azure URLs (several forms), and URLs with a query, fragment or escapes, keep a client each."""
-    parts = urlsplit(url)
-    path = parts.path.strip("/")
-    if (
-        kind not in _SHARED_ROOTS
-        or parts.query
-        or parts.fragment
-        or "%" in url
-        or not parts.netloc
-        or "//" in path
-    ):
-        return url, ""
-    return f"{parts.scheme}://{parts.netloc}", path
-
-
 def _unanswered(exc: BaseException) -> bool:
     """:meth:`RemoteStore._unanswered` for obstore's errors: a 4xx names its status in the message."""
-    from obstore.exceptions import (
-        InvalidPathError,
-        NotSupportedError,
-        PermissionDeniedError,
-        UnauthenticatedError,
-        UnknownConfigurationKeyError,
-    )
+    from obstore import exceptions as e
 
-    if isinstance(
-        exc,
-        InvalidPathError
-        | NotSupportedError
-        | PermissionDeniedError
-        | UnauthenticatedError
-        | UnknownConfigurationKeyError,
-    ):
+    refusals = (e.InvalidPathError, e.NotSupportedError, e.PermissionDeniedError, e.UnauthenticatedError)
+    if isinstance(exc, (*refusals, e.UnknownConfigurationKeyError)):
         return False
     status = re.search(r"status(?: code)?:? (\d{3})\b", str(exc))
     return status is None or int(status.group(1)) >= 500
 
 
-def _range_option(byte_range: ByteRange) -> Any:
-    start, length = byte_range
-    if start < 0:
-        return {"suffix": -start}
-    return {"offset": start} if length is None else (start, start + length)
+def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]:
+    """obstore's options for a GET of ``byte_range`` (if any) at ``etag`` (if any)."""
+    options: dict[str, Any] = {} if etag is None else {"if_match": etag}
+    if byte_range is not None:
+        start, length = byte_range
+        whole = {"offset": start} if length is None else (start, start + length)
+        options["range"] = {"suffix": -start} if start < 0 else whole
+    return options
 
 
 class ObjectStore(EtagStore):
@@ -199,8 +164,8 @@ class ObjectStore(EtagStore):
         client = self.storage_options.get("client_kwargs") or {}
         timeout = self.storage_options.get("timeout", client.get("timeout", TIMEOUT))
         self.timeout = None if timeout is None else float(timeout)
-        self._root, self._prefix = _split_root(self.url, kind)
-        self._store = self._connect()
+        self._root, self._prefix = split_root(self.url, kind)
+        self._store = connect(self.url, kind, self._root, self.storage_options)
         self._lister: Store | None = None
 
     def _listing(self) -> Store | None:
@@ -214,45 +179,6 @@ class ObjectStore(EtagStore):
             self._lister = FsspecStore(self.url, storage_options=self.storage_options, read_only=True)
         return self._lister
 
-    def _connect(self) -> Any:
-        """The obstore client for this URL's bucket (or server) and these options, shared by every
-        ObjectStore of the process opened there the same way, whatever its prefix: making one costs ~4 ms
-        and each of its connections another handshake; it pools connections and is thread-safe."""
-        config, client_options = client_config(self.kind, self.storage_options)
-        if self.kind == "http":
-            client_options["allow_http"] = self.url.lower().startswith("http://")
-        key = (self._root, repr(sorted(config.items())), repr(sorted(client_options.items())))
-        with _CLIENTS_LOCK:
-            client = _CLIENTS.get(key)
-            if client is None:
-                client = _CLIENTS[key] = self._make_client(config, client_options)
-                while len(_CLIENTS) > 64:
-                    del _CLIENTS[next(iter(_CLIENTS))]
-            return client
-
-    def _make_client(self, config: dict[str, Any], client_options: dict[str, Any]) -> Any:
-        try:
-            from_url: Any = importlib.import_module("obstore.store").from_url
-        except ImportError as exc:
-            raise StoreError(
-                "the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'"
-            ) from exc
-        retry = {
-            "max_retries": RETRIES,
-            "retry_timeout": timedelta(seconds=60),
-            "backoff": {
-                "init_backoff": timedelta(milliseconds=50),
-                "max_backoff": timedelta(seconds=2),
-                "base": 2,
-            },
-        }
-        try:
-            if self.kind == "http":
-                return from_url(self._root, client_options=client_options, retry_config=retry)
-            return from_url(self._root, config=config, client_options=client_options, retry_config=retry)
-        except Exception as exc:
-            raise StoreError(f"cannot open {self.url!r} with the obstore backend: {exc}") from exc
-
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r}, read_only={self.read_only})"
 
@@ -264,7 +190,7 @@ class ObjectStore(EtagStore):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._store = self._connect()
+        self._store = connect(self.url, self.kind, self._root, self.storage_options)
 
     def _url(self, key: str) -> str:
         return f"{self.url}/{key}"
@@ -286,13 +212,6 @@ class ObjectStore(EtagStore):
 
     # ---- one request ----------------------------------------------------------------------------------
     # Each is obstore's blocking call, made on the caller's thread or on a thread of the pool (a batch).
-
-    @staticmethod
-    def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]:
-        options: dict[str, Any] = {} if etag is None else {"if_match": etag}
-        if byte_range is not None:
-            options["range"] = _range_option(byte_range)
-        return options
 
     def _get_failed(
         self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
@@ -324,7 +243,7 @@ class ObjectStore(EtagStore):
             return self._empty_answer(key, etag, None if meta is None else meta[1], meta is not None)
         limit, size = self.value_limit(key), 0
         try:
-            result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
+            result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))
             start, end = result.range  # from the answer's headers: the body is not read yet
             size = end - start
             tag, body = (
@@ -522,24 +441,30 @@ class ObjectStore(EtagStore):
         for start in range(0, len(keys), 1000):
             self._delete_batch(keys[start : start + 1000])
 
-    def _list_prefix(self, prefix: str) -> Iterator[str]:
-        obstore = _obstore()
+    def _listed(self, prefix: str, call: Callable[[], T], missing: T) -> T:
+        """A listing's answer (``missing`` when nothing is there), the client's error wrapped."""
+        try:
+            return call()
+        except (FileNotFoundError, NotADirectoryError):
+            return missing
+        except Exception as exc:
+            raise self._fail("listing", self._url(prefix), exc) from exc
 
+    def _keys(self, prefix: str, metas: Iterable[Any]) -> Iterator[str]:
+        keys = (self._key_of(m["path"]) for m in metas)
+        return (k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/"))
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
         lister = self._listing()
         if lister is not None:
             yield from lister.list_prefix(prefix)
             return
-        try:
-            batches = list(obstore.list(self._store, self._under(prefix), chunk_size=1000))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except Exception as exc:
-            raise self._fail("listing", self._url(prefix), exc) from exc
+        under = self._under(prefix)
+        batches: list[Any] = self._listed(
+            prefix, lambda: list(_obstore().list(self._store, under, chunk_size=1000)), []
+        )
         for batch in batches:
-            for meta in batch:
-                path = self._key_of(meta["path"])
-                if path.startswith(prefix) and path != prefix.rstrip("/"):
-                    yield path
+            yield from self._keys(prefix, batch)
 
     def keys_under(self, prefix: str, limit: int) -> list[str]:
         validate_prefix(prefix)
@@ -548,30 +473,20 @@ class ObjectStore(EtagStore):
             return lister.keys_under(prefix, limit)
         if limit < 1:
             return []
-        obstore = _obstore()
-        try:  # (the first batch comes from the first page of the listing: one request)
-            first: list[Any] = next(
-                iter(obstore.list(self._store, self._under(prefix), chunk_size=limit)), []
-            )
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except Exception as exc:
-            raise self._fail("listing", self._url(prefix), exc) from exc
-        keys = (self._key_of(m["path"]) for m in first)
-        return [k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/")][:limit]
+        under = self._under(prefix)  # (the first batch is the listing's first page: one request)
+        first: list[Any] = self._listed(
+            prefix, lambda: next(iter(_obstore().list(self._store, under, chunk_size=limit)), []), []
+        )
+        return list(self._keys(prefix, first))[:limit]
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        obstore = _obstore()
-
         lister = self._listing()
         if lister is not None:
             return lister.list_dir(prefix)
-        try:
-            result = obstore.list_with_delimiter(self._store, self._under(prefix.rstrip("/")))
-        except (FileNotFoundError, NotADirectoryError):
+        under = self._under(prefix.rstrip("/"))
+        result = self._listed(prefix, lambda: _obstore().list_with_delimiter(self._store, under), None)
+        if result is None:
             return []
-        except Exception as exc:
-            raise self._fail("listing", self._url(prefix), exc) from exc
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
         names += [
             m["path"].rsplit("/", 1)[-1]

@@ -32,17 +32,10 @@ TIMEOUT = 30.0
 """Seconds a remote request waits to connect and for each part of its answer, unless the options say."""
 
 SCHEMES = {
-    "s3": "s3",
-    "s3a": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "az": "azure",
-    "abfs": "azure",
-    "abfss": "azure",
-    "azure": "azure",
-    "adl": "azure",
-    "http": "http",
-    "https": "http",
+    **dict.fromkeys(("s3", "s3a"), "s3"),
+    **dict.fromkeys(("gs", "gcs"), "gcs"),
+    **dict.fromkeys(("az", "abfs", "abfss", "azure", "adl"), "azure"),
+    **dict.fromkeys(("http", "https"), "http"),
 }
 """URL schemes of object stores and web servers, and the kind of service each names."""
 
