@@ -17,7 +17,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Store
+from rectizarr.stores.base import Buffer, ByteRange
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
 
 __all__ = ["FsspecStore"]
@@ -56,9 +56,8 @@ def _opened(
             f"cannot make a store from {type(url_or_fs).__name__}: expected a URL or fsspec filesystem"
         )
     url, options, set_timeout = os.fspath(url_or_fs), dict(storage_options or {}), None
-    for kind in _KINDS:
-        options, kind_timeout = kind.url_options(url, options, timeout)
-        set_timeout = set_timeout if kind_timeout is None else kind_timeout
+    for kind in (k for k in _KINDS if url.split("://", 1)[0].lower() in k.protocols):
+        options, set_timeout = kind.url_options(url, options, timeout)
     fs, root = fsspec.core.url_to_fs(url, **options)
     return fs, root, set_timeout
 
@@ -85,12 +84,13 @@ class FsspecStore(RemoteStore):
     key, so ``exists`` is True for it. Pickles by filesystem and root.
 
     The store made is of a subclass for S3 (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP
-    (:class:`~rectizarr.stores.fsspec_http.HttpFsspecStore`) filesystems.
+    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`) filesystems.
     """
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""
     _urls = False  # keys travel percent-encoded in URL paths
+    _limits_reads = False  # (limits apply where a subclass honours them: S3, HTTP)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -106,7 +106,8 @@ class FsspecStore(RemoteStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """``storage_options`` for a URL this subclass serves, and the timeout they set (None: none)."""
+        """``storage_options`` for a URL of one of this subclass's protocols, and the timeout they set
+        (None: none)."""
         return options, None
 
     def __new__(cls, url_or_fs: Any = None, **kwargs: Any) -> FsspecStore:
@@ -191,10 +192,6 @@ class FsspecStore(RemoteStore):
             return None
         key = stripped[len(self._base) :]
         return unquote(key) if self._urls else key
-
-    def limited(self, max_value: int | None) -> Store:
-        """Limits apply where a subclass honours them (S3, HTTP); other filesystems read as they are."""
-        return self
 
     # ---- reads ---------------------------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ from rectizarr.stores.base import (
     Buffer,
     ByteRange,
     Capabilities,
-    Store,
     requests_in_flight,
     validate_key,
     validate_prefix,
@@ -107,6 +106,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
 
     protocols: ClassVar[frozenset[str]] = frozenset({"s3", "s3a"})
     capabilities = Capabilities(conditional_writes=True, conditional_reads=True)
+    _limits_reads = True  # (the answer's ``ContentLength``)
 
     @classmethod
     def serves(cls, fs: fsspec.AbstractFileSystem) -> bool:
@@ -118,15 +118,9 @@ class S3FsspecStore(EtagStore, FsspecStore):
     ) -> tuple[dict[str, Any], float | None]:
         """Room for ``requests_in_flight()`` requests in flight (aiobotocore's pool holds 10 by default),
         unless the options say otherwise."""
-        if url.split("://", 1)[0].lower() not in cls.protocols:
-            return options, None
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("max_pool_connections", requests_in_flight())
         return {**options, "config_kwargs": config}, None
-
-    def limited(self, max_value: int | None) -> Store:
-        """Limits apply (the answer's ``ContentLength``)."""
-        return Store.limited(self, max_value)
 
     def _unanswered(self, exc: BaseException) -> bool:
         response = next(_responses(exc), None)
@@ -221,8 +215,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
             if isinstance(answer, StoreError):
                 raise answer
             if answer is None:
-                meta = self._meta(key)
-                answer = self._empty_answer(key, etag, None if meta is None else meta[1], meta is not None)
+                answer = self._empty_answer(key, etag, self._meta(key))
             elif isinstance(answer, Exception):
                 answer = self._after_refusal(key, byte_range, etag, answer)
             out.append(answer)

@@ -239,8 +239,7 @@ class ObjectStore(EtagStore):
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
         ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
         if is_empty(byte_range):
-            meta = self._head(key)
-            return self._empty_answer(key, etag, None if meta is None else meta[1], meta is not None)
+            return self._empty_answer(key, etag, self._head(key))
         limit, size = self.value_limit(key), 0
         try:
             result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))

@@ -186,12 +186,13 @@ class EtagStore(RemoteStore):
         return self._delete_at(key, version)
 
     def _empty_answer(
-        self, key: str, etag: Hashable, version: Hashable, exists: bool
+        self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None
     ) -> tuple[Any, Hashable]:
-        """The answer to an empty range of ``key``, found at ``version`` (``exists``) by a look-up."""
+        """The answer to an empty range of ``key`` (at ``etag``, if given), from its ``(size, ETag)``."""
+        version = None if meta is None else meta[1]
         if etag is not None and version != etag:
             raise VersionChanged(key)
-        return (b"", version) if exists else (None, None)
+        return (None, None) if meta is None else (b"", version)
 
     def _refused_range(
         self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None
