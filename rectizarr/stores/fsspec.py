@@ -20,7 +20,14 @@ __all__ = ["FsspecStore", "HttpFsspecStore", "S3FsspecStore"]
 
 
 class HttpFsspecStore(FsspecStore):
-    """An :class:`FsspecStore` of an ``http(s)://`` filesystem (what ``FsspecStore`` makes for one)."""
+    """An :class:`FsspecStore` of an ``http(s)://`` filesystem (what ``FsspecStore`` makes for one): always
+    read-only; keys are percent-encoded into URLs and listings (from the server's index pages) decoded. A
+    request waits at most ``timeout`` seconds (default 30; also the ``timeout`` storage option) to connect
+    and for each part of the answer, then raises :class:`StoreError` naming the URL; bodies are asked for
+    and kept as stored (``Accept-Encoding: identity``): a server that compresses them anyway is never
+    inflated (``client_kwargs={"auto_decompress": True}`` in ``storage_options`` allows it). Both apply to
+    stores made from a URL. A directory URL that the server answers with an index page cannot be told
+    apart from a key, so ``exists`` is True for it."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"http", "https"})
     capabilities = Capabilities(unlisted=True)

@@ -74,17 +74,9 @@ class FsspecStore(RemoteStore):
     counter of writes made through this store. Writes are as atomic as the backend makes them (object
     stores: yes; ``file://``: no, use :class:`LocalStore`).
 
-    HTTP(S) stores are always read-only; keys are percent-encoded into URLs and listings (from the
-    server's index pages) decoded. A request waits at most ``timeout`` seconds (default 30; also the
-    ``timeout`` storage option) to connect and for each part of the answer, then raises
-    :class:`StoreError` naming the URL; bodies are asked for and kept as stored (``Accept-Encoding:
-    identity``): a server that compresses them anyway is never inflated (``client_kwargs=
-    {"auto_decompress": True}`` in ``storage_options`` allows it). Both apply to stores made from a URL.
-    Over HTTP a directory URL that the server answers with an index page cannot be told apart from a
-    key, so ``exists`` is True for it. Pickles by filesystem and root.
-
-    The store made is of a subclass for S3 (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP
-    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`) filesystems.
+    Pickles by filesystem and root. The store made is of a subclass for S3
+    (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP(S)
+    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems.
     """
 
     protocols: ClassVar[frozenset[str]] = frozenset()
