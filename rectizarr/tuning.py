@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["DEFAULT", "Tuning", "current", "use"]
+__all__ = ["DEFAULT", "Tuning", "current", "set_default", "use"]
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -105,15 +106,32 @@ class Tuning:
     the batch wins, 4.5 vs 4.9 ms) [T1z]."""
     zstd_count_buffer: int = 1 * MiB
     """The buffer through which the decoded size of zstd data is counted: memory stays bounded."""
+    requests_in_flight: int = 64
+    """Requests a batched read or write of a remote store keeps in flight (:func:`rectizarr.set_requests_in_flight`
+    sets the process default) [remote read sharded]."""
+    remote_coalesce_gap: int = 1 * MiB
+    """Ranges of one remote value closer than this are read with one request: a round trip costs more than
+    the bytes between them (the default ``coalesce_gap`` of remote stores) [remote read sharded]."""
+    remote_coalesce_max: int = 32 * MiB
+    """The most bytes one coalesced remote request spans (the default ``coalesce_max`` of remote stores)."""
 
 
 DEFAULT = Tuning()
-_active: contextvars.ContextVar[Tuning] = contextvars.ContextVar("rectizarr_tuning", default=DEFAULT)
+_default = DEFAULT  # the process's tuning where no use() is in force (set_default)
+_active: contextvars.ContextVar[Tuning | None] = contextvars.ContextVar("rectizarr_tuning", default=None)
 
 
 def current() -> Tuning:
-    """The tuning in force in this context."""
-    return _active.get()
+    """The tuning in force in this context: the one :func:`use` set, else the process default."""
+    return _active.get() or _default
+
+
+def set_default(**changes: Any) -> Tuning:
+    """Change fields of the process default (in force wherever no :func:`use` block sets a tuning);
+    returns the new default."""
+    global _default
+    _default = replace(_default, **changes)
+    return _default
 
 
 @contextmanager

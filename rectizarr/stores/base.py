@@ -48,7 +48,6 @@ WRITE_TOKEN = "rectizarrwrite"
 """The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
 conditional write: a token of that write alone, by which a write whose answer was lost is told apart from
 another writer's of the very same bytes (:meth:`Store._ours`). A name valid on S3, GCS and Azure."""
-_in_flight = 64
 _max_document = 64 << 20
 
 DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -73,11 +72,12 @@ def set_max_document_bytes(n: int) -> None:
 def set_requests_in_flight(n: int) -> None:
     """How many requests a batched read or write of a remote store (S3, GCS, Azure, HTTP; both backends)
     keeps in flight at once; default 64. More hides more latency; fewer spares a slow or metered link.
-    Stores made before the call keep their connection pools (fsspec) but follow the new number."""
-    global _in_flight
+    Stores made before the call keep their connection pools (fsspec) but follow the new number. It is
+    the process default of ``Tuning.requests_in_flight`` (a :func:`rectizarr.tuning.use` block may set
+    another)."""
     if not is_int(n) or n < 1:
         raise ValueError(f"requests in flight must be an int >= 1, got {n!r}")
-    _in_flight = int(n)
+    tuning.set_default(requests_in_flight=int(n))
 
 
 def back_off(attempt: int) -> None:
@@ -90,8 +90,8 @@ def back_off(attempt: int) -> None:
 
 
 def requests_in_flight() -> int:
-    """The number set by :func:`set_requests_in_flight` (default 64)."""
-    return _in_flight
+    """``Tuning.requests_in_flight`` in force (:func:`set_requests_in_flight`; default 64)."""
+    return tuning.current().requests_in_flight
 
 
 def _check_plain(key: str, text: str) -> None:

@@ -12,7 +12,7 @@ from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, slice_range, validate_key
 
-__all__ = ["CountingStore", "MemoryStore"]
+__all__ = ["CountingStore", "ForwardingStore", "MemoryStore"]
 
 
 def _value_bytes(value: Any, key: str) -> bytes:
@@ -184,7 +184,71 @@ class _Counts:
         self.writes = self.deletes = self.lists = self.infos = 0
 
 
-class CountingStore(Store):
+def _forward(name: str) -> Any:
+    """A method that shows its call to :meth:`ForwardingStore._saw`, then makes it on the wrapped store."""
+
+    def forward(self: ForwardingStore, *args: Any, **kwargs: Any) -> Any:
+        self._saw(name, args, kwargs)
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = name
+    return forward
+
+
+class ForwardingStore(Store):
+    """A store that hands every backend primitive (and the versioned, conditional and transient reads
+    that backends override) to the ``inner`` store, showing each call to :meth:`_saw` first. Coalescing,
+    read-only-ness, capabilities and lock identity follow the wrapped store."""
+
+    def __init__(self, inner: Store) -> None:
+        super().__init__(
+            read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max
+        )
+        self.inner = inner
+        self.capabilities, self.lock_identity = inner.capabilities, inner.lock_identity
+
+    def _saw(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Called with each forwarded call's method name and arguments before it is made."""
+
+    _get_batch = _forward("_get_batch")
+    _get_batch_at = _forward("_get_batch_at")
+    get_many_versioned = _forward("get_many_versioned")
+    get_versioned = _forward("get_versioned")
+    get_transient = _forward("get_transient")
+    read_into = _forward("read_into")
+    set_if = _forward("set_if")
+    delete_if = _forward("delete_if")
+    _set_batch = _forward("_set_batch")
+    _delete_batch = _forward("_delete_batch")
+    _delete_prefix = _forward("_delete_prefix")
+    _list_prefix = _forward("_list_prefix")
+    _list_dir = _forward("_list_dir")
+    keys_under = _forward("keys_under")
+    _info = _forward("_info")
+
+    def _close(self) -> None:
+        self.inner.close()
+
+
+def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Record one call that reaches the wrapped store (see :class:`CountingStore`)."""
+    if name in ("_get_batch", "_get_batch_at", "get_many_versioned"):
+        counts.requests.extend(args[0])
+    elif name in ("get_versioned", "get_transient"):
+        counts.requests.append((args[0], args[1] if len(args) > 1 else kwargs.get("byte_range")))
+    elif name == "read_into":
+        counts.requests.extend((k, None) for k in args[0])
+    elif name in ("set_if", "_set_batch"):
+        counts.writes += 1 if name == "set_if" else len(args[0])
+    elif name in ("delete_if", "_delete_prefix", "_delete_batch"):
+        counts.deletes += len(args[0]) if name == "_delete_batch" else 1
+    elif name in ("_list_prefix", "_list_dir", "keys_under"):
+        counts.lists += 1
+    elif name == "_info":
+        counts.infos += 1
+
+
+class CountingStore(ForwardingStore):
     """Wraps any store and records what reaches its backend, after coalescing.
 
     ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
@@ -195,15 +259,16 @@ class CountingStore(Store):
     """
 
     def __init__(self, inner: Store) -> None:
-        super().__init__(
-            read_only=inner.read_only, coalesce_gap=inner.coalesce_gap, coalesce_max=inner.coalesce_max
-        )
-        self.inner = inner
+        super().__init__(inner)
         self._counts = _Counts()
-        self.capabilities, self.lock_identity = inner.capabilities, inner.lock_identity
 
     def __repr__(self) -> str:
         return f"CountingStore({self.inner!r})"
+
+    def _saw(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if name in ("set_if", "delete_if"):  # (a read-only view over a writable store)
+            self._check_writable("set" if name == "set_if" else "delete")
+        _tally(self._counts, name, args, kwargs)
 
     @property
     def requests(self) -> list[tuple[str, ByteRange | None]]:
@@ -233,74 +298,3 @@ class CountingStore(Store):
     def reset(self) -> None:
         """Forget everything recorded so far (in this store and its views)."""
         self._counts.__init__()  # type: ignore[misc]
-
-    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        self._counts.requests.extend(requests)
-        return self.inner._get_batch(requests)
-
-    def _get_batch_at(
-        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
-    ) -> list[bytes | None]:
-        self._counts.requests.extend(requests)
-        return self.inner._get_batch_at(requests, versions)
-
-    def get_many_versioned(
-        self, requests: Sequence[tuple[str, ByteRange | None]]
-    ) -> list[tuple[bytes | None, Hashable]]:
-        self._counts.requests.extend(requests)
-        return self.inner.get_many_versioned(requests)
-
-    def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        self._counts.requests.append((key, None))
-        return self.inner.get_versioned(key)
-
-    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        self._check_writable("set")
-        self._counts.writes += 1
-        return self.inner.set_if(key, value, version)
-
-    def delete_if(self, key: str, version: Hashable) -> bool:
-        self._check_writable("delete")
-        self._counts.deletes += 1
-        return self.inner.delete_if(key, version)
-
-    def get_transient(
-        self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
-    ) -> bytes | memoryview | None:
-        self._counts.requests.append((key, byte_range))
-        return self.inner.get_transient(key, byte_range, size_hint)
-
-    def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
-        self._counts.requests.extend((k, None) for k in keys)
-        return self.inner.read_into(keys, views)
-
-    def _set_batch(self, items: Mapping[str, Buffer]) -> None:
-        self._counts.writes += len(items)
-        self.inner._set_batch(items)
-
-    def _delete_batch(self, keys: Sequence[str]) -> None:
-        self._counts.deletes += len(keys)
-        self.inner._delete_batch(keys)
-
-    def _delete_prefix(self, prefix: str) -> None:
-        self._counts.deletes += 1
-        self.inner._delete_prefix(prefix)
-
-    def _list_prefix(self, prefix: str) -> Iterator[str]:
-        self._counts.lists += 1
-        return self.inner._list_prefix(prefix)
-
-    def _list_dir(self, prefix: str) -> Iterable[str]:
-        self._counts.lists += 1
-        return self.inner._list_dir(prefix)
-
-    def keys_under(self, prefix: str, limit: int) -> list[str]:
-        self._counts.lists += 1
-        return self.inner.keys_under(prefix, limit)
-
-    def _info(self, key: str) -> tuple[int, Hashable] | None:
-        self._counts.infos += 1
-        return self.inner._info(key)
-
-    def _close(self) -> None:
-        self.inner.close()

@@ -21,7 +21,6 @@ import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from datetime import timedelta
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -38,25 +37,16 @@ from rectizarr.stores.base import (
     validate_prefix,
     validate_range,
 )
-from rectizarr.stores.obstore_options import SCHEMES, client_config, handles
+from rectizarr.stores.obstore_options import connect, handles, split_root
+from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
 
 __all__ = ["ObjectStore", "handles"]
 
-REMOTE_COALESCE_GAP = 1 << 20
-REMOTE_COALESCE_MAX = 1 << 25
-RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
 T = TypeVar("T")
-_CLIENTS: dict[
-    tuple[str, str, str], Any
-] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
-_SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one client per bucket or server
-_CLIENTS_LOCK = threading.Lock()
 
 
 @in_forked_child
 def _relock() -> None:  # pragma: no cover - runs in forked children (where obstore itself cannot work)
-    global _CLIENTS_LOCK
-    _CLIENTS_LOCK = threading.Lock()
     _Requests._lock, _Requests._pool, _Requests._size = threading.Lock(), None, 0
 
 
@@ -107,56 +97,28 @@ class _Requests:
         return [first, *[f.result() for f in futures]]
 
 
-def _split_root(url: str, kind: str) -> tuple[str, str]:
-    """``(root, prefix)``: the URL of the bucket (or server) that one client serves, and the path under
-    it. Azure URLs (several forms), and URLs with a query, fragment or escapes, keep a client each."""
-    parts = urlsplit(url)
-    path = parts.path.strip("/")
-    if (
-        kind not in _SHARED_ROOTS
-        or parts.query
-        or parts.fragment
-        or "%" in url
-        or not parts.netloc
-        or "//" in path
-    ):
-        return url, ""
-    return f"{parts.scheme}://{parts.netloc}", path
-
-
 def _unanswered(exc: BaseException) -> bool:
-    """Whether obstore's ``exc`` may follow a request that the server carried out: no answer was read (a
-    reset connection, no answer within the timeout) or the answer was a 5xx. A 4xx is the server's refusal
-    of it."""
-    from obstore.exceptions import (
-        InvalidPathError,
-        NotSupportedError,
-        PermissionDeniedError,
-        UnauthenticatedError,
-        UnknownConfigurationKeyError,
-    )
+    """:meth:`RemoteStore._unanswered` for obstore's errors: a 4xx names its status in the message."""
+    from obstore import exceptions as e
 
-    if isinstance(
-        exc,
-        InvalidPathError
-        | NotSupportedError
-        | PermissionDeniedError
-        | UnauthenticatedError
-        | UnknownConfigurationKeyError,
-    ):
+    refusals = (e.InvalidPathError, e.NotSupportedError, e.PermissionDeniedError, e.UnauthenticatedError)
+    if isinstance(exc, (*refusals, e.UnknownConfigurationKeyError)):
         return False
     status = re.search(r"status(?: code)?:? (\d{3})\b", str(exc))
     return status is None or int(status.group(1)) >= 500
 
 
-def _range_option(byte_range: ByteRange) -> Any:
-    start, length = byte_range
-    if start < 0:
-        return {"suffix": -start}
-    return {"offset": start} if length is None else (start, start + length)
+def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]:
+    """obstore's options for a GET of ``byte_range`` (if any) at ``etag`` (if any)."""
+    options: dict[str, Any] = {} if etag is None else {"if_match": etag}
+    if byte_range is not None:
+        start, length = byte_range
+        whole = {"offset": start} if length is None else (start, start + length)
+        options["range"] = {"suffix": -start} if start < 0 else whole
+    return options
 
 
-class ObjectStore(Store):
+class ObjectStore(EtagStore):
     """A store under an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://`` / ``abfs://``,
     ``http(s)://``) through obstore.
 
@@ -169,16 +131,14 @@ class ObjectStore(Store):
     read-only. Pickles by URL and options. A read through :meth:`limited` (an array's chunks) or of a
     metadata document refuses an answer longer than its limit from its ``Content-Length``, unread."""
 
-    _limits_reads = True
-
     def __init__(
         self,
         url: str,
         *,
         storage_options: Mapping[str, Any] | None = None,
         read_only: bool = False,
-        coalesce_gap: int = REMOTE_COALESCE_GAP,
-        coalesce_max: int = REMOTE_COALESCE_MAX,
+        coalesce_gap: int | None = None,
+        coalesce_max: int | None = None,
     ) -> None:
         scheme = urlsplit(url).scheme.lower()
         kind = SCHEMES.get(scheme)
@@ -198,14 +158,14 @@ class ObjectStore(Store):
             requests_on_threads=True,
             unlisted=kind == "http",
         )
-        # the data's name, shared with the fsspec backend's stores on the same bucket (locks, written.py)
         self.lock_identity = (
-            f"{kind}://{self.url.split('://', 1)[1]}/"
-            if kind in ("s3", "gcs")
-            else f"objectstore:{self.url}/"
+            bucket_identity(scheme, self.url.split("://", 1)[1]) or f"objectstore:{self.url}/"
         )
-        self._root, self._prefix = _split_root(self.url, kind)
-        self._store = self._connect()
+        client = self.storage_options.get("client_kwargs") or {}
+        timeout = self.storage_options.get("timeout", client.get("timeout", TIMEOUT))
+        self.timeout = None if timeout is None else float(timeout)
+        self._root, self._prefix = split_root(self.url, kind)
+        self._store = connect(self.url, kind, self._root, self.storage_options)
         self._lister: Store | None = None
 
     def _listing(self) -> Store | None:
@@ -219,45 +179,6 @@ class ObjectStore(Store):
             self._lister = FsspecStore(self.url, storage_options=self.storage_options, read_only=True)
         return self._lister
 
-    def _connect(self) -> Any:
-        """The obstore client for this URL's bucket (or server) and these options, shared by every
-        ObjectStore of the process opened there the same way, whatever its prefix: making one costs ~4 ms
-        and each of its connections another handshake; it pools connections and is thread-safe."""
-        config, client_options = client_config(self.kind, self.storage_options)
-        if self.kind == "http":
-            client_options["allow_http"] = self.url.lower().startswith("http://")
-        key = (self._root, repr(sorted(config.items())), repr(sorted(client_options.items())))
-        with _CLIENTS_LOCK:
-            client = _CLIENTS.get(key)
-            if client is None:
-                client = _CLIENTS[key] = self._make_client(config, client_options)
-                while len(_CLIENTS) > 64:
-                    del _CLIENTS[next(iter(_CLIENTS))]
-            return client
-
-    def _make_client(self, config: dict[str, Any], client_options: dict[str, Any]) -> Any:
-        try:
-            from_url: Any = importlib.import_module("obstore.store").from_url
-        except ImportError as exc:
-            raise StoreError(
-                "the obstore backend needs the 'obstore' package: pip install 'rectizarr[cloud]'"
-            ) from exc
-        retry = {
-            "max_retries": RETRIES,
-            "retry_timeout": timedelta(seconds=60),
-            "backoff": {
-                "init_backoff": timedelta(milliseconds=50),
-                "max_backoff": timedelta(seconds=2),
-                "base": 2,
-            },
-        }
-        try:
-            if self.kind == "http":
-                return from_url(self._root, client_options=client_options, retry_config=retry)
-            return from_url(self._root, config=config, client_options=client_options, retry_config=retry)
-        except Exception as exc:
-            raise StoreError(f"cannot open {self.url!r} with the obstore backend: {exc}") from exc
-
     def __repr__(self) -> str:
         return f"ObjectStore({self.url!r}, read_only={self.read_only})"
 
@@ -269,7 +190,7 @@ class ObjectStore(Store):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._store = self._connect()
+        self._store = connect(self.url, self.kind, self._root, self.storage_options)
 
     def _url(self, key: str) -> str:
         return f"{self.url}/{key}"
@@ -286,24 +207,11 @@ class ObjectStore(Store):
         """A listed path as a key of this store."""
         return path[len(self._prefix) + 1 :] if self._prefix else path
 
-    def _fail(self, what: str, key: str, exc: BaseException) -> StoreError:
-        full = str(exc)
-        text = full.split("\n", 1)[0]
-        if isinstance(exc, TimeoutError) or "TimedOut" in full or "timed out" in full.lower():
-            return StoreError(
-                f"{what} {self._url(key)} timed out (no answer within the timeout): {text[:300]}"
-            )
-        return StoreError(f"{what} {self._url(key)} failed: {type(exc).__name__}: {text[:300]}")
+    _where = _url
+    _unanswered = staticmethod(_unanswered)
 
     # ---- one request ----------------------------------------------------------------------------------
     # Each is obstore's blocking call, made on the caller's thread or on a thread of the pool (a batch).
-
-    @staticmethod
-    def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]:
-        options: dict[str, Any] = {} if etag is None else {"if_match": etag}
-        if byte_range is not None:
-            options["range"] = _range_option(byte_range)
-        return options
 
     def _get_failed(
         self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
@@ -320,41 +228,21 @@ class ObjectStore(Store):
             raise VersionChanged(key) from None
         if byte_range is not None and "range" in str(exc).lower():
             return None
-        raise self._fail("reading", key, exc) from exc
+        raise self._fail("reading", self._url(key), exc) from exc
 
-    def _past_end(
-        self,
-        key: str,
-        byte_range: ByteRange,
-        etag: Hashable,
-        meta: tuple[int, Hashable] | None,
-        exc: Exception,
-    ) -> tuple[Any, Hashable]:
-        """A range refused, by a key that exists (at ``etag``, if given; else the error): empty when it
-        starts past the end; else the server does not serve such ranges (an HTTP server that ignores
-        ``Range`` or refuses suffixes with a 416): the whole value, cut here."""
-        if meta is None or (etag is not None and meta[1] != etag):
-            raise self._fail("reading", key, exc) from exc
-        size, version = meta
-        start, length = byte_range
-        if start >= size or size == 0:
-            return b"", version
-        body, tag = self._fetch(key, None, etag)
-        if body is None:
-            raise self._fail("reading", key, exc) from exc
-        view = memoryview(body)
-        begin = max(0, size + start) if start < 0 else start
-        return view[begin : len(view) if length is None else begin + length], tag
+    def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
+        """The whole value, cut here (a server that ignores ``Range`` or refuses suffixes with a 416)."""
+        body = self._fetch(key, None, etag)[0]
+        return None if body is None else memoryview(body)[start:end]
 
     def _fetch(self, key: str, byte_range: ByteRange | None, etag: Hashable = None) -> tuple[Any, Hashable]:
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
         ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
-        if byte_range is not None and byte_range[1] == 0:  # an empty range cannot be asked for
-            meta = self._head(key)
-            return (None, None) if meta is None else (b"", meta[1])
+        if is_empty(byte_range):
+            return self._empty_answer(key, etag, self._head(key))
         limit, size = self.value_limit(key), 0
         try:
-            result = _obstore().get(self._store, self._path(key), options=self._get_options(byte_range, etag))
+            result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))
             start, end = result.range  # from the answer's headers: the body is not read yet
             size = end - start
             tag, body = (
@@ -366,7 +254,10 @@ class ObjectStore(Store):
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
-            return self._past_end(key, byte_range, etag, self._head(key), exc)
+            answer = self._refused_range(key, byte_range, etag, self._head(key))
+            if answer is None or answer[0] is None:
+                raise self._fail("reading", self._url(key), exc) from exc
+            return answer
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
             raise self._too_large(key, size, limit or 0, self._url(key))
         if (
@@ -389,7 +280,7 @@ class ObjectStore(Store):
             meta = _obstore().head(self._store, self._path(key))
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", key, exc) from exc
+                raise self._fail("looking up", self._url(key), exc) from exc
             return None
         return int(meta["size"]), meta.get("e_tag")
 
@@ -408,17 +299,21 @@ class ObjectStore(Store):
                 mode=mode,
                 attributes={WRITE_TOKEN: token} if conditional else None,
             )
-        except Exception as exc:
-            if conditional and isinstance(
+        except Exception as exc:  # (object_store sends a PUT that timed out only once: it may have landed)
+            refused = conditional and isinstance(
                 exc,
                 AlreadyExistsError | PreconditionError | FileExistsError | NotFoundError | FileNotFoundError,
-            ):  # refused, or If-Match: deleted
-                # (an unconditional write refused is an error, never a write that did not happen)
-                retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
-                return retried and self._ours(key, value, token, resent=True)
-            # (object_store sends a PUT that timed out only once: it may have landed)
-            if not (_unanswered(exc) and self._landed_unanswered(key, value, token if conditional else None)):
-                raise self._fail("writing", key, exc) from exc
+            )  # refused, or If-Match: deleted (an unconditional write refused is an error)
+            retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
+            return self._settle(
+                key,
+                value,
+                token if conditional else None,
+                exc,
+                refused=refused,
+                resent=retried,
+                maybe_resent=False,
+            )
         return True
 
     def _write_token(self, key: str) -> str | None:
@@ -428,24 +323,20 @@ class ObjectStore(Store):
             result = _obstore().get(self._store, self._path(key), options={"head": True})
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", key, exc) from exc
+                raise self._fail("looking up", self._url(key), exc) from exc
             return None
         token = (result.attributes or {}).get(WRITE_TOKEN)
         return token if isinstance(token, str) else None
 
     # ---- backend primitives -------------------------------------------------------------------------
 
-    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
-        return [data for data, _ in self._gets(requests, {})]
-
     def _gets(
-        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+        self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
     ) -> list[tuple[bytes | None, Hashable]]:
-        """GETs (at ``versions``), one on this thread, several on the pool."""
+        """GETs (each at its ETag, if given), one on this thread, several on the pool."""
         if len(requests) == 1:
-            key, byte_range = requests[0]
-            return [self._get(key, byte_range, versions.get(key))]
-        return _Requests.each([functools.partial(self._get, k, r, versions.get(k)) for k, r in requests])
+            return [self._get(*requests[0])]
+        return _Requests.each([functools.partial(self._get, k, r, e) for k, r, e in requests])
 
     def iter_many(
         self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
@@ -515,34 +406,20 @@ class ObjectStore(Store):
         body = self._fetch(key, validate_range(key, byte_range))[0]
         return None if body is None else memoryview(body)
 
-    def _get_batch_at(
-        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
-    ) -> list[bytes | None]:
-        return [data for data, _ in self._gets(requests, versions)]
-
-    def get_many_versioned(
-        self, requests: Sequence[tuple[str, ByteRange | None]]
-    ) -> list[tuple[bytes | None, Hashable]]:
-        return self._gets([(validate_key(k), validate_range(k, r)) for k, r in requests], {})
-
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
 
-    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        validate_key(key)
-        self._check_writable("set")
+    def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})
 
-    def delete_if(self, key: str, version: Hashable) -> bool:
-        """Object stores offer no conditional delete through obstore: the ETag is checked, then the key
-        deleted (a writer between the two is not seen; see docs/guarantees.md)."""
-        validate_key(key)
-        self._check_writable("delete")
+    def _delete_at(self, key: str, version: Hashable) -> bool:
+        """Not atomic: obstore's ``delete`` takes paths only (object_store has no conditional delete, though
+        S3 and GCS can make one), so the ETag is checked, then the key deleted (a writer between the two is
+        not seen; see docs/guarantees.md)."""
         info = self._info(key)
-        if (None if info is None else info[1]) != version:
+        if info is None or info[1] != version:
             return False
-        if info is not None:
-            self._delete_batch([key])
+        self._delete_batch([key])
         return True
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
@@ -556,31 +433,37 @@ class ObjectStore(Store):
             _obstore().delete(self._store, [self._path(k) for k in keys])
         except Exception as exc:
             if "not found" not in str(exc).lower():
-                raise self._fail("deleting", keys[0], exc) from exc
+                raise self._fail("deleting", self._url(keys[0]), exc) from exc
 
     def _delete_prefix(self, prefix: str) -> None:
         keys = list(self._list_prefix(prefix))
         for start in range(0, len(keys), 1000):
             self._delete_batch(keys[start : start + 1000])
 
-    def _list_prefix(self, prefix: str) -> Iterator[str]:
-        obstore = _obstore()
+    def _listed(self, prefix: str, call: Callable[[], T], missing: T) -> T:
+        """A listing's answer (``missing`` when nothing is there), the client's error wrapped."""
+        try:
+            return call()
+        except (FileNotFoundError, NotADirectoryError):
+            return missing
+        except Exception as exc:
+            raise self._fail("listing", self._url(prefix), exc) from exc
 
+    def _keys(self, prefix: str, metas: Iterable[Any]) -> Iterator[str]:
+        keys = (self._key_of(m["path"]) for m in metas)
+        return (k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/"))
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
         lister = self._listing()
         if lister is not None:
             yield from lister.list_prefix(prefix)
             return
-        try:
-            batches = list(obstore.list(self._store, self._under(prefix), chunk_size=1000))
-        except (FileNotFoundError, NotADirectoryError):
-            return
-        except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
+        under = self._under(prefix)
+        batches: list[Any] = self._listed(
+            prefix, lambda: list(_obstore().list(self._store, under, chunk_size=1000)), []
+        )
         for batch in batches:
-            for meta in batch:
-                path = self._key_of(meta["path"])
-                if path.startswith(prefix) and path != prefix.rstrip("/"):
-                    yield path
+            yield from self._keys(prefix, batch)
 
     def keys_under(self, prefix: str, limit: int) -> list[str]:
         validate_prefix(prefix)
@@ -589,30 +472,20 @@ class ObjectStore(Store):
             return lister.keys_under(prefix, limit)
         if limit < 1:
             return []
-        obstore = _obstore()
-        try:  # (the first batch comes from the first page of the listing: one request)
-            first: list[Any] = next(
-                iter(obstore.list(self._store, self._under(prefix), chunk_size=limit)), []
-            )
-        except (FileNotFoundError, NotADirectoryError):
-            return []
-        except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
-        keys = (self._key_of(m["path"]) for m in first)
-        return [k for k in keys if k.startswith(prefix) and k != prefix.rstrip("/")][:limit]
+        under = self._under(prefix)  # (the first batch is the listing's first page: one request)
+        first: list[Any] = self._listed(
+            prefix, lambda: next(iter(_obstore().list(self._store, under, chunk_size=limit)), []), []
+        )
+        return list(self._keys(prefix, first))[:limit]
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        obstore = _obstore()
-
         lister = self._listing()
         if lister is not None:
             return lister.list_dir(prefix)
-        try:
-            result = obstore.list_with_delimiter(self._store, self._under(prefix.rstrip("/")))
-        except (FileNotFoundError, NotADirectoryError):
+        under = self._under(prefix.rstrip("/"))
+        result = self._listed(prefix, lambda: _obstore().list_with_delimiter(self._store, under), None)
+        if result is None:
             return []
-        except Exception as exc:
-            raise self._fail("listing", prefix, exc) from exc
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
         names += [
             m["path"].rsplit("/", 1)[-1]

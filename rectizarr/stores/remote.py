@@ -1,0 +1,209 @@
+"""What an object store means, said once for both remote transports (fsspec's s3fs and HTTP clients, and
+obstore): the URL schemes and the names of buckets, byte ranges and their edge cases, what a conditional
+write's outcome says, and how a client's error becomes a :class:`~rectizarr.errors.StoreError`.
+
+A transport subclasses :class:`RemoteStore` (or :class:`EtagStore`, where reads carry ETags and writes
+``If-Match``) and only moves bytes: it makes the requests and says how its client reports a refusal, a
+lost answer or a timeout.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+from rectizarr import tuning
+from rectizarr.errors import StoreError, VersionChanged
+from rectizarr.stores.base import Buffer, ByteRange, Store, validate_key, validate_range
+
+__all__ = [
+    "SCHEMES",
+    "TIMEOUT",
+    "EtagStore",
+    "RemoteStore",
+    "bucket_identity",
+    "http_range",
+    "is_empty",
+    "resolve_range",
+]
+
+TIMEOUT = 30.0
+"""Seconds a remote request waits to connect and for each part of its answer, unless the options say."""
+
+SCHEMES = {
+    **dict.fromkeys(("s3", "s3a"), "s3"),
+    **dict.fromkeys(("gs", "gcs"), "gcs"),
+    **dict.fromkeys(("az", "abfs", "abfss", "azure", "adl"), "azure"),
+    **dict.fromkeys(("http", "https"), "http"),
+}
+"""URL schemes of object stores and web servers, and the kind of service each names."""
+
+
+def bucket_identity(scheme: str, location: str) -> str | None:
+    """The name of the data under ``location`` (``bucket/prefix``) of an ``scheme`` URL when it is a
+    bucket (S3, GCS), the same whichever transport opened it (locks, :mod:`rectizarr.stores.written`);
+    None for other services (each store then names its data itself)."""
+    kind = SCHEMES.get(scheme.lower())
+    return f"{kind}://{location.rstrip('/')}/" if kind in ("s3", "gcs") else None
+
+
+def is_empty(byte_range: ByteRange | None) -> bool:
+    """Whether ``byte_range`` asks for no bytes: HTTP cannot say so (a ``Range`` is never empty), so it is
+    answered by a look-up (``b""`` when the key exists)."""
+    return byte_range is not None and byte_range[1] == 0
+
+
+def http_range(byte_range: ByteRange) -> str:
+    """An HTTP ``Range`` header value for a non-empty (start, length) range."""
+    start, length = byte_range
+    if start < 0:
+        return f"bytes={start}"
+    return f"bytes={start}-" if length is None else f"bytes={start}-{start + length - 1}"
+
+
+def resolve_range(byte_range: ByteRange, size: int) -> tuple[int, int]:
+    """``(start, end)`` of ``byte_range`` in a value of ``size`` bytes: a suffix counts from the end, and
+    both ends are clamped to the value (``start >= end``: nothing, as past the end)."""
+    start, length = byte_range
+    start = max(0, size + start) if start < 0 else min(start, size)
+    return start, size if length is None else min(size, start + length)
+
+
+def _timed_out(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, TimeoutError) or "TimedOut" in text or "timed out" in text.lower()
+
+
+class RemoteStore(Store):
+    """A store whose values are reached through a client library: coalescing defaults from
+    :class:`~rectizarr.tuning.Tuning` (a round trip costs more than the bytes between two ranges), the
+    wrapping of the client's errors, and the settling of a conditional write whose answer was a refusal
+    or was lost. ``timeout``: the seconds the client waits (None: its own)."""
+
+    _limits_reads = True
+    timeout: float | None = None
+
+    def __init__(
+        self, *, read_only: bool, coalesce_gap: int | None = None, coalesce_max: int | None = None
+    ) -> None:
+        t = tuning.current()
+        super().__init__(
+            read_only=read_only,
+            coalesce_gap=t.remote_coalesce_gap if coalesce_gap is None else coalesce_gap,
+            coalesce_max=t.remote_coalesce_max if coalesce_max is None else coalesce_max,
+        )
+
+    def _fail(self, what: str, where: str, exc: BaseException) -> StoreError:
+        """The :class:`StoreError` for a request (``what`` ``where``: "reading s3://b/k") that failed with
+        the client's ``exc``: one that timed out says so and names the limit."""
+        text = str(exc).split("\n", 1)[0][:300]
+        if _timed_out(exc):
+            limit = f"{self.timeout:g} s" if self.timeout is not None else "the client's timeout"
+            return StoreError(
+                f"{what} {where} timed out: no answer within {limit} ({type(exc).__name__}: {text})"
+            )
+        return StoreError(f"{what} {where} failed: {type(exc).__name__}: {text}")
+
+    def _unanswered(self, exc: BaseException) -> bool:
+        """Whether the client's ``exc`` may follow a request that the server carried out: no answer was
+        read (a reset connection, a timeout) or the answer was a 5xx; a 4xx is the server's refusal."""
+        return True
+
+    def _settle(
+        self,
+        key: str,
+        value: Buffer,
+        token: str | None,
+        exc: Exception,
+        *,
+        refused: bool,
+        resent: bool,
+        maybe_resent: bool,
+    ) -> bool:
+        """The outcome of a write of ``value`` (conditional: carrying ``token``) that raised ``exc``: False
+        when a condition ``refused`` it, unless the write may have been sent more than once
+        (``maybe_resent``: a client that resends unseen; ``resent``: it is known to have) and its own first
+        send landed (:meth:`Store._ours`); True when it got no answer but landed all the same; else raises
+        the wrapped error."""
+        if refused:
+            return (resent or maybe_resent) and token is not None and self._ours(key, value, token, resent)
+        if self._unanswered(exc) and self._landed_unanswered(key, value, token):
+            return True
+        raise self._fail("writing", self._where(key), exc) from exc
+
+    def _where(self, key: str) -> str:
+        """``key``'s URL (or path) in messages."""
+        return key
+
+
+class EtagStore(RemoteStore):
+    """A remote store whose versions are ETags: every read may carry ``If-Match`` (a changed value:
+    :class:`VersionChanged`) and answers with its ETag; ``set_if`` is a conditional ``PUT``
+    (``If-Match``, or ``If-None-Match: *``); ``delete_if`` as atomic as the transport can make it. A
+    transport implements :meth:`_gets`, :meth:`_put_if`, :meth:`_delete_at` and :meth:`_fetch_span`."""
+
+    @abstractmethod
+    def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
+        """``(value, ETag)`` for each ``(key, range, ETag or None)``; ``(None, None)`` for a missing key."""
+
+    @abstractmethod
+    def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        """The conditional ``PUT`` of :meth:`set_if` (``version`` validated, the store writable)."""
+
+    @abstractmethod
+    def _delete_at(self, key: str, version: Hashable) -> bool:
+        """Delete ``key`` if its ETag is ``version`` (not None); False when it is not (or it is missing)."""
+
+    @abstractmethod
+    def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
+        """Bytes ``start:end`` of ``key`` after the server refused a range (a suffix it cannot serve, or
+        ranges it ignores)."""
+
+    def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
+        return [data for data, _ in self._gets([(k, r, None) for k, r in requests])]
+
+    def _get_batch_at(
+        self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
+    ) -> list[bytes | None]:
+        return [data for data, _ in self._gets([(k, r, versions.get(k)) for k, r in requests])]
+
+    def get_many_versioned(
+        self, requests: Sequence[tuple[str, ByteRange | None]]
+    ) -> list[tuple[bytes | None, Hashable]]:
+        return self._gets([(validate_key(k), validate_range(k, r), None) for k, r in requests])
+
+    def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
+        validate_key(key)
+        self._check_writable("set")
+        return self._put_if(key, value, version)
+
+    def delete_if(self, key: str, version: Hashable) -> bool:
+        validate_key(key)
+        self._check_writable("delete")
+        if version is None:  # "only if missing": nothing to delete
+            return not self.exists(key)
+        return self._delete_at(key, version)
+
+    def _empty_answer(
+        self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None
+    ) -> tuple[Any, Hashable]:
+        """The answer to an empty range of ``key`` (at ``etag``, if given), from its ``(size, ETag)``."""
+        version = None if meta is None else meta[1]
+        if etag is not None and version != etag:
+            raise VersionChanged(key)
+        return (None, None) if meta is None else (b"", version)
+
+    def _refused_range(
+        self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None
+    ) -> tuple[Any, Hashable] | None:
+        """The answer to a range the server refused, from the key's ``(size, ETag)`` looked up since
+        (None: missing, then None is returned: the caller reports the refusal): empty when it starts
+        past the end, else the span read again (:meth:`_fetch_span`)."""
+        if meta is None:
+            return None
+        size, version = meta
+        if etag is not None and version != etag:
+            raise VersionChanged(key)
+        start, end = resolve_range(byte_range, size)
+        return (b"", version) if start >= end else (self._fetch_span(key, start, end, etag), version)
