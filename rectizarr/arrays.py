@@ -85,7 +85,6 @@ class Array(nodes.Node):
         self._lock = threading.RLock()
         relocked_in_child(self)
         self._set_meta(meta, pipeline)
-        self._track(meta)
         # The version of the document taken before ``meta`` was read (nodes.version_before_read): one taken
         # now may be of a newer document (written since), and would let a write planned with ``meta`` pass
         # the check (an append's elements past its end were cleared: 0.5-2 % of them, with a writer of the
@@ -118,6 +117,7 @@ class Array(nodes.Node):
 
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
+        self._track(meta)
         self._layout = rio.build_layout(
             self._store,
             nodes.prefix_of(self._path),

@@ -82,12 +82,8 @@ class DocFormat(ABC):
         """The keys whose document, where one is, makes a node of this format at ``path``."""
 
     @abstractmethod
-    def defining_key(self, path: str, meta: NodeMeta) -> str:
-        """The key of the document that defines the node ``meta`` at ``path``."""
-
-    @abstractmethod
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        """The keys of every document of the node ``meta`` (its defining document first)."""
+        """The keys of every document of the node ``meta``, the one that defines it first."""
 
     @abstractmethod
     def consolidated_key(self, path: str) -> str:
@@ -129,7 +125,8 @@ class DocFormat(ABC):
         before: Any = ...,
     ) -> None:
         """Write the node's documents and keep its ancestors' consolidated metadata current
-        (``exclusive``: the defining document create-only; ``before``: the node as stored, if known)."""
+        (``exclusive``: the defining document create-only; ``before``: the node as stored, if known;
+        ``docs``: the ``zarr.json`` values this operation read and wrote, brought up to date)."""
 
     @abstractmethod
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
@@ -155,10 +152,6 @@ class DocFormat(ABC):
     def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:
         """The node at ``parent``, an ancestor of a new node at ``path`` (None: none); refuses one that a
         new group of this format would hide."""
-
-    @abstractmethod
-    def made_group(self, docs: AncestorDocs, path: str) -> None:
-        """An empty group was just written at ``path``."""
 
     @abstractmethod
     def consolidate(self, store: Store, path: str) -> GroupMeta:

@@ -150,7 +150,6 @@ def write_groups(
     for parent in paths:
         try:
             write_meta(store, parent, GroupMeta(zarr_format=fmt.zarr_format), docs, exclusive=True)
-            fmt.made_group(docs, parent)
         except NodeExistsError:
             docs.forget(parent)
             if not isinstance(try_read_meta(store, parent, fmt.zarr_format), GroupMeta):

@@ -127,7 +127,7 @@ def node_exists(store: Store, path: str) -> bool:
 
 def doc_key(path: str, meta: NodeMeta) -> str:
     """The key of the document that defines the node: ``zarr.json``, ``.zarray`` or ``.zgroup``."""
-    return format_of(meta).defining_key(path, meta)
+    return format_of(meta).doc_keys(path, meta)[0]
 
 
 def node_from_json(obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:

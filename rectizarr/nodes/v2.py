@@ -28,11 +28,9 @@ class V2Format(DocFormat):
     def defining_keys(self, path: str) -> list[str]:
         return [prefix_of(path) + v2meta.V2_ARRAY, prefix_of(path) + v2meta.V2_GROUP]
 
-    def defining_key(self, path: str, meta: NodeMeta) -> str:
-        return prefix_of(path) + (v2meta.V2_ARRAY if isinstance(meta, ArrayMeta) else v2meta.V2_GROUP)
-
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        return [self.defining_key(path, meta), prefix_of(path) + v2meta.V2_ATTRS]
+        defining = v2meta.V2_ARRAY if isinstance(meta, ArrayMeta) else v2meta.V2_GROUP
+        return [prefix_of(path) + defining, prefix_of(path) + v2meta.V2_ATTRS]
 
     def consolidated_key(self, path: str) -> str:
         return prefix_of(path) + v2meta.V2_CONSOLIDATED
@@ -181,9 +179,6 @@ class V2Format(DocFormat):
                 "is a Zarr v3 node (create it with zarr_format=3)"
             )
         return found
-
-    def made_group(self, docs: AncestorDocs, path: str) -> None:
-        return None  # (the ancestors' zarr.json read are of no v2 group)
 
     def consolidate(self, store: Store, path: str) -> GroupMeta:
         """``.zmetadata``: every ``.zarray``/``.zgroup``/``.zattrs`` at or below the group, as zarr-python 2

@@ -47,9 +47,6 @@ class V3Format(DocFormat):
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]
 
-    def defining_key(self, path: str, meta: NodeMeta) -> str:
-        return meta_key(path)
-
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
         return [meta_key(path)]
 
@@ -110,6 +107,8 @@ class V3Format(DocFormat):
             create_only(store, key, value, path, check)
         else:
             store.set(key, value)
+        if docs is not None:
+            docs.forget(path, value)
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
@@ -207,9 +206,6 @@ class V3Format(DocFormat):
                 "is a Zarr v2 node (create it with zarr_format=2, or migrate the v2 data)"
             )
         return None
-
-    def made_group(self, docs: AncestorDocs, path: str) -> None:
-        docs.forget(path, encode_json(node_to_json(GroupMeta())))
 
     def consolidate(self, store: Store, path: str) -> GroupMeta:
         """A read-modify-write of the group's document: what another client changes meanwhile (an

@@ -33,7 +33,7 @@ RANKS: Mapping[str, int] = {
     "codecs": 2,
     "commit": 2,  # commit: multi-document updates (core + stores)
     "io": 3,  # the only layer that knows stores AND codecs
-    "nodes": 4,
+    "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
     "creation": 4,
     "summary": 4,
     "shrink": 4,
