@@ -737,7 +737,7 @@ class Array(nodes.Node):
     def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Array:
         """A handle of this array resized as :meth:`resize` would (from the document as stored now), whose
         document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
-        is (:func:`rectizarr.nodes.publish`; under the document's lock)."""
+        is (:meth:`rectizarr.nodes.DocFormat.publish_many`; under the document's lock)."""
         self._check_writable()
         meta = self._take_up(nodes.read_for_write(self._store, self._path, self._meta.zarr_format))
         return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
@@ -770,7 +770,7 @@ def resize_together(
 ) -> None:
     """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
     update where writers lock (local directories, memory; Zarr v3): every new document published at once
-    (:func:`rectizarr.nodes.publish`), then each shrink's clean-up; elsewhere one after the other."""
+    (:meth:`rectizarr.nodes.DocFormat.publish_many`), then each shrink's clean-up; elsewhere one after the other."""
     handles = list(arrays.items())
     if not handles:
         return

@@ -294,7 +294,7 @@ def _locked(g: Group, existing: Mapping[str, Array]) -> contextlib.AbstractConte
 
 
 def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array], check: bool) -> None:
-    """Publish the documents of the staged arrays as one update (:func:`rectizarr.nodes.publish`), under the
+    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`), under the
     primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
     must still be those the data was staged against (ConflictError), the locks having been let go since."""
     store = g.store

@@ -193,9 +193,3 @@ def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> No
     store.delete_prefix(prefix_of(path))
     for fmt in FORMATS.values() if path else ():  # (the root: no group above it)
         fmt.refresh(store, path, None, docs)
-
-
-def publish_many(store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]) -> None:
-    """Publish the new documents ``changes`` (path -> (before, after)) of nodes of one format below the
-    group at ``group`` as one update, under the caller's locks (:meth:`DocFormat.publish_many`)."""
-    format_of(next(iter(changes.values()))[1]).publish_many(store, group, changes)
