@@ -4,7 +4,6 @@ node's documents, with the consolidated metadata held by any ancestor kept curre
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import wait
 
 from rectizarr import commit
 from rectizarr.core.metadata import GroupMeta, NodeMeta
@@ -42,8 +41,10 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
         if not check.written and check.node_there():
             raise NodeExistsError(exists_message(path)) from exc
         raise
-    finally:
-        wait([check.listing])  # no request of this call left running
+    finally:  # no request of this call left running (concurrent.futures: imported by the pool running it)
+        from concurrent.futures import wait
+
+        wait([check.listing])
 
 
 def create_node(
