@@ -22,7 +22,7 @@ from rectizarr import commit, nodes, tuning
 from rectizarr._util import Shape, empty, prod, relocked_in_child
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
-from rectizarr.core import dtype_optional, v2meta
+from rectizarr.core import dtype_optional
 from rectizarr.core.codec_meta import ShardingMeta
 from rectizarr.core.dims import VaryingDim
 from rectizarr.core.dtype import as_strings, check_unit_cast
@@ -118,6 +118,7 @@ class Array(nodes.Node):
 
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
+        self._track(meta)
         self._layout = rio.build_layout(
             self._store,
             nodes.prefix_of(self._path),
@@ -129,18 +130,6 @@ class Array(nodes.Node):
             write_empty_chunks=self._write_empty_chunks,
             workers=self._workers,
         )
-
-    def _stored_version(self) -> Any:
-        """The version of ``zarr.json`` where versions are cheap to check; elsewhere what this process wrote
-        of it (:meth:`Store.written`: another handle's append or resize is taken up, for no request)."""
-        key = nodes.doc_key(self._path, self._meta)
-        if (
-            not self._store.capabilities.cheap_versions
-        ):  # (Zarr v2: the attributes are a document of their own)
-            return self._store.written(
-                [key] if self._meta.zarr_format == 3 else [key, nodes.prefix_of(self._path) + v2meta.V2_ATTRS]
-            )
-        return self._store.version(key)
 
     def _check_before_writing(self) -> None:
         """The metadata came from a group's consolidated metadata, which may be older than the array's own
@@ -764,7 +753,7 @@ class Array(nodes.Node):
     def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Array:
         """A handle of this array resized as :meth:`resize` would (from the document as stored now), whose
         document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
-        is (:func:`rectizarr.nodes.publish`; under the document's lock)."""
+        is (:meth:`rectizarr.nodes.DocFormat.publish_many`; under the document's lock)."""
         self._check_writable()
         meta = self._take_up(nodes.read_for_write(self._store, self._path, self._meta.zarr_format))
         return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
@@ -799,18 +788,17 @@ def resize_together(
 ) -> None:
     """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
     update where writers lock (local directories, memory; Zarr v3): every new document published at once
-    (:func:`rectizarr.nodes.publish`), then each shrink's clean-up; elsewhere one after the other."""
+    (:meth:`rectizarr.nodes.DocFormat.publish_many`), then each shrink's clean-up; elsewhere one after the other."""
     handles = list(arrays.items())
     if not handles:
         return
     store = handles[0][1].store
-    v2 = {a.metadata.zarr_format for _, a in handles} == {2}
-    if store.capabilities.conditional_writes and not any(a.metadata.zarr_format == 2 for _, a in handles):
+    formats = {nodes.format_of(a.metadata) for _, a in handles}
+    fmt = formats.pop() if len(formats) == 1 else None  # (None: arrays of both formats)
+    if store.capabilities.conditional_writes and fmt is not None and fmt.records:
         _resize_swapped(group, handles, shapes, chunks)
         return
-    if store.capabilities.conditional_writes or (
-        any(a.metadata.zarr_format == 2 for _, a in handles) and not v2
-    ):
+    if store.capabilities.conditional_writes or fmt is None:
         for name, a in handles:
             a.resize(shapes[name], chunks=chunks.get(name))
         return
@@ -820,18 +808,12 @@ def resize_together(
         for name, a in handles:
             a._check_writable()
             with a._lock:
-                old = a._take_up(nodes.read_for_write(store, a.path, 2 if v2 else 3))
+                old = a._take_up(nodes.read_for_write(store, a.path, fmt.zarr_format))
                 new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
                 if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
                     _drop_past_end(a._layout, new)
                 steps.append((a, a._layout, old, new))
-        changes = {a.path: (old, new) for a, _, old, new in steps}
-        if v2:
-            nodes.publish_v2(store, group, changes)
-        else:
-            docs = nodes.AncestorDocs(store)
-            primary = commit.primary_of(store, handles[0][1].path, docs.get)
-            nodes.publish(store, group if primary is None else primary, changes, docs)
+        fmt.publish_many(store, group, {a.path: (old, new) for a, _, old, new in steps})
         for a, layout, old, new in steps:
             with a._lock:
                 a._set_meta(new)

@@ -50,7 +50,7 @@ _MAX_ROUNDS = 8
 
 def mark_of(meta: NodeMeta | None) -> dict[str, Any] | None:
     """The marker (a member's) or record (a primary's) a document holds, if any."""
-    if meta is None or meta.zarr_format != 3:
+    if meta is None:  # (a Zarr v2 node has no extra fields: its markers are in its JSON, resolve_doc)
         return None
     value = meta.extra_fields.get(MARK)
     return value if isinstance(value, dict) and isinstance(value.get("id"), str) else None

@@ -9,7 +9,6 @@ re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never lea
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
@@ -17,8 +16,7 @@ from typing import Any
 from rectizarr import nodes
 from rectizarr.api import create_array, naming_store, open_array
 from rectizarr.arrays import Array, resize_together
-from rectizarr.core import v2meta
-from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes, node_to_json
+from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import (
     LenientMetadataWarning,
     MetadataError,
@@ -51,6 +49,7 @@ class Group(nodes.Node):
         self._meta = meta
         self._read_only = read_only or store.read_only
         self._use_consolidated = use_consolidated
+        self._track(meta)
         # of zarr.json when self._meta was read (None: not known); where versions cost a request, what this
         # process wrote of it since (written by another handle of ours: read again)
         self._version: Hashable = None if store.capabilities.cheap_versions else self._stored_version()
@@ -98,18 +97,6 @@ class Group(nodes.Node):
             raise NodeNotFoundError(f"{self.name!r} is no longer a group")
         self._meta, self._version, self._stale = meta, version, False
 
-    def _stored_version(self) -> Hashable:
-        """The versions of the documents that define the group (v2: ``.zgroup``, ``.zattrs``, ``.zmetadata``)
-        where versions are cheap; elsewhere what this process wrote of them (:meth:`Store.written`)."""
-        if self._meta.zarr_format == 3:
-            keys = [nodes.meta_key(self._path)]
-        else:
-            prefix = nodes.prefix_of(self._path)
-            keys = [prefix + k for k in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)]
-        if not self._store.capabilities.cheap_versions:
-            return self._store.written(keys)
-        return self._store.version(keys[0]) if len(keys) == 1 else tuple(self._store.version(k) for k in keys)
-
     def _current(self) -> GroupMeta:
         """The group's metadata, read again if it is known to have changed (see :meth:`refresh`)."""
         if self._stale or self._stored_version() != self._version:
@@ -137,7 +124,7 @@ class Group(nodes.Node):
             )
         self._entries = (
             meta,
-            _valid_entries(cm["metadata"], self._consolidated_key(), self._meta.zarr_format),
+            _valid_entries(cm["metadata"], self._consolidated_key(), nodes.format_of(meta)),
             {},
         )
         return self._entries[1], self._entries[2]
@@ -156,20 +143,11 @@ class Group(nodes.Node):
 
     def _consolidated_key(self) -> str:
         """The document that holds the consolidated metadata: ``zarr.json``, or Zarr v2's ``.zmetadata``."""
-        if self._meta.zarr_format == 2:
-            return nodes.prefix_of(self._path) + v2meta.V2_CONSOLIDATED
-        return nodes.meta_key(self._path)
+        return nodes.format_of(self._meta).consolidated_key(self._path)
 
     def _entry_path(self, rel: str, entry: Any) -> str:
         """The JSON path of member ``rel``'s entry in :meth:`_consolidated_key`."""
-        if self._meta.zarr_format == 2:
-            leaf = (
-                v2meta.V2_ARRAY
-                if isinstance(entry, dict) and entry.get("node_type") == "array"
-                else v2meta.V2_GROUP
-            )
-            return f"$.metadata[{json.dumps(rel + '/' + leaf)}]"
-        return f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
+        return nodes.format_of(self._meta).entry_path(rel, entry)
 
     # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
@@ -511,14 +489,7 @@ def consolidate_metadata(
     """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
     s = nodes.store_for(store, "r+", storage_options)
     p = nodes.normalize_path(path)
-    with nodes.locked(s, p):  # the group's document and its ancestors' (which may consolidate it)
-        if nodes.read_meta(s, p).zarr_format == 2:
-            return Group(s, p, nodes.consolidate_v2(s, p))
-    # A read-modify-write of the group's document: what another client changes meanwhile (an attribute, a
-    # member's entry) makes it list and write again, rather than be lost.
-    new = nodes.update_meta(s, p, lambda stored: _consolidated(s, p, stored))
-    assert isinstance(new, GroupMeta)
-    return Group(s, p, new)
+    return Group(s, p, nodes.format_of(nodes.read_meta(s, p)).consolidate(s, p))
 
 
 def open(
@@ -558,42 +529,7 @@ def open(
     return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
 
 
-def _consolidated(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
-    """The group at ``p`` (``meta``: its document as stored) with every descendant's document inline, as
-    stored now."""
-    if meta is None:
-        raise NodeNotFoundError(f"no group at {p or '/'!r} in {s!r}")
-    if not isinstance(meta, GroupMeta):
-        raise NodeNotFoundError(f"the node at {p or '/'!r} is an array; only groups consolidate")
-    prefix = nodes.prefix_of(p)
-    keys = [k for k in s.list_prefix(prefix) if k.endswith("/" + nodes.META) and k != prefix + nodes.META]
-    rels = [k[len(prefix) : -len(nodes.META) - 1] for k in keys]
-    docs = s.get_many([(k, None) for k in keys])
-    entries: dict[str, Any] = {}
-    for rel, data in zip(rels, docs, strict=True):
-        node = None if data is None else nodes.decoded(s, nodes.join(p, rel), data)
-        if node is None:  # (gone, or a new node a killed writer never committed)
-            continue
-        doc = node_to_json(node)
-        if doc.get("node_type") == "group":
-            doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
-        entries[rel] = doc
-    # A prefix without zarr.json is not a node: drop documents below one.
-    entries = {
-        rel: doc
-        for rel, doc in entries.items()
-        if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
-    }
-    ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
-    new = GroupMeta(
-        attributes=meta.attributes,
-        extra_fields=meta.extra_fields,
-        consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered},
-    )
-    return new
-
-
-def _valid_entries(entries: dict[str, Any], key: str, zarr_format: int = 3) -> dict[str, Any]:
+def _valid_entries(entries: dict[str, Any], key: str, fmt: nodes.DocFormat) -> dict[str, Any]:
     """The consolidated entries whose path can name a node. Others (``""``, ``"a//b"``, ``".."``: no stored
     node can have such a path, and listing the store ignores such names too) are skipped with a warning
     rather than refusing the group: consolidated metadata is an optional cache of the hierarchy."""
@@ -603,10 +539,9 @@ def _valid_entries(entries: dict[str, Any], key: str, zarr_format: int = 3) -> d
         if problem is None:
             out[rel] = doc
         else:
-            where = (
-                f"$.metadata[{json.dumps(rel + '/...')}]"
-                if zarr_format == 2
-                else f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
+            warnings.warn(
+                f"{key}: {fmt.entry_path(rel)}: {problem}; entry ignored",
+                LenientMetadataWarning,
+                stacklevel=4,
             )
-            warnings.warn(f"{key}: {where}: {problem}; entry ignored", LenientMetadataWarning, stacklevel=4)
     return out

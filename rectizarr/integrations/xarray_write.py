@@ -264,7 +264,11 @@ def to_rectizarr(
     # An append: one update of all the arrays it grows, their data written first (past the stored ends,
     # unseen) and every document published at once (not for Zarr v2 on object stores)
     swapped = g.store.capabilities.conditional_writes
-    atomic = append_dim is not None and bool(existing) and not (swapped and g.metadata.zarr_format == 2)
+    atomic = (
+        append_dim is not None
+        and bool(existing)
+        and not (swapped and not nodes.format_of(g.metadata).records)
+    )
     with _locked(g, existing) if atomic and not swapped else contextlib.nullcontext():
         return _to_group(
             dataset,
@@ -290,7 +294,7 @@ def _locked(g: Group, existing: Mapping[str, Array]) -> contextlib.AbstractConte
 
 
 def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array], check: bool) -> None:
-    """Publish the documents of the staged arrays as one update (:func:`rectizarr.nodes.publish`), under the
+    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`), under the
     primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
     must still be those the data was staged against (ConflictError), the locks having been let go since."""
     store = g.store
@@ -316,12 +320,7 @@ def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array
                         f"the array {path!r} was changed by another writer while this append's "
                         "data was written (compute=False); its documents were not published"
                     )
-        if g.metadata.zarr_format == 2:
-            nodes.publish_v2(store, g.path, changes)
-            return
-        docs = nodes.AncestorDocs(store)
-        primary = commit.primary_of(store, next(iter(changes)), docs.get)
-        nodes.publish(store, g.path if primary is None else primary, changes, docs)
+        nodes.format_of(g.metadata).publish_many(store, g.path, changes)
 
 
 def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:

@@ -1186,11 +1186,11 @@ def test_a_parent_group_another_client_makes_meanwhile_is_kept(
 ) -> None:
     """Creating ``p/z`` writes the missing group ``p`` create-only: a group another client made there after
     our check keeps its attributes (an unconditional PUT replaced it)."""
-    import rectizarr.nodes as nodes
+    import rectizarr.nodes.create as nodes
 
     store = s3_store if backend == "fsspec" else obstore_store
     rectizarr.create_group(store)
-    real = nodes._missing_parents
+    real = nodes.missing_parents
 
     def check_then_they_create(*args: Any) -> list[str]:
         missing = real(*args)
@@ -1200,7 +1200,7 @@ def test_a_parent_group_another_client_makes_meanwhile_is_kept(
         )
         return missing
 
-    monkeypatch.setattr(nodes, "_missing_parents", check_then_they_create)
+    monkeypatch.setattr(nodes, "missing_parents", check_then_they_create)
     rectizarr.create_array(store, name="p/z", shape=(2,), dtype="i1", chunks=(2,))
     monkeypatch.undo()
     assert rectizarr.open_group(store, path="p").attrs.asdict() == {"by": "them"}
@@ -1292,7 +1292,7 @@ def test_a_v2_consolidated_entry_is_the_documents_as_stored(obstore_store: Any, 
     rectizarr.consolidate_metadata(store)
     mine = rectizarr.open_array(store, path="x").metadata  # before their change
     store.set("x/.zattrs", json.dumps({"theirs": 1}).encode())  # their later change, already stored
-    nodes._refresh_v2_consolidated(store, "x", mine)  # our refresh lands after theirs
+    nodes.V2.refresh(store, "x", mine, None)  # our refresh lands after theirs
     entry = json.loads(store.get(".zmetadata"))["metadata"]["x/.zattrs"]
     assert entry == ({"theirs": 1} if kind == "obstore" else {}), entry
     assert a.shape == (2,)

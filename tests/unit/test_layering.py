@@ -34,7 +34,7 @@ RANKS: Mapping[str, int] = {
     "codecs": 2,
     "commit": 2,  # commit: multi-document updates (core + stores)
     "io": 3,  # the only layer that knows stores AND codecs
-    "nodes": 4,
+    "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
     "creation": 4,
     "summary": 4,
     "shrink": 4,
@@ -379,8 +379,6 @@ STILL_PRIVATE: Mapping[tuple[str, str], str] = {
     ("tests.reliability.test_consistency", "_warned"): "stores/locks.py lock files",
     ("tests.reliability.test_consistency", "_lock"): "a store's and an array's lock after a fork",
     ("tests.reliability.test_consistency", "_relock"): "the fork hook of _util",
-    ("tests.reliability.test_consistency", "_missing_parents"): "nodes (item 2)",
-    ("tests.reliability.test_consistency", "_refresh_v2_consolidated"): "nodes (item 2)",
     ("tests.reliability.test_consistency", "_update_attributes"): "an attribute update's rounds (items 1, 2)",
     ("tests.unit.stores.test_stores", "_lock"): "a store's lock after a fork",
 }

@@ -1,0 +1,181 @@
+"""The document format of a node, one interface with a Zarr v3 (:mod:`.v3`) and a Zarr v2 (:mod:`.v2`)
+implementation: which keys hold a node (its defining document, its other documents, its consolidated
+metadata), how it is read, encoded, written, updated and how the consolidated entries of it that its
+ancestor groups hold are refreshed. A node's format is chosen once (:func:`rectizarr.nodes.format_of`,
+from the stored documents or the ``zarr_format`` asked for); nothing else asks which one it is."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any, Literal, Protocol
+
+from rectizarr import commit
+from rectizarr.core.metadata import GroupMeta, NodeMeta
+from rectizarr.errors import NodeExistsError
+from rectizarr.nodes.paths import AncestorDocs, locked
+from rectizarr.nodes.versions import Tracker
+from rectizarr.stores import Store
+from rectizarr.stores.base import inferred_landings
+
+Change = Callable[[NodeMeta | None], NodeMeta]
+Then = Callable[[NodeMeta | None, NodeMeta], None]
+Stage = Callable[[NodeMeta | None, NodeMeta], AbstractContextManager[None]]
+
+
+class CreateCheck(Protocol):
+    """What follows a create-only write of a node's document (:class:`rectizarr.nodes.beside.Beside`)."""
+
+    taken_back: bool
+
+    def after_write(self, ours: bool) -> None: ...
+
+    def after_failed_write(self, key: str, value: bytes, exc: Exception) -> None: ...
+
+
+def create_only(store: Store, key: str, value: bytes, path: str, check: CreateCheck | None = None) -> None:
+    """Write ``key`` where it is not (NodeExistsError where it is); with ``check``, what the listing beside
+    the write decides follows before anything else is written."""
+    before = inferred_landings()
+    try:
+        created = store.set_if(key, value, None)
+    except Exception as exc:
+        if check is not None:
+            check.after_failed_write(key, value, exc)
+        raise
+    if not created:
+        raise NodeExistsError(
+            f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
+            "(pass overwrite=True to replace it)"
+        )
+    if check is not None:
+        check.after_write(ours=inferred_landings() == before)
+
+
+def finished(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
+    """The node ``meta`` just read at ``path``, for a writer holding its locks and its ancestors': a
+    committed update a killed writer left half cleaned up at this group is finished first
+    (:func:`commit.finish`)."""
+    if isinstance(meta, GroupMeta) and not store.capabilities.conditional_writes:
+        raw = commit.read_raw(store, path)
+        if raw is not None and commit.MARK in raw.extra_fields and "members" in (commit.mark_of(raw) or {}):
+            return commit.finish(store, path, raw)
+    return meta
+
+
+class DocFormat(ABC):
+    """One Zarr format's documents (see the module's description)."""
+
+    zarr_format: Literal[2, 3]
+    missing: str  # what a reader looked for, in the message of a node not found (``{key}``: zarr.json's)
+    # whether a change below a consolidating group is published with the consolidated copies of it through
+    # the group's commit record (:mod:`rectizarr.commit`), not refreshed after it
+    records: bool
+
+    def holds(self, obj: Mapping[str, Any]) -> bool:
+        """Whether the JSON object ``obj`` (a consolidated entry) declares this format."""
+        return obj.get("zarr_format") == self.zarr_format
+
+    @abstractmethod
+    def defining_keys(self, path: str) -> list[str]:
+        """The keys whose document, where one is, makes a node of this format at ``path``."""
+
+    @abstractmethod
+    def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
+        """The keys of every document of the node ``meta``, the one that defines it first."""
+
+    @abstractmethod
+    def consolidated_key(self, path: str) -> str:
+        """The key of the document that holds the consolidated metadata of the group at ``path``."""
+
+    @abstractmethod
+    def entry_path(self, rel: str, entry: Any = ...) -> str:
+        """The JSON path of member ``rel``'s entry in :meth:`consolidated_key` (``...``: any entry)."""
+
+    @abstractmethod
+    def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
+        """What a handle of the node ``meta`` checks to know its documents changed."""
+
+    @abstractmethod
+    def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:
+        """(whether a document of this format is there, the node as readers see it: None if none)."""
+
+    @abstractmethod
+    def to_json(self, meta: NodeMeta) -> dict[str, Any]:
+        """The node's JSON object as consolidated metadata holds it in memory."""
+
+    @abstractmethod
+    def from_json(self, obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
+        """The node of a JSON object that :meth:`to_json` makes (``key``: where it was read, for errors)."""
+
+    @abstractmethod
+    def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
+        """The documents of the node ``meta`` at ``path``, by key (its defining document first)."""
+
+    @abstractmethod
+    def write(
+        self,
+        store: Store,
+        path: str,
+        meta: NodeMeta,
+        docs: AncestorDocs | None = None,
+        exclusive: bool = False,
+        check: CreateCheck | None = None,
+        before: Any = ...,
+    ) -> None:
+        """Write the node's documents and keep its ancestors' consolidated metadata current
+        (``exclusive``: the defining document create-only; ``before``: the node as stored, if known;
+        ``docs``: the ``zarr.json`` values this operation read and wrote, brought up to date)."""
+
+    @abstractmethod
+    def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
+        """Update (``meta``) or remove (None) ``path``'s entries in every consolidating ancestor."""
+
+    @abstractmethod
+    def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
+        """:meth:`update` on a store with conditional writes."""
+
+    @abstractmethod
+    def publish_many(
+        self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
+    ) -> None:
+        """Write the new documents ``changes`` (path -> (before, after)) of nodes below the group at
+        ``group`` as one update, under the caller's locks of all of them."""
+
+    @abstractmethod
+    def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
+        """The group whose commit record publishes a change of the node with its consolidated copies
+        (:mod:`rectizarr.commit`; under the caller's locks), None where there is none."""
+
+    @abstractmethod
+    def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:
+        """The node at ``parent``, an ancestor of a new node at ``path`` (None: none); refuses one that a
+        new group of this format would hide."""
+
+    @abstractmethod
+    def consolidate(self, store: Store, path: str) -> GroupMeta:
+        """Write the consolidated metadata of the group at ``path`` and return the group."""
+
+    def read_for_write(self, store: Store, path: str) -> NodeMeta | None:
+        """The node as stored, for a writer holding its locks and its ancestors' (:func:`finished`)."""
+        return finished(store, path, self.read(store, path)[1])
+
+    def update(
+        self, store: Store, path: str, change: Change, then: Then | None = None, stage: Stage | None = None
+    ) -> NodeMeta:
+        """A read-modify-write of the node's documents: ``change`` maps the node as stored now (None:
+        missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
+        documents' locks where the store has no conditional writes (``then`` inside them, and the documents
+        written inside ``with stage(old, new)``: data readers cannot see until they are); else
+        :meth:`update_swapped` (``change`` may run again; ``then`` runs once, after it; no ``stage``)."""
+        if store.capabilities.conditional_writes:
+            return self.update_swapped(store, path, change, then)
+        with locked(store, path):
+            old = self.read_for_write(store, path)
+            new = change(old)
+            with nullcontext() if stage is None else stage(old, new):
+                self.write(store, path, new, before=old)
+            if then is not None:
+                then(old, new)
+            return new

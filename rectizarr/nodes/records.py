@@ -1,0 +1,142 @@
+"""Updates of several node documents at once through commit records (:mod:`rectizarr.commit`): a node
+and the consolidated copies of it held by its ancestor groups, published as one update (all or nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rectizarr import commit
+from rectizarr.core.metadata import GroupMeta, NodeMeta, decode_node, node_to_json
+from rectizarr.errors import NodeNotFoundError
+from rectizarr.nodes.paths import AncestorDocs, meta_key, parent_paths, relative
+from rectizarr.stores import Store
+
+
+def decoded(store: Store, path: str, data: bytes) -> NodeMeta | None:
+    """A node's ``zarr.json`` as readers see it: a marker of an update in progress (or of one a killed
+    writer left) decided by its commit record (:mod:`rectizarr.commit`; None: the node is not there)."""
+    meta = decode_node(data, meta_key(path))
+    return commit.resolve(store, path, meta) if commit.MARK in meta.extra_fields else meta
+
+
+def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> GroupMeta | None:
+    """The group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with its
+    descendants); None when ``meta`` does not consolidate."""
+    if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
+        return None
+    entries = dict(meta.consolidated_metadata.get("metadata") or {})
+    if doc is None:
+        entries = {k: v for k, v in entries.items() if k != rel and not k.startswith(rel + "/")}
+    else:
+        entry = dict(doc)
+        entry.pop(commit.MARK, None)
+        if entry.get("node_type") == "group":
+            entry.pop("consolidated_metadata", None)
+            entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+        entries[rel] = entry
+    updated = dict(meta.consolidated_metadata)
+    updated["metadata"] = entries
+    return GroupMeta(
+        attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields
+    )
+
+
+def _entered(
+    groups: dict[str, Any], parent: str, path: str, after: NodeMeta | None
+) -> tuple[NodeMeta, GroupMeta] | None:
+    """``groups[parent]`` with ``path``'s entry brought up to date (``after``): (before, after) of the
+    group, else None (the group is not there or does not consolidate)."""
+    current = groups[parent]
+    if current is None:
+        return None
+    updated = with_entry_meta(current, relative(path, parent), None if after is None else node_to_json(after))
+    if updated is None:
+        return None
+    groups[parent] = updated
+    return current, updated
+
+
+def publish(
+    store: Store,
+    primary: str,
+    changes: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
+    docs: AncestorDocs | None = None,
+    exclusive: bool = False,
+    primary_meta: NodeMeta | None = None,
+) -> None:
+    """Write the v3 documents ``changes`` (path -> (before, after; None: deleted)) of nodes below the group
+    ``primary`` as one update (:mod:`rectizarr.commit`), with the consolidated metadata of ``primary`` and
+    of every group between brought up to date; under the caller's locks of all of them (stores without
+    conditional writes). ``primary_meta``: the primary's own new content (attributes), else as stored.
+    ``exclusive``: the changed nodes are new (create-only)."""
+    docs = docs or AncestorDocs(store)
+    data = docs.get(primary)
+    raw = None if data is None else decode_node(data, meta_key(primary))
+    if not isinstance(raw, GroupMeta):
+        raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
+    stored = commit.finish(store, primary, raw)  # an update a killed writer committed: finished first
+    groups: dict[str, Any] = {primary: primary_meta or stored}
+    members = dict(changes)
+    for path, (_, after) in changes.items():
+        for parent in parent_paths(path):
+            if len(parent) < len(primary) or (primary and not (parent + "/").startswith(primary + "/")):
+                continue  # (above the primary)
+            if parent not in groups:
+                if parent in members:
+                    groups[parent] = members[parent][1] or GroupMeta()
+                else:
+                    data = docs.get(parent)
+                    groups[parent] = None if data is None else decoded(store, parent, data)
+            done = _entered(groups, parent, path, after)
+            if done is not None and parent != primary:
+                members[parent] = (members[parent][0] if parent in members else done[0], done[1])
+    final = commit.publish(
+        store, primary, groups[primary], members, frozenset(changes) if exclusive else frozenset()
+    )
+    for path in (primary, *members):
+        docs.forget(path, final.get(path))
+
+
+def primary_swapped(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
+    """On a store with conditional writes, the group whose document commits a change of the v3 node at
+    ``path`` (:func:`commit.update_swapped`): its topmost consolidating ancestor; None where there is none
+    (a plain compare-and-swap of the node's own document)."""
+    if not path or not store.capabilities.conditional_writes:
+        return None
+    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
+
+
+def publish_swapped(
+    store: Store,
+    primary: str,
+    changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
+    create_only: frozenset[str] = frozenset(),
+) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
+    """:func:`publish` on a store with conditional writes: each ``changes[path]`` maps the node's content
+    as stored (None: none) to its new one (None: deleted; it may run again after a conflict); the
+    consolidated metadata of ``primary`` and of every group between brought up to date, all as one update
+    (:func:`commit.update_swapped`). Returns the contents before and after, by path."""
+    paths: list[str] = []
+    for path in changes:
+        for parent in (*parent_paths(path), path):
+            below = len(parent) > len(primary) and (not primary or parent.startswith(primary + "/"))
+            if below and parent not in paths:
+                paths.append(parent)
+
+    def plan(
+        p_meta: NodeMeta, olds: dict[str, NodeMeta | None]
+    ) -> tuple[NodeMeta, dict[str, NodeMeta | None]]:
+        news = {path: change(olds[path]) for path, change in changes.items()}
+        groups: dict[str, Any] = {primary: p_meta}
+        for path, after in list(news.items()):
+            for parent in parent_paths(path):
+                if parent not in groups and parent not in paths:
+                    continue  # (above the primary)
+                if parent not in groups:
+                    groups[parent] = news[parent] if parent in news else olds.get(parent)
+                if _entered(groups, parent, path, after) is not None and parent != primary:
+                    news[parent] = groups[parent]
+        return groups[primary], news
+
+    return commit.update_swapped(store, primary, paths, plan, create_only)

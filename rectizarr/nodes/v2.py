@@ -1,0 +1,220 @@
+"""Zarr v2 node documents: ``.zarray`` or ``.zgroup`` defines the node, ``.zattrs`` holds its attributes,
+and a group consolidates into ``.zmetadata`` (every document at or below it, as zarr-python 2 writes it)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from rectizarr import commit, tuning
+from rectizarr.core import v2meta
+from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
+from rectizarr.errors import ConflictError, NodeNotFoundError, UnsupportedError
+from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
+from rectizarr.nodes.paths import AncestorDocs, locked, parent_paths, prefix_of, relative
+from rectizarr.nodes.versions import Tracker, remember, version_now
+from rectizarr.stores import Store, written
+from rectizarr.stores.base import back_off
+
+_ALL = (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)  # every document a v2 node reads: .zarray first
+
+
+class V2Format(DocFormat):
+    zarr_format: Literal[2, 3] = 2
+    missing = "'.zarray' or '.zgroup'"
+    records = False
+
+    def defining_keys(self, path: str) -> list[str]:
+        return [prefix_of(path) + v2meta.V2_ARRAY, prefix_of(path) + v2meta.V2_GROUP]
+
+    def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
+        defining = v2meta.V2_ARRAY if isinstance(meta, ArrayMeta) else v2meta.V2_GROUP
+        return [prefix_of(path) + defining, prefix_of(path) + v2meta.V2_ATTRS]
+
+    def consolidated_key(self, path: str) -> str:
+        return prefix_of(path) + v2meta.V2_CONSOLIDATED
+
+    def entry_path(self, rel: str, entry: Any = ...) -> str:
+        array = isinstance(entry, dict) and entry.get("node_type") == "array"
+        leaf = "..." if entry is ... else v2meta.V2_ARRAY if array else v2meta.V2_GROUP
+        return f"$.metadata[{json.dumps(rel + '/' + leaf)}]"
+
+    def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
+        """An array: its ``.zarray`` (versions), its ``.zarray`` and ``.zattrs`` (what this process wrote);
+        a group: every document it reads."""
+        if isinstance(meta, ArrayMeta):
+            return Tracker(store, self.doc_keys(path, meta), checked=1)
+        return Tracker(store, [prefix_of(path) + name for name in _ALL])
+
+    def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:
+        """``.zarray`` or ``.zgroup``, ``.zattrs``, a group's ``.zmetadata``."""
+        keys = [prefix_of(path) + name for name in _ALL]
+        before = version_now(store, keys[0])
+        values = store.get_many([(k, None) for k in keys])
+        if values[0] is not None and commit.MARK.encode() in values[0]:  # an update of several documents
+            doc = commit.resolve_doc(store, keys[0], v2meta.load_json(values[0], keys[0]))
+            values[0] = None if doc is None else encode_json(doc)
+        meta = _from(values, keys)
+        if isinstance(meta, ArrayMeta):
+            remember(store, keys[0], meta, before)
+        return meta is not None, meta
+
+    def to_json(self, meta: NodeMeta) -> dict[str, Any]:
+        return v2meta.v2_combined(meta)
+
+    def from_json(self, obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
+        return v2meta.v2_node_from_json(obj, key)
+
+    def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
+        return {prefix_of(path) + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
+
+    def write(
+        self,
+        store: Store,
+        path: str,
+        meta: NodeMeta,
+        docs: AncestorDocs | None = None,
+        exclusive: bool = False,
+        check: CreateCheck | None = None,
+        before: Any = ...,
+    ) -> None:
+        items = self.encode(path, meta)
+        if exclusive:  # the .zarray / .zgroup first
+            first = next(iter(items))
+            create_only(store, first, items.pop(first), path, check)
+        store.set_many(items)
+        self.refresh(store, path, meta, docs)
+
+    def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
+        """Every ``.zmetadata`` at ``path`` or above it; where the store has conditional writes the entry
+        is the node's documents as stored when ``.zmetadata`` is rewritten (read after it, at each try),
+        not ``meta``: another client's later change of them may have reached ``.zmetadata`` first."""
+        for group in (*parent_paths(path), path):
+            key, rel = self.consolidated_key(group), relative(path, group)
+
+            def make(data: bytes | None, key: str = key, rel: str = rel) -> bytes | None:
+                current = v2meta.load_json(data, key)
+                if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
+                    return data  # no consolidated metadata here: left as it is
+                now = meta
+                if meta is not None and store.capabilities.conditional_writes:
+                    now = self.read(store, path)[1] or meta
+                return encode_json(v2meta.with_entries(current, rel, now))
+
+            if store.capabilities.conditional_writes:
+                store.swap(key, make)  # a compare-and-swap: concurrent updates of .zmetadata all land
+            else:  # under the caller's locks
+                stored = store.get(key)
+                new = make(stored)
+                if new is not stored and new is not None:
+                    store.set(key, new)
+
+    def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
+        """The documents read with their versions, and each document the change rewrites (``.zarray``
+        for a resize or an append, ``.zattrs`` for attributes) written only at the version read; on a
+        conflict all is read and the change applied again, up to ``tuning.conflict_retries`` times, then
+        :class:`ConflictError`. A change of both documents at once writes them one after the other (not
+        atomically)."""
+        p = prefix_of(path)
+        keys = [p + name for name in _ALL]
+        retries = tuning.current().conflict_retries
+        for attempt in range(retries):
+            if attempt:
+                back_off(attempt)
+            read = store.get_many_versioned([(k, None) for k in keys])
+            old = _from([data for data, _ in read], keys)
+            new = change(old)
+            before = {} if old is None else v2meta.v2_docs(old)
+            versions = {k: version for k, (_, version) in zip(keys, read, strict=True)}
+            changed = {p + name: doc for name, doc in v2meta.v2_docs(new).items() if before.get(name) != doc}
+            ok = all(store.set_if(k, encode_json(doc), versions[k]) for k, doc in changed.items())
+            written.mark(
+                store.lock_identity, changed
+            )  # (a refused write marks too: a handle reads once more)
+            if ok:
+                self.refresh(store, path, new, None)
+                if then is not None:
+                    then(old, new)
+                return new
+        raise ConflictError(
+            f"{p or '/'!r}: the Zarr v2 documents were changed by other writers during "
+            f"each of {retries} attempts to update them; try again"
+        )
+
+    def publish_many(
+        self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
+    ) -> None:
+        """Their ``.zarray``, with the record in the group's ``.zmetadata`` when it consolidates, brought up
+        to date, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
+        p = prefix_of(group)
+        zmeta_key, zgroup_key = p + v2meta.V2_CONSOLIDATED, p + v2meta.V2_GROUP
+        consolidated = commit.finish_doc(store, zmeta_key)
+        if not (isinstance(consolidated, dict) and isinstance(consolidated.get("metadata"), dict)):
+            consolidated = None
+        record_key = zgroup_key if consolidated is None else zmeta_key
+        record = commit.finish_doc(store, zgroup_key) if consolidated is None else consolidated
+        if not isinstance(record, dict):
+            raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
+        members = {}
+        for path, (old, new) in changes.items():
+            members[prefix_of(path) + v2meta.V2_ARRAY] = (
+                v2meta.v2_docs(old)[v2meta.V2_ARRAY],
+                v2meta.v2_docs(new)[v2meta.V2_ARRAY],
+            )
+            if consolidated is not None:
+                record = v2meta.with_entries(record, path[len(p) :], new)
+        commit.publish_docs(store, record_key, record, members)
+        written.mark(store.lock_identity, [*members, record_key])
+
+    def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
+        return None  # (a v2 node is written with its .zmetadata refreshed after it)
+
+    def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:
+        found = self.read(store, parent)[1]
+        # a new .zgroup beside a Zarr v3 node's zarr.json (one GET, only where a parent is missing)
+        if found is None and docs.get(parent) is not None:
+            raise UnsupportedError(
+                f"cannot create the Zarr v2 node {path!r}: its ancestor {parent or '/'!r} "
+                "is a Zarr v3 node (create it with zarr_format=3)"
+            )
+        return found
+
+    def consolidate(self, store: Store, path: str) -> GroupMeta:
+        """``.zmetadata``: every ``.zarray``/``.zgroup``/``.zattrs`` at or below the group, as zarr-python 2
+        writes it; under the locks of the group and its ancestors."""
+        prefix = prefix_of(path)
+
+        def listed(_: bytes | None = None) -> bytes:
+            keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS)
+            values = store.get_many([(k, None) for k in keys])
+            entries = {
+                k[len(prefix) :]: v2meta.load_json(v, k)
+                for k, v in zip(keys, values, strict=True)
+                if v is not None
+            }
+            return encode_json({"metadata": entries, "zarr_consolidated_format": 1})
+
+        with locked(store, path):
+            if store.capabilities.conditional_writes:  # a compare-and-swap: a change another client makes
+                store.swap(self.consolidated_key(path), listed)  # meanwhile (its own update) lists again
+            else:  # under the locks
+                store.set(self.consolidated_key(path), listed())
+            meta = self.read(store, path)[1]
+        if not isinstance(meta, GroupMeta):
+            raise NodeNotFoundError(f"the node at {path or '/'!r} is not a v2 group; only groups consolidate")
+        return meta
+
+
+def _from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
+    zarray, zgroup, zattrs, zmeta = (
+        v2meta.load_json(data, key) for data, key in zip(values, keys, strict=True)
+    )
+    if zarray is not None:
+        return v2meta.decode_v2_array(zarray, zattrs, keys[0])
+    if zgroup is not None:
+        return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1])
+    return None
+
+
+V2 = V2Format()
