@@ -38,13 +38,19 @@ __all__ = [
 
 
 def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
+    kwargs.setdefault("dtype", np.float64)
+    return _create_array(kwargs, shape=shape, fill_value=fill_value)
+
+
+def _create_array(kwargs: dict[str, Any], **given: Any) -> Array:
+    """:func:`create_array` in zarr-python's words: ``store`` (``None``: in memory), ``path``, ``chunks``
+    ``True`` or ``None`` for ``"auto"``."""
     _check_format(kwargs.get("zarr_format"))
     store = kwargs.pop("store", None)
     name = kwargs.pop("path", None) or kwargs.pop("name", None)
-    kwargs.setdefault("dtype", np.float64)
     if kwargs.get("chunks") in (True, None):
         kwargs["chunks"] = "auto"
-    return create_array(store, name=name, shape=shape, fill_value=fill_value, **kwargs)
+    return create_array(store, name=name, **given, **kwargs)
 
 
 def _check_format(zarr_format: Any) -> None:
@@ -108,43 +114,37 @@ def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _create_like(a: Any, kwargs: dict[str, Any], **fixed: Any) -> Array:
+    args = {**_like(a, kwargs), **fixed}
+    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+
+
 def zeros_like(a: Any, **kwargs: Any) -> Array:
     """:func:`zeros` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    args["fill_value"] = 0
-    return _create(args.pop("shape"), args.pop("fill_value"), args)
+    return _create_like(a, kwargs, fill_value=0)
 
 
 def ones_like(a: Any, **kwargs: Any) -> Array:
     """:func:`ones` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    args["fill_value"] = 1
-    return _create(args.pop("shape"), args.pop("fill_value"), args)
+    return _create_like(a, kwargs, fill_value=1)
 
 
 def full_like(a: Any, **kwargs: Any) -> Array:
     """:func:`full` with the shape, dtype and chunking of ``a`` (and its fill value unless given)."""
-    args = _like(a, kwargs)
-    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+    return _create_like(a, kwargs)
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:
     """:func:`empty` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+    return _create_like(a, kwargs)
 
 
 def array(data: Any, **kwargs: Any) -> Array:
     """A new array holding a copy of ``data`` (``store=None``: in memory; ``dtype`` converts)."""
-    _check_format(kwargs.get("zarr_format"))
-    store = kwargs.pop("store", None)
-    name = kwargs.pop("path", None) or kwargs.pop("name", None)
     values = data if isinstance(data, Array) else np.asarray(data, dtype=kwargs.pop("dtype", None))
     if isinstance(data, Array) and "dtype" in kwargs:
         values = np.asarray(data[...], dtype=kwargs.pop("dtype"))
-    if kwargs.get("chunks") in (True, None):
-        kwargs["chunks"] = "auto"
-    return create_array(store, name=name, data=values, **kwargs)
+    return _create_array(kwargs, data=values)
 
 
 def group(

@@ -1,4 +1,5 @@
-"""``create_array(..., zarr_format=2)`` arguments -> a ``.zarray`` document (no I/O).
+"""The :class:`~rectizarr.core.spec.ArraySpec` of ``create_array(..., zarr_format=2)`` -> a ``.zarray``
+document (no I/O).
 
 What zarr-python 3 writes for ``zarr_format=2`` is the model: the default compressor is zstd level 0,
 ``str`` arrays are ``|O`` with a ``vlen-utf8`` filter (``bytes``: ``vlen-bytes``), numbers are written
@@ -15,10 +16,11 @@ import numpy as np
 
 from rectizarr._util import Shape, is_int
 from rectizarr.core.dtype import DataType
+from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_chunks", "v2_zarray"]
+__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_zarray", "whole_axes"]
 
 V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
@@ -29,10 +31,11 @@ def whole_axes(chunks: Sequence[Any], shape: Shape) -> list[Any]:
     return [max(1, n) if is_int(c) and c == -1 else c for c, n in zip(chunks, shape, strict=False)]
 
 
-def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
-    """Regular chunk sizes for a v2 array (``auto``: the chunks to use for ``"auto"``)."""
+def _chunks(spec: ArraySpec) -> list[int]:
+    """Regular chunk sizes for a v2 array."""
+    shape, chunks = spec.shape, spec.chunks
     if isinstance(chunks, str) and chunks == "auto":
-        return list(auto)
+        return list(auto_chunks(shape, spec.dtype.itemsize or 16))
     if is_int(chunks):
         chunks = [chunks] * len(shape)
     if not isinstance(chunks, Sequence) or len(chunks) != len(shape):
@@ -109,9 +112,6 @@ def _filters(
     return v2_dtype_to_json(_in_orders(native, big_endian if native.names else big_endian[0])), out
 
 
-ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
-
-
 def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
     """``native`` with each field big-endian where ``big`` says (a tuple per structured level; orders asked
     of another dtype: the little-endian default)."""
@@ -126,32 +126,20 @@ def _order(big: bool) -> Literal["<", ">"]:
     return ">" if big else "<"
 
 
-def v2_zarray(
-    *,
-    shape: Shape,
-    dtype: DataType,
-    chunks: list[int],
-    filters: Any,
-    compressors: Any,
-    fill: np.ndarray,
-    order: str | None,
-    separator: str,
-    big_endian: tuple[ByteOrders, ...] = (False,),
-) -> dict[str, Any]:
-    """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
-    stored big-endian where ``big_endian`` says, per field of a structured dtype, as ``>f8`` asks)."""
-    if order not in (None, "C", "F"):
-        raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
-    dtype_json, filter_list = _filters(dtype, filters, big_endian)
+def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
+    """The ``.zarray`` of a new v2 array (values stored big-endian where ``spec.big_endian`` says, per field
+    of a structured dtype, as ``>f8`` asks)."""
+    chunks = _chunks(spec)
+    dtype_json, filter_list = _filters(spec.dtype, spec.filters, spec.big_endian)
     declared = parse_v2_dtype(dtype_json)
     return {
-        "shape": list(shape),
+        "shape": list(spec.shape),
         "chunks": chunks,
         "dtype": dtype_json,
-        "fill_value": v2_fill_to_json(fill, declared),
-        "order": order or "C",
+        "fill_value": None if spec.null_fill else v2_fill_to_json(spec.fill, declared),
+        "order": spec.order,
         "filters": filter_list or None,
-        "dimension_separator": separator,
-        "compressor": _compressor(compressors),
+        "dimension_separator": spec.chunk_key_encoding.separator,
+        "compressor": _compressor(spec.compressors),
         "zarr_format": 2,
     }
