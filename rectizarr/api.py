@@ -12,7 +12,7 @@ from rectizarr import nodes
 from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
-from rectizarr.core.spec import ArraySpec
+from rectizarr.core.spec import SPEC_KEYWORDS, ArraySpec
 from rectizarr.creation import build_array
 from rectizarr.errors import ConflictError, MetadataError, NodeExistsError, NodeTypeError
 from rectizarr.stores import Store
@@ -81,27 +81,15 @@ def create_array(
     elif shape is None or dtype is None:
         raise MetadataError("create_array needs shape= and dtype= (or data=)")
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
-    spec = ArraySpec.from_keywords(
-        shape=shape,
-        dtype=dtype,
-        chunks=chunks,
-        shards=shards,
-        filters=filters,
-        compressors=compressors,
-        serializer=serializer,
-        codecs=codecs,
-        fill_value=fill_value,
-        dimension_names=dimension_names,
-        attributes=attributes,
-        chunk_key_encoding=chunk_key_encoding,
-        index_location=index_location,
-        zarr_format=zarr_format,
-        order=order,
-    )
-    meta, pipeline = build_array(spec)
-    path = nodes.normalize_path(name)
+    # the keywords above that describe the array (shape and dtype: the data's), checked by the spec
+    spec = ArraySpec.from_keywords(**{k: v for k, v in locals().items() if k in SPEC_KEYWORDS})
     out = create(
-        s, path, meta, pipeline, overwrite=overwrite, write_empty_chunks=write_empty_chunks, workers=workers
+        s,
+        nodes.normalize_path(name),
+        *build_array(spec),
+        overwrite=overwrite,
+        write_empty_chunks=write_empty_chunks,
+        workers=workers,
     )
     if data is not None and out.size:
         out[...] = values[...]

@@ -114,29 +114,24 @@ def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _create_like(a: Any, kwargs: dict[str, Any], **fixed: Any) -> Array:
-    args = {**_like(a, kwargs), **fixed}
-    return _create(args.pop("shape"), args.pop("fill_value", None), args)
-
-
 def zeros_like(a: Any, **kwargs: Any) -> Array:
     """:func:`zeros` with the shape, dtype and chunking of ``a``."""
-    return _create_like(a, kwargs, fill_value=0)
+    return _create_array(_like(a, {**kwargs, "fill_value": 0}))
 
 
 def ones_like(a: Any, **kwargs: Any) -> Array:
     """:func:`ones` with the shape, dtype and chunking of ``a``."""
-    return _create_like(a, kwargs, fill_value=1)
+    return _create_array(_like(a, {**kwargs, "fill_value": 1}))
 
 
 def full_like(a: Any, **kwargs: Any) -> Array:
     """:func:`full` with the shape, dtype and chunking of ``a`` (and its fill value unless given)."""
-    return _create_like(a, kwargs)
+    return _create_array(_like(a, kwargs))
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:
     """:func:`empty` with the shape, dtype and chunking of ``a``."""
-    return _create_like(a, kwargs)
+    return _create_array(_like(a, kwargs))
 
 
 def array(data: Any, **kwargs: Any) -> Array:

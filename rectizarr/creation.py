@@ -21,8 +21,6 @@ from rectizarr.core.v2create import v2_zarray, whole_axes
 from rectizarr.core.v2meta import decode_v2_array
 from rectizarr.errors import CodecError, MetadataError
 
-ChunksArg = Any  # int | Sequence[int | Sequence[int]] | "auto"
-
 _TARGET_SHARD_BYTES = 64 << 20
 
 
@@ -140,7 +138,7 @@ def _is_auto(value: Any) -> bool:
     return isinstance(value, str) and value == "auto"
 
 
-def _regular_inner(chunks: ChunksArg, shape: Shape) -> Shape:
+def _regular_inner(chunks: Any, shape: Shape) -> Shape:
     if chunks == "auto" or chunks is None:
         raise MetadataError("with shards=..., chunks must give the inner chunk shape explicitly")
     if is_int(chunks):
@@ -170,7 +168,7 @@ def _check_divides(grid: ChunkGrid, inner: Shape, shards: Any, chunks: Any) -> N
             )
 
 
-def _grid(shape: Shape, chunks: ChunksArg, itemsize: int) -> ChunkGrid:
+def _grid(shape: Shape, chunks: Any, itemsize: int) -> ChunkGrid:
     if isinstance(chunks, str):
         if chunks != "auto":
             raise MetadataError(f"chunks must be 'auto', an int, or per-axis sizes/edges, got {chunks!r}")

@@ -534,12 +534,9 @@ def open(
     zarr_format = kwargs.pop("zarr_format", None)
 
     def new(overwrite: bool) -> Any:
-        create = {"mode": "w" if overwrite else "w-"} | (
-            {} if zarr_format is None else {"zarr_format": zarr_format}
-        )
-        if "shape" in kwargs:
-            return open_array(s, path=p, **create, **kwargs)
-        return open_group(s, path=p, **create, **kwargs)
+        opener: Callable[..., Any] = open_array if "shape" in kwargs else open_group
+        fmt = {} if zarr_format is None else {"zarr_format": zarr_format}
+        return opener(s, path=p, mode="w" if overwrite else "w-", **fmt, **kwargs)
 
     def opened(meta: NodeMeta) -> Any:
         if isinstance(meta, ArrayMeta):

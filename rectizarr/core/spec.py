@@ -9,6 +9,7 @@ Chunk grids and codec chains are resolved by the builders.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.metadata import check_attributes, parse_shape
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["NULL_FILL", "ArraySpec", "ByteOrders", "auto_chunks", "user_fill"]
+__all__ = ["NULL_FILL", "SPEC_KEYWORDS", "ArraySpec", "ByteOrders", "auto_chunks", "user_fill"]
 
 ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
 
@@ -66,7 +67,7 @@ class ArraySpec:
     chunk_key_encoding: ChunkKeyEncoding
     index_location: str
     order: Literal["C", "F"]
-    big_endian: tuple[ByteOrders, ...]
+    big_endian: ByteOrders
 
     @classmethod
     def from_keywords(
@@ -114,8 +115,12 @@ class ArraySpec:
             chunk_key_encoding=_key_encoding(chunk_key_encoding, fmt),
             index_location=index_location,
             order="F" if order == "F" else "C",
-            big_endian=_asks_big_endian(dtype) if fmt == 2 else (False,),
+            big_endian=_asks_big_endian(dtype) if fmt == 2 else False,
         )
+
+
+SPEC_KEYWORDS = frozenset(inspect.signature(ArraySpec.from_keywords).parameters)
+"""The names of ``create_array``'s keywords that describe the array (what :class:`ArraySpec` takes)."""
 
 
 def auto_chunks(shape: Shape, itemsize: int) -> Shape:
@@ -128,10 +133,8 @@ def auto_chunks(shape: Shape, itemsize: int) -> Shape:
 
 
 def _format(zarr_format: Any) -> Literal[2, 3]:
-    if zarr_format == 2 and not isinstance(zarr_format, bool):
-        return 2
-    if zarr_format == 3 and not isinstance(zarr_format, bool):
-        return 3
+    if zarr_format in (2, 3) and not isinstance(zarr_format, bool):
+        return 2 if zarr_format == 2 else 3
     raise MetadataError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
@@ -233,17 +236,16 @@ def _key_encoding(given: Any, fmt: int) -> ChunkKeyEncoding:
     return cke
 
 
-def _asks_big_endian(dtype: Any) -> tuple[ByteOrders, ...]:
+def _asks_big_endian(dtype: Any) -> ByteOrders:
     """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``): for each field
     of a structured dtype, nested ones field by field (``[("a", "<i4"), ("b", ">f8")]`` is stored so, as
-    zarr-python 2 does), else one."""
+    zarr-python 2 does)."""
     if isinstance(dtype, DataType):
-        return (False,)
+        return False
     try:
-        d = np.dtype(dtype)
+        return _big(np.dtype(dtype))
     except (TypeError, ValueError):
-        return (False,)
-    return tuple(_big(d[n]) for n in d.names) if d.names else (_big(d),)
+        return False
 
 
 def _big(d: np.dtype[Any]) -> ByteOrders:

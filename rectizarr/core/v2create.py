@@ -15,7 +15,6 @@ from typing import Any, Literal
 import numpy as np
 
 from rectizarr._util import Shape, is_int
-from rectizarr.core.dtype import DataType
 from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
@@ -96,11 +95,10 @@ _OBJECT_CODECS = frozenset(
 )
 
 
-def _filters(
-    dtype: DataType, filters: Any, big_endian: tuple[ByteOrders, ...] = (False,)
-) -> tuple[Any, list[dict[str, Any]]]:
+def _filters(spec: ArraySpec) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
+    dtype, filters, big_endian = spec.dtype, spec.filters, spec.big_endian
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
     out = [_codec_config(f, "filters") for f in items]
     if dtype.name in ("string", "bytes"):
@@ -109,7 +107,7 @@ def _filters(
             out.insert(0, {"id": codec})
         return "|O", out
     native = dtype.numpy
-    return v2_dtype_to_json(_in_orders(native, big_endian if native.names else big_endian[0])), out
+    return v2_dtype_to_json(_in_orders(native, big_endian)), out
 
 
 def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
@@ -130,7 +128,7 @@ def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
     """The ``.zarray`` of a new v2 array (values stored big-endian where ``spec.big_endian`` says, per field
     of a structured dtype, as ``>f8`` asks)."""
     chunks = _chunks(spec)
-    dtype_json, filter_list = _filters(spec.dtype, spec.filters, spec.big_endian)
+    dtype_json, filter_list = _filters(spec)
     declared = parse_v2_dtype(dtype_json)
     return {
         "shape": list(spec.shape),
