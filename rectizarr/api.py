@@ -19,7 +19,7 @@ from rectizarr.stores import Store
 
 __all__ = ["copy_region", "create_array", "from_array", "naming_store", "open_array", "open_node"]
 
-Node = TypeVar("Node")
+NodeT = TypeVar("NodeT")
 
 
 @contextmanager
@@ -101,9 +101,9 @@ def open_node(
     path: str,
     mode: str,
     zarr_format: int | None,
-    create: Callable[[bool], Node] | None,
-    existing: Callable[[NodeMeta], Node],
-) -> Node:
+    create: Callable[[bool], NodeT] | None,
+    existing: Callable[[NodeMeta], NodeT],
+) -> NodeT:
     """The modes of the open functions, for arrays, groups or either: ``"w"`` creates, replacing what is
     there; ``"w-"`` creates where no node is (the creation refuses one); ``"a"`` opens what is there and
     creates what is not; ``"r"`` / ``"r+"`` open what is there. ``create(overwrite)`` makes the new node
@@ -112,7 +112,9 @@ def open_node(
     if create is not None and (mode in ("w", "w-") or (mode == "a" and not nodes.node_exists(store, path))):
         try:
             return create(mode == "w")
-        except NodeExistsError:
+        except NodeExistsError as exc:
+            if mode == "w-":
+                raise NodeExistsError(f"a node already exists at {path or '/'!r} in {store!r}") from exc
             if mode != "a":
                 raise  # ("a": another writer created it meanwhile: opened below)
     with naming_store(store):

@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.arrays import Array
 from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedError
@@ -187,12 +186,12 @@ def save(
     _check_format(zarr_format)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
-    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
     if len(args) == 1 and not kwargs:
-        s = nodes.store_for(store, "a", storage_options)
-        create_array(s, name=path, data=args[0], overwrite=False, **fmt)
+        create_array(
+            store, name=path, data=args[0], storage_options=storage_options, zarr_format=zarr_format or 3
+        )
         return
-    g = open_group(store, path=path, mode="w", storage_options=storage_options, **fmt)
+    g = open_group(store, path=path, mode="w", storage_options=storage_options, zarr_format=zarr_format)
     for i, value in enumerate(args):
         g[f"arr_{i}"] = value
     for name, value in kwargs.items():
@@ -208,13 +207,7 @@ def load(
     """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     _check_format(zarr_format)
-    node = open_node(
-        store,
-        path=path,
-        mode="r",
-        storage_options=storage_options,
-        **({} if zarr_format is None else {"zarr_format": zarr_format}),
-    )
+    node = open_node(store, path=path, mode="r", storage_options=storage_options, zarr_format=zarr_format)
     if isinstance(node, Array):
         return node[...]
     return {name: a[...] for name, a in node.arrays()}

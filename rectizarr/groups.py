@@ -535,8 +535,7 @@ def open(
 
     def new(overwrite: bool) -> Any:
         opener: Callable[..., Any] = open_array if "shape" in kwargs else open_group
-        fmt = {} if zarr_format is None else {"zarr_format": zarr_format}
-        return opener(s, path=p, mode="w" if overwrite else "w-", **fmt, **kwargs)
+        return opener(s, path=p, mode="w" if overwrite else "w-", zarr_format=zarr_format, **kwargs)
 
     def opened(meta: NodeMeta) -> Any:
         if isinstance(meta, ArrayMeta):

@@ -1,10 +1,7 @@
-"""What a new array is asked to be, checked once: :class:`ArraySpec` (no I/O).
-
-``create_array``'s keywords become one frozen spec, and everything below takes the spec, not the keywords:
-the Zarr v3 builder (:func:`rectizarr.creation.build_array`) and the ``.zarray`` one
-(:func:`rectizarr.core.v2create.v2_zarray`). Checked here is what needs no codec: the format, shape, data
-type, fill value, dimension names, attributes, chunk key encoding and the keywords a format does not have.
-Chunk grids and codec chains are resolved by the builders.
+"""What a new array is asked to be, checked once: :class:`ArraySpec` (no I/O). ``create_array``'s keywords
+become one frozen spec, and the builders below take the spec, not the keywords: Zarr v3's
+(:func:`rectizarr.creation.build_array`) and v2's (:func:`rectizarr.core.v2create.v2_zarray`). Checked here
+is what needs no codec; chunk grids and codec chains are resolved by the builders.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -115,13 +115,9 @@ def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
     of another dtype: the little-endian default)."""
     names = native.names
     if not names:
-        return native.newbyteorder(_order(big is True))
+        return native.newbyteorder(">" if big is True else "<")
     orders = big if isinstance(big, tuple) and len(big) == len(names) else (False,) * len(names)
     return np.dtype([(n, _in_orders(native[n], o)) for n, o in zip(names, orders, strict=True)])
-
-
-def _order(big: bool) -> Literal["<", ">"]:
-    return ">" if big else "<"
 
 
 def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
