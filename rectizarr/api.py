@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from rectizarr import nodes
 from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
-from rectizarr.core.metadata import ArrayMeta
-from rectizarr.creation import build_array_meta, build_v2_array_meta
+from rectizarr.core.metadata import ArrayMeta, NodeMeta
+from rectizarr.core.spec import SPEC_KEYWORDS, ArraySpec
+from rectizarr.creation import build_array
 from rectizarr.errors import ConflictError, MetadataError, NodeExistsError, NodeTypeError
+from rectizarr.stores import Store
 
-__all__ = ["copy_region", "create_array", "from_array", "naming_store", "open_array"]
+__all__ = ["copy_region", "create_array", "from_array", "naming_store", "open_array", "open_node"]
+
+NodeT = TypeVar("NodeT")
 
 
 @contextmanager
@@ -73,80 +77,48 @@ def create_array(
         if shape is not None or dtype is not None:
             raise MetadataError("give either data= or shape= and dtype=, not both (the data sets them)")
         values = data if isinstance(data, Array) else np.asarray(data)
-        out = create_array(
-            store,
-            name=name,
-            shape=values.shape,
-            dtype=values.dtype,
-            chunks=chunks,
-            shards=shards,
-            filters=filters,
-            compressors=compressors,
-            serializer=serializer,
-            codecs=codecs,
-            fill_value=fill_value,
-            dimension_names=dimension_names,
-            attributes=attributes,
-            chunk_key_encoding=chunk_key_encoding,
-            index_location=index_location,
-            write_empty_chunks=write_empty_chunks,
-            overwrite=overwrite,
-            storage_options=storage_options,
-            workers=workers,
-            zarr_format=zarr_format,
-            order=order,
-        )
-        if out.size:
-            out[...] = values[...]
-        return out
-    if shape is None or dtype is None:
+        shape, dtype = values.shape, values.dtype
+    elif shape is None or dtype is None:
         raise MetadataError("create_array needs shape= and dtype= (or data=)")
     s = nodes.store_for(store, "w" if overwrite else "a", storage_options)
-    if nodes.check_format(zarr_format) == 2:
-        meta, pipeline = build_v2_array_meta(
-            shape=shape,
-            dtype=dtype,
-            chunks=chunks,
-            shards=shards,
-            filters=filters,
-            compressors=compressors,
-            serializer=serializer,
-            codecs=codecs,
-            fill_value=fill_value,
-            dimension_names=dimension_names,
-            attributes=attributes,
-            chunk_key_encoding=chunk_key_encoding,
-            order=order,
-        )
-    else:
-        if order not in (None, "C"):
-            raise MetadataError(
-                "order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)"
-            )
-        meta, pipeline = build_array_meta(
-            shape=shape,
-            dtype=dtype,
-            chunks=chunks,
-            shards=shards,
-            filters=filters,
-            compressors=compressors,
-            serializer=serializer,
-            codecs=codecs,
-            fill_value=fill_value,
-            dimension_names=dimension_names,
-            attributes=attributes,
-            chunk_key_encoding=chunk_key_encoding,
-            index_location=index_location,
-        )
-    return create(
+    # the keywords above that describe the array (shape and dtype: the data's), checked by the spec
+    spec = ArraySpec.from_keywords(**{k: v for k, v in locals().items() if k in SPEC_KEYWORDS})
+    out = create(
         s,
         nodes.normalize_path(name),
-        meta,
-        pipeline,
+        *build_array(spec),
         overwrite=overwrite,
         write_empty_chunks=write_empty_chunks,
         workers=workers,
     )
+    if data is not None and out.size:
+        out[...] = values[...]
+    return out
+
+
+def open_node(
+    store: Store,
+    path: str,
+    mode: str,
+    zarr_format: int | None,
+    create: Callable[[bool], NodeT] | None,
+    existing: Callable[[NodeMeta], NodeT],
+) -> NodeT:
+    """The modes of the open functions, for arrays, groups or either: ``"w"`` creates, replacing what is
+    there; ``"w-"`` creates where no node is (the creation refuses one); ``"a"`` opens what is there and
+    creates what is not; ``"r"`` / ``"r+"`` open what is there. ``create(overwrite)`` makes the new node
+    (``None``: nothing to create, only open), ``existing`` the node for the metadata stored at ``path``
+    (read as ``zarr_format`` if given)."""
+    if create is not None and (mode in ("w", "w-") or (mode == "a" and not nodes.node_exists(store, path))):
+        try:
+            return create(mode == "w")
+        except NodeExistsError as exc:
+            if mode == "w-":
+                raise NodeExistsError(f"a node already exists at {path or '/'!r} in {store!r}") from exc
+            if mode != "a":
+                raise  # ("a": another writer created it meanwhile: opened below)
+    with naming_store(store):
+        return existing(nodes.read_meta(store, path, zarr_format))
 
 
 def open_array(
@@ -165,25 +137,22 @@ def open_array(
     Zarr v3 and v2 arrays are told apart by their documents; ``zarr_format=2|3`` forces one."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode in ("w", "w-") or (mode == "a" and create_kwargs and not nodes.node_exists(s, p)):
-        if zarr_format is not None:
-            create_kwargs["zarr_format"] = zarr_format
-        try:
-            return create_array(
-                s,
-                name=p,
-                overwrite=(mode == "w"),
-                write_empty_chunks=write_empty_chunks,
-                workers=workers,
-                **create_kwargs,
-            )
-        except NodeExistsError:
-            if mode != "a":
-                raise  # ("a": another writer created it meanwhile: opened below)
-    if create_kwargs and mode != "a":  # ("a" opens an existing array as it is, as zarr-python does)
+    if create_kwargs and mode in ("r", "r+"):  # ("a" opens an existing array as it is, as zarr-python does)
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    with naming_store(s):
-        meta = nodes.read_meta(s, p, zarr_format)
+    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
+
+    def new(overwrite: bool) -> Array:
+        return create_array(
+            s,
+            name=p,
+            overwrite=overwrite,
+            write_empty_chunks=write_empty_chunks,
+            workers=workers,
+            **fmt,
+            **create_kwargs,
+        )
+
+    def opened(meta: NodeMeta) -> Array:
         if not isinstance(meta, ArrayMeta):
             raise NodeTypeError(
                 f"the node at {p or '/'!r} in {s!r} is a group, not an array: open it with "
@@ -192,6 +161,8 @@ def open_array(
         return Array(
             s, p, meta, read_only=(mode == "r"), write_empty_chunks=write_empty_chunks, workers=workers
         )
+
+    return open_node(s, p, mode, zarr_format, new if create_kwargs or mode in ("w", "w-") else None, opened)
 
 
 def from_array(

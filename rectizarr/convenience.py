@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr import nodes
 from rectizarr.api import create_array
 from rectizarr.arrays import Array
 from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedError
@@ -38,13 +37,19 @@ __all__ = [
 
 
 def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
+    kwargs.setdefault("dtype", np.float64)
+    return _create_array(kwargs, shape=shape, fill_value=fill_value)
+
+
+def _create_array(kwargs: dict[str, Any], **given: Any) -> Array:
+    """:func:`create_array` in zarr-python's words: ``store`` (``None``: in memory), ``path``, ``chunks``
+    ``True`` or ``None`` for ``"auto"``."""
     _check_format(kwargs.get("zarr_format"))
     store = kwargs.pop("store", None)
     name = kwargs.pop("path", None) or kwargs.pop("name", None)
-    kwargs.setdefault("dtype", np.float64)
     if kwargs.get("chunks") in (True, None):
         kwargs["chunks"] = "auto"
-    return create_array(store, name=name, shape=shape, fill_value=fill_value, **kwargs)
+    return create_array(store, name=name, **given, **kwargs)
 
 
 def _check_format(zarr_format: Any) -> None:
@@ -110,41 +115,30 @@ def _like(a: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def zeros_like(a: Any, **kwargs: Any) -> Array:
     """:func:`zeros` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    args["fill_value"] = 0
-    return _create(args.pop("shape"), args.pop("fill_value"), args)
+    return _create_array(_like(a, {**kwargs, "fill_value": 0}))
 
 
 def ones_like(a: Any, **kwargs: Any) -> Array:
     """:func:`ones` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    args["fill_value"] = 1
-    return _create(args.pop("shape"), args.pop("fill_value"), args)
+    return _create_array(_like(a, {**kwargs, "fill_value": 1}))
 
 
 def full_like(a: Any, **kwargs: Any) -> Array:
     """:func:`full` with the shape, dtype and chunking of ``a`` (and its fill value unless given)."""
-    args = _like(a, kwargs)
-    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+    return _create_array(_like(a, kwargs))
 
 
 def empty_like(a: Any, **kwargs: Any) -> Array:
     """:func:`empty` with the shape, dtype and chunking of ``a``."""
-    args = _like(a, kwargs)
-    return _create(args.pop("shape"), args.pop("fill_value", None), args)
+    return _create_array(_like(a, kwargs))
 
 
 def array(data: Any, **kwargs: Any) -> Array:
     """A new array holding a copy of ``data`` (``store=None``: in memory; ``dtype`` converts)."""
-    _check_format(kwargs.get("zarr_format"))
-    store = kwargs.pop("store", None)
-    name = kwargs.pop("path", None) or kwargs.pop("name", None)
     values = data if isinstance(data, Array) else np.asarray(data, dtype=kwargs.pop("dtype", None))
     if isinstance(data, Array) and "dtype" in kwargs:
         values = np.asarray(data[...], dtype=kwargs.pop("dtype"))
-    if kwargs.get("chunks") in (True, None):
-        kwargs["chunks"] = "auto"
-    return create_array(store, name=name, data=values, **kwargs)
+    return _create_array(kwargs, data=values)
 
 
 def group(
@@ -192,12 +186,12 @@ def save(
     _check_format(zarr_format)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
-    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
     if len(args) == 1 and not kwargs:
-        s = nodes.store_for(store, "a", storage_options)
-        create_array(s, name=path, data=args[0], overwrite=False, **fmt)
+        create_array(
+            store, name=path, data=args[0], storage_options=storage_options, zarr_format=zarr_format or 3
+        )
         return
-    g = open_group(store, path=path, mode="w", storage_options=storage_options, **fmt)
+    g = open_group(store, path=path, mode="w", storage_options=storage_options, zarr_format=zarr_format)
     for i, value in enumerate(args):
         g[f"arr_{i}"] = value
     for name, value in kwargs.items():
@@ -213,13 +207,7 @@ def load(
     """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     _check_format(zarr_format)
-    node = open_node(
-        store,
-        path=path,
-        mode="r",
-        storage_options=storage_options,
-        **({} if zarr_format is None else {"zarr_format": zarr_format}),
-    )
+    node = open_node(store, path=path, mode="r", storage_options=storage_options, zarr_format=zarr_format)
     if isinstance(node, Array):
         return node[...]
     return {name: a[...] for name, a in node.arrays()}

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import create_array, naming_store, open_array
+from rectizarr.api import create_array, open_array, open_node
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import (
@@ -459,24 +459,21 @@ def open_group(
     ``"w"`` creates (replacing), ``"w-"`` creates (failing if it exists)."""
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
-    if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
-        try:
-            return create_group(
-                s, path=p, attributes=attributes, overwrite=(mode == "w"), zarr_format=zarr_format or 3
-            )
-        except NodeExistsError:
-            if mode != "a":
-                raise  # ("a": another writer created it meanwhile: opened below)
-    if mode == "w-":
-        raise NodeExistsError(f"a node already exists at {p or '/'!r}")
-    with naming_store(s):
-        meta = nodes.read_meta(s, p, zarr_format)
-    if not isinstance(meta, GroupMeta):
-        raise NodeTypeError(
-            f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
-            "open_array (or rectizarr.open, which opens either)"
+
+    def new(overwrite: bool) -> Group:
+        return create_group(
+            s, path=p, attributes=attributes, overwrite=overwrite, zarr_format=zarr_format or 3
         )
-    return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
+
+    def opened(meta: NodeMeta) -> Group:
+        if not isinstance(meta, GroupMeta):
+            raise NodeTypeError(
+                f"the node at {p or '/'!r} in {s!r} is an array, not a group: open it with "
+                "open_array (or rectizarr.open, which opens either)"
+            )
+        return Group(s, p, meta, read_only=(mode == "r"), use_consolidated=use_consolidated)
+
+    return open_node(s, p, mode, zarr_format, new, opened)
 
 
 def _reopen(store: Store, path: str, read_only: bool, use_consolidated: bool | None) -> Group:
@@ -506,27 +503,22 @@ def open(
     s = nodes.store_for(store, mode, storage_options)
     p = nodes.normalize_path(path)
     zarr_format = kwargs.pop("zarr_format", None)
-    if mode == "w" or (mode in ("a", "w-") and not nodes.node_exists(s, p)):
-        create = {} if zarr_format is None else {"zarr_format": zarr_format}
-        try:
-            if "shape" in kwargs:
-                return open_array(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
-            return open_group(s, path=p, mode="w" if mode == "w" else "w-", **create, **kwargs)
-        except NodeExistsError:
-            if mode != "a":
-                raise  # ("a": another writer created it meanwhile: opened below)
-    if mode == "w-":
-        raise NodeExistsError(f"a node already exists at {p or '/'!r} in {s!r}")
-    with naming_store(s):
-        meta = nodes.read_meta(s, p, zarr_format)
-    if isinstance(meta, ArrayMeta):
-        return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
-    unexpected = sorted(set(kwargs) - {"use_consolidated", "attributes"})
-    if unexpected:
-        raise NodeTypeError(
-            f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for creating an array"
-        )
-    return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+
+    def new(overwrite: bool) -> Any:
+        opener: Callable[..., Any] = open_array if "shape" in kwargs else open_group
+        return opener(s, path=p, mode="w" if overwrite else "w-", zarr_format=zarr_format, **kwargs)
+
+    def opened(meta: NodeMeta) -> Any:
+        if isinstance(meta, ArrayMeta):
+            return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+        unexpected = sorted(set(kwargs) - {"use_consolidated", "attributes"})
+        if unexpected:
+            raise NodeTypeError(
+                f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for creating an array"
+            )
+        return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
+
+    return open_node(s, p, mode, zarr_format, new, opened)
 
 
 def _valid_entries(entries: dict[str, Any], key: str, fmt: nodes.DocFormat) -> dict[str, Any]:

@@ -31,9 +31,10 @@ from rectizarr.arrays import Array
 from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
+from rectizarr.core.spec import ArraySpec
 from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
 from rectizarr.core.v2migrate import v3_attributes, v3_codecs
-from rectizarr.creation import build_array_meta
+from rectizarr.creation import build_array
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata
 from rectizarr.stores import Store
@@ -181,13 +182,15 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     m = src.metadata
     dtype = m.data_type
     chunks = opts.chunks if opts.chunks is not None else list(src.chunks)
-    meta, pipeline = build_array_meta(
-        shape=m.shape,
-        dtype=dtype,
-        chunks=chunks,
-        fill_value=m.fill_value,
-        dimension_names=m.dimension_names,
-        attributes=v3_attributes(m),
+    meta, pipeline = build_array(
+        ArraySpec.from_keywords(
+            shape=m.shape,
+            dtype=dtype,
+            chunks=chunks,
+            fill_value=m.fill_value,
+            dimension_names=m.dimension_names,
+            attributes=v3_attributes(m),
+        )
     )
     dst = Array(store, path, meta, pipeline=pipeline)  # its zarr.json is written once the data is
     step.meta = meta

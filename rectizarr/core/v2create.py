@@ -1,4 +1,5 @@
-"""``create_array(..., zarr_format=2)`` arguments -> a ``.zarray`` document (no I/O).
+"""The :class:`~rectizarr.core.spec.ArraySpec` of ``create_array(..., zarr_format=2)`` -> a ``.zarray``
+document (no I/O).
 
 What zarr-python 3 writes for ``zarr_format=2`` is the model: the default compressor is zstd level 0,
 ``str`` arrays are ``|O`` with a ``vlen-utf8`` filter (``bytes``: ``vlen-bytes``), numbers are written
@@ -9,16 +10,16 @@ Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from rectizarr._util import Shape, is_int
-from rectizarr.core.dtype import DataType
+from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_chunks", "v2_zarray"]
+__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_zarray", "whole_axes"]
 
 V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
@@ -29,10 +30,11 @@ def whole_axes(chunks: Sequence[Any], shape: Shape) -> list[Any]:
     return [max(1, n) if is_int(c) and c == -1 else c for c, n in zip(chunks, shape, strict=False)]
 
 
-def v2_chunks(shape: Shape, chunks: Any, auto: Shape) -> list[int]:
-    """Regular chunk sizes for a v2 array (``auto``: the chunks to use for ``"auto"``)."""
+def _chunks(spec: ArraySpec) -> list[int]:
+    """Regular chunk sizes for a v2 array."""
+    shape, chunks = spec.shape, spec.chunks
     if isinstance(chunks, str) and chunks == "auto":
-        return list(auto)
+        return list(auto_chunks(shape, spec.dtype.itemsize or 16))
     if is_int(chunks):
         chunks = [chunks] * len(shape)
     if not isinstance(chunks, Sequence) or len(chunks) != len(shape):
@@ -93,11 +95,10 @@ _OBJECT_CODECS = frozenset(
 )
 
 
-def _filters(
-    dtype: DataType, filters: Any, big_endian: tuple[ByteOrders, ...] = (False,)
-) -> tuple[Any, list[dict[str, Any]]]:
+def _filters(spec: ArraySpec) -> tuple[Any, list[dict[str, Any]]]:
     """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
     string/bytes arrays)."""
+    dtype, filters, big_endian = spec.dtype, spec.filters, spec.big_endian
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
     out = [_codec_config(f, "filters") for f in items]
     if dtype.name in ("string", "bytes"):
@@ -106,10 +107,7 @@ def _filters(
             out.insert(0, {"id": codec})
         return "|O", out
     native = dtype.numpy
-    return v2_dtype_to_json(_in_orders(native, big_endian if native.names else big_endian[0])), out
-
-
-ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
+    return v2_dtype_to_json(_in_orders(native, big_endian)), out
 
 
 def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
@@ -117,41 +115,25 @@ def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
     of another dtype: the little-endian default)."""
     names = native.names
     if not names:
-        return native.newbyteorder(_order(big is True))
+        return native.newbyteorder(">" if big is True else "<")
     orders = big if isinstance(big, tuple) and len(big) == len(names) else (False,) * len(names)
     return np.dtype([(n, _in_orders(native[n], o)) for n, o in zip(names, orders, strict=True)])
 
 
-def _order(big: bool) -> Literal["<", ">"]:
-    return ">" if big else "<"
-
-
-def v2_zarray(
-    *,
-    shape: Shape,
-    dtype: DataType,
-    chunks: list[int],
-    filters: Any,
-    compressors: Any,
-    fill: np.ndarray,
-    order: str | None,
-    separator: str,
-    big_endian: tuple[ByteOrders, ...] = (False,),
-) -> dict[str, Any]:
-    """The ``.zarray`` of a new v2 array (``fill``: the fill value as a 0-d array of ``dtype``; values
-    stored big-endian where ``big_endian`` says, per field of a structured dtype, as ``>f8`` asks)."""
-    if order not in (None, "C", "F"):
-        raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
-    dtype_json, filter_list = _filters(dtype, filters, big_endian)
+def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
+    """The ``.zarray`` of a new v2 array (values stored big-endian where ``spec.big_endian`` says, per field
+    of a structured dtype, as ``>f8`` asks)."""
+    chunks = _chunks(spec)
+    dtype_json, filter_list = _filters(spec)
     declared = parse_v2_dtype(dtype_json)
     return {
-        "shape": list(shape),
+        "shape": list(spec.shape),
         "chunks": chunks,
         "dtype": dtype_json,
-        "fill_value": v2_fill_to_json(fill, declared),
-        "order": order or "C",
+        "fill_value": None if spec.null_fill else v2_fill_to_json(spec.fill, declared),
+        "order": spec.order,
         "filters": filter_list or None,
-        "dimension_separator": separator,
-        "compressor": _compressor(compressors),
+        "dimension_separator": spec.chunk_key_encoding.separator,
+        "compressor": _compressor(spec.compressors),
         "zarr_format": 2,
     }

@@ -12,7 +12,7 @@ from xarray import Variable
 
 from rectizarr._util import is_int
 from rectizarr.arrays import Array
-from rectizarr.creation import NULL_FILL
+from rectizarr.core.spec import NULL_FILL
 
 __all__ = ["array_kwargs", "check_existing", "check_safe_chunks", "is_dask", "target_slices"]
 

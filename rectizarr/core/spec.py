@@ -1,0 +1,256 @@
+"""What a new array is asked to be, checked once: :class:`ArraySpec` (no I/O). ``create_array``'s keywords
+become one frozen spec, and the builders below take the spec, not the keywords: Zarr v3's
+(:func:`rectizarr.creation.build_array`) and v2's (:func:`rectizarr.core.v2create.v2_zarray`). Checked here
+is what needs no codec; chunk grids and codec chains are resolved by the builders.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from rectizarr._util import Shape, is_int, prod
+from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
+from rectizarr.core.dtype import DataType, data_type_from_numpy
+from rectizarr.core.dtype_optional import optional_fill_from_user
+from rectizarr.core.metadata import check_attributes, parse_shape
+from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["NULL_FILL", "SPEC_KEYWORDS", "ArraySpec", "ByteOrders", "auto_chunks", "user_fill"]
+
+ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
+
+_TARGET_CHUNK_BYTES = 1 << 20
+
+
+class _NullFill:
+    """The type of :data:`NULL_FILL`."""
+
+    def __repr__(self) -> str:
+        return "NULL_FILL"
+
+
+NULL_FILL: Any = _NullFill()
+"""``fill_value=NULL_FILL`` for a Zarr v2 array: a ``.zarray`` whose ``fill_value`` is ``null`` (no fill
+value: chunks not stored read as the data type's default, and xarray sees no ``_FillValue``), what
+zarr-python writes for an explicit ``fill_value=None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArraySpec:
+    """A new array as ``create_array`` was asked for it, checked (build it with
+    :func:`rectizarr.creation.build_array`). ``chunks``, ``shards``, ``filters``, ``compressors``,
+    ``serializer`` and ``codecs`` are kept as given; ``fill`` is the fill value as a 0-d array of ``dtype``
+    (``null_fill``: Zarr v2's ``null``, read as that default); ``big_endian`` says, per field of a structured
+    dtype, whether big-endian values were asked for (``">f8"``: Zarr v2 stores them so)."""
+
+    shape: Shape
+    dtype: DataType
+    zarr_format: Literal[2, 3]
+    chunks: Any
+    shards: Any
+    filters: Any
+    compressors: Any
+    serializer: Any
+    codecs: tuple[Any, ...] | None
+    fill: np.ndarray
+    null_fill: bool
+    dimension_names: tuple[str | None, ...] | None
+    attributes: Mapping[str, Any]
+    chunk_key_encoding: ChunkKeyEncoding
+    index_location: str
+    order: Literal["C", "F"]
+    big_endian: ByteOrders
+
+    @classmethod
+    def from_keywords(
+        cls,
+        *,
+        shape: Any,
+        dtype: Any,
+        chunks: Any = "auto",
+        shards: Any = None,
+        filters: Any = None,
+        compressors: Any = "auto",
+        serializer: Any = "auto",
+        codecs: Sequence[Any] | None = None,
+        fill_value: Any = None,
+        dimension_names: Sequence[str | None] | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        chunk_key_encoding: Any = None,
+        index_location: str = "end",
+        zarr_format: int = 3,
+        order: str | None = None,
+    ) -> ArraySpec:
+        """The spec of ``create_array``'s keywords (their meaning is documented there); a MetadataError
+        naming the keyword where one is wrong, an UnsupportedError where the format lacks it."""
+        fmt = _format(zarr_format)
+        _check_keywords(fmt, shards, filters, compressors, serializer, codecs, order)
+        shape_t, dt = _shape(shape), dtype if isinstance(dtype, DataType) else data_type_from_numpy(dtype)
+        if fmt == 3 and dt.name.startswith("v2:"):  # a structured dtype with a sub-array field
+            raise UnsupportedError(
+                f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with zarr_format=2"
+            )
+        return cls(
+            shape=shape_t,
+            dtype=dt,
+            zarr_format=fmt,
+            chunks=chunks,
+            shards=shards,
+            filters=filters,
+            compressors=compressors,
+            serializer=serializer,
+            codecs=None if codecs is None else tuple(codecs),
+            fill=_fill(dt, fill_value, fmt),
+            null_fill=fill_value is NULL_FILL,
+            dimension_names=_dimension_names(dimension_names, len(shape_t), fmt),
+            attributes=check_attributes(attributes or {}),
+            chunk_key_encoding=_key_encoding(chunk_key_encoding, fmt),
+            index_location=index_location,
+            order="F" if order == "F" else "C",
+            big_endian=_asks_big_endian(dtype) if fmt == 2 else False,
+        )
+
+
+SPEC_KEYWORDS = frozenset(inspect.signature(ArraySpec.from_keywords).parameters)
+"""The names of ``create_array``'s keywords that describe the array (what :class:`ArraySpec` takes)."""
+
+
+def auto_chunks(shape: Shape, itemsize: int) -> Shape:
+    """Regular chunks of about 1 MiB: halve the largest axis until the chunk is small enough."""
+    chunks = [max(1, s) for s in shape]
+    while prod(tuple(chunks)) * max(1, itemsize) > _TARGET_CHUNK_BYTES and max(chunks) > 1:
+        i = int(np.argmax(chunks))
+        chunks[i] = -(-chunks[i] // 2)
+    return tuple(chunks)
+
+
+def _format(zarr_format: Any) -> Literal[2, 3]:
+    if zarr_format in (2, 3) and not isinstance(zarr_format, bool):
+        return 2 if zarr_format == 2 else 3
+    raise MetadataError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
+
+
+def _check_keywords(
+    fmt: int, shards: Any, filters: Any, compressors: Any, serializer: Any, codecs: Any, order: Any
+) -> None:
+    """The keywords that the format has not (or not with these values), and codecs given twice."""
+    if fmt == 3:
+        if order not in (None, "C"):
+            raise MetadataError(
+                "order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)"
+            )
+        if codecs is not None and (
+            filters is not None or compressors not in ("auto", None) or serializer != "auto"
+        ):
+            raise MetadataError("give either codecs=[...] or filters/serializer/compressors, not both")
+        return
+    if shards is not None:
+        raise UnsupportedError("sharding (shards=...) exists in Zarr v3 only; use zarr_format=3")
+    if codecs is not None or serializer != "auto":
+        raise UnsupportedError(
+            "codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
+            "filters= and compressors="
+        )
+    if order not in (None, "C", "F"):
+        raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
+
+
+def _shape(shape: Any) -> Shape:
+    if is_int(shape):
+        shape = (int(shape),)
+    if not all(is_int(s) and int(s) >= 0 for s in shape):
+        raise MetadataError(f"shape must be non-negative integers, got {shape!r}")
+    return parse_shape([int(s) for s in shape], None)
+
+
+def _fill(dt: DataType, fill_value: Any, fmt: int) -> np.ndarray:
+    """The fill value as a 0-d array of ``dt`` (the default one for ``None`` and Zarr v2's ``NULL_FILL``)."""
+    if fill_value is NULL_FILL and fmt == 3:
+        raise MetadataError(
+            "a null fill value (NULL_FILL) exists in Zarr v2 only; Zarr v3 arrays always have one"
+        )
+    fill = dt.default_fill() if fill_value is None or fill_value is NULL_FILL else user_fill(dt, fill_value)
+    if fmt == 2 and dt.name == "bytes" and fill[()] != b"":
+        raise UnsupportedError(
+            "a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
+            "leave fill_value unset (b'') or use zarr_format=3"
+        )
+    return fill
+
+
+def user_fill(dt: DataType, value: Any) -> np.ndarray:
+    """A user-given fill value as a 0-d array of the dtype, bit-exact for numpy scalars of that dtype."""
+    if dt.name == "optional":
+        return dt.parse_fill(optional_fill_from_user(dt.numpy, value), "fill_value")
+    if isinstance(value, np.ndarray | np.generic) and np.asarray(value).dtype == dt.numpy:
+        return np.array(value, dtype=dt.numpy).reshape(())
+    if dt.variable_length:
+        if dt.name == "string" and not isinstance(value, str):
+            raise MetadataError(f"fill_value for a string array must be a str, got {value!r}")
+        if dt.name != "string" and not isinstance(value, bytes | bytearray):
+            raise MetadataError(f"fill_value for a bytes array must be bytes, got {value!r}")
+        out = np.empty((), dtype=object)
+        out[()] = str(value) if dt.name == "string" else bytes(value)  # np.str_: the plain type, as read back
+        return out
+    if isinstance(value, list | dict):  # the JSON form: [re, im] of a complex, {field: ...} of a struct
+        return dt.parse_fill(value, "fill_value")
+    try:
+        arr = np.array(value, dtype=dt.numpy)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise MetadataError(f"fill_value {value!r} cannot be stored as {dt.name}: {exc}") from exc
+    if arr.shape != ():
+        raise MetadataError(f"fill_value must be a scalar, got shape {arr.shape}")
+    if dt.numpy.kind in "iub" and not isinstance(value, bool | np.bool_) and arr.item() != value:
+        raise MetadataError(f"fill_value {value!r} does not fit in {dt.name}")
+    # Round-trip through the JSON form so what we write is exactly what we hold.
+    return dt.parse_fill(dt.fill_to_json(arr), "fill_value")
+
+
+def _dimension_names(given: Any, ndim: int, fmt: int) -> tuple[str | None, ...] | None:
+    if given is None:
+        return None
+    names: tuple[str | None, ...] = tuple(given)
+    if fmt == 2 and any(n is None for n in names):
+        raise MetadataError("Zarr v2 dimension names (_ARRAY_DIMENSIONS) must all be strings")
+    if len(names) != ndim:
+        raise MetadataError(f"dimension_names has {len(names)} entries for {ndim} dimensions")
+    return names
+
+
+def _key_encoding(given: Any, fmt: int) -> ChunkKeyEncoding:
+    """The chunk key encoding asked for (zarr-python's flat ``{"name": ..., "separator": ...}`` too)."""
+    name = "v2" if fmt == 2 else "default"
+    if given is None or (fmt == 2 and not given):
+        given = {"name": name}
+    if isinstance(given, Mapping) and "separator" in given and "configuration" not in given:
+        given = {"name": given.get("name", name), "configuration": {"separator": given["separator"]}}
+    cke = parse_chunk_key_encoding(given, "chunk_key_encoding")
+    if fmt == 2 and cke.name != "v2":
+        raise UnsupportedError(f"chunk key encoding {cke.name!r} is Zarr v3 only; Zarr v2 uses 'v2'")
+    return cke
+
+
+def _asks_big_endian(dtype: Any) -> ByteOrders:
+    """Whether ``dtype`` (a NumPy dtype or its string) names big-endian values (``">f8"``): for each field
+    of a structured dtype, nested ones field by field (``[("a", "<i4"), ("b", ">f8")]`` is stored so, as
+    zarr-python 2 does)."""
+    if isinstance(dtype, DataType):
+        return False
+    try:
+        return _big(np.dtype(dtype))
+    except (TypeError, ValueError):
+        return False
+
+
+def _big(d: np.dtype[Any]) -> ByteOrders:
+    if d.subdtype is not None:
+        return _big(d.subdtype[0])
+    if d.names:
+        return tuple(_big(d[n]) for n in d.names)
+    return d.byteorder == ">" or (d.byteorder == "=" and sys.byteorder == "big" and d.itemsize > 1)
