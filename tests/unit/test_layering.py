@@ -36,7 +36,6 @@ RANKS: Mapping[str, int] = {
     "nodes": 4,
     "creation": 4,
     "summary": 4,
-    "shrink": 4,
     "arrays": 5,
     "api": 6,
     "validate_v2": 6,
