@@ -580,7 +580,8 @@ class Store(ABC):
             if not todo:
                 return
         raise ConflictError(
-            f"{', '.join(map(repr, todo[:3]))} changed by other writers during each of {retries} attempts to update them; try again"
+            f"{', '.join(map(repr, todo[:3]))} changed by other writers during each of {retries} attempts "
+            "to update them; try again"
         )
 
     def _write_at(
