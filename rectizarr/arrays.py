@@ -42,7 +42,8 @@ from rectizarr.errors import (
     UnsupportedError,
 )
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
-from rectizarr.shrink import clear_appended_swapped, clear_past_end_swapped
+from rectizarr.io import clear_appended as clear_appended_swapped
+from rectizarr.io import clear_past_end as clear_past_end_swapped
 from rectizarr.stores import Store
 from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 

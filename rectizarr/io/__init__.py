@@ -25,7 +25,8 @@ sharded (:mod:`.sharded`)             any other sharded read: whole shards split
 
 from rectizarr.io.cache import index_cache
 from rectizarr.io.chunk import LayoutChanged
-from rectizarr.io.engine import delete_outside, each_cleared, nbytes_stored, read, write
+from rectizarr.io.clear import clear_appended, clear_past_end, delete_outside
+from rectizarr.io.engine import nbytes_stored, read, write
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout, build_layout
 from rectizarr.io.pool import set_workers
 from rectizarr.io.sparse import stored_chunk_keys
@@ -36,8 +37,9 @@ __all__ = [
     "LayoutChanged",
     "ShardedLayout",
     "build_layout",
+    "clear_appended",
+    "clear_past_end",
     "delete_outside",
-    "each_cleared",
     "index_cache",
     "nbytes_stored",
     "read",

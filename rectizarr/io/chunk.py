@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextvars
 import threading
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -39,11 +39,13 @@ __all__ = [
     "merge",
     "paste",
     "prefix_bytes",
+    "update_chunks",
     "value_buffer",
     "whole",
 ]
 
 T = TypeVar("T")
+R = TypeVar("R")
 Data = bytes | memoryview
 Guard = (
     Callable[[], bool] | None
@@ -332,35 +334,39 @@ def _stream_remote(
             f.result()
 
 
-def swap_each(
+def update_chunks(
     layout: Layout,
     items: Sequence[T],
     key_of: Callable[[T], str],
-    make: Callable[[T, Data | None], Encoded],
+    work: Callable[[T, Data | None], Encoded],
+    reads: Callable[[T], bool],
     workers: int | None,
-    before: Callable[[], object] | None = None,
+    t: Tuning,
+    guard: Guard = None,
 ) -> None:
-    """Stores with conditional writes (S3): each item's value made from the stored one and written with
-    :meth:`~rectizarr.stores.Store.swap` (made again on a conflict). Every value is read and made before
-    anything is written (a corrupt stored value raises with nothing written), then ``before()`` runs (the
-    writes that need no stored value), then the values are written."""
-    store = layout.store
+    """Write the value ``work`` makes of each item (chunk or shard) under its key, all under their locks
+    (``guard`` checked once they are held). The items that ``reads`` the stored value are made from it with
+    one :meth:`~rectizarr.stores.Store.update` (a read-modify-write: made again on a conflict), all made
+    before anything is written, so a corrupt stored value raises with nothing written; the others are
+    encoded and written (:func:`encode_and_commit`) after those are made and before they are written."""
+    store, read = layout.store, {key_of(x): x for x in items if reads(x)}
+    others = [x for x in items if key_of(x) not in read]
 
-    def prepare(item: T) -> tuple[Data | None, Hashable, Buffer | None]:
-        stored, version = store.get_versioned(key_of(item))
-        return stored, version, make(item, stored)[1]
+    def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
+        return dict(pmap(lambda k: work(read[k], stored[k]), list(stored), workers))
 
-    ready = pmap(prepare, items, workers)
-    if before is not None:
-        before()
+    def each(fn: Callable[[str], R], keys: Sequence[str]) -> list[R]:
+        return pmap(fn, keys, workers)
 
-    def one(pair: tuple[T, tuple[Data | None, Hashable, Buffer | None]]) -> None:
-        item, first = pair
-        key = key_of(item)
-        store.swap(key, lambda stored: make(item, stored)[1], first)  # type: ignore[arg-type]
-        cache.invalidate(store, [key])
+    def before() -> None:
+        encode_and_commit(layout, others, lambda x: work(x, None), set(), workers, t)
 
-    pmap(one, list(zip(items, ready, strict=True)), workers)
+    with store.lock([key_of(x) for x in items]):
+        check(guard)
+        try:
+            store.update(list(read), make, each, before)
+        finally:
+            cache.invalidate(store, read)
 
 
 def commit(

@@ -20,18 +20,7 @@ import numpy as np
 
 from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
-from rectizarr.io.chunk import (
-    Data,
-    Encoded,
-    Guard,
-    check,
-    decode,
-    decode_in_place,
-    encode_and_commit,
-    merge,
-    paste,
-    swap_each,
-)
+from rectizarr.io.chunk import Data, Encoded, Guard, decode, decode_in_place, merge, paste, update_chunks
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.stores import requests_in_flight
@@ -133,8 +122,7 @@ def write_chunked(
     conditional = layout.store.capabilities.conditional_writes
     # With conditional writes nothing locks the shape: another client may be appending to an edge chunk.
     edges = {k for k in keys if conditional and layout.at_edge(by_key[k][0].coords)}
-    partial = [k for k in keys if k in edges or not all(p.complete for p in by_key[k])]
-    partial_set = set(partial)
+    partial = {k for k in keys if k in edges or not all(p.complete for p in by_key[k])}
 
     def work(key: str, stored: Data | None) -> Encoded:
         group = by_key[key]
@@ -154,26 +142,4 @@ def write_chunked(
 
     spec = layout.spec(by_key[keys[0]][0].coords)
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
-    with layout.store.lock(keys):
-        check(guard)
-        if conditional:  # partly written chunks: compare-and-swap each (all made before any is written)
-            whole = [k for k in keys if k not in partial_set]
-            swap_each(
-                layout,
-                partial,
-                lambda k: k,
-                work,
-                workers,
-                lambda: encode_and_commit(layout, whole, lambda k: work(k, None), set(), workers, t),
-            )
-            return
-        old = dict(zip(partial, layout.store.get_many([(k, None) for k in partial]), strict=True))
-        encode_and_commit(
-            layout,
-            keys,
-            lambda k: work(k, old.get(k)),
-            {k for k in partial if old[k] is None},
-            workers,
-            t,
-            lambda k: old.get(k) is not None,
-        )
+    update_chunks(layout, keys, lambda k: k, work, partial.__contains__, workers, t, guard)

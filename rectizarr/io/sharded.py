@@ -30,17 +30,7 @@ from rectizarr.errors import CodecError, ConflictError, VersionChanged
 from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_shard, encode_shard, paste_block
 from rectizarr.io.cache import invalidate
-from rectizarr.io.chunk import (
-    Data,
-    Encoded,
-    Guard,
-    check,
-    decode_in_place,
-    encode_and_commit,
-    merge,
-    paste,
-    swap_each,
-)
+from rectizarr.io.chunk import Data, Encoded, Guard, decode_in_place, merge, paste, update_chunks
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.io.shards import (
@@ -344,7 +334,7 @@ def write_sharded(
     conditional = layout.store.capabilities.conditional_writes
     # With conditional writes nothing locks the shape: another client may be appending to an edge shard.
     edges = {s.key for s in shards if conditional and layout.at_edge(s.coords)}
-    needs_read = [s for s in shards if s.key in edges or not _replaced_whole(layout, s)]
+    needs_read = {s.key for s in shards if s.key in edges or not _replaced_whole(layout, s)}
 
     spec = layout.inner_spec(None)
     in_blocks = batchable(layout.dtype) and not layout.transposed and isinstance(plan, OrthogonalPlan)
@@ -367,35 +357,7 @@ def write_sharded(
         if batched
         else workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
     )
-    with layout.store.lock([s.key for s in shards]):
-        check(guard)
-        if conditional:  # partly written shards: compare-and-swap each (all made before any is written)
-            whole = [s for s in shards if s not in needs_read]
-            swap_each(
-                layout,
-                needs_read,
-                lambda s: s.key,
-                work,
-                workers,
-                lambda: encode_and_commit(layout, whole, lambda s: work(s, None), set(), workers, t),
-            )
-            return
-        old = dict(
-            zip(
-                [s.key for s in needs_read],
-                layout.store.get_many([(s.key, None) for s in needs_read]),
-                strict=True,
-            )
-        )
-        encode_and_commit(
-            layout,
-            shards,
-            lambda s: work(s, old.get(s.key)),
-            {s.key for s in needs_read if old[s.key] is None},
-            workers,
-            t,
-            lambda s: old.get(s.key) is not None,
-        )
+    update_chunks(layout, shards, lambda s: s.key, work, lambda s: s.key in needs_read, workers, t, guard)
 
 
 def _replaced_whole(layout: ShardedLayout, s: Shard) -> bool:

@@ -180,23 +180,27 @@ def fetch_indexes(
         if ahead is not None:
             ahead.join()
     for s, (data, version) in zip(misses, raw, strict=True):
-        if data is None:
-            out[s.key] = None
-            continue
-        size, index_bytes = None, memoryview(data)
-        if reach:
-            n = sharding.index_nbytes(s.shape_t)
-            if len(data) < reach:  # the whole shard (a range past either end gives what there is)
-                size = len(data)
-                bodies[s.key] = data
-            index_bytes = index_bytes[max(0, len(data) - n) :] if at_end else index_bytes[:n]
-        if size is None and not at_end:
-            size = store.getsize(s.key)
-        idx = out[s.key] = sharding.decode_index(index_bytes, s.shape_t, shard_nbytes=size, key=s.key)
-        if checked:
+        idx = out[s.key] = None if data is None else _decoded(layout, s, data, reach, bodies)
+        if checked and idx is not None:
             versions[s.key] = version
             index_cache().put(store, s.key, version, idx)
     return out, versions, bodies, None
+
+
+def _decoded(layout: ShardedLayout, s: Shard, data: bytes, reach: int, bodies: Bodies) -> ShardIndex:
+    """The index of shard ``s`` from ``data``, its index as read (with up to ``reach`` bytes before it: a
+    shorter answer is the whole shard, kept in ``bodies``)."""
+    sharding, at_end = layout.sharding, layout.sharding.index_location == "end"
+    size, index_bytes = None, memoryview(data)
+    if reach:
+        n = sharding.index_nbytes(s.shape_t)
+        if len(data) < reach:  # the whole shard (a range past either end gives what there is)
+            size = len(data)
+            bodies[s.key] = data
+        index_bytes = index_bytes[max(0, len(data) - n) :] if at_end else index_bytes[:n]
+    if size is None and not at_end:
+        size = layout.store.getsize(s.key)
+    return sharding.decode_index(index_bytes, s.shape_t, shard_nbytes=size, key=s.key)
 
 
 def _ahead_of_hits(layout: ShardedLayout, budget: IndexBudget, shards: list[Shard]) -> Ahead | None:

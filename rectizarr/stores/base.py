@@ -7,6 +7,7 @@ Every public method is implemented here once; a backend implements a handful of 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -15,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Self, TypeAlias
+from typing import Protocol, Self, TypeAlias, TypeVar
 
 from rectizarr import threads, tuning
 from rectizarr._util import is_int, relocked_in_child
@@ -208,6 +209,19 @@ class Capabilities:
 
 
 _Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
+_R = TypeVar("_R")
+Make: TypeAlias = Callable[[dict[str, bytes | None]], Mapping[str, Buffer | None]]
+"""What :meth:`Store.update` calls: the stored values of its keys -> the new values."""
+
+
+class Each(Protocol):
+    """How :meth:`Store.update` runs one request per key: ``each(fn, keys)`` -> ``[fn(k) for k in keys]``."""
+
+    def __call__(self, fn: Callable[[str], _R], keys: Sequence[str], /) -> list[_R]: ...
+
+
+def _one_by_one(fn: Callable[[str], _R], keys: Sequence[str]) -> list[_R]:
+    return [fn(k) for k in keys]
 
 
 class Store(ABC):
@@ -501,36 +515,85 @@ class Store(ABC):
             self._delete_batch([key])
             return True
 
-    def swap(
+    def update(
         self,
-        key: str,
-        make: Callable[[bytes | None], Buffer | None],
-        first: tuple[bytes | None, Hashable, Buffer | None] | None = None,
-    ) -> tuple[bytes | None, Buffer | None]:
-        """A compare-and-swap read-modify-write of one value: ``make(stored)`` gives the new value (None:
-        delete it; ``stored`` itself: leave it), written only if the stored value is unchanged since it was
-        read (:meth:`set_if`, :meth:`delete_if`); else it is read and made again, up to
-        ``tuning.conflict_retries`` times, then :class:`ConflictError`. Returns the winning round's
-        ``(stored, new)``. ``first``: the first round's ``(stored, version, new)``, read and made
-        beforehand (:meth:`get_versioned`)."""
-        retries = tuning.current().conflict_retries
+        keys: Sequence[str],
+        make: Make,
+        each: Each | None = None,
+        before: Callable[[], object] | None = None,
+    ) -> None:
+        """The one read-modify-write of stored values: ``make(stored)`` gets the value of every key of
+        ``keys`` (None: missing) and gives the new ones (None: delete; a key it leaves out, or gives its
+        stored value itself, stays as it is), written only if no key changed since it was read.
+
+        Where writers lock (no ``capabilities.conditional_writes``): the keys' locks held, one batched read,
+        one ``make``, batched writes. Elsewhere a compare-and-swap per key (:meth:`swap`'s rounds): each key
+        read with its version, written only at that version (:meth:`set_if`, :meth:`delete_if`); the keys
+        that lost a race are read and made again, up to ``tuning.conflict_retries`` times, then
+        :class:`ConflictError`. ``before()`` runs once, after the first ``make`` and before anything is
+        written (writes that need no stored value: a ``make`` that raises writes nothing at all).
+        ``each(fn, keys)`` runs the requests of single keys (concurrently; default: one by one)."""
+        if self.capabilities.conditional_writes:
+            self._swap_rounds(keys, make, each, before)
+            return
+        with self.lock(keys):
+            stored = dict(zip(keys, self.get_many([(k, None) for k in keys]), strict=True))
+            new = make(stored)
+            if before is not None:
+                before()
+            to_set = {k: v for k, v in new.items() if v is not None and v is not stored[k]}
+            to_delete = [k for k, v in new.items() if v is None and stored[k] is not None]
+            if to_set:
+                self.set_many(to_set)
+            if to_delete:
+                self.delete_many(to_delete)
+
+    def swap(self, key: str, make: Callable[[bytes | None], Buffer | None]) -> None:
+        """A compare-and-swap read-modify-write of one value on every store: ``make(stored)`` gives the new
+        value (None: delete it; ``stored`` itself: leave it), written only if the value is unchanged since
+        it was read, else read and made again (:meth:`update`'s rounds)."""
+        self._swap_rounds([key], lambda stored: {key: make(stored[key])})
+
+    def _swap_rounds(
+        self,
+        keys: Sequence[str],
+        make: Make,
+        each: Each | None = None,
+        before: Callable[[], object] | None = None,
+    ) -> None:
+        """:meth:`update` as compare-and-swaps: rounds of versioned reads, ``make`` and conditional writes of
+        the keys not yet written, a random wait (:func:`back_off`) between rounds."""
+        each = each or _one_by_one
+        todo, retries = list(keys), tuning.current().conflict_retries
         for attempt in range(retries):
             if attempt:
                 back_off(attempt)
-            if attempt == 0 and first is not None:
-                stored, version, new = first
-            else:
-                stored, version = self.get_versioned(key)
-                new = make(stored)
-            if new is stored or (
-                self.delete_if(key, version) if new is None else self.set_if(key, new, version)
-            ):
-                if new is not stored:
-                    written.mark(self.lock_identity, [key])
-                return stored, new
+            read = dict(zip(todo, each(self.get_versioned, todo), strict=True))
+            new = make({k: v for k, (v, _) in read.items()})
+            if before is not None and attempt == 0:
+                before()
+            done = each(functools.partial(self._write_at, new, read), todo)
+            todo = [k for k, ok in zip(todo, done, strict=True) if not ok]
+            if not todo:
+                return
         raise ConflictError(
-            f"{key!r} was changed by other writers during each of {retries} attempts to update it; try again"
+            f"{', '.join(map(repr, todo[:3]))} changed by other writers during each of {retries} attempts "
+            "to update them; try again"
         )
+
+    def _write_at(
+        self, new: Mapping[str, Buffer | None], read: Mapping[str, tuple[bytes | None, Hashable]], key: str
+    ) -> bool:
+        """Write ``key``'s new value (left out, or the stored one itself: nothing to write) only if the key is
+        still at the version it was ``read`` at; False, writing nothing, when it is not."""
+        stored, version = read[key]
+        value = new.get(key, stored)
+        if value is stored:
+            return True
+        done = self.delete_if(key, version) if value is None else self.set_if(key, value, version)
+        if done:
+            written.mark(self.lock_identity, [key])
+        return done
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread

@@ -37,7 +37,6 @@ RANKS: Mapping[str, int] = {
     "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
     "creation": 4,
     "summary": 4,
-    "shrink": 4,
     "arrays": 5,
     "api": 6,
     "validate_v2": 6,

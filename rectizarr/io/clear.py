@@ -1,0 +1,165 @@
+"""The clean-up after a shrink, one for every store: the stored chunks reaching past the new end cleared
+past it (deleted when they lie wholly past it), so that a later grow shows the fill value, not the values
+the shrink cut (a deliberate difference from zarr-python and tensorstore, which keep them).
+
+Each chunk is rewritten with :meth:`~rectizarr.stores.Store.update` (under its lock where writers lock; a
+compare-and-swap elsewhere, where no lock keeps other clients out and another client may append as soon as
+the new ``zarr.json`` is written). The chunks are read first, then the array's grid as stored *now*: an
+append writes its ``zarr.json`` before its data, so a chunk that holds an append's data was read after that
+append's ``zarr.json`` was. A chunk is cleared past that extent (deleted when it lies wholly past it, left
+as it is when an append filled it); where the current grid's chunks are not the shrink's (a rectilinear
+axis that grew new edges since), it is left as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from typing import TypeVar
+
+from rectizarr import threads
+from rectizarr._util import Coords, empty
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.errors import CodecError
+from rectizarr.indexing import orthogonal_plan
+from rectizarr.io import cache
+from rectizarr.io.engine import read, write
+from rectizarr.io.layout import Layout
+from rectizarr.io.sparse import stored_chunk_keys
+from rectizarr.stores import Buffer, open_store
+
+__all__ = ["clear_appended", "clear_past_end", "delete_outside"]
+
+R = TypeVar("R")
+GridNow = Callable[[], ChunkGrid | None]  # the array's grid read afresh; None when the array is gone
+
+
+def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
+    """After a shrink to ``new_grid``, made under the document's lock (``layout``: the array before it):
+    :func:`clear_past_end` once every chunk not wholly inside the new extent is locked, so that a write
+    that planned with the old shape and holds some of them finishes first (one that takes them later sees
+    the new ``zarr.json`` and plans again) and the listing sees what it wrote."""
+    with layout.store.lock(_keys_past(layout, new_grid.shape)):
+        clear_past_end(layout, new_grid, lambda: new_grid)
+
+
+def _keys_past(layout: Layout, extent: tuple[int, ...]) -> Iterator[str]:
+    """The keys of the chunks of ``layout``'s grid that reach past ``extent`` on some axis (each once)."""
+    grid = layout.grid.grid_shape
+    inside = [
+        n if e >= d.extent else d.chunk_of(e) for d, e, n in zip(layout.grid.dims, extent, grid, strict=True)
+    ]
+    for axis in range(len(grid)):  # past on this axis, inside on the axes before it: disjoint boxes
+        ranges = (
+            [range(k) for k in inside[:axis]]
+            + [range(inside[axis], grid[axis])]
+            + [range(n) for n in grid[axis + 1 :]]
+        )
+        yield from (layout.key(coords) for coords in itertools.product(*ranges))
+
+
+def clear_past_end(layout: Layout, new_grid: ChunkGrid, grid_now: GridNow) -> None:
+    """After a shrink to ``new_grid`` (``layout``: the array before it), or before a grow from it
+    (``layout``: the array grown): every stored chunk reaching past its end cleared past the extent stored
+    when it is rewritten (see the module)."""
+    past = []
+    for key, coords in list(stored_chunk_keys(layout)):
+        region = layout.grid.chunk_region(coords)
+        if not (
+            all(c < n for c, n in zip(coords, new_grid.grid_shape, strict=True))
+            and all(r.stop <= e for r, e in zip(region, new_grid.shape, strict=True))
+        ):
+            past.append((key, coords))  # not wholly inside the new extent
+    _clear_each(layout, new_grid, grid_now, past)
+
+
+def clear_appended(layout: Layout, grid: ChunkGrid, axis: int, grid_now: GridNow) -> None:
+    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now) on a store with
+    conditional writes: the chunks the appended rows fall in, cleared past the stored extent, so that
+    what a shrink's clean-up has not reached yet (or a killed one left) never shows between the new
+    document and the append's data. No listing: one read per chunk (a write only where something is
+    there to clear)."""
+    grown = layout.grid
+    start, stop = grid.shape[axis], grown.shape[axis]
+    if stop <= start or not all(grown.shape):
+        return
+    dim = grown.dims[axis]
+    ranges = [
+        range(n) if i != axis else range(dim.chunk_of(start), dim.chunk_of(stop - 1) + 1)
+        for i, n in enumerate(grown.grid_shape)
+    ]
+    _clear_each(layout, grid, grid_now, [(layout.key(c), c) for c in itertools.product(*ranges)])
+
+
+def _clear_each(
+    layout: Layout, new_grid: ChunkGrid, grid_now: GridNow, past: Sequence[tuple[str, Coords]]
+) -> None:
+    """Each chunk of ``past`` cleared past the extent stored when it is rewritten: one by one where a read
+    costs no round trip, else 16 side by side per update (as many chunks in memory). One that cannot be
+    read (a corrupt chunk) does not stop the others: once all are done, a CodecError names every one left
+    uncleared (the shape has changed)."""
+    store, coords_of = layout.store, dict(past)
+    failed: list[tuple[str, CodecError]] = []
+
+    def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
+        grid = grid_now() if any(v is not None for v in stored.values()) else None  # read after the chunks
+        if grid is None or not _same_chunks(grid, new_grid):
+            return {}  # no array any more, or other chunks: each left as it is
+        new: dict[str, Buffer | None] = {}
+        for key, value in stored.items():
+            if value is None:
+                continue
+            try:
+                new[key] = _cleared(layout, grid, key, coords_of[key], value)
+            except CodecError as exc:
+                failed.append((key, exc))
+        return new
+
+    keys, per = list(coords_of), 1 if store.capabilities.low_latency else 16
+    workers = min(len(keys), per)  # (requests of single keys, round trips: side by side)
+    with threads.once("rectizarr-clear", workers) if workers > 1 else contextlib.nullcontext() as pool:
+
+        def each(fn: Callable[[str], R], some: Sequence[str]) -> list[R]:
+            return [fn(k) for k in some] if pool is None else list(pool.map(fn, some))
+
+        for i in range(0, len(keys), per):
+            batch = keys[i : i + per]
+            try:
+                store.update(batch, make, each)
+            finally:
+                cache.invalidate(store, batch)
+    if failed:
+        names = [k for k, _ in failed]
+        raise CodecError(
+            f"the array was resized, but {len(names)} chunk(s) reaching past its new end could not be "
+            f"cleared and may show old values if it grows again: {names[:8]}; {failed[0][1]}",
+            key=names[0],
+        )
+
+
+def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:
+    """Whether chunk ``i`` covers the same positions in both grids (regular ones with one chunk shape)."""
+    shape = grid.regular_chunk_shape
+    return grid == other or (shape is not None and shape == other.regular_chunk_shape)
+
+
+def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: bytes) -> bytes | None:
+    """``stored`` (chunk ``coords``) with everything past ``grid``'s extent reset to the fill value (the
+    write path of a store of its own does that to a chunk written whole); None when nothing else is left
+    (or the chunk lies wholly past the extent); ``stored`` itself when nothing lies past it."""
+    if any(c >= n for c, n in zip(coords, grid.grid_shape, strict=True)):
+        return None  # wholly past the end as stored now
+    region = grid.chunk_region(coords)  # clipped to the extent
+    if all(r.stop - r.start == n for r, n in zip(region, grid.chunk_shape(coords), strict=True)):
+        return stored
+    scratch = open_store({})  # (a store in memory)
+    scratch.set(key, stored)
+    now = replace(layout, store=scratch, grid=grid)
+    plan = orthogonal_plan(now.dims, region)
+    data = empty(plan.shape, layout.dtype)
+    read(now, plan, data)
+    write(now, plan, data)
+    cleared = scratch.get(key)
+    return stored if cleared == stored else cleared  # (nothing there to clear: no write)
