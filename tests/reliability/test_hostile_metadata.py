@@ -367,7 +367,7 @@ def _open_v2(stored: dict[str, bytes] | None = None, **over: object) -> rectizar
     return rectizarr.open_array(store, mode="r")
 
 
-@pytest.mark.parametrize("cid", ["nope", "", "vlen-array"])
+@pytest.mark.parametrize("cid", ["nope", "", "vlen-arrays"])
 def test_unknown_v2_compressor_is_unsupported(cid: str) -> None:
     with pytest.raises(UnsupportedError, match="unknown compressor") as exc:
         _open_v2(compressor={"id": cid, "dtype": "<i4"})
@@ -375,6 +375,14 @@ def test_unknown_v2_compressor_is_unsupported(cid: str) -> None:
     with pytest.raises(UnsupportedError, match="unknown codec") as exc:
         _open_doc(_doc(codecs=[{"name": "bytes"}, {"name": f"numcodecs.{cid}"}]))
     assert exc.value.path == "$.codecs[1].name"
+
+
+def test_a_known_array_to_bytes_codec_as_v2_compressor_is_a_metadata_error() -> None:
+    """numcodecs' VLenArray (issue 37: read) codes object arrays; as the compressor of an int array it
+    would be a second array->bytes step: refused, naming both, not a raw exception."""
+    with pytest.raises(MetadataError, match="only one array->bytes codec.*numcodecs.vlen-array") as exc:
+        _open_v2(compressor={"id": "vlen-array", "dtype": "<i4"})
+    assert exc.value.key == ".zarray"
 
 
 _INF = float("inf")
