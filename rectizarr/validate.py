@@ -204,6 +204,10 @@ class _Checker(Reporter):
             self.error(key, f"{where}.metadata", "consolidated.form", "metadata must be an object")
             return
         prefix = nodes.prefix_of(path)
+
+        def stale(message: str) -> None:
+            self.tolerated(key, f"{where}.metadata", "consolidated.stale", message)
+
         for rel, entry in entries.items():
             problem = nodes.member_path_problem(rel)
             if problem is not None:
@@ -222,29 +226,14 @@ class _Checker(Reporter):
             meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
             actual = docs.get(child_key)
             if actual is None:
-                self.tolerated(
-                    key,
-                    f"{where}.metadata",
-                    "consolidated.stale",
-                    f"entry {rel!r} names a node that does not exist",
-                )
+                stale(f"entry {rel!r} names a node that does not exist")
             elif meta is not None and _comparable(node_to_json(meta)) != _comparable_doc(actual, child_key):
-                self.tolerated(
-                    key,
-                    f"{where}.metadata",
-                    "consolidated.stale",
-                    f"entry {rel!r} differs from {child_key!r}",
-                )
+                stale(f"entry {rel!r} differs from {child_key!r}")
         for child_key in docs:
             if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
                 rel = child_key[len(prefix) : -len("/zarr.json")]
                 if rel not in entries:
-                    self.tolerated(
-                        key,
-                        f"{where}.metadata",
-                        "consolidated.stale",
-                        f"node {rel!r} is missing from the consolidated metadata",
-                    )
+                    stale(f"node {rel!r} is missing from the consolidated metadata")
 
     # ------------------------------------------------------------------------------------- chunks
     def chunks(self, path: str, meta: ArrayMeta, keys: list[str]) -> None:
