@@ -168,13 +168,10 @@ class Reporter:
 
 
 def _doc(check: Reporter, key: str) -> Any:
-    data = check.store.get(key)
-    if data is None:
-        return None
     try:
-        return json.loads(data)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        check.error(key, "$", "json.syntax", f"not valid JSON: {exc}")
+        return v2meta.load_json(check.store.get(key), key)
+    except MetadataError as exc:
+        check.error(key, "$", "json.syntax", bare_message(exc))
         return None
 
 
