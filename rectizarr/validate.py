@@ -45,6 +45,7 @@ from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.core.metadata import (
     ARRAY_KEYS,
     GROUP_KEYS,
+    REQUIRED_ARRAY_KEYS,
     ArrayMeta,
     extra_fields,
     node_from_json,
@@ -60,7 +61,6 @@ from rectizarr.validate_v2 import Issue, Reporter, ValidationReport, bare_messag
 
 __all__ = ["Issue", "ValidationReport", "validate"]
 
-_REQUIRED_ARRAY = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
 _WHOLE_CHUNK_BYTES = 1 << 28  # larger chunks are checked by reading their first element (decoded whole)
 
 
@@ -117,8 +117,7 @@ class _Checker(Reporter):
         self.run(key, "$.attributes", "attributes", lambda: parse_attributes(doc, False, key))
         if node_type == "group":
             return "group"
-        missing = [n for n in _REQUIRED_ARRAY if n not in doc]
-        for n in missing:
+        for n in (n for n in REQUIRED_ARRAY_KEYS if n not in doc):
             self.error(key, "$", "array.required", f"missing required key {n!r}")
         shape = (
             self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key))
