@@ -46,6 +46,8 @@ from rectizarr.core.metadata import (
     GROUP_KEYS,
     REQUIRED_ARRAY_KEYS,
     ArrayMeta,
+    GroupMeta,
+    NodeMeta,
     extra_fields,
     node_from_json,
     node_to_json,
@@ -223,7 +225,7 @@ class _Checker(Reporter):
             actual = docs.get(child_key)
             if actual is None:
                 stale(f"entry {rel!r} names a node that does not exist")
-            elif meta is not None and _comparable(node_to_json(meta)) != _comparable_doc(actual, child_key):
+            elif meta is not None and _comparable(meta) != _comparable_doc(actual, child_key):
                 stale(f"entry {rel!r} differs from {child_key!r}")
         for child_key in docs:
             if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
@@ -307,23 +309,20 @@ def _naming_extension(exc: MetadataError, doc: Any, where: str) -> str:
     return text if repr(name) in text else f"{kind} {name!r}: {text}"
 
 
-def _comparable(doc: Any) -> Any:
-    return msgspec.json.decode(msgspec.json.encode(_drop_consolidated(doc)))
+def _comparable(meta: NodeMeta) -> Any:
+    """The canonical JSON of a node, a group's consolidated metadata left out."""
+    if isinstance(meta, GroupMeta):
+        meta = msgspec.structs.replace(meta, consolidated_metadata=None)
+    return msgspec.json.decode(msgspec.json.encode(node_to_json(meta)))
 
 
 def _comparable_doc(doc: dict[str, Any], key: str) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LenientMetadataWarning)
-            return _comparable(node_to_json(node_from_json(doc, key)))
+            return _comparable(node_from_json(doc, key))
     except (MetadataError, TypeError, msgspec.EncodeError):
         return None
-
-
-def _drop_consolidated(doc: Any) -> Any:
-    if isinstance(doc, dict) and doc.get("node_type") == "group":
-        return {k: v for k, v in doc.items() if k != "consolidated_metadata"}
-    return doc
 
 
 def validate(
