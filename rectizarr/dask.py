@@ -6,26 +6,5 @@
 
 from __future__ import annotations
 
-from rectizarr.integrations.dask import (
-    ArrayRef,
-    aligned_chunks,
-    from_dask,
-    from_zarr,
-    store_dask,
-    to_dask,
-    to_rectizarr,
-    to_zarr,
-    write_tasks,
-)
-
-__all__ = [
-    "ArrayRef",
-    "aligned_chunks",
-    "from_dask",
-    "from_zarr",
-    "store_dask",
-    "to_dask",
-    "to_rectizarr",
-    "to_zarr",
-    "write_tasks",
-]
+from rectizarr.integrations.dask import *  # noqa: F403 - every public name, as listed there
+from rectizarr.integrations.dask import __all__ as __all__

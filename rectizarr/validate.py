@@ -1,4 +1,4 @@
-"""Strict validation of a Zarr v3 store (v2 hierarchies: :mod:`rectizarr.validate_v2`): metadata, hierarchy and every stored chunk.
+"""Strict validation of a Zarr v3 store (v2 hierarchies and the report: :mod:`rectizarr.validate_v2`): metadata, hierarchy and every stored chunk.
 
 >>> report = rectizarr.validate("data.zarr")          # doctest: +SKIP
 >>> print(report.format_text())                       # doctest: +SKIP
@@ -26,14 +26,12 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
 import msgspec
 
 from rectizarr import nodes
-from rectizarr._util import prod
 from rectizarr.arrays import Array
 from rectizarr.codecs import plugins
 from rectizarr.codecs.build import build_pipeline
@@ -46,7 +44,10 @@ from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.core.metadata import (
     ARRAY_KEYS,
     GROUP_KEYS,
+    REQUIRED_ARRAY_KEYS,
     ArrayMeta,
+    GroupMeta,
+    NodeMeta,
     extra_fields,
     node_from_json,
     node_to_json,
@@ -55,111 +56,16 @@ from rectizarr.core.metadata import (
     parse_shape,
     parse_storage_transformers,
 )
-from rectizarr.errors import (
-    ChecksumError,
-    CodecError,
-    LenientMetadataWarning,
-    MetadataError,
-    RectizarrError,
-    UnsupportedError,
-)
-from rectizarr.stores import Store, open_store
-from rectizarr.validate_v2 import check_v2
+from rectizarr.errors import LenientMetadataWarning, MetadataError, RectizarrError, UnsupportedError
+from rectizarr.stores import open_store
+from rectizarr.validate_v2 import Issue, Reporter, ValidationReport, bare_message, check_v2
 
 __all__ = ["Issue", "ValidationReport", "validate"]
 
-T = TypeVar("T")
-_REQUIRED_ARRAY = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-_WHOLE_CHUNK_BYTES = 1 << 28  # larger chunks are checked by reading their first element (decoded whole)
 
-
-@dataclass(frozen=True, slots=True)
-class Issue:
-    """One finding: the store ``key`` it is about, the JSON path inside that document (``""`` for chunk
-    data), the ``rule`` broken (a stable dotted identifier) and a human-readable ``message``."""
-
-    key: str
-    json_path: str
-    rule: str
-    message: str
-
-
-@dataclass
-class ValidationReport:
-    """Errors and warnings found by :func:`validate`; ``ok`` means no errors."""
-
-    errors: list[Issue] = field(default_factory=list)
-    warnings: list[Issue] = field(default_factory=list)
-    nodes_checked: int = 0
-    chunks_checked: int = 0
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-    def to_json(self) -> str:
-        return json.dumps(
-            {
-                "ok": self.ok,
-                "errors": [asdict(i) for i in self.errors],
-                "warnings": [asdict(i) for i in self.warnings],
-                "nodes_checked": self.nodes_checked,
-                "chunks_checked": self.chunks_checked,
-            },
-            indent=2,
-            ensure_ascii=False,
-        )
-
-    def format_text(self) -> str:
-        lines = []
-        for label, issues in (("error", self.errors), ("warning", self.warnings)):
-            for i in issues:
-                where = " ".join(x for x in (i.key or "/", i.json_path) if x)
-                lines.append(f"{label}: {where} [{i.rule}] {i.message}")
-        lines.append(
-            f"{'OK' if self.ok else 'INVALID'}: {len(self.errors)} error(s), {len(self.warnings)} "
-            f"warning(s); {self.nodes_checked} node(s), {self.chunks_checked} chunk(s) checked"
-        )
-        return "\n".join(lines)
-
-
-class _Checker:
-    def __init__(self, store: Store, strict: bool) -> None:
-        self.store = store
-        self.strict = strict
-        self.report = ValidationReport()
-
-    # ------------------------------------------------------------------------------------ reporting
-    def count(self, nodes_checked: int = 0, chunks_checked: int = 0) -> None:
-        self.report.nodes_checked += nodes_checked
-        self.report.chunks_checked += chunks_checked
-
-    def error(self, key: str, path: str, rule: str, message: str) -> None:
-        self.report.errors.append(Issue(key, path, rule, message))
-
-    def tolerated(self, key: str, path: str, rule: str, message: str) -> None:
-        """Readable but outside the spec: an error when strict, else a warning."""
-        issue = Issue(key, path, rule, message)
-        (self.report.errors if self.strict else self.report.warnings).append(issue)
-
-    def run(self, key: str, path: str, rule: str, fn: Callable[[], T], doc: Any = None) -> T | None:
-        """Call ``fn``; report a MetadataError and every lenient warning under ``rule``. With ``doc`` (the
-        document ``path`` is in), the message names the extension object the error is in."""
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", LenientMetadataWarning)
-            try:
-                result = fn()
-            except MetadataError as exc:
-                result = None
-                kind = "unsupported" if isinstance(exc, UnsupportedError) else "invalid"
-                where = exc.path or path
-                self.error(key, where, f"{rule}.{kind}", _naming_extension(exc, doc, where))
-        for w in caught:
-            if issubclass(w.category, LenientMetadataWarning):
-                self.tolerated(key, path, f"{rule}.lenient", str(w.message))
-            else:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        return result
+class _Checker(Reporter):
+    def describe(self, exc: MetadataError, doc: Any, where: str) -> str:
+        return _naming_extension(exc, doc, where)
 
     # ------------------------------------------------------------------------------------- metadata
     def document(self, key: str) -> dict[str, Any] | None:
@@ -210,8 +116,7 @@ class _Checker:
         self.run(key, "$.attributes", "attributes", lambda: parse_attributes(doc, False, key))
         if node_type == "group":
             return "group"
-        missing = [n for n in _REQUIRED_ARRAY if n not in doc]
-        for n in missing:
+        for n in (n for n in REQUIRED_ARRAY_KEYS if n not in doc):
             self.error(key, "$", "array.required", f"missing required key {n!r}")
         shape = (
             self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key))
@@ -297,6 +202,10 @@ class _Checker:
             self.error(key, f"{where}.metadata", "consolidated.form", "metadata must be an object")
             return
         prefix = nodes.prefix_of(path)
+
+        def stale(message: str) -> None:
+            self.tolerated(key, f"{where}.metadata", "consolidated.stale", message)
+
         for rel, entry in entries.items():
             problem = nodes.member_path_problem(rel)
             if problem is not None:
@@ -315,29 +224,14 @@ class _Checker:
             meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
             actual = docs.get(child_key)
             if actual is None:
-                self.tolerated(
-                    key,
-                    f"{where}.metadata",
-                    "consolidated.stale",
-                    f"entry {rel!r} names a node that does not exist",
-                )
-            elif meta is not None and _comparable(node_to_json(meta)) != _comparable_doc(actual, child_key):
-                self.tolerated(
-                    key,
-                    f"{where}.metadata",
-                    "consolidated.stale",
-                    f"entry {rel!r} differs from {child_key!r}",
-                )
+                stale(f"entry {rel!r} names a node that does not exist")
+            elif meta is not None and _comparable(meta) != _comparable_doc(actual, child_key):
+                stale(f"entry {rel!r} differs from {child_key!r}")
         for child_key in docs:
             if child_key != nodes.meta_key(path) and child_key.startswith(prefix):
                 rel = child_key[len(prefix) : -len("/zarr.json")]
                 if rel not in entries:
-                    self.tolerated(
-                        key,
-                        f"{where}.metadata",
-                        "consolidated.stale",
-                        f"node {rel!r} is missing from the consolidated metadata",
-                    )
+                    stale(f"node {rel!r} is missing from the consolidated metadata")
 
     # ------------------------------------------------------------------------------------- chunks
     def chunks(self, path: str, meta: ArrayMeta, keys: list[str]) -> None:
@@ -347,10 +241,7 @@ class _Checker:
             return
         grid, cke = meta.chunk_grid, meta.chunk_key_encoding
         prefix = nodes.prefix_of(path)
-        meta_key = nodes.meta_key(path)
         for key in keys:
-            if key == meta_key:
-                continue
             rel = key[len(prefix) :]
             coords = cke.decode(rel, grid.ndim)
             if coords is None:
@@ -370,21 +261,7 @@ class _Checker:
                     f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it",
                 )
                 continue
-            self.report.chunks_checked += 1
-            region = grid.chunk_region(coords)
-            if (
-                prod(tuple(r.stop - r.start for r in region)) * (arr.dtype.itemsize or 16)
-                > _WHOLE_CHUNK_BYTES
-            ):
-                region = tuple(slice(r.start, r.start + 1) for r in region)  # decodes it, allocates no output
-            try:
-                arr[region]
-            except ChecksumError as exc:
-                self.error(key, "", "chunks.checksum", str(exc))
-            except CodecError as exc:
-                self.error(key, "", "chunks.decode", str(exc))
-            except RectizarrError as exc:
-                self.error(key, "", "chunks.read", f"{type(exc).__name__}: {exc}")
+            self.read_chunk(arr, key, grid.chunk_region(coords))
 
 
 _EXTENSION_KINDS = {
@@ -402,7 +279,7 @@ _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
 def _naming_extension(exc: MetadataError, doc: Any, where: str) -> str:
     """The message of ``exc``, prefixed with the extension (``codec 'zstd': ...``) whose object holds
     ``where`` in ``doc``; an unsupported codec's message says what implements it (:mod:`plugins`)."""
-    text = _bare(exc)
+    text = bare_message(exc)
     if doc is None or not where.startswith("$"):
         return text
     found: tuple[str, str] | None = None
@@ -428,40 +305,24 @@ def _naming_extension(exc: MetadataError, doc: Any, where: str) -> str:
         return text
     kind, name = found
     if isinstance(exc, UnsupportedError) and kind == "codec" and where.endswith(".name"):
-        return _bare(plugins.unsupported_codec_error(name))
+        return bare_message(plugins.unsupported_codec_error(name))
     return text if repr(name) in text else f"{kind} {name!r}: {text}"
 
 
-def _bare(exc: MetadataError) -> str:
-    """The message without the ``key: path:`` prefix (an Issue carries both separately)."""
-    text = str(exc)
-    for part in (exc.key, exc.path):
-        if part and text.startswith(f"{part}: "):
-            text = text[len(part) + 2 :]
-    return text
-
-
-def _comparable(doc: Any) -> Any:
-    return msgspec.json.decode(msgspec.json.encode(_drop_consolidated(doc)))
+def _comparable(meta: NodeMeta) -> Any:
+    """The canonical JSON of a node, a group's consolidated metadata left out."""
+    if isinstance(meta, GroupMeta):
+        meta = msgspec.structs.replace(meta, consolidated_metadata=None)
+    return msgspec.json.decode(msgspec.json.encode(node_to_json(meta)))
 
 
 def _comparable_doc(doc: dict[str, Any], key: str) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", LenientMetadataWarning)
-            return _comparable(node_to_json(node_from_json(doc, key)))
+            return _comparable(node_from_json(doc, key))
     except (MetadataError, TypeError, msgspec.EncodeError):
         return None
-
-
-def _drop_consolidated(doc: Any) -> Any:
-    if isinstance(doc, dict) and doc.get("node_type") == "group":
-        return {k: v for k, v in doc.items() if k != "consolidated_metadata"}
-    return doc
-
-
-def _parents(path: str) -> list[str]:
-    return list(nodes.parent_paths(path))
 
 
 def validate(
@@ -529,7 +390,7 @@ def validate(
         if kind is not None:
             kinds[node_path] = kind
     for node_path in kinds:
-        for parent in _parents(node_path):
+        for parent in nodes.parent_paths(node_path):
             if len(parent) < len(root):
                 continue
             parent_kind = kinds.get(parent)
@@ -548,19 +409,8 @@ def validate(
                     f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "
                     "Zarr v3); readers will not find this node",
                 )
-    node_prefixes = sorted((nodes.prefix_of(p) for p in kinds), key=len, reverse=True)
-    owned: dict[str, list[str]] = {p: [] for p in kinds}
-    for key in keys:
-        if key in docs or key in meta_keys:
-            continue
-        owner = next((p for p in node_prefixes if key.startswith(p)), None)
-        owner_path = owner.rstrip("/") if owner is not None else None
-        if owner_path is not None and kinds.get(owner_path) == "array":
-            owned[owner_path].append(key)
-        else:
-            check.tolerated(
-                key, "", "hierarchy.stray_key", "a key that belongs to no array; readers ignore it"
-            )
+    arrays = [p for p, kind in kinds.items() if kind == "array"]
+    owned = check.owned_keys((k for k in keys if k not in meta_keys), kinds, arrays)
     for node_path, kind in kinds.items():
         key = nodes.meta_key(node_path)
         if kind == "group":

@@ -181,10 +181,9 @@ class VlenArrayCodec(ArrayBytesCodec):
 
     name = "vlen-array"
 
-    def __init__(self, name: str = "vlen-array") -> None:
-        self.name = name
-        self._utf8 = VlenUtf8Codec()
-        self._bytes = VlenBytesCodec()
+    def __init__(self) -> None:
+        self._utf8, self._bytes = VlenUtf8Codec(), VlenBytesCodec()
+        self._utf8.name = self._bytes.name = self.name  # (their errors name this codec)
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
         if dtype.kind != "O":
@@ -195,16 +194,10 @@ class VlenArrayCodec(ArrayBytesCodec):
         return self._utf8 if fill.size and isinstance(fill[0], str) else self._bytes
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
-        try:
-            return self._pick(spec).encode(chunk, spec)
-        except CodecError as exc:
-            raise CodecError(exc.message, key=exc.key, codec=self.name) from exc
+        return self._pick(spec).encode(chunk, spec)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
-        try:
-            return self._pick(spec).decode(data, spec)
-        except CodecError as exc:
-            raise CodecError(exc.message, key=exc.key, codec=self.name) from exc
+        return self._pick(spec).decode(data, spec)
 
 
 class NumcodecsArrayBytes(ArrayBytesCodec):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, assert_never, cast
 
 import msgspec
@@ -114,6 +114,14 @@ def _build_optional(
     return OptionalCodec(mask, data)
 
 
+def _configured(make: Callable[[], Codec], path: str, field: str) -> Codec:
+    """``make()``; its MetadataError is one at the configuration ``field`` of the codec at ``path``."""
+    try:
+        return make()
+    except MetadataError as exc:
+        raise MetadataError(str(exc), path=json_path(path, "configuration", field)) from exc
+
+
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
     """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
     if exc.path is not None:
@@ -161,10 +169,7 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
         case cm.BytesMeta():
             return BytesCodec(meta.endian)
         case cm.TransposeMeta():
-            try:
-                return TransposeCodec(meta.order)
-            except MetadataError as exc:
-                raise MetadataError(str(exc), path=json_path(path, "configuration", "order")) from exc
+            return _configured(lambda: TransposeCodec(meta.order), path, "order")
         case cm.GzipMeta():
             return GzipCodec(meta.level)
         case cm.ZstdMeta():
@@ -200,20 +205,13 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
         case cm.CastValueMeta():
             return CastValueCodec(meta, dtype, path)
         case cm.ReshapeMeta():
-            try:
-                return ReshapeCodec(meta.shape)
-            except MetadataError as exc:
-                raise MetadataError(str(exc), path=json_path(path, "configuration", "shape")) from exc
+            return _configured(lambda: ReshapeCodec(meta.shape), path, "shape")
         case cm.PackbitsMeta():
-            try:
-                return PackbitsCodec(meta.padding_encoding, meta.first_bit, meta.last_bit)
-            except MetadataError as exc:
-                raise MetadataError(str(exc), path=json_path(path, "configuration", "last_bit")) from exc
+            return _configured(
+                lambda: PackbitsCodec(meta.padding_encoding, meta.first_bit, meta.last_bit), path, "last_bit"
+            )
         case cm.BitroundMeta():
-            try:
-                return BitroundCodec(meta.keepbits)
-            except MetadataError as exc:
-                raise MetadataError(str(exc), path=json_path(path, "configuration", "keepbits")) from exc
+            return _configured(lambda: BitroundCodec(meta.keepbits), path, "keepbits")
         case cm.ZfpMeta():
             return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
         case cm.SqueezeMeta():

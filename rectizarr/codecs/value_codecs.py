@@ -73,10 +73,6 @@ _CAST_BACKEND_TYPES = frozenset(
 )
 
 
-def _scalar(dt: DataType, value: Any, path: str) -> np.ndarray:
-    return dt.parse_fill(value, path)
-
-
 # ------------------------------------------------------------------------------------------ scale_offset
 
 
@@ -93,8 +89,8 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             )
         dt = data_type_from_numpy(dtype)
         self.dtype = dtype
-        self.offset = _scalar(dt, meta.offset, json_path(config, "offset"))[()]
-        self.scale = _scalar(dt, meta.scale, json_path(config, "scale"))[()]
+        self.offset = dt.parse_fill(meta.offset, json_path(config, "offset"))[()]
+        self.scale = dt.parse_fill(meta.scale, json_path(config, "scale"))[()]
         if self.scale == 0:
             raise MetadataError(
                 "scale must not be zero (decoding divides by it)", path=json_path(config, "scale")
@@ -228,9 +224,8 @@ class CastValueCodec(ArrayArrayCodec):
     ) -> list[tuple[Any, Any]]:
         out = []
         for i, (a, b) in enumerate(pairs):
-            out.append(
-                (_scalar(frm, a, json_path(path, i, 0)).item(), _scalar(to, b, json_path(path, i, 1)).item())
-            )
+            x, y = frm.parse_fill(a, json_path(path, i, 0)), to.parse_fill(b, json_path(path, i, 1))
+            out.append((x.item(), y.item()))
         return out
 
     def _cast(

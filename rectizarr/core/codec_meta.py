@@ -449,14 +449,8 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
         case ReshapeMeta():
             shape = [list(x) if isinstance(x, tuple) else x for x in meta.shape]
             return {"name": meta.name, "configuration": {"shape": shape}}
-        case SqueezeMeta():
-            return {"name": meta.name, "configuration": {}}
-        case VlenArrayMeta():
-            return {"name": meta.name, "configuration": {}}
         case Crc32cMeta() | VlenBytesMeta():
             return {"name": meta.name}
-        case VlenUtf8Meta():
-            return {"name": meta.name, "configuration": {}}  # as zarr-python writes it
         case OptionalMeta():
             chains = {"mask_codecs": meta.mask_codecs, "data_codecs": meta.data_codecs}
             return {"name": meta.name, "configuration": {k: codecs_to_json(v) for k, v in chains.items()}}
@@ -480,12 +474,7 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
                 pairs = {"encode": meta.scalar_map.encode, "decode": meta.scalar_map.decode}
                 cast["scalar_map"] = {k: [list(p) for p in v] for k, v in pairs.items() if v is not None}
             return {"name": meta.name, "configuration": cast}
-        case V2ChunkMeta():
-            return {
-                "name": meta.name,
-                "configuration": {"dtype": meta.dtype, "order": meta.order, "filters": list(meta.filters)},
-            }
-        case _:
+        case _:  # (an empty configuration is written: vlen-utf8's as zarr-python writes it)
             config = {k: list(v) if isinstance(v, tuple) else v for k, v in msgspec.to_builtins(meta).items()}
             return {"name": meta.name, "configuration": {k: v for k, v in config.items() if v is not None}}
 

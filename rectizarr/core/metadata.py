@@ -33,6 +33,7 @@ __all__ = [
     "ARRAY_KEYS",
     "GROUP_KEYS",
     "MAX_NDIM",
+    "REQUIRED_ARRAY_KEYS",
     "ArrayMeta",
     "GroupMeta",
     "NodeMeta",
@@ -62,6 +63,7 @@ ARRAY_KEYS = frozenset(
         "dimension_names",
     }
 )
+REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
 GROUP_KEYS = frozenset(
     {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
 )  # others: extra_fields
@@ -266,14 +268,10 @@ def parse_storage_transformers(top: dict[str, Any], raw: bool, key: str | None) 
     return tuple(kept)
 
 
-def _require(top: dict[str, Any], name: str, key: str | None) -> None:
-    if name not in top:
-        raise MetadataError(f"missing required key {name!r}", path="$", key=key)
-
-
 def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
-    for name in ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs"):
-        _require(top, name, key)
+    for name in REQUIRED_ARRAY_KEYS:
+        if name not in top:
+            raise MetadataError(f"missing required key {name!r}", path="$", key=key)
     extras = extra_fields(top, raw, ARRAY_KEYS, key)
     shape = parse_shape(_value(top, raw, "shape", key), key)
     try:

@@ -150,23 +150,7 @@ def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
             "independently or .vindex[...] to select points"
         )
     if not arrays:
-        axes: list[AxisPlan] = []
-        final: list[int] = []
-        ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
-        nothing = any(not range(*r) for r in ranges.values())
-        for it in items:
-            if it.obj is None:
-                final.append(1)
-            elif isinstance(it.obj, slice):
-                axes.append(
-                    _unplanned(ranges[it.axis])
-                    if nothing
-                    else axis_from_slice(dims[it.axis], *ranges[it.axis])
-                )
-                final.append(axes[-1].length)
-            else:
-                axes.append(axis_from_int(dims[it.axis], _int(dims, it)))
-        return orthogonal(axes, tuple(final), _mode(items, ellipsis, False))
+        return _orthogonal(dims, items, ellipsis, newaxis=True)
     return _one_array(dims, items, arrays[0], ellipsis)
 
 
@@ -244,12 +228,20 @@ def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bo
 
 def orthogonal_plan(dims: Sequence[Dim], selection: object) -> Plan:
     """Plan for ``a.oindex[selection]``: every axis indexed independently; int axes are dropped."""
-    items, ellipsis = _expand(selection, len(dims))
+    return _orthogonal(dims, *_expand(selection, len(dims)), newaxis=False)
+
+
+def _orthogonal(dims: Sequence[Dim], items: list[_Item], ellipsis: bool, newaxis: bool) -> Plan:
+    """The plan of ``items`` indexing each axis independently (``a[...]`` without index arrays, where
+    ``newaxis`` may add an axis of length 1, and ``a.oindex[...]``)."""
     axes: list[AxisPlan] = []
     final: list[int] = []
     ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
     nothing = any(not range(*r) for r in ranges.values())
     for it in items:
+        if it.obj is None and newaxis:
+            final.append(1)
+            continue
         if it.obj is None:
             raise SelectionError(f"np.newaxis is not supported in orthogonal selections (axis {it.axis})")
         dim = dims[it.axis]

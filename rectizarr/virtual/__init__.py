@@ -63,26 +63,10 @@ class Concatenation:
     sources: int
 
 
-def concat(
-    sources: Sequence[Any],
-    axis: int | str = 0,
-    *,
-    side_store: Any = None,
-    storage_options: Mapping[str, Any] | None = None,
-    ref_options: Mapping[str, Any] | None = None,
-    side_options: Mapping[str, Any] | None = None,
-    identical_bytes: int = 1 << 20,
-) -> dict[str, Any]:
-    """The reference set of ``sources`` joined along ``axis``; see :func:`build` (which also reports)."""
-    return build(
-        sources,
-        axis,
-        side_store=side_store,
-        storage_options=storage_options,
-        ref_options=ref_options,
-        side_options=side_options,
-        identical_bytes=identical_bytes,
-    ).refs
+def concat(sources: Sequence[Any], axis: int | str = 0, **options: Any) -> dict[str, Any]:
+    """The reference set of ``sources`` joined along ``axis``; ``options`` are :func:`build`'s keywords (it
+    also reports what it did)."""
+    return build(sources, axis, **options).refs
 
 
 def build(
