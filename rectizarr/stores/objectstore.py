@@ -409,6 +409,10 @@ class ObjectStore(EtagStore):
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
 
+    def get_version(self, key: str) -> Hashable:
+        head = self._head(validate_key(key))  # (the ETag, without the value)
+        return None if head is None else head[1]
+
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})
 
