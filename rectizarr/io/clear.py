@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from rectizarr import threads
-from rectizarr._util import Coords, empty
+from rectizarr._util import Coords
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
 from rectizarr.indexing import orthogonal_plan
@@ -28,6 +28,7 @@ from rectizarr.io import cache
 from rectizarr.io.engine import read, write
 from rectizarr.io.layout import Layout
 from rectizarr.io.sparse import stored_chunk_keys
+from rectizarr.pages import empty
 from rectizarr.stores import Buffer, Store, open_store
 from rectizarr.stores.update import UNREAD, Each, Make, one_by_one
 
