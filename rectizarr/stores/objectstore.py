@@ -309,15 +309,8 @@ class ObjectStore(EtagStore):
                 AlreadyExistsError | PreconditionError | FileExistsError | NotFoundError | FileNotFoundError,
             )  # refused, or If-Match: deleted (an unconditional write refused is an error)
             retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
-            return self._settle(
-                key,
-                value,
-                token if conditional else None,
-                exc,
-                refused=refused,
-                resent=retried,
-                maybe_resent=False,
-            )
+            sent = token if conditional else None
+            return self._settle(key, value, sent, exc, refused=refused, resent=retried, maybe_resent=False)
         return True
 
     def _write_token(self, key: str) -> str | None:
