@@ -19,7 +19,7 @@ import numpy as np
 
 import rectizarr.io as rio
 from rectizarr import commit, nodes, tuning
-from rectizarr._util import Shape, empty, prod, relocked_in_child
+from rectizarr._util import Shape, prod, relocked_in_child
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core import dtype_optional
@@ -44,6 +44,7 @@ from rectizarr.errors import (
 from rectizarr.indexing import Plan, basic_plan, block_plan, block_region, coordinate_plan, orthogonal_plan
 from rectizarr.io import clear_appended as clear_appended_swapped
 from rectizarr.io import clear_past_end as clear_past_end_swapped
+from rectizarr.pages import empty
 from rectizarr.stores import Store
 from rectizarr.summary import CodecSpec, StoredBytes, codec_roles, info_text, inner_counts
 

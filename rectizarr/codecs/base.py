@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rectizarr._util import Shape, empty, prod
+from rectizarr._util import Shape, prod
 from rectizarr.errors import CodecError
+from rectizarr.pages import empty
 
 if TYPE_CHECKING:
     from rectizarr.codecs.batch import Frames

@@ -26,9 +26,10 @@ from typing import Literal, NamedTuple, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from rectizarr._util import Coords, Shape, empty
+from rectizarr._util import Coords, Shape
 from rectizarr._util import prod as _prod
 from rectizarr.indexing.axis import AxisPlan, AxisSel, Dim, IntArray, group_starts
+from rectizarr.pages import empty
 
 WriteMode: TypeAlias = Literal["scalar", "view", "fancy", "mask"]
 """How numpy converts the value of ``a[sel] = value``: element, view, advanced, or whole-array mask

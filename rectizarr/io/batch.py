@@ -17,7 +17,7 @@ from itertools import product
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import Shape, empty, prod, region_of
+from rectizarr._util import Shape, prod, region_of
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
@@ -28,6 +28,7 @@ from rectizarr.indexing.axis import AxisPlan
 from rectizarr.io.chunk import Data, Encoded, Guard, check, decode, encode_and_commit, value_buffer
 from rectizarr.io.layout import ShardedLayout
 from rectizarr.io.pool import each_as_ready, on_worker, pmap, pool_size
+from rectizarr.pages import empty
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 

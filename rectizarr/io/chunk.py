@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from rectizarr import threads
-from rectizarr._util import Coords, Shape, empty, prod
+from rectizarr._util import Coords, Shape, prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.errors import CodecError
@@ -21,6 +21,7 @@ from rectizarr.indexing import ChunkProjection, Plan
 from rectizarr.io import cache
 from rectizarr.io.layout import Layout
 from rectizarr.io.pool import pmap, pool_size
+from rectizarr.pages import empty
 from rectizarr.stores import Buffer, Store, requests_in_flight
 from rectizarr.tuning import Tuning
 

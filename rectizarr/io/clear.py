@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from rectizarr import threads
-from rectizarr._util import Coords, empty
+from rectizarr._util import Coords
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
 from rectizarr.indexing import orthogonal_plan
@@ -28,7 +28,9 @@ from rectizarr.io import cache
 from rectizarr.io.engine import read, write
 from rectizarr.io.layout import Layout
 from rectizarr.io.sparse import stored_chunk_keys
-from rectizarr.stores import Buffer, open_store
+from rectizarr.pages import empty
+from rectizarr.stores import Buffer, Store, open_store
+from rectizarr.stores.update import UNREAD, Each, Make, one_by_one
 
 __all__ = ["clear_appended", "clear_past_end", "delete_outside"]
 
@@ -96,12 +98,45 @@ def clear_appended(layout: Layout, grid: ChunkGrid, axis: int, grid_now: GridNow
 def _clear_each(
     layout: Layout, new_grid: ChunkGrid, grid_now: GridNow, past: Sequence[tuple[str, Coords]]
 ) -> None:
-    """Each chunk of ``past`` cleared past the extent stored when it is rewritten: one by one where a read
-    costs no round trip, else 16 side by side per update (as many chunks in memory). One that cannot be
-    read (a corrupt chunk) does not stop the others: once all are done, a CodecError names every one left
-    uncleared (the shape has changed)."""
-    store, coords_of = layout.store, dict(past)
+    """Each chunk of ``past`` cleared past the extent stored when it is rewritten. The chunks wholly past
+    ``new_grid`` first, all in one update that never reads their values (deleted under the locks; on
+    stores with conditional writes, deleted at the version a ``HEAD`` gave), but those that the extent
+    stored now reaches (another client grew the array) are read and cleared with the others: one by one
+    where a read costs no round trip, else 16 side by side per update (as many chunks in memory). One that
+    cannot be read (a corrupt chunk) does not stop the others: once all are done, a CodecError names every
+    one left uncleared (the shape has changed)."""
+    beyond = [key for key, coords in past if _wholly_past(coords, new_grid)]
+    reached: list[str] = []  # of ``beyond``: inside the extent stored now, to be read
     failed: list[tuple[str, CodecError]] = []
+    make = _maker(layout, new_grid, grid_now, dict(past), reached, failed)
+    store, outside = layout.store, set(beyond)
+    with _requests(store, len(past)) as each:
+        if beyond:
+            try:
+                store.update(beyond, make, each, unread=beyond)
+            finally:
+                cache.invalidate(store, beyond)
+        _clear_read(store, make, each, [key for key, _ in past if key not in outside] + reached)
+    if failed:
+        names = [k for k, _ in failed]
+        raise CodecError(
+            f"the array was resized, but {len(names)} chunk(s) reaching past its new end could not be "
+            f"cleared and may show old values if it grows again: {names[:8]}; {failed[0][1]}",
+            key=names[0],
+        )
+
+
+def _maker(
+    layout: Layout,
+    new_grid: ChunkGrid,
+    grid_now: GridNow,
+    coords_of: dict[str, Coords],
+    reached: list[str],
+    failed: list[tuple[str, CodecError]],
+) -> Make:
+    """The ``make`` of :func:`_clear_each`'s updates: each stored chunk cleared past the grid read after
+    it; an unread one (:data:`~rectizarr.stores.UNREAD`) deleted when it lies wholly past that grid, else
+    left for a read (``reached``); one that cannot be decoded left as it is (``failed``)."""
 
     def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
         grid = grid_now() if any(v is not None for v in stored.values()) else None  # read after the chunks
@@ -111,32 +146,52 @@ def _clear_each(
         for key, value in stored.items():
             if value is None:
                 continue
+            if value is UNREAD:
+                if _wholly_past(coords_of[key], grid):
+                    new[key] = None
+                elif key not in reached:
+                    reached.append(key)
+                continue
             try:
                 new[key] = _cleared(layout, grid, key, coords_of[key], value)
             except CodecError as exc:
                 failed.append((key, exc))
         return new
 
-    keys, per = list(coords_of), 1 if store.capabilities.low_latency else 16
-    workers = min(len(keys), per)  # (requests of single keys, round trips: side by side)
-    with threads.once("rectizarr-clear", workers) if workers > 1 else contextlib.nullcontext() as pool:
+    return make
+
+
+def _clear_read(store: Store, make: Make, each: Each, keys: list[str]) -> None:
+    """``keys`` read and made anew (:func:`_maker`): one by one where a read costs no round trip, else 16
+    side by side per update (as many chunks in memory)."""
+    per = 1 if store.capabilities.low_latency else 16
+    for i in range(0, len(keys), per):
+        batch = keys[i : i + per]
+        try:
+            store.update(batch, make, each)
+        finally:
+            cache.invalidate(store, batch)
+
+
+@contextlib.contextmanager
+def _requests(store: Store, n: int) -> Iterator[Each]:
+    """How the updates of :func:`_clear_each` (``n`` chunks) run the requests of single keys: one by one
+    where a read costs no round trip, else 16 side by side (round trips) on a pool for the call."""
+    workers = 1 if store.capabilities.low_latency else min(n, 16)
+    if workers <= 1:
+        yield one_by_one
+        return
+    with threads.once("rectizarr-clear", workers) as pool:
 
         def each(fn: Callable[[str], R], some: Sequence[str]) -> list[R]:
-            return [fn(k) for k in some] if pool is None else list(pool.map(fn, some))
+            return list(pool.map(fn, some))
 
-        for i in range(0, len(keys), per):
-            batch = keys[i : i + per]
-            try:
-                store.update(batch, make, each)
-            finally:
-                cache.invalidate(store, batch)
-    if failed:
-        names = [k for k, _ in failed]
-        raise CodecError(
-            f"the array was resized, but {len(names)} chunk(s) reaching past its new end could not be "
-            f"cleared and may show old values if it grows again: {names[:8]}; {failed[0][1]}",
-            key=names[0],
-        )
+        yield each
+
+
+def _wholly_past(coords: Coords, grid: ChunkGrid) -> bool:
+    """Whether chunk ``coords`` lies wholly past ``grid``'s extent (outside its chunk grid)."""
+    return any(c >= n for c, n in zip(coords, grid.grid_shape, strict=True))
 
 
 def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:
@@ -149,7 +204,7 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: 
     """``stored`` (chunk ``coords``) with everything past ``grid``'s extent reset to the fill value (the
     write path of a store of its own does that to a chunk written whole); None when nothing else is left
     (or the chunk lies wholly past the extent); ``stored`` itself when nothing lies past it."""
-    if any(c >= n for c, n in zip(coords, grid.grid_shape, strict=True)):
+    if _wholly_past(coords, grid):
         return None  # wholly past the end as stored now
     region = grid.chunk_region(coords)  # clipped to the extent
     if all(r.stop - r.start == n for r, n in zip(region, grid.chunk_shape(coords), strict=True)):

@@ -13,7 +13,6 @@ from typing import assert_never
 import numpy as np
 
 from rectizarr import tuning
-from rectizarr._util import populate
 from rectizarr.indexing import Plan
 from rectizarr.io import batch, blocks
 from rectizarr.io.chunk import Guard
@@ -22,6 +21,7 @@ from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.io.pool import when_idle
 from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
+from rectizarr.pages import populate
 
 __all__ = ["nbytes_stored", "read", "write"]
 

@@ -141,20 +141,9 @@ def fetch_indexes(
     (a loop over one shard reads no others): the last value is an :class:`Ahead` under way then, which
     the caller joins once those are read."""
     store, sharding = layout.store, layout.sharding
-    out: Indexes = {}
-    versions: Versions = {}
     bodies: Bodies = {}
-    misses: list[Shard] = []
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
-    for s in shards:
-        version = store.version(s.key) if cheap else 0
-        hit = None if version is None else _cached(layout, s, version, cheap, conditional)
-        if version is None:
-            out[s.key] = None
-        elif hit is not None:
-            out[s.key], versions[s.key] = hit[1], hit[0]
-        else:
-            misses.append(s)
+    out, versions, misses = _lookup(layout, shards)
     at_end = sharding.index_location == "end"
     budget = layout.index_budget if conditional and not cheap and at_end else None
     if not misses:
@@ -185,6 +174,26 @@ def fetch_indexes(
             versions[s.key] = version
             index_cache().put(store, s.key, version, idx)
     return out, versions, bodies, None
+
+
+def _lookup(layout: ShardedLayout, shards: list[Shard]) -> tuple[Indexes, Versions, list[Shard]]:
+    """:func:`fetch_indexes`'s cache look-ups: the indexes known (None: no shard, where versions are cheap)
+    with their versions, and the shards whose index must be read."""
+    store = layout.store
+    out: Indexes = {}
+    versions: Versions = {}
+    misses: list[Shard] = []
+    cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
+    for s in shards:
+        version = store.version(s.key) if cheap else 0
+        hit = None if version is None else _cached(layout, s, version, cheap, conditional)
+        if version is None:
+            out[s.key] = None
+        elif hit is not None:
+            out[s.key], versions[s.key] = hit[1], hit[0]
+        else:
+            misses.append(s)
+    return out, versions, misses
 
 
 def _decoded(layout: ShardedLayout, s: Shard, data: bytes, reach: int, bodies: Bodies) -> ShardIndex:

@@ -130,7 +130,12 @@ def open_store(
             f"cannot open a store from {type(obj).__name__}: expected a path, URL, fsspec object, "
             "dict or Store"
         )
-    text = os.fspath(obj)
+    return _path_store(os.fspath(obj), mode, storage_options, backend)
+
+
+def _path_store(text: str, mode: str, storage_options: dict[str, Any] | None, backend: str | None) -> Store:
+    """:func:`open_store` of a path or URL."""
+    read_only = mode == "r"
     if text.startswith("file://") and "::" not in text and not storage_options and backend is None:
         text = text.removeprefix("file://")
     if text.endswith(".json") and "://" not in text and "::" not in text and os.path.isfile(text):

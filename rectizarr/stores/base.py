@@ -7,28 +7,57 @@ Every public method is implemented here once; a backend implements a handful of 
 
 from __future__ import annotations
 
-import functools
 import itertools
-import threading
-import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Protocol, Self, TypeAlias, TypeVar
+from typing import Self
 
 from rectizarr import threads, tuning
-from rectizarr._util import is_int, relocked_in_child
-from rectizarr.errors import ConflictError, ReadOnlyError, RectizarrError, StoreError, VersionChanged
-from rectizarr.stores import locks, written
+from rectizarr._util import relocked_in_child
+from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
+from rectizarr.stores import locks, ranges, written
+from rectizarr.stores.keys import (
+    Buffer,
+    ByteRange,
+    slice_range,
+    validate_key,
+    validate_prefix,
+    validate_range,
+)
+from rectizarr.stores.limits import (
+    DOCUMENTS,
+    is_document,
+    max_document_bytes,
+    requests_in_flight,
+    set_max_document_bytes,
+    set_requests_in_flight,
+)
+from rectizarr.stores.update import (
+    UNREAD,
+    WRITE_TOKEN,
+    Each,
+    Make,
+    back_off,
+    inferred_landings,
+    locked,
+    swapped,
+)
 
 __all__ = [
     "DOCUMENTS",
+    "UNREAD",
+    "WRITE_TOKEN",
     "Buffer",
     "ByteRange",
     "Capabilities",
+    "Each",
+    "Make",
     "Store",
+    "back_off",
+    "inferred_landings",
     "max_document_bytes",
     "requests_in_flight",
     "set_max_document_bytes",
@@ -38,156 +67,6 @@ __all__ = [
     "validate_prefix",
     "validate_range",
 ]
-
-ByteRange: TypeAlias = tuple[int, int | None]
-"""``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
-
-Buffer: TypeAlias = bytes | bytearray | memoryview
-
-_MAX_DECODE_ROUNDS = 4
-WRITE_TOKEN = "rectizarrwrite"
-"""The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
-conditional write: a token of that write alone, by which a write whose answer was lost is told apart from
-another writer's of the very same bytes (:meth:`Store._ours`). A name valid on S3, GCS and Azure."""
-_max_document = 64 << 20
-
-DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
-"""The names of metadata documents: a value whose key ends with one is read with :func:`max_document_bytes`
-as its limit."""
-
-
-def max_document_bytes() -> int:
-    """The most bytes a metadata document (:data:`DOCUMENTS`) may take (default 64 MiB): zip archives and
-    remote stores refuse a larger one (``StoreError``) before reading it, or once that many bytes came."""
-    return _max_document
-
-
-def set_max_document_bytes(n: int) -> None:
-    """Set :func:`max_document_bytes` (a hierarchy whose consolidated metadata is larger than 64 MiB)."""
-    global _max_document
-    if not is_int(n) or n < 1:
-        raise ValueError(f"the metadata document limit must be an int >= 1, got {n!r}")
-    _max_document = int(n)
-
-
-def set_requests_in_flight(n: int) -> None:
-    """How many requests a batched read or write of a remote store (S3, GCS, Azure, HTTP; both backends)
-    keeps in flight at once; default 64. More hides more latency; fewer spares a slow or metered link.
-    Stores made before the call keep their connection pools (fsspec) but follow the new number. It is
-    the process default of ``Tuning.requests_in_flight`` (a :func:`rectizarr.tuning.use` block may set
-    another)."""
-    if not is_int(n) or n < 1:
-        raise ValueError(f"requests in flight must be an int >= 1, got {n!r}")
-    tuning.set_default(requests_in_flight=int(n))
-
-
-def back_off(attempt: int) -> None:
-    """Wait before compare-and-swap attempt ``attempt`` (1, 2, ...) after lost races: a random time of up to
-    2 ms x 2**attempt (at most 0.25 s), so writers that keep colliding on one key spread out instead of
-    racing again at once and losing together until their retries run out."""
-    import random  # (only after a lost race)
-
-    time.sleep(random.uniform(0, min(0.25, 0.002 * 2**attempt)))
-
-
-def requests_in_flight() -> int:
-    """``Tuning.requests_in_flight`` in force (:func:`set_requests_in_flight`; default 64)."""
-    return tuning.current().requests_in_flight
-
-
-def _check_plain(key: str, text: str) -> None:
-    if not text:
-        raise StoreError(f"invalid store key {key!r}: keys must be non-empty")
-    if "\\" in text or "\x00" in text:
-        raise StoreError(f"invalid store key {key!r}: backslashes and NUL characters are not allowed")
-    if text.startswith("/"):
-        raise StoreError(f"invalid store key {key!r}: keys must be relative (no leading '/')")
-    for segment in text.split("/"):
-        if segment == "":
-            raise StoreError(f"invalid store key {key!r}: empty path segment (a '//' or a trailing '/')")
-        if segment in (".", ".."):
-            raise StoreError(f"invalid store key {key!r}: '.' and '..' segments are not allowed")
-
-
-def validate_key(key: str) -> str:
-    """Return ``key`` unchanged if it is a valid store key, else raise :class:`StoreError`.
-
-    A key is ``/``-separated, non-empty, relative, has no empty, ``.`` or ``..`` segment, no backslash and
-    no NUL, and none of that may be smuggled in with percent-encoding (``%2e%2e``, ``%2f``, ``%5c``,
-    ``%00``), however many times it is encoded.
-    """
-    if not isinstance(key, str):
-        raise StoreError(f"invalid store key {key!r}: expected a str, got {type(key).__name__}")
-    _check_plain(key, key)
-    if not key.isascii():
-        try:
-            key.encode("utf-8")
-        except UnicodeEncodeError:
-            raise StoreError(
-                f"invalid store key {key!r}: not valid Unicode text (a lone surrogate)"
-            ) from None
-    text = key
-    for _ in range(_MAX_DECODE_ROUNDS):
-        if "%" not in text:
-            return key
-        from urllib.parse import unquote  # (slow to import: for the rare keys with a "%")
-
-        decoded = unquote(text, errors="surrogateescape")
-        if decoded == text:
-            return key
-        _check_plain(key, decoded)
-        text = decoded
-    raise StoreError(f"invalid store key {key!r}: percent-encoded {_MAX_DECODE_ROUNDS} or more times")
-
-
-def validate_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it is ``""`` or a valid key followed by ``/``, else raise :class:`StoreError`."""
-    if prefix == "":
-        return prefix
-    if not isinstance(prefix, str) or not prefix.endswith("/"):
-        raise StoreError(f"invalid store prefix {prefix!r}: expected '' or a key followed by '/'")
-    validate_key(prefix[:-1])
-    return prefix
-
-
-def validate_range(key: str, byte_range: ByteRange | None) -> ByteRange | None:
-    """``byte_range`` as ints if it is None, ``(start >= 0, length >= 0 or None)`` or ``(-n, None)``;
-    else :class:`StoreError` naming ``key``."""
-    if byte_range is None:
-        return None
-    try:
-        start, length = byte_range
-    except (TypeError, ValueError):
-        raise StoreError(
-            f"invalid byte range {byte_range!r} for key {key!r}: expected (start, length)"
-        ) from None
-    ints_ok = is_int(start) and (length is None or (is_int(length) and length >= 0))
-    if not ints_ok or (start < 0 and length is not None):
-        raise StoreError(
-            f"invalid byte range {byte_range!r} for key {key!r}: expected (start >= 0, length >= 0 or None) "
-            "or (-n, None) for the last n bytes"
-        )
-    return (int(start), None if length is None else int(length))
-
-
-def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
-    """Apply a (validated) byte range to a whole value, with slicing semantics past the end."""
-    if byte_range is None:
-        return data
-    start, length = byte_range
-    if length is None:
-        return data[start:] if start != 0 else data
-    return data[start : start + length]
-
-
-_inferred = threading.local()
-
-
-def inferred_landings() -> int:
-    """How many conditional writes made on this thread were taken as done because the key held their very
-    bytes after their retry was refused (:meth:`Store._landed`): a caller that must know it made a key
-    compares the count before and after its write."""
-    return int(getattr(_inferred, "count", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,22 +85,6 @@ class Capabilities:
     unlisted: bool = (
         False  # listings show nothing (an HTTP server): a hierarchy is known by its consolidated metadata
     )
-
-
-_Slot: TypeAlias = tuple[int, int | None, int | None]  # (backend request index, offset in it, length)
-_R = TypeVar("_R")
-Make: TypeAlias = Callable[[dict[str, bytes | None]], Mapping[str, Buffer | None]]
-"""What :meth:`Store.update` calls: the stored values of its keys -> the new values."""
-
-
-class Each(Protocol):
-    """How :meth:`Store.update` runs one request per key: ``each(fn, keys)`` -> ``[fn(k) for k in keys]``."""
-
-    def __call__(self, fn: Callable[[str], _R], keys: Sequence[str], /) -> list[_R]: ...
-
-
-def _one_by_one(fn: Callable[[str], _R], keys: Sequence[str]) -> list[_R]:
-    return [fn(k) for k in keys]
 
 
 class Store(ABC):
@@ -306,69 +169,13 @@ class Store(ABC):
         unbounded requests are read once. With ``versions``, each key named there is read only at that
         version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another.
         """
-        backend: list[tuple[str, ByteRange | None]] = []
-        slots: list[_Slot] = []
-        unbounded: dict[tuple[str, ByteRange | None], int] = {}
-        bounded: dict[str, list[tuple[int, int, int]]] = {}  # key -> [(start, length, request index)]
-        for index, (key, byte_range) in enumerate(requests):
-            validate_key(key)
-            checked = validate_range(key, byte_range)
-            slots.append((-1, None, None))
-            if checked is not None and checked[0] >= 0 and checked[1] is not None:
-                bounded.setdefault(key, []).append((checked[0], checked[1], index))
-                continue
-            pos = unbounded.setdefault((key, checked), len(backend))
-            if pos == len(backend):
-                backend.append((key, checked))
-            slots[index] = (pos, None, None)
-        for key, ranges in bounded.items():
-            self._plan_key(key, ranges, backend, slots)
+        backend, slots = ranges.coalesce(requests, self.coalesce_gap, self.coalesce_max)
         results = (
             (self._get_batch_at(backend, versions) if versions else self._get_batch(backend))
             if backend
             else []
         )
-        out: list[bytes | None] = []
-        for pos, offset, length in slots:
-            data = results[pos]
-            if data is None or offset is None or length is None:
-                out.append(data)
-            else:
-                out.append(data[offset : offset + length])
-        return out
-
-    def _plan_key(
-        self,
-        key: str,
-        ranges: list[tuple[int, int, int]],
-        backend: list[tuple[str, ByteRange | None]],
-        slots: list[_Slot],
-    ) -> None:
-        ranges.sort()
-        group: list[tuple[int, int, int]] = []
-        span_start = span_end = 0
-
-        def flush() -> None:
-            pos = len(backend)
-            backend.append((key, (span_start, span_end - span_start)))
-            for start, length, index in group:
-                slots[index] = (pos, None, None) if len(group) == 1 else (pos, start - span_start, length)
-
-        for start, length, index in ranges:
-            end = start + length
-            if (
-                group
-                and start - span_end <= self.coalesce_gap
-                and max(end, span_end) - span_start <= self.coalesce_max
-            ):
-                span_end = max(span_end, end)
-                group.append((start, length, index))
-                continue
-            if group:
-                flush()
-            group = [(start, length, index)]
-            span_start, span_end = start, end
-        flush()
+        return ranges.split(results, slots)
 
     def iter_many(
         self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
@@ -453,6 +260,12 @@ class Store(ABC):
         with self.lock([key]):
             return self.get(key), self.version(key)
 
+    def get_version(self, key: str) -> Hashable:
+        """The version :meth:`get_versioned` gives with the value (for :meth:`set_if`, :meth:`delete_if`),
+        read without the value (a ``HEAD`` on object stores); None when the key is missing."""
+        with self.lock([key]):
+            return self.version(key)
+
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         """Store ``value`` only if ``key`` is still at ``version`` (None: only if it does not exist); False,
         writing nothing, when it is not. A compare-and-swap among all users of :meth:`lock` (the backend's
@@ -464,46 +277,6 @@ class Store(ABC):
                 return False
             self._set_batch({key: value})
             return True
-
-    def _landed(self, key: str, value: Buffer) -> bool:
-        """Whether ``key`` holds ``value`` now: asked of a conditional write that the backend's client sent
-        again (its first answer was lost: a 5xx, a reset, a timeout) and that was then refused, or that got
-        no answer at all, where the value stored carries no write token (:meth:`_ours`). The first attempt
-        landed and the condition refused the write's own retry, unless another writer stored the very same
-        bytes at that moment; without this check an append would be applied twice."""
-        stored = self.get(key)
-        landed = stored is not None and memoryview(stored) == memoryview(value).cast("B")
-        if landed:
-            _inferred.count = inferred_landings() + 1
-        return landed
-
-    def _write_token(self, key: str) -> str | None:
-        """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or written without one). Object
-        stores override it (a ``HEAD``); elsewhere conditional writes are made under a lock and need none."""
-        return None
-
-    def _ours(self, key: str, value: Buffer, token: str, resent: bool) -> bool:
-        """Whether the conditional write of ``value`` that carried ``token`` landed, asked when it was
-        refused or got no answer: the value stored carries its token. A value that carries none (a server
-        that keeps no user metadata, a writer without tokens) is taken for it only where the request may
-        have been sent more than once (``resent``) and the key holds exactly ``value`` (:meth:`_landed`)."""
-        stored = self._write_token(key)
-        if stored is not None:
-            return stored == token
-        return resent and self._landed(key, value)
-
-    def _landed_unanswered(self, key: str, value: Buffer, token: str | None) -> bool:
-        """Whether a write of ``key`` that got no answer past the client's retries (a reset connection, no
-        answer within the timeout, a 5xx) landed all the same: a conditional one's (``token``) by
-        :meth:`_ours`, an unconditional one's (None) if the key holds ``value``; False when the key cannot
-        be read either (the write's own error is then raised)."""
-        try:
-            if token is not None:
-                return self._ours(key, value, token, resent=True)
-            stored = self.get(key)
-            return stored is not None and memoryview(stored) == memoryview(value).cast("B")
-        except RectizarrError:
-            return False
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""
@@ -521,6 +294,7 @@ class Store(ABC):
         make: Make,
         each: Each | None = None,
         before: Callable[[], object] | None = None,
+        unread: Iterable[str] = (),
     ) -> None:
         """The one read-modify-write of stored values: ``make(stored)`` gets the value of every key of
         ``keys`` (None: missing) and gives the new ones (None: delete; a key it leaves out, or gives its
@@ -532,68 +306,23 @@ class Store(ABC):
         that lost a race are read and made again, up to ``tuning.conflict_retries`` times, then
         :class:`ConflictError`. ``before()`` runs once, after the first ``make`` and before anything is
         written (writes that need no stored value: a ``make`` that raises writes nothing at all).
-        ``each(fn, keys)`` runs the requests of single keys (concurrently; default: one by one)."""
+        ``each(fn, keys)`` runs the requests of single keys (concurrently; default: one by one).
+
+        ``unread``: keys of ``keys`` whose value ``make`` does not need (a chunk it deletes whatever it
+        holds): ``make`` gets :data:`~rectizarr.stores.update.UNREAD` for them, and their values are never
+        read. Under the locks they are not looked up at all (deleting a missing key does nothing); a
+        compare-and-swap reads their version alone (:meth:`get_version`), None for a missing one."""
+        skip = frozenset(unread)
         if self.capabilities.conditional_writes:
-            self._swap_rounds(keys, make, each, before)
-            return
-        with self.lock(keys):
-            stored = dict(zip(keys, self.get_many([(k, None) for k in keys]), strict=True))
-            new = make(stored)
-            if before is not None:
-                before()
-            to_set = {k: v for k, v in new.items() if v is not None and v is not stored[k]}
-            to_delete = [k for k, v in new.items() if v is None and stored[k] is not None]
-            if to_set:
-                self.set_many(to_set)
-            if to_delete:
-                self.delete_many(to_delete)
+            swapped(self, keys, make, each, before, skip)
+        else:
+            locked(self, keys, make, before, skip)
 
     def swap(self, key: str, make: Callable[[bytes | None], Buffer | None]) -> None:
         """A compare-and-swap read-modify-write of one value on every store: ``make(stored)`` gives the new
         value (None: delete it; ``stored`` itself: leave it), written only if the value is unchanged since
         it was read, else read and made again (:meth:`update`'s rounds)."""
-        self._swap_rounds([key], lambda stored: {key: make(stored[key])})
-
-    def _swap_rounds(
-        self,
-        keys: Sequence[str],
-        make: Make,
-        each: Each | None = None,
-        before: Callable[[], object] | None = None,
-    ) -> None:
-        """:meth:`update` as compare-and-swaps: rounds of versioned reads, ``make`` and conditional writes of
-        the keys not yet written, a random wait (:func:`back_off`) between rounds."""
-        each = each or _one_by_one
-        todo, retries = list(keys), tuning.current().conflict_retries
-        for attempt in range(retries):
-            if attempt:
-                back_off(attempt)
-            read = dict(zip(todo, each(self.get_versioned, todo), strict=True))
-            new = make({k: v for k, (v, _) in read.items()})
-            if before is not None and attempt == 0:
-                before()
-            done = each(functools.partial(self._write_at, new, read), todo)
-            todo = [k for k, ok in zip(todo, done, strict=True) if not ok]
-            if not todo:
-                return
-        raise ConflictError(
-            f"{', '.join(map(repr, todo[:3]))} changed by other writers during each of {retries} attempts "
-            "to update them; try again"
-        )
-
-    def _write_at(
-        self, new: Mapping[str, Buffer | None], read: Mapping[str, tuple[bytes | None, Hashable]], key: str
-    ) -> bool:
-        """Write ``key``'s new value (left out, or the stored one itself: nothing to write) only if the key is
-        still at the version it was ``read`` at; False, writing nothing, when it is not."""
-        stored, version = read[key]
-        value = new.get(key, stored)
-        if value is stored:
-            return True
-        done = self.delete_if(key, version) if value is None else self.set_if(key, value, version)
-        if done:
-            written.mark(self.lock_identity, [key])
-        return done
+        swapped(self, [key], lambda stored: {key: make(stored[key])})
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
         """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread
@@ -709,15 +438,15 @@ class Store(ABC):
     def value_limit(self, key: str) -> int | None:
         """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
         metadata document, else what :meth:`limited` set."""
-        if key.rpartition("/")[2] in DOCUMENTS:
-            return _max_document
+        if is_document(key):
+            return max_document_bytes()
         return self._max_value
 
     def _too_large(self, key: str, size: int | None, limit: int, where: str) -> StoreError:
         """The error of a read of ``key`` that would bring ``size`` bytes (None: more than ``limit`` came)."""
         what = (
             "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
-            if key.rpartition("/")[2] in DOCUMENTS
+            if is_document(key)
             else "a chunk or shard of the array can take"
         )
         amount = "came with" if size is None else f"is {size} bytes,"

@@ -150,6 +150,10 @@ class S3FsspecStore(EtagStore, FsspecStore):
         data = None if meta is None else self.get(key)
         return (None, None) if meta is None or data is None else (data, meta[1])
 
+    def get_version(self, key: str) -> Hashable:
+        meta = self._meta(validate_key(key))  # (a HEAD: the ETag, without the value)
+        return None if meta is None else meta[1]
+
     def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         return self._s3_get(requests)
 

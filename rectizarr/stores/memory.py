@@ -214,6 +214,7 @@ class ForwardingStore(Store):
     _get_batch_at = _forward("_get_batch_at")
     get_many_versioned = _forward("get_many_versioned")
     get_versioned = _forward("get_versioned")
+    get_version = _forward("get_version")
     get_transient = _forward("get_transient")
     read_into = _forward("read_into")
     set_if = _forward("set_if")
@@ -244,7 +245,7 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
         counts.deletes += len(args[0]) if name == "_delete_batch" else 1
     elif name in ("_list_prefix", "_list_dir", "keys_under"):
         counts.lists += 1
-    elif name == "_info":
+    elif name in ("_info", "get_version"):
         counts.infos += 1
 
 
@@ -253,7 +254,7 @@ class CountingStore(ForwardingStore):
 
     ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
     ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
-    exists/getsize/version look-ups. :meth:`reset` zeroes them. Coalescing options and read-only-ness
+    exists/getsize/version look-ups (and ``get_version``). :meth:`reset` zeroes them. Coalescing options and read-only-ness
     follow the wrapped store; a read-only view (``open_array(spy, mode="r")``) counts into the same
     counters.
     """

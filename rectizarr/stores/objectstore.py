@@ -20,10 +20,11 @@ import re
 import threading
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, TypeVar
+from concurrent.futures import Future, wait
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
+from rectizarr import threads
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError, VersionChanged
 from rectizarr.stores.base import (
@@ -40,6 +41,9 @@ from rectizarr.stores.base import (
 from rectizarr.stores.obstore_options import connect, handles, split_root
 from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
 
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
 __all__ = ["ObjectStore", "handles"]
 
 T = TypeVar("T")
@@ -47,7 +51,7 @@ T = TypeVar("T")
 
 @in_forked_child
 def _relock() -> None:  # pragma: no cover - runs in forked children (where obstore itself cannot work)
-    _Requests._lock, _Requests._pool, _Requests._size = threading.Lock(), None, 0
+    _Requests._lock, _Requests._size = threading.Lock(), 0  # (rectizarr.threads forgets the pools)
 
 
 @functools.cache
@@ -65,18 +69,18 @@ class _Requests:
     there; its requests hang.)"""
 
     _lock = threading.Lock()
-    _pool: ThreadPoolExecutor | None = None
-    _size = 0
+    _size = 0  # the size of the pool last handed out
 
     @classmethod
     def pool(cls) -> ThreadPoolExecutor:
+        """The kept pool (:func:`rectizarr.threads.kept`) of ``requests_in_flight()`` threads; those of
+        another size let go (what they run still finishes)."""
         size = requests_in_flight()
         with cls._lock:
-            if cls._pool is None or cls._size != size:
-                if cls._pool is not None:
-                    cls._pool.shutdown(wait=False)  # what it runs still finishes
-                cls._pool, cls._size = ThreadPoolExecutor(size, "rectizarr-objectstore"), size
-            return cls._pool
+            if cls._size != size:
+                threads.drop("rectizarr-objectstore", keep=size)
+                cls._size = size
+            return threads.kept("rectizarr-objectstore", size)
 
     @classmethod
     def each(cls, calls: Sequence[Callable[[], T]]) -> list[T]:
@@ -305,15 +309,8 @@ class ObjectStore(EtagStore):
                 AlreadyExistsError | PreconditionError | FileExistsError | NotFoundError | FileNotFoundError,
             )  # refused, or If-Match: deleted (an unconditional write refused is an error)
             retried = re.search(r"after ([1-9]\d*) retries", str(exc)) is not None
-            return self._settle(
-                key,
-                value,
-                token if conditional else None,
-                exc,
-                refused=refused,
-                resent=retried,
-                maybe_resent=False,
-            )
+            sent = token if conditional else None
+            return self._settle(key, value, sent, exc, refused=refused, resent=retried, maybe_resent=False)
         return True
 
     def _write_token(self, key: str) -> str | None:
@@ -408,6 +405,10 @@ class ObjectStore(EtagStore):
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
+
+    def get_version(self, key: str) -> Hashable:
+        head = self._head(validate_key(key))  # (the ETag, without the value)
+        return None if head is None else head[1]
 
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})

@@ -14,8 +14,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from rectizarr import tuning
-from rectizarr.errors import StoreError, VersionChanged
+from rectizarr.errors import RectizarrError, StoreError, VersionChanged
 from rectizarr.stores.base import Buffer, ByteRange, Store, validate_key, validate_range
+from rectizarr.stores.update import count_landing
 
 __all__ = [
     "SCHEMES",
@@ -124,13 +125,53 @@ class RemoteStore(Store):
         """The outcome of a write of ``value`` (conditional: carrying ``token``) that raised ``exc``: False
         when a condition ``refused`` it, unless the write may have been sent more than once
         (``maybe_resent``: a client that resends unseen; ``resent``: it is known to have) and its own first
-        send landed (:meth:`Store._ours`); True when it got no answer but landed all the same; else raises
+        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises
         the wrapped error."""
         if refused:
             return (resent or maybe_resent) and token is not None and self._ours(key, value, token, resent)
         if self._unanswered(exc) and self._landed_unanswered(key, value, token):
             return True
         raise self._fail("writing", self._where(key), exc) from exc
+
+    def _landed(self, key: str, value: Buffer) -> bool:
+        """Whether ``key`` holds ``value`` now: asked of a conditional write that the backend's client sent
+        again (its first answer was lost: a 5xx, a reset, a timeout) and that was then refused, or that got
+        no answer at all, where the value stored carries no write token (:meth:`_ours`). The first attempt
+        landed and the condition refused the write's own retry, unless another writer stored the very same
+        bytes at that moment; without this check an append would be applied twice."""
+        stored = self.get(key)
+        landed = stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        if landed:
+            count_landing()
+        return landed
+
+    def _write_token(self, key: str) -> str | None:
+        """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or written without one). Object
+        stores override it (a ``HEAD``); elsewhere conditional writes are made under a lock and need none."""
+        return None
+
+    def _ours(self, key: str, value: Buffer, token: str, resent: bool) -> bool:
+        """Whether the conditional write of ``value`` that carried ``token`` landed, asked when it was
+        refused or got no answer: the value stored carries its token. A value that carries none (a server
+        that keeps no user metadata, a writer without tokens) is taken for it only where the request may
+        have been sent more than once (``resent``) and the key holds exactly ``value`` (:meth:`_landed`)."""
+        stored = self._write_token(key)
+        if stored is not None:
+            return stored == token
+        return resent and self._landed(key, value)
+
+    def _landed_unanswered(self, key: str, value: Buffer, token: str | None) -> bool:
+        """Whether a write of ``key`` that got no answer past the client's retries (a reset connection, no
+        answer within the timeout, a 5xx) landed all the same: a conditional one's (``token``) by
+        :meth:`_ours`, an unconditional one's (None) if the key holds ``value``; False when the key cannot
+        be read either (the write's own error is then raised)."""
+        try:
+            if token is not None:
+                return self._ours(key, value, token, resent=True)
+            stored = self.get(key)
+            return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        except RectizarrError:
+            return False
 
     def _where(self, key: str) -> str:
         """``key``'s URL (or path) in messages."""

@@ -146,6 +146,20 @@ def test_on_the_wire_one_get_per_value_and_no_head(s3_server: Any, backend: str)
     assert s3_server.counts()["total"] == 1
 
 
+def test_a_shrink_reads_no_chunk_that_it_deletes(remote: CountingStore) -> None:
+    """A shrink's clean-up deletes the chunks wholly past the new end at the version a HEAD gave, without
+    reading them; only the chunk the new end cuts is read (and cleared past it)."""
+    a = rectizarr.create_array(remote, name="x", shape=(4, 64), dtype="u2", chunks=(4, 8), fill_value=0)
+    a[...] = 7
+    remote.reset()
+    a.resize((4, 12))
+    chunks = [k for k, _ in remote.requests if "/c/" in k]
+    assert chunks == ["x/c/0/1"] and remote.deletes == 6
+    assert sorted(remote.list_prefix("x/c/")) == ["x/c/0/0", "x/c/0/1"]
+    a.resize((4, 64))
+    assert (a[:, :12] == 7).all() and (a[:, 12:] == 0).all()
+
+
 @pytest.mark.parametrize("backend", ["obstore", "fsspec"])
 @pytest.mark.parametrize("kind", ["array", "group"])
 def test_on_the_wire_creating_a_node(s3_server: Any, backend: str, kind: str) -> None:

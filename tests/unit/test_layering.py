@@ -28,6 +28,7 @@ RANKS: Mapping[str, int] = {
     "_util": 0,
     "tuning": 0,  # tuning: thresholds every layer may read
     "threads": 0,  # threads: every pool and thread rectizarr starts (the stores' too)
+    "pages": 1,  # pages: fresh memory for arrays (reads its thresholds from tuning)
     "core": 1,
     "stores": 1,  # stores stand alone: errors and _util only
     "indexing": 2,

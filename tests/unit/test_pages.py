@@ -1,16 +1,17 @@
 """Very large read outputs and shard buffers are allocated without transparent huge pages where the kernel
-gives them only on request (see rectizarr._util.empty)."""
+gives them only on request (see rectizarr.pages.empty)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import rectizarr
-import rectizarr._util
-from rectizarr._util import NO_HUGE_PAGES_BYTES, empty
+from rectizarr import tuning
+from rectizarr.pages import empty, populate
 
 
 def _thp_mode() -> str | None:
@@ -42,8 +43,12 @@ def _no_huge_pages_asked(a: np.ndarray) -> bool:
 
 
 @pytest.mark.parametrize("dtype", ["uint16", "float64", "V3"])
-def test_empty_is_np_empty_in_shape_and_dtype(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rectizarr._util, "NO_HUGE_PAGES_BYTES", 1 << 22)
+def test_empty_is_np_empty_in_shape_and_dtype(dtype: str) -> None:
+    with tuning.use(replace(tuning.current(), no_huge_pages_bytes=1 << 22)):
+        _empty_is_np_empty(dtype)
+
+
+def _empty_is_np_empty(dtype: str) -> None:
     for shape in [(), (0,), (3, 5), ((1 << 22) // 3 + 7,)]:
         a = empty(shape, dtype)
         assert a.shape == shape and a.dtype == np.dtype(dtype) and a.flags.c_contiguous and a.flags.owndata
@@ -51,12 +56,14 @@ def test_empty_is_np_empty_in_shape_and_dtype(dtype: str, monkeypatch: pytest.Mo
     assert empty((4,), object).tolist() == [None] * 4
 
 
-def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    assert NO_HUGE_PAGES_BYTES == 512 << 20
+def test_large_outputs_ask_for_no_huge_pages_only_where_numpy_would_get_them_on_request() -> None:
+    assert tuning.DEFAULT.no_huge_pages_bytes == 512 << 20
     small = 1 << 22
-    monkeypatch.setattr(rectizarr._util, "NO_HUGE_PAGES_BYTES", small)  # a test-sized threshold
+    with tuning.use(replace(tuning.current(), no_huge_pages_bytes=small)):  # a test-sized threshold
+        _large_outputs_ask_for_no_huge_pages(small)
+
+
+def _large_outputs_ask_for_no_huge_pages(small: int) -> None:
     if not sys.platform.startswith("linux"):  # no transparent huge pages, nothing to ask: numpy's empty
         assert empty((small // 2,), np.uint16).shape == (small // 2,)
         return
@@ -75,8 +82,6 @@ def test_populate_makes_the_pages_and_keeps_what_they_hold() -> None:
     """``populate`` faults the pages in for writing (the writes that follow fault no more) and changes no
     value, also of a view that starts and ends inside a page."""
     import resource
-
-    from rectizarr._util import populate
 
     a = np.empty(8 << 20, np.uint8)  # a mapping of its own: no page made yet
     a[: 3 * 4096] = 7

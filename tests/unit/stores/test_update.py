@@ -1,0 +1,64 @@
+"""Store.update: the one read-modify-write of stored values; keys whose value ``make`` does not need
+(``unread``) are never read, under locks or as compare-and-swaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rectizarr.stores import Buffer, Capabilities, CountingStore, LocalStore, MemoryStore
+from rectizarr.stores.update import UNREAD
+
+
+class SwappingStore(MemoryStore):
+    """A memory store that updates with compare-and-swaps, as stores with conditional writes do."""
+
+    capabilities = Capabilities(conditional_writes=True, cheap_versions=True)
+
+
+def _fill(spy: CountingStore) -> None:
+    spy.set_many({"a": b"1", "b": b"2", "c": b"3"})
+    spy.reset()
+
+
+def test_unread_keys_are_deleted_under_the_locks_without_a_read(tmp_path: Path) -> None:
+    spy = CountingStore(LocalStore(tmp_path))
+    _fill(spy)
+    seen: list[dict[str, bytes | None]] = []
+
+    def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
+        seen.append(stored)
+        return {"a": stored["a"] + b"!" if stored["a"] else None, "c": None, "d": None}
+
+    spy.update(["a", "b", "c", "d"], make, unread=["c", "d"])
+    assert seen[0]["a"] == b"1" and seen[0]["b"] == b"2"
+    assert seen[0]["c"] is UNREAD and seen[0]["d"] is UNREAD  # (under locks: not even looked up)
+    assert sorted(k for k, _ in spy.requests) == ["a", "b"] and spy.infos == 0
+    assert spy.get("a") == b"1!" and spy.get("b") == b"2" and spy.get("c") is None
+
+
+def test_unread_keys_are_deleted_at_their_version_in_a_compare_and_swap() -> None:
+    spy = CountingStore(SwappingStore())
+    _fill(spy)
+    seen: list[dict[str, bytes | None]] = []
+
+    def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
+        seen.append(stored)
+        if len(seen) == 1:
+            spy.inner.set("c", b"changed")  # another writer, between the read and the write: made again
+        return {k: None for k, v in stored.items() if v is UNREAD}
+
+    spy.update(["a", "c", "d"], make, unread=["c", "d"])
+    assert seen[0] == {"a": b"1", "c": UNREAD, "d": None}  # a missing unread key: None
+    assert seen[1] == {"c": UNREAD}  # only the key that lost the race
+    assert [k for k, _ in spy.requests] == ["a"] and spy.infos >= 3  # versions alone for c and d
+    assert spy.get("a") == b"1" and spy.get("c") is None and spy.get("b") == b"2"
+
+
+@pytest.mark.parametrize("swapping", [False, True])
+def test_unread_keys_may_be_written(swapping: bool) -> None:
+    store = SwappingStore() if swapping else MemoryStore()
+    store.set("k", b"old")
+    store.update(["k", "n"], lambda stored: {"k": b"new", "n": b"made"}, unread=["k", "n"])
+    assert store.get("k") == b"new" and store.get("n") == b"made"
