@@ -185,8 +185,14 @@ def _agree(root: Path) -> list[str]:
     return [] if view == own else [f"consolidated {view} != stored {own}"]
 
 
-def _kill_after(args: list[str], seconds: float) -> None:
-    proc = subprocess.Popen([sys.executable, *args], stderr=subprocess.PIPE)
+def _kill_after(args: list[str], seconds: float, ready: bool = False) -> None:
+    """Run a worker script and SIGKILL it ``seconds`` after it starts or, with ``ready``, after it prints
+    its first line (its imports done: a loaded machine may take seconds to import xarray)."""
+    proc = subprocess.Popen(
+        [sys.executable, *args], stderr=subprocess.PIPE, stdout=subprocess.PIPE if ready else None
+    )
+    if ready and proc.stdout is not None and not proc.stdout.readline():
+        raise AssertionError(proc.stderr.read().decode() if proc.stderr else "worker stopped")
     time.sleep(seconds)
     if proc.poll() is not None:
         raise AssertionError(proc.stderr.read().decode() if proc.stderr else "worker stopped")
@@ -239,6 +245,7 @@ _XR_WORKER = textwrap.dedent("""
     import rectizarr.xarray  # noqa: F401
     path, consolidated = sys.argv[1], sys.argv[2] == "1"
     n = xr.open_dataset(path, engine="rectizarr").sizes["time"]
+    print("ready", flush=True)
     while True:
         t = np.arange(n, n + 3)
         ds = xr.Dataset({v: (("time", "x"), np.repeat(t[:, None] * 10 + i, 4, axis=1).astype("f8"))
@@ -273,7 +280,7 @@ def test_kills_during_xarray_appends_leave_a_dataset_that_opens(
     rng = random.Random(36)
     lengths = []
     for _ in range(3 * SCALE):
-        _kill_after([str(script), str(path), "1" if consolidated else "0"], 2.0 + rng.random() * 1.0)
+        _kill_after([str(script), str(path), "1" if consolidated else "0"], 1.0 + rng.random(), ready=True)
         ds = xr.open_dataset(path, engine="rectizarr", consolidated=consolidated)
         n = ds.sizes["time"]
         lengths.append(n)
