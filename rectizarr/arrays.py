@@ -650,15 +650,7 @@ class Array(nodes.Node):
         def change(m: ArrayMeta) -> ArrayMeta:
             new = _resized(m, new_shape, chunks)
             if any(n > o for n, o in zip(new.shape, m.shape, strict=True)):
-                if not self._store.capabilities.conditional_writes:  # (under the document's lock)
-                    _drop_past_end(self._layout, new)
-                else:  # what a shrink's clean-up left (another client grew first): cleared before it shows
-                    with contextlib.suppress(CodecError):  # (a corrupt chunk stays as it is; the others are
-                        clear_past_end_swapped(
-                            dataclasses.replace(self._layout, grid=new.chunk_grid),  # cleared)
-                            m.chunk_grid,
-                            self._grid_now,
-                        )
+                self._clear_past_end(m, new)
             return new
 
         self._change_meta(change, self._clean_up_shrink)
@@ -673,6 +665,15 @@ class Array(nodes.Node):
             return
 
         clear_past_end_swapped(old_layout, new.chunk_grid, self._grid_now)
+
+    def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
+        """Before a grow from ``old`` to ``new``: what a shrink's clean-up left past the stored end (a
+        killed writer; on stores with conditional writes, another client that grew first) cleared before
+        the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
+        with contextlib.suppress(CodecError):
+            clear_past_end_swapped(
+                dataclasses.replace(self._layout, grid=new.chunk_grid), old.chunk_grid, self._grid_now
+            )
 
     def _grid_now(self) -> ChunkGrid | None:
         """The array's grid as stored now (None: no array there any more)."""
@@ -812,7 +813,7 @@ def resize_together(
                 old = a._take_up(nodes.read_for_write(store, a.path, fmt.zarr_format))
                 new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
                 if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
-                    _drop_past_end(a._layout, new)
+                    a._clear_past_end(old, new)
                 steps.append((a, a._layout, old, new))
         fmt.publish_many(store, group, {a.path: (old, new) for a, _, old, new in steps})
         for a, layout, old, new in steps:
@@ -847,10 +848,7 @@ def _resize_swapped(
                 before[path] = a._layout
             new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
             if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
-                with contextlib.suppress(CodecError):  # (as in Array.resize: a corrupt chunk stays as it is)
-                    clear_past_end_swapped(
-                        dataclasses.replace(before[path], grid=new.chunk_grid), old.chunk_grid, a._grid_now
-                    )
+                a._clear_past_end(old, new)
             return new
 
         return change
@@ -911,21 +909,6 @@ def _edge_keys(layout: rio.Layout) -> list[str]:
             break
         keys.update(layout.key(c) for c in itertools.product(*ranges))
     return sorted(keys)
-
-
-def _drop_past_end(layout: rio.Layout, new: ArrayMeta) -> None:
-    """Before a grow: delete the stored chunks wholly past the present end, which only a shrink cut off
-    before its clean-up (a killed process) leaves; the grow would show their old values. No writer puts
-    data there while the document's lock is held."""
-    grown = dataclasses.replace(layout, grid=new.chunk_grid)
-    now = layout.grid.grid_shape
-    past = [
-        key
-        for key, coords in rio.stored_chunk_keys(grown)
-        if any(c >= n for c, n in zip(coords, now, strict=True))
-    ]
-    if past:
-        layout.store.delete_many(past)
 
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
