@@ -1367,7 +1367,7 @@ def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
     """Another client grows the array right after a shrink's ``zarr.json`` is stored, before its clean-up:
     the grow clears what lies past the stored end first, so the rows the shrink cut show the fill value
     (soak finding: they showed their old values, for good)."""
-    import rectizarr.arrays as arrays
+    import rectizarr.arrays.resize as arrays
     from rectizarr.stores import open_store
 
     def client() -> Any:

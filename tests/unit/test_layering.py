@@ -37,7 +37,7 @@ RANKS: Mapping[str, int] = {
     "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
     "creation": 4,
     "summary": 4,
-    "arrays": 5,
+    "arrays": 5,  # arrays/: the handle's state (base), reads and writes (access), resizing (resize), Array
     "api": 6,
     "validate_v2": 6,
     "groups": 7,
