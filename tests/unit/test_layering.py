@@ -378,7 +378,6 @@ STILL_PRIVATE: Mapping[tuple[str, str], str] = {
     ("tests.reliability.test_consistency", "_warned"): "stores/locks.py lock files",
     ("tests.reliability.test_consistency", "_lock"): "a store's and an array's lock after a fork",
     ("tests.reliability.test_consistency", "_relock"): "the fork hook of _util",
-    ("tests.reliability.test_consistency", "_update_attributes"): "an attribute update's rounds (items 1, 2)",
     ("tests.unit.stores.test_stores", "_lock"): "a store's lock after a fork",
 }
 
