@@ -71,6 +71,12 @@ class ArrayAccess(ArrayBase):
         self._change_meta(lambda m: msgspec.structs.replace(m, attributes=change(dict(m.attributes))))
 
     # ------------------------------------------------------------------------------- selections
+    def __getitem__(self, selection: Any) -> Any:
+        return self._read(lambda: self._plan("basic", selection), selection)
+
+    def __setitem__(self, selection: Any, value: Any) -> None:
+        self._write(lambda: self._plan("basic", selection), value)
+
     def _plan(self, kind: str, selection: Any) -> Plan:
         self._revalidate()
         dims = self._layout.dims

@@ -46,12 +46,6 @@ class Array(Resizable):
         out = np.asarray(self[...])
         return out if dtype is None else out.astype(dtype)
 
-    def __getitem__(self, selection: Any) -> Any:
-        return self._read(lambda: self._plan("basic", selection), selection)
-
-    def __setitem__(self, selection: Any, value: Any) -> None:
-        self._write(lambda: self._plan("basic", selection), value)
-
     @property
     def oindex(self) -> _Indexer:
         """Orthogonal (outer) indexing: per axis an int, slice, int array or bool mask."""
