@@ -201,14 +201,12 @@ def primary_of(store: Store, path: str, get: Any) -> str | None:
 #   aborted: time only decides how long a writer waits, never what readers see.
 
 LEASE = 5.0
+DONE = 8  # committed updates a primary names after their clean-up (see update_swapped)
 
 
 def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
     data, version = store.get_versioned(_key(path))
     return (None if data is None else decode_node(data, _key(path))), version
-
-
-DONE = 8  # committed updates a primary names after their clean-up (see update_swapped)
 
 
 def _done(meta: NodeMeta | None, add: str | None = None) -> list[str]:
@@ -371,12 +369,13 @@ def _unrecorded(data: bytes | None, primary: str, ident: str) -> bytes | None:
 
 def _remove_gone(store: Store, path: str, ident: str) -> None:
     """A committed deletion: the node's other keys, then its document if it still holds the marker."""
-    prefix = f"{path}/" if path else ""
-    store.delete_many([k for k in store.list_prefix(prefix) if k != _key(path)])
-    data, version = store.get_versioned(_key(path))
+    store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
+    store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
+
+
+def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
     mark = mark_of(None if data is None else decode_node(data, _key(path)))
-    if mark is not None and mark.get("id") == ident and mark.get("gone"):
-        store.delete_if(_key(path), version)
+    return None if mark is not None and mark.get("id") == ident and mark.get("gone") else data
 
 
 def finish_swapped(store: Store, path: str) -> None:

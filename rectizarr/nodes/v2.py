@@ -7,15 +7,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from rectizarr import commit, tuning
+from rectizarr import commit
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
-from rectizarr.errors import ConflictError, NodeNotFoundError, UnsupportedError
+from rectizarr.errors import NodeNotFoundError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
 from rectizarr.nodes.paths import AncestorDocs, locked, parent_paths, prefix_of, relative
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store, written
-from rectizarr.stores.base import back_off
 
 _ALL = (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)  # every document a v2 node reads: .zarray first
 
@@ -97,50 +96,36 @@ class V2Format(DocFormat):
                 current = v2meta.load_json(data, key)
                 if not isinstance(current, dict) or not isinstance(current.get("metadata"), dict):
                     return data  # no consolidated metadata here: left as it is
-                now = meta
-                if meta is not None and store.capabilities.conditional_writes:
-                    now = self.read(store, path)[1] or meta
+                now = None if meta is None else self.read(store, path)[1] or meta
                 return encode_json(v2meta.with_entries(current, rel, now))
 
-            if store.capabilities.conditional_writes:
-                store.swap(key, make)  # a compare-and-swap: concurrent updates of .zmetadata all land
-            else:  # under the caller's locks
-                stored = store.get(key)
-                new = make(stored)
-                if new is not stored and new is not None:
-                    store.set(key, new)
+            store.swap(key, make)  # (concurrent updates of .zmetadata all land)
 
     def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
         """The documents read with their versions, and each document the change rewrites (``.zarray``
-        for a resize or an append, ``.zattrs`` for attributes) written only at the version read; on a
-        conflict all is read and the change applied again, up to ``tuning.conflict_retries`` times, then
-        :class:`ConflictError`. A change of both documents at once writes them one after the other (not
-        atomically)."""
+        for a resize or an append, ``.zattrs`` for attributes) written only at the version read
+        (:meth:`Store.update`: a document that lost a race is read and the change applied again). A change
+        of both documents at once writes them one after the other (not atomically)."""
         p = prefix_of(path)
         keys = [p + name for name in _ALL]
-        retries = tuning.current().conflict_retries
-        for attempt in range(retries):
-            if attempt:
-                back_off(attempt)
-            read = store.get_many_versioned([(k, None) for k in keys])
-            old = _from([data for data, _ in read], keys)
+        rounds: list[tuple[NodeMeta | None, NodeMeta]] = []
+
+        def make(stored: dict[str, bytes | None]) -> dict[str, bytes]:  # may run again on a conflict
+            rest = [k for k in keys if k not in stored]  # (written in an earlier round: as stored now)
+            now = {**dict(zip(rest, store.get_many([(k, None) for k in rest]), strict=True)), **stored}
+            old = _from([now[k] for k in keys], keys)
             new = change(old)
+            rounds.append((old, new))
             before = {} if old is None else v2meta.v2_docs(old)
-            versions = {k: version for k, (_, version) in zip(keys, read, strict=True)}
-            changed = {p + name: doc for name, doc in v2meta.v2_docs(new).items() if before.get(name) != doc}
-            ok = all(store.set_if(k, encode_json(doc), versions[k]) for k, doc in changed.items())
-            written.mark(
-                store.lock_identity, changed
-            )  # (a refused write marks too: a handle reads once more)
-            if ok:
-                self.refresh(store, path, new, None)
-                if then is not None:
-                    then(old, new)
-                return new
-        raise ConflictError(
-            f"{p or '/'!r}: the Zarr v2 documents were changed by other writers during "
-            f"each of {retries} attempts to update them; try again"
-        )
+            docs = v2meta.v2_docs(new).items()
+            return {p + name: encode_json(doc) for name, doc in docs if before.get(name) != doc}
+
+        store.update(keys, make)
+        old, new = rounds[-1]
+        self.refresh(store, path, new, None)
+        if then is not None:
+            then(old, new)
+        return new
 
     def publish_many(
         self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
@@ -195,11 +180,8 @@ class V2Format(DocFormat):
             }
             return encode_json({"metadata": entries, "zarr_consolidated_format": 1})
 
-        with locked(store, path):
-            if store.capabilities.conditional_writes:  # a compare-and-swap: a change another client makes
-                store.swap(self.consolidated_key(path), listed)  # meanwhile (its own update) lists again
-            else:  # under the locks
-                store.set(self.consolidated_key(path), listed())
+        with locked(store, path):  # (a change another client makes meanwhile lists again)
+            store.swap(self.consolidated_key(path), listed)
             meta = self.read(store, path)[1]
         if not isinstance(meta, GroupMeta):
             raise NodeNotFoundError(f"the node at {path or '/'!r} is not a v2 group; only groups consolidate")

@@ -112,29 +112,17 @@ class V3Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Under the ancestors' locks (:func:`locked`, held by the caller), or as conditional writes where
-        the store has them (re-read and re-applied on conflict). There, the entry is the node's document as
-        stored when the ancestor is rewritten (read after the ancestor), not ``meta``: of two clients
-        changing the node at once, the one whose refresh lands last may hold the older document, and would
-        put it back."""
+        """Each consolidating ancestor's document rewritten with :meth:`Store.swap` (under the ancestors'
+        locks where writers lock, :func:`locked`, held by the caller; else re-read and re-applied on
+        conflict). The entry is the node's document as stored when the ancestor is rewritten (read after
+        the ancestor), not ``meta``: of two clients changing the node at once, the one whose refresh lands
+        last may hold the older document, and would put it back."""
         docs = docs or AncestorDocs(store)
-        doc = None if meta is None else node_to_json(meta)
         for parent in parent_paths(path):
-            rel, key = relative(path, parent), meta_key(parent)
             seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
-            new = None if seen is None else _with_entry(decode_node(seen, key), rel, doc)
-            if not store.capabilities.conditional_writes:
-                if new is not None:
-                    docs.set(parent, new)
-            elif new is not None:
-                store.swap(
-                    key,
-                    lambda data, key=key, rel=rel: (
-                        data
-                        if data is None  # type: ignore[misc]
-                        else _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data
-                    ),
-                )
+            if seen is None or not _consolidates(decode_node(seen, meta_key(parent))):
+                continue
+            docs.forget(parent, _refreshed(store, parent, path))
 
     def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
         """A conditional write of ``zarr.json`` (through the primary's commit record where an ancestor
@@ -220,6 +208,27 @@ def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
     key = meta_key(path)
     data = store.get(key)
     return None if data is None else node_to_json(decode_node(data, key))
+
+
+def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
+    """Rewrite the consolidating group at ``parent`` with ``path``'s entry as its document is stored now
+    (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
+    key, rel = meta_key(parent), relative(path, parent)
+    made: list[bytes | None] = [None]
+
+    def make(data: bytes | None) -> bytes | None:
+        if data is None:
+            return None
+        made[0] = _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data
+        return made[0]
+
+    store.swap(key, make)
+    return made[0]
+
+
+def _consolidates(meta: NodeMeta) -> bool:
+    """Whether ``meta`` is a group that holds consolidated metadata."""
+    return isinstance(meta, GroupMeta) and meta.consolidated_metadata is not None
 
 
 def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:

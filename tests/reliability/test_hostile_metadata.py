@@ -380,7 +380,7 @@ def test_unknown_v2_compressor_is_unsupported(cid: str) -> None:
 def test_a_known_array_to_bytes_codec_as_v2_compressor_is_a_metadata_error() -> None:
     """numcodecs' VLenArray (issue 37: read) codes object arrays; as the compressor of an int array it
     would be a second array->bytes step: refused, naming both, not a raw exception."""
-    with pytest.raises(MetadataError, match="only one array->bytes codec.*numcodecs.vlen-array") as exc:
+    with pytest.raises(MetadataError, match=r"only one array->bytes codec.*numcodecs\.vlen-array") as exc:
         _open_v2(compressor={"id": "vlen-array", "dtype": "<i4"})
     assert exc.value.key == ".zarray"
 

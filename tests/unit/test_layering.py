@@ -38,7 +38,7 @@ RANKS: Mapping[str, int] = {
     "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
     "creation": 4,
     "summary": 4,
-    "arrays": 5,
+    "arrays": 5,  # arrays/: the handle's state (base), reads and writes (access), resizing (resize), Array
     "api": 6,
     "validate_v2": 6,
     "groups": 7,
@@ -379,7 +379,6 @@ STILL_PRIVATE: Mapping[tuple[str, str], str] = {
     ("tests.reliability.test_consistency", "_warned"): "stores/locks.py lock files",
     ("tests.reliability.test_consistency", "_lock"): "a store's and an array's lock after a fork",
     ("tests.reliability.test_consistency", "_relock"): "the fork hook of _util",
-    ("tests.reliability.test_consistency", "_update_attributes"): "an attribute update's rounds (items 1, 2)",
     ("tests.unit.stores.test_stores", "_lock"): "a store's lock after a fork",
 }
 

@@ -1,0 +1,312 @@
+"""Resizing an array: a grow, a shrink and its clean-up, an append, a staged resize (data written before
+its document), and the resize of several arrays of a group as one update."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Self
+
+import numpy as np
+
+import rectizarr.io as rio
+from rectizarr import commit, nodes
+from rectizarr._util import Shape, prod
+from rectizarr.arrays.access import ArrayAccess
+from rectizarr.codecs.build import build_pipeline
+from rectizarr.core import dtype_optional
+from rectizarr.core.codec_meta import ShardingMeta
+from rectizarr.core.dims import VaryingDim
+from rectizarr.core.dtype import as_strings, check_unit_cast
+from rectizarr.core.grid import ChunkGrid
+from rectizarr.core.metadata import ArrayMeta, NodeMeta
+from rectizarr.errors import CodecError, MetadataError, NodeNotFoundError, SelectionError, SelectionValueError
+from rectizarr.indexing import basic_plan
+from rectizarr.io import clear_appended as clear_appended_swapped
+from rectizarr.io import clear_past_end as clear_past_end_swapped
+
+
+class Resizable(ArrayAccess):
+    """Resize, append and staged writes (see the module)."""
+
+    # ------------------------------------------------------------------------------ resize/append
+    def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:
+        """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default; a new
+        shard is rounded up to whole inner chunks, reaching past the extent),
+        ``chunks="repeat"`` (repeat the last edge), or explicit new edges per axis (``chunks=[None, [31, 30]]``).
+
+        Shrinking deletes chunks wholly outside the new shape and resets the out-of-bounds part of the
+        straddling chunks to the fill value, so a later grow shows the fill value, not stale data.
+        """
+        self._check_writable()
+        new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
+        if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
+            raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
+
+        def change(m: ArrayMeta) -> ArrayMeta:
+            new = _resized(m, new_shape, chunks)
+            if any(n > o for n, o in zip(new.shape, m.shape, strict=True)):
+                self._clear_past_end(m, new)
+            return new
+
+        self._change_meta(change, self._clean_up_shrink)
+
+    def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
+        """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent (on
+        stores with conditional writes, past the extent as stored when each is rewritten)."""
+        if not any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
+            return
+        if not self._store.capabilities.conditional_writes:
+            rio.delete_outside(old_layout, new.chunk_grid)
+            return
+
+        clear_past_end_swapped(old_layout, new.chunk_grid, self._grid_now)
+
+    def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
+        """Before a grow from ``old`` to ``new``: what a shrink's clean-up left past the stored end (a
+        killed writer; on stores with conditional writes, another client that grew first) cleared before
+        the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
+        with contextlib.suppress(CodecError):
+            clear_past_end_swapped(
+                dataclasses.replace(self._layout, grid=new.chunk_grid), old.chunk_grid, self._grid_now
+            )
+
+    def _grid_now(self) -> ChunkGrid | None:
+        """The array's grid as stored now (None: no array there any more)."""
+        stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
+        return stored.chunk_grid if isinstance(stored, ArrayMeta) else None
+
+    def append(self, data: Any, axis: int = 0, *, chunks: Any = None) -> Shape:
+        """Append ``data`` along ``axis`` (grows the array, then writes the new region); returns the new
+        shape, as zarr-python does. The data is cast to the array's dtype first (raising what NumPy raises),
+        so data that cannot be written never grows the array."""
+        try:
+            if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
+                data = dtype_optional.from_user(data, self._meta.data_type.numpy)
+            data = np.asarray(data)
+            check_unit_cast(data, self.dtype)
+            data = data.astype(self.dtype, copy=False)
+        except OverflowError as exc:
+            raise self._cast_error(exc) from exc
+        if self._meta.data_type.name == "string":
+            data = as_strings(data)
+        if self.ndim == 0:
+            raise SelectionError("cannot append to a 0-d array")
+        axis = axis + self.ndim if axis < 0 else axis
+        if not 0 <= axis < self.ndim:
+            raise SelectionError(f"axis {axis} is out of range for {self.ndim} dimensions")
+        axis_chunks = None
+        if chunks is not None:
+            axis_chunks = [None] * self.ndim
+            axis_chunks[axis] = chunks
+
+        def grow(m: ArrayMeta) -> ArrayMeta:  # from the end as stored now
+            if data.ndim != len(m.shape) or any(
+                d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
+            ):
+                raise SelectionValueError(
+                    f"cannot append data of shape {data.shape} to an array of shape "
+                    f"{m.shape} along axis {axis}"
+                )  # (a ValueError, as in zarr-python)
+            new = _resized(
+                m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)), axis_chunks
+            )
+            if self._store.capabilities.conditional_writes:  # what a shrink's clean-up left where the rows go
+                with contextlib.suppress(
+                    CodecError
+                ):  # (a corrupt chunk stays as it is: the data overwrites it)
+                    clear_appended_swapped(
+                        dataclasses.replace(self._layout, grid=new.chunk_grid),
+                        m.chunk_grid,
+                        axis,
+                        self._grid_now,
+                    )
+            return new
+
+        def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
+            return tuple(
+                slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
+                for i in range(self.ndim)
+            )
+
+        def write(
+            _: rio.Layout, old: ArrayMeta, new: ArrayMeta
+        ) -> None:  # the region reserved for this append
+            self[region(old, new)] = data
+
+        @contextlib.contextmanager
+        def stage(old: ArrayMeta, new: ArrayMeta) -> Iterator[None]:  # seen once zarr.json is written
+            # the chunks reaching past the stored end stay locked until then: a write planned with the
+            # stored shape would clear what this put past it
+            with self._store.lock(_edge_keys(self._layout)):
+                self.staged(new).write_staged(region(old, new), data)
+                yield
+
+        if self._store.capabilities.conditional_writes:  # (no lock: the document reserves the region first)
+            self._change_meta(grow, write)
+        else:  # the data first: a writer killed before the document leaves the array as it was
+            self._change_meta(grow, stage=stage)
+        return self.shape
+
+    def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Self:
+        """A handle of this array resized as :meth:`resize` would (from the document as stored now), whose
+        document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
+        is (:meth:`rectizarr.nodes.DocFormat.publish_many`; under the document's lock)."""
+        self._check_writable()
+        meta = self._take_up(nodes.read_for_write(self._store, self._path, self._meta.zarr_format))
+        return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
+
+    def staged(self, meta: ArrayMeta) -> Self:
+        """A handle for ``meta``, a document not yet written (:meth:`write_staged`)."""
+        return type(self)(
+            self._store, self._path, meta, write_empty_chunks=self._write_empty_chunks, workers=self._workers
+        )
+
+    def write_staged(self, selection: Any, value: Any) -> None:
+        """Write ``value`` at the basic ``selection`` of this handle's shape, which the stored document does
+        not have yet (an append or a dataset's update before its commit, under the document's lock): no
+        check against the stored document."""
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+            value = np.asarray(value)
+        plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
+        try:
+            if self._meta.data_type.name == "optional":
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            check_unit_cast(value, self._layout.dtype)
+            internal = plan.value_to_internal(value, self._layout.dtype)
+        except OverflowError as exc:
+            raise self._cast_error(exc) from exc
+        if self._meta.data_type.name == "string":
+            internal = as_strings(internal, one=plan.final_shape == ())
+        rio.write(self._layout, plan, internal, None)
+
+
+def resize_together(
+    group: str,
+    arrays: Mapping[str, Resizable],
+    shapes: Mapping[str, Sequence[int]],
+    chunks: Mapping[str, Any],
+) -> None:
+    """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
+    update where writers lock (local directories, memory; Zarr v3): every new document published at once
+    (:meth:`rectizarr.nodes.DocFormat.publish_many`), then each shrink's clean-up; elsewhere one after the other."""
+    handles = list(arrays.items())
+    if not handles:
+        return
+    store = handles[0][1].store
+    formats = {nodes.format_of(a.metadata) for _, a in handles}
+    fmt = formats.pop() if len(formats) == 1 else None  # (None: arrays of both formats)
+    if store.capabilities.conditional_writes and fmt is not None and fmt.records:
+        _resize_swapped(group, handles, shapes, chunks)
+        return
+    if store.capabilities.conditional_writes or fmt is None:
+        for name, a in handles:
+            a.resize(shapes[name], chunks=chunks.get(name))
+        return
+    paths = {group, *nodes.parent_paths(group), *(a.path for _, a in handles)}
+    with store.lock([nodes.meta_key(p) for p in sorted(paths)]):
+        steps = []
+        for name, a in handles:
+            a._check_writable()
+            with a._lock:
+                old = a._take_up(nodes.read_for_write(store, a.path, fmt.zarr_format))
+                new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
+                if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
+                    a._clear_past_end(old, new)
+                steps.append((a, a._layout, old, new))
+        fmt.publish_many(store, group, {a.path: (old, new) for a, _, old, new in steps})
+        for a, layout, old, new in steps:
+            with a._lock:
+                a._set_meta(new)
+                a._meta_version = a._stored_version()
+            a._clean_up_shrink(layout, old, new)
+
+
+def _resize_swapped(
+    group: str,
+    handles: list[tuple[str, Resizable]],
+    shapes: Mapping[str, Sequence[int]],
+    chunks: Mapping[str, Any],
+) -> None:
+    """:func:`resize_together` on a store with conditional writes: one update
+    (:func:`rectizarr.nodes.publish_swapped`) whose primary is the topmost consolidating ancestor, else the
+    group; a grow first clears what a shrink's clean-up left past the stored end (as :meth:`Array.resize`
+    does), each shrink's clean-up follows the commit."""
+    store = handles[0][1].store
+    by_path = {a.path: (name, a) for name, a in handles}
+    before: dict[str, rio.Layout] = {}
+
+    def change_of(path: str) -> Callable[[NodeMeta | None], NodeMeta | None]:
+        name, a = by_path[path]
+
+        def change(stored: NodeMeta | None) -> NodeMeta:
+            if not isinstance(stored, ArrayMeta):
+                raise NodeNotFoundError(f"no array at {path!r} in {store!r} any more")
+            with a._lock:
+                old = a._take_up(stored)
+                before[path] = a._layout
+            new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
+            if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
+                a._clear_past_end(old, new)
+            return new
+
+        return change
+
+    primary = commit.primary_of(store, handles[0][1].path, nodes.AncestorDocs(store).get)
+    olds, news = nodes.publish_swapped(
+        store, group if primary is None else primary, {path: change_of(path) for path in by_path}
+    )
+    for path, (_, a) in by_path.items():
+        old, new = olds[path], news[path]
+        assert isinstance(old, ArrayMeta) and isinstance(new, ArrayMeta)
+        with a._lock:
+            a._set_meta(new)
+            a._meta_version = a._stored_version()
+        a._clean_up_shrink(before[path], old, new)
+
+
+def _edge_keys(layout: rio.Layout) -> list[str]:
+    """The keys of the chunks (shards) that reach past the array's extent (at most 65536 of them)."""
+    grid = layout.grid
+    counts = grid.grid_shape
+    if not all(counts):
+        return []
+    # per axis, the chunk holding the last element (a rectilinear axis may have chunks past it)
+    last = [d.chunk_of(n - 1) if n else 0 for d, n in zip(grid.dims, grid.shape, strict=True)]
+    edge_axes = [a for a, (d, c) in enumerate(zip(grid.dims, last, strict=True)) if d.data_len(c) < d.edge(c)]
+    keys: set[str] = set()
+    for a in edge_axes:
+        ranges = [range(n) if i != a else range(last[a], last[a] + 1) for i, n in enumerate(counts)]
+        if prod(tuple(len(r) for r in ranges)) + len(keys) > 65536:
+            break
+        keys.update(layout.key(c) for c in itertools.product(*ranges))
+    return sorted(keys)
+
+
+def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
+    """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
+    import msgspec
+
+    new_grid = meta.chunk_grid.resize(
+        new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
+    )
+    build_pipeline(
+        meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims], "$.codecs"
+    )  # e.g. a new edge not divisible by the inner chunk
+    return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
+
+
+def _whole_inner_chunks(meta: ArrayMeta, new_shape: Shape) -> Any:
+    """The default growth policy: one new chunk per growing rectilinear axis, of the growth; for shards
+    (sharding first in the chain), rounded up to whole inner chunks (the last shard then reaches past the
+    extent, as a regular grid's last chunk does), since a shard's edge must divide into inner chunks."""
+    first = meta.codecs[0] if meta.codecs else None
+    if not isinstance(first, ShardingMeta):
+        return "new_chunk"
+    policy: list[Any] = []
+    for d, n, inner in zip(meta.chunk_grid.dims, new_shape, first.chunk_shape, strict=True):
+        grow = n - d.total if isinstance(d, VaryingDim) else 0
+        policy.append([-(-grow // inner) * inner] if grow > 0 else None)
+    return policy
