@@ -47,34 +47,16 @@ def _specs(metas: tuple[CodecMeta, ...]) -> list[CodecSpec]:
 
 
 def codec_roles(
-    metas: tuple[CodecMeta, ...], n_filters: int
+    metas: tuple[CodecMeta, ...], pipeline: Any
 ) -> tuple[tuple[CodecSpec, ...], CodecSpec, tuple[CodecSpec, ...]]:
-    """(filters, serializer, compressors) of a chain whose first ``n_filters`` are array -> array codecs.
-    A sharded chain is described by its inner chain, as zarr-python does."""
-    serializer = metas[n_filters]
+    """(filters, serializer, compressors) of a chain and the pipeline built from it, whose ``array_array``
+    codecs are the filters. A sharded chain is described by its inner chain, as zarr-python does."""
+    n = len(pipeline.array_array)
+    serializer = metas[n]
     if isinstance(serializer, ShardingMeta):
-        inner = serializer.codecs
-        k = next(i for i, m in enumerate(_specs(inner)) if m.name in _SERIALIZERS)
-        specs = _specs(inner)
-        return tuple(specs[:k]), specs[k], tuple(specs[k + 1 :])
+        return codec_roles(serializer.codecs, pipeline.array_bytes.codecs)
     specs = _specs(metas)
-    return tuple(specs[:n_filters]), specs[n_filters], tuple(specs[n_filters + 1 :])
-
-
-_SERIALIZERS = frozenset(
-    {
-        "bytes",
-        "vlen-utf8",
-        "vlen-bytes",
-        "sharding_indexed",
-        "numcodecs.vlen-utf8",
-        "numcodecs.vlen-bytes",
-        "zfpy",
-        "numcodecs.zfpy",
-        "pcodec",
-        "numcodecs.pcodec",
-    }
-)
+    return tuple(specs[:n]), specs[n], tuple(specs[n + 1 :])
 
 
 def _compact(runs: Runs) -> str:
@@ -97,7 +79,7 @@ def _human(n: int) -> str:
 
 def info_text(a: Any, *, complete: bool = False) -> str:
     """The summary ``Array.info`` shows (``complete``: with what is stored, which lists the store)."""
-    filters, serializer, compressors = codec_roles(a.metadata.codecs, len(a.pipeline.array_array))
+    filters, serializer, compressors = codec_roles(a.metadata.codecs, a.pipeline)
     regular = a.grid.regular_chunk_shape
     rows = [
         ("Name", a.name),

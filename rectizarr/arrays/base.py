@@ -302,17 +302,17 @@ class ArrayBase(nodes.Node):
     @property
     def filters(self) -> tuple[CodecSpec, ...]:
         """The array -> array codecs (of the inner chunks when sharded), as zarr-python reports them."""
-        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[0]
+        return codec_roles(self._meta.codecs, self.pipeline)[0]
 
     @property
     def serializer(self) -> CodecSpec:
         """The array -> bytes codec (of the inner chunks when sharded)."""
-        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[1]
+        return codec_roles(self._meta.codecs, self.pipeline)[1]
 
     @property
     def compressors(self) -> tuple[CodecSpec, ...]:
         """The bytes -> bytes codecs (of the inner chunks when sharded)."""
-        return codec_roles(self._meta.codecs, len(self.pipeline.array_array))[2]
+        return codec_roles(self._meta.codecs, self.pipeline)[2]
 
     @property
     def info(self) -> str:
