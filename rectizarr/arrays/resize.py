@@ -139,9 +139,11 @@ class Resizable(ArrayAccess):
         @contextlib.contextmanager
         def stage(old: ArrayMeta, new: ArrayMeta) -> Iterator[None]:  # seen once zarr.json is written
             # the chunks reaching past the stored end stay locked until then: a write planned with the
-            # stored shape would clear what this put past it
-            with self._store.lock(_edge_keys(self._layout)):
-                self.staged(new).write_staged(region(old, new), data)
+            # stored shape would clear what this put past it (locked with the chunks written, at once)
+            staged = self.staged(new)
+            where = region(old, new)
+            with self._store.lock({*_edge_keys(self._layout), *_region_keys(staged._layout, where)}):
+                staged.write_staged(where, data)
                 yield
 
         if self._store.capabilities.conditional_writes:  # (no lock: the document reserves the region first)
@@ -283,6 +285,15 @@ def _edge_keys(layout: rio.Layout) -> list[str]:
             break
         keys.update(layout.key(c) for c in itertools.product(*ranges))
     return sorted(keys)
+
+
+def _region_keys(layout: rio.Layout, region: Sequence[slice]) -> list[str]:
+    """The keys of the chunks (shards) of ``layout`` that the basic ``region`` (slices of step 1) touches."""
+    ranges = []
+    for d, s, n in zip(layout.grid.dims, region, layout.grid.shape, strict=True):
+        start, stop, _ = s.indices(n)
+        ranges.append(range(d.chunk_of(start), d.chunk_of(stop - 1) + 1) if stop > start else range(0))
+    return [layout.key(c) for c in itertools.product(*ranges)]
 
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:

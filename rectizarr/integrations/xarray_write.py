@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -269,7 +269,7 @@ def to_rectizarr(
         and bool(existing)
         and not (swapped and not nodes.format_of(g.metadata).records)
     )
-    with _locked(g, existing) if atomic and not swapped else contextlib.nullcontext():
+    with _locked(g, existing, dataset.variables) if atomic and not swapped else contextlib.nullcontext():
         return _to_group(
             dataset,
             g,
@@ -287,9 +287,13 @@ def to_rectizarr(
         )
 
 
-def _locked(g: Group, existing: Mapping[str, Array]) -> contextlib.AbstractContextManager[None]:
-    """The locks of the group's document, its ancestors' and its arrays' (taken at once)."""
+def _locked(
+    g: Group, existing: Mapping[str, Array], names: Iterable[Any] = ()
+) -> contextlib.AbstractContextManager[None]:
+    """The locks of the group's document, its ancestors', its arrays' and those of the arrays of ``names``
+    that an append may create (taken at once: a hold takes no more locks)."""
     paths = {g.path, *nodes.parent_paths(g.path), *(a.path for a in existing.values())}
+    paths.update(nodes.join(g.path, str(name)) for name in names)
     return g.store.lock([nodes.meta_key(p) for p in sorted(paths)])
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TypeVar
 
@@ -29,7 +30,7 @@ from rectizarr.io.engine import read, write
 from rectizarr.io.layout import Layout
 from rectizarr.io.sparse import stored_chunk_keys
 from rectizarr.pages import empty
-from rectizarr.stores import Buffer, Store, open_store
+from rectizarr.stores import Buffer, MemoryStore, Store
 from rectizarr.stores.update import UNREAD, Each, Make, one_by_one
 
 __all__ = ["clear_appended", "clear_past_end", "delete_outside"]
@@ -200,6 +201,14 @@ def _same_chunks(grid: ChunkGrid, other: ChunkGrid) -> bool:
     return grid == other or (shape is not None and shape == other.regular_chunk_shape)
 
 
+class _Scratch(MemoryStore):
+    """One chunk's value in memory, for :func:`_cleared` alone: it takes no locks, which its caller's hold
+    would make nested ones (see :mod:`rectizarr.stores.locks`)."""
+
+    def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
 def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: bytes) -> bytes | None:
     """``stored`` (chunk ``coords``) with everything past ``grid``'s extent reset to the fill value (the
     write path of a store of its own does that to a chunk written whole); None when nothing else is left
@@ -209,7 +218,7 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: 
     region = grid.chunk_region(coords)  # clipped to the extent
     if all(r.stop - r.start == n for r, n in zip(region, grid.chunk_shape(coords), strict=True)):
         return stored
-    scratch = open_store({})  # (a store in memory)
+    scratch = _Scratch()
     scratch.set(key, stored)
     now = replace(layout, store=scratch, grid=grid)
     plan = orthogonal_plan(now.dims, region)

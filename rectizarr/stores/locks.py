@@ -2,9 +2,11 @@
 
 A key is named by ``store.lock_identity + key`` and mapped to one of :data:`STRIPES` stripes (a stable
 hash, the same in every process) of one of two levels: metadata documents (``zarr.json``) and values (chunks,
-shards). A hold takes metadata stripes before value stripes, each in ascending order, and a thread that
-holds value stripes never waits for a metadata stripe, so holds never wait on each other in a circle (an
-append holds the array's ``zarr.json`` while it writes its chunks). A thread that already holds a stripe
+shards). A hold takes its stripes at once, in ascending order (metadata before values). Inside a hold a
+thread takes no stripe it does not hold (it raises RuntimeError), except value stripes inside a hold of
+metadata stripes alone (an append holds the array's ``zarr.json`` while it writes its chunks): every thread
+then takes stripes in one order, so holds never wait on each other in a circle. (Stripes are shared by
+every store and key: two holds of unrelated keys may meet on one.) A thread that already holds a stripe
 does not take it again (a shrink holds a boundary chunk while rewriting it). Every stripe is a thread lock; for stores whose capabilities say
 ``process_locks`` it is also an OS advisory lock (``flock``) on a file in the user's lock directory, which
 the OS releases when its holder dies, so processes exclude each other the same way threads do.
@@ -142,8 +144,12 @@ def hold(identity: str, keys: Iterable[str], across_processes: bool) -> Iterator
     """Hold the locks of ``keys`` (named by ``identity + key``) for a ``with`` block."""
     held: set[int] = _held.__dict__.setdefault("stripes", set())
     stripes = sorted({_stripe(identity, k) for k in keys} - held)
-    if stripes and stripes[0] < STRIPES and any(s >= STRIPES for s in held):
-        raise RuntimeError("a metadata lock is taken while value locks are held (lock order)")
+    if stripes and held and (max(held) >= STRIPES or stripes[0] < STRIPES):
+        raise RuntimeError(
+            "a lock is taken while the thread holds "
+            + ("value locks" if max(held) >= STRIPES else "metadata locks and this is one")
+            + ": holds must take every key at once (lock order)"
+        )
     fds: list[int] = []
     taken: list[int] = []
     generation = _generation[0]

@@ -62,3 +62,24 @@ def test_unread_keys_may_be_written(swapping: bool) -> None:
     store.set("k", b"old")
     store.update(["k", "n"], lambda stored: {"k": b"new", "n": b"made"}, unread=["k", "n"])
     assert store.get("k") == b"new" and store.get("n") == b"made"
+
+
+def test_a_hold_takes_no_more_locks_inside_it() -> None:
+    """Inside a hold a thread takes only the stripes it holds, or value stripes inside metadata stripes:
+    every thread then takes stripes in one order, and no two holds wait on each other in a circle (an
+    append that locked its edge chunks and then more chunks hung a soak run this way)."""
+    from rectizarr.stores import locks
+
+    keys = [f"a/c/{i}" for i in range(64)]
+    with locks.hold("t:", ["a/zarr.json"], False):
+        with locks.hold("t:", keys[:8], False):  # values inside metadata: the one order
+            with locks.hold("t:", keys[:8], False):  # held already
+                pass
+            with pytest.raises(RuntimeError, match="lock order"):
+                with locks.hold("t:", keys, False):  # more values inside values
+                    pass
+        with pytest.raises(RuntimeError, match="lock order"):
+            with locks.hold("t:", ["b/zarr.json"], False):  # more metadata inside metadata
+                pass
+    with locks.hold("t:", keys, False):  # every lock let go: taken again at once
+        pass
