@@ -13,7 +13,6 @@ from rectizarr.arrays import Array, create
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
 from rectizarr.core.spec import SPEC_KEYWORDS, ArraySpec
-from rectizarr.creation import build_array
 from rectizarr.errors import ConflictError, MetadataError, NodeExistsError, NodeTypeError
 from rectizarr.stores import Store
 
@@ -86,7 +85,7 @@ def create_array(
     out = create(
         s,
         nodes.normalize_path(name),
-        *build_array(spec),
+        *nodes.build_array(spec),
         overwrite=overwrite,
         write_empty_chunks=write_empty_chunks,
         workers=workers,

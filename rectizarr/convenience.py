@@ -14,7 +14,8 @@ import numpy as np
 
 from rectizarr.api import create_array
 from rectizarr.arrays import Array
-from rectizarr.errors import IrregularChunksError, MetadataError, UnsupportedError
+from rectizarr.core.spec import check_zarr_format
+from rectizarr.errors import IrregularChunksError, MetadataError
 from rectizarr.groups import Group, open_group
 from rectizarr.groups import open as open_node
 
@@ -44,17 +45,12 @@ def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
 def _create_array(kwargs: dict[str, Any], **given: Any) -> Array:
     """:func:`create_array` in zarr-python's words: ``store`` (``None``: in memory), ``path``, ``chunks``
     ``True`` or ``None`` for ``"auto"``."""
-    _check_format(kwargs.get("zarr_format"))
+    check_zarr_format(kwargs.get("zarr_format"), optional=True)
     store = kwargs.pop("store", None)
     name = kwargs.pop("path", None) or kwargs.pop("name", None)
     if kwargs.get("chunks") in (True, None):
         kwargs["chunks"] = "auto"
     return create_array(store, name=name, **given, **kwargs)
-
-
-def _check_format(zarr_format: Any) -> None:
-    if zarr_format not in (None, 2, 3) or isinstance(zarr_format, bool):
-        raise UnsupportedError(f"zarr_format={zarr_format!r}: Zarr formats are 2 and 3")
 
 
 def create(shape: Any, **kwargs: Any) -> Array:
@@ -151,7 +147,7 @@ def group(
     storage_options: Mapping[str, Any] | None = None,
 ) -> Group:
     """Open the group at ``path``, creating it if missing; ``overwrite=True`` replaces what is there."""
-    _check_format(zarr_format)
+    check_zarr_format(zarr_format, optional=True)
     return open_group(
         store,
         path=path,
@@ -183,7 +179,7 @@ def save(
     keyword ones under their names, in a new group (zarr-python's ``save``). One array is refused
     (NodeExistsError) where a node exists, as zarr-python refuses it; a group of several replaces what
     is there."""
-    _check_format(zarr_format)
+    check_zarr_format(zarr_format, optional=True)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
     if len(args) == 1 and not kwargs:
@@ -206,7 +202,7 @@ def load(
 ) -> Any:
     """The array at ``path`` as a NumPy array, or, for a group, a dict of its arrays as NumPy arrays
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
-    _check_format(zarr_format)
+    check_zarr_format(zarr_format, optional=True)
     node = open_node(store, path=path, mode="r", storage_options=storage_options, zarr_format=zarr_format)
     if isinstance(node, Array):
         return node[...]

@@ -19,7 +19,7 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.core.spec import ArraySpec, auto_chunks
 from rectizarr.core.v2create import v2_zarray, whole_axes
-from rectizarr.core.v2meta import decode_v2_array
+from rectizarr.core.v2meta import DIMS_ATTR, decode_v2_array
 from rectizarr.errors import CodecError, MetadataError
 
 _TARGET_SHARD_BYTES = 64 << 20
@@ -187,11 +187,9 @@ def _grid(shape: Shape, chunks: Any, itemsize: int) -> ChunkGrid:
     return ChunkGrid.from_chunks(shape, whole_axes(chunks, shape))
 
 
-def build_array(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-    """The metadata and codec pipeline of a new array: a Zarr v3 ``zarr.json``, or for ``zarr_format=2`` a
-    ``.zarray`` (:mod:`rectizarr.core.v2create`)."""
-    if spec.zarr_format == 2:
-        return _build_v2(spec)
+def build_v3(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+    """The metadata and codec pipeline of a new Zarr v3 array (its ``zarr.json``); the format objects choose
+    (:func:`rectizarr.nodes.build_array`)."""
     grid, chain_json = _grid_and_chain(spec)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
     pipeline = build_pipeline(metas, spec.dtype.numpy, [d.unique_edges() for d in grid.dims], "codecs")
@@ -232,11 +230,13 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
     return grid, [{"name": "sharding_indexed", "configuration": sharding}]
 
 
-def _build_v2(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+def build_v2(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+    """The metadata and codec pipeline of a new Zarr v2 array (its ``.zarray``:
+    :mod:`rectizarr.core.v2create`)."""
     zarray = v2_zarray(spec)
     attrs = dict(spec.attributes)
     if spec.dimension_names is not None:
-        attrs["_ARRAY_DIMENSIONS"] = list(spec.dimension_names)
+        attrs[DIMS_ATTR] = list(spec.dimension_names)
     meta = decode_v2_array(zarray, attrs)
     pipeline = build_pipeline(
         meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in meta.chunk_grid.dims], "codecs"

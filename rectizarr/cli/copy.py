@@ -19,7 +19,6 @@ from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core.codec_meta import codecs_to_json, parse_codecs
 from rectizarr.core.grid import declared_sizes
 from rectizarr.core.metadata import node_to_json
-from rectizarr.core.v2migrate import v3_attributes, v3_codecs
 from rectizarr.creation import build_chain
 from rectizarr.errors import MetadataError, NodeExistsError
 from rectizarr.groups import Group, consolidate_metadata, open_group
@@ -75,11 +74,11 @@ def dest_layout(src: Array, opts: CopyOptions) -> tuple[list[Any], list[Any]]:
     """``(storage chunks, full codec chain JSON)`` of the destination of ``src`` under ``opts``."""
     pipe = src.pipeline
     metas = src.metadata.codecs
-    if src.metadata.zarr_format == 2:  # the destination is v3: the v2 chain as v3 codecs, else the defaults
-        mapped, _ = v3_codecs(src.metadata)
+    v3, _ = nodes.format_of(src.metadata).as_v3(src.metadata)
+    if v3 is not src.metadata:  # the destination is v3: the v2 chain as v3 codecs, else the defaults
         metas = (
-            mapped
-            if mapped is not None
+            v3.codecs
+            if v3 is not None
             else parse_codecs(build_chain(src.metadata.data_type, None, "auto", "auto"))
         )
         pipe = build_pipeline(metas, src.dtype, [d.unique_edges() for d in src.grid.dims])
@@ -179,7 +178,7 @@ def _create_dest(
         codecs=codecs,
         fill_value=src.metadata.fill_value,
         dimension_names=src.dimension_names,
-        attributes=v3_attributes(src.metadata),
+        attributes=nodes.format_of(src.metadata).v3_attributes(src.metadata),
         chunk_key_encoding=meta_json["chunk_key_encoding"],
         overwrite=opts.overwrite,
     )

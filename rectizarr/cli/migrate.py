@@ -22,7 +22,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import numpy as np
 
 from rectizarr import nodes
@@ -33,8 +32,6 @@ from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
 from rectizarr.core.spec import ArraySpec
 from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
-from rectizarr.core.v2migrate import v3_attributes, v3_codecs
-from rectizarr.creation import build_array
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata
 from rectizarr.stores import Store
@@ -102,11 +99,10 @@ def _array_step(src: Array, opts: MigrateOptions) -> Step:
     meta = src.metadata
     if opts.chunks is not None:
         return Step(src.path, "reencode", "--chunks rechunks it", source=src)
-    codecs, why = v3_codecs(meta)
-    if codecs is None:
+    v3, why = nodes.format_of(meta).as_v3(meta)
+    if v3 is None:
         return Step(src.path, "reencode", why, source=src)
-    v3 = msgspec.structs.replace(meta, codecs=codecs, zarr_format=3, v2=None, attributes=v3_attributes(meta))
-    if codecs != meta.codecs and not _verified(src, v3):
+    if v3.codecs != meta.codecs and not _verified(src, v3):
         return Step(src.path, "reencode", f"{why} decode a stored chunk differently", source=src)
     return Step(src.path, "reuse", why, meta=v3, source=src)
 
@@ -122,7 +118,7 @@ def plan_migration(src: Array | Group, opts: MigrateOptions) -> list[Step]:
     """The steps that migrate ``src`` (a v2 array or group) and everything below it, top-down."""
     steps = []
     for node in _walk(src):
-        if node.metadata.zarr_format != 2:
+        if not nodes.format_of(node.metadata).migrates:
             raise MetadataError(f"{node.name!r} is already a Zarr v3 node; only v2 hierarchies migrate")
         if isinstance(node, Group):
             steps.append(
@@ -182,14 +178,14 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     m = src.metadata
     dtype = m.data_type
     chunks = opts.chunks if opts.chunks is not None else list(src.chunks)
-    meta, pipeline = build_array(
+    meta, pipeline = nodes.build_array(
         ArraySpec.from_keywords(
             shape=m.shape,
             dtype=dtype,
             chunks=chunks,
             fill_value=m.fill_value,
             dimension_names=m.dimension_names,
-            attributes=v3_attributes(m),
+            attributes=nodes.format_of(m).v3_attributes(m),
         )
     )
     dst = Array(store, path, meta, pipeline=pipeline)  # its zarr.json is written once the data is

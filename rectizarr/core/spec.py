@@ -1,6 +1,6 @@
 """What a new array is asked to be, checked once: :class:`ArraySpec` (no I/O). ``create_array``'s keywords
 become one frozen spec, and the builders below take the spec, not the keywords: Zarr v3's
-(:func:`rectizarr.creation.build_array`) and v2's (:func:`rectizarr.core.v2create.v2_zarray`). Checked here
+(:func:`rectizarr.creation.build_v3`) and v2's (:func:`rectizarr.core.v2create.v2_zarray`). Checked here
 is what needs no codec; chunk grids and codec chains are resolved by the builders.
 """
 
@@ -10,7 +10,7 @@ import inspect
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -21,11 +21,43 @@ from rectizarr.core.dtype_optional import optional_fill_from_user
 from rectizarr.core.metadata import check_attributes, parse_shape
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["NULL_FILL", "SPEC_KEYWORDS", "ArraySpec", "ByteOrders", "auto_chunks", "user_fill"]
+__all__ = [
+    "NULL_FILL",
+    "SPEC_KEYWORDS",
+    "ZARR_FORMATS",
+    "ArraySpec",
+    "ByteOrders",
+    "auto_chunks",
+    "check_zarr_format",
+    "user_fill",
+]
 
 ByteOrders = bool | tuple["ByteOrders", ...]  # big-endian or not, per field of a structured dtype (nested)
 
 _TARGET_CHUNK_BYTES = 1 << 20
+
+ZARR_FORMATS: tuple[Literal[2, 3], ...] = (3, 2)
+"""The Zarr formats, in the order a node is looked for where none is asked for."""
+
+
+@overload
+def check_zarr_format(zarr_format: Any, optional: Literal[False] = False) -> Literal[2, 3]: ...
+@overload
+def check_zarr_format(zarr_format: Any, optional: bool) -> Literal[2, 3] | None: ...
+def check_zarr_format(zarr_format: Any, optional: bool = False) -> Literal[2, 3] | None:
+    """The Zarr format that a user's ``zarr_format`` argument names, 2 or 3 (``optional``: None too, no
+    format asked for); a MetadataError for anything else. Every public function taking ``zarr_format``
+    checks it here."""
+    if zarr_format is None and optional:
+        return None
+    try:
+        known = not isinstance(zarr_format, bool | np.bool_) and zarr_format in ZARR_FORMATS
+    except (TypeError, ValueError):  # (an array-like: no truth value)
+        known = False
+    if not known:
+        allowed = "2, 3 or None" if optional else "2 or 3"
+        raise MetadataError(f"zarr_format must be {allowed}, got {zarr_format!r}")
+    return ZARR_FORMATS[ZARR_FORMATS.index(zarr_format)]
 
 
 class _NullFill:
@@ -44,7 +76,7 @@ zarr-python writes for an explicit ``fill_value=None``."""
 @dataclass(frozen=True, slots=True)
 class ArraySpec:
     """A new array as ``create_array`` was asked for it, checked (build it with
-    :func:`rectizarr.creation.build_array`). ``chunks``, ``shards``, ``filters``, ``compressors``,
+    :func:`rectizarr.nodes.build_array`). ``chunks``, ``shards``, ``filters``, ``compressors``,
     ``serializer`` and ``codecs`` are kept as given; ``fill`` is the fill value as a 0-d array of ``dtype``
     (``null_fill``: Zarr v2's ``null``, read as that default); ``big_endian`` says, per field of a structured
     dtype, whether big-endian values were asked for (``">f8"``: Zarr v2 stores them so)."""
@@ -89,7 +121,7 @@ class ArraySpec:
     ) -> ArraySpec:
         """The spec of ``create_array``'s keywords (their meaning is documented there); a MetadataError
         naming the keyword where one is wrong, an UnsupportedError where the format lacks it."""
-        fmt = _format(zarr_format)
+        fmt = check_zarr_format(zarr_format)
         _check_keywords(fmt, shards, filters, compressors, serializer, codecs, order)
         shape_t, dt = _shape(shape), dtype if isinstance(dtype, DataType) else data_type_from_numpy(dtype)
         if fmt == 3 and dt.name.startswith("v2:"):  # a structured dtype with a sub-array field
@@ -128,12 +160,6 @@ def auto_chunks(shape: Shape, itemsize: int) -> Shape:
         i = int(np.argmax(chunks))
         chunks[i] = -(-chunks[i] // 2)
     return tuple(chunks)
-
-
-def _format(zarr_format: Any) -> Literal[2, 3]:
-    if zarr_format in (2, 3) and not isinstance(zarr_format, bool):
-        return 2 if zarr_format == 2 else 3
-    raise MetadataError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
 
 
 def _check_keywords(

@@ -67,7 +67,7 @@ def v3_attributes(meta: ArrayMeta) -> dict[str, Any]:
     values it masks come back as numbers."""
     attrs = dict(meta.attributes)
     fill = None if meta.v2 is None else meta.v2.get("fill_value")
-    if meta.zarr_format != 2 or meta.dimension_names is None or fill is None or "_FillValue" in attrs:
+    if meta.dimension_names is None or fill is None or "_FillValue" in attrs:  # (v3 arrays: no meta.v2)
         return attrs
     value = meta.fill_value
     if value.dtype.kind in "iu":

@@ -30,6 +30,7 @@ from xarray import Dataset
 from xarray.backends import BackendEntrypoint
 from xarray.backends.store import StoreBackendEntrypoint
 
+from rectizarr.core.spec import check_zarr_format
 from rectizarr.errors import MetadataError
 from rectizarr.groups import Group, open_group
 from rectizarr.integrations.xarray_read import RectizarrBackendArray, RectizarrDataStore
@@ -52,8 +53,7 @@ def _open_group(
     consolidated: bool | None = None,
     zarr_format: int | None = None,
 ) -> Group:
-    if zarr_format not in (None, 2, 3):
-        raise MetadataError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
+    check_zarr_format(zarr_format, optional=True)
     if isinstance(obj, Group):
         node = obj[group] if group else obj
         if not isinstance(node, Group):

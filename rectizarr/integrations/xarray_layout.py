@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from xarray import Variable
 
+from rectizarr import nodes
 from rectizarr._util import is_int
 from rectizarr.arrays import Array
 from rectizarr.core.spec import NULL_FILL
@@ -83,7 +84,8 @@ def array_kwargs(
     enc = {
         k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)
     }
-    layout = _LAYOUT if zarr_format == 3 else _LAYOUT - {"fill_value"}
+    fmt = nodes.format_for(zarr_format)
+    layout = _LAYOUT - {"fill_value"} if fmt.nullable_fill else _LAYOUT
     invalid = [k for k in enc if k not in layout]
     if invalid and strict:
         hint = " Use `_FillValue` to set the Zarr array `fill_value`" if "fill_value" in invalid else ""
@@ -91,14 +93,14 @@ def array_kwargs(
     shape = tuple(var.shape)
     chunks = _chunks_arg(name, "chunks", enc.get("chunks"), shape, strict)
     shards = _chunks_arg(name, "shards", enc.get("shards"), shape, strict)
-    if isinstance(enc.get("shards"), str) and enc["shards"] == "auto" and zarr_format == 3:
+    if isinstance(enc.get("shards"), str) and enc["shards"] == "auto" and fmt.sharding:
         shards = "auto"  # rectizarr picks the shard shape (create_array's shards="auto")
     attrs = dict(var.attrs)
-    if zarr_format == 2:
+    if not fmt.rectilinear and chunks is None and dask_chunks is not None:
+        chunks = regular_dask_chunks(name, dask_chunks)
+    if fmt.nullable_fill:
         fill = attrs.pop("_FillValue", None)
         fill = NULL_FILL if fill is None else fill
-        if chunks is None and dask_chunks is not None:
-            chunks = regular_dask_chunks(name, dask_chunks)
     else:
         fill = enc.get("fill_value")
         if fill is None and var.dtype.kind == "f":
@@ -108,7 +110,7 @@ def array_kwargs(
     kwargs: dict[str, Any] = {
         "dtype": var.dtype,
         "fill_value": fill,
-        "dimension_names": [str(d) for d in var.dims] if var.ndim or zarr_format == 2 else None,
+        "dimension_names": [str(d) for d in var.dims] if var.ndim or fmt.dims_attribute else None,
         "attributes": {str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()},
     }
     for key in ("compressors", "filters", "serializer", "chunk_key_encoding", "write_empty_chunks"):

@@ -17,6 +17,7 @@ from xarray.backends import BackendArray
 from xarray.backends.common import AbstractDataStore
 from xarray.core import indexing
 
+from rectizarr import nodes
 from rectizarr.arrays import Array
 from rectizarr.errors import MetadataError
 from rectizarr.groups import Group
@@ -166,9 +167,10 @@ class RectizarrDataStore(AbstractDataStore):
             "fill_value": array.fill_value,
         }
         encoding.update(_codec_encoding(array), shards=storage if array.is_sharded else None)
-        v2 = array.metadata.zarr_format == 2
-        if v2 or self._fill_as_mask:  # the fill value is the _FillValue (in v2 always, as xarray reads it)
-            if not v2 or (array.metadata.v2 or {}).get("fill_value") is not None:  # (v2 null: none)
+        fmt = nodes.format_of(array.metadata)
+        # the fill value is the _FillValue: always where it may be null (v2, as xarray reads it; null: none)
+        if fmt.nullable_fill or self._fill_as_mask:
+            if fmt.has_fill(array.metadata):
                 attributes["_FillValue"] = array.fill_value
         elif "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute
             attributes["_FillValue"] = FillValueCoder.decode(attributes["_FillValue"], array.dtype)

@@ -23,6 +23,7 @@ from rectizarr.core.dims import FixedDim
 from rectizarr.core.dtype import as_strings
 from rectizarr.core.grid import all_data_lens
 from rectizarr.core.metadata import ArrayMeta, check_attributes
+from rectizarr.core.spec import check_zarr_format
 from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError
 from rectizarr.groups import Group, consolidate_metadata, open_group
 from rectizarr.integrations.dask import from_dask
@@ -243,8 +244,7 @@ def to_rectizarr(
     current by every write) or True (consolidate) or False (leave as is). Returns the :class:`~rectizarr.Group`,
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
     """
-    if zarr_format not in (None, 2, 3):
-        raise ValueError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
+    check_zarr_format(zarr_format, optional=True)
     mode = _choose_mode(mode, append_dim, region)
     _check_names(dataset)
     _check_attrs(dataset)
@@ -255,7 +255,7 @@ def to_rectizarr(
     if missing:
         raise KeyError(f"variables {sorted(map(str, missing))!r} in encoding are not in the dataset")
     g = _target(store, group, mode, storage_options, zarr_format)
-    if zarr_format is not None and g.metadata.zarr_format != zarr_format:
+    if zarr_format is not None and nodes.format_of(g.metadata) is not nodes.format_for(zarr_format):
         raise ValueError(
             f"zarr_format={zarr_format} was given, but the group {g.name!r} is stored in Zarr format "
             f"{g.metadata.zarr_format}"

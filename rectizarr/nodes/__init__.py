@@ -18,6 +18,7 @@ from rectizarr.nodes.create import create_new as create_new
 from rectizarr.nodes.create import create_node as create_node
 from rectizarr.nodes.create import create_parents as create_parents
 from rectizarr.nodes.formats import FORMATS as FORMATS
+from rectizarr.nodes.formats import build_array as build_array
 from rectizarr.nodes.formats import check_format as check_format
 from rectizarr.nodes.formats import delete_node as delete_node
 from rectizarr.nodes.formats import doc_key as doc_key

@@ -12,7 +12,9 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Protocol
 
 from rectizarr import commit
-from rectizarr.core.metadata import GroupMeta, NodeMeta
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta
+from rectizarr.core.spec import ArraySpec
 from rectizarr.errors import NodeExistsError
 from rectizarr.nodes.paths import AncestorDocs, locked
 from rectizarr.nodes.versions import Tracker
@@ -72,10 +74,36 @@ class DocFormat(ABC):
     # whether a change below a consolidating group is published with the consolidated copies of it through
     # the group's commit record (:mod:`rectizarr.commit`), not refreshed after it
     records: bool
+    migrates: bool  # whether its nodes are migrated to Zarr v3 (``rectizarr migrate``)
+    sharding: bool  # whether its arrays may be sharded
+    rectilinear: bool  # whether its arrays' chunk grids may be rectilinear
+    # whether an array's fill value may be null (none): then xarray keeps a variable's CF ``_FillValue`` as
+    # the array's fill value (null where there is none), not as an attribute
+    nullable_fill: bool
+    # the attribute holding an array's dimension names (xarray's, which it requires on every array of the
+    # format, a 0-d one too), None where the document has a field for them
+    dims_attribute: str | None
 
     def holds(self, obj: Mapping[str, Any]) -> bool:
         """Whether the JSON object ``obj`` (a consolidated entry) declares this format."""
         return obj.get("zarr_format") == self.zarr_format
+
+    @abstractmethod
+    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+        """The document and the codec pipeline of a new array of this format (:mod:`rectizarr.creation`)."""
+
+    @abstractmethod
+    def has_fill(self, meta: ArrayMeta) -> bool:
+        """Whether the array ``meta`` has a fill value (a null one: none, see :attr:`nullable_fill`)."""
+
+    @abstractmethod
+    def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
+        """The attributes of the array ``meta`` as a Zarr v3 array holds them."""
+
+    @abstractmethod
+    def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
+        """The array ``meta`` as a Zarr v3 array that reads its stored chunks as they are (``meta`` itself
+        where it is one; None where no v3 codec chain reads them), and why."""
 
     @abstractmethod
     def defining_keys(self, path: str) -> list[str]:

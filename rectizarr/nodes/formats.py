@@ -8,8 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rectizarr import commit
+from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
-from rectizarr.errors import LenientMetadataWarning, MetadataError, NodeNotFoundError, StoreError
+from rectizarr.core.spec import ArraySpec, check_zarr_format
+from rectizarr.errors import LenientMetadataWarning, NodeNotFoundError, StoreError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Stage, Then, finished
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, prefix_of
 from rectizarr.nodes.records import decoded, primary_swapped, publish, publish_swapped
@@ -26,35 +28,27 @@ def format_of(meta: NodeMeta) -> DocFormat:
     return FORMATS[meta.zarr_format]
 
 
-def _lookup(zarr_format: Any) -> DocFormat | None:
-    try:
-        return None if isinstance(zarr_format, bool) else FORMATS.get(zarr_format)
-    except TypeError:  # (unhashable)
-        return None
-
-
 def format_for(zarr_format: Any) -> DocFormat:
-    """The format ``zarr_format`` (2 or 3) asks for, for a new node."""
-    fmt = _lookup(zarr_format)
-    if fmt is None:
-        raise MetadataError(f"zarr_format must be 2 or 3, got {zarr_format!r}")
-    return fmt
+    """The format ``zarr_format`` (2 or 3: :func:`check_zarr_format`) asks for, for a new node."""
+    return FORMATS[check_zarr_format(zarr_format)]
 
 
 def check_format(zarr_format: Any) -> Any:
     """``zarr_format`` if it is 2 or 3 (for creation)."""
-    format_for(zarr_format)
+    check_zarr_format(zarr_format)
     return zarr_format
+
+
+def build_array(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+    """The metadata and codec pipeline of a new array, in the format ``spec`` asks for
+    (:meth:`DocFormat.build_array`)."""
+    return FORMATS[spec.zarr_format].build_array(spec)
 
 
 def _formats(zarr_format: Any) -> tuple[DocFormat, ...]:
     """The formats to look for a node in: ``zarr_format``'s, or (None) each in turn."""
-    if zarr_format is None:
-        return tuple(FORMATS.values())
-    fmt = _lookup(zarr_format)
-    if fmt is None:
-        raise MetadataError(f"zarr_format must be 2, 3 or None, got {zarr_format!r}")
-    return (fmt,)
+    fmt = check_zarr_format(zarr_format, optional=True)
+    return tuple(FORMATS.values()) if fmt is None else (FORMATS[fmt],)
 
 
 def read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta:

@@ -7,9 +7,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import msgspec
+
 from rectizarr import commit
-from rectizarr.core import v2meta
+from rectizarr.codecs.pipeline import CodecPipeline
+from rectizarr.core import v2meta, v2migrate
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
+from rectizarr.core.spec import ArraySpec
+from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
 from rectizarr.nodes.paths import AncestorDocs, locked, parent_paths, prefix_of, relative
@@ -23,6 +28,29 @@ class V2Format(DocFormat):
     zarr_format: Literal[2, 3] = 2
     missing = "'.zarray' or '.zgroup'"
     records = False
+    migrates = True
+    sharding = False
+    rectilinear = False
+    nullable_fill = True
+    dims_attribute = v2meta.DIMS_ATTR
+
+    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+        return build_v2(spec)
+
+    def has_fill(self, meta: ArrayMeta) -> bool:
+        return (meta.v2 or {}).get("fill_value") is not None
+
+    def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
+        return v2migrate.v3_attributes(meta)
+
+    def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
+        codecs, why = v2migrate.v3_codecs(meta)
+        if codecs is None:
+            return None, why
+        attributes = self.v3_attributes(meta)
+        return msgspec.structs.replace(
+            meta, codecs=codecs, zarr_format=3, v2=None, attributes=attributes
+        ), why
 
     def defining_keys(self, path: str) -> list[str]:
         return [prefix_of(path) + v2meta.V2_ARRAY, prefix_of(path) + v2meta.V2_GROUP]

@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from rectizarr import commit, tuning
+from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import (
+    ArrayMeta,
     GroupMeta,
     NodeMeta,
     decode_node,
@@ -18,6 +20,8 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
+from rectizarr.core.spec import ArraySpec
+from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
@@ -43,6 +47,23 @@ class V3Format(DocFormat):
     zarr_format: Literal[2, 3] = 3
     missing = "{key!r}"
     records = True
+    migrates = False
+    sharding = True
+    rectilinear = True
+    nullable_fill = False
+    dims_attribute = None
+
+    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
+        return build_v3(spec)
+
+    def has_fill(self, meta: ArrayMeta) -> bool:
+        return True
+
+    def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
+        return dict(meta.attributes)
+
+    def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
+        return meta, "a Zarr v3 array"
 
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]

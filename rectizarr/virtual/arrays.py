@@ -27,7 +27,6 @@ from rectizarr.core.codec_meta import codecs_to_json
 from rectizarr.core.dims import Dim, FixedDim, VaryingDim
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, canonical_codecs
-from rectizarr.core.v2migrate import v3_attributes, v3_codecs
 from rectizarr.virtual.errors import ConcatError, SourceMismatchError, UnreferenceableError
 from rectizarr.virtual.refs import Target
 from rectizarr.virtual.shards import inner_chunks
@@ -71,16 +70,12 @@ class Planned:
 
 
 def part_of(source: Source, array: Array) -> Part:
-    meta = array.metadata
-    if meta.zarr_format == 2:
-        codecs, why = v3_codecs(meta)
-        if codecs is None:
-            raise UnreferenceableError(
-                f"{why}: its chunks cannot be read by a Zarr v3 chain", source=source.name, field="codecs"
-            )
-        meta = msgspec.structs.replace(
-            meta, codecs=codecs, zarr_format=3, v2=None, attributes=v3_attributes(meta)
+    v3, why = nodes.format_of(array.metadata).as_v3(array.metadata)
+    if v3 is None:
+        raise UnreferenceableError(
+            f"{why}: its chunks cannot be read by a Zarr v3 chain", source=source.name, field="codecs"
         )
+    meta = v3
     shard = next((c for c in meta.codecs if isinstance(c, cm.ShardingMeta)), None)
     if shard is None:
         return Part(source, array, meta, meta.chunk_grid.dims, None)

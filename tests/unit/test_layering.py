@@ -36,7 +36,7 @@ RANKS: Mapping[str, int] = {
     "commit": 2,  # commit: multi-document updates (core + stores)
     "io": 3,  # the only layer that knows stores AND codecs
     "nodes": 4,  # nodes/: document formats (v3, v2) behind one interface, version tracking, consolidation
-    "creation": 4,
+    "creation": 3,  # creation: a new array's document and codec chain (core + codecs), as the formats build it
     "summary": 4,
     "arrays": 5,  # arrays/: the handle's state (base), reads and writes (access), resizing (resize), Array
     "api": 6,
