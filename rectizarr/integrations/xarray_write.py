@@ -4,102 +4,49 @@ Modes, ``append_dim``, ``region`` (slices or ``"auto"``), ``encoding`` and the c
 behave as xarray's Zarr backend does, with xarray's error messages; the differences are rectizarr's: dask
 chunks that are irregular become a rectilinear grid (xarray refuses them), and chunks read from a store
 (``encoding["chunks"]``, rectilinear included) are kept on re-save.
+
+Here the entry points and the order of the work; what is asked is checked in :mod:`.xarray_checks`, each
+variable's write planned and made in :mod:`.xarray_plan`, an append published and the group consolidated in
+:mod:`.xarray_publish`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Hashable, Iterable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Hashable, Mapping
+from typing import Any
 
-import numpy as np
-from xarray import Dataset, Variable, conventions
+from xarray import Dataset, conventions
 
-from rectizarr import commit, nodes
+from rectizarr import nodes
 from rectizarr.api import open_array
-from rectizarr.arrays import Array, StagedTarget
-from rectizarr.core.dims import FixedDim
-from rectizarr.core.dtype import as_strings
-from rectizarr.core.grid import all_data_lens
-from rectizarr.core.metadata import ArrayMeta, check_attributes
+from rectizarr.arrays import Array
 from rectizarr.core.spec import check_zarr_format
-from rectizarr.errors import ConflictError, MetadataError, NodeNotFoundError
-from rectizarr.groups import Group, consolidate_metadata, open_group
-from rectizarr.integrations.dask import from_dask
-from rectizarr.integrations.xarray_layout import (
-    aligned_rechunk,
-    array_kwargs,
-    check_existing,
-    check_safe_chunks,
-    is_dask,
-    storage_lengths,
-    target_slices,
+from rectizarr.errors import NodeNotFoundError
+from rectizarr.groups import Group, open_group
+from rectizarr.integrations.xarray_checks import (
+    NONE_NAME,
+    check_attrs,
+    check_dtype,
+    check_names,
+    check_new_sizes,
+    choose_mode,
+    encoding_of,
+    existing_encodings,
+    has_dim,
+    resolve_region,
+    stored_dims,
 )
-from rectizarr.integrations.xarray_read import RectizarrDataStore
-from rectizarr.nodes import read_meta
+from rectizarr.integrations.xarray_layout import is_dask
+from rectizarr.integrations.xarray_plan import planned, write_existing, write_new, write_staged
+from rectizarr.integrations.xarray_publish import finish, locked, publish
 
 __all__ = ["to_rectizarr"]
-
-_MODES = ("w", "w-", "a", "a-", "r+")
 
 
 def _untyped(module: str) -> Any:
     return importlib.import_module(module)
-
-
-def _choose_mode(mode: str | None, append_dim: Hashable | None, region: Any) -> str:
-    """xarray's defaults and checks of ``mode`` against ``append_dim`` and ``region``."""
-    if mode is None:
-        mode = "a" if append_dim is not None else "r+" if region is not None else "w-"
-    if append_dim is not None and mode not in ("a", "a-"):
-        raise ValueError("cannot set append_dim unless mode='a' or mode=None")
-    if region is not None and mode not in ("a", "a-", "r+"):
-        raise ValueError("cannot set region unless mode='a', mode='a-', mode='r+' or mode=None")
-    if mode not in _MODES:
-        raise ValueError(
-            f"The only supported options for mode are 'w', 'w-', 'a', 'a-', and 'r+', but mode={mode!r}"
-        )
-    return mode
-
-
-NONE_NAME = "__values__"
-"""The stored name of a variable named None (xarray's, which its readers decode back to None)."""
-
-
-def _check_names(ds: Dataset) -> None:
-    """xarray's rule for the names of variables it writes: a non-empty string, or None."""
-    for name in ds.variables:
-        if isinstance(name, str) and not name:
-            raise ValueError(
-                f"Invalid name {name!r} for DataArray or Dataset key: string must be length 1 or greater "
-                "for serialization to netCDF or zarr files"
-            )
-        if not isinstance(name, str) and name is not None:
-            raise TypeError(
-                f"Invalid name {name!r} for DataArray or Dataset key: must be either a string or None for "
-                "serialization to netCDF or zarr files"
-            )
-
-
-def _check_attrs(ds: Dataset) -> None:
-    """Every attribute of the dataset and its variables stored as JSON, checked before anything is written
-    (xarray's TypeError, with the JSON path of the value that has no JSON form)."""
-    xz = _untyped("xarray.backends.zarr")
-    owners = [("Dataset", ds.attrs), *((f"variable {str(k)!r}", v.attrs) for k, v in ds.variables.items())]
-    for owner, attrs in owners:
-        try:
-            check_attributes(
-                {k: xz.encode_zarr_attr_value(v) if isinstance(k, str) else v for k, v in attrs.items()}
-            )
-        except (MetadataError, TypeError, ValueError) as exc:
-            raise TypeError(f"Invalid attribute in Dataset.attrs. ({owner}): {exc}") from exc
-
-
-def _encoding_of(name: Hashable, value: Any) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise ValueError(f"encoding for variable {name!r} must be castable to a dictionary, got {value!r}")
-    return dict(value)
 
 
 def _target(
@@ -122,81 +69,6 @@ def _target(
         if mode == "r+":
             raise
     return open_group(store, path=group, mode="a", storage_options=storage_options, zarr_format=zarr_format)
-
-
-def _auto_region(ds: Dataset, region: dict[Hashable, Any], g: Group) -> dict[Hashable, Any]:
-    """``"auto"`` entries found by looking the dataset's coordinate values up in the stored ones."""
-    pd = _untyped("pandas")
-
-    for dim, value in list(region.items()):
-        if not (isinstance(value, str) and value == "auto"):
-            continue
-        if dim not in ds.variables:
-            region[dim] = slice(0, ds.sizes[dim])
-            continue
-        stored = _existing_encodings(g, [str(dim)])[str(dim)]
-        idxs = pd.Index(np.asarray(stored.values)).get_indexer(ds[dim].values)
-        if (idxs == -1).any():
-            raise KeyError(
-                f"Not all values of coordinate '{dim}' in the new array were found in the original store. "
-                "Writing to a zarr region slice requires that no dimensions or metadata are changed by "
-                "the write."
-            )
-        if len(idxs) and (np.diff(idxs) != 1).any():
-            raise ValueError(
-                f"The auto-detected region of coordinate '{dim}' for writing new data to the original "
-                "store had non-contiguous indices. Writing to a zarr region slice requires that the new "
-                "data constitute a contiguous subset of the original store."
-            )
-        region[dim] = slice(int(idxs[0]), int(idxs[-1]) + 1) if len(idxs) else slice(0, 0)
-    return region
-
-
-def _region(
-    ds: Dataset, region: Any, mode: str, append_dim: Hashable | None, g: Group
-) -> tuple[Dataset, dict[Hashable, slice]]:
-    """xarray's region checks (``"auto"`` resolved from the stored coordinates); index variables dropped."""
-    if region == "auto":
-        region = dict.fromkeys(ds.dims, "auto")
-    if not isinstance(region, dict):
-        raise TypeError(f"``region`` must be a dict, got {type(region)}")
-    region = dict(region)
-    if any(isinstance(v, str) and v == "auto" for v in region.values()):
-        if mode not in ("r+", "a"):
-            raise ValueError(f"``mode`` must be 'r+' or 'a' when using ``region='auto'``, got {mode!r}")
-        region = _auto_region(ds, region, g)
-    for k, v in region.items():
-        if k not in ds.dims:
-            raise ValueError(
-                f"all keys in ``region`` are not in Dataset dimensions, got {list(region)} and "
-                f"{list(ds.dims)}"
-            )
-        if not isinstance(v, slice):
-            raise TypeError(f"all values in ``region`` must be slice objects, got region={region}")
-        if v.step not in (1, None):
-            raise ValueError(f"step on all slices in ``region`` must be 1 or None, got region={region}")
-    unmatched = [k for k, v in ds.variables.items() if not set(region).intersection(v.dims)]
-    if region and unmatched:
-        raise ValueError(
-            "when setting `region` explicitly in to_zarr(), all variables in the dataset to write must have at "
-            f"least one dimension in common with the region's dimensions {list(region)}, but that is not the "
-            f"case for some variables here. To drop these variables from this dataset before exporting to zarr, "
-            f"write: .drop_vars({unmatched!r})"
-        )
-    if append_dim is not None and append_dim in region:
-        raise ValueError(
-            "cannot list the same dimension in both ``append_dim`` and ``region`` with to_zarr(), "
-            f"got {append_dim} in both"
-        )
-    return ds.drop_vars(list(ds.indexes)), region
-
-
-def _existing_encodings(g: Group, names: list[str]) -> dict[str, Variable]:
-    """The stored variables, CF-decoded, so new values are encoded exactly as the stored ones."""
-    reader = RectizarrDataStore(g, unnamed_dims="dim_n")
-    raw = {n: reader.open_store_variable(n, g[n]) for n in names}  # type: ignore[arg-type]
-    decoded, _, _ = conventions.decode_cf_variables(raw, {})
-    return dict(decoded)
 
 
 def to_rectizarr(
@@ -245,10 +117,10 @@ def to_rectizarr(
     or with ``compute=False`` a ``dask.delayed`` that writes the data when computed (metadata is written now).
     """
     check_zarr_format(zarr_format, optional=True)
-    mode = _choose_mode(mode, append_dim, region)
-    _check_names(dataset)
-    _check_attrs(dataset)
-    user_encoding = {NONE_NAME if k is None else k: _encoding_of(k, v) for k, v in (encoding or {}).items()}
+    mode = choose_mode(mode, append_dim, region)
+    check_names(dataset)
+    check_attrs(dataset)
+    user_encoding = {NONE_NAME if k is None else k: encoding_of(k, v) for k, v in (encoding or {}).items()}
     if None in dataset.variables:  # stored under xarray's name for it (read back as None)
         dataset = dataset.rename({None: NONE_NAME})
     missing = set(user_encoding) - set(dataset.variables)
@@ -269,7 +141,7 @@ def to_rectizarr(
         and bool(existing)
         and not (swapped and not nodes.format_of(g.metadata).records)
     )
-    with _locked(g, existing, dataset.variables) if atomic and not swapped else contextlib.nullcontext():
+    with locked(g, existing, dataset.variables) if atomic and not swapped else contextlib.nullcontext():
         return _to_group(
             dataset,
             g,
@@ -285,71 +157,6 @@ def to_rectizarr(
             write_empty_chunks=write_empty_chunks,
             atomic=atomic,
         )
-
-
-def _locked(
-    g: Group, existing: Mapping[str, Array], names: Iterable[Any] = ()
-) -> contextlib.AbstractContextManager[None]:
-    """The locks of the group's document, its ancestors', its arrays' and those of the arrays of ``names``
-    that an append may create (taken at once: a hold takes no more locks)."""
-    paths = {g.path, *nodes.parent_paths(g.path), *(a.path for a in existing.values())}
-    paths.update(nodes.join(g.path, str(name)) for name in names)
-    return g.store.lock([nodes.meta_key(p) for p in sorted(paths)])
-
-
-def _publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array], check: bool) -> None:
-    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`), under the
-    primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
-    must still be those the data was staged against (ConflictError), the locks having been let go since."""
-    store = g.store
-    changes: dict[str, tuple[Any, Any]] = {
-        existing[n].path: (existing[n].metadata, a.metadata) for n, a in staged.items()
-    }
-    if not changes:
-        return
-    if (
-        store.capabilities.conditional_writes
-    ):  # (Zarr v3) no locks: the documents must be those staged against
-        _publish_swapped(g, changes)
-        return
-    with _locked(g, existing):
-        if check:
-            for path, (old, _) in changes.items():
-                now = nodes.read_for_write(store, path)
-                if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (
-                    old.shape,
-                    old.chunk_grid,
-                ):
-                    raise ConflictError(
-                        f"the array {path!r} was changed by another writer while this append's "
-                        "data was written (compute=False); its documents were not published"
-                    )
-        nodes.format_of(g.metadata).publish_many(store, g.path, changes)
-
-
-def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:
-    """:func:`_publish` on a store with conditional writes (:func:`rectizarr.nodes.publish_swapped`): each
-    array's document as stored must still have the shape and grid its data was staged against, else
-    ConflictError (nothing published; the staged data stays past the stored ends, unseen)."""
-
-    def change_of(path: str, old: ArrayMeta, new: ArrayMeta) -> Any:
-        def change(now: Any) -> ArrayMeta:
-            if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (old.shape, old.chunk_grid):
-                raise ConflictError(
-                    f"the array {path!r} was changed by another writer while this append's data "
-                    "was written; its documents were not published"
-                )
-            return new
-
-        return change
-
-    store = g.store
-    primary = commit.primary_of(store, next(iter(changes)), nodes.AncestorDocs(store).get)
-    nodes.publish_swapped(
-        store,
-        g.path if primary is None else primary,
-        {path: change_of(path, old, new) for path, (old, new) in changes.items()},
-    )
 
 
 def _to_group(
@@ -380,7 +187,7 @@ def _to_group(
         for name in user_encoding:
             if str(name) in existing:
                 raise ValueError(f"variable {str(name)!r} already exists, but encoding was provided")
-    ds, slices = (dataset, {}) if region is None else _region(dataset, region, mode, append_dim, g)
+    ds, slices = (dataset, {}) if region is None else resolve_region(dataset, region, mode, append_dim, g)
     names = [str(k) for k in ds.variables]
     if mode == "r+" and (new := [n for n in names if n not in existing]):
         raise ValueError(
@@ -408,18 +215,18 @@ def _to_group(
             staged=staged,
         )
         if staged is None:
-            return _finish(g, writes, compute=compute, consolidated=consolidated)
+            return finish(g, writes, compute=compute, consolidated=consolidated)
         if compute:
             if writes:
                 _untyped("dask").compute(*writes)
-            _publish(g, existing, staged, check=False)
-            return _finish(g, [], compute=True, consolidated=consolidated)
-        return _finish(
+            publish(g, existing, staged, check=False)
+            return finish(g, [], compute=True, consolidated=consolidated)
+        return finish(
             g,
             writes,
             compute=False,
             consolidated=consolidated,
-            before=lambda: _publish(g, existing, staged, check=True),
+            before=lambda: publish(g, existing, staged, check=True),
         )
     except BaseException:
         for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable
@@ -447,18 +254,18 @@ def _write_all(
     before), for the caller to shrink back should a write fail; with ``staged``, they are not resized but
     staged (:meth:`Array.staged_resize`, the handles put there by name) for the caller to publish."""
     xz = _untyped("xarray.backends.zarr")
-    if append_dim is not None and existing and not _has_dim(existing, str(append_dim)):
-        dims = _stored_dims(existing)
+    if append_dim is not None and existing and not has_dim(existing, str(append_dim)):
+        dims = stored_dims(existing)
         raise ValueError(f"append_dim={append_dim!r} does not match any existing dataset dimensions {dims}")
     if not region:
-        _check_new_sizes(ds, existing, append_dim)
+        check_new_sizes(ds, existing, append_dim)
     ds = ds.copy(deep=False)
     old_names = [n for n in map(str, ds.variables) if n in existing]
-    stored = _existing_encodings(g, old_names) if old_names else {}
+    stored = existing_encodings(g, old_names) if old_names else {}
     for key in ds.variables:
         name = str(key)
         if name in stored:
-            _check_dtype(name, stored[name], ds.variables[key])
+            check_dtype(name, stored[name], ds.variables[key])
             ds.variables[key].encoding = dict(stored[name].encoding)
         elif key in user_encoding:
             ds.variables[key].encoding = dict(user_encoding[key])
@@ -468,7 +275,7 @@ def _write_all(
         key: xz.encode_zarr_variable(raw, name=str(key), zarr_format=fmt) for key, raw in variables.items()
     }
     plans = {
-        str(key): _planned(
+        str(key): planned(
             str(key), var, existing[str(key)], append_dim, region, safe_chunks, mode, align_chunks
         )
         for key, var in encoded.items()
@@ -489,11 +296,11 @@ def _write_all(
     for key, var in encoded.items():
         name = str(key)
         if staged is not None and name in staged:
-            writes += _write_staged(staged[name], plans[name])
+            writes += write_staged(staged[name], plans[name])
         elif name in plans:
-            writes += _write_existing(existing[name], plans[name])
+            writes += write_existing(existing[name], plans[name])
         else:
-            writes += _write_new(
+            writes += write_new(
                 name,
                 var,
                 g,
@@ -504,193 +311,6 @@ def _write_all(
                 align_chunks=align_chunks,
             )
     return writes
-
-
-def _check_new_sizes(ds: Dataset, existing: Mapping[str, Array], append_dim: Hashable | None) -> None:
-    """A new variable must fit the dimensions as they will be stored (xarray writes it anyway, and the
-    group then opens with no engine: "conflicting sizes for dimension")."""
-    stored = _stored_dims(existing)
-    for key, var in ds.variables.items():
-        if str(key) in existing:
-            continue
-        for d, n in zip(map(str, var.dims), var.shape, strict=True):
-            if d not in stored:
-                continue
-            want = stored[d] + (ds.sizes[d] if d == str(append_dim) else 0)
-            if n != want:
-                raise ValueError(
-                    f"conflicting sizes for dimension {d!r}: new variable {str(key)!r} has length {n}, "
-                    f"but the stored dataset will have length {want} (writing it would leave a group "
-                    "that no engine opens)"
-                )
-
-
-def _has_dim(existing: Mapping[str, Array], dim: str) -> bool:
-    return any(dim in (a.dimension_names or ()) for a in existing.values())
-
-
-def _stored_dims(existing: Mapping[str, Array]) -> dict[str, int]:
-    dims: dict[str, int] = {}
-    for a in existing.values():
-        for d, n in zip(a.dimension_names or (), a.shape, strict=False):
-            if d is not None:
-                dims.setdefault(d, n)
-    return dims
-
-
-def _check_dtype(name: str, stored: Variable, new: Variable) -> None:
-    """xarray's rule: numbers, datetimes, bools and objects append freely; fixed-width strings must match."""
-    if (
-        np.issubdtype(new.dtype, np.number)
-        or np.issubdtype(new.dtype, np.datetime64)
-        or np.issubdtype(new.dtype, np.bool_)
-        or new.dtype == object
-        or (new.dtype.kind in ("S", "U") and stored.dtype == object)
-    ):
-        return
-    if new.dtype != stored.dtype:
-        raise ValueError(
-            f"Mismatched dtypes for variable {name} between Zarr store on disk and dataset to append. "
-            f"Store has dtype {stored.dtype} but dataset to append has dtype {new.dtype}."
-        )
-
-
-class _Plan(NamedTuple):
-    """A checked write into a stored array: the values (in the stored dimension order and dtype), the shape
-    (grown by an append) with the new edges of a rectilinear append axis, and the target region."""
-
-    data: Any
-    shape: tuple[int, ...]
-    edges: list[Any] | None
-    target: tuple[slice, ...]
-
-
-def _planned(
-    name: str,
-    var: Variable,
-    array: Array,
-    append_dim: Hashable | None,
-    region: dict[Hashable, slice],
-    safe_chunks: bool,
-    mode: str,
-    align_chunks: bool = False,
-) -> _Plan:
-    """Check a write into a stored array (xarray's checks; safe chunks against the grid as the write leaves
-    it) and cast its values to the stored dtype, so that values that do not fit fail before any resize."""
-    var = check_existing(name, var, array, append_dim, region)
-    dims = tuple(str(d) for d in var.dims)
-    data = _as_stored(var.data if is_dask(var.data) else np.asarray(var.data), array)
-    shape, edges, grid = array.shape, None, array.grid
-    if append_dim is not None and str(append_dim) in dims:
-        axis = dims.index(str(append_dim))
-        shape = tuple(n + var.shape[axis] if i == axis else n for i, n in enumerate(shape))
-        if is_dask(data) and not isinstance(grid.dims[axis], FixedDim):  # the (non-empty) blocks: new chunks
-            edges = [[c for c in data.chunks[axis] if c] if i == axis else None for i in range(array.ndim)]
-        grid = grid.resize(shape, "new_chunk" if edges is None else edges)
-        target = tuple(slice(array.shape[axis], n) if i == axis else slice(0, n) for i, n in enumerate(shape))
-    else:
-        target = target_slices(dims, shape, region)
-    if align_chunks and is_dask(data):
-        data = aligned_rechunk(data, target, all_data_lens(grid.dims))
-    if safe_chunks and is_dask(data):
-        # dask blocks must not share a stored chunk; with mode "r+" (xarray's rule) a region must also
-        # start and end on chunk boundaries, where "a" lets its first and last blocks write part of one
-        check_safe_chunks(
-            name, data.chunks, target, all_data_lens(grid.dims), edges=bool(region) and mode == "r+"
-        )
-    return _Plan(data, shape, edges, target)
-
-
-def _as_stored(data: Any, array: Array) -> Any:
-    """``data`` (NumPy or dask) cast to the stored dtype as zarr-python casts it (numbers and bytes written
-    into a string array become text: :meth:`Array.__setitem__`'s cast, done here before any resize)."""
-    data = data.astype(array.dtype, copy=False)
-    if array.metadata.data_type.name != "string":
-        return data
-    return data.map_blocks(as_strings, dtype=object) if is_dask(data) else as_strings(data)
-
-
-def _write_existing(array: Array, plan: _Plan) -> list[Any]:
-    """Append to, overwrite, or write a region of a stored array (checked, and grown, already)."""
-    if is_dask(plan.data):
-        da = _untyped("dask.array")
-        return [da.store(plan.data, array, regions=plan.target, lock=False, compute=False)]
-    if plan.data.size:
-        array[plan.target] = plan.data
-    return []
-
-
-def _write_staged(array: Array, plan: _Plan) -> list[Any]:
-    """Write an append's data into a staged array (its document not yet published)."""
-    if is_dask(plan.data):
-        da = _untyped("dask.array")
-        return [da.store(plan.data, StagedTarget(array), regions=plan.target, lock=False, compute=False)]
-    if plan.data.size:
-        array.write_staged(plan.target, plan.data)
-    return []
-
-
-def _write_new(
-    name: str,
-    var: Variable,
-    g: Group,
-    *,
-    strict: bool,
-    write_empty_chunks: bool | None,
-    zarr_format: int,
-    safe_chunks: bool,
-    align_chunks: bool = False,
-) -> list[Any]:
-    """Create the array of a new variable (chunks from the encoding, else dask blocks, else auto)."""
-    data = var.data
-    kwargs = array_kwargs(
-        name, var, strict=strict, dask_chunks=data.chunks if is_dask(data) else None, zarr_format=zarr_format
-    )
-    if write_empty_chunks is not None:
-        kwargs["write_empty_chunks"] = write_empty_chunks
-    if is_dask(data):
-        storage = storage_lengths(kwargs.get("chunks"), kwargs.get("shards"), tuple(var.shape))
-        if align_chunks and storage is not None:
-            data = aligned_rechunk(data, tuple(slice(0, n) for n in var.shape), storage)
-        if safe_chunks and storage is not None:  # dask blocks that share a chunk (shard) would race
-            check_safe_chunks(name, data.chunks, tuple(slice(0, n) for n in var.shape), storage, edges=False)
-        path = f"{g.path}/{name}" if g.path else name
-        return [
-            from_dask(
-                data, g.store, name=path, compute=False, overwrite=True, zarr_format=zarr_format, **kwargs
-            )
-        ]
-    values = np.asarray(data)
-    array = g.create_array(name, shape=values.shape, overwrite=True, zarr_format=zarr_format, **kwargs)
-    if values.size:
-        array[...] = values
-    return []
-
-
-def _finish(
-    g: Group, writes: list[Any], *, compute: bool, consolidated: bool | None, before: Any = None
-) -> Any:
-    """Run (or return as one ``Delayed``) the dask writes, then ``before()`` (an append's publication),
-    then consolidate: where the group is not yet consolidated (``None`` or ``True``); a consolidated group
-    is kept current by every metadata write."""
-
-    def done(*_: Any) -> Group:
-        if before is not None:
-            before()
-        stored = read_meta(g.store, g.path)
-        if consolidated is True or (
-            consolidated is None and getattr(stored, "consolidated_metadata", None) is None
-        ):
-            consolidate_metadata(g.store, g.path)
-        return g
-
-    if not writes:
-        return done() if compute else _untyped("dask").delayed(done)()
-    dask = _untyped("dask")
-    if compute:
-        dask.compute(*writes)
-        return done()
-    return dask.delayed(done)(*writes)
 
 
 def _tree_path(node: Any, tree: Any) -> str:
@@ -754,4 +374,4 @@ def to_rectizarr_tree(
             delayed.append(result)
             root = root or open_group(store, path=group, mode="r+", storage_options=storage_options)
     assert root is not None
-    return _finish(root, delayed, compute=compute, consolidated=consolidated)
+    return finish(root, delayed, compute=compute, consolidated=consolidated)

@@ -1,33 +1,20 @@
-"""Groups and hierarchies, with consolidated metadata kept current under our own writes.
-
-Consolidated metadata uses zarr-python's inline form: the group's ``zarr.json`` holds
-``{"consolidated_metadata": {"kind": "inline", "must_understand": false, "metadata": {rel_path: doc}}}``
-with every descendant's document under its path relative to the group. When present it answers listings
-and member opens without touching the store; every node rectizarr creates, deletes, resizes or
-re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never leave it stale.
-"""
+"""The :class:`Group` handle, :func:`create_group` and :func:`open_group` (the package's description:
+:mod:`rectizarr.groups`)."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 from rectizarr import nodes
-from rectizarr.api import create_array, open_array, open_node
+from rectizarr.api import create_array, open_node
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
-from rectizarr.errors import (
-    LenientMetadataWarning,
-    MetadataError,
-    NodeExistsError,
-    NodeNotFoundError,
-    NodeTypeError,
-    ReadOnlyError,
-)
+from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, NodeTypeError, ReadOnlyError
+from rectizarr.groups.members import Consolidated, member_path, tree_lines
 from rectizarr.stores import Store
 
-__all__ = ["Group", "consolidate_metadata", "create_group", "open", "open_group"]
+__all__ = ["Group", "create_group", "open_group"]
 
 
 class Group(nodes.Node):
@@ -54,9 +41,9 @@ class Group(nodes.Node):
         # process wrote of it since (written by another handle of ours: read again)
         self._version: Hashable = None if store.capabilities.cheap_versions else self._stored_version()
         self._stale = False  # our own writes changed what is stored below: read zarr.json again
-        # the consolidated entries of the GroupMeta they came from (checked once per document, not per
-        # lookup) and the members' metadata parsed from them so far
-        self._entries: tuple[GroupMeta, dict[str, Any], dict[str, NodeMeta]] | None = None
+        # the members as the consolidated metadata of the GroupMeta read last lists them (checked once per
+        # document, not per lookup)
+        self._entries: Consolidated | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled as store + path + options (what :func:`open_group` needs)."""
@@ -103,51 +90,20 @@ class Group(nodes.Node):
             self.refresh()
         return self._meta
 
-    def _consolidated(self) -> tuple[dict[str, Any], dict[str, NodeMeta]] | None:
-        """The consolidated entries that can name a member, and a cache of their parsed metadata; None
-        when the group is not read through consolidated metadata."""
+    def _consolidated(self) -> Consolidated | None:
+        """The members as the consolidated metadata lists them; None when the group is not read through
+        consolidated metadata."""
         if self._use_consolidated is False:
             return None
         meta = self._current()
-        if self._entries is not None and self._entries[0] is meta:
-            return self._entries[1], self._entries[2]
-        cm = meta.consolidated_metadata
-        if cm is None:
+        if self._entries is not None and self._entries.meta is meta:
+            return self._entries
+        if meta.consolidated_metadata is None:
             if self._use_consolidated:
                 raise MetadataError(f"group {self.name!r} has no consolidated metadata", path="$")
             return None
-        if cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
-            raise MetadataError(
-                "consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
-                path="$.consolidated_metadata",
-                key=nodes.meta_key(self._path),
-            )
-        self._entries = (
-            meta,
-            _valid_entries(cm["metadata"], self._consolidated_key(), nodes.format_of(meta)),
-            {},
-        )
-        return self._entries[1], self._entries[2]
-
-    def _consolidated_meta(self, entries: dict[str, Any], parsed: dict[str, NodeMeta], rel: str) -> NodeMeta:
-        """Member ``rel``'s metadata from the consolidated ``entries`` (it must be there), parsed once."""
-        meta = parsed.get(rel)
-        if meta is None:
-            try:
-                meta = parsed[rel] = nodes.node_from_json(entries[rel])
-            except MetadataError as exc:  # named where it is: in this group's consolidated metadata
-                where = self._entry_path(rel, entries[rel])
-                inner = exc.path[1:] if exc.path and exc.path.startswith("$") else ""
-                raise type(exc)(exc.message, path=where + inner, key=self._consolidated_key()) from exc
-        return meta
-
-    def _consolidated_key(self) -> str:
-        """The document that holds the consolidated metadata: ``zarr.json``, or Zarr v2's ``.zmetadata``."""
-        return nodes.format_of(self._meta).consolidated_key(self._path)
-
-    def _entry_path(self, rel: str, entry: Any) -> str:
-        """The JSON path of member ``rel``'s entry in :meth:`_consolidated_key`."""
-        return nodes.format_of(self._meta).entry_path(rel, entry)
+        self._entries = Consolidated(meta, self._path)
+        return self._entries
 
     # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
@@ -163,8 +119,7 @@ class Group(nodes.Node):
     def _member_metas(self) -> dict[str, NodeMeta]:
         consolidated = self._consolidated()
         if consolidated is not None:
-            entries, parsed = consolidated
-            return {k: self._consolidated_meta(entries, parsed, k) for k in sorted(entries) if "/" not in k}
+            return {k: consolidated.meta_of(k) for k in sorted(consolidated.entries) if "/" not in k}
         prefix = nodes.prefix_of(self._path)
         names = [n for n in self._store.list_dir(prefix) if n != nodes.META]
         return nodes.read_children(self._store, self._path, names)
@@ -235,12 +190,11 @@ class Group(nodes.Node):
             return self
         consolidated = self._consolidated()
         if consolidated is not None:
-            entries, parsed = consolidated
-            if rel not in entries:
+            if rel not in consolidated.entries:
                 raise NodeNotFoundError(
                     f"no member {rel!r} in group {self.name!r} of {self._store!r} (consolidated metadata)"
                 )
-            return self._child(rel, self._consolidated_meta(entries, parsed, rel), consolidated=True)
+            return self._child(rel, consolidated.meta_of(rel), consolidated=True)
         return self._child(rel, nodes.read_meta(self._store, nodes.join(self._path, rel)))
 
     def __setitem__(self, name: str, value: Any) -> None:
@@ -253,7 +207,7 @@ class Group(nodes.Node):
         from_array(
             self._store,
             value,
-            name=nodes.join(self._path, _member_path(name)),
+            name=nodes.join(self._path, member_path(name)),
             overwrite=True,
             zarr_format=self._meta.zarr_format,
         )
@@ -267,7 +221,7 @@ class Group(nodes.Node):
         self._stale = True
         return create_group(
             self._store,
-            path=nodes.join(self._path, _member_path(name)),
+            path=nodes.join(self._path, member_path(name)),
             attributes=attributes,
             overwrite=overwrite,
             zarr_format=self._meta.zarr_format,
@@ -298,7 +252,7 @@ class Group(nodes.Node):
         self._check_writable()
         self._stale = True
         kwargs.setdefault("zarr_format", self._meta.zarr_format)  # a v2 group's members are v2
-        return create_array(self._store, name=nodes.join(self._path, _member_path(name)), **kwargs)
+        return create_array(self._store, name=nodes.join(self._path, member_path(name)), **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         """Open the child group ``name``, creating it if it does not exist."""
@@ -368,24 +322,8 @@ class Group(nodes.Node):
     def tree(self, *, max_depth: int | None = None) -> str:
         """The hierarchy as indented text with shapes, dtypes and grid kinds."""
         lines = [self.name]
-        self._tree_lines(lines, "", 0, max_depth)
+        tree_lines(self, lines, "", 0, max_depth)
         return "\n".join(lines)
-
-    def _tree_lines(self, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
-        if max_depth is not None and depth >= max_depth:
-            return
-        members = self.members()
-        for i, (name, node) in enumerate(members):
-            last = i == len(members) - 1
-            branch = "└── " if last else "├── "
-            if isinstance(node, Array):
-                lines.append(
-                    f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
-                    f"{', sharded' if node.is_sharded else ''})"
-                )
-            else:
-                lines.append(f"{indent}{branch}{name}/")
-                node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
 
     @property
     def info(self) -> str:
@@ -406,13 +344,6 @@ class Group(nodes.Node):
 
     def __repr__(self) -> str:
         return f"<rectizarr.Group {self.name!r}>"
-
-
-def _member_path(name: str) -> str:
-    rel = nodes.normalize_path(name)
-    if not rel:
-        raise MetadataError(f"member name must be non-empty, got {name!r}")
-    return rel
 
 
 def create_group(
@@ -478,62 +409,3 @@ def open_group(
 
 def _reopen(store: Store, path: str, read_only: bool, use_consolidated: bool | None) -> Group:
     return open_group(store, path=path, mode="r" if read_only else "r+", use_consolidated=use_consolidated)
-
-
-def consolidate_metadata(
-    store: Any, path: str | None = None, *, storage_options: Mapping[str, Any] | None = None
-) -> Group:
-    """Write every descendant's metadata into the group's ``zarr.json`` (zarr-python's inline form)."""
-    s = nodes.store_for(store, "r+", storage_options)
-    p = nodes.normalize_path(path)
-    return Group(s, p, nodes.format_of(nodes.read_meta(s, p)).consolidate(s, p))
-
-
-def open(
-    store: Any = None,
-    *,
-    path: str | None = None,
-    mode: str = "a",
-    storage_options: Mapping[str, Any] | None = None,
-    **kwargs: Any,
-) -> Any:
-    """Open the array or group at ``path``, dispatching on its ``node_type``. As in zarr-python, the
-    default ``mode="a"`` creates what is missing: an array when ``shape`` is given, else a group;
-    ``"w"`` / ``"w-"`` create likewise; ``"r"`` / ``"r+"`` open what exists."""
-    s = nodes.store_for(store, mode, storage_options)
-    p = nodes.normalize_path(path)
-    zarr_format = kwargs.pop("zarr_format", None)
-
-    def new(overwrite: bool) -> Any:
-        opener: Callable[..., Any] = open_array if "shape" in kwargs else open_group
-        return opener(s, path=p, mode="w" if overwrite else "w-", zarr_format=zarr_format, **kwargs)
-
-    def opened(meta: NodeMeta) -> Any:
-        if isinstance(meta, ArrayMeta):
-            return open_array(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
-        unexpected = sorted(set(kwargs) - {"use_consolidated", "attributes"})
-        if unexpected:
-            raise NodeTypeError(
-                f"the node at {p or '/'!r} in {s!r} is a group; keywords {unexpected} are for creating an array"
-            )
-        return open_group(s, path=p, mode=mode, zarr_format=meta.zarr_format, **kwargs)
-
-    return open_node(s, p, mode, zarr_format, new, opened)
-
-
-def _valid_entries(entries: dict[str, Any], key: str, fmt: nodes.DocFormat) -> dict[str, Any]:
-    """The consolidated entries whose path can name a node. Others (``""``, ``"a//b"``, ``".."``: no stored
-    node can have such a path, and listing the store ignores such names too) are skipped with a warning
-    rather than refusing the group: consolidated metadata is an optional cache of the hierarchy."""
-    out = {}
-    for rel, doc in entries.items():
-        problem = nodes.member_path_problem(rel)
-        if problem is None:
-            out[rel] = doc
-        else:
-            warnings.warn(
-                f"{key}: {fmt.entry_path(rel)}: {problem}; entry ignored",
-                LenientMetadataWarning,
-                stacklevel=4,
-            )
-    return out

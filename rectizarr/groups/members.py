@@ -1,0 +1,90 @@
+"""What a group lists: its members as its consolidated metadata holds them (:class:`Consolidated`), the
+names of new members, and the hierarchy as text (:func:`tree_lines`)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Protocol
+
+from rectizarr import nodes
+from rectizarr.arrays import Array
+from rectizarr.core.metadata import GroupMeta, NodeMeta
+from rectizarr.errors import LenientMetadataWarning, MetadataError
+
+__all__ = ["Consolidated", "member_path", "tree_lines"]
+
+
+class Consolidated:
+    """The members of the group ``meta`` at ``path`` as its consolidated metadata lists them: ``entries``,
+    those whose path can name a node, and their metadata parsed once (:meth:`meta_of`). Other entries
+    (``""``, ``"a//b"``, ``".."``: no stored node can have such a path, and listing the store ignores such
+    names too) are skipped with a warning rather than refusing the group: consolidated metadata is an
+    optional cache of the hierarchy."""
+
+    def __init__(self, meta: GroupMeta, path: str) -> None:
+        cm = meta.consolidated_metadata
+        if cm is None or cm.get("kind") != "inline" or not isinstance(cm.get("metadata"), dict):
+            raise MetadataError(
+                "consolidated_metadata must be {'kind': 'inline', 'metadata': {...}}",
+                path="$.consolidated_metadata",
+                key=nodes.meta_key(path),
+            )
+        self.meta = meta
+        self.format = nodes.format_of(meta)
+        self.key = self.format.consolidated_key(path)  # (zarr.json, or Zarr v2's .zmetadata)
+        self.entries: dict[str, Any] = {}
+        self._parsed: dict[str, NodeMeta] = {}
+        for rel, doc in cm["metadata"].items():
+            problem = nodes.member_path_problem(rel)
+            if problem is None:
+                self.entries[rel] = doc
+            else:
+                warnings.warn(
+                    f"{self.key}: {self.format.entry_path(rel)}: {problem}; entry ignored",
+                    LenientMetadataWarning,
+                    stacklevel=4,
+                )
+
+    def meta_of(self, rel: str) -> NodeMeta:
+        """Member ``rel``'s metadata (it must be among the entries), parsed once."""
+        meta = self._parsed.get(rel)
+        if meta is None:
+            try:
+                meta = self._parsed[rel] = nodes.node_from_json(self.entries[rel])
+            except MetadataError as exc:  # named where it is: in this group's consolidated metadata
+                where = self.format.entry_path(rel, self.entries[rel])
+                inner = exc.path[1:] if exc.path and exc.path.startswith("$") else ""
+                raise type(exc)(exc.message, path=where + inner, key=self.key) from exc
+        return meta
+
+
+def member_path(name: str) -> str:
+    """The path of a new member ``name`` relative to its group (non-empty)."""
+    rel = nodes.normalize_path(name)
+    if not rel:
+        raise MetadataError(f"member name must be non-empty, got {name!r}")
+    return rel
+
+
+class Listed(Protocol):
+    """What :func:`tree_lines` walks: a group."""
+
+    def members(self) -> list[tuple[str, Any]]: ...
+
+
+def tree_lines(group: Listed, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
+    """Append the lines of ``group``'s members, below ``depth`` levels (down to ``max_depth``)."""
+    if max_depth is not None and depth >= max_depth:
+        return
+    members = group.members()
+    for i, (name, node) in enumerate(members):
+        last = i == len(members) - 1
+        branch = "└── " if last else "├── "
+        if isinstance(node, Array):
+            lines.append(
+                f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
+                f"{', sharded' if node.is_sharded else ''})"
+            )
+        else:
+            lines.append(f"{indent}{branch}{name}/")
+            tree_lines(node, lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
