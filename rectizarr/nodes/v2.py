@@ -11,7 +11,7 @@ import msgspec
 
 from rectizarr import commit
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.core import v2meta, v2migrate
+from rectizarr.core import v2meta
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
 from rectizarr.core.spec import ArraySpec
 from rectizarr.creation import build_v2
@@ -41,9 +41,13 @@ class V2Format(DocFormat):
         return (meta.v2 or {}).get("fill_value") is not None
 
     def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
+        from rectizarr.core import v2migrate  # (for migrate, copy and virtual: loaded on first use)
+
         return v2migrate.v3_attributes(meta)
 
     def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
+        from rectizarr.core import v2migrate
+
         codecs, why = v2migrate.v3_codecs(meta)
         if codecs is None:
             return None, why
