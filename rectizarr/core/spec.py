@@ -19,14 +19,17 @@ from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.dtype_optional import optional_fill_from_user
 from rectizarr.core.metadata import check_attributes, parse_shape
+from rectizarr.core.v2meta import DIMS_ATTR
 from rectizarr.errors import MetadataError, UnsupportedError
 
 __all__ = [
     "NULL_FILL",
+    "RULES",
     "SPEC_KEYWORDS",
     "ZARR_FORMATS",
     "ArraySpec",
     "ByteOrders",
+    "FormatRules",
     "auto_chunks",
     "check_zarr_format",
     "user_fill",
@@ -58,6 +61,57 @@ def check_zarr_format(zarr_format: Any, optional: bool = False) -> Literal[2, 3]
         allowed = "2, 3 or None" if optional else "2 or 3"
         raise MetadataError(f"zarr_format must be {allowed}, got {zarr_format!r}")
     return ZARR_FORMATS[ZARR_FORMATS.index(zarr_format)]
+
+
+@dataclass(frozen=True, slots=True)
+class FormatRules:
+    """What a Zarr format lets a new array be: checked here, and carried by the node formats
+    (:attr:`rectizarr.nodes.DocFormat.rules`) for what else differs by format."""
+
+    sharding: bool  # shards=
+    rectilinear: bool  # chunk grids with irregular edges
+    codec_chain: bool  # codecs= and serializer= (a Zarr v3 chain); else filters= and compressors=
+    order_f: bool  # order="F" (in Zarr v3: a transpose codec)
+    nullable_fill: bool  # a null fill value (NULL_FILL): none; xarray's CF _FillValue is then the fill value
+    bytes_fill: bool  # a bytes fill value other than b"" (Zarr v2's .zarray has no JSON form for one)
+    byte_orders: bool  # big-endian data types stored as asked (">f8"; in Zarr v3: the bytes codec's endian)
+    subarray_fields: bool  # structured data types with sub-array fields (the "v2:" data types)
+    # the attribute that holds the dimension names (all strings; xarray requires it on every array, a 0-d
+    # one too), None where the document has a field for them
+    dims_attribute: str | None
+    key_encoding: str  # the default chunk key encoding
+    only_key_encoding: bool  # the default is the only one (an empty chunk_key_encoding= asks for it)
+
+
+RULES: Mapping[int, FormatRules] = {
+    3: FormatRules(
+        sharding=True,
+        rectilinear=True,
+        codec_chain=True,
+        order_f=False,
+        nullable_fill=False,
+        bytes_fill=True,
+        byte_orders=False,
+        subarray_fields=False,
+        dims_attribute=None,
+        key_encoding="default",
+        only_key_encoding=False,
+    ),
+    2: FormatRules(
+        sharding=False,
+        rectilinear=False,
+        codec_chain=False,
+        order_f=True,
+        nullable_fill=True,
+        bytes_fill=False,
+        byte_orders=True,
+        subarray_fields=True,
+        dims_attribute=DIMS_ATTR,
+        key_encoding="v2",
+        only_key_encoding=True,
+    ),
+}
+"""The rules of each Zarr format."""
 
 
 class _NullFill:
@@ -122,9 +176,12 @@ class ArraySpec:
         """The spec of ``create_array``'s keywords (their meaning is documented there); a MetadataError
         naming the keyword where one is wrong, an UnsupportedError where the format lacks it."""
         fmt = check_zarr_format(zarr_format)
-        _check_keywords(fmt, shards, filters, compressors, serializer, codecs, order)
+        rules = RULES[fmt]
+        _check_keywords(rules, shards, filters, compressors, serializer, codecs, order)
         shape_t, dt = _shape(shape), dtype if isinstance(dtype, DataType) else data_type_from_numpy(dtype)
-        if fmt == 3 and dt.name.startswith("v2:"):  # a structured dtype with a sub-array field
+        if not rules.subarray_fields and dt.name.startswith(
+            "v2:"
+        ):  # a structured dtype with a sub-array field
             raise UnsupportedError(
                 f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with zarr_format=2"
             )
@@ -138,14 +195,14 @@ class ArraySpec:
             compressors=compressors,
             serializer=serializer,
             codecs=None if codecs is None else tuple(codecs),
-            fill=_fill(dt, fill_value, fmt),
+            fill=_fill(dt, fill_value, rules),
             null_fill=fill_value is NULL_FILL,
-            dimension_names=_dimension_names(dimension_names, len(shape_t), fmt),
+            dimension_names=_dimension_names(dimension_names, len(shape_t), rules),
             attributes=check_attributes(attributes or {}),
-            chunk_key_encoding=_key_encoding(chunk_key_encoding, fmt),
+            chunk_key_encoding=_key_encoding(chunk_key_encoding, rules),
             index_location=index_location,
             order="F" if order == "F" else "C",
-            big_endian=_asks_big_endian(dtype) if fmt == 2 else False,
+            big_endian=_asks_big_endian(dtype) if rules.byte_orders else False,
         )
 
 
@@ -163,28 +220,24 @@ def auto_chunks(shape: Shape, itemsize: int) -> Shape:
 
 
 def _check_keywords(
-    fmt: int, shards: Any, filters: Any, compressors: Any, serializer: Any, codecs: Any, order: Any
+    rules: FormatRules, shards: Any, filters: Any, compressors: Any, serializer: Any, codecs: Any, order: Any
 ) -> None:
     """The keywords that the format has not (or not with these values), and codecs given twice."""
-    if fmt == 3:
-        if order not in (None, "C"):
-            raise MetadataError(
-                "order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)"
-            )
-        if codecs is not None and (
-            filters is not None or compressors not in ("auto", None) or serializer != "auto"
-        ):
-            raise MetadataError("give either codecs=[...] or filters/serializer/compressors, not both")
-        return
-    if shards is not None:
+    if shards is not None and not rules.sharding:
         raise UnsupportedError("sharding (shards=...) exists in Zarr v3 only; use zarr_format=3")
-    if codecs is not None or serializer != "auto":
+    if not rules.codec_chain and (codecs is not None or serializer != "auto"):
         raise UnsupportedError(
             "codecs=/serializer= describe a Zarr v3 codec chain; for zarr_format=2 give "
             "filters= and compressors="
         )
+    if order not in (None, "C") and not rules.order_f:
+        raise MetadataError("order='F' is a Zarr v2 setting; in Zarr v3 add a transpose codec (filters=...)")
     if order not in (None, "C", "F"):
         raise MetadataError(f"order must be 'C' or 'F', got {order!r}")
+    if codecs is not None and (
+        filters is not None or compressors not in ("auto", None) or serializer != "auto"
+    ):
+        raise MetadataError("give either codecs=[...] or filters/serializer/compressors, not both")
 
 
 def _shape(shape: Any) -> Shape:
@@ -195,14 +248,14 @@ def _shape(shape: Any) -> Shape:
     return parse_shape([int(s) for s in shape], None)
 
 
-def _fill(dt: DataType, fill_value: Any, fmt: int) -> np.ndarray:
+def _fill(dt: DataType, fill_value: Any, rules: FormatRules) -> np.ndarray:
     """The fill value as a 0-d array of ``dt`` (the default one for ``None`` and Zarr v2's ``NULL_FILL``)."""
-    if fill_value is NULL_FILL and fmt == 3:
+    if fill_value is NULL_FILL and not rules.nullable_fill:
         raise MetadataError(
             "a null fill value (NULL_FILL) exists in Zarr v2 only; Zarr v3 arrays always have one"
         )
     fill = dt.default_fill() if fill_value is None or fill_value is NULL_FILL else user_fill(dt, fill_value)
-    if fmt == 2 and dt.name == "bytes" and fill[()] != b"":
+    if not rules.bytes_fill and dt.name == "bytes" and fill[()] != b"":
         raise UnsupportedError(
             "a Zarr v2 .zarray has no JSON form for a bytes fill value (it would be lost); "
             "leave fill_value unset (b'') or use zarr_format=3"
@@ -238,26 +291,26 @@ def user_fill(dt: DataType, value: Any) -> np.ndarray:
     return dt.parse_fill(dt.fill_to_json(arr), "fill_value")
 
 
-def _dimension_names(given: Any, ndim: int, fmt: int) -> tuple[str | None, ...] | None:
+def _dimension_names(given: Any, ndim: int, rules: FormatRules) -> tuple[str | None, ...] | None:
     if given is None:
         return None
     names: tuple[str | None, ...] = tuple(given)
-    if fmt == 2 and any(n is None for n in names):
+    if rules.dims_attribute is not None and any(n is None for n in names):
         raise MetadataError("Zarr v2 dimension names (_ARRAY_DIMENSIONS) must all be strings")
     if len(names) != ndim:
         raise MetadataError(f"dimension_names has {len(names)} entries for {ndim} dimensions")
     return names
 
 
-def _key_encoding(given: Any, fmt: int) -> ChunkKeyEncoding:
+def _key_encoding(given: Any, rules: FormatRules) -> ChunkKeyEncoding:
     """The chunk key encoding asked for (zarr-python's flat ``{"name": ..., "separator": ...}`` too)."""
-    name = "v2" if fmt == 2 else "default"
-    if given is None or (fmt == 2 and not given):
+    name = rules.key_encoding
+    if given is None or (rules.only_key_encoding and not given):
         given = {"name": name}
     if isinstance(given, Mapping) and "separator" in given and "configuration" not in given:
         given = {"name": given.get("name", name), "configuration": {"separator": given["separator"]}}
     cke = parse_chunk_key_encoding(given, "chunk_key_encoding")
-    if fmt == 2 and cke.name != "v2":
+    if rules.only_key_encoding and cke.name != name:
         raise UnsupportedError(f"chunk key encoding {cke.name!r} is Zarr v3 only; Zarr v2 uses 'v2'")
     return cke
 

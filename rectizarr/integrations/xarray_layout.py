@@ -84,8 +84,8 @@ def array_kwargs(
     enc = {
         k: v for k, v in var.encoding.items() if k not in _DROPPED and not (k == "_FillValue" and v is None)
     }
-    fmt = nodes.format_for(zarr_format)
-    layout = _LAYOUT - {"fill_value"} if fmt.nullable_fill else _LAYOUT
+    rules = nodes.format_for(zarr_format).rules
+    layout = _LAYOUT - {"fill_value"} if rules.nullable_fill else _LAYOUT
     invalid = [k for k in enc if k not in layout]
     if invalid and strict:
         hint = " Use `_FillValue` to set the Zarr array `fill_value`" if "fill_value" in invalid else ""
@@ -93,12 +93,12 @@ def array_kwargs(
     shape = tuple(var.shape)
     chunks = _chunks_arg(name, "chunks", enc.get("chunks"), shape, strict)
     shards = _chunks_arg(name, "shards", enc.get("shards"), shape, strict)
-    if isinstance(enc.get("shards"), str) and enc["shards"] == "auto" and fmt.sharding:
+    if isinstance(enc.get("shards"), str) and enc["shards"] == "auto" and rules.sharding:
         shards = "auto"  # rectizarr picks the shard shape (create_array's shards="auto")
     attrs = dict(var.attrs)
-    if not fmt.rectilinear and chunks is None and dask_chunks is not None:
+    if not rules.rectilinear and chunks is None and dask_chunks is not None:
         chunks = regular_dask_chunks(name, dask_chunks)
-    if fmt.nullable_fill:
+    if rules.nullable_fill:
         fill = attrs.pop("_FillValue", None)
         fill = NULL_FILL if fill is None else fill
     else:
@@ -110,7 +110,7 @@ def array_kwargs(
     kwargs: dict[str, Any] = {
         "dtype": var.dtype,
         "fill_value": fill,
-        "dimension_names": [str(d) for d in var.dims] if var.ndim or fmt.dims_attribute else None,
+        "dimension_names": [str(d) for d in var.dims] if var.ndim or rules.dims_attribute else None,
         "attributes": {str(k): xz.encode_zarr_attr_value(v) for k, v in attrs.items()},
     }
     for key in ("compressors", "filters", "serializer", "chunk_key_encoding", "write_empty_chunks"):

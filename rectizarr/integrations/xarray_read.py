@@ -169,7 +169,7 @@ class RectizarrDataStore(AbstractDataStore):
         encoding.update(_codec_encoding(array), shards=storage if array.is_sharded else None)
         fmt = nodes.format_of(array.metadata)
         # the fill value is the _FillValue: always where it may be null (v2, as xarray reads it; null: none)
-        if fmt.nullable_fill or self._fill_as_mask:
+        if fmt.rules.nullable_fill or self._fill_as_mask:
             if fmt.has_fill(array.metadata):
                 attributes["_FillValue"] = array.fill_value
         elif "_FillValue" in attributes:  # xarray's Zarr v3 form of the CF attribute

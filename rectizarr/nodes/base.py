@@ -14,7 +14,7 @@ from typing import Any, Literal, Protocol
 from rectizarr import commit
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta
-from rectizarr.core.spec import ArraySpec
+from rectizarr.core.spec import ArraySpec, FormatRules
 from rectizarr.errors import NodeExistsError
 from rectizarr.nodes.paths import AncestorDocs, locked
 from rectizarr.nodes.versions import Tracker
@@ -75,14 +75,7 @@ class DocFormat(ABC):
     # the group's commit record (:mod:`rectizarr.commit`), not refreshed after it
     records: bool
     migrates: bool  # whether its nodes are migrated to Zarr v3 (``rectizarr migrate``)
-    sharding: bool  # whether its arrays may be sharded
-    rectilinear: bool  # whether its arrays' chunk grids may be rectilinear
-    # whether an array's fill value may be null (none): then xarray keeps a variable's CF ``_FillValue`` as
-    # the array's fill value (null where there is none), not as an attribute
-    nullable_fill: bool
-    # the attribute holding an array's dimension names (xarray's, which it requires on every array of the
-    # format, a 0-d one too), None where the document has a field for them
-    dims_attribute: str | None
+    rules: FormatRules  # what its arrays may be (sharded, rectilinear, with a null fill value, ...)
 
     def holds(self, obj: Mapping[str, Any]) -> bool:
         """Whether the JSON object ``obj`` (a consolidated entry) declares this format."""
@@ -94,7 +87,7 @@ class DocFormat(ABC):
 
     @abstractmethod
     def has_fill(self, meta: ArrayMeta) -> bool:
-        """Whether the array ``meta`` has a fill value (a null one: none, see :attr:`nullable_fill`)."""
+        """Whether the array ``meta`` has a fill value (a null one, where :attr:`rules` allow it: none)."""
 
     @abstractmethod
     def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from rectizarr import commit
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2meta
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
-from rectizarr.core.spec import ArraySpec
+from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
@@ -29,10 +29,7 @@ class V2Format(DocFormat):
     missing = "'.zarray' or '.zgroup'"
     records = False
     migrates = True
-    sharding = False
-    rectilinear = False
-    nullable_fill = True
-    dims_attribute = v2meta.DIMS_ATTR
+    rules = RULES[2]
 
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         return build_v2(spec)

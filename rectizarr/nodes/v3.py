@@ -20,7 +20,7 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.core.spec import ArraySpec
+from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
@@ -48,10 +48,7 @@ class V3Format(DocFormat):
     missing = "{key!r}"
     records = True
     migrates = False
-    sharding = True
-    rectilinear = True
-    nullable_fill = False
-    dims_attribute = None
+    rules = RULES[3]
 
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         return build_v3(spec)
