@@ -12,8 +12,6 @@ from rectizarr._util import Shape, json_path, prod
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["MAX_GROWTH", "NumcodecsArrayArray", "TransposeCodec"]
-
 MAX_GROWTH = (
     16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
 )

@@ -11,8 +11,6 @@ import numpy as np
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["BytesCodec", "NumcodecsArrayBytes", "VlenArrayCodec", "VlenBytesCodec", "VlenUtf8Codec"]
-
 _U32 = np.dtype("<u4")
 
 

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Frames"]
-
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Frames:

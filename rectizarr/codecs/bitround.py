@@ -17,8 +17,6 @@ from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.core.dtype import data_type_from_numpy
 from rectizarr.errors import MetadataError
 
-__all__ = ["BitroundCodec"]
-
 _MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52, "complex64": 23, "complex128": 52}
 _INTEGERS = frozenset(
     {

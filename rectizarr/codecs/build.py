@@ -38,8 +38,6 @@ from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
 
-__all__ = ["build_codec", "build_pipeline"]
-
 
 def build_pipeline(
     metas: Sequence[cm.CodecMeta],

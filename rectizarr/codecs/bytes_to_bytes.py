@@ -20,8 +20,6 @@ from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.crc32c import crc32c
 from rectizarr.errors import ChecksumError, CodecError, MetadataError, UnsupportedError
 
-__all__ = ["BloscCodec", "Crc32cCodec", "GzipCodec", "NumcodecsBytesBytes", "ZstdCodec", "get_numcodec"]
-
 _GZIP_MAGIC = b"\x1f\x8b"
 
 

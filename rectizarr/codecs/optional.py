@@ -20,8 +20,6 @@ from rectizarr.core.codec_meta import OptionalMeta
 from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["OptionalCodec"]
-
 _HEADER = struct.Struct("<QQ")
 _BOOL = np.dtype(np.bool_)
 

@@ -22,8 +22,6 @@ from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.core.dtype import data_type_from_numpy
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["PackbitsCodec"]
-
 # bits per component of the data types narrower than a byte (held one per byte, in its low bits)
 _SUB_BYTE = {
     "bool": 1,

@@ -21,8 +21,6 @@ from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pac
 from rectizarr.core.codec_meta import CodecMeta, ShardingMeta, codecs_to_json
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["CodecPipeline", "ShardingCodec"]
-
 _INDEX_DTYPE = np.dtype(np.uint64)
 
 

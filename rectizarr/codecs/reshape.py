@@ -20,8 +20,6 @@ from rectizarr._util import Shape
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["MAX_SHAPE_COMBINATIONS", "ReshapeCodec", "SqueezeCodec"]
-
 #: at most this many distinct chunk shapes are checked at open (a rectilinear grid's per-axis lengths combined)
 MAX_SHAPE_COMBINATIONS = 1 << 14
 

@@ -18,8 +18,6 @@ from rectizarr import tuning
 from rectizarr._util import MAX_U64, Coords, Shape
 from rectizarr.errors import CodecError
 
-__all__ = ["EMPTY", "ShardIndex", "concat", "fill_rows", "is_fill", "pack"]
-
 EMPTY = np.uint64(MAX_U64)  # both halves of an empty inner chunk's index entry
 
 

@@ -16,8 +16,6 @@ from typing import Any
 from rectizarr.codecs.base import BytesBytesCodec, too_large
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["LZMA_DICTIONARY", "StdlibCodec", "lzma_limited", "stdlib_codec"]
-
 LZMA_DICTIONARY = 65 << 20
 """The memory an lzma decoder may take beyond the decoded size limit: preset 9 (the largest numcodecs
 writes) uses a 64 MiB dictionary."""

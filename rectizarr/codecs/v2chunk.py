@@ -20,8 +20,6 @@ from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.codecs.bytes_to_bytes import get_numcodec
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["ALLOW_PICKLE_ENV", "V2ChunkCodec"]
-
 ALLOW_PICKLE_ENV = "RECTIZARR_ALLOW_PICKLE"
 
 

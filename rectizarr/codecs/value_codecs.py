@@ -21,8 +21,6 @@ from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["CAST_VALUE_EXTRA", "CastValueCodec", "ScaleOffsetCodec"]
-
 CAST_VALUE_EXTRA = "cast-value"
 #: data types the cast_value specification allows on either side
 _CAST_SPEC_TYPES = frozenset(

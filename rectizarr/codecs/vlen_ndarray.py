@@ -20,8 +20,6 @@ import numpy as np
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["NumcodecsVlenArrayCodec", "vlen_array_dtype"]
-
 _U32 = struct.Struct("<I")
 
 

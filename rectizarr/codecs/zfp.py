@@ -27,8 +27,6 @@ from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.core.dtype import data_type_from_numpy
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["ZFP_EXTRA", "ZfpCodec"]
-
 ZFP_EXTRA = "zfp"
 _HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
 _NATIVE = frozenset({"int32", "int64", "float32", "float64"})

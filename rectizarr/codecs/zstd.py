@@ -22,18 +22,6 @@ import zstandard
 
 from rectizarr import tuning
 
-__all__ = [
-    "ZstdError",
-    "decode_into",
-    "decode_many",
-    "decode_prefix",
-    "decoded_size",
-    "encode",
-    "encode_many",
-    "prefix_enabled",
-    "thread_decompressor",
-]
-
 ZstdError = zstandard.ZstdError
 LIBZSTD_VERSION = (
     10000 * zstandard.ZSTD_VERSION[0] + 100 * zstandard.ZSTD_VERSION[1] + zstandard.ZSTD_VERSION[2]
