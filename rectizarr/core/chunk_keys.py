@@ -32,8 +32,6 @@ import numpy.typing as npt
 from rectizarr._util import Coords, is_int, json_path
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
-__all__ = ["ChunkKeyEncoding", "KEY_ENCODINGS", "parse_chunk_key_encoding"]
-
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
 #: Every chunk key encoding rectizarr reads and writes.
 KEY_ENCODINGS = ("default", "v2", "fanout", "prefix", "suffix", "template")

@@ -15,17 +15,6 @@ import msgspec
 from rectizarr._util import json_path
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = [
-    "NUMCODECS_ALIASES",
-    "NUMCODECS_KINDS",
-    "PLUGIN_GROUP",
-    "PROVIDERS",
-    "CodecKind",
-    "convert_config",
-    "plugged_in",
-    "unsupported_codec_error",
-]
-
 CodecKind: TypeAlias = Literal["array_array", "array_bytes", "bytes_bytes"]
 
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.

@@ -18,18 +18,6 @@ from rectizarr import tuning
 from rectizarr._util import ceildiv, is_int
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
 
-__all__ = [
-    "INT64_MAX",
-    "MAX_EDGES",
-    "Dim",
-    "FixedDim",
-    "IntArray",
-    "Runs",
-    "VaryingDim",
-    "all_data_lens",
-    "check_edge_count",
-]
-
 IntArray: TypeAlias = npt.NDArray[np.int64]
 Runs: TypeAlias = tuple[tuple[int, int], ...]  # (value, count) pairs
 

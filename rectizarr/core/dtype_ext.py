@@ -28,20 +28,6 @@ from rectizarr.core import dtype_optional as opt
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = [
-    "EXT_NAMES",
-    "MAX_ITEMSIZE",
-    "ML_INTS",
-    "b64_fill",
-    "FieldType",
-    "ext_fill_to_json",
-    "ext_from_name",
-    "ext_from_numpy",
-    "ext_has_endianness",
-    "ext_parse_fill",
-    "ml_dtype",
-]
-
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
 _NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}
 _COMPLEX = {f"complex_{f}": f for f in FLOAT_SPECS}

@@ -22,18 +22,6 @@ import numpy as np
 from rectizarr._util import json_path
 from rectizarr.errors import MetadataError
 
-__all__ = [
-    "OPTIONAL",
-    "from_user",
-    "inner_type",
-    "is_optional_dtype",
-    "optional_fill_from_user",
-    "optional_fill_to_json",
-    "optional_from_name",
-    "optional_parse_fill",
-    "to_masked",
-]
-
 OPTIONAL = "optional"
 _FIELDS = ("value", "valid")
 _MAX_DEPTH = 16

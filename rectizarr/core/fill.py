@@ -19,18 +19,6 @@ import numpy as np
 from rectizarr._util import is_int
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = [
-    "FLOAT_SPECS",
-    "ML_FLOATS",
-    "FloatSpec",
-    "float_to_json",
-    "json_int",
-    "lenient",
-    "parse_bool",
-    "parse_float",
-    "parse_int",
-]
-
 
 def lenient(message: str, path: str) -> None:
     """Warn that a non-canonical metadata value at ``path`` was accepted.

@@ -31,8 +31,6 @@ from rectizarr.core.grid import (
 )
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["fast_rle_runs", "parse_chunk_grid"]
-
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
 _JSON_STRING = re.compile(rb'\s*"')
 

@@ -29,24 +29,6 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
-__all__ = [
-    "ARRAY_KEYS",
-    "GROUP_KEYS",
-    "MAX_NDIM",
-    "REQUIRED_ARRAY_KEYS",
-    "ArrayMeta",
-    "GroupMeta",
-    "NodeMeta",
-    "decode_node",
-    "encode_node",
-    "extra_fields",
-    "node_to_json",
-    "parse_attributes",
-    "parse_dimension_names",
-    "parse_shape",
-    "parse_storage_transformers",
-]
-
 MAX_NDIM = 32  # NPY_MAXDIMS_LEGACY_ITERS: nditer, ``.flat`` and fancy indexing refuse more operand dimensions
 ARRAY_KEYS = frozenset(
     {

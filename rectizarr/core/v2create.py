@@ -19,8 +19,6 @@ from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_zarray", "whole_axes"]
-
 V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
 
