@@ -300,24 +300,3 @@ def axis_from_mask(mask: npt.NDArray[np.bool_], axis: int, extent: int) -> IntAr
             f"boolean index of shape {mask.shape} does not match axis {axis} with extent {extent}"
         )
     return np.flatnonzero(mask).astype(np.int64)
-
-
-__all__ = [
-    "AxisChunk",
-    "AxisPlan",
-    "AxisSel",
-    "Dim",
-    "IntArray",
-    "axis_from_array",
-    "axis_from_int",
-    "axis_from_mask",
-    "axis_from_slice",
-    "bad_index",
-    "check_index",
-    "check_index_array",
-    "check_slice",
-    "empty_axis",
-    "group_starts",
-    "out_of_bounds",
-    "positions",
-]

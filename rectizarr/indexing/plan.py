@@ -279,14 +279,3 @@ def coordinate(
     return CoordinatePlan(
         "coordinate", (npoints,), final_shape, coords, write_mode, order, bounds, tuple(local), complete
     )
-
-
-__all__ = [
-    "ChunkProjection",
-    "CoordinatePlan",
-    "OrthogonalPlan",
-    "Plan",
-    "WriteMode",
-    "coordinate",
-    "orthogonal",
-]
