@@ -32,20 +32,6 @@ from rectizarr.pages import empty
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = [
-    "batchable",
-    "decode_rows",
-    "decode_shard",
-    "decode_values",
-    "encode_shard",
-    "encode_shard_each",
-    "gather",
-    "paste_block",
-    "read_shards",
-    "stage",
-    "write_shards",
-]
-
 _local = threading.local()
 
 

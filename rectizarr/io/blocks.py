@@ -38,8 +38,6 @@ from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import on_worker, pmap, workers_for
 from rectizarr.tuning import Tuning
 
-__all__ = ["Block", "read_block"]
-
 
 @dataclass(frozen=True, slots=True)
 class Block:

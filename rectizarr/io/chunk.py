@@ -28,22 +28,6 @@ from rectizarr.tuning import Tuning
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = [
-    "Guard",
-    "LayoutChanged",
-    "check",
-    "clear_outside",
-    "commit",
-    "decode",
-    "decode_in_place",
-    "encode_and_commit",
-    "merge",
-    "paste",
-    "prefix_bytes",
-    "update_chunks",
-    "value_buffer",
-    "whole",
-]
 
 T = TypeVar("T")
 R = TypeVar("R")

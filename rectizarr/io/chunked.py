@@ -26,8 +26,6 @@ from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["read_chunked", "write_chunked"]
-
 
 class _Chunks:
     """The chunks of one read: their projections, keys and specs, and how one is pasted."""

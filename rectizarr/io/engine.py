@@ -23,8 +23,6 @@ from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 from rectizarr.pages import populate
 
-__all__ = ["nbytes_stored", "read", "write"]
-
 
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     """Fill ``out`` (shape ``plan.shape``) with the selected data."""

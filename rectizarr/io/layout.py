@@ -26,8 +26,6 @@ from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
 from rectizarr.stores import Store
 
-__all__ = ["ChunkedLayout", "IndexBudget", "Layout", "LayoutCommon", "ShardedLayout", "build_layout"]
-
 
 class IndexBudget:
     """What one array handle may spend on reading shard indexes ahead (stores with round trips, where

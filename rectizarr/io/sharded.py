@@ -46,8 +46,6 @@ from rectizarr.io.shards import (
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = ["read_sharded", "write_sharded"]
-
 Job = tuple[Shard, ChunkProjection, Data | None]  # an inner chunk to paste: its shard, projection, bytes
 Wanted = tuple[Shard, ChunkProjection, tuple[int, int] | None]  # ... and where it lies (None: not stored)
 

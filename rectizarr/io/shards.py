@@ -21,17 +21,6 @@ from rectizarr.io.layout import IndexBudget, ShardedLayout
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = [
-    "Ahead",
-    "Bodies",
-    "Indexes",
-    "Shard",
-    "Versions",
-    "checked_versions",
-    "fetch_indexes",
-    "group_by_shard",
-]
-
 
 @dataclass
 class Shard:
