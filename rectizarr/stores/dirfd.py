@@ -16,8 +16,6 @@ import stat
 
 from rectizarr.errors import StoreError
 
-__all__ = ["NAME_MAX", "PATH_MAX", "Directories", "name_too_long", "path_too_long", "too_long"]
-
 O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _FD_PATHS = "/proc/self/fd/" if os.path.isdir("/proc/self/fd") else None

@@ -17,17 +17,6 @@ from typing import TypeVar
 from rectizarr import tuning
 from rectizarr.stores.base import ByteRange
 
-__all__ = [
-    "MISSING",
-    "READV",
-    "missing",
-    "read_file",
-    "read_into",
-    "read_many_into",
-    "read_transient",
-    "with_file",
-]
-
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 _R = TypeVar("_R")

@@ -20,8 +20,6 @@ from rectizarr.errors import RectizarrError, StoreError
 from rectizarr.stores.base import Buffer, ByteRange
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
 
-__all__ = ["FsspecStore"]
-
 # the fields of a filesystem's info that change with its value (which of them it has)
 _VERSION_FIELDS = tuple(
     "ETag etag md5 generation LastModified last_modified Last-Modified mtime created ino".split()

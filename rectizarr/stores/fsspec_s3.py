@@ -28,8 +28,6 @@ from rectizarr.stores.base import (
 from rectizarr.stores.fsspec_base import FsspecStore
 from rectizarr.stores.remote import EtagStore, http_range, is_empty
 
-__all__ = ["S3FsspecStore"]
-
 _BODY_ATTEMPTS = 3  # reads of an S3 value whose body was cut short
 
 

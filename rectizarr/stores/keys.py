@@ -8,8 +8,6 @@ from typing import TypeAlias
 from rectizarr._util import is_int
 from rectizarr.errors import StoreError
 
-__all__ = ["Buffer", "ByteRange", "slice_range", "validate_key", "validate_prefix", "validate_range"]
-
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
 

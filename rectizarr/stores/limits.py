@@ -6,15 +6,6 @@ from __future__ import annotations
 from rectizarr import tuning
 from rectizarr._util import is_int
 
-__all__ = [
-    "DOCUMENTS",
-    "is_document",
-    "max_document_bytes",
-    "requests_in_flight",
-    "set_max_document_bytes",
-    "set_requests_in_flight",
-]
-
 _max_document = 64 << 20
 
 DOCUMENTS = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})

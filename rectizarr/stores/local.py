@@ -27,8 +27,6 @@ from rectizarr.stores.fileread import (
     read_transient,
 )
 
-__all__ = ["LocalStore"]
-
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # a temporary file's writer: its process id and machine (a hash of the host name: another machine's
 # processes, on a shared file system, are not known here)

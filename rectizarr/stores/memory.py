@@ -12,8 +12,6 @@ from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, slice_range, validate_key
 
-__all__ = ["CountingStore", "ForwardingStore", "MemoryStore"]
-
 
 def _value_bytes(value: Any, key: str) -> bytes:
     """A value given in a dict as ``bytes``: any bytes-like object, or one of zarr-python's buffers (what it

@@ -18,17 +18,6 @@ from rectizarr.errors import RectizarrError, StoreError, VersionChanged
 from rectizarr.stores.base import Buffer, ByteRange, Store, validate_key, validate_range
 from rectizarr.stores.update import count_landing
 
-__all__ = [
-    "SCHEMES",
-    "TIMEOUT",
-    "EtagStore",
-    "RemoteStore",
-    "bucket_identity",
-    "http_range",
-    "is_empty",
-    "resolve_range",
-]
-
 TIMEOUT = 30.0
 """Seconds a remote request waits to connect and for each part of its answer, unless the options say."""
 

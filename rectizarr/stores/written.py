@@ -18,8 +18,6 @@ from collections.abc import Iterable
 
 from rectizarr._util import in_forked_child
 
-__all__ = ["DOC_NAMES", "forget", "mark", "token"]
-
 DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
 _MOST = 1 << 16  # documents counted before the counts are forgotten (and the epoch moves)
 

@@ -20,8 +20,6 @@ from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
 
-__all__ = ["ZipStore"]
-
 
 @dataclass(slots=True, weakref_slot=True)
 class _Archive:
