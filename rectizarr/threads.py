@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["drop", "kept", "once", "start"]
 
 _kept: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _lock = threading.Lock()
