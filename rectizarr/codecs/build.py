@@ -217,7 +217,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
         case cm.OptionalMeta():  # (edges unknown here: the mask chain is checked for one axis)
             return _build_optional(meta, dtype, [np.array([1])], path)
         case cm.PluginMeta():
-            from rectizarr.codecs.plugins import build_plugin_codec, unsupported_codec_error
+            from rectizarr.codecs.plugins import build_plugin_codec
+            from rectizarr.core.codec_registry import unsupported_codec_error
 
             plugged = build_plugin_codec(meta.name, meta.configuration, dtype, path)
             if plugged is None:  # (uninstalled since the document was parsed)

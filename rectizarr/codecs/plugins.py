@@ -26,21 +26,14 @@ import numpy as np
 
 from rectizarr._util import json_path
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
-from rectizarr.core.codec_meta import PLUGIN_GROUP, PROVIDERS, unsupported_codec_error
+from rectizarr.core.codec_registry import PLUGIN_GROUP, unsupported_codec_error
 from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["unsupported_codec_error"]  # re-exported (for validate)
 
 if TYPE_CHECKING:
     from importlib import metadata
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "PROVIDERS",
-    "CodecFactory",
-    "build_plugin_codec",
-    "plugin_names",
-    "refresh",
-    "unsupported_codec_error",
-]
 
 ENTRY_POINT_GROUP = PLUGIN_GROUP
 

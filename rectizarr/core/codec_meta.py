@@ -17,8 +17,6 @@ from rectizarr._util import json_path
 from rectizarr.core.codec_registry import (
     NUMCODECS_ALIASES,
     NUMCODECS_KINDS,
-    PLUGIN_GROUP,
-    PROVIDERS,
     CodecKind,
     convert_config,
     plugged_in,
@@ -27,37 +25,7 @@ from rectizarr.core.codec_registry import (
 from rectizarr.core.dtype_ext import MAX_NESTING
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = [
-    "NUMCODECS_KINDS",
-    "PLUGIN_GROUP",
-    "PROVIDERS",
-    "BitroundMeta",
-    "BloscMeta",
-    "BytesMeta",
-    "CastValueMeta",
-    "CodecKind",
-    "CodecMeta",
-    "Crc32cMeta",
-    "GzipMeta",
-    "NumcodecsMeta",
-    "OptionalMeta",
-    "PackbitsMeta",
-    "PluginMeta",
-    "ReshapeMeta",
-    "ScaleOffsetMeta",
-    "ShardingMeta",
-    "SqueezeMeta",
-    "TransposeMeta",
-    "V2ChunkMeta",
-    "VlenArrayMeta",
-    "VlenBytesMeta",
-    "VlenUtf8Meta",
-    "ZfpMeta",
-    "ZstdMeta",
-    "codecs_to_json",
-    "parse_codecs",
-    "unsupported_codec_error",
-]
+__all__ = ["NUMCODECS_KINDS"]  # re-exported from core.codec_registry
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 

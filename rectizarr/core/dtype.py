@@ -40,14 +40,7 @@ from rectizarr.core.fill import (
 )
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
-__all__ = [
-    "DataType",
-    "LenientMetadataWarning",
-    "as_strings",
-    "check_unit_cast",
-    "data_type_from_numpy",
-    "parse_data_type",
-]
+__all__ = ["LenientMetadataWarning", "as_strings", "check_unit_cast"]  # re-exported
 
 _CORE: dict[str, str] = {
     "bool": "?",

@@ -25,7 +25,6 @@ import numpy.typing as npt
 from rectizarr._util import Shape, ceildiv, is_int, json_path, prod
 from rectizarr.core.dims import (
     INT64_MAX,
-    MAX_EDGES,
     Dim,
     FixedDim,
     IntArray,
@@ -36,29 +35,7 @@ from rectizarr.core.dims import (
 )
 from rectizarr.errors import MetadataError, SelectionError
 
-__all__ = [
-    "INT64_MAX",
-    "declared_sizes",
-    "MAX_EDGES",
-    "AxisResizePolicy",
-    "ChunkGrid",
-    "Dim",
-    "FixedDim",
-    "IntArray",
-    "ResizePolicy",
-    "Runs",
-    "VaryingDim",
-    "all_data_lens",
-    "as_extents",
-    "check_edge_count",
-    "check_positive",
-    "compress_rle",
-    "edge_array",
-    "expand_rle",
-    "positive_int",
-    "rle_runs",
-    "runs_of",
-]
+__all__ = ["FixedDim", "Runs", "VaryingDim", "all_data_lens"]  # re-exported from core.dims
 
 ResizePolicy: TypeAlias = Literal["new_chunk", "repeat"]
 AxisResizePolicy: TypeAlias = ResizePolicy | Sequence[int] | npt.NDArray[np.integer[Any]] | None

@@ -16,19 +16,8 @@ import numpy as np
 
 from rectizarr import tuning
 from rectizarr._util import Shape, is_int, json_path
-from rectizarr.core.grid import (
-    INT64_MAX,
-    ChunkGrid,
-    Dim,
-    FixedDim,
-    IntArray,
-    VaryingDim,
-    as_extents,
-    check_positive,
-    edge_array,
-    positive_int,
-    rle_runs,
-)
+from rectizarr.core.dims import INT64_MAX, Dim, FixedDim, IntArray, VaryingDim
+from rectizarr.core.grid import ChunkGrid, as_extents, check_positive, edge_array, positive_int, rle_runs
 from rectizarr.errors import MetadataError, UnsupportedError
 
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")

@@ -42,9 +42,7 @@ from rectizarr.indexing.axis import (
     check_index_array,
     check_slice,
 )
-from rectizarr.indexing.plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
-
-__all__ = ["ChunkProjection", "Dim", "Plan", "basic_plan", "block_plan", "coordinate_plan", "orthogonal_plan"]
+from rectizarr.indexing.plan import Plan, WriteMode, coordinate, orthogonal
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -22,7 +22,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.shard_index import EMPTY, fill_rows, is_fill
-from rectizarr.core.grid import Dim
+from rectizarr.core.dims import Dim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
 from rectizarr.io.chunk import Data, Encoded, Guard, check, decode, encode_and_commit, value_buffer

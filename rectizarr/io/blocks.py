@@ -30,7 +30,7 @@ import numpy as np
 from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
-from rectizarr.core.grid import FixedDim
+from rectizarr.core.dims import FixedDim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_rows, decode_values, paste_block, stage
 from rectizarr.io.chunk import decode

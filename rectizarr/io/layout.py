@@ -23,7 +23,8 @@ from rectizarr._util import Coords, Shape, relocked_in_child
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
-from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
+from rectizarr.core.dims import Dim, FixedDim
+from rectizarr.core.grid import ChunkGrid
 from rectizarr.stores import Store
 
 

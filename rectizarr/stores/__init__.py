@@ -24,17 +24,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
+from rectizarr.stores.limits import (
     max_document_bytes,
     requests_in_flight,
     set_max_document_bytes,
     set_requests_in_flight,
-    validate_key,
-    validate_prefix,
 )
 from rectizarr.stores.local import LocalStore
 from rectizarr.stores.memory import CountingStore, MemoryStore

@@ -19,54 +19,11 @@ from rectizarr import threads, tuning
 from rectizarr._util import relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks, ranges, written
-from rectizarr.stores.keys import (
-    Buffer,
-    ByteRange,
-    slice_range,
-    validate_key,
-    validate_prefix,
-    validate_range,
-)
-from rectizarr.stores.limits import (
-    DOCUMENTS,
-    is_document,
-    max_document_bytes,
-    requests_in_flight,
-    set_max_document_bytes,
-    set_requests_in_flight,
-)
-from rectizarr.stores.update import (
-    UNREAD,
-    WRITE_TOKEN,
-    Each,
-    Make,
-    back_off,
-    inferred_landings,
-    locked,
-    swapped,
-)
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix, validate_range
+from rectizarr.stores.limits import is_document, max_document_bytes
+from rectizarr.stores.update import Each, Make, back_off, inferred_landings, locked, swapped
 
-__all__ = [
-    "DOCUMENTS",
-    "UNREAD",
-    "WRITE_TOKEN",
-    "Buffer",
-    "ByteRange",
-    "Capabilities",
-    "Each",
-    "Make",
-    "Store",
-    "back_off",
-    "inferred_landings",
-    "max_document_bytes",
-    "requests_in_flight",
-    "set_max_document_bytes",
-    "set_requests_in_flight",
-    "slice_range",
-    "validate_key",
-    "validate_prefix",
-    "validate_range",
-]
+__all__ = ["Capabilities", "Store", "back_off", "inferred_landings"]  # the last two: for nodes, commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,13 +384,7 @@ class Store(ABC):
         inflating, no server to send more) are their own view (``self``); so is ``max_value`` None."""
         if max_value is None or not self._limits_reads or max_value == self._max_value:
             return self
-        view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
-        view.__dict__.update(self.__dict__)
-        view._max_value = int(max_value)
-        view._is_view = True  # closing it leaves the storage open
-        if "_lock" in view.__dict__:
-            relocked_in_child(view)
-        return view
+        return self._view(_max_value=int(max_value))
 
     def value_limit(self, key: str) -> int | None:
         """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
@@ -457,10 +408,12 @@ class Store(ABC):
 
     def with_read_only(self) -> Store:
         """A read-only view of the same storage (closing the view leaves the storage open)."""
+        return self._view(read_only=True)
+
+    def _view(self, **changed: object) -> Store:
+        """A view of the same storage with ``changed`` attributes; closing it leaves the storage open."""
         view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
-        view.__dict__.update(self.__dict__)
-        view.read_only = True
-        view._is_view = True
+        view.__dict__.update(self.__dict__, **changed, _is_view=True)
         if "_lock" in view.__dict__:
             relocked_in_child(view)  # (its lock stays the store's in a forked child)
         return view

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rectizarr import tuning
-from rectizarr.stores.base import ByteRange
+from rectizarr.stores.keys import ByteRange
 
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 

@@ -17,7 +17,7 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
-from rectizarr.stores.base import Buffer, ByteRange
+from rectizarr.stores.keys import Buffer, ByteRange
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
 
 # the fields of a filesystem's info that change with its value (which of them it has)

@@ -16,17 +16,12 @@ import fsspec
 from fsspec.asyn import sync
 
 from rectizarr.errors import StoreError, VersionChanged
-from rectizarr.stores.base import (
-    WRITE_TOKEN,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    requests_in_flight,
-    validate_key,
-    validate_prefix,
-)
+from rectizarr.stores.base import Capabilities
 from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import EtagStore, http_range, is_empty
+from rectizarr.stores.update import WRITE_TOKEN
 
 _BODY_ATTEMPTS = 3  # reads of an S3 value whose body was cut short
 

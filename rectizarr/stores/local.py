@@ -15,7 +15,7 @@ from typing import TypeVar
 from rectizarr import threads, tuning
 from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
+from rectizarr.stores.base import Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
 from rectizarr.stores.fileread import (
     MISSING,
@@ -26,6 +26,7 @@ from rectizarr.stores.fileread import (
     read_many_into,
     read_transient,
 )
+from rectizarr.stores.keys import Buffer, ByteRange
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # a temporary file's writer: its process id and machine (a hash of the host name: another machine's

@@ -10,7 +10,8 @@ from typing import Any
 
 from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, slice_range, validate_key
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, slice_range, validate_key
 
 
 def _value_bytes(value: Any, key: str) -> bytes:

@@ -27,19 +27,12 @@ from urllib.parse import urlsplit
 from rectizarr import threads
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError, VersionChanged
-from rectizarr.stores.base import (
-    WRITE_TOKEN,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-    requests_in_flight,
-    validate_key,
-    validate_prefix,
-    validate_range,
-)
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix, validate_range
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.obstore_options import connect, handles, split_root
 from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
+from rectizarr.stores.update import WRITE_TOKEN
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor

@@ -16,8 +16,6 @@ from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.remote import SCHEMES, TIMEOUT
 
-__all__ = ["RETRIES", "SCHEMES", "TIMEOUT", "client_config", "connect", "handles", "split_root"]
-
 RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
 _CLIENTS: dict[
     tuple[str, str, str], Any

@@ -15,7 +15,8 @@ from typing import Any
 
 from rectizarr import tuning
 from rectizarr.errors import RectizarrError, StoreError, VersionChanged
-from rectizarr.stores.base import Buffer, ByteRange, Store, validate_key, validate_range
+from rectizarr.stores.base import Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_range
 from rectizarr.stores.update import count_landing
 
 TIMEOUT = 30.0

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange
 
 
 @dataclass(slots=True, weakref_slot=True)
