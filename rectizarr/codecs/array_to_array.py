@@ -10,7 +10,7 @@ import numpy as np
 
 from rectizarr._util import Shape, json_path, prod
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError
+from rectizarr.errors import MetadataError
 
 MAX_GROWTH = (
     16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
@@ -146,7 +146,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         try:
             encoded = np.asarray(self.codec.encode(np.asarray(chunk, order="C")))
         except Exception as exc:
-            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"encoding failed: {exc}", spec.key) from exc
         return encoded.reshape(out.shape).astype(out.dtype, copy=False)
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
@@ -156,4 +156,4 @@ class NumcodecsArrayArray(ArrayArrayCodec):
                 decoded = decoded.view(spec.dtype)  # e.g. delta over uint32 as int32: keep the bits
             return decoded.reshape(spec.shape).astype(spec.dtype, copy=False)
         except Exception as exc:
-            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"decoding failed: {exc}", spec.key) from exc

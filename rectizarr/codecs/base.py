@@ -72,6 +72,10 @@ class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the ab
         """
         return list(per_axis)
 
+    def error(self, message: str, key: str | None) -> CodecError:
+        """The :class:`CodecError` of this codec about the value of ``key``."""
+        return CodecError(message, key=key, codec=self.name)
+
 
 class ArrayArrayCodec(Codec):
     """``array -> array``: may change the shape (``transpose``) or dtype (``numcodecs.astype``)."""

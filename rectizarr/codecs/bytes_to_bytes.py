@@ -304,7 +304,7 @@ class BloscCodec(BytesBytesCodec):
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
-            raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+            raise self.error(f"cannot decompress: {exc}", key) from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
         _blosc_declared(data, key, limit, self.name)
@@ -367,7 +367,7 @@ class Crc32cCodec(BytesBytesCodec):
     def decode(self, data: bytes | memoryview, key: str | None = None) -> memoryview:
         mv = memoryview(data).cast("B")
         if len(mv) < 4:
-            raise CodecError(f"{len(mv)} bytes is too short for a checksum", key=key, codec=self.name)
+            raise self.error(f"{len(mv)} bytes is too short for a checksum", key)
         body = mv[:-4]
         stored = int.from_bytes(mv[-4:], "little")
         actual = crc32c(body)

@@ -350,9 +350,7 @@ class ShardingCodec(ArrayBytesCodec):
         cps = self.chunks_per_shard(shard_shape)
         expected = self.index_nbytes(shard_shape)
         if len(data) != expected:
-            raise CodecError(
-                f"shard index is {len(data)} bytes, expected {expected}", key=key, codec=self.name
-            )
+            raise self.error(f"shard index is {len(data)} bytes, expected {expected}", key)
         table = self.index_codecs.decode(data, self._index_spec(cps, key))
         return ShardIndex.checked(table, shard_nbytes, key=key, codec=self.name)
 
@@ -382,9 +380,7 @@ class ShardingCodec(ArrayBytesCodec):
         mv = memoryview(shard).cast("B")
         n = self.index_nbytes(shard_shape)
         if len(mv) < n:
-            raise CodecError(
-                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
-            )
+            raise self.error(f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key)
         return self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
 
     def dense(
@@ -453,9 +449,7 @@ class ShardingCodec(ArrayBytesCodec):
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         """A whole shard; inner chunks equal to the fill value (bit for bit) are left out."""
         if chunk.shape != spec.shape:
-            raise CodecError(
-                f"shard of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"shard of shape {chunk.shape} does not match {spec.shape}", spec.key)
         inner = self.inner_spec(spec)
         chunks: dict[Coords, bytes | memoryview] = {}
         for coords in np.ndindex(*self.chunks_per_shard(spec.shape)):

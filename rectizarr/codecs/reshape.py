@@ -18,7 +18,7 @@ import numpy as np
 
 from rectizarr._util import Shape
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError, UnsupportedError
+from rectizarr.errors import MetadataError, UnsupportedError
 
 #: at most this many distinct chunk shapes are checked at open (a rectilinear grid's per-axis lengths combined)
 MAX_SHAPE_COMBINATIONS = 1 << 14
@@ -65,9 +65,7 @@ class _Reshaping(ArrayArrayCodec):
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         chunk = np.asarray(chunk)
         if chunk.size != spec.size:
-            raise CodecError(
-                f"got {chunk.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"got {chunk.size} elements, the chunk has {spec.size}", spec.key)
         return np.reshape(chunk, spec.shape)
 
 

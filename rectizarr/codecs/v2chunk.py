@@ -99,15 +99,11 @@ class V2ChunkCodec(ArrayBytesCodec):
             for f in self.filters:
                 data = f.encode(data)
         except Exception as exc:
-            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"encoding failed: {exc}", spec.key) from exc
         out = np.asarray(data) if not isinstance(data, bytes | bytearray | memoryview) else data
         if isinstance(out, np.ndarray):
             if out.dtype.hasobject:
-                raise CodecError(
-                    "the filters left Python objects; an object codec is missing",
-                    key=spec.key,
-                    codec=self.name,
-                )
+                raise self.error("the filters left Python objects; an object codec is missing", spec.key)
             return out.reshape(-1, order="A").tobytes(order="A")
         return bytes(out)
 
@@ -127,13 +123,9 @@ class V2ChunkCodec(ArrayBytesCodec):
         except CodecError:
             raise
         except Exception as exc:
-            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"decoding failed: {exc}", spec.key) from exc
         if arr.size != n:
-            raise CodecError(
-                f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})",
-                key=spec.key,
-                codec=self.name,
-            )
+            raise self.error(f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})", spec.key)
         if not (self.declared.kind == "O" and arr.ndim > 1 and arr.shape == spec.shape):
             # (object codecs that keep the shape, json2 and msgpack2, give the values in place already)
             arr = arr.reshape(-1, order="A").reshape(spec.shape, order=self.order)  # type: ignore[call-overload]

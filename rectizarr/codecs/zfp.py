@@ -25,7 +25,7 @@ import numpy as np
 
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.core.dtype import data_type_from_numpy
-from rectizarr.errors import CodecError, MetadataError, UnsupportedError
+from rectizarr.errors import MetadataError, UnsupportedError
 
 ZFP_EXTRA = "zfp"
 _HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
@@ -186,7 +186,7 @@ class ZfpCodec(ArrayBytesCodec):
         try:
             out: bytes = self.zfpy.compress_numpy(values, write_header=False, **self._kwargs(len(field)))
         except Exception as exc:
-            raise CodecError(f"zfp compression failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"zfp compression failed: {exc}", spec.key) from exc
         return out
 
     def _header(self, field: tuple[int, ...], zdt: np.dtype) -> np.ndarray:
@@ -212,10 +212,9 @@ class ZfpCodec(ArrayBytesCodec):
         field = self._field(spec.shape)
         bound = self.encoded_bound(spec) or 0
         if len(data) > bound:
-            raise CodecError(
+            raise self.error(
                 f"stored value of {len(data)} bytes is more than a zfp stream of this chunk takes ({bound})",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         stream = np.concatenate(
             [self._header(field, zdt), _bits(data), np.zeros(8 * (bound - len(data)) + 64, np.uint8)]
@@ -224,11 +223,7 @@ class ZfpCodec(ArrayBytesCodec):
         try:
             values = np.asarray(self.zfpy.decompress_numpy(padded))
         except Exception as exc:
-            raise CodecError(f"zfp decompression failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"zfp decompression failed: {exc}", spec.key) from exc
         if values.size != spec.size or values.dtype != zdt:
-            raise CodecError(
-                f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}",
-                key=spec.key,
-                codec=self.name,
-            )
+            raise self.error(f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}", spec.key)
         return self._demote(values, name, spec.dtype).reshape(spec.shape)

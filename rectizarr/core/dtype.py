@@ -58,6 +58,7 @@ _CORE: dict[str, str] = {
     "complex64": "c8",
     "complex128": "c16",
 }
+INTEGER_NAMES = frozenset(name for name, code in _CORE.items() if code[0] in "iu")  # int8 ... uint64
 _KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
 _COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 _VARIABLE = frozenset({"string", "bytes"})
