@@ -134,8 +134,7 @@ def current() -> Tuning:
 
 
 def set_default(**changes: Any) -> Tuning:
-    """Change fields of the process default (in force wherever no :func:`use` block sets a tuning);
-    returns the new default."""
+    """Change fields of the process default (in force outside :func:`use` blocks); returns the new one."""
     global _default
     _default = replace(_default, **changes)
     return _default

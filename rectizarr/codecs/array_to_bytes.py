@@ -165,8 +165,7 @@ class VlenBytesCodec(_VlenCodec):
 class VlenArrayCodec(ArrayBytesCodec):
     """zarrs' ``vlen-array`` (also ``zarrs.vlen_v2``): the variable-length layout of ``vlen-utf8`` and
     ``vlen-bytes`` (a u32 count, then a u32 length and the bytes of each element) on whichever variable-length
-    type the array has. Arrays of ``string`` (their fill value is a ``str``) hold UTF-8, arrays of ``bytes``
-    the bytes themselves."""
+    type the array has: UTF-8 for ``string`` (its fill value is a ``str``), the bytes themselves otherwise."""
 
     name = "vlen-array"
 

@@ -184,8 +184,7 @@ class BytesBytesCodec(Codec):
     def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
         """Decode at least the first ``n`` bytes of the decoded value into ``out`` (C-contiguous uint8 of the
         whole decoded size; its bytes past ``n`` are then unspecified), when that costs less than decoding
-        it all; False when it cannot (the caller then decodes the whole value). The default supports
-        nothing."""
+        it all; False when it cannot (the caller then decodes the whole value), as by default."""
         return False
 
     def encoded_size(self, nbytes: int) -> int | None:

@@ -74,8 +74,7 @@ class ShardIndex:
         cls, table: np.ndarray, shard_nbytes: int | None, *, key: str | None, codec: str
     ) -> ShardIndex:
         """The index of a decoded ``table`` (``chunks_per_shard + (2,)``), refused (``CodecError``) when an
-        entry is half an empty marker, empty, or out of range (``shard_nbytes``, when known, bounds every
-        byte range)."""
+        entry is half an empty marker, empty, or out of range (past ``shard_nbytes``, when known)."""
         offsets = np.array(table[..., 0], dtype=np.uint64)
         nbytes = np.array(table[..., 1], dtype=np.uint64)
         off_max, nb_max = offsets == EMPTY, nbytes == EMPTY
@@ -117,8 +116,7 @@ class ShardIndex:
 
     def block(self, shard: memoryview, dtype: np.dtype, chunk_shape: Shape) -> np.ndarray | None:
         """The inner chunks of ``shard`` as one array of shape ``chunks_per_shard + chunk_shape`` (a view)
-        when each is ``chunk_shape`` elements of ``dtype``, all stored, back to back in C order of their
-        coords; ``None`` otherwise."""
+        when each is ``chunk_shape`` elements of ``dtype``, all stored, back to back in C order; else None."""
         count = self.offsets.size
         size = int(np.prod(chunk_shape, dtype=np.int64)) * dtype.itemsize
         first = int(self.offsets.reshape(-1)[0])

@@ -130,8 +130,7 @@ def to_masked(values: np.ndarray[Any, Any], scalar: bool) -> Any:
 
 
 def _missing(mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """A masked array's mask as one bool per element: a structured value (a nested optional's) is missing
-    when every field is masked."""
+    """A masked array's mask, one bool per element (a nested optional's struct: all fields masked)."""
     if mask.dtype.names is None:
         return mask
     out = np.ones(mask.shape, dtype=bool)

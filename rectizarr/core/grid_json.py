@@ -108,8 +108,7 @@ def fast_rle_runs(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
     """The ``(values, counts)`` runs of the raw bytes of a JSON list of bare edges and ``[edge, count]``
     pairs, parsed with numpy (a million items in a few tens of milliseconds), or None for any other form or
     any invalid value: the generic path then parses it and names the offending item. ``raw`` is valid JSON
-    (msgspec checked it). Internal (:func:`parse_chunk_grid` uses it); public so that tests can compare it with
-    the generic path."""
+    (msgspec checked it). Public so that tests can compare it with the generic path."""
     text = bytes(raw).translate(None, _WHITESPACE)
     if text.translate(None, _RLE_BYTES) or text[:1] != b"[" or text[-1:] != b"]" or len(text) < 2:
         return None  # not a list; signs, decimals, strings, objects ...

@@ -94,8 +94,7 @@ _OBJECT_CODECS = frozenset(
 
 
 def _filters(spec: ArraySpec) -> tuple[Any, list[dict[str, Any]]]:
-    """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
-    string/bytes arrays)."""
+    """The v2 ``dtype`` JSON (in the byte order asked for) and filters (object codec first for strings)."""
     dtype, filters, big_endian = spec.dtype, spec.filters, spec.big_endian
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
     out = [_codec_config(f, "filters") for f in items]

@@ -40,10 +40,8 @@ _KEY_LIMIT = 2**62
 
 
 class ChunkProjection(NamedTuple):
-    """One touched chunk: its coords, what to take inside it, and where that goes in the output.
-
-    A named tuple: one is built per touched chunk (100,000 for a large read), at a fraction of the cost
-    of a frozen dataclass."""
+    """One touched chunk: its coords, what to take inside it, and where that goes in the output. A named
+    tuple: one is built per touched chunk (100,000 for a large read), cheaper than a frozen dataclass."""
 
     coords: Coords
     chunk_sel: tuple[AxisSel, ...]

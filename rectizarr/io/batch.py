@@ -41,8 +41,7 @@ def batchable(dtype: np.dtype) -> bool:
 
 
 def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndarray:
-    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous; contents
-    undefined)."""
+    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous, undefined)."""
     nbytes = n * prod(shape) * dtype.itemsize
     buf: np.ndarray | None = getattr(_local, slot, None)
     if buf is None or buf.nbytes < nbytes:
@@ -296,8 +295,7 @@ def _whole_shard_boxes(
     layout: ShardedLayout, plan: Plan, t: Tuning, small_inner: bool = True
 ) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """Each shard of a selection of whole shards (of small inner chunks, with ``small_inner``; none reaching
-    past the extent), with the block of the output or value it covers; empty when the selection is not
-    one."""
+    past the extent), with the block of the output or value it covers; else empty."""
     spec = layout.inner_spec(None)
     if (
         not isinstance(plan, OrthogonalPlan)
@@ -315,9 +313,8 @@ def _whole_shard_boxes(
 
 
 def _whole_shards(a: AxisPlan, d: Dim) -> list[tuple[int, slice]] | None:
-    """Along one axis: each touched shard with the output positions it fills, when the axis selects a
-    run of whole shards in order, all inside the extent; else None. Arithmetic on the axis's span: no
-    step per inner chunk."""
+    """Along one axis: each touched shard with the output positions it fills, when the axis selects a run
+    of whole shards in order, all inside the extent; else None. No step per inner chunk."""
     if a.span is None:
         return None
     lo, hi = a.span

@@ -89,8 +89,7 @@ class Block:
 def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
     """Fill ``out`` batch by batch when the read is a dense step-1 block of at least
     ``t.block_min_chunks`` small chunks (raw, or coded below ``t.block_coded_bytes``) of a regular grid,
-    from a store with no round trip (raw: one that reads straight into buffers); False (nothing read)
-    when it is not such a read."""
+    from a store with no round trip (raw: one that reads straight into buffers); else False (nothing read)."""
     caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
     if (
         plan.nchunks < t.block_min_chunks

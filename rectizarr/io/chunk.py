@@ -243,8 +243,7 @@ def encode_and_commit(
     written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
     except the ``fallible`` items (their work decodes a stored value, which may be corrupt: a partly
     written chunk), made first, before anything is written, and stored last; otherwise everything is
-    encoded first and written at once. So a CodecError writes nothing. ``known_absent`` keys need no
-    delete."""
+    encoded first and written at once. So a CodecError writes nothing. ``known_absent``: need no delete."""
     if not layout.pipeline.encode_cannot_fail(layout.dtype):
         commit(layout.store, pmap(work, items, workers), known_absent)
         return

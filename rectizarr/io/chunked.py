@@ -87,8 +87,7 @@ def read_streamed(chunks: _Chunks) -> None:
 def read_windowed(chunks: _Chunks) -> None:
     """Stores with round trips: the chunks requested through :meth:`~rectizarr.stores.Store.iter_many`,
     each decoded and pasted in the workers as it arrives, with at most a window of values (``t.window_bytes``
-    decoded, and twice the store's requests in flight) fetched ahead of the workers: memory stays bounded
-    next to the output."""
+    decoded, and twice the store's requests in flight) fetched ahead of the workers (bounded memory)."""
     keys, t, store = chunks.keys, chunks.t, chunks.layout.store
     if len(keys) == 1:  # one request and one decode: on this thread (a hand-off costs more than either)
         chunks.paste(0, store.get_transient(keys[0]))

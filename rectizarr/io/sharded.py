@@ -183,8 +183,7 @@ def read_whole_arriving(r: _Read, shards: list[Shard]) -> None:
 
 
 def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
-    """Fetch the shards with one batched request and split them: their inner chunks, to spread over the
-    workers."""
+    """Fetch the shards with one batched request and split them into inner chunks for the workers."""
     for s, value in zip(shards, r.layout.store.get_many([(s.key, None) for s in shards]), strict=True):
         if value is None:
             yield from ((s, p, None) for _, p in s.projections)
@@ -288,9 +287,8 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
 
 
 def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the plan selects all of it, in order: along
-    every axis its inner chunks are selected whole (``0:n``, inside the extent) and go to consecutive
-    positions. None otherwise."""
+    """The block of the output that shard ``s`` fills when the plan selects all of it, in order (along
+    every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
     box = []
     for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
         first = d.offset(s.coords[axis]) // inner

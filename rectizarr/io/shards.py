@@ -87,8 +87,7 @@ def _shard_rows_few(
 def _shard_rows(
     layout: ShardedLayout, projections: list[ChunkProjection]
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Per projection, its shard's coords (array axes) and its inner chunk's coords inside the shard
-    (transposed axes)."""
+    """Per projection, its shard's coords (array axes) and its inner chunk's (transposed axes)."""
     sizes, dims = layout.inner_shape, layout.grid.dims
     inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
     starts_a = inner * np.asarray(sizes, dtype=np.int64)

@@ -184,9 +184,8 @@ class Store(ABC):
         self, requests: Sequence[tuple[str, ByteRange | None]]
     ) -> list[tuple[bytes | None, Hashable]]:
         """:meth:`get_many` with the version of the value each result was read from (None: missing), to
-        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes
-        from one version; a key rewritten during each of ``tuning.conflict_retries`` attempts raises
-        :class:`ConflictError`."""
+        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes from
+        one version; a key rewritten during each of ``tuning.conflict_retries`` attempts: ConflictError."""
         keys = {validate_key(k) for k, _ in requests}
         got: dict[int, tuple[bytes | None, Hashable]] = {}
         todo = list(range(len(requests)))  # only the keys rewritten meanwhile are read again
@@ -212,8 +211,7 @@ class Store(ABC):
         return self._get_batch([(key, byte_range)])[0]
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        """The value of ``key`` and the version it was read at (for :meth:`set_if`); ``(None, None)`` when
-        the key is missing."""
+        """The value of ``key`` and the version it was read at (for :meth:`set_if`); missing: (None, None)."""
         with self.lock([key]):
             return self.get(key), self.version(key)
 
@@ -362,8 +360,7 @@ class Store(ABC):
         return self._list_prefix(validate_prefix(prefix))
 
     def any_under(self, prefix: str) -> bool:
-        """Whether any key lies under ``prefix`` (one listing request where the backend can stop at the
-        first key)."""
+        """Whether any key lies under ``prefix`` (one listing request where the backend can stop early)."""
         return bool(self.keys_under(prefix, 1))
 
     def keys_under(self, prefix: str, limit: int) -> list[str]:

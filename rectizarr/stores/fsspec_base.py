@@ -96,8 +96,7 @@ class FsspecStore(RemoteStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """``storage_options`` for a URL of one of this subclass's protocols, and the timeout they set
-        (None: none)."""
+        """``storage_options`` for a URL of this subclass's protocols and the timeout they set (or None)."""
         return options, None
 
     def __new__(cls, url_or_fs: Any = None, **kwargs: Any) -> FsspecStore:
@@ -160,9 +159,8 @@ class FsspecStore(RemoteStore):
 
     @contextlib.contextmanager
     def _answered(self, what: str, url: str) -> Iterator[None]:
-        """Turns a request that timed out (fsspec's HTTP ``info`` reports any failure as a missing file, the
-        timeout being its cause), or failed with any error but a missing file, into a StoreError naming
-        ``url``."""
+        """A StoreError naming ``url`` for a request that timed out (fsspec's HTTP ``info`` reports any
+        failure as a missing file, the timeout its cause) or failed with any error but a missing file."""
         try:
             yield
         except FileNotFoundError as exc:

@@ -49,8 +49,7 @@ def _relock() -> None:  # pragma: no cover - runs in forked children (where obst
 
 @functools.cache
 def _obstore() -> Any:
-    """The obstore module (imported on first use, then kept: every request asks for it; typed loosely: its
-    options are TypedDicts)."""
+    """The obstore module, imported on first use and kept (asked per request); typed loosely (TypedDicts)."""
     return importlib.import_module("obstore")
 
 

@@ -115,8 +115,7 @@ class RemoteStore(Store):
         """The outcome of a write of ``value`` (conditional: carrying ``token``) that raised ``exc``: False
         when a condition ``refused`` it, unless the write may have been sent more than once
         (``maybe_resent``: a client that resends unseen; ``resent``: it is known to have) and its own first
-        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises
-        the wrapped error."""
+        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises."""
         if refused:
             return (resent or maybe_resent) and token is not None and self._ours(key, value, token, resent)
         if self._unanswered(exc) and self._landed_unanswered(key, value, token):
@@ -188,8 +187,7 @@ class EtagStore(RemoteStore):
 
     @abstractmethod
     def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
-        """Bytes ``start:end`` of ``key`` after the server refused a range (a suffix it cannot serve, or
-        ranges it ignores)."""
+        """Bytes ``start:end`` of ``key`` after the server refused a range (a suffix; ranges it ignores)."""
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         return [data for data, _ in self._gets([(k, r, None) for k, r in requests])]

@@ -51,8 +51,7 @@ def mark(identity: str, keys: Iterable[str]) -> None:
 
 
 def forget() -> None:
-    """Something was deleted under a prefix (its documents are not known): every handle reads its document
-    again."""
+    """Something was deleted under a prefix (which documents is unknown): every handle rereads its own."""
     global _epoch
     with _lock:
         _epoch += 1
