@@ -115,8 +115,7 @@ class ArrayBytesCodec(Codec):
 
     def encoded_bound(self, spec: ChunkSpec) -> int | None:
         """The most bytes a valid encoding of a chunk of ``spec`` takes (what decoding and reading the stored
-        value may be limited to), or ``None`` when there is no such bound (variable-length data). The
-        default is :meth:`encoded_size`."""
+        value may be limited to), or None without one (variable-length data); default :meth:`encoded_size`."""
         return self.encoded_size(spec)
 
 

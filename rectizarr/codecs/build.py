@@ -102,8 +102,7 @@ def build_pipeline(
 def _build_optional(
     meta: cm.OptionalMeta, dtype: np.dtype, edges: Sequence[np.ndarray], path: str
 ) -> OptionalCodec:
-    """The optional codec: its mask chain codes ``bool`` chunks of the same shape, its data chain the 1-d
-    run of present values of the inner type."""
+    """The optional codec: mask chain codes ``bool`` chunks, the data chain the 1-d run of present values."""
     if not is_optional_dtype(dtype):
         raise MetadataError(f"the optional codec codes the optional data type only, not {dtype}", path=path)
     config = json_path(path, "configuration")

@@ -204,8 +204,7 @@ class CodecPipeline:
         return (*self.array_array, self.array_bytes, *self.bytes_bytes)
 
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
-        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (None: no
-        bound, e.g. variable-length strings)."""
+        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (or None)."""
         size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
         limits: list[int | None] = []
         for codec in self.bytes_bytes:

@@ -130,8 +130,7 @@ def _compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
 
 
 def encode(data: bytes | memoryview, level: int, checksum: bool) -> bytes:
-    """One frame holding ``data`` (content size recorded; a content checksum when ``checksum``), with this
-    thread's compressor for those parameters."""
+    """One frame of ``data`` (with its size; a checksum if ``checksum``) by this thread's compressor."""
     return _compressor(level, checksum).compress(data)
 
 

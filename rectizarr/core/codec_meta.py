@@ -94,8 +94,7 @@ class ScaleOffsetMeta(_Config, frozen=True, forbid_unknown_fields=True):
 
 
 class ScalarMapMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``cast_value``'s explicit value pairs per direction, ``[[from, to], ...]`` (each in the fill-value
-    encoding of its side's data type)."""
+    """``cast_value``'s value pairs per direction, ``[[from, to], ...]`` (each a fill value of its side)."""
 
     encode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
     decode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
@@ -153,8 +152,7 @@ _ZFP_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
-    """zarr-extensions' ``zfp`` (a header-less stream; not ``numcodecs.zfpy``). ``mode`` picks which of the
-    other keys are required (and allowed)."""
+    """zarr-extensions' ``zfp`` (header-less; not ``numcodecs.zfpy``); ``mode`` says which keys it takes."""
 
     name: ClassVar[str] = "zfp"
     mode: Literal["reversible", "expert", "fixed_accuracy", "fixed_rate", "fixed_precision"]

@@ -93,8 +93,7 @@ def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedErr
 
 
 def plugged_in(name: str) -> bool:
-    """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
-    names no built-in parser knows get here)."""
+    """Whether an installed package declares a codec plugin for ``name`` (an unknown name: listed afresh)."""
     from importlib import metadata  # (slow to import: only for such names)
 
     return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))

@@ -293,8 +293,7 @@ def runs_of(values: npt.ArrayLike) -> Runs:
 
 
 def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
-    """Edges as written to JSON: ``[edge, count]`` runs (runs of 1 as bare ints) when that is shorter
-    than the plain list, else the plain list."""
+    """Edges as written to JSON: ``[edge, count]`` runs (of 1: bare ints) where shorter, else a plain list."""
     a = np.asarray(edges, dtype=np.int64)
     runs = runs_of(a)
     if len(runs) == a.size:

@@ -118,8 +118,7 @@ def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
 
 
 def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
-    """The ``.zarray`` of a new v2 array (values stored big-endian where ``spec.big_endian`` says, per field
-    of a structured dtype, as ``>f8`` asks)."""
+    """The ``.zarray`` of a new v2 array (big-endian where ``spec.big_endian`` says, per structured field)."""
     chunks = _chunks(spec)
     dtype_json, filter_list = _filters(spec)
     declared = parse_v2_dtype(dtype_json)

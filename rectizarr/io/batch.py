@@ -94,8 +94,7 @@ def decode_values(
     fill: np.ndarray,
     threads: int,
 ) -> None:
-    """Read the chunks of ``keys`` with ``get`` and decode chunk ``i`` into ``out[i]`` with one batch call
-    (the fill value where it is not stored)."""
+    """Read the chunks of ``keys`` with ``get``; decode chunk ``i`` into ``out[i]`` (or fill) in one call."""
     frames, rows = gather(get, keys)
     if rows.size < len(keys):
         missing = np.ones(len(keys), dtype=bool)

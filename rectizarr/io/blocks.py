@@ -69,8 +69,7 @@ class Block:
         return cls(lo, hi, chunk, first, counts, split, m)
 
     def batches(self) -> Iterator[tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        """Each batch: the position of its first chunk among the block's (C order), its first chunk's
-        coords and its chunk counts."""
+        """Each batch: its first chunk's position among the block's (C order) and coords, and its counts."""
         a, counts = self.split, self.counts
         tail = prod(counts[a + 1 :])
         for outer in np.ndindex(*counts[:a]):
@@ -153,8 +152,7 @@ def _read(layout: ChunkedLayout, block: Block, keys: list[str], out: np.ndarray,
 def _region(
     block: Block, coords: tuple[int, ...], box: tuple[int, ...], out: np.ndarray
 ) -> tuple[np.ndarray, bool]:
-    """The part of ``out`` a batch fills, and whether the batch lies wholly inside the selection (then
-    the part is exactly its chunks)."""
+    """The part of ``out`` a batch fills, and whether the batch is inside the selection (then: its chunks)."""
     sel, inside = [], True
     for f, b, c, lo, hi in zip(coords, box, block.chunk, block.lo, block.hi, strict=True):
         start, stop = f * c, (f + b) * c

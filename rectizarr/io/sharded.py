@@ -193,8 +193,7 @@ def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
 
 
 def read_inner_streamed(r: _Read, wanted: list[Wanted]) -> None:
-    """Inner chunk by inner chunk in the workers: a ranged read (no coalescing: the ranges come from a
-    validated index), decode, paste."""
+    """Inner chunk by inner chunk in the workers: read its range (from a valid index), decode, paste."""
     get = r.layout.store.get_transient
     pmap(
         lambda w: r.paste(w[0], w[1], None if w[2] is None else _checked(w[0], w[2], get(w[0].key, w[2]))),

@@ -364,8 +364,7 @@ class Store(ABC):
         return bool(self.keys_under(prefix, 1))
 
     def keys_under(self, prefix: str, limit: int) -> list[str]:
-        """At most ``limit`` of the keys under ``prefix``, whichever the listing gives first (one request
-        where the backend can stop there)."""
+        """At most ``limit`` keys under ``prefix``, the listing's first (one request where it can stop)."""
         return list(itertools.islice(self.list_prefix(prefix), max(0, limit)))
 
     def list_dir(self, prefix: str) -> list[str]:

@@ -109,8 +109,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """Room for ``requests_in_flight()`` requests in flight (aiobotocore's pool holds 10 by default),
-        unless the options say otherwise."""
+        """Room for ``requests_in_flight()`` requests (aiobotocore's pool: 10), unless the options say."""
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("max_pool_connections", requests_in_flight())
         return {**options, "config_kwargs": config}, None

@@ -241,8 +241,7 @@ class ZipStore(Store):
     # ---- finalising ----------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the central directory (and drop deleted entries) now; the store stays writable. Nothing
-        for a read-only store or view."""
+        """Write the central directory (dropping deleted entries) now; stays writable. Read-only: nothing."""
         if self.read_only:
             return
         with self._archive.lock:
