@@ -12,9 +12,8 @@ from rectizarr._util import Shape, json_path, prod
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.errors import MetadataError
 
-MAX_GROWTH = (
-    16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
-)
+# a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
+MAX_GROWTH = 16
 _DTYPE_FIELDS = (
     "dtype",
     "astype",

@@ -39,9 +39,7 @@ class Capabilities:
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
     requests_on_threads: bool = False  # each request runs on a thread of its own: each_arrival() works there
-    unlisted: bool = (
-        False  # listings show nothing (an HTTP server): a hierarchy is known by its consolidated metadata
-    )
+    unlisted: bool = False  # listings show nothing (HTTP): a hierarchy is known by its consolidated metadata
 
 
 class Store(ABC):

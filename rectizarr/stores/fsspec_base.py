@@ -169,9 +169,7 @@ class FsspecStore(RemoteStore):
             raise
         except RectizarrError:
             raise
-        except (
-            Exception
-        ) as exc:  # the client's own errors (botocore's ConnectionClosedError, a 503 as OSError)
+        except Exception as exc:  # the client's own (botocore's ConnectionClosedError, a 503 as OSError)
             raise self._fail(what, url, exc) from exc
 
     def _key_of(self, path: str) -> str | None:
