@@ -88,8 +88,8 @@ class Tuning:
     coalesce_max: int = 16 * MiB
     """... as long as the merged range stays within this many bytes."""
     local_threaded_bytes: int = 4 * MiB
-    """A local store's batch of this many bytes goes to its threads: a hand-off costs more than small
-    work (8 reads of a 2 KiB shard index: 42 vs 200 us on one vs two threads) [R1 sharded, W1]."""
+    """A local store's batch of this many bytes goes to its threads: a hand-off costs more than small work
+    (reads of a 2 KiB shard index, one vs two threads: 8, 42 vs 200 us; 64, 248 vs 450 us) [R1 sharded, W1]."""
     local_threaded_files: int = 16
     """... or of this many whole files of unknown size read (8 whole 2 MiB files: 2.5 vs 2.8 ms, 16: 5.9 vs
     5.0 ms); fewer are sized with a ``stat`` each first [R1 sharded]."""

@@ -96,9 +96,9 @@ class Store(ABC):
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         """Yield every key under ``prefix``."""
 
-    @abstractmethod
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        """Immediate child names of ``prefix`` (any order, duplicates allowed)."""
+        """Immediate child names of ``prefix`` (any order, duplicates allowed); here from :meth:`_list_prefix`."""
+        return (k[len(prefix) :].split("/", 1)[0] for k in self._list_prefix(prefix))
 
     @abstractmethod
     def _info(self, key: str) -> tuple[int, Hashable] | None:

@@ -149,10 +149,8 @@ class LocalStore(Store):
     ) -> list[_R]:
         """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
         when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or
-        ``many`` values or more (None: the count alone never is). A hand-off costs more than small work
-        (medians on this project's 2-core VMs, one thread vs two): 8 reads of a shard's 2 KiB index 42 vs
-        200 µs, 64 of them 248 vs 450 µs; 8 whole 2 MiB files 2.5 vs 2.8 ms, 16 of them 5.9 vs 5.0 ms; writes of 16
-        files of 1 KiB 2.0 vs 2.3 ms, of 256 files 33 vs 24 ms."""
+        ``many`` values or more (None: the count alone never is); below, a hand-off costs more than the work
+        (the ``Tuning.local_threaded_*`` fields give the measurements)."""
         workers = min(self.workers, len(args))
         large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
             many is not None and len(args) >= many

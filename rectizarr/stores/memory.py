@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import zlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rectizarr._util import relocked_in_child
@@ -165,10 +165,6 @@ class MemoryStore(Store):
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         return (k for k in self._snapshot() if k.startswith(prefix))
-
-    def _list_dir(self, prefix: str) -> Iterable[str]:
-        n = len(prefix)
-        return (k[n:].split("/", 1)[0] for k in self._snapshot() if k.startswith(prefix))
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         entry = self._data.get(key)

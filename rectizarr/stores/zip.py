@@ -12,7 +12,7 @@ import warnings
 import weakref
 import zipfile
 import zlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -202,10 +202,6 @@ class ZipStore(Store):
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         return (k for k in self._keys() if k.startswith(prefix))
-
-    def _list_dir(self, prefix: str) -> Iterable[str]:
-        n = len(prefix)
-        return (k[n:].split("/", 1)[0] for k in self._keys() if k.startswith(prefix))
 
     # ---- writes --------------------------------------------------------------------------------------
 
