@@ -193,9 +193,8 @@ class ZfpCodec(ArrayBytesCodec):
         key = (field, zdt.str)
         header = self._headers.get(key)
         if header is None:
-            kwargs = (
-                self._kwargs(len(field)) if self.expert is None else {}
-            )  # (expert: reversible's field bits)
+            # (expert: reversible's field bits)
+            kwargs = self._kwargs(len(field)) if self.expert is None else {}
             stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs)
             header = _bits(stream)[:_HEADER_BITS]
             if self.expert is not None:

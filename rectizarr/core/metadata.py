@@ -46,9 +46,8 @@ ARRAY_KEYS = frozenset(
     }
 )
 REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-GROUP_KEYS = frozenset(
-    {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
-)  # others: extra_fields
+# others: extra_fields
+GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
 class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_field="node_type"):

@@ -32,9 +32,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 R = TypeVar("R")
 Data = bytes | memoryview
-Guard = (
-    Callable[[], bool] | None
-)  # a write's check, once it holds its chunks' locks, that its plan still holds
+# a write's check, once it holds its chunks' locks, that its plan still holds
+Guard = Callable[[], bool] | None
 
 
 class LayoutChanged(Exception):
