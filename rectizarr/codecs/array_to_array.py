@@ -14,12 +14,7 @@ from rectizarr.errors import MetadataError
 
 # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
 MAX_GROWTH = 16
-_DTYPE_FIELDS = (
-    "dtype",
-    "astype",
-    "encode_dtype",
-    "decode_dtype",
-)  # numcodecs configuration keys naming dtypes
+_DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")  # numcodecs' keys naming dtypes
 
 
 class TransposeCodec(ArrayArrayCodec):

@@ -247,11 +247,7 @@ def _zstd_content_size(data: bytes | memoryview) -> int | None:
     return value + 256 if width == 2 else value
 
 
-_SHUFFLE = {
-    "noshuffle": "NOSHUFFLE",
-    "shuffle": "SHUFFLE",
-    "bitshuffle": "BITSHUFFLE",
-}  # numcodecs.blosc names
+_SHUFFLE = {"noshuffle": "NOSHUFFLE", "shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE"}  # numcodecs.blosc's
 
 
 def _blosc_whole(data: bytes | memoryview, key: str | None, name: str) -> None:

@@ -84,13 +84,8 @@ _MAX_UTF32_BYTES = ext.MAX_ITEMSIZE  # a fill value of the type is built at open
 _MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element; a fill value of the type is built at open
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
-_EXT_PLAIN = ext.EXT_NAMES - {
-    "struct",
-    "structured",
-    "null_terminated_bytes",
-    "raw_bytes",
-    "optional",
-}  # no configuration
+# no configuration
+_EXT_PLAIN = ext.EXT_NAMES - {"struct", "structured", "null_terminated_bytes", "raw_bytes", "optional"}
 
 
 def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
