@@ -4,8 +4,7 @@ Each field has a one-line reason and, in brackets, the ``make bench`` row that s
 A threshold changes *how* data moves, never *what* is read or written, so tests may set extreme values to
 drive every strategy: ``with tuning.use(replace(tuning.current(), block_min_chunks=1)): ...``. The active
 tuning is a context variable: a read or write takes it in the calling thread, and the I/O layer's thread
-pool runs its work in that context.
-"""
+pool runs its work in that context."""
 
 from __future__ import annotations
 

@@ -56,8 +56,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
 
     The output dtype is learnt by encoding one element of the input dtype (``astype``, ``delta`` with
     ``astype``, ``fixedscaleoffset`` ... change it); ``packbits`` turns ``n`` booleans into
-    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding).
-    """
+    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding)."""
 
     def __init__(self, name: str, codec_id: str, codec: Any) -> None:
         self.name = name

@@ -2,8 +2,7 @@
 
 A chunk's shape is never fixed at construction: every call gets a :class:`ChunkSpec` describing the
 *decoded* representation the codec works on (rectilinear grids give every chunk its own shape).
-Construction depends only on metadata.
-"""
+Construction depends only on metadata."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class ChunkSpec:
 
     ``shape`` is the codec (declared) shape of the chunk, ``dtype`` the numpy dtype in native byte order
     (``object`` for the variable-length ``string``/``bytes`` types), ``fill_value`` a 0-d array of that
-    dtype, and ``key`` the store key of the value being coded (for error messages only).
-    """
+    dtype, and ``key`` the store key of the value being coded (for error messages only)."""
 
     shape: Shape
     dtype: np.dtype
@@ -65,11 +63,9 @@ class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the ab
     others are still being encoded)."""
 
     def map_axes(self, per_axis: Sequence[object]) -> list[object]:
-        """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes.
-
-        Used at open to validate every chunk shape of a rectilinear grid without enumerating chunks.
-        Shape-preserving codecs return the input unchanged; ``transpose`` permutes it.
-        """
+        """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes: at open,
+        every chunk shape of a rectilinear grid is validated without enumerating chunks. Shape-preserving
+        codecs return the input unchanged; ``transpose`` permutes it."""
         return list(per_axis)
 
     def error(self, message: str, key: str | None) -> CodecError:
@@ -98,10 +94,8 @@ class ArrayBytesCodec(Codec):
     """``array -> bytes``: exactly one per chain (``bytes``, ``vlen-*``, ``sharding_indexed`` ...)."""
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
-        """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
-
-        Raises :class:`~rectizarr.errors.MetadataError`. The default accepts everything.
-        """
+        """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``
+        (else :class:`~rectizarr.errors.MetadataError`); the default accepts everything."""
 
     @abstractmethod
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes: ...

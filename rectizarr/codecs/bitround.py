@@ -6,8 +6,7 @@ Floating-point values keep ``keepbits`` bits of their mantissa (complex ones per
 value's top bit is set, so it keeps the top ``keepbits`` bits of its two's complement). A rounding that
 would carry past the type's width saturates (all bits set) before the low bits are cleared, as zarrs does
 (the sample data's uint8 255 -> 224). ``numcodecs.bitround`` stays numcodecs' codec (floats only; its
-carry wraps around instead).
-"""
+carry wraps around instead)."""
 
 from __future__ import annotations
 

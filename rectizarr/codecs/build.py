@@ -48,8 +48,7 @@ def build_pipeline(
     """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
 
     Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
-    array->bytes codec sees, i.e. after any ``transpose``.
-    """
+    array->bytes codec sees, i.e. after any ``transpose``."""
     edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
     spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
     array_array: list[ArrayArrayCodec] = []
@@ -160,8 +159,7 @@ def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Code
 
 def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
     """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
-    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize).
-    """
+    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize)."""
     match meta:
         case cm.BytesMeta():
             return BytesCodec(meta.endian)

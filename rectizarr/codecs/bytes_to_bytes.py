@@ -1,8 +1,7 @@
 """``bytes -> bytes`` codecs (``gzip``, ``zstd``, ``blosc``, ``crc32c``, ``numcodecs.*``).
 
 This is the only module that imports numcodecs, on first use (it is slow to import): :func:`get_numcodec`
-hands numcodecs codec objects to the array->array and array->bytes wrappers.
-"""
+hands numcodecs codec objects to the array->array and array->bytes wrappers."""
 
 from __future__ import annotations
 

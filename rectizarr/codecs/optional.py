@@ -4,8 +4,7 @@ A chunk is stored as ``mask_len`` and ``data_len`` (u64 little-endian each), the
 chain (a ``bool`` array of the chunk's shape, True where present), then the present values in C order, as a
 1-d array of the inner type, encoded by the data chain. A chunk with no present value has no data bytes
 (``data_len`` 0, as zarrs writes it). In memory a chunk is the structured form of
-:mod:`rectizarr.core.dtype_optional` (``value``, ``valid``).
-"""
+:mod:`rectizarr.core.dtype_optional` (``value``, ``valid``)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,7 @@ zarrs extends only within the byte holding the top bit, which differs for signed
 whose ``last_bit`` lies a byte or more below the top).
 
 The encoded size is fixed by the chunk shape, so a stored value of another size is refused before anything
-is allocated for it.
-"""
+is allocated for it."""
 
 from __future__ import annotations
 

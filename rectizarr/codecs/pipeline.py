@@ -1,8 +1,7 @@
 """A codec chain (``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs) and the
 ``sharding_indexed`` codec, which nests two chains: the two refer to each other, so they share this module.
 They are built from metadata by :mod:`.build`; the shard format's data (index, byte layout) is in
-:mod:`.shard_index`.
-"""
+:mod:`.shard_index`."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ _INDEX_DTYPE = np.dtype(np.uint64)
 @dataclass(frozen=True, slots=True)
 class CodecPipeline:
     """A validated codec chain. ``metas`` are the codecs' metadata as resolved at build time (a blosc
-    ``typesize`` filled in, nested sharding chains resolved), so :meth:`to_json` writes every parameter.
-    """
+    ``typesize`` filled in, nested sharding chains resolved), so :meth:`to_json` writes every parameter."""
 
     metas: tuple[CodecMeta, ...]
     array_array: tuple[ArrayArrayCodec, ...]
@@ -254,8 +252,7 @@ class CodecPipeline:
 class ShardingCodec(ArrayBytesCodec):
     """``sharding_indexed``: inner chunks of ``chunk_shape`` coded by ``codecs``, an index by ``index_codecs``.
 
-    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it).
-    """
+    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it)."""
 
     name = "sharding_indexed"
 

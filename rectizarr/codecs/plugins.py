@@ -13,8 +13,7 @@ is a factory ``factory(configuration, dtype) -> Codec`` (a :class:`~rectizarr.co
 Entry points are listed once per process, again when a name is missing (:func:`refresh` forgets what was
 listed and loaded); one is loaded the first time its codec is asked for. Built-in codecs are never replaced
 by a plugin of the same name (:mod:`rectizarr.core.codec_meta` asks for a plugin only for names it does not
-know).
-"""
+know)."""
 
 from __future__ import annotations
 

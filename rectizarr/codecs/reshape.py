@@ -3,8 +3,7 @@ and ``zarrs.squeeze`` (zarrs: drops the axes of length 1).
 
 Neither moves data: the encoded chunk is the decoded one with another shape, so the stored bytes are those
 of the chunk raveled in C order. A rectilinear grid gives chunks of several shapes; every combination of
-axis lengths is checked when the array is opened (:meth:`map_axes`).
-"""
+axis lengths is checked when the array is opened (:meth:`map_axes`)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ A shard is the inner chunks' encodings in any order, plus an index (``uint64`` a
 ``chunks_per_shard + (2,)`` holding absolute ``(offset, nbytes)`` pairs, ``(2**64-1, 2**64-1)`` for an
 empty inner chunk) encoded with ``index_codecs`` at the start or the end of the value. Readers trust only
 the index: gaps, overlaps and any physical order are accepted. The codec itself is
-:class:`~rectizarr.codecs.pipeline.ShardingCodec`; nothing here does store I/O.
-"""
+:class:`~rectizarr.codecs.pipeline.ShardingCodec`; nothing here does store I/O."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     """True when every element of ``chunk`` equals ``fill`` bit for bit (as TensorStore decides).
 
     So a NaN fill matches NaN data only with the same payload, and ``-0.0`` data is not a ``0.0`` fill:
-    storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``.
-    """
+    storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``."""
     dtype = chunk.dtype
     if dtype.hasobject and dtype.names is not None:  # (an optional string: field by field)
         value = np.asarray(fill).reshape(())

@@ -3,8 +3,7 @@ compressor, exactly (byte order of the declared dtype, ``order`` "C"/"F", each n
 
 Object arrays go through their object codec (``vlen-utf8``, ``vlen-bytes``, ``vlen-array``, ``json2``,
 ``msgpack2``, ``categorize``, ...). ``pickle`` runs code while decoding, so it is refused unless the
-environment variable ``RECTIZARR_ALLOW_PICKLE=1`` opts in (for data you trust).
-"""
+environment variable ``RECTIZARR_ALLOW_PICKLE=1`` opts in (for data you trust)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@
 IEEE arithmetic, so bit for bit what zarr-python computes; integers exactly, an error where a result does
 not fit or a decoded quotient is not whole). ``cast_value`` converts values to another numeric data type
 with the spec's rounding and out-of-range modes; the conversion is the ``cast-value-rs`` package's, the
-backend zarr-python uses (the ``cast-value`` extra), so both write the same bits.
-"""
+backend zarr-python uses (the ``cast-value`` extra), so both write the same bits."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ one element, values are cast to the declared dtype; decoded elements have the de
 included). Not zarrs' ``vlen-array`` (:class:`~rectizarr.codecs.array_to_bytes.VlenArrayCodec`).
 
 It codes object chunks (the ``bytes`` data type, whose fill value ``b""`` is an empty element: a
-``bytes`` element is taken as the raw values). Decoding is bounded by the value's own length.
-"""
+``bytes`` element is taken as the raw values). Decoding is bounded by the value's own length."""
 
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the s
 are not kept), negative decoded values read as 0.
 ``expert`` mode is read, not written: zfpy compresses in the four other modes only, but its decoder takes any
 mode its header names, so a decode puts zfp's long (64-bit) mode header with the four expert parameters in
-front of the stored bits; an encode raises :class:`UnsupportedError`.
-"""
+front of the stored bits; an encode raises :class:`UnsupportedError`."""
 
 from __future__ import annotations
 

@@ -8,8 +8,7 @@ window). It also decodes whole frames of a known size straight into the caller's
 (:func:`decode_many`: small frames in one call, large ones one by one into their rows). It encodes with a
 reused compressor per thread and parameters (:func:`encode`: the same bytes as numcodecs' ``Zstd``, a third
 of its cost for small chunks, since numcodecs makes a context per call). ``RECTIZARR_ZSTD_PREFIX=0`` in the
-environment turns prefix decoding off (every chunk is then decoded whole).
-"""
+environment turns prefix decoding off (every chunk is then decoded whole)."""
 
 from __future__ import annotations
 

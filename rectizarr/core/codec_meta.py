@@ -2,8 +2,7 @@
 
 The Structs only validate; runtime codecs are built from them (:func:`rectizarr.codecs.build_codec`).
 Reading is lenient where real writers disagree (short-hand names, ``must_understand: false`` on known
-codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing is canonical.
-"""
+codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing is canonical."""
 
 from __future__ import annotations
 
@@ -202,8 +201,7 @@ class OptionalMeta(msgspec.Struct, frozen=True):
 class NumcodecsMeta(msgspec.Struct, frozen=True):
     """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
 
-    ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built.
-    """
+    ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built."""
 
     name: str
     configuration: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -2,8 +2,7 @@
 (and the kind of codec each is), the registered codecs it does not build in (and what implements them),
 and the entry-point group through which a package plugs a codec in; and :func:`convert_config`, the
 conversion of a configuration into its Struct with errors at their JSON path. Re-exported by
-:mod:`rectizarr.core.codec_meta`.
-"""
+:mod:`rectizarr.core.codec_meta`."""
 
 from __future__ import annotations
 

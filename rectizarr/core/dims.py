@@ -1,8 +1,7 @@
 """The two kinds of grid axis: :class:`FixedDim` (one chunk size, O(1) memory whatever the chunk count)
 and :class:`VaryingDim` (explicit edges, kept as runs so ``[[1, 10**8]]`` costs two numbers). Both answer
 the ``Dim`` protocol of :mod:`rectizarr.indexing.axis` arithmetically; nothing here lists every chunk
-unless asked to (``data_lens``, ``edges``), and that is refused past ``MAX_EDGES``.
-"""
+unless asked to (``data_lens``, ``edges``), and that is refused past ``MAX_EDGES``."""
 
 from __future__ import annotations
 

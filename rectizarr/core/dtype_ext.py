@@ -11,8 +11,7 @@
   ``complex_<float>`` types, held as a ``(real, imag)`` structured pair where numpy has no complex type.
 
 This module knows nothing of :class:`~rectizarr.core.dtype.DataType`: struct fields are parsed through the
-``parse`` callback the caller passes (``parse_data_type``), so the two modules do not import each other.
-"""
+``parse`` callback the caller passes (``parse_data_type``), so the two modules do not import each other."""
 
 from __future__ import annotations
 

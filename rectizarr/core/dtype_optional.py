@@ -8,8 +8,7 @@ missing elements equals a ``null`` fill value bit for bit. Users see :class:`num
 
 The fill value JSON is ``null`` (missing) or a one-element list holding the inner type's fill value
 (``[42]``; ``[null]`` for a present-but-missing inner optional). A variable-length inner type (``string``,
-``bytes``) is an object field: its missing elements hold ``0``.
-"""
+``bytes``) is an object field: its missing elements hold ``0``."""
 
 from __future__ import annotations
 

@@ -10,8 +10,7 @@ run past the extent: only the chunks that overlap ``[0, extent)`` are addressabl
 declared edge is kept, serialised and reported by ``unique_edges``.
 
 :func:`rectizarr.core.grid_json.parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or
-as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_json` writes it.
-"""
+as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_json` writes it."""
 
 from __future__ import annotations
 

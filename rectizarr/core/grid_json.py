@@ -2,8 +2,7 @@
 
 Accepts the decoded object or raw JSON bytes; from raw bytes each flat list of integers (and each run-length
 list of a rectilinear dimension) is parsed with NumPy, with no Python object per edge. Every error names
-its JSON path.
-"""
+its JSON path."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ edges reaches :func:`rectizarr.core.grid_json.parse_chunk_grid` as bytes and is 
 Rules (spec-notes §1): unknown top-level keys fail unless their value is an object with
 ``"must_understand": false`` (those are kept verbatim and written back); non-empty storage transformers
 fail unless every entry says ``"must_understand": false``; bare ``NaN``/``Infinity`` tokens (which
-zarr-python writes in attributes) are read through a fallback decoder with a warning.
-"""
+zarr-python writes in attributes) are read through a fallback decoder with a warning."""
 
 from __future__ import annotations
 
@@ -375,8 +374,7 @@ def encode_json(doc: Mapping[str, Any]) -> bytes:
     """Encode a metadata object; never turns NaN into ``null``.
 
     Attribute values that are non-finite floats have no JSON form; like zarr-python we write them as bare
-    ``NaN``/``Infinity`` tokens (which rectizarr and zarr-python read back) and warn.
-    """
+    ``NaN``/``Infinity`` tokens (which rectizarr and zarr-python read back) and warn."""
     if _has_nonfinite(doc.get("attributes")) or _has_nonfinite(doc.get("consolidated_metadata")):
         warnings.warn(
             "attributes hold non-finite floats; written as bare NaN/Infinity tokens (not strict JSON)",

@@ -4,8 +4,7 @@ document (no I/O).
 What zarr-python 3 writes for ``zarr_format=2`` is the model: the default compressor is zstd level 0,
 ``str`` arrays are ``|O`` with a ``vlen-utf8`` filter (``bytes``: ``vlen-bytes``), numbers are written
 little-endian, ``dimension_separator`` is ``"."`` unless the ``v2`` chunk key encoding says ``"/"``.
-Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :class:`UnsupportedError`.
-"""
+Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :class:`UnsupportedError`."""
 
 from __future__ import annotations
 

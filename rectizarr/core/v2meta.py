@@ -9,8 +9,7 @@ filters exactly as zarr-python 2 does, then the compressor. The ``.zarray`` docu
 ``ArrayMeta.v2`` and written back with the current shape (so fields we do not model survive).
 
 ``_ARRAY_DIMENSIONS`` (xarray's convention) becomes ``dimension_names`` and leaves the attributes; it is
-put back when the attributes are written.
-"""
+put back when the attributes are written."""
 
 from __future__ import annotations
 

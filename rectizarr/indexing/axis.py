@@ -2,8 +2,7 @@
 
 Everything here is vectorised over the selected indices or over the touched chunks; the per-chunk
 :class:`AxisChunk` objects are built lazily, only for the chunks a read or write visits. A slice never
-materialises its indices unless it selects fewer elements than the chunks its range spans.
-"""
+materialises its indices unless it selects fewer elements than the chunks its range spans."""
 
 from __future__ import annotations
 
@@ -265,8 +264,7 @@ def positions(pos: IntArray) -> AxisSel:
 def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
     """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk.
 
-    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins.
-    """
+    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
     n = idx.size
     if n == 0:
         return empty_axis()

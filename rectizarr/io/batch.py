@@ -5,8 +5,7 @@ paste per projection, with no decode in between). Used for whole shards of small
 (:func:`decode_shard`) and for batches of small chunk files (:mod:`.blocks`).
 
 A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
-chunk's row holds the fill value.
-"""
+chunk's row holds the fill value."""
 
 from __future__ import annotations
 

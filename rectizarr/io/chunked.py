@@ -8,8 +8,7 @@ Read: plan -> keys and specs -> fetch -> decode -> paste, by one of two strategi
   the workers as it arrives, a bounded window of them fetched ahead.
 
 Write: group projections by chunk, read the partially written chunks once under their locks, merge,
-encode and commit (:func:`write_chunked`).
-"""
+encode and commit (:func:`write_chunked`)."""
 
 from __future__ import annotations
 

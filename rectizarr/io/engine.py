@@ -1,8 +1,7 @@
 """The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan (a shrink's clean-up
 is :mod:`.clear`). A read or write takes the active :mod:`rectizarr.tuning` once and
 hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.blocks`) or sharded
-(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`).
-"""
+(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@
   multiple of the inner chunk, validated at open, so inner chunk boundaries fall on multiples of the inner
   size along each axis whatever the outer grid). A ``transpose`` before the sharding codec is handled by
   permuting axes; any other array -> array codec before it, or a bytes -> bytes codec after it, makes the
-  shards plain chunks (a :class:`ChunkedLayout` of whole shards).
-"""
+  shards plain chunks (a :class:`ChunkedLayout` of whole shards)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,7 @@ shard's index, cached by version, then the byte ranges of the inner chunks it ne
   index, shard by shard in the workers or in one batched request.
 
 Write: each shard read at most once (under its lock), only the inner chunks the write touches re-encoded,
-the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`).
-"""
+the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`)."""
 
 from __future__ import annotations
 

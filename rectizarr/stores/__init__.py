@@ -14,8 +14,7 @@ backend failures raise :class:`~rectizarr.errors.StoreError`. Stores pickle (for
 
 Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :class:`MemoryStore`,
 :class:`FsspecStore` (any fsspec URL or filesystem), :class:`ZipStore` (one ``.zip`` file) and
-:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one.
-"""
+:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one."""
 
 from __future__ import annotations
 
@@ -104,8 +103,7 @@ def open_store(
     ``backend`` chooses how a URL is opened: ``"obstore"`` (an :class:`ObjectStore`: ``s3://``, ``gs://``,
     ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or
     None: obstore for those schemes when it is installed (``rectizarr[cloud]``) and the
-    ``storage_options`` map onto it, else fsspec. ``storage_options`` take fsspec's names either way.
-    """
+    ``storage_options`` map onto it, else fsspec. ``storage_options`` take fsspec's names either way."""
     if mode not in _MODES:
         raise StoreError(f"invalid mode {mode!r} for {obj!r}: expected one of {', '.join(_MODES)}")
     read_only = mode == "r"

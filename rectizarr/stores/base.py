@@ -2,8 +2,7 @@
 
 Every public method is implemented here once; a backend implements a handful of private primitives
 (``_get_batch``, ``_set_batch``, ``_delete_batch``, ``_delete_prefix``, ``_list_prefix``, ``_list_dir``,
-``_info``) that receive keys which are already validated, and batches which are already coalesced.
-"""
+``_info``) that receive keys which are already validated, and batches which are already coalesced."""
 
 from __future__ import annotations
 
@@ -46,8 +45,7 @@ class Store(ABC):
     """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.stores`.
 
     ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
-    ``coalesce_max``: a coalesced request never spans more than this many bytes.
-    """
+    ``coalesce_max``: a coalesced request never spans more than this many bytes."""
 
     read_only: bool
     coalesce_gap: int
@@ -122,8 +120,7 @@ class Store(ABC):
         Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
         backend request (never longer than ``coalesce_max`` bytes) and split back afterwards; identical
         unbounded requests are read once. With ``versions``, each key named there is read only at that
-        version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another.
-        """
+        version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another."""
         backend, slots = ranges.coalesce(requests, self.coalesce_gap, self.coalesce_max)
         results = (
             (self._get_batch_at(backend, versions) if versions else self._get_batch(backend))

@@ -5,8 +5,7 @@ A file is then created, renamed or removed by its name in the descriptor of its 
 that was checked is the one written: swapping a directory for a symbolic link meanwhile cannot send a file
 out of the root. A symbolic link met on the way is followed only when the directory it opens is inside the
 root, which is checked on the opened descriptor (``/proc/self/fd`` on Linux; elsewhere by resolving the
-path, which a swap between the check and the open can still fool).
-"""
+path, which a swap between the check and the open can still fool)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Reads of regular files by path with plain descriptors (an open file object costs more than the read
 of a small chunk): whole values, ranges, into this thread's reused buffer or into a caller's view. A path
 that is not a regular file (a directory, a device, a named pipe, a socket) reads as missing: it is opened
-without blocking and never read, so a link to ``/dev/zero`` or a pipe cannot take memory or block.
-"""
+without blocking and never read, so a link to ``/dev/zero`` or a pipe cannot take memory or block."""
 
 from __future__ import annotations
 

@@ -74,8 +74,7 @@ class FsspecStore(RemoteStore):
 
     Pickles by filesystem and root. The store made is of a subclass for S3
     (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP(S)
-    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems.
-    """
+    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems."""
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""

@@ -115,8 +115,7 @@ class LocalStore(Store):
     last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
     that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
     follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
-    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path.
-    """
+    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path."""
 
     def __init__(
         self,

@@ -84,8 +84,7 @@ class MemoryStore(Store):
 
     ``data`` is copied: independent instances never share state (a read-only view from
     :meth:`with_read_only` does share it). Versions come from a per-store write counter. Pickling
-    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead.
-    """
+    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead."""
 
     def __init__(
         self,
@@ -251,8 +250,7 @@ class CountingStore(ForwardingStore):
     ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
     exists/getsize/version look-ups (and ``get_version``). :meth:`reset` zeroes them. Coalescing options and read-only-ness
     follow the wrapped store; a read-only view (``open_array(spy, mode="r")``) counts into the same
-    counters.
-    """
+    counters."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)

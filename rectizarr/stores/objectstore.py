@@ -6,8 +6,7 @@ caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_fli
 set with :func:`rectizarr.set_requests_in_flight`) shared by every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names (``key``,
 ``secret``, ``token``, ``endpoint_url``, ``client_kwargs={"endpoint_url", "region_name"}``, ``anon``,
 ``account_name``, ``account_key``, ``sas_token``, ``headers``, ``timeout``) or obstore's own
-configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged.
-"""
+configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ write's outcome says, and how a client's error becomes a :class:`~rectizarr.erro
 
 A transport subclasses :class:`RemoteStore` (or :class:`EtagStore`, where reads carry ETags and writes
 ``If-Match``) and only moves bytes: it makes the requests and says how its client reports a refusal, a
-lost answer or a timeout.
-"""
+lost answer or a timeout."""
 
 from __future__ import annotations
 

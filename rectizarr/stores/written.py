@@ -8,8 +8,7 @@ append through ``group["x"]`` rewrites ``x/zarr.json`` and the group's consolida
 the data (``store.lock_identity + key``, the same for every store object on it); :func:`token` is what a
 handle compares to know whether to read its document again. Deleting under a prefix, and forgetting the
 counts when there are very many, moves an epoch that every token includes: every handle then reads its
-document once more.
-"""
+document once more."""
 
 from __future__ import annotations
 

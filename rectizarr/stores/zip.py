@@ -77,8 +77,7 @@ class ZipStore(Store):
     written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
     copy is read-only. A read-only view (:meth:`with_read_only`) never writes the archive, not even to
     pickle: it pickles once the store that writes is flushed, else it raises :class:`StoreError`. All
-    operations on one archive are serialised by a lock.
-    """
+    operations on one archive are serialised by a lock."""
 
     def __init__(
         self,
