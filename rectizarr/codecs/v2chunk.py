@@ -22,10 +22,6 @@ from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 ALLOW_PICKLE_ENV = "RECTIZARR_ALLOW_PICKLE"
 
 
-def _pickle_allowed() -> bool:
-    return os.environ.get(ALLOW_PICKLE_ENV, "") in ("1", "true", "yes")
-
-
 _VLEN = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
 
 
@@ -66,7 +62,7 @@ class V2ChunkCodec(ArrayBytesCodec):
         self.ids = tuple(str(config["id"]) for config in filters)
         for i, config in enumerate(filters):
             cid = str(config["id"])
-            if cid == "pickle" and not _pickle_allowed():
+            if cid == "pickle" and os.environ.get(ALLOW_PICKLE_ENV, "") not in ("1", "true", "yes"):
                 raise UnsupportedError(
                     f"the 'pickle' filter runs code when it decodes; set {ALLOW_PICKLE_ENV}=1 to read data you "
                     "trust",
