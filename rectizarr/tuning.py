@@ -114,9 +114,8 @@ class Tuning:
     remote_coalesce_max: int = 32 * MiB
     """The most bytes one coalesced remote request spans (the default ``coalesce_max`` of remote stores)."""
     no_huge_pages_bytes: int = 512 * MiB
-    """Arrays from this size up are made with ordinary pages, not transparent huge ones: the larger the
-    array, the less of it the memory freed just before covers, and a fresh huge page costs more (``make
-    bench``'s 1 GiB reads: 0.7-1.9 s vs 0.77-0.88 s; at 256 MiB huge pages won) (:func:`rectizarr.pages.empty`)."""
+    """Arrays from this size up are made with ordinary pages, not transparent huge ones, which cost more
+    when fresh (the measurements: :func:`rectizarr.pages.empty`)."""
     populate_step: int = 2 * MiB
     """Bytes of an output whose pages are made with one ``madvise`` call: the memory map's lock is never
     held long (:func:`rectizarr.pages.populate`)."""

@@ -244,13 +244,10 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 class CountingStore(ForwardingStore):
-    """Wraps any store and records what reaches its backend, after coalescing.
-
-    ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
-    ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
-    exists/getsize/version look-ups (and ``get_version``). :meth:`reset` zeroes them. Coalescing options and read-only-ness
-    follow the wrapped store; a read-only view (``open_array(spy, mode="r")``) counts into the same
-    counters."""
+    """Wraps any store and records what reaches its backend, after coalescing (:attr:`requests`,
+    :attr:`writes`, :attr:`deletes`, :attr:`lists`, :attr:`infos`; :meth:`reset` zeroes them). Coalescing
+    options and read-only-ness follow the wrapped store; a read-only view (``open_array(spy, mode="r")``)
+    counts into the same counters."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
@@ -286,7 +283,7 @@ class CountingStore(ForwardingStore):
 
     @property
     def infos(self) -> int:
-        """The number of exists/getsize/version look-ups."""
+        """The number of exists/getsize/version/get_version look-ups."""
         return self._counts.infos
 
     def reset(self) -> None:
