@@ -188,12 +188,11 @@ def _zstd_limited(
     name: str,
     decode: Callable[[bytes | memoryview, str | None], bytes | memoryview],
 ) -> bytes | memoryview:
-    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares
-    more is refused from its header; one that declares its size and is the whole value is decoded into a
-    buffer of that size; anything else (no size declared, a size of 0, more frames after the first:
-    numcodecs would grow its buffer as long as data comes) is first counted by decoding it into a reused
-    buffer, which stops one byte past the limit, and then ``decode`` (numcodecs, which reports truncated
-    data) makes the value."""
+    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares more
+    is refused from its header; one that declares its size and is the whole value is decoded into a buffer of
+    that size; anything else (no size declared, a size of 0, more frames after the first: numcodecs would grow
+    its buffer as long as data comes) is first counted by decoding it into a reused buffer, which stops one
+    byte past the limit, and then ``decode`` (numcodecs, which reports truncated data) makes the value."""
     size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
     if size is not None and size > limit:
         raise too_large(name, key, limit)

@@ -284,10 +284,9 @@ def _nearest_uncached(layout: ShardedLayout, near: list[Shard], n: int) -> tuple
 
 def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     """How many bytes to read from a shard's index end to have its index: 0 for the index alone; on stores
-    with round trips, the store's coalescing gap (the bytes worth reading rather than making another
-    request) when the shards decode to no more than that with their index (so any of their inner chunks
-    would be coalesced with the index anyway) and all these reads stay within the store's largest
-    coalesced read."""
+    with round trips, the store's coalescing gap (the bytes worth reading rather than making another request)
+    when the shards decode to no more than that with their index (so any of their inner chunks would be
+    coalesced with the index anyway) and all these reads stay within the store's largest coalesced read."""
     store = layout.store
     if store.capabilities.low_latency or not shards:
         return 0
