@@ -92,18 +92,17 @@ def open_store(
 
     A reference set (fsspec's format, version 1: a dict, or a ``.json`` file) is a read-only
     :class:`FsspecStore` over ``reference://``. A plain path (or ``file://`` URL) ending in ``.zip`` is a
-    :class:`ZipStore`, any other plain path or
-    ``file://`` URL a :class:`LocalStore` (one directory is one store, with the same locks and atomic
-    writes, however it is named); another URL
-    (``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with
-    ``storage_options`` or ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
-    ``"w-"`` a writable one (whether a node may be overwritten is decided above the store layer; only a
-    zip archive is truncated by ``"w"``).
+    :class:`ZipStore`, any other plain path or ``file://`` URL a :class:`LocalStore` (one directory is one
+    store, with the same locks and atomic writes, however it is named); another URL (``memory://``, ``s3://``,
+    ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with ``storage_options`` or
+    ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only
+    store; ``"r+"``, ``"a"``, ``"w"`` and ``"w-"`` a writable one (whether a node may be overwritten is
+    decided above the store layer; only a zip archive is truncated by ``"w"``).
 
     ``backend`` chooses how a URL is opened: ``"obstore"`` (an :class:`ObjectStore`: ``s3://``, ``gs://``,
-    ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or
-    None: obstore for those schemes when it is installed (``rectizarr[cloud]``) and the
-    ``storage_options`` map onto it, else fsspec. ``storage_options`` take fsspec's names either way."""
+    ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or None:
+    obstore for those schemes when it is installed (``rectizarr[cloud]``) and the ``storage_options`` map onto
+    it, else fsspec. ``storage_options`` take fsspec's names either way."""
     if mode not in _MODES:
         raise StoreError(f"invalid mode {mode!r} for {obj!r}: expected one of {', '.join(_MODES)}")
     read_only = mode == "r"
