@@ -72,9 +72,8 @@ _RELOCKED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def relocked_in_child(obj: Any) -> None:
-    """Give ``obj`` (which keeps its lock in ``obj._lock``) a fresh lock in a forked child: a handle used
-    after ``fork`` (a multiprocessing pool's workers) would wait forever on a lock another thread of the
-    parent held at the fork."""
+    """Give ``obj`` a fresh ``obj._lock`` in a forked child: a handle used after ``fork`` (a multiprocessing
+    pool's workers) would wait forever on a lock another thread of the parent held at the fork."""
     _RELOCKED.add(obj)
 
 

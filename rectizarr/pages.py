@@ -14,8 +14,6 @@ import numpy as np
 from rectizarr import tuning
 from rectizarr._util import Shape
 
-__all__ = ["empty", "populate"]
-
 _MADV_NOHUGEPAGE = 15  # <asm-generic/mman-common.h>, as mmap.MADV_NOHUGEPAGE
 _MADV_POPULATE_WRITE = 23  # (Linux 5.14)
 

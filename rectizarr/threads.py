@@ -5,8 +5,7 @@ and size), pools for one call (joined before it returns) and single threads. Thr
 Nothing runs in the background between calls, and a forked child inherits no pool: the child's first
 use makes its own (the parent's threads do not exist there). :mod:`concurrent.futures` is imported on
 the first use of a pool, not with rectizarr. This module imports nothing of rectizarr, so that every
-layer (the stores too) may use it.
-"""
+layer (the stores too) may use it."""
 
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["drop", "kept", "once", "start"]
 
 _kept: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _lock = threading.Lock()

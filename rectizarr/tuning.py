@@ -4,8 +4,7 @@ Each field has a one-line reason and, in brackets, the ``make bench`` row that s
 A threshold changes *how* data moves, never *what* is read or written, so tests may set extreme values to
 drive every strategy: ``with tuning.use(replace(tuning.current(), block_min_chunks=1)): ...``. The active
 tuning is a context variable: a read or write takes it in the calling thread, and the I/O layer's thread
-pool runs its work in that context.
-"""
+pool runs its work in that context."""
 
 from __future__ import annotations
 
@@ -88,8 +87,8 @@ class Tuning:
     coalesce_max: int = 16 * MiB
     """... as long as the merged range stays within this many bytes."""
     local_threaded_bytes: int = 4 * MiB
-    """A local store's batch of this many bytes goes to its threads: a hand-off costs more than small
-    work (8 reads of a 2 KiB shard index: 42 vs 200 us on one vs two threads) [R1 sharded, W1]."""
+    """A local store's batch of this many bytes goes to its threads: a hand-off costs more than small work
+    (reads of a 2 KiB shard index, one vs two threads: 8, 42 vs 200 us; 64, 248 vs 450 us) [R1 sharded, W1]."""
     local_threaded_files: int = 16
     """... or of this many whole files of unknown size read (8 whole 2 MiB files: 2.5 vs 2.8 ms, 16: 5.9 vs
     5.0 ms); fewer are sized with a ``stat`` each first [R1 sharded]."""
@@ -115,9 +114,8 @@ class Tuning:
     remote_coalesce_max: int = 32 * MiB
     """The most bytes one coalesced remote request spans (the default ``coalesce_max`` of remote stores)."""
     no_huge_pages_bytes: int = 512 * MiB
-    """Arrays from this size up are made with ordinary pages, not transparent huge ones: the larger the
-    array, the less of it the memory freed just before covers, and a fresh huge page costs more (``make
-    bench``'s 1 GiB reads: 0.7-1.9 s vs 0.77-0.88 s; at 256 MiB huge pages won) (:func:`rectizarr.pages.empty`)."""
+    """Arrays from this size up are made with ordinary pages, not transparent huge ones, which cost more
+    when fresh (the measurements: :func:`rectizarr.pages.empty`)."""
     populate_step: int = 2 * MiB
     """Bytes of an output whose pages are made with one ``madvise`` call: the memory map's lock is never
     held long (:func:`rectizarr.pages.populate`)."""
@@ -134,8 +132,7 @@ def current() -> Tuning:
 
 
 def set_default(**changes: Any) -> Tuning:
-    """Change fields of the process default (in force wherever no :func:`use` block sets a tuning);
-    returns the new default."""
+    """Change fields of the process default (in force outside :func:`use` blocks); returns the new one."""
     global _default
     _default = replace(_default, **changes)
     return _default

@@ -10,19 +10,11 @@ import numpy as np
 
 from rectizarr._util import Shape, json_path, prod
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError
+from rectizarr.errors import MetadataError
 
-__all__ = ["MAX_GROWTH", "NumcodecsArrayArray", "TransposeCodec"]
-
-MAX_GROWTH = (
-    16  # a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
-)
-_DTYPE_FIELDS = (
-    "dtype",
-    "astype",
-    "encode_dtype",
-    "decode_dtype",
-)  # numcodecs configuration keys naming dtypes
+# a numcodecs filter's output element is at most this many times its input's (int8 -> complex128)
+MAX_GROWTH = 16
+_DTYPE_FIELDS = ("dtype", "astype", "encode_dtype", "decode_dtype")  # numcodecs' keys naming dtypes
 
 
 class TransposeCodec(ArrayArrayCodec):
@@ -64,8 +56,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
 
     The output dtype is learnt by encoding one element of the input dtype (``astype``, ``delta`` with
     ``astype``, ``fixedscaleoffset`` ... change it); ``packbits`` turns ``n`` booleans into
-    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding).
-    """
+    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding)."""
 
     def __init__(self, name: str, codec_id: str, codec: Any) -> None:
         self.name = name
@@ -148,7 +139,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         try:
             encoded = np.asarray(self.codec.encode(np.asarray(chunk, order="C")))
         except Exception as exc:
-            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"encoding failed: {exc}", spec.key) from exc
         return encoded.reshape(out.shape).astype(out.dtype, copy=False)
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
@@ -158,4 +149,4 @@ class NumcodecsArrayArray(ArrayArrayCodec):
                 decoded = decoded.view(spec.dtype)  # e.g. delta over uint32 as int32: keep the bits
             return decoded.reshape(spec.shape).astype(spec.dtype, copy=False)
         except Exception as exc:
-            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"decoding failed: {exc}", spec.key) from exc

@@ -9,9 +9,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError
-
-__all__ = ["BytesCodec", "NumcodecsArrayBytes", "VlenArrayCodec", "VlenBytesCodec", "VlenUtf8Codec"]
+from rectizarr.errors import MetadataError
 
 _U32 = np.dtype("<u4")
 
@@ -58,17 +56,14 @@ class BytesCodec(ArrayBytesCodec):
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         if chunk.size != spec.size:
-            raise CodecError(
-                f"chunk of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"chunk of shape {chunk.shape} does not match {spec.shape}", spec.key)
         return np.asarray(chunk, dtype=self._wire(spec.dtype)).tobytes(order="C")
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         if len(data) != spec.nbytes:
-            raise CodecError(
+            raise self.error(
                 f"expected {spec.nbytes} bytes for shape {spec.shape} of {spec.dtype}, got {len(data)}",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         wire = self._wire(spec.dtype)
         out = np.frombuffer(data, dtype=wire).reshape(spec.shape)
@@ -96,11 +91,11 @@ class _VlenCodec(ArrayBytesCodec):
         try:
             items = [self._to_bytes(x) for x in chunk.reshape(-1).tolist()]
         except (TypeError, UnicodeError) as exc:
-            raise CodecError(f"cannot encode element: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"cannot encode element: {exc}", spec.key) from exc
         n = len(items)
         lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)
         if n and int(np.max(lengths)) > 0xFFFFFFFF:
-            raise CodecError("an element is longer than 4 GiB", key=spec.key, codec=self.name)
+            raise self.error("an element is longer than 4 GiB", spec.key)
         # Element i's length field starts after the count, i earlier length fields and its predecessors' bytes.
         starts = 4 + 4 * np.arange(n, dtype=np.int64) + np.concatenate(([0], np.cumsum(lengths)[:-1]))[:n]
         out = np.empty(4 + 4 * n + int(lengths.sum()), dtype=np.uint8)
@@ -117,33 +112,27 @@ class _VlenCodec(ArrayBytesCodec):
         mv = memoryview(data).cast("B")
         size = len(mv)
         if size < 4:
-            raise CodecError(
-                f"{size} bytes is too short for the element count", key=spec.key, codec=self.name
-            )
+            raise self.error(f"{size} bytes is too short for the element count", spec.key)
         n = int.from_bytes(mv[:4], "little")
         if n != spec.size:
-            raise CodecError(f"holds {n} elements, expected {spec.size}", key=spec.key, codec=self.name)
+            raise self.error(f"holds {n} elements, expected {spec.size}", spec.key)
         if 4 + 4 * n > size:
-            raise CodecError(f"{n} elements cannot fit in {size} bytes", key=spec.key, codec=self.name)
+            raise self.error(f"{n} elements cannot fit in {size} bytes", spec.key)
         items: list[object] = []
         pos = 4
         try:
             for _ in range(n):
                 if pos + 4 > size:
-                    raise CodecError("truncated before a length field", key=spec.key, codec=self.name)
+                    raise self.error("truncated before a length field", spec.key)
                 end = pos + 4 + int.from_bytes(mv[pos : pos + 4], "little")
                 if end > size:
-                    raise CodecError(
-                        f"element ends at byte {end}, past the end ({size})", key=spec.key, codec=self.name
-                    )
+                    raise self.error(f"element ends at byte {end}, past the end ({size})", spec.key)
                 items.append(self._from_bytes(bytes(mv[pos + 4 : end])))
                 pos = end
         except UnicodeDecodeError as exc:
-            raise CodecError(f"invalid UTF-8: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"invalid UTF-8: {exc}", spec.key) from exc
         if pos != size:
-            raise CodecError(
-                f"{size - pos} trailing bytes after the last element", key=spec.key, codec=self.name
-            )
+            raise self.error(f"{size - pos} trailing bytes after the last element", spec.key)
         out = np.empty(n, dtype=object)
         out[:] = items
         return out.reshape(spec.shape)
@@ -176,8 +165,7 @@ class VlenBytesCodec(_VlenCodec):
 class VlenArrayCodec(ArrayBytesCodec):
     """zarrs' ``vlen-array`` (also ``zarrs.vlen_v2``): the variable-length layout of ``vlen-utf8`` and
     ``vlen-bytes`` (a u32 count, then a u32 length and the bytes of each element) on whichever variable-length
-    type the array has. Arrays of ``string`` (their fill value is a ``str``) hold UTF-8, arrays of ``bytes``
-    the bytes themselves."""
+    type the array has: UTF-8 for ``string`` (its fill value is a ``str``), the bytes themselves otherwise."""
 
     name = "vlen-array"
 
@@ -213,11 +201,11 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
                 memoryview(self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))).cast("B")
             )
         except Exception as exc:
-            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"encoding failed: {exc}", spec.key) from exc
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         try:
             out = np.asarray(self.codec.decode(data))
             return out.reshape(spec.shape).astype(spec.dtype, copy=False)
         except Exception as exc:
-            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"decoding failed: {exc}", spec.key) from exc

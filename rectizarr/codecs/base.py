@@ -2,8 +2,7 @@
 
 A chunk's shape is never fixed at construction: every call gets a :class:`ChunkSpec` describing the
 *decoded* representation the codec works on (rectilinear grids give every chunk its own shape).
-Construction depends only on metadata.
-"""
+Construction depends only on metadata."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class ChunkSpec:
 
     ``shape`` is the codec (declared) shape of the chunk, ``dtype`` the numpy dtype in native byte order
     (``object`` for the variable-length ``string``/``bytes`` types), ``fill_value`` a 0-d array of that
-    dtype, and ``key`` the store key of the value being coded (for error messages only).
-    """
+    dtype, and ``key`` the store key of the value being coded (for error messages only)."""
 
     shape: Shape
     dtype: np.dtype
@@ -65,12 +63,14 @@ class Codec(ABC):  # noqa: B024 - a common base; each kind below declares the ab
     others are still being encoded)."""
 
     def map_axes(self, per_axis: Sequence[object]) -> list[object]:
-        """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes.
-
-        Used at open to validate every chunk shape of a rectilinear grid without enumerating chunks.
-        Shape-preserving codecs return the input unchanged; ``transpose`` permutes it.
-        """
+        """Map per-axis facts of the input (e.g. the set of edges per axis) to the output's axes: at open,
+        every chunk shape of a rectilinear grid is validated without enumerating chunks. Shape-preserving
+        codecs return the input unchanged; ``transpose`` permutes it."""
         return list(per_axis)
+
+    def error(self, message: str, key: str | None) -> CodecError:
+        """The :class:`CodecError` of this codec about the value of ``key``."""
+        return CodecError(message, key=key, codec=self.name)
 
 
 class ArrayArrayCodec(Codec):
@@ -94,10 +94,8 @@ class ArrayBytesCodec(Codec):
     """``array -> bytes``: exactly one per chain (``bytes``, ``vlen-*``, ``sharding_indexed`` ...)."""
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
-        """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
-
-        Raises :class:`~rectizarr.errors.MetadataError`. The default accepts everything.
-        """
+        """Check this codec can code chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``
+        (else :class:`~rectizarr.errors.MetadataError`); the default accepts everything."""
 
     @abstractmethod
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes: ...
@@ -111,8 +109,7 @@ class ArrayBytesCodec(Codec):
 
     def encoded_bound(self, spec: ChunkSpec) -> int | None:
         """The most bytes a valid encoding of a chunk of ``spec`` takes (what decoding and reading the stored
-        value may be limited to), or ``None`` when there is no such bound (variable-length data). The
-        default is :meth:`encoded_size`."""
+        value may be limited to), or None without one (variable-length data); default :meth:`encoded_size`."""
         return self.encoded_size(spec)
 
 
@@ -180,8 +177,7 @@ class BytesBytesCodec(Codec):
     def decode_prefix(self, data: bytes | memoryview, out: np.ndarray, n: int) -> bool:
         """Decode at least the first ``n`` bytes of the decoded value into ``out`` (C-contiguous uint8 of the
         whole decoded size; its bytes past ``n`` are then unspecified), when that costs less than decoding
-        it all; False when it cannot (the caller then decodes the whole value). The default supports
-        nothing."""
+        it all; False when it cannot (the caller then decodes the whole value), as by default."""
         return False
 
     def encoded_size(self, nbytes: int) -> int | None:

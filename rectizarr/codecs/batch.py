@@ -4,8 +4,7 @@ and the pipeline's batch decode (:func:`decode_many`) into rows of a pre-allocat
 A compressor that has a batch API (zstd: many frames, one C call, its own threads, the GIL released)
 overrides :meth:`~rectizarr.codecs.base.BytesBytesCodec.decode_many_into`; every other chain falls back to
 the per-chunk loop. A chunk the batch cannot decode is reported back, never guessed: the caller decodes it
-the usual way, which names its key in the error.
-"""
+the usual way, which names its key in the error."""
 
 from __future__ import annotations
 
@@ -13,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-__all__ = ["Frames"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -6,34 +6,18 @@ Floating-point values keep ``keepbits`` bits of their mantissa (complex ones per
 value's top bit is set, so it keeps the top ``keepbits`` bits of its two's complement). A rounding that
 would carry past the type's width saturates (all bits set) before the low bits are cleared, as zarrs does
 (the sample data's uint8 255 -> 224). ``numcodecs.bitround`` stays numcodecs' codec (floats only; its
-carry wraps around instead).
-"""
+carry wraps around instead)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
-from rectizarr.core.dtype import data_type_from_numpy
+from rectizarr.core.dtype import INTEGER_NAMES, data_type_from_numpy
 from rectizarr.errors import MetadataError
 
-__all__ = ["BitroundCodec"]
-
 _MANTISSA = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52, "complex64": 23, "complex128": 52}
-_INTEGERS = frozenset(
-    {
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "numpy.datetime64",
-        "numpy.timedelta64",
-    }
-)
+_INTEGERS = INTEGER_NAMES | {"numpy.datetime64", "numpy.timedelta64"}
 
 
 def _bit_length(u: np.ndarray, width: int) -> np.ndarray:

@@ -38,8 +38,6 @@ from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
 
-__all__ = ["build_codec", "build_pipeline"]
-
 
 def build_pipeline(
     metas: Sequence[cm.CodecMeta],
@@ -50,8 +48,7 @@ def build_pipeline(
     """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
 
     Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
-    array->bytes codec sees, i.e. after any ``transpose``.
-    """
+    array->bytes codec sees, i.e. after any ``transpose``."""
     edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
     spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
     array_array: list[ArrayArrayCodec] = []
@@ -104,8 +101,7 @@ def build_pipeline(
 def _build_optional(
     meta: cm.OptionalMeta, dtype: np.dtype, edges: Sequence[np.ndarray], path: str
 ) -> OptionalCodec:
-    """The optional codec: its mask chain codes ``bool`` chunks of the same shape, its data chain the 1-d
-    run of present values of the inner type."""
+    """The optional codec: mask chain codes ``bool`` chunks, the data chain the 1-d run of present values."""
     if not is_optional_dtype(dtype):
         raise MetadataError(f"the optional codec codes the optional data type only, not {dtype}", path=path)
     config = json_path(path, "configuration")
@@ -163,8 +159,7 @@ def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Code
 
 def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
     """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
-    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize).
-    """
+    point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize)."""
     match meta:
         case cm.BytesMeta():
             return BytesCodec(meta.endian)
@@ -219,7 +214,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
         case cm.OptionalMeta():  # (edges unknown here: the mask chain is checked for one axis)
             return _build_optional(meta, dtype, [np.array([1])], path)
         case cm.PluginMeta():
-            from rectizarr.codecs.plugins import build_plugin_codec, unsupported_codec_error
+            from rectizarr.codecs.plugins import build_plugin_codec
+            from rectizarr.core.codec_registry import unsupported_codec_error
 
             plugged = build_plugin_codec(meta.name, meta.configuration, dtype, path)
             if plugged is None:  # (uninstalled since the document was parsed)

@@ -1,8 +1,7 @@
 """``bytes -> bytes`` codecs (``gzip``, ``zstd``, ``blosc``, ``crc32c``, ``numcodecs.*``).
 
 This is the only module that imports numcodecs, on first use (it is slow to import): :func:`get_numcodec`
-hands numcodecs codec objects to the array->array and array->bytes wrappers.
-"""
+hands numcodecs codec objects to the array->array and array->bytes wrappers."""
 
 from __future__ import annotations
 
@@ -19,8 +18,6 @@ from rectizarr.codecs.base import BytesBytesCodec, too_large
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.crc32c import crc32c
 from rectizarr.errors import ChecksumError, CodecError, MetadataError, UnsupportedError
-
-__all__ = ["BloscCodec", "Crc32cCodec", "GzipCodec", "NumcodecsBytesBytes", "ZstdCodec", "get_numcodec"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
@@ -191,12 +188,11 @@ def _zstd_limited(
     name: str,
     decode: Callable[[bytes | memoryview, str | None], bytes | memoryview],
 ) -> bytes | memoryview:
-    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares
-    more is refused from its header; one that declares its size and is the whole value is decoded into a
-    buffer of that size; anything else (no size declared, a size of 0, more frames after the first:
-    numcodecs would grow its buffer as long as data comes) is first counted by decoding it into a reused
-    buffer, which stops one byte past the limit, and then ``decode`` (numcodecs, which reports truncated
-    data) makes the value."""
+    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares more
+    is refused from its header; one that declares its size and is the whole value is decoded into a buffer of
+    that size; anything else (no size declared, a size of 0, more frames after the first: numcodecs would grow
+    its buffer as long as data comes) is first counted by decoding it into a reused buffer, which stops one
+    byte past the limit, and then ``decode`` (numcodecs, which reports truncated data) makes the value."""
     size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
     if size is not None and size > limit:
         raise too_large(name, key, limit)
@@ -249,11 +245,7 @@ def _zstd_content_size(data: bytes | memoryview) -> int | None:
     return value + 256 if width == 2 else value
 
 
-_SHUFFLE = {
-    "noshuffle": "NOSHUFFLE",
-    "shuffle": "SHUFFLE",
-    "bitshuffle": "BITSHUFFLE",
-}  # numcodecs.blosc names
+_SHUFFLE = {"noshuffle": "NOSHUFFLE", "shuffle": "SHUFFLE", "bitshuffle": "BITSHUFFLE"}  # numcodecs.blosc's
 
 
 def _blosc_whole(data: bytes | memoryview, key: str | None, name: str) -> None:
@@ -306,7 +298,7 @@ class BloscCodec(BytesBytesCodec):
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
-            raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+            raise self.error(f"cannot decompress: {exc}", key) from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
         _blosc_declared(data, key, limit, self.name)
@@ -369,7 +361,7 @@ class Crc32cCodec(BytesBytesCodec):
     def decode(self, data: bytes | memoryview, key: str | None = None) -> memoryview:
         mv = memoryview(data).cast("B")
         if len(mv) < 4:
-            raise CodecError(f"{len(mv)} bytes is too short for a checksum", key=key, codec=self.name)
+            raise self.error(f"{len(mv)} bytes is too short for a checksum", key)
         body = mv[:-4]
         stored = int.from_bytes(mv[-4:], "little")
         actual = crc32c(body)

@@ -5,8 +5,6 @@ from __future__ import annotations
 import google_crc32c
 import numpy as np
 
-__all__ = ["crc32c"]
-
 
 def crc32c(data: bytes | bytearray | memoryview | np.ndarray) -> int:
     """CRC-32C of ``data`` as an unsigned 32-bit int (``crc32c(b"123456789") == 0xE3069283``)."""

@@ -4,8 +4,7 @@ A chunk is stored as ``mask_len`` and ``data_len`` (u64 little-endian each), the
 chain (a ``bool`` array of the chunk's shape, True where present), then the present values in C order, as a
 1-d array of the inner type, encoded by the data chain. A chunk with no present value has no data bytes
 (``data_len`` 0, as zarrs writes it). In memory a chunk is the structured form of
-:mod:`rectizarr.core.dtype_optional` (``value``, ``valid``).
-"""
+:mod:`rectizarr.core.dtype_optional` (``value``, ``valid``)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.codec_meta import OptionalMeta
 from rectizarr.core.dtype_optional import is_optional_dtype
-from rectizarr.errors import CodecError, MetadataError
-
-__all__ = ["OptionalCodec"]
+from rectizarr.errors import MetadataError
 
 _HEADER = struct.Struct("<QQ")
 _BOOL = np.dtype(np.bool_)
@@ -59,21 +56,18 @@ class OptionalCodec(ArrayBytesCodec):
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         view = memoryview(data).cast("B")
         if len(view) < _HEADER.size:
-            raise CodecError(
-                f"{len(view)} bytes: shorter than the 16-byte header", key=spec.key, codec=self.name
-            )
+            raise self.error(f"{len(view)} bytes: shorter than the 16-byte header", spec.key)
         mask_len, data_len = _HEADER.unpack_from(view)
         if _HEADER.size + mask_len + data_len != len(view):
-            raise CodecError(
+            raise self.error(
                 f"the header claims {mask_len} mask and {data_len} data bytes; the value has "
                 f"{len(view) - _HEADER.size} after it",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         mask_end = _HEADER.size + mask_len
         valid = np.asarray(self.mask.decode(view[_HEADER.size : mask_end], self._mask_spec(spec)))
         if valid.shape != spec.shape or valid.dtype != _BOOL:
-            raise CodecError(f"the mask decodes to {valid.dtype}{valid.shape}", key=spec.key, codec=self.name)
+            raise self.error(f"the mask decodes to {valid.dtype}{valid.shape}", spec.key)
         n = int(np.count_nonzero(valid))
         out = np.zeros(spec.shape, dtype=spec.dtype)
         out["valid"] = valid
@@ -81,11 +75,10 @@ class OptionalCodec(ArrayBytesCodec):
             return out
         values = self.data.decode(view[mask_end:], self._data_spec(spec, n))
         if values.shape != (n,):
-            raise CodecError(
+            raise self.error(
                 f"the data decodes to {values.shape[0] if values.ndim == 1 else values.shape} values; the mask "
                 f"marks {n} present",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         out["value"][valid] = values
         return out

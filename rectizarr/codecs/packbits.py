@@ -9,8 +9,7 @@ zarrs extends only within the byte holding the top bit, which differs for signed
 whose ``last_bit`` lies a byte or more below the top).
 
 The encoded size is fixed by the chunk shape, so a stored value of another size is refused before anything
-is allocated for it.
-"""
+is allocated for it."""
 
 from __future__ import annotations
 
@@ -19,10 +18,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
-from rectizarr.core.dtype import data_type_from_numpy
-from rectizarr.errors import CodecError, MetadataError
-
-__all__ = ["PackbitsCodec"]
+from rectizarr.core.dtype import INTEGER_NAMES, data_type_from_numpy
+from rectizarr.errors import MetadataError
 
 # bits per component of the data types narrower than a byte (held one per byte, in its low bits)
 _SUB_BYTE = {
@@ -36,24 +33,7 @@ _SUB_BYTE = {
     "float6_e3m2fn": 6,
 }
 _SIGNED = frozenset({"int2", "int4", "int8", "int16", "int32", "int64"})
-_WHOLE = frozenset(
-    {
-        "int8",
-        "uint8",
-        "int16",
-        "uint16",
-        "int32",
-        "uint32",
-        "int64",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-        "bfloat16",
-        "complex64",
-        "complex128",
-    }
-)
+_WHOLE = INTEGER_NAMES | {"float16", "float32", "float64", "bfloat16", "complex64", "complex128"}
 
 
 class PackbitsCodec(ArrayBytesCodec):
@@ -107,9 +87,7 @@ class PackbitsCodec(ArrayBytesCodec):
         total, nbytes = self._sizes(spec)
         arr = np.ascontiguousarray(chunk, dtype=spec.dtype)
         if arr.size != spec.size:
-            raise CodecError(
-                f"got {arr.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"got {arr.size} elements, the chunk has {spec.size}", spec.key)
         little = arr.astype(arr.dtype.newbyteorder("<")) if arr.dtype.byteorder == ">" else arr
         comps = little.reshape(-1).view(self._components(spec.dtype, ncomp, nbits)).astype(np.uint64)
         if nbits < 8:
@@ -127,18 +105,15 @@ class PackbitsCodec(ArrayBytesCodec):
         expected = nbytes + (self.padding_encoding != "none")
         raw = np.frombuffer(data, dtype=np.uint8)
         if raw.size != expected:
-            raise CodecError(
+            raise self.error(
                 f"stored value has {raw.size} bytes, a chunk of {spec.size} {spec.dtype} takes {expected}",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         if self.padding_encoding != "none":
             pad = int(raw[0] if self.padding_encoding == "first_byte" else raw[-1])
             if pad != 8 * nbytes - total:
-                raise CodecError(
-                    f"padding byte says {pad} bits, the chunk pads {8 * nbytes - total}",
-                    key=spec.key,
-                    codec=self.name,
+                raise self.error(
+                    f"padding byte says {pad} bits, the chunk pads {8 * nbytes - total}", spec.key
                 )
             raw = raw[1:] if self.padding_encoding == "first_byte" else raw[:-1]
         comps = _unpack(raw, kept, spec.size * ncomp)

@@ -1,8 +1,7 @@
 """A codec chain (``array -> array`` codecs, one ``array -> bytes`` codec, ``bytes -> bytes`` codecs) and the
 ``sharding_indexed`` codec, which nests two chains: the two refer to each other, so they share this module.
 They are built from metadata by :mod:`.build`; the shard format's data (index, byte layout) is in
-:mod:`.shard_index`.
-"""
+:mod:`.shard_index`."""
 
 from __future__ import annotations
 
@@ -21,16 +20,13 @@ from rectizarr.codecs.shard_index import EMPTY, ShardIndex, concat, is_fill, pac
 from rectizarr.core.codec_meta import CodecMeta, ShardingMeta, codecs_to_json
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["CodecPipeline", "ShardingCodec"]
-
 _INDEX_DTYPE = np.dtype(np.uint64)
 
 
 @dataclass(frozen=True, slots=True)
 class CodecPipeline:
     """A validated codec chain. ``metas`` are the codecs' metadata as resolved at build time (a blosc
-    ``typesize`` filled in, nested sharding chains resolved), so :meth:`to_json` writes every parameter.
-    """
+    ``typesize`` filled in, nested sharding chains resolved), so :meth:`to_json` writes every parameter."""
 
     metas: tuple[CodecMeta, ...]
     array_array: tuple[ArrayArrayCodec, ...]
@@ -206,8 +202,7 @@ class CodecPipeline:
         return (*self.array_array, self.array_bytes, *self.bytes_bytes)
 
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
-        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (None: no
-        bound, e.g. variable-length strings)."""
+        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (or None)."""
         size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
         limits: list[int | None] = []
         for codec in self.bytes_bytes:
@@ -257,8 +252,7 @@ class CodecPipeline:
 class ShardingCodec(ArrayBytesCodec):
     """``sharding_indexed``: inner chunks of ``chunk_shape`` coded by ``codecs``, an index by ``index_codecs``.
 
-    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it).
-    """
+    Shapes given to it are shard shapes in the codec's input space (after any ``transpose`` before it)."""
 
     name = "sharding_indexed"
 
@@ -352,9 +346,7 @@ class ShardingCodec(ArrayBytesCodec):
         cps = self.chunks_per_shard(shard_shape)
         expected = self.index_nbytes(shard_shape)
         if len(data) != expected:
-            raise CodecError(
-                f"shard index is {len(data)} bytes, expected {expected}", key=key, codec=self.name
-            )
+            raise self.error(f"shard index is {len(data)} bytes, expected {expected}", key)
         table = self.index_codecs.decode(data, self._index_spec(cps, key))
         return ShardIndex.checked(table, shard_nbytes, key=key, codec=self.name)
 
@@ -384,9 +376,7 @@ class ShardingCodec(ArrayBytesCodec):
         mv = memoryview(shard).cast("B")
         n = self.index_nbytes(shard_shape)
         if len(mv) < n:
-            raise CodecError(
-                f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key=key, codec=self.name
-            )
+            raise self.error(f"shard of {len(mv)} bytes is shorter than its {n}-byte index", key)
         return self.decode_index(self._index_bytes(mv, n), shard_shape, shard_nbytes=len(mv), key=key)
 
     def dense(
@@ -455,9 +445,7 @@ class ShardingCodec(ArrayBytesCodec):
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         """A whole shard; inner chunks equal to the fill value (bit for bit) are left out."""
         if chunk.shape != spec.shape:
-            raise CodecError(
-                f"shard of shape {chunk.shape} does not match {spec.shape}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"shard of shape {chunk.shape} does not match {spec.shape}", spec.key)
         inner = self.inner_spec(spec)
         chunks: dict[Coords, bytes | memoryview] = {}
         for coords in np.ndindex(*self.chunks_per_shard(spec.shape)):

@@ -13,8 +13,7 @@ is a factory ``factory(configuration, dtype) -> Codec`` (a :class:`~rectizarr.co
 Entry points are listed once per process, again when a name is missing (:func:`refresh` forgets what was
 listed and loaded); one is loaded the first time its codec is asked for. Built-in codecs are never replaced
 by a plugin of the same name (:mod:`rectizarr.core.codec_meta` asks for a plugin only for names it does not
-know).
-"""
+know)."""
 
 from __future__ import annotations
 
@@ -26,21 +25,14 @@ import numpy as np
 
 from rectizarr._util import json_path
 from rectizarr.codecs.base import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
-from rectizarr.core.codec_meta import PLUGIN_GROUP, PROVIDERS, unsupported_codec_error
+from rectizarr.core.codec_registry import PLUGIN_GROUP, unsupported_codec_error
 from rectizarr.errors import MetadataError, UnsupportedError
+
+__all__ = ["unsupported_codec_error"]  # re-exported (for validate)
 
 if TYPE_CHECKING:
     from importlib import metadata
 
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "PROVIDERS",
-    "CodecFactory",
-    "build_plugin_codec",
-    "plugin_names",
-    "refresh",
-    "unsupported_codec_error",
-]
 
 ENTRY_POINT_GROUP = PLUGIN_GROUP
 

@@ -3,8 +3,7 @@ and ``zarrs.squeeze`` (zarrs: drops the axes of length 1).
 
 Neither moves data: the encoded chunk is the decoded one with another shape, so the stored bytes are those
 of the chunk raveled in C order. A rectilinear grid gives chunks of several shapes; every combination of
-axis lengths is checked when the array is opened (:meth:`map_axes`).
-"""
+axis lengths is checked when the array is opened (:meth:`map_axes`)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ import numpy as np
 
 from rectizarr._util import Shape
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError, UnsupportedError
-
-__all__ = ["MAX_SHAPE_COMBINATIONS", "ReshapeCodec", "SqueezeCodec"]
+from rectizarr.errors import MetadataError, UnsupportedError
 
 #: at most this many distinct chunk shapes are checked at open (a rectilinear grid's per-axis lengths combined)
 MAX_SHAPE_COMBINATIONS = 1 << 14
@@ -67,9 +64,7 @@ class _Reshaping(ArrayArrayCodec):
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         chunk = np.asarray(chunk)
         if chunk.size != spec.size:
-            raise CodecError(
-                f"got {chunk.size} elements, the chunk has {spec.size}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"got {chunk.size} elements, the chunk has {spec.size}", spec.key)
         return np.reshape(chunk, spec.shape)
 
 

@@ -4,8 +4,7 @@ A shard is the inner chunks' encodings in any order, plus an index (``uint64`` a
 ``chunks_per_shard + (2,)`` holding absolute ``(offset, nbytes)`` pairs, ``(2**64-1, 2**64-1)`` for an
 empty inner chunk) encoded with ``index_codecs`` at the start or the end of the value. Readers trust only
 the index: gaps, overlaps and any physical order are accepted. The codec itself is
-:class:`~rectizarr.codecs.pipeline.ShardingCodec`; nothing here does store I/O.
-"""
+:class:`~rectizarr.codecs.pipeline.ShardingCodec`; nothing here does store I/O."""
 
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ from rectizarr import tuning
 from rectizarr._util import MAX_U64, Coords, Shape
 from rectizarr.errors import CodecError
 
-__all__ = ["EMPTY", "ShardIndex", "concat", "fill_rows", "is_fill", "pack"]
-
 EMPTY = np.uint64(MAX_U64)  # both halves of an empty inner chunk's index entry
 
 
@@ -27,8 +24,7 @@ def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
     """True when every element of ``chunk`` equals ``fill`` bit for bit (as TensorStore decides).
 
     So a NaN fill matches NaN data only with the same payload, and ``-0.0`` data is not a ``0.0`` fill:
-    storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``.
-    """
+    storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``."""
     dtype = chunk.dtype
     if dtype.hasobject and dtype.names is not None:  # (an optional string: field by field)
         value = np.asarray(fill).reshape(())
@@ -76,8 +72,7 @@ class ShardIndex:
         cls, table: np.ndarray, shard_nbytes: int | None, *, key: str | None, codec: str
     ) -> ShardIndex:
         """The index of a decoded ``table`` (``chunks_per_shard + (2,)``), refused (``CodecError``) when an
-        entry is half an empty marker, empty, or out of range (``shard_nbytes``, when known, bounds every
-        byte range)."""
+        entry is half an empty marker, empty, or out of range (past ``shard_nbytes``, when known)."""
         offsets = np.array(table[..., 0], dtype=np.uint64)
         nbytes = np.array(table[..., 1], dtype=np.uint64)
         off_max, nb_max = offsets == EMPTY, nbytes == EMPTY
@@ -119,8 +114,7 @@ class ShardIndex:
 
     def block(self, shard: memoryview, dtype: np.dtype, chunk_shape: Shape) -> np.ndarray | None:
         """The inner chunks of ``shard`` as one array of shape ``chunks_per_shard + chunk_shape`` (a view)
-        when each is ``chunk_shape`` elements of ``dtype``, all stored, back to back in C order of their
-        coords; ``None`` otherwise."""
+        when each is ``chunk_shape`` elements of ``dtype``, all stored, back to back in C order; else None."""
         count = self.offsets.size
         size = int(np.prod(chunk_shape, dtype=np.int64)) * dtype.itemsize
         first = int(self.offsets.reshape(-1)[0])

@@ -16,8 +16,6 @@ from typing import Any
 from rectizarr.codecs.base import BytesBytesCodec, too_large
 from rectizarr.errors import CodecError, MetadataError
 
-__all__ = ["LZMA_DICTIONARY", "StdlibCodec", "lzma_limited", "stdlib_codec"]
-
 LZMA_DICTIONARY = 65 << 20
 """The memory an lzma decoder may take beyond the decoded size limit: preset 9 (the largest numcodecs
 writes) uses a 64 MiB dictionary."""
@@ -58,11 +56,11 @@ class StdlibCodec(BytesBytesCodec):
                 if len(out) > limit:
                     raise too_large(self.name, key, limit)
         except (zlib.error, OSError, lzma.LZMAError, EOFError, ValueError) as exc:
-            raise CodecError(f"cannot decompress: {exc}", key=key, codec=self.name) from exc
+            raise self.error(f"cannot decompress: {exc}", key) from exc
         except MemoryError as exc:  # an lzma dictionary past the memory left (no bound, or a large one)
-            raise CodecError(f"cannot decompress: out of memory ({exc})", key=key, codec=self.name) from exc
+            raise self.error(f"cannot decompress: out of memory ({exc})", key) from exc
         if not d.eof:
-            raise CodecError("the compressed stream is truncated", key=key, codec=self.name)
+            raise self.error("the compressed stream is truncated", key)
         return bytes(out)
 
 

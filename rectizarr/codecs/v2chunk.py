@@ -3,8 +3,7 @@ compressor, exactly (byte order of the declared dtype, ``order`` "C"/"F", each n
 
 Object arrays go through their object codec (``vlen-utf8``, ``vlen-bytes``, ``vlen-array``, ``json2``,
 ``msgpack2``, ``categorize``, ...). ``pickle`` runs code while decoding, so it is refused unless the
-environment variable ``RECTIZARR_ALLOW_PICKLE=1`` opts in (for data you trust).
-"""
+environment variable ``RECTIZARR_ALLOW_PICKLE=1`` opts in (for data you trust)."""
 
 from __future__ import annotations
 
@@ -20,13 +19,7 @@ from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.codecs.bytes_to_bytes import get_numcodec
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["ALLOW_PICKLE_ENV", "V2ChunkCodec"]
-
 ALLOW_PICKLE_ENV = "RECTIZARR_ALLOW_PICKLE"
-
-
-def _pickle_allowed() -> bool:
-    return os.environ.get(ALLOW_PICKLE_ENV, "") in ("1", "true", "yes")
 
 
 _VLEN = frozenset({"vlen-utf8", "vlen-bytes", "vlen-array"})
@@ -69,7 +62,7 @@ class V2ChunkCodec(ArrayBytesCodec):
         self.ids = tuple(str(config["id"]) for config in filters)
         for i, config in enumerate(filters):
             cid = str(config["id"])
-            if cid == "pickle" and not _pickle_allowed():
+            if cid == "pickle" and os.environ.get(ALLOW_PICKLE_ENV, "") not in ("1", "true", "yes"):
                 raise UnsupportedError(
                     f"the 'pickle' filter runs code when it decodes; set {ALLOW_PICKLE_ENV}=1 to read data you "
                     "trust",
@@ -101,15 +94,11 @@ class V2ChunkCodec(ArrayBytesCodec):
             for f in self.filters:
                 data = f.encode(data)
         except Exception as exc:
-            raise CodecError(f"encoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"encoding failed: {exc}", spec.key) from exc
         out = np.asarray(data) if not isinstance(data, bytes | bytearray | memoryview) else data
         if isinstance(out, np.ndarray):
             if out.dtype.hasobject:
-                raise CodecError(
-                    "the filters left Python objects; an object codec is missing",
-                    key=spec.key,
-                    codec=self.name,
-                )
+                raise self.error("the filters left Python objects; an object codec is missing", spec.key)
             return out.reshape(-1, order="A").tobytes(order="A")
         return bytes(out)
 
@@ -129,13 +118,9 @@ class V2ChunkCodec(ArrayBytesCodec):
         except CodecError:
             raise
         except Exception as exc:
-            raise CodecError(f"decoding failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"decoding failed: {exc}", spec.key) from exc
         if arr.size != n:
-            raise CodecError(
-                f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})",
-                key=spec.key,
-                codec=self.name,
-            )
+            raise self.error(f"decoded {arr.size} elements, the chunk has {n} ({spec.shape})", spec.key)
         if not (self.declared.kind == "O" and arr.ndim > 1 and arr.shape == spec.shape):
             # (object codecs that keep the shape, json2 and msgpack2, give the values in place already)
             arr = arr.reshape(-1, order="A").reshape(spec.shape, order=self.order)  # type: ignore[call-overload]

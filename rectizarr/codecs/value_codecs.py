@@ -4,8 +4,7 @@
 IEEE arithmetic, so bit for bit what zarr-python computes; integers exactly, an error where a result does
 not fit or a decoded quotient is not whole). ``cast_value`` converts values to another numeric data type
 with the spec's rounding and out-of-range modes; the conversion is the ``cast-value-rs`` package's, the
-backend zarr-python uses (the ``cast-value`` extra), so both write the same bits.
-"""
+backend zarr-python uses (the ``cast-value`` extra), so both write the same bits."""
 
 from __future__ import annotations
 
@@ -18,59 +17,15 @@ import numpy as np
 from rectizarr._util import json_path
 from rectizarr.codecs.base import ArrayArrayCodec, ChunkSpec
 from rectizarr.core import codec_meta as cm
-from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype import INTEGER_NAMES, DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype_ext import ML_INTS
+from rectizarr.core.fill import FLOAT_SPECS
 from rectizarr.errors import CodecError, MetadataError, UnsupportedError
 
-__all__ = ["CAST_VALUE_EXTRA", "CastValueCodec", "ScaleOffsetCodec"]
-
 CAST_VALUE_EXTRA = "cast-value"
-#: data types the cast_value specification allows on either side
-_CAST_SPEC_TYPES = frozenset(
-    {
-        "int2",
-        "int4",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint2",
-        "uint4",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float4_e2m1fn",
-        "float6_e2m3fn",
-        "float6_e3m2fn",
-        "float8_e3m4",
-        "float8_e4m3",
-        "float8_e4m3b11fnuz",
-        "float8_e4m3fnuz",
-        "float8_e5m2",
-        "float8_e5m2fnuz",
-        "float8_e8m0fnu",
-        "bfloat16",
-        "float16",
-        "float32",
-        "float64",
-    }
-)
-#: those the backend converts
-_CAST_BACKEND_TYPES = frozenset(
-    {
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-    }
-)
+#: data types the cast_value specification allows on either side (float8_e4m3fn is not registered)
+_CAST_SPEC_TYPES = INTEGER_NAMES | set(ML_INTS) | (set(FLOAT_SPECS) - {"float8_e4m3fn"})
+_CAST_BACKEND_TYPES = INTEGER_NAMES | {"float16", "float32", "float64"}  # those the backend converts
 
 
 # ------------------------------------------------------------------------------------------ scale_offset
@@ -115,9 +70,7 @@ class ScaleOffsetCodec(ArrayArrayCodec):
 
     def _range_error(self, key: str | None, what: str) -> CodecError:
         info = np.iinfo(self.dtype)
-        return CodecError(
-            f"{what} gives a value outside {self.dtype} [{info.min}, {info.max}]", key=key, codec=self.name
-        )
+        return self.error(f"{what} gives a value outside {self.dtype} [{info.min}, {info.max}]", key)
 
     def _encode(self, chunk: np.ndarray, key: str | None) -> np.ndarray:
         if self.dtype.kind == "f":
@@ -143,11 +96,10 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             return np.asarray((chunk / self.scale) + self.offset)
         with np.errstate(over="ignore", divide="ignore"):
             if chunk.size and np.any(chunk % self.scale):
-                raise CodecError(
+                raise self.error(
                     f"a stored value is not a multiple of scale {int(self.scale)}: its quotient is not "
                     f"a whole {self.dtype}",
-                    key=spec.key,
-                    codec=self.name,
+                    spec.key,
                 )
             if chunk.size:
                 off, scale, info = int(self.offset), int(self.scale), np.iinfo(self.dtype)
@@ -240,7 +192,7 @@ class CastValueCodec(ArrayArrayCodec):
                 scalar_map_entries=pairs,
             )
         except (ValueError, TypeError, OverflowError) as exc:
-            raise CodecError(f"cannot cast {arr.dtype} to {target}: {exc}", key=key, codec=self.name) from exc
+            raise self.error(f"cannot cast {arr.dtype} to {target}: {exc}", key) from exc
         return np.asarray(out).reshape(arr.shape)
 
     def _check_dtype(self, spec: ChunkSpec) -> None:

@@ -6,8 +6,7 @@ one element, values are cast to the declared dtype; decoded elements have the de
 included). Not zarrs' ``vlen-array`` (:class:`~rectizarr.codecs.array_to_bytes.VlenArrayCodec`).
 
 It codes object chunks (the ``bytes`` data type, whose fill value ``b""`` is an empty element: a
-``bytes`` element is taken as the raw values). Decoding is bounded by the value's own length.
-"""
+``bytes`` element is taken as the raw values). Decoding is bounded by the value's own length."""
 
 from __future__ import annotations
 
@@ -18,9 +17,7 @@ from typing import Any
 import numpy as np
 
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
-from rectizarr.errors import CodecError, MetadataError
-
-__all__ = ["NumcodecsVlenArrayCodec", "vlen_array_dtype"]
+from rectizarr.errors import MetadataError
 
 _U32 = struct.Struct("<I")
 
@@ -61,22 +58,14 @@ class NumcodecsVlenArrayCodec(ArrayBytesCodec):
         if isinstance(item, bytes | bytearray | memoryview):
             raw = bytes(item)
             if len(raw) % self.element.itemsize:
-                raise CodecError(
-                    f"a {len(raw)}-byte element is not a whole number of {self.element}",
-                    key=key,
-                    codec=self.name,
-                )
+                raise self.error(f"a {len(raw)}-byte element is not a whole number of {self.element}", key)
             return raw
         try:
             arr = np.ascontiguousarray(item, dtype=self.element)
         except (TypeError, ValueError, OverflowError) as exc:
-            raise CodecError(
-                f"an element is not an array of {self.element}: {exc}", key=key, codec=self.name
-            ) from exc
+            raise self.error(f"an element is not an array of {self.element}: {exc}", key) from exc
         if arr.ndim > 1:
-            raise CodecError(
-                f"only 1-dimensional elements are supported, got shape {arr.shape}", key=key, codec=self.name
-            )
+            raise self.error(f"only 1-dimensional elements are supported, got shape {arr.shape}", key)
         return arr.tobytes()
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
@@ -90,27 +79,24 @@ class NumcodecsVlenArrayCodec(ArrayBytesCodec):
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         view = memoryview(data).cast("B")
         if len(view) < 4:
-            raise CodecError(f"{len(view)} bytes: no element count", key=spec.key, codec=self.name)
+            raise self.error(f"{len(view)} bytes: no element count", spec.key)
         (count,) = _U32.unpack_from(view)
         if count != spec.size:
-            raise CodecError(
-                f"{count} elements stored, the chunk has {spec.size}", key=spec.key, codec=self.name
-            )
+            raise self.error(f"{count} elements stored, the chunk has {spec.size}", spec.key)
         out = np.empty(spec.size, dtype=object)
         pos = 4
         for i in range(count):
             if pos + 4 > len(view):
-                raise CodecError(f"truncated before element {i}", key=spec.key, codec=self.name)
+                raise self.error(f"truncated before element {i}", spec.key)
             (n,) = _U32.unpack_from(view, pos)
             pos += 4
             if pos + n > len(view) or n % self.element.itemsize:
-                raise CodecError(
+                raise self.error(
                     f"element {i} claims {n} bytes ({len(view) - pos} left; {self.element.itemsize} per value)",
-                    key=spec.key,
-                    codec=self.name,
+                    spec.key,
                 )
             out[i] = np.frombuffer(view[pos : pos + n], dtype=self.element).copy()
             pos += n
         if pos != len(view):
-            raise CodecError(f"{len(view) - pos} bytes after the last element", key=spec.key, codec=self.name)
+            raise self.error(f"{len(view) - pos} bytes after the last element", spec.key)
         return out.reshape(spec.shape)

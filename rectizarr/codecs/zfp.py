@@ -13,8 +13,7 @@ promoted to ``int32`` and ``float16``/``bfloat16`` cast to ``float32``, by the s
 are not kept), negative decoded values read as 0.
 ``expert`` mode is read, not written: zfpy compresses in the four other modes only, but its decoder takes any
 mode its header names, so a decode puts zfp's long (64-bit) mode header with the four expert parameters in
-front of the stored bits; an encode raises :class:`UnsupportedError`.
-"""
+front of the stored bits; an encode raises :class:`UnsupportedError`."""
 
 from __future__ import annotations
 
@@ -25,9 +24,7 @@ import numpy as np
 
 from rectizarr.codecs.base import ArrayBytesCodec, ChunkSpec
 from rectizarr.core.dtype import data_type_from_numpy
-from rectizarr.errors import CodecError, MetadataError, UnsupportedError
-
-__all__ = ["ZFP_EXTRA", "ZfpCodec"]
+from rectizarr.errors import MetadataError, UnsupportedError
 
 ZFP_EXTRA = "zfp"
 _HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
@@ -188,16 +185,15 @@ class ZfpCodec(ArrayBytesCodec):
         try:
             out: bytes = self.zfpy.compress_numpy(values, write_header=False, **self._kwargs(len(field)))
         except Exception as exc:
-            raise CodecError(f"zfp compression failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"zfp compression failed: {exc}", spec.key) from exc
         return out
 
     def _header(self, field: tuple[int, ...], zdt: np.dtype) -> np.ndarray:
         key = (field, zdt.str)
         header = self._headers.get(key)
         if header is None:
-            kwargs = (
-                self._kwargs(len(field)) if self.expert is None else {}
-            )  # (expert: reversible's field bits)
+            # (expert: reversible's field bits)
+            kwargs = self._kwargs(len(field)) if self.expert is None else {}
             stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs)
             header = _bits(stream)[:_HEADER_BITS]
             if self.expert is not None:
@@ -214,10 +210,9 @@ class ZfpCodec(ArrayBytesCodec):
         field = self._field(spec.shape)
         bound = self.encoded_bound(spec) or 0
         if len(data) > bound:
-            raise CodecError(
+            raise self.error(
                 f"stored value of {len(data)} bytes is more than a zfp stream of this chunk takes ({bound})",
-                key=spec.key,
-                codec=self.name,
+                spec.key,
             )
         stream = np.concatenate(
             [self._header(field, zdt), _bits(data), np.zeros(8 * (bound - len(data)) + 64, np.uint8)]
@@ -226,11 +221,7 @@ class ZfpCodec(ArrayBytesCodec):
         try:
             values = np.asarray(self.zfpy.decompress_numpy(padded))
         except Exception as exc:
-            raise CodecError(f"zfp decompression failed: {exc}", key=spec.key, codec=self.name) from exc
+            raise self.error(f"zfp decompression failed: {exc}", spec.key) from exc
         if values.size != spec.size or values.dtype != zdt:
-            raise CodecError(
-                f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}",
-                key=spec.key,
-                codec=self.name,
-            )
+            raise self.error(f"zfp gave {values.dtype} {values.shape}, expected {zdt} {field}", spec.key)
         return self._demote(values, name, spec.dtype).reshape(spec.shape)

@@ -8,8 +8,7 @@ window). It also decodes whole frames of a known size straight into the caller's
 (:func:`decode_many`: small frames in one call, large ones one by one into their rows). It encodes with a
 reused compressor per thread and parameters (:func:`encode`: the same bytes as numcodecs' ``Zstd``, a third
 of its cost for small chunks, since numcodecs makes a context per call). ``RECTIZARR_ZSTD_PREFIX=0`` in the
-environment turns prefix decoding off (every chunk is then decoded whole).
-"""
+environment turns prefix decoding off (every chunk is then decoded whole)."""
 
 from __future__ import annotations
 
@@ -21,18 +20,6 @@ import numpy as np
 import zstandard
 
 from rectizarr import tuning
-
-__all__ = [
-    "ZstdError",
-    "decode_into",
-    "decode_many",
-    "decode_prefix",
-    "decoded_size",
-    "encode",
-    "encode_many",
-    "prefix_enabled",
-    "thread_decompressor",
-]
 
 ZstdError = zstandard.ZstdError
 LIBZSTD_VERSION = (
@@ -142,8 +129,7 @@ def _compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
 
 
 def encode(data: bytes | memoryview, level: int, checksum: bool) -> bytes:
-    """One frame holding ``data`` (content size recorded; a content checksum when ``checksum``), with this
-    thread's compressor for those parameters."""
+    """One frame of ``data`` (with its size; a checksum if ``checksum``) by this thread's compressor."""
     return _compressor(level, checksum).compress(data)
 
 

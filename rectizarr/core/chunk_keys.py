@@ -17,8 +17,7 @@ Registered extensions (zarr-extensions' chunk-key-encodings):
 coordinate ``i``, ``{*}`` the coordinates not named elsewhere joined by ``separator``, ``:0w`` a zero-padded
 width, ``{{``/``}}`` literal braces (``{2}/{0}/{1}`` -> ``33/11/22`` for ``(11, 22, 33)``). The schema's
 field is ``format``; the README's ``template`` is read too. A key for a dimensionality the format cannot
-express (an index past the end, no coordinate left for ``{*}``) is a :class:`MetadataError`.
-"""
+express (an index past the end, no coordinate left for ``{*}``) is a :class:`MetadataError`."""
 
 from __future__ import annotations
 
@@ -31,8 +30,6 @@ import numpy.typing as npt
 
 from rectizarr._util import Coords, is_int, json_path
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
-
-__all__ = ["ChunkKeyEncoding", "KEY_ENCODINGS", "parse_chunk_key_encoding"]
 
 _DEFAULT_SEPARATOR = {"default": "/", "v2": "."}
 #: Every chunk key encoding rectizarr reads and writes.

@@ -2,8 +2,7 @@
 
 The Structs only validate; runtime codecs are built from them (:func:`rectizarr.codecs.build_codec`).
 Reading is lenient where real writers disagree (short-hand names, ``must_understand: false`` on known
-codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing is canonical.
-"""
+codecs, zarr-python's defaults for ``sharding_indexed`` and ``blosc``); writing is canonical."""
 
 from __future__ import annotations
 
@@ -17,8 +16,6 @@ from rectizarr._util import json_path
 from rectizarr.core.codec_registry import (
     NUMCODECS_ALIASES,
     NUMCODECS_KINDS,
-    PLUGIN_GROUP,
-    PROVIDERS,
     CodecKind,
     convert_config,
     plugged_in,
@@ -27,37 +24,7 @@ from rectizarr.core.codec_registry import (
 from rectizarr.core.dtype_ext import MAX_NESTING
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = [
-    "NUMCODECS_KINDS",
-    "PLUGIN_GROUP",
-    "PROVIDERS",
-    "BitroundMeta",
-    "BloscMeta",
-    "BytesMeta",
-    "CastValueMeta",
-    "CodecKind",
-    "CodecMeta",
-    "Crc32cMeta",
-    "GzipMeta",
-    "NumcodecsMeta",
-    "OptionalMeta",
-    "PackbitsMeta",
-    "PluginMeta",
-    "ReshapeMeta",
-    "ScaleOffsetMeta",
-    "ShardingMeta",
-    "SqueezeMeta",
-    "TransposeMeta",
-    "V2ChunkMeta",
-    "VlenArrayMeta",
-    "VlenBytesMeta",
-    "VlenUtf8Meta",
-    "ZfpMeta",
-    "ZstdMeta",
-    "codecs_to_json",
-    "parse_codecs",
-    "unsupported_codec_error",
-]
+__all__ = ["NUMCODECS_KINDS"]  # re-exported from core.codec_registry
 
 _Positive = Annotated[int, msgspec.Meta(ge=1)]
 
@@ -126,8 +93,7 @@ class ScaleOffsetMeta(_Config, frozen=True, forbid_unknown_fields=True):
 
 
 class ScalarMapMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``cast_value``'s explicit value pairs per direction, ``[[from, to], ...]`` (each in the fill-value
-    encoding of its side's data type)."""
+    """``cast_value``'s value pairs per direction, ``[[from, to], ...]`` (each a fill value of its side)."""
 
     encode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
     decode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
@@ -185,8 +151,7 @@ _ZFP_PARAMS: dict[str, tuple[str, ...]] = {
 
 
 class ZfpMeta(_Config, frozen=True, forbid_unknown_fields=True):
-    """zarr-extensions' ``zfp`` (a header-less stream; not ``numcodecs.zfpy``). ``mode`` picks which of the
-    other keys are required (and allowed)."""
+    """zarr-extensions' ``zfp`` (header-less; not ``numcodecs.zfpy``); ``mode`` says which keys it takes."""
 
     name: ClassVar[str] = "zfp"
     mode: Literal["reversible", "expert", "fixed_accuracy", "fixed_rate", "fixed_precision"]
@@ -236,8 +201,7 @@ class OptionalMeta(msgspec.Struct, frozen=True):
 class NumcodecsMeta(msgspec.Struct, frozen=True):
     """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
 
-    ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built.
-    """
+    ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built."""
 
     name: str
     configuration: dict[str, Any] = msgspec.field(default_factory=dict)

@@ -2,8 +2,7 @@
 (and the kind of codec each is), the registered codecs it does not build in (and what implements them),
 and the entry-point group through which a package plugs a codec in; and :func:`convert_config`, the
 conversion of a configuration into its Struct with errors at their JSON path. Re-exported by
-:mod:`rectizarr.core.codec_meta`.
-"""
+:mod:`rectizarr.core.codec_meta`."""
 
 from __future__ import annotations
 
@@ -14,17 +13,6 @@ import msgspec
 
 from rectizarr._util import json_path
 from rectizarr.errors import MetadataError, UnsupportedError
-
-__all__ = [
-    "NUMCODECS_ALIASES",
-    "NUMCODECS_KINDS",
-    "PLUGIN_GROUP",
-    "PROVIDERS",
-    "CodecKind",
-    "convert_config",
-    "plugged_in",
-    "unsupported_codec_error",
-]
 
 CodecKind: TypeAlias = Literal["array_array", "array_bytes", "bytes_bytes"]
 
@@ -104,8 +92,7 @@ def unsupported_codec_error(name: str, path: str = "$.codecs") -> UnsupportedErr
 
 
 def plugged_in(name: str) -> bool:
-    """Whether an installed package declares a codec plugin for ``name`` (listed afresh on every call: only
-    names no built-in parser knows get here)."""
+    """Whether an installed package declares a codec plugin for ``name`` (an unknown name: listed afresh)."""
     from importlib import metadata  # (slow to import: only for such names)
 
     return any(ep.name == name for ep in metadata.entry_points(group=PLUGIN_GROUP))

@@ -1,8 +1,7 @@
 """The two kinds of grid axis: :class:`FixedDim` (one chunk size, O(1) memory whatever the chunk count)
 and :class:`VaryingDim` (explicit edges, kept as runs so ``[[1, 10**8]]`` costs two numbers). Both answer
 the ``Dim`` protocol of :mod:`rectizarr.indexing.axis` arithmetically; nothing here lists every chunk
-unless asked to (``data_lens``, ``edges``), and that is refused past ``MAX_EDGES``.
-"""
+unless asked to (``data_lens``, ``edges``), and that is refused past ``MAX_EDGES``."""
 
 from __future__ import annotations
 
@@ -17,18 +16,6 @@ import numpy.typing as npt
 from rectizarr import tuning
 from rectizarr._util import ceildiv, is_int
 from rectizarr.errors import MetadataError, SelectionError, UnsupportedError
-
-__all__ = [
-    "INT64_MAX",
-    "MAX_EDGES",
-    "Dim",
-    "FixedDim",
-    "IntArray",
-    "Runs",
-    "VaryingDim",
-    "all_data_lens",
-    "check_edge_count",
-]
 
 IntArray: TypeAlias = npt.NDArray[np.int64]
 Runs: TypeAlias = tuple[tuple[int, int], ...]  # (value, count) pairs

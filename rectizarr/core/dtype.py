@@ -10,8 +10,7 @@ Supported (spec-notes §2): the core types ``bool``, ``int8``..``uint64``, ``flo
 A fill value is always a 0-d numpy array of :attr:`DataType.numpy` (an object array holding a
 ``str``/``bytes`` for the variable-length types). Non-canonical forms that other implementations
 write are read with a :class:`LenientMetadataWarning`; the writer emits only canonical JSON, never a
-float NaN or infinity (so ``msgspec.json.encode`` cannot turn one into ``null``).
-"""
+float NaN or infinity (so ``msgspec.json.encode`` cannot turn one into ``null``)."""
 
 from __future__ import annotations
 
@@ -40,14 +39,7 @@ from rectizarr.core.fill import (
 )
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
-__all__ = [
-    "DataType",
-    "LenientMetadataWarning",
-    "as_strings",
-    "check_unit_cast",
-    "data_type_from_numpy",
-    "parse_data_type",
-]
+__all__ = ["LenientMetadataWarning", "as_strings", "check_unit_cast"]  # re-exported
 
 _CORE: dict[str, str] = {
     "bool": "?",
@@ -65,6 +57,7 @@ _CORE: dict[str, str] = {
     "complex64": "c8",
     "complex128": "c16",
 }
+INTEGER_NAMES = frozenset(name for name, code in _CORE.items() if code[0] in "iu")  # int8 ... uint64
 _KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
 _COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 _VARIABLE = frozenset({"string", "bytes"})
@@ -90,13 +83,8 @@ _MAX_UTF32_BYTES = ext.MAX_ITEMSIZE  # a fill value of the type is built at open
 _MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element; a fill value of the type is built at open
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
-_EXT_PLAIN = ext.EXT_NAMES - {
-    "struct",
-    "structured",
-    "null_terminated_bytes",
-    "raw_bytes",
-    "optional",
-}  # no configuration
+# no configuration
+_EXT_PLAIN = ext.EXT_NAMES - {"struct", "structured", "null_terminated_bytes", "raw_bytes", "optional"}
 
 
 def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
@@ -109,8 +97,7 @@ def _object_scalar(value: str | bytes) -> np.ndarray[Any, Any]:
 class DataType:
     """A Zarr data type and the native-byte-order numpy dtype that holds its values.
 
-    Build one with :func:`parse_data_type` (from ``zarr.json``) or :func:`data_type_from_numpy`.
-    """
+    Build one with :func:`parse_data_type` (from ``zarr.json``) or :func:`data_type_from_numpy`."""
 
     name: str  # the Zarr name, e.g. "float32", "string", "numpy.datetime64", "r16", "bfloat16"
     configuration: Mapping[str, Any] | None  # None when the type takes no configuration
@@ -159,8 +146,7 @@ class DataType:
         """The ``fill_value`` JSON as a 0-d array of :attr:`numpy`, bit-exact.
 
         A 0-d numpy value of this dtype (any byte order) is taken as is; other numpy scalars go
-        through their Python value. Raises :class:`MetadataError` (with ``path``) for invalid forms.
-        """
+        through their Python value. Raises :class:`MetadataError` (with ``path``) for invalid forms."""
         if value is None and self.name != "optional":  # (optional: null is a missing value)
             raise MetadataError(f"fill_value must not be null for {self.name}", path=path)
         if isinstance(value, np.ndarray | np.generic):
@@ -451,8 +437,7 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> Data
     ``"U5"`` -> ``fixed_length_utf32`` (20 bytes); ``str``/``"U"``/object/StringDType -> ``string``;
     ``bytes``/``"S"`` -> ``bytes``; ``"M8[s]"`` -> ``numpy.datetime64``; ``"V2"`` -> ``r16``;
     ml_dtypes types by name; a Zarr ``data_type`` object (``{"name": "optional", "configuration": {"name":
-    "uint8"}}``) as :func:`parse_data_type` reads it. Anything else raises :class:`UnsupportedError`.
-    """
+    "uint8"}}``) as :func:`parse_data_type` reads it. Anything else raises :class:`UnsupportedError`."""
     if isinstance(dtype, Mapping) and "name" in dtype:  # (not NumPy's {"names": [...], "formats": [...]})
         return parse_data_type(dtype)
     if isinstance(dtype, str) and (

@@ -11,8 +11,7 @@
   ``complex_<float>`` types, held as a ``(real, imag)`` structured pair where numpy has no complex type.
 
 This module knows nothing of :class:`~rectizarr.core.dtype.DataType`: struct fields are parsed through the
-``parse`` callback the caller passes (``parse_data_type``), so the two modules do not import each other.
-"""
+``parse`` callback the caller passes (``parse_data_type``), so the two modules do not import each other."""
 
 from __future__ import annotations
 
@@ -27,20 +26,6 @@ from rectizarr._util import is_int, json_path
 from rectizarr.core import dtype_optional as opt
 from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
-
-__all__ = [
-    "EXT_NAMES",
-    "MAX_ITEMSIZE",
-    "ML_INTS",
-    "b64_fill",
-    "FieldType",
-    "ext_fill_to_json",
-    "ext_from_name",
-    "ext_from_numpy",
-    "ext_has_endianness",
-    "ext_parse_fill",
-    "ml_dtype",
-]
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
 _NATIVE_COMPLEX = {"complex_float32": "c8", "complex_float64": "c16"}

@@ -8,8 +8,7 @@ missing elements equals a ``null`` fill value bit for bit. Users see :class:`num
 
 The fill value JSON is ``null`` (missing) or a one-element list holding the inner type's fill value
 (``[42]``; ``[null]`` for a present-but-missing inner optional). A variable-length inner type (``string``,
-``bytes``) is an object field: its missing elements hold ``0``.
-"""
+``bytes``) is an object field: its missing elements hold ``0``."""
 
 from __future__ import annotations
 
@@ -21,18 +20,6 @@ import numpy as np
 
 from rectizarr._util import json_path
 from rectizarr.errors import MetadataError
-
-__all__ = [
-    "OPTIONAL",
-    "from_user",
-    "inner_type",
-    "is_optional_dtype",
-    "optional_fill_from_user",
-    "optional_fill_to_json",
-    "optional_from_name",
-    "optional_parse_fill",
-    "to_masked",
-]
 
 OPTIONAL = "optional"
 _FIELDS = ("value", "valid")
@@ -142,8 +129,7 @@ def to_masked(values: np.ndarray[Any, Any], scalar: bool) -> Any:
 
 
 def _missing(mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    """A masked array's mask as one bool per element: a structured value (a nested optional's) is missing
-    when every field is masked."""
+    """A masked array's mask, one bool per element (a nested optional's struct: all fields masked)."""
     if mask.dtype.names is None:
         return mask
     out = np.ones(mask.shape, dtype=bool)

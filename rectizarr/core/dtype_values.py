@@ -10,8 +10,6 @@ import numpy.typing as npt
 
 from rectizarr.errors import SelectionError
 
-__all__ = ["as_strings", "check_unit_cast"]
-
 
 def as_strings(values: np.ndarray, one: bool = False) -> np.ndarray:
     """The elements of an object array as ``str``, as zarr-python's string arrays (NumPy ``StringDType``)

@@ -2,8 +2,7 @@
 
 Helpers for :mod:`rectizarr.core.dtype`; the rules are in spec-notes §2.2-2.3. Float fill values are
 handled as bit patterns (``view`` as an unsigned integer of the same width) and never pass through
-a Python float when they are NaN, so payloads and signalling NaNs survive a read/write cycle.
-"""
+a Python float when they are NaN, so payloads and signalling NaNs survive a read/write cycle."""
 
 from __future__ import annotations
 
@@ -19,24 +18,11 @@ import numpy as np
 from rectizarr._util import is_int
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = [
-    "FLOAT_SPECS",
-    "ML_FLOATS",
-    "FloatSpec",
-    "float_to_json",
-    "json_int",
-    "lenient",
-    "parse_bool",
-    "parse_float",
-    "parse_int",
-]
-
 
 def lenient(message: str, path: str) -> None:
     """Warn that a non-canonical metadata value at ``path`` was accepted.
 
-    The warning is attributed to the first caller outside rectizarr.
-    """
+    The warning is attributed to the first caller outside rectizarr."""
     level, frame = 1, sys._getframe(0)
     while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("rectizarr"):
         frame, level = frame.f_back, level + 1
@@ -231,8 +217,7 @@ def float_to_json(fill: np.ndarray[Any, Any], spec: FloatSpec) -> str | float:
     """Canonical JSON form of a 0-d float array; parsing it back gives the same bits.
 
     ``"NaN"`` for the canonical NaN, hex for any other NaN (and any pattern that no number
-    reproduces), ``"Infinity"``/``"-Infinity"``, else the shortest decimal that reads back exactly.
-    """
+    reproduces), ``"Infinity"``/``"-Infinity"``, else the shortest decimal that reads back exactly."""
     dtype = fill.dtype
     bits = _bits(fill)
     if bits == spec.nan_bits:

@@ -10,8 +10,7 @@ run past the extent: only the chunks that overlap ``[0, extent)`` are addressabl
 declared edge is kept, serialised and reported by ``unique_edges``.
 
 :func:`rectizarr.core.grid_json.parse_chunk_grid` reads the ``chunk_grid`` JSON object, either decoded or
-as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_json` writes it.
-"""
+as raw bytes, with the checks at the end of this module; :meth:`ChunkGrid.to_json` writes it."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ import numpy.typing as npt
 from rectizarr._util import Shape, ceildiv, is_int, json_path, prod
 from rectizarr.core.dims import (
     INT64_MAX,
-    MAX_EDGES,
     Dim,
     FixedDim,
     IntArray,
@@ -36,29 +34,7 @@ from rectizarr.core.dims import (
 )
 from rectizarr.errors import MetadataError, SelectionError
 
-__all__ = [
-    "INT64_MAX",
-    "declared_sizes",
-    "MAX_EDGES",
-    "AxisResizePolicy",
-    "ChunkGrid",
-    "Dim",
-    "FixedDim",
-    "IntArray",
-    "ResizePolicy",
-    "Runs",
-    "VaryingDim",
-    "all_data_lens",
-    "as_extents",
-    "check_edge_count",
-    "check_positive",
-    "compress_rle",
-    "edge_array",
-    "expand_rle",
-    "positive_int",
-    "rle_runs",
-    "runs_of",
-]
+__all__ = ["FixedDim", "Runs", "VaryingDim", "all_data_lens"]  # re-exported from core.dims
 
 ResizePolicy: TypeAlias = Literal["new_chunk", "repeat"]
 AxisResizePolicy: TypeAlias = ResizePolicy | Sequence[int] | npt.NDArray[np.integer[Any]] | None
@@ -316,8 +292,7 @@ def runs_of(values: npt.ArrayLike) -> Runs:
 
 
 def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
-    """Edges as written to JSON: ``[edge, count]`` runs (runs of 1 as bare ints) when that is shorter
-    than the plain list, else the plain list."""
+    """Edges as written to JSON: ``[edge, count]`` runs (of 1: bare ints) where shorter, else a plain list."""
     a = np.asarray(edges, dtype=np.int64)
     runs = runs_of(a)
     if len(runs) == a.size:

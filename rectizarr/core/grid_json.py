@@ -2,8 +2,7 @@
 
 Accepts the decoded object or raw JSON bytes; from raw bytes each flat list of integers (and each run-length
 list of a rectilinear dimension) is parsed with NumPy, with no Python object per edge. Every error names
-its JSON path.
-"""
+its JSON path."""
 
 from __future__ import annotations
 
@@ -16,22 +15,9 @@ import numpy as np
 
 from rectizarr import tuning
 from rectizarr._util import Shape, is_int, json_path
-from rectizarr.core.grid import (
-    INT64_MAX,
-    ChunkGrid,
-    Dim,
-    FixedDim,
-    IntArray,
-    VaryingDim,
-    as_extents,
-    check_positive,
-    edge_array,
-    positive_int,
-    rle_runs,
-)
+from rectizarr.core.dims import INT64_MAX, Dim, FixedDim, IntArray, VaryingDim
+from rectizarr.core.grid import ChunkGrid, as_extents, check_positive, edge_array, positive_int, rle_runs
 from rectizarr.errors import MetadataError, UnsupportedError
-
-__all__ = ["fast_rle_runs", "parse_chunk_grid"]
 
 _FLAT_INT_LIST = re.compile(rb"\[[0-9,\s]*\]")
 _JSON_STRING = re.compile(rb'\s*"')
@@ -121,8 +107,7 @@ def fast_rle_runs(raw: Any, path: str) -> tuple[IntArray, IntArray] | None:
     """The ``(values, counts)`` runs of the raw bytes of a JSON list of bare edges and ``[edge, count]``
     pairs, parsed with numpy (a million items in a few tens of milliseconds), or None for any other form or
     any invalid value: the generic path then parses it and names the offending item. ``raw`` is valid JSON
-    (msgspec checked it). Internal (:func:`parse_chunk_grid` uses it); public so that tests can compare it with
-    the generic path."""
+    (msgspec checked it). Public so that tests can compare it with the generic path."""
     text = bytes(raw).translate(None, _WHITESPACE)
     if text.translate(None, _RLE_BYTES) or text[:1] != b"[" or text[-1:] != b"]" or len(text) < 2:
         return None  # not a list; signs, decimals, strings, objects ...

@@ -7,8 +7,7 @@ edges reaches :func:`rectizarr.core.grid_json.parse_chunk_grid` as bytes and is 
 Rules (spec-notes §1): unknown top-level keys fail unless their value is an object with
 ``"must_understand": false`` (those are kept verbatim and written back); non-empty storage transformers
 fail unless every entry says ``"must_understand": false``; bare ``NaN``/``Infinity`` tokens (which
-zarr-python writes in attributes) are read through a fallback decoder with a warning.
-"""
+zarr-python writes in attributes) are read through a fallback decoder with a warning."""
 
 from __future__ import annotations
 
@@ -29,24 +28,6 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
-__all__ = [
-    "ARRAY_KEYS",
-    "GROUP_KEYS",
-    "MAX_NDIM",
-    "REQUIRED_ARRAY_KEYS",
-    "ArrayMeta",
-    "GroupMeta",
-    "NodeMeta",
-    "decode_node",
-    "encode_node",
-    "extra_fields",
-    "node_to_json",
-    "parse_attributes",
-    "parse_dimension_names",
-    "parse_shape",
-    "parse_storage_transformers",
-]
-
 MAX_NDIM = 32  # NPY_MAXDIMS_LEGACY_ITERS: nditer, ``.flat`` and fancy indexing refuse more operand dimensions
 ARRAY_KEYS = frozenset(
     {
@@ -64,9 +45,8 @@ ARRAY_KEYS = frozenset(
     }
 )
 REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-GROUP_KEYS = frozenset(
-    {"zarr_format", "node_type", "attributes", "consolidated_metadata"}
-)  # others: extra_fields
+# others: extra_fields
+GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
 class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_field="node_type"):
@@ -394,8 +374,7 @@ def encode_json(doc: Mapping[str, Any]) -> bytes:
     """Encode a metadata object; never turns NaN into ``null``.
 
     Attribute values that are non-finite floats have no JSON form; like zarr-python we write them as bare
-    ``NaN``/``Infinity`` tokens (which rectizarr and zarr-python read back) and warn.
-    """
+    ``NaN``/``Infinity`` tokens (which rectizarr and zarr-python read back) and warn."""
     if _has_nonfinite(doc.get("attributes")) or _has_nonfinite(doc.get("consolidated_metadata")):
         warnings.warn(
             "attributes hold non-finite floats; written as bare NaN/Infinity tokens (not strict JSON)",

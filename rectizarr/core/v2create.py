@@ -4,8 +4,7 @@ document (no I/O).
 What zarr-python 3 writes for ``zarr_format=2`` is the model: the default compressor is zstd level 0,
 ``str`` arrays are ``|O`` with a ``vlen-utf8`` filter (``bytes``: ``vlen-bytes``), numbers are written
 little-endian, ``dimension_separator`` is ``"."`` unless the ``v2`` chunk key encoding says ``"/"``.
-Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :class:`UnsupportedError`.
-"""
+Rectilinear grids and sharding do not exist in Zarr v2: asking for them is an :class:`UnsupportedError`."""
 
 from __future__ import annotations
 
@@ -18,8 +17,6 @@ from rectizarr._util import Shape, is_int
 from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
-
-__all__ = ["V2_DEFAULT_COMPRESSOR", "v2_zarray", "whole_axes"]
 
 V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
@@ -96,8 +93,7 @@ _OBJECT_CODECS = frozenset(
 
 
 def _filters(spec: ArraySpec) -> tuple[Any, list[dict[str, Any]]]:
-    """The v2 ``dtype`` JSON (in the byte order asked for) and the filters (the object codec first for
-    string/bytes arrays)."""
+    """The v2 ``dtype`` JSON (in the byte order asked for) and filters (object codec first for strings)."""
     dtype, filters, big_endian = spec.dtype, spec.filters, spec.big_endian
     items = [] if filters is None else list(filters) if isinstance(filters, list | tuple) else [filters]
     out = [_codec_config(f, "filters") for f in items]
@@ -121,8 +117,7 @@ def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:
 
 
 def v2_zarray(spec: ArraySpec) -> dict[str, Any]:
-    """The ``.zarray`` of a new v2 array (values stored big-endian where ``spec.big_endian`` says, per field
-    of a structured dtype, as ``>f8`` asks)."""
+    """The ``.zarray`` of a new v2 array (big-endian where ``spec.big_endian`` says, per structured field)."""
     chunks = _chunks(spec)
     dtype_json, filter_list = _filters(spec)
     declared = parse_v2_dtype(dtype_json)

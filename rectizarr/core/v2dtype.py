@@ -17,15 +17,6 @@ from rectizarr.core.dtype_ext import MAX_ITEMSIZE, MAX_NESTING, ML_INTS, b64_fil
 from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
 from rectizarr.errors import MetadataError, UnsupportedError
 
-__all__ = [
-    "data_type_of",
-    "is_ml_dtype",
-    "parse_v2_dtype",
-    "parse_v2_fill",
-    "v2_dtype_to_json",
-    "v2_fill_to_json",
-]
-
 _KINDS = "biufcMmSUVO"
 _ML_NAMES = frozenset(ML_FLOATS | set(ML_INTS))
 

@@ -9,8 +9,7 @@ filters exactly as zarr-python 2 does, then the compressor. The ``.zarray`` docu
 ``ArrayMeta.v2`` and written back with the current shape (so fields we do not model survive).
 
 ``_ARRAY_DIMENSIONS`` (xarray's convention) becomes ``dimension_names`` and leaves the attributes; it is
-put back when the attributes are written.
-"""
+put back when the attributes are written."""
 
 from __future__ import annotations
 
@@ -38,22 +37,6 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, parse_shape
 from rectizarr.core.v2dtype import data_type_of, is_ml_dtype, parse_v2_dtype, parse_v2_fill, v2_dtype_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
-
-__all__ = [
-    "V2_ARRAY",
-    "V2_ATTRS",
-    "V2_CONSOLIDATED",
-    "V2_GROUP",
-    "V2_KEYS",
-    "consolidated_entries",
-    "decode_v2_array",
-    "decode_v2_group",
-    "load_json",
-    "with_entries",
-    "v2_combined",
-    "v2_docs",
-    "v2_node_from_json",
-]
 
 V2_ARRAY, V2_GROUP, V2_ATTRS, V2_CONSOLIDATED = ".zarray", ".zgroup", ".zattrs", ".zmetadata"
 V2_KEYS = (V2_ARRAY, V2_GROUP, V2_ATTRS)

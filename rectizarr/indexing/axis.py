@@ -2,8 +2,7 @@
 
 Everything here is vectorised over the selected indices or over the touched chunks; the per-chunk
 :class:`AxisChunk` objects are built lazily, only for the chunks a read or write visits. A slice never
-materialises its indices unless it selects fewer elements than the chunks its range spans.
-"""
+materialises its indices unless it selects fewer elements than the chunks its range spans."""
 
 from __future__ import annotations
 
@@ -265,8 +264,7 @@ def positions(pos: IntArray) -> AxisSel:
 def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
     """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk.
 
-    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins.
-    """
+    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
     n = idx.size
     if n == 0:
         return empty_axis()
@@ -300,24 +298,3 @@ def axis_from_mask(mask: npt.NDArray[np.bool_], axis: int, extent: int) -> IntAr
             f"boolean index of shape {mask.shape} does not match axis {axis} with extent {extent}"
         )
     return np.flatnonzero(mask).astype(np.int64)
-
-
-__all__ = [
-    "AxisChunk",
-    "AxisPlan",
-    "AxisSel",
-    "Dim",
-    "IntArray",
-    "axis_from_array",
-    "axis_from_int",
-    "axis_from_mask",
-    "axis_from_slice",
-    "bad_index",
-    "check_index",
-    "check_index_array",
-    "check_slice",
-    "empty_axis",
-    "group_starts",
-    "out_of_bounds",
-    "positions",
-]

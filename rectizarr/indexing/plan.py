@@ -12,8 +12,7 @@ order: when two or more entries of an orthogonal tuple are arrays, the tuple is 
 (slices in it become shaped ``arange`` arrays), so ``chunk[p.chunk_sel]`` and ``out[p.out_sel]`` always
 agree. Reads do ``out[p.out_sel] = chunk[p.chunk_sel]`` (coordinate: ``out.reshape(-1)[p.out_sel]``); writes
 do the inverse from :meth:`Plan.value_to_internal`. Repeated indices keep their order inside a chunk (stable
-sorts), so writes keep numpy's last-wins for basic, orthogonal and coordinate selections alike.
-"""
+sorts), so writes keep numpy's last-wins for basic, orthogonal and coordinate selections alike."""
 
 from __future__ import annotations
 
@@ -40,10 +39,8 @@ _KEY_LIMIT = 2**62
 
 
 class ChunkProjection(NamedTuple):
-    """One touched chunk: its coords, what to take inside it, and where that goes in the output.
-
-    A named tuple: one is built per touched chunk (100,000 for a large read), at a fraction of the cost
-    of a frozen dataclass."""
+    """One touched chunk: its coords, what to take inside it, and where that goes in the output. A named
+    tuple: one is built per touched chunk (100,000 for a large read), cheaper than a frozen dataclass."""
 
     coords: Coords
     chunk_sel: tuple[AxisSel, ...]
@@ -56,8 +53,7 @@ class Plan(ABC):
     """A selection resolved against a grid; iterate it for one :class:`ChunkProjection` per touched chunk.
 
     ``chunk_coords[k]`` is the coords of the ``k``-th projection (C order of the coords for orthogonal
-    plans, increasing linear chunk id for coordinate plans).
-    """
+    plans, increasing linear chunk id for coordinate plans)."""
 
     kind: Literal["orthogonal", "coordinate"]
     shape: Shape
@@ -78,8 +74,7 @@ class Plan(ABC):
 
         Raises what numpy raises (ValueError for a shape mismatch or a sequence where an element is
         expected, OverflowError for a Python int out of range). The result may be a read-only view
-        (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``).
-        """
+        (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``)."""
         dt = np.dtype(dtype)
         if (
             isinstance(value, np.generic)
@@ -279,14 +274,3 @@ def coordinate(
     return CoordinatePlan(
         "coordinate", (npoints,), final_shape, coords, write_mode, order, bounds, tuple(local), complete
     )
-
-
-__all__ = [
-    "ChunkProjection",
-    "CoordinatePlan",
-    "OrthogonalPlan",
-    "Plan",
-    "WriteMode",
-    "coordinate",
-    "orthogonal",
-]

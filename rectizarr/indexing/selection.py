@@ -13,8 +13,7 @@ following :class:`Dim`) and the user's selection, and returns a :class:`Plan`:
 * :func:`block_plan` — ``a.blocks[sel]``: ints and step-1 slices in chunk units; no axis is dropped.
 
 Errors are :class:`SelectionError` (an IndexError) naming the axis and the bound. Scalar boolean
-indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for the plan layouts.
-"""
+indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for the plan layouts."""
 
 from __future__ import annotations
 
@@ -42,9 +41,7 @@ from rectizarr.indexing.axis import (
     check_index_array,
     check_slice,
 )
-from rectizarr.indexing.plan import ChunkProjection, Plan, WriteMode, coordinate, orthogonal
-
-__all__ = ["ChunkProjection", "Dim", "Plan", "basic_plan", "block_plan", "coordinate_plan", "orthogonal_plan"]
+from rectizarr.indexing.plan import Plan, WriteMode, coordinate, orthogonal
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -23,27 +23,17 @@ sharded (:mod:`.sharded`)             any other sharded read: whole shards split
 ====================================  ===================================================  =====================================
 """
 
-from rectizarr.io.cache import index_cache
-from rectizarr.io.chunk import LayoutChanged
-from rectizarr.io.clear import clear_appended, clear_past_end, delete_outside
-from rectizarr.io.engine import nbytes_stored, read, write
-from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout, build_layout
-from rectizarr.io.pool import set_workers
-from rectizarr.io.sparse import stored_chunk_keys
-
-__all__ = [
-    "ChunkedLayout",
-    "Layout",
-    "LayoutChanged",
-    "ShardedLayout",
-    "build_layout",
-    "clear_appended",
-    "clear_past_end",
-    "delete_outside",
-    "index_cache",
-    "nbytes_stored",
-    "read",
-    "set_workers",
-    "stored_chunk_keys",
-    "write",
-]
+from rectizarr.io.cache import index_cache as index_cache
+from rectizarr.io.chunk import LayoutChanged as LayoutChanged
+from rectizarr.io.clear import clear_appended as clear_appended
+from rectizarr.io.clear import clear_past_end as clear_past_end
+from rectizarr.io.clear import delete_outside as delete_outside
+from rectizarr.io.engine import nbytes_stored as nbytes_stored
+from rectizarr.io.engine import read as read
+from rectizarr.io.engine import write as write
+from rectizarr.io.layout import ChunkedLayout as ChunkedLayout
+from rectizarr.io.layout import Layout as Layout
+from rectizarr.io.layout import ShardedLayout as ShardedLayout
+from rectizarr.io.layout import build_layout as build_layout
+from rectizarr.io.pool import set_workers as set_workers
+from rectizarr.io.sparse import stored_chunk_keys as stored_chunk_keys

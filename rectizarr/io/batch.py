@@ -5,8 +5,7 @@ paste per projection, with no decode in between). Used for whole shards of small
 (:func:`decode_shard`) and for batches of small chunk files (:mod:`.blocks`).
 
 A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
-chunk's row holds the fill value.
-"""
+chunk's row holds the fill value."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.shard_index import EMPTY, fill_rows, is_fill
-from rectizarr.core.grid import Dim
+from rectizarr.core.dims import Dim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.indexing.axis import AxisPlan
 from rectizarr.io.chunk import Data, Encoded, Guard, check, decode, encode_and_commit, value_buffer
@@ -31,20 +30,6 @@ from rectizarr.io.pool import each_as_ready, on_worker, pmap, pool_size
 from rectizarr.pages import empty
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
-
-__all__ = [
-    "batchable",
-    "decode_rows",
-    "decode_shard",
-    "decode_values",
-    "encode_shard",
-    "encode_shard_each",
-    "gather",
-    "paste_block",
-    "read_shards",
-    "stage",
-    "write_shards",
-]
 
 _local = threading.local()
 
@@ -55,8 +40,7 @@ def batchable(dtype: np.dtype) -> bool:
 
 
 def stage(n: int, shape: Shape, dtype: np.dtype, slot: str = "stage") -> np.ndarray:
-    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous; contents
-    undefined)."""
+    """This thread's reused staging array ``slot`` of ``n`` chunks of ``shape`` (C-contiguous, undefined)."""
     nbytes = n * prod(shape) * dtype.itemsize
     buf: np.ndarray | None = getattr(_local, slot, None)
     if buf is None or buf.nbytes < nbytes:
@@ -109,8 +93,7 @@ def decode_values(
     fill: np.ndarray,
     threads: int,
 ) -> None:
-    """Read the chunks of ``keys`` with ``get`` and decode chunk ``i`` into ``out[i]`` with one batch call
-    (the fill value where it is not stored)."""
+    """Read the chunks of ``keys`` with ``get``; decode chunk ``i`` into ``out[i]`` (or fill) in one call."""
     frames, rows = gather(get, keys)
     if rows.size < len(keys):
         missing = np.ones(len(keys), dtype=bool)
@@ -310,8 +293,7 @@ def _whole_shard_boxes(
     layout: ShardedLayout, plan: Plan, t: Tuning, small_inner: bool = True
 ) -> list[tuple[tuple[int, ...], tuple[slice, ...]]]:
     """Each shard of a selection of whole shards (of small inner chunks, with ``small_inner``; none reaching
-    past the extent), with the block of the output or value it covers; empty when the selection is not
-    one."""
+    past the extent), with the block of the output or value it covers; else empty."""
     spec = layout.inner_spec(None)
     if (
         not isinstance(plan, OrthogonalPlan)
@@ -329,9 +311,8 @@ def _whole_shard_boxes(
 
 
 def _whole_shards(a: AxisPlan, d: Dim) -> list[tuple[int, slice]] | None:
-    """Along one axis: each touched shard with the output positions it fills, when the axis selects a
-    run of whole shards in order, all inside the extent; else None. Arithmetic on the axis's span: no
-    step per inner chunk."""
+    """Along one axis: each touched shard with the output positions it fills, when the axis selects a run
+    of whole shards in order, all inside the extent; else None. No step per inner chunk."""
     if a.span is None:
         return None
     lo, hi = a.span

@@ -30,15 +30,13 @@ import numpy as np
 from rectizarr._util import prod
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.batch import Frames
-from rectizarr.core.grid import FixedDim
+from rectizarr.core.dims import FixedDim
 from rectizarr.indexing import OrthogonalPlan, Plan
 from rectizarr.io.batch import batchable, decode_rows, decode_values, paste_block, stage
 from rectizarr.io.chunk import decode
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import on_worker, pmap, workers_for
 from rectizarr.tuning import Tuning
-
-__all__ = ["Block", "read_block"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,8 +69,7 @@ class Block:
         return cls(lo, hi, chunk, first, counts, split, m)
 
     def batches(self) -> Iterator[tuple[int, tuple[int, ...], tuple[int, ...]]]:
-        """Each batch: the position of its first chunk among the block's (C order), its first chunk's
-        coords and its chunk counts."""
+        """Each batch: its first chunk's position among the block's (C order) and coords, and its counts."""
         a, counts = self.split, self.counts
         tail = prod(counts[a + 1 :])
         for outer in np.ndindex(*counts[:a]):
@@ -91,8 +88,7 @@ class Block:
 def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
     """Fill ``out`` batch by batch when the read is a dense step-1 block of at least
     ``t.block_min_chunks`` small chunks (raw, or coded below ``t.block_coded_bytes``) of a regular grid,
-    from a store with no round trip (raw: one that reads straight into buffers); False (nothing read)
-    when it is not such a read."""
+    from a store with no round trip (raw: one that reads straight into buffers); else False (nothing read)."""
     caps, raw = layout.store.capabilities, layout.pipeline.is_raw(layout.dtype)
     if (
         plan.nchunks < t.block_min_chunks
@@ -156,8 +152,7 @@ def _read(layout: ChunkedLayout, block: Block, keys: list[str], out: np.ndarray,
 def _region(
     block: Block, coords: tuple[int, ...], box: tuple[int, ...], out: np.ndarray
 ) -> tuple[np.ndarray, bool]:
-    """The part of ``out`` a batch fills, and whether the batch lies wholly inside the selection (then
-    the part is exactly its chunks)."""
+    """The part of ``out`` a batch fills, and whether the batch is inside the selection (then: its chunks)."""
     sel, inside = [], True
     for f, b, c, lo, hi in zip(coords, box, block.chunk, block.lo, block.hi, strict=True):
         start, stop = f * c, (f + b) * c

@@ -12,8 +12,6 @@ from rectizarr._util import relocked_in_child
 from rectizarr.codecs.shard_index import ShardIndex
 from rectizarr.stores import Store
 
-__all__ = ["ShardIndexCache", "index_cache", "invalidate"]
-
 
 class ShardIndexCache:
     """A thread-safe LRU of shard indexes by ``(store, key)``, each valid at one version token."""

@@ -28,29 +28,12 @@ from rectizarr.tuning import Tuning
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = [
-    "Guard",
-    "LayoutChanged",
-    "check",
-    "clear_outside",
-    "commit",
-    "decode",
-    "decode_in_place",
-    "encode_and_commit",
-    "merge",
-    "paste",
-    "prefix_bytes",
-    "update_chunks",
-    "value_buffer",
-    "whole",
-]
 
 T = TypeVar("T")
 R = TypeVar("R")
 Data = bytes | memoryview
-Guard = (
-    Callable[[], bool] | None
-)  # a write's check, once it holds its chunks' locks, that its plan still holds
+# a write's check, once it holds its chunks' locks, that its plan still holds
+Guard = Callable[[], bool] | None
 
 
 class LayoutChanged(Exception):
@@ -259,8 +242,7 @@ def encode_and_commit(
     written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
     except the ``fallible`` items (their work decodes a stored value, which may be corrupt: a partly
     written chunk), made first, before anything is written, and stored last; otherwise everything is
-    encoded first and written at once. So a CodecError writes nothing. ``known_absent`` keys need no
-    delete."""
+    encoded first and written at once. So a CodecError writes nothing. ``known_absent``: need no delete."""
     if not layout.pipeline.encode_cannot_fail(layout.dtype):
         commit(layout.store, pmap(work, items, workers), known_absent)
         return

@@ -8,8 +8,7 @@ Read: plan -> keys and specs -> fetch -> decode -> paste, by one of two strategi
   the workers as it arrives, a bounded window of them fetched ahead.
 
 Write: group projections by chunk, read the partially written chunks once under their locks, merge,
-encode and commit (:func:`write_chunked`).
-"""
+encode and commit (:func:`write_chunked`)."""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
-
-__all__ = ["read_chunked", "write_chunked"]
 
 
 class _Chunks:
@@ -89,8 +86,7 @@ def read_streamed(chunks: _Chunks) -> None:
 def read_windowed(chunks: _Chunks) -> None:
     """Stores with round trips: the chunks requested through :meth:`~rectizarr.stores.Store.iter_many`,
     each decoded and pasted in the workers as it arrives, with at most a window of values (``t.window_bytes``
-    decoded, and twice the store's requests in flight) fetched ahead of the workers: memory stays bounded
-    next to the output."""
+    decoded, and twice the store's requests in flight) fetched ahead of the workers (bounded memory)."""
     keys, t, store = chunks.keys, chunks.t, chunks.layout.store
     if len(keys) == 1:  # one request and one decode: on this thread (a hand-off costs more than either)
         chunks.paste(0, store.get_transient(keys[0]))

@@ -1,8 +1,7 @@
 """The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan (a shrink's clean-up
 is :mod:`.clear`). A read or write takes the active :mod:`rectizarr.tuning` once and
 hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.blocks`) or sharded
-(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`).
-"""
+(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`)."""
 
 from __future__ import annotations
 
@@ -22,8 +21,6 @@ from rectizarr.io.pool import when_idle
 from rectizarr.io.sharded import read_sharded, write_sharded
 from rectizarr.io.sparse import stored_chunk_keys, stored_projections
 from rectizarr.pages import populate
-
-__all__ = ["nbytes_stored", "read", "write"]
 
 
 def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:

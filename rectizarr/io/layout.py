@@ -6,8 +6,7 @@
   multiple of the inner chunk, validated at open, so inner chunk boundaries fall on multiples of the inner
   size along each axis whatever the outer grid). A ``transpose`` before the sharding codec is handled by
   permuting axes; any other array -> array codec before it, or a bytes -> bytes codec after it, makes the
-  shards plain chunks (a :class:`ChunkedLayout` of whole shards).
-"""
+  shards plain chunks (a :class:`ChunkedLayout` of whole shards)."""
 
 from __future__ import annotations
 
@@ -23,10 +22,9 @@ from rectizarr._util import Coords, Shape, relocked_in_child
 from rectizarr.codecs.base import ChunkSpec
 from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
-from rectizarr.core.grid import ChunkGrid, Dim, FixedDim
+from rectizarr.core.dims import Dim, FixedDim
+from rectizarr.core.grid import ChunkGrid
 from rectizarr.stores import Store
-
-__all__ = ["ChunkedLayout", "IndexBudget", "Layout", "LayoutCommon", "ShardedLayout", "build_layout"]
 
 
 class IndexBudget:

@@ -11,8 +11,7 @@ shard's index, cached by version, then the byte ranges of the inner chunks it ne
   index, shard by shard in the workers or in one batched request.
 
 Write: each shard read at most once (under its lock), only the inner chunks the write touches re-encoded,
-the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`).
-"""
+the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`)."""
 
 from __future__ import annotations
 
@@ -45,8 +44,6 @@ from rectizarr.io.shards import (
 )
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
-
-__all__ = ["read_sharded", "write_sharded"]
 
 Job = tuple[Shard, ChunkProjection, Data | None]  # an inner chunk to paste: its shard, projection, bytes
 Wanted = tuple[Shard, ChunkProjection, tuple[int, int] | None]  # ... and where it lies (None: not stored)
@@ -185,8 +182,7 @@ def read_whole_arriving(r: _Read, shards: list[Shard]) -> None:
 
 
 def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
-    """Fetch the shards with one batched request and split them: their inner chunks, to spread over the
-    workers."""
+    """Fetch the shards with one batched request and split them into inner chunks for the workers."""
     for s, value in zip(shards, r.layout.store.get_many([(s.key, None) for s in shards]), strict=True):
         if value is None:
             yield from ((s, p, None) for _, p in s.projections)
@@ -196,8 +192,7 @@ def read_whole_fetched(r: _Read, shards: list[Shard]) -> Iterator[Job]:
 
 
 def read_inner_streamed(r: _Read, wanted: list[Wanted]) -> None:
-    """Inner chunk by inner chunk in the workers: a ranged read (no coalescing: the ranges come from a
-    validated index), decode, paste."""
+    """Inner chunk by inner chunk in the workers: read its range (from a valid index), decode, paste."""
     get = r.layout.store.get_transient
     pmap(
         lambda w: r.paste(w[0], w[1], None if w[2] is None else _checked(w[0], w[2], get(w[0].key, w[2]))),
@@ -290,9 +285,8 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
 
 
 def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the plan selects all of it, in order: along
-    every axis its inner chunks are selected whole (``0:n``, inside the extent) and go to consecutive
-    positions. None otherwise."""
+    """The block of the output that shard ``s`` fills when the plan selects all of it, in order (along
+    every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
     box = []
     for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
         first = d.offset(s.coords[axis]) // inner

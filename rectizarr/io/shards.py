@@ -21,17 +21,6 @@ from rectizarr.io.layout import IndexBudget, ShardedLayout
 from rectizarr.stores import requests_in_flight
 from rectizarr.tuning import Tuning
 
-__all__ = [
-    "Ahead",
-    "Bodies",
-    "Indexes",
-    "Shard",
-    "Versions",
-    "checked_versions",
-    "fetch_indexes",
-    "group_by_shard",
-]
-
 
 @dataclass
 class Shard:
@@ -98,8 +87,7 @@ def _shard_rows_few(
 def _shard_rows(
     layout: ShardedLayout, projections: list[ChunkProjection]
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Per projection, its shard's coords (array axes) and its inner chunk's coords inside the shard
-    (transposed axes)."""
+    """Per projection, its shard's coords (array axes) and its inner chunk's (transposed axes)."""
     sizes, dims = layout.inner_shape, layout.grid.dims
     inner = np.array([p.coords for p in projections], dtype=np.int64).reshape(len(projections), -1)
     starts_a = inner * np.asarray(sizes, dtype=np.int64)
@@ -296,10 +284,9 @@ def _nearest_uncached(layout: ShardedLayout, near: list[Shard], n: int) -> tuple
 
 def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     """How many bytes to read from a shard's index end to have its index: 0 for the index alone; on stores
-    with round trips, the store's coalescing gap (the bytes worth reading rather than making another
-    request) when the shards decode to no more than that with their index (so any of their inner chunks
-    would be coalesced with the index anyway) and all these reads stay within the store's largest
-    coalesced read."""
+    with round trips, the store's coalescing gap (the bytes worth reading rather than making another request)
+    when the shards decode to no more than that with their index (so any of their inner chunks would be
+    coalesced with the index anyway) and all these reads stay within the store's largest coalesced read."""
     store = layout.store
     if store.capabilities.low_latency or not shards:
         return 0

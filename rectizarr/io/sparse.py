@@ -13,8 +13,6 @@ from rectizarr.indexing import ChunkProjection, OrthogonalPlan, Plan
 from rectizarr.io.layout import ChunkedLayout, Layout, ShardedLayout
 from rectizarr.tuning import Tuning
 
-__all__ = ["stored_chunk_keys", "stored_projections"]
-
 
 def stored_chunk_keys(layout: Layout) -> Iterator[tuple[str, Coords]]:
     """Every stored chunk key of the array that lies inside the grid, with its coords."""

@@ -14,8 +14,7 @@ backend failures raise :class:`~rectizarr.errors.StoreError`. Stores pickle (for
 
 Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :class:`MemoryStore`,
 :class:`FsspecStore` (any fsspec URL or filesystem), :class:`ZipStore` (one ``.zip`` file) and
-:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one.
-"""
+:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one."""
 
 from __future__ import annotations
 
@@ -24,17 +23,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import (
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
+from rectizarr.stores.limits import (
     max_document_bytes,
     requests_in_flight,
     set_max_document_bytes,
     set_requests_in_flight,
-    validate_key,
-    validate_prefix,
 )
 from rectizarr.stores.local import LocalStore
 from rectizarr.stores.memory import CountingStore, MemoryStore
@@ -97,19 +92,17 @@ def open_store(
 
     A reference set (fsspec's format, version 1: a dict, or a ``.json`` file) is a read-only
     :class:`FsspecStore` over ``reference://``. A plain path (or ``file://`` URL) ending in ``.zip`` is a
-    :class:`ZipStore`, any other plain path or
-    ``file://`` URL a :class:`LocalStore` (one directory is one store, with the same locks and atomic
-    writes, however it is named); another URL
-    (``memory://``, ``s3://``, ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with
-    ``storage_options`` or ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store; ``"r+"``, ``"a"``, ``"w"`` and
-    ``"w-"`` a writable one (whether a node may be overwritten is decided above the store layer; only a
-    zip archive is truncated by ``"w"``).
+    :class:`ZipStore`, any other plain path or ``file://`` URL a :class:`LocalStore` (one directory is one
+    store, with the same locks and atomic writes, however it is named); another URL (``memory://``, ``s3://``,
+    ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with ``storage_options`` or
+    ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only
+    store; ``"r+"``, ``"a"``, ``"w"`` and ``"w-"`` a writable one (whether a node may be overwritten is
+    decided above the store layer; only a zip archive is truncated by ``"w"``).
 
     ``backend`` chooses how a URL is opened: ``"obstore"`` (an :class:`ObjectStore`: ``s3://``, ``gs://``,
-    ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or
-    None: obstore for those schemes when it is installed (``rectizarr[cloud]``) and the
-    ``storage_options`` map onto it, else fsspec. ``storage_options`` take fsspec's names either way.
-    """
+    ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or None:
+    obstore for those schemes when it is installed (``rectizarr[cloud]``) and the ``storage_options`` map onto
+    it, else fsspec. ``storage_options`` take fsspec's names either way."""
     if mode not in _MODES:
         raise StoreError(f"invalid mode {mode!r} for {obj!r}: expected one of {', '.join(_MODES)}")
     read_only = mode == "r"

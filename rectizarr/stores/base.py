@@ -2,8 +2,7 @@
 
 Every public method is implemented here once; a backend implements a handful of private primitives
 (``_get_batch``, ``_set_batch``, ``_delete_batch``, ``_delete_prefix``, ``_list_prefix``, ``_list_dir``,
-``_info``) that receive keys which are already validated, and batches which are already coalesced.
-"""
+``_info``) that receive keys which are already validated, and batches which are already coalesced."""
 
 from __future__ import annotations
 
@@ -19,54 +18,11 @@ from rectizarr import threads, tuning
 from rectizarr._util import relocked_in_child
 from rectizarr.errors import ConflictError, ReadOnlyError, StoreError, VersionChanged
 from rectizarr.stores import locks, ranges, written
-from rectizarr.stores.keys import (
-    Buffer,
-    ByteRange,
-    slice_range,
-    validate_key,
-    validate_prefix,
-    validate_range,
-)
-from rectizarr.stores.limits import (
-    DOCUMENTS,
-    is_document,
-    max_document_bytes,
-    requests_in_flight,
-    set_max_document_bytes,
-    set_requests_in_flight,
-)
-from rectizarr.stores.update import (
-    UNREAD,
-    WRITE_TOKEN,
-    Each,
-    Make,
-    back_off,
-    inferred_landings,
-    locked,
-    swapped,
-)
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix, validate_range
+from rectizarr.stores.limits import is_document, max_document_bytes
+from rectizarr.stores.update import Each, Make, back_off, inferred_landings, locked, swapped
 
-__all__ = [
-    "DOCUMENTS",
-    "UNREAD",
-    "WRITE_TOKEN",
-    "Buffer",
-    "ByteRange",
-    "Capabilities",
-    "Each",
-    "Make",
-    "Store",
-    "back_off",
-    "inferred_landings",
-    "max_document_bytes",
-    "requests_in_flight",
-    "set_max_document_bytes",
-    "set_requests_in_flight",
-    "slice_range",
-    "validate_key",
-    "validate_prefix",
-    "validate_range",
-]
+__all__ = ["Capabilities", "Store", "back_off", "inferred_landings"]  # the last two: for nodes, commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,17 +38,14 @@ class Capabilities:
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
     requests_on_threads: bool = False  # each request runs on a thread of its own: each_arrival() works there
-    unlisted: bool = (
-        False  # listings show nothing (an HTTP server): a hierarchy is known by its consolidated metadata
-    )
+    unlisted: bool = False  # listings show nothing (HTTP): a hierarchy is known by its consolidated metadata
 
 
 class Store(ABC):
     """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.stores`.
 
     ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
-    ``coalesce_max``: a coalesced request never spans more than this many bytes.
-    """
+    ``coalesce_max``: a coalesced request never spans more than this many bytes."""
 
     read_only: bool
     coalesce_gap: int
@@ -141,9 +94,9 @@ class Store(ABC):
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         """Yield every key under ``prefix``."""
 
-    @abstractmethod
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        """Immediate child names of ``prefix`` (any order, duplicates allowed)."""
+        """Immediate child names of ``prefix`` (any order, duplicates allowed); here from :meth:`_list_prefix`."""
+        return (k[len(prefix) :].split("/", 1)[0] for k in self._list_prefix(prefix))
 
     @abstractmethod
     def _info(self, key: str) -> tuple[int, Hashable] | None:
@@ -167,8 +120,7 @@ class Store(ABC):
         Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
         backend request (never longer than ``coalesce_max`` bytes) and split back afterwards; identical
         unbounded requests are read once. With ``versions``, each key named there is read only at that
-        version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another.
-        """
+        version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another."""
         backend, slots = ranges.coalesce(requests, self.coalesce_gap, self.coalesce_max)
         results = (
             (self._get_batch_at(backend, versions) if versions else self._get_batch(backend))
@@ -227,9 +179,8 @@ class Store(ABC):
         self, requests: Sequence[tuple[str, ByteRange | None]]
     ) -> list[tuple[bytes | None, Hashable]]:
         """:meth:`get_many` with the version of the value each result was read from (None: missing), to
-        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes
-        from one version; a key rewritten during each of ``tuning.conflict_retries`` attempts raises
-        :class:`ConflictError`."""
+        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes from
+        one version; a key rewritten during each of ``tuning.conflict_retries`` attempts: ConflictError."""
         keys = {validate_key(k) for k, _ in requests}
         got: dict[int, tuple[bytes | None, Hashable]] = {}
         todo = list(range(len(requests)))  # only the keys rewritten meanwhile are read again
@@ -255,8 +206,7 @@ class Store(ABC):
         return self._get_batch([(key, byte_range)])[0]
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        """The value of ``key`` and the version it was read at (for :meth:`set_if`); ``(None, None)`` when
-        the key is missing."""
+        """The value of ``key`` and the version it was read at (for :meth:`set_if`); missing: (None, None)."""
         with self.lock([key]):
             return self.get(key), self.version(key)
 
@@ -405,13 +355,11 @@ class Store(ABC):
         return self._list_prefix(validate_prefix(prefix))
 
     def any_under(self, prefix: str) -> bool:
-        """Whether any key lies under ``prefix`` (one listing request where the backend can stop at the
-        first key)."""
+        """Whether any key lies under ``prefix`` (one listing request where the backend can stop early)."""
         return bool(self.keys_under(prefix, 1))
 
     def keys_under(self, prefix: str, limit: int) -> list[str]:
-        """At most ``limit`` of the keys under ``prefix``, whichever the listing gives first (one request
-        where the backend can stop there)."""
+        """At most ``limit`` keys under ``prefix``, the listing's first (one request where it can stop)."""
         return list(itertools.islice(self.list_prefix(prefix), max(0, limit)))
 
     def list_dir(self, prefix: str) -> list[str]:
@@ -427,13 +375,7 @@ class Store(ABC):
         inflating, no server to send more) are their own view (``self``); so is ``max_value`` None."""
         if max_value is None or not self._limits_reads or max_value == self._max_value:
             return self
-        view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
-        view.__dict__.update(self.__dict__)
-        view._max_value = int(max_value)
-        view._is_view = True  # closing it leaves the storage open
-        if "_lock" in view.__dict__:
-            relocked_in_child(view)
-        return view
+        return self._view(_max_value=int(max_value))
 
     def value_limit(self, key: str) -> int | None:
         """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
@@ -457,10 +399,12 @@ class Store(ABC):
 
     def with_read_only(self) -> Store:
         """A read-only view of the same storage (closing the view leaves the storage open)."""
+        return self._view(read_only=True)
+
+    def _view(self, **changed: object) -> Store:
+        """A view of the same storage with ``changed`` attributes; closing it leaves the storage open."""
         view = object.__new__(type(self))  # shares every attribute; bypasses the pickling hooks
-        view.__dict__.update(self.__dict__)
-        view.read_only = True
-        view._is_view = True
+        view.__dict__.update(self.__dict__, **changed, _is_view=True)
         if "_lock" in view.__dict__:
             relocked_in_child(view)  # (its lock stays the store's in a forked child)
         return view

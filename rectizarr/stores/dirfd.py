@@ -5,8 +5,7 @@ A file is then created, renamed or removed by its name in the descriptor of its 
 that was checked is the one written: swapping a directory for a symbolic link meanwhile cannot send a file
 out of the root. A symbolic link met on the way is followed only when the directory it opens is inside the
 root, which is checked on the opened descriptor (``/proc/self/fd`` on Linux; elsewhere by resolving the
-path, which a swap between the check and the open can still fool).
-"""
+path, which a swap between the check and the open can still fool)."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ import os
 import stat
 
 from rectizarr.errors import StoreError
-
-__all__ = ["NAME_MAX", "PATH_MAX", "Directories", "name_too_long", "path_too_long", "too_long"]
 
 O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -1,8 +1,7 @@
 """Reads of regular files by path with plain descriptors (an open file object costs more than the read
 of a small chunk): whole values, ranges, into this thread's reused buffer or into a caller's view. A path
 that is not a regular file (a directory, a device, a named pipe, a socket) reads as missing: it is opened
-without blocking and never read, so a link to ``/dev/zero`` or a pipe cannot take memory or block.
-"""
+without blocking and never read, so a link to ``/dev/zero`` or a pipe cannot take memory or block."""
 
 from __future__ import annotations
 
@@ -15,18 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rectizarr import tuning
-from rectizarr.stores.base import ByteRange
-
-__all__ = [
-    "MISSING",
-    "READV",
-    "missing",
-    "read_file",
-    "read_into",
-    "read_many_into",
-    "read_transient",
-    "with_file",
-]
+from rectizarr.stores.keys import ByteRange
 
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 

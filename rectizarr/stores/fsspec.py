@@ -12,9 +12,10 @@ from typing import Any, ClassVar
 from fsspec.asyn import sync
 
 from rectizarr.errors import RectizarrError
-from rectizarr.stores.base import Capabilities, Store, requests_in_flight
+from rectizarr.stores.base import Capabilities, Store
 from rectizarr.stores.fsspec_base import FsspecStore
 from rectizarr.stores.fsspec_s3 import S3FsspecStore
+from rectizarr.stores.limits import requests_in_flight
 
 __all__ = ["FsspecStore", "HttpFsspecStore", "S3FsspecStore"]
 

@@ -17,10 +17,8 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
-from rectizarr.stores.base import Buffer, ByteRange
+from rectizarr.stores.keys import Buffer, ByteRange
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
-
-__all__ = ["FsspecStore"]
 
 # the fields of a filesystem's info that change with its value (which of them it has)
 _VERSION_FIELDS = tuple(
@@ -76,8 +74,7 @@ class FsspecStore(RemoteStore):
 
     Pickles by filesystem and root. The store made is of a subclass for S3
     (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP(S)
-    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems.
-    """
+    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems."""
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""
@@ -98,8 +95,7 @@ class FsspecStore(RemoteStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """``storage_options`` for a URL of one of this subclass's protocols, and the timeout they set
-        (None: none)."""
+        """``storage_options`` for a URL of this subclass's protocols and the timeout they set (or None)."""
         return options, None
 
     def __new__(cls, url_or_fs: Any = None, **kwargs: Any) -> FsspecStore:
@@ -162,9 +158,8 @@ class FsspecStore(RemoteStore):
 
     @contextlib.contextmanager
     def _answered(self, what: str, url: str) -> Iterator[None]:
-        """Turns a request that timed out (fsspec's HTTP ``info`` reports any failure as a missing file, the
-        timeout being its cause), or failed with any error but a missing file, into a StoreError naming
-        ``url``."""
+        """A StoreError naming ``url`` for a request that timed out (fsspec's HTTP ``info`` reports any
+        failure as a missing file, the timeout its cause) or failed with any error but a missing file."""
         try:
             yield
         except FileNotFoundError as exc:
@@ -173,9 +168,7 @@ class FsspecStore(RemoteStore):
             raise
         except RectizarrError:
             raise
-        except (
-            Exception
-        ) as exc:  # the client's own errors (botocore's ConnectionClosedError, a 503 as OSError)
+        except Exception as exc:  # the client's own (botocore's ConnectionClosedError, a 503 as OSError)
             raise self._fail(what, url, exc) from exc
 
     def _key_of(self, path: str) -> str | None:

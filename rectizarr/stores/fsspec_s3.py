@@ -16,19 +16,12 @@ import fsspec
 from fsspec.asyn import sync
 
 from rectizarr.errors import StoreError, VersionChanged
-from rectizarr.stores.base import (
-    WRITE_TOKEN,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    requests_in_flight,
-    validate_key,
-    validate_prefix,
-)
+from rectizarr.stores.base import Capabilities
 from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import EtagStore, http_range, is_empty
-
-__all__ = ["S3FsspecStore"]
+from rectizarr.stores.update import WRITE_TOKEN
 
 _BODY_ATTEMPTS = 3  # reads of an S3 value whose body was cut short
 
@@ -116,8 +109,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """Room for ``requests_in_flight()`` requests in flight (aiobotocore's pool holds 10 by default),
-        unless the options say otherwise."""
+        """Room for ``requests_in_flight()`` requests (aiobotocore's pool: 10), unless the options say."""
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("max_pool_connections", requests_in_flight())
         return {**options, "config_kwargs": config}, None

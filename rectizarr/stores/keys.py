@@ -8,8 +8,6 @@ from typing import TypeAlias
 from rectizarr._util import is_int
 from rectizarr.errors import StoreError
 
-__all__ = ["Buffer", "ByteRange", "slice_range", "validate_key", "validate_prefix", "validate_range"]
-
 ByteRange: TypeAlias = tuple[int, int | None]
 """``(start, length)``; ``length`` None reads to the end; ``(-n, None)`` reads the last ``n`` bytes."""
 
@@ -37,8 +35,7 @@ def validate_key(key: str) -> str:
 
     A key is ``/``-separated, non-empty, relative, has no empty, ``.`` or ``..`` segment, no backslash and
     no NUL, and none of that may be smuggled in with percent-encoding (``%2e%2e``, ``%2f``, ``%5c``,
-    ``%00``), however many times it is encoded.
-    """
+    ``%00``), however many times it is encoded."""
     if not isinstance(key, str):
         raise StoreError(f"invalid store key {key!r}: expected a str, got {type(key).__name__}")
     _check_plain(key, key)

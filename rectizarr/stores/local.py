@@ -15,7 +15,7 @@ from typing import TypeVar
 from rectizarr import threads, tuning
 from rectizarr._util import ceildiv, default_workers
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
+from rectizarr.stores.base import Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
 from rectizarr.stores.fileread import (
     MISSING,
@@ -26,8 +26,7 @@ from rectizarr.stores.fileread import (
     read_many_into,
     read_transient,
 )
-
-__all__ = ["LocalStore"]
+from rectizarr.stores.keys import Buffer, ByteRange
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # a temporary file's writer: its process id and machine (a hash of the host name: another machine's
@@ -116,8 +115,7 @@ class LocalStore(Store):
     last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
     that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
     follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
-    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path.
-    """
+    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path."""
 
     def __init__(
         self,
@@ -150,10 +148,8 @@ class LocalStore(Store):
     ) -> list[_R]:
         """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
         when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or
-        ``many`` values or more (None: the count alone never is). A hand-off costs more than small work
-        (medians on this project's 2-core VMs, one thread vs two): 8 reads of a shard's 2 KiB index 42 vs
-        200 µs, 64 of them 248 vs 450 µs; 8 whole 2 MiB files 2.5 vs 2.8 ms, 16 of them 5.9 vs 5.0 ms; writes of 16
-        files of 1 KiB 2.0 vs 2.3 ms, of 256 files 33 vs 24 ms."""
+        ``many`` values or more (None: the count alone never is); below, a hand-off costs more than the work
+        (the ``Tuning.local_threaded_*`` fields give the measurements)."""
         workers = min(self.workers, len(args))
         large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
             many is not None and len(args) >= many

@@ -5,14 +5,13 @@ from __future__ import annotations
 import itertools
 import threading
 import zlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rectizarr._util import relocked_in_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store, slice_range, validate_key
-
-__all__ = ["CountingStore", "ForwardingStore", "MemoryStore"]
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, slice_range, validate_key
 
 
 def _value_bytes(value: Any, key: str) -> bytes:
@@ -85,8 +84,7 @@ class MemoryStore(Store):
 
     ``data`` is copied: independent instances never share state (a read-only view from
     :meth:`with_read_only` does share it). Versions come from a per-store write counter. Pickling
-    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead.
-    """
+    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead."""
 
     def __init__(
         self,
@@ -167,10 +165,6 @@ class MemoryStore(Store):
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         return (k for k in self._snapshot() if k.startswith(prefix))
 
-    def _list_dir(self, prefix: str) -> Iterable[str]:
-        n = len(prefix)
-        return (k[n:].split("/", 1)[0] for k in self._snapshot() if k.startswith(prefix))
-
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         entry = self._data.get(key)
         return None if entry is None else (len(entry[0]), entry[1])
@@ -250,14 +244,10 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 class CountingStore(ForwardingStore):
-    """Wraps any store and records what reaches its backend, after coalescing.
-
-    ``requests`` holds one ``(key, byte_range)`` per backend read; ``writes`` counts written values,
-    ``deletes`` deleted keys plus one per ``delete_prefix``, ``lists`` listing calls, ``infos``
-    exists/getsize/version look-ups (and ``get_version``). :meth:`reset` zeroes them. Coalescing options and read-only-ness
-    follow the wrapped store; a read-only view (``open_array(spy, mode="r")``) counts into the same
-    counters.
-    """
+    """Wraps any store and records what reaches its backend, after coalescing (:attr:`requests`,
+    :attr:`writes`, :attr:`deletes`, :attr:`lists`, :attr:`infos`; :meth:`reset` zeroes them). Coalescing
+    options and read-only-ness follow the wrapped store; a read-only view (``open_array(spy, mode="r")``)
+    counts into the same counters."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)
@@ -293,7 +283,7 @@ class CountingStore(ForwardingStore):
 
     @property
     def infos(self) -> int:
-        """The number of exists/getsize/version look-ups."""
+        """The number of exists/getsize/version/get_version look-ups."""
         return self._counts.infos
 
     def reset(self) -> None:

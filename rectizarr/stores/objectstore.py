@@ -6,8 +6,7 @@ caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_fli
 set with :func:`rectizarr.set_requests_in_flight`) shared by every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names (``key``,
 ``secret``, ``token``, ``endpoint_url``, ``client_kwargs={"endpoint_url", "region_name"}``, ``anon``,
 ``account_name``, ``account_key``, ``sas_token``, ``headers``, ``timeout``) or obstore's own
-configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged.
-"""
+configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged."""
 
 from __future__ import annotations
 
@@ -27,19 +26,12 @@ from urllib.parse import urlsplit
 from rectizarr import threads
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError, VersionChanged
-from rectizarr.stores.base import (
-    WRITE_TOKEN,
-    Buffer,
-    ByteRange,
-    Capabilities,
-    Store,
-    requests_in_flight,
-    validate_key,
-    validate_prefix,
-    validate_range,
-)
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix, validate_range
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.obstore_options import connect, handles, split_root
 from rectizarr.stores.remote import SCHEMES, TIMEOUT, EtagStore, bucket_identity, is_empty
+from rectizarr.stores.update import WRITE_TOKEN
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -56,8 +48,7 @@ def _relock() -> None:  # pragma: no cover - runs in forked children (where obst
 
 @functools.cache
 def _obstore() -> Any:
-    """The obstore module (imported on first use, then kept: every request asks for it; typed loosely: its
-    options are TypedDicts)."""
+    """The obstore module, imported on first use and kept (asked per request); typed loosely (TypedDicts)."""
     return importlib.import_module("obstore")
 
 

@@ -16,12 +16,9 @@ from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.remote import SCHEMES, TIMEOUT
 
-__all__ = ["RETRIES", "SCHEMES", "TIMEOUT", "client_config", "connect", "handles", "split_root"]
-
 RETRIES = 3  # of a request answered 5xx, 429/503 (throttling) or cut off, with backoff
-_CLIENTS: dict[
-    tuple[str, str, str], Any
-] = {}  # obstore clients by root URL and options (insertion order: LRU-ish)
+# obstore clients by root URL and options (insertion order: LRU-ish)
+_CLIENTS: dict[tuple[str, str, str], Any] = {}
 _SHARED_ROOTS = ("s3", "gcs", "http")  # kinds whose URLs are root/prefix: one client per bucket or server
 _CLIENTS_LOCK = threading.Lock()
 

@@ -8,8 +8,6 @@ from typing import TypeAlias
 
 from rectizarr.stores.keys import ByteRange, validate_key, validate_range
 
-__all__ = ["Slot", "coalesce", "split"]
-
 Slot: TypeAlias = tuple[int, int | None, int | None]
 """Where a caller's result is: (backend request index, offset in its value, length); None: all of it."""
 

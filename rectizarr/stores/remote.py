@@ -4,8 +4,7 @@ write's outcome says, and how a client's error becomes a :class:`~rectizarr.erro
 
 A transport subclasses :class:`RemoteStore` (or :class:`EtagStore`, where reads carry ETags and writes
 ``If-Match``) and only moves bytes: it makes the requests and says how its client reports a refusal, a
-lost answer or a timeout.
-"""
+lost answer or a timeout."""
 
 from __future__ import annotations
 
@@ -15,19 +14,9 @@ from typing import Any
 
 from rectizarr import tuning
 from rectizarr.errors import RectizarrError, StoreError, VersionChanged
-from rectizarr.stores.base import Buffer, ByteRange, Store, validate_key, validate_range
+from rectizarr.stores.base import Store
+from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_range
 from rectizarr.stores.update import count_landing
-
-__all__ = [
-    "SCHEMES",
-    "TIMEOUT",
-    "EtagStore",
-    "RemoteStore",
-    "bucket_identity",
-    "http_range",
-    "is_empty",
-    "resolve_range",
-]
 
 TIMEOUT = 30.0
 """Seconds a remote request waits to connect and for each part of its answer, unless the options say."""
@@ -125,8 +114,7 @@ class RemoteStore(Store):
         """The outcome of a write of ``value`` (conditional: carrying ``token``) that raised ``exc``: False
         when a condition ``refused`` it, unless the write may have been sent more than once
         (``maybe_resent``: a client that resends unseen; ``resent``: it is known to have) and its own first
-        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises
-        the wrapped error."""
+        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises."""
         if refused:
             return (resent or maybe_resent) and token is not None and self._ours(key, value, token, resent)
         if self._unanswered(exc) and self._landed_unanswered(key, value, token):
@@ -198,8 +186,7 @@ class EtagStore(RemoteStore):
 
     @abstractmethod
     def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
-        """Bytes ``start:end`` of ``key`` after the server refused a range (a suffix it cannot serve, or
-        ranges it ignores)."""
+        """Bytes ``start:end`` of ``key`` after the server refused a range (a suffix; ranges it ignores)."""
 
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         return [data for data, _ in self._gets([(k, r, None) for k, r in requests])]

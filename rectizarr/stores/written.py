@@ -8,8 +8,7 @@ append through ``group["x"]`` rewrites ``x/zarr.json`` and the group's consolida
 the data (``store.lock_identity + key``, the same for every store object on it); :func:`token` is what a
 handle compares to know whether to read its document again. Deleting under a prefix, and forgetting the
 counts when there are very many, moves an epoch that every token includes: every handle then reads its
-document once more.
-"""
+document once more."""
 
 from __future__ import annotations
 
@@ -17,8 +16,6 @@ import threading
 from collections.abc import Iterable
 
 from rectizarr._util import in_forked_child
-
-__all__ = ["DOC_NAMES", "forget", "mark", "token"]
 
 DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
 _MOST = 1 << 16  # documents counted before the counts are forgotten (and the epoch moves)
@@ -53,8 +50,7 @@ def mark(identity: str, keys: Iterable[str]) -> None:
 
 
 def forget() -> None:
-    """Something was deleted under a prefix (its documents are not known): every handle reads its document
-    again."""
+    """Something was deleted under a prefix (which documents is unknown): every handle rereads its own."""
     global _epoch
     with _lock:
         _epoch += 1

@@ -12,15 +12,14 @@ import warnings
 import weakref
 import zipfile
 import zlib
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
-from rectizarr.stores.base import Buffer, ByteRange, Capabilities, Store
-
-__all__ = ["ZipStore"]
+from rectizarr.stores.base import Capabilities, Store
+from rectizarr.stores.keys import Buffer, ByteRange
 
 
 @dataclass(slots=True, weakref_slot=True)
@@ -78,8 +77,7 @@ class ZipStore(Store):
     written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
     copy is read-only. A read-only view (:meth:`with_read_only`) never writes the archive, not even to
     pickle: it pickles once the store that writes is flushed, else it raises :class:`StoreError`. All
-    operations on one archive are serialised by a lock.
-    """
+    operations on one archive are serialised by a lock."""
 
     def __init__(
         self,
@@ -204,10 +202,6 @@ class ZipStore(Store):
     def _list_prefix(self, prefix: str) -> Iterator[str]:
         return (k for k in self._keys() if k.startswith(prefix))
 
-    def _list_dir(self, prefix: str) -> Iterable[str]:
-        n = len(prefix)
-        return (k[n:].split("/", 1)[0] for k in self._keys() if k.startswith(prefix))
-
     # ---- writes --------------------------------------------------------------------------------------
 
     def _set_batch(self, items: Mapping[str, Buffer]) -> None:
@@ -242,8 +236,7 @@ class ZipStore(Store):
     # ---- finalising ----------------------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write the central directory (and drop deleted entries) now; the store stays writable. Nothing
-        for a read-only store or view."""
+        """Write the central directory (dropping deleted entries) now; stays writable. Read-only: nothing."""
         if self.read_only:
             return
         with self._archive.lock:
