@@ -46,13 +46,8 @@ class ArrayAccess(ArrayBase):
             return change(meta)
 
         def after(old: Any, new: Any) -> None:
-            self._set_meta(
-                new,
-                self._layout.pipeline
-                if new.codecs == self._meta.codecs and new.chunk_grid == self._meta.chunk_grid
-                else None,
-            )
-            self._meta_version = self._stored_version()
+            same = new.codecs == self._meta.codecs and new.chunk_grid == self._meta.chunk_grid
+            self._adopt(new, self._layout.pipeline if same else None)
             if then is not None:
                 then(before[0], old, new)
 
@@ -151,6 +146,30 @@ class ArrayAccess(ArrayBase):
             f"data type {self.dtype}: {exc}; nothing was written"
         )
 
+    def _prepared(self, value: Any) -> Any:
+        """``value`` to write: an array-like made an array once (a dask array computed once, however often
+        the write is planned; a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int
+        raises); the optional data type's masked values (plain ones: all present)."""
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+            value = np.asarray(value)
+        if self._meta.data_type.name == "optional":
+            try:
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            except OverflowError as exc:
+                raise self._cast_error(exc) from exc
+        return value
+
+    def _internal(self, plan: Plan, layout: rio.Layout, value: Any) -> Any:
+        """``value`` as ``plan`` writes it into ``layout``'s chunks."""
+        try:
+            check_unit_cast(value, layout.dtype)
+            internal = plan.value_to_internal(value, layout.dtype)
+        except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
+            raise self._cast_error(exc) from exc
+        if self._meta.data_type.name == "string":
+            internal = as_strings(internal, one=plan.final_shape == ())
+        return internal
+
     def _check_code_points(self, values: np.ndarray) -> None:
         """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
         larger numbers make NumPy fail later, on any use, with ``SystemError``."""
@@ -178,33 +197,15 @@ class ArrayAccess(ArrayBase):
                     version = self._stored_version()
                     self._take_up(nodes.read_meta(self._store, self._path))
                     self._meta_version, self._unchecked = version, False
-        # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
-        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
-            value = np.asarray(value)  # once (a dask array computed once), however often it is planned
-        if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
-            try:
-                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
-            except OverflowError as exc:
-                raise self._cast_error(exc) from exc
-        if (
-            isinstance(value, np.ndarray)
-            and value.dtype.kind in "Mm"
-            and self._meta.data_type.name == "string"
-        ):
-            value = value.astype(
-                np.dtypes.StringDType()
-            )  # dates as numpy writes them into strings ('NaT', '1')
+        value = self._prepared(value)
+        dates = isinstance(value, np.ndarray) and value.dtype.kind in "Mm"
+        if dates and self._meta.data_type.name == "string":
+            value = value.astype(np.dtypes.StringDType())  # dates as numpy writes them ('NaT', '1')
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
-            try:
-                check_unit_cast(value, layout.dtype)
-                internal = plan.value_to_internal(value, layout.dtype)
-            except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
-                raise self._cast_error(exc) from exc
-            if self._meta.data_type.name == "string":
-                internal = as_strings(internal, one=plan.final_shape == ())
+            internal = self._internal(plan, layout, value)
             guard = None if planned is None else functools.partial(self._still_at, planned, meta)
             try:
                 rio.write(layout, plan, internal, guard)

@@ -87,6 +87,11 @@ class ArrayBase(nodes.Node):
             workers=self._workers,
         )
 
+    def _adopt(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
+        """Make ``meta``, just written, the handle's document, at the version stored now."""
+        self._set_meta(meta, pipeline)
+        self._meta_version = self._stored_version()
+
     def _check_before_writing(self) -> None:
         """The metadata came from a group's consolidated metadata, which may be older than the array's own
         document (a writer that did not consolidate again, a change that failed half-way): read that
