@@ -26,7 +26,7 @@ import json
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -113,69 +113,43 @@ class _Checker(Reporter):
                     return extra_fields(d, False, frozenset(), key)
 
                 self.run(key, f"$.{name}", "must_understand", extra)
-        self.run(key, "$.attributes", "attributes", lambda: parse_attributes(doc, False, key))
+
+        def field(name: str, parse: Callable[[], Any], in_doc: Any = None) -> Any:
+            """``parse()`` of the field ``name``, reported at ``$.name`` (``in_doc``: :meth:`Reporter.run`'s)."""
+            return self.run(key, f"$.{name}", name, parse, in_doc)
+
+        field("attributes", lambda: parse_attributes(doc, False, key))
         if node_type == "group":
             return "group"
         for n in (n for n in REQUIRED_ARRAY_KEYS if n not in doc):
             self.error(key, "$", "array.required", f"missing required key {n!r}")
-        shape = (
-            self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key))
-            if "shape" in doc
-            else None
-        )
+        shape = field("shape", lambda: parse_shape(doc["shape"], key)) if "shape" in doc else None
         dtype: DataType | None = None
         if "data_type" in doc:
-            dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]), doc)
+            dtype = field("data_type", lambda: parse_data_type(doc["data_type"]), doc)
         grid: ChunkGrid | None = None
         if "chunk_grid" in doc and shape is not None:
-            grid = self.run(
-                key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape), doc
-            )
+            grid = field("chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape), doc)
         if "chunk_key_encoding" in doc:
-            cke = self.run(
-                key,
-                "$.chunk_key_encoding",
-                "chunk_key_encoding",
-                lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]),
-                doc,
+            cke = field(
+                "chunk_key_encoding", lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc
             )
             if cke is not None and shape is not None:  # a template may not fit the dimensionality
                 first = (0,) * len(shape)
-                self.run(key, "$.chunk_key_encoding", "chunk_key_encoding", lambda: cke.encode(first), doc)
+                field("chunk_key_encoding", lambda: cke.encode(first), doc)
         if "fill_value" in doc and dtype is not None:
-            self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
-        codecs = (
-            self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc)
-            if "codecs" in doc
-            else None
-        )
+            field("fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
+        codecs = field("codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc else None
         if codecs == ():
             self.error(
                 key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec"
             )
         elif codecs and dtype is not None and grid is not None:
-            self.run(
-                key,
-                "$.codecs",
-                "codecs",
-                lambda: build_pipeline(
-                    codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"
-                ),
-                doc,
-            )
+            edges = [d.unique_edges() for d in grid.dims]
+            field("codecs", lambda: build_pipeline(codecs, dtype.numpy, edges, "$.codecs"), doc)
         if shape is not None:
-            self.run(
-                key,
-                "$.dimension_names",
-                "dimension_names",
-                lambda: parse_dimension_names(doc, False, len(shape), key),
-            )
-        self.run(
-            key,
-            "$.storage_transformers",
-            "storage_transformers",
-            lambda: parse_storage_transformers(doc, False, key),
-        )
+            field("dimension_names", lambda: parse_dimension_names(doc, False, len(shape), key))
+        field("storage_transformers", lambda: parse_storage_transformers(doc, False, key))
         return "array"
 
     def consolidated(
