@@ -74,6 +74,14 @@ def _key(path: str) -> str:
     return f"{path}/zarr.json" if path else "zarr.json"
 
 
+def made_meanwhile(path: str) -> NodeExistsError:
+    """The refusal of a create-only write of the node at ``path``."""
+    return NodeExistsError(
+        f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
+        "(pass overwrite=True to replace it)"
+    )
+
+
 def read_raw(store: Store, path: str) -> NodeMeta | None:
     """The node's ``zarr.json`` as stored, markers and all (None: none)."""
     data = store.get(_key(path))
@@ -152,10 +160,7 @@ def publish(
         value = _with(before if after is None else after, mark)  # type: ignore[arg-type]
         if path in create_only:
             if not store.set_if(_key(path), value, None):
-                raise NodeExistsError(
-                    f"a node already exists at {path or '/'!r}: another writer created it "
-                    "meanwhile (pass overwrite=True to replace it)"
-                )
+                raise made_meanwhile(path)
         else:
             store.set(_key(path), value)
         prepared.append(path)
@@ -291,10 +296,7 @@ def update_swapped(
                 continue
             for path in create_only:
                 if olds.get(path) is not None:
-                    raise NodeExistsError(
-                        f"a node already exists at {path or '/'!r}: another writer created it "
-                        "meanwhile (pass overwrite=True to replace it)"
-                    )
+                    raise made_meanwhile(path)
             p_new, news = plan(stripped(p_meta), dict(olds))
             ident = uuid.uuid4().hex
             settled.add(ident)
@@ -481,19 +483,10 @@ def publish_docs(
     one update, under the caller's locks."""
     ident = uuid.uuid4().hex
     for key, (before, after) in members.items():
-        store.set(
-            key,
-            encode_json(
-                {
-                    **after,
-                    MARK: {"must_understand": False, "id": ident, "record": record_key, "before": before},
-                }
-            ),
-        )
-    store.set(
-        record_key,
-        encode_json({**record_doc, MARK: {"must_understand": False, "id": ident, "members": list(members)}}),
-    )
+        mark = {"must_understand": False, "id": ident, "record": record_key, "before": before}
+        store.set(key, encode_json({**after, MARK: mark}))
+    record = {"must_understand": False, "id": ident, "members": list(members)}
+    store.set(record_key, encode_json({**record_doc, MARK: record}))
     for key, (_, after) in members.items():
         store.set(key, encode_json(after))
     store.set(record_key, encode_json(record_doc))

@@ -17,7 +17,6 @@ from rectizarr.nodes.base import DocFormat as DocFormat
 from rectizarr.nodes.create import create_new as create_new
 from rectizarr.nodes.create import create_node as create_node
 from rectizarr.nodes.create import create_parents as create_parents
-from rectizarr.nodes.formats import FORMATS as FORMATS
 from rectizarr.nodes.formats import build_array as build_array
 from rectizarr.nodes.formats import check_format as check_format
 from rectizarr.nodes.formats import delete_node as delete_node
@@ -47,5 +46,4 @@ from rectizarr.nodes.paths import prefix_of as prefix_of
 from rectizarr.nodes.paths import store_for as store_for
 from rectizarr.nodes.records import publish_swapped as publish_swapped
 from rectizarr.nodes.v2 import V2 as V2
-from rectizarr.nodes.v3 import V3 as V3
 from rectizarr.nodes.versions import version_before_read as version_before_read
