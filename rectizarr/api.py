@@ -85,7 +85,7 @@ def create_array(
     out = create(
         s,
         nodes.normalize_path(name),
-        *nodes.build_array(spec),
+        *nodes.format_for(spec.zarr_format).build_array(spec),
         overwrite=overwrite,
         write_empty_chunks=write_empty_chunks,
         workers=workers,

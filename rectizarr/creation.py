@@ -189,7 +189,7 @@ def _grid(shape: Shape, chunks: Any, itemsize: int) -> ChunkGrid:
 
 def build_v3(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
     """The metadata and codec pipeline of a new Zarr v3 array (its ``zarr.json``); the format objects choose
-    (:func:`rectizarr.nodes.build_array`)."""
+    (:meth:`rectizarr.nodes.DocFormat.build_array`)."""
     grid, chain_json = _grid_and_chain(spec)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
     pipeline = build_pipeline(metas, spec.dtype.numpy, [d.unique_edges() for d in grid.dims], "codecs")

@@ -32,7 +32,7 @@ class ArrayAccess(ArrayBase):
         then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
         stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None,
     ) -> None:
-        """A read-modify-write of ``zarr.json`` (:func:`nodes.update_meta`): ``change`` maps the document
+        """A read-modify-write of ``zarr.json`` (:meth:`nodes.DocFormat.update`): ``change`` maps the document
             as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
             after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
         where writers hold the document's lock (no conditional writes), the chunk work before it is written
@@ -52,12 +52,11 @@ class ArrayAccess(ArrayBase):
                 then(before[0], old, new)
 
         with self._lock:
-            nodes.update_meta(
+            nodes.format_of(self._meta).update(
                 self._store,
                 self._path,
                 apply,
                 after,
-                zarr_format=self._meta.zarr_format,
                 stage=None if stage is None else lambda old, new: stage(old, new),  # type: ignore[arg-type]
             )
 

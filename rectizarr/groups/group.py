@@ -56,7 +56,7 @@ class Group(nodes.Node):
         return self._current()
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        """Apply ``change`` to the attributes as stored now (:func:`nodes.update_meta`)."""
+        """Apply ``change`` to the attributes as stored now (:meth:`nodes.DocFormat.update`)."""
         self._check_writable()
 
         def apply(fresh: Any) -> GroupMeta:
@@ -66,12 +66,7 @@ class Group(nodes.Node):
 
             return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
 
-        self._meta = nodes.update_meta(
-            self._store,
-            self._path,
-            apply,  # type: ignore[assignment]
-            zarr_format=self._meta.zarr_format,
-        )
+        self._meta = nodes.format_of(self._meta).update(self._store, self._path, apply)  # type: ignore[assignment]
 
     def refresh(self) -> None:
         """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores
@@ -361,7 +356,7 @@ def create_group(
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
     meta = GroupMeta(
-        attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format)
+        attributes=check_attributes(attributes or {}), zarr_format=nodes.format_for(zarr_format).zarr_format
     )
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows
