@@ -194,9 +194,7 @@ def from_array(
         for block in _copy_regions(src):
             copy_region(out, src, block)
         return out
-    if type(data).__module__.startswith("zarr.") and hasattr(
-        data, "metadata"
-    ):  # a zarr-python array: its layout
+    if type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # zarr-python's: its layout
         if chunks == "keep":
             chunks = tuple(data.chunks)  # (the inner chunks when sharded, as here)
         if shards == "keep":

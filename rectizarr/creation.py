@@ -214,9 +214,8 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
         chain_json = [codec_json(c, "codecs") for c in spec.codecs]
         return _grid(shape, spec.chunks if spec.shards is None else spec.shards, itemsize), chain_json
     if spec.shards is None:
-        return _grid(shape, spec.chunks, itemsize), build_chain(
-            dt, spec.filters, spec.serializer, spec.compressors
-        )
+        grid = _grid(shape, spec.chunks, itemsize)
+        return grid, build_chain(dt, spec.filters, spec.serializer, spec.compressors)
     inner = _regular_inner(spec.chunks, shape)
     shards = auto_shards(shape, inner, itemsize) if _is_auto(spec.shards) else spec.shards
     grid = _grid(shape, shards, itemsize)

@@ -22,6 +22,7 @@ The report is data (:class:`ValidationReport`); printing and exit status are the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -191,11 +192,8 @@ class _Checker(Reporter):
                 )
                 continue
             child_key = nodes.meta_key(prefix + rel)
-
-            def entry_meta(e: Any = entry, k: str = child_key) -> Any:
-                return node_from_json(e, k)
-
-            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
+            parse = functools.partial(node_from_json, entry, child_key)
+            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", parse)
             actual = docs.get(child_key)
             if actual is None:
                 stale(f"entry {rel!r} names a node that does not exist")
@@ -324,12 +322,10 @@ def validate(
     prefix = nodes.prefix_of(root)
     keys = sorted(store.list_prefix(prefix))
     meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
-    if nodes.meta_key(root) not in meta_keys and {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(
-        keys
-    ):
-        check_v2(check, root, keys)  # a Zarr v2 hierarchy
-        return check.report
     if nodes.meta_key(root) not in meta_keys:
+        if {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(keys):
+            check_v2(check, root, keys)  # a Zarr v2 hierarchy
+            return check.report
         check.error(nodes.meta_key(root), "$", "hierarchy.missing_node", f"no zarr.json at {root or '/'!r}")
     docs: dict[str, dict[str, Any]] = {}
     kinds: dict[str, str] = {}

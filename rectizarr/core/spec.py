@@ -179,9 +179,7 @@ class ArraySpec:
         rules = RULES[fmt]
         _check_keywords(rules, shards, filters, compressors, serializer, codecs, order)
         shape_t, dt = _shape(shape), dtype if isinstance(dtype, DataType) else data_type_from_numpy(dtype)
-        if not rules.subarray_fields and dt.name.startswith(
-            "v2:"
-        ):  # a structured dtype with a sub-array field
+        if not rules.subarray_fields and dt.name.startswith("v2:"):  # a structured dtype, a sub-array field
             raise UnsupportedError(
                 f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with zarr_format=2"
             )

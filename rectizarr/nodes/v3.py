@@ -138,7 +138,8 @@ class V3Format(DocFormat):
         docs = docs or AncestorDocs(store)
         for parent in parent_paths(path):
             seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
-            if seen is None or not _consolidates(decode_node(seen, meta_key(parent))):
+            group = None if seen is None else decode_node(seen, meta_key(parent))
+            if not isinstance(group, GroupMeta) or group.consolidated_metadata is None:
                 continue
             docs.forget(parent, _refreshed(store, parent, path))
 
@@ -237,23 +238,12 @@ def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
     def make(data: bytes | None) -> bytes | None:
         if data is None:
             return None
-        made[0] = _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data
+        new = with_entry_meta(decode_node(data, key), rel, _stored_doc(store, path))
+        made[0] = data if new is None else encode_json(node_to_json(new))
         return made[0]
 
     store.swap(key, make)
     return made[0]
-
-
-def _consolidates(meta: NodeMeta) -> bool:
-    """Whether ``meta`` is a group that holds consolidated metadata."""
-    return isinstance(meta, GroupMeta) and meta.consolidated_metadata is not None
-
-
-def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:
-    """The encoded group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with
-    its descendants); None when ``meta`` does not consolidate."""
-    new = with_entry_meta(meta, rel, doc)
-    return None if new is None else encode_json(node_to_json(new))
 
 
 def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
