@@ -70,6 +70,16 @@ def _with(meta: NodeMeta, mark: dict[str, Any]) -> bytes:
     return encode_json(doc)
 
 
+def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None, **extra: Any) -> bytes:
+    """A member's document while the update ``ident`` is under way: its new content (a node being deleted:
+    the content before) and the marker (``extra``: more fields, before ``before``)."""
+    old = None if before is None else node_to_json(stripped(before))
+    mark: dict[str, Any] = {"id": ident, "primary": primary, **extra, "before": old}
+    if after is None:
+        mark["gone"] = True
+    return _with(before if after is None else after, mark)  # type: ignore[arg-type]
+
+
 def _key(path: str) -> str:
     return f"{path}/zarr.json" if path else "zarr.json"
 
@@ -148,16 +158,9 @@ def publish(
     ident = uuid.uuid4().hex
     prepared = []
     for path, (before, after) in members.items():
-        mark: dict[str, Any] = {
-            "id": ident,
-            "primary": primary,
-            "before": None if before is None else node_to_json(stripped(before)),
-        }
-        if after is None:
-            if before is None:
-                continue
-            mark["gone"] = True
-        value = _with(before if after is None else after, mark)  # type: ignore[arg-type]
+        if before is None and after is None:
+            continue
+        value = _marked(ident, primary, before, after)
         if path in create_only:
             if not store.set_if(_key(path), value, None):
                 raise made_meanwhile(path)
@@ -330,15 +333,8 @@ def _prepare(
     after: NodeMeta | None,
     version: Any,
 ) -> bool:
-    mark: dict[str, Any] = {
-        "id": ident,
-        "primary": primary,
-        "t": round(time.time(), 3),
-        "before": None if before is None else node_to_json(before),
-    }
-    if after is None:
-        mark["gone"] = True
-    return store.set_if(_key(path), _with(before if after is None else after, mark), version)  # type: ignore[arg-type]
+    value = _marked(ident, primary, before, after, t=round(time.time(), 3))
+    return store.set_if(_key(path), value, version)
 
 
 def _clean_up_swapped(
