@@ -337,22 +337,16 @@ def validate(
         for name in rel.split("/") if rel else []:
             try:
                 nodes.check_name(name)
-            except MetadataError as exc:
-                check.tolerated(
-                    key,
-                    "",
-                    "hierarchy.node_name",
-                    f"{exc}; readers do not treat it as a member of the hierarchy",
-                )
-            else:
+                problem: str | None = None
                 if name.startswith("__"):
-                    check.tolerated(
-                        key,
-                        "",
-                        "hierarchy.node_name",
+                    problem = (
                         f"node name {name!r} starts with '__', which the spec reserves; zarr-python "
-                        "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)",
+                        "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)"
                     )
+            except MetadataError as exc:
+                problem = f"{exc}; readers do not treat it as a member of the hierarchy"
+            if problem is not None:
+                check.tolerated(key, "", "hierarchy.node_name", problem)
         if doc is None:
             continue
         docs[key] = doc
@@ -363,17 +357,12 @@ def validate(
         for parent in nodes.parent_paths(node_path):
             if len(parent) < len(root):
                 continue
-            parent_kind = kinds.get(parent)
-            if parent_kind == "array":
-                check.error(
-                    nodes.meta_key(node_path),
-                    "",
-                    "hierarchy.inside_array",
-                    f"a node inside the array {parent or '/'!r}",
-                )
+            key = nodes.meta_key(node_path)
+            if kinds.get(parent) == "array":
+                check.error(key, "", "hierarchy.inside_array", f"a node inside the array {parent or '/'!r}")
             elif nodes.meta_key(parent) not in docs:
                 check.error(
-                    nodes.meta_key(node_path),
+                    key,
                     "",
                     "hierarchy.implicit_group",
                     f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "
