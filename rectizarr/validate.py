@@ -116,7 +116,7 @@ class _Checker(Reporter):
                 self.run(key, f"$.{name}", "must_understand", extra)
 
         def field(name: str, parse: Callable[[], Any], in_doc: Any = None) -> Any:
-            """``parse()`` of the field ``name``, reported at ``$.name`` (``in_doc``: :meth:`Reporter.run`'s)."""
+            """``parse()`` of the field ``name``, reported at ``$.name`` (``in_doc``: as Reporter.run's)."""
             return self.run(key, f"$.{name}", name, parse, in_doc)
 
         field("attributes", lambda: parse_attributes(doc, False, key))

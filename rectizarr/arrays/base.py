@@ -339,11 +339,8 @@ class ArrayBase(nodes.Node):
 
 def _same_chunks(a: ArrayMeta, b: ArrayMeta) -> bool:
     """Whether two documents of an array lay out and code its chunks alike (what a planned write relies on)."""
-    return (a.shape, a.data_type, a.chunk_grid, a.chunk_key_encoding, a.codecs, a.storage_transformers) == (
-        b.shape,
-        b.data_type,
-        b.chunk_grid,
-        b.chunk_key_encoding,
-        b.codecs,
-        b.storage_transformers,
-    ) and a.fill_value.tobytes() == b.fill_value.tobytes()
+
+    def layout(m: ArrayMeta) -> tuple[Any, ...]:
+        return (m.shape, m.data_type, m.chunk_grid, m.chunk_key_encoding, m.codecs, m.storage_transformers)
+
+    return layout(a) == layout(b) and a.fill_value.tobytes() == b.fill_value.tobytes()

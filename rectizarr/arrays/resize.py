@@ -108,7 +108,8 @@ class Resizable(ArrayAccess):
                 d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
             ):
                 raise SelectionValueError(  # (a ValueError, as in zarr-python)
-                    f"cannot append data of shape {data.shape} to an array of shape {m.shape} along axis {axis}"
+                    f"cannot append data of shape {data.shape} to an array of shape {m.shape} "
+                    f"along axis {axis}"
                 )
             new = _resized(
                 m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)), axis_chunks

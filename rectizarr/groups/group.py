@@ -66,7 +66,8 @@ class Group(nodes.Node):
 
             return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
 
-        self._meta = nodes.format_of(self._meta).update(self._store, self._path, apply)  # type: ignore[assignment]
+        fmt = nodes.format_of(self._meta)
+        self._meta = fmt.update(self._store, self._path, apply)  # type: ignore[assignment]
 
     def refresh(self) -> None:
         """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores

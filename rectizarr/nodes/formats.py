@@ -123,8 +123,7 @@ def node_doc(meta: NodeMeta) -> dict[str, Any]:
 
 
 def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:
-    """:func:`try_read_meta` for a writer holding the node's locks and its ancestors'
-    (:meth:`DocFormat.read_for_write`)."""
+    """:func:`try_read_meta` for a writer holding the locks (:meth:`DocFormat.read_for_write`)."""
     return finished(store, path, try_read_meta(store, path, zarr_format))
 
 
