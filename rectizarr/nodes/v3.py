@@ -222,13 +222,6 @@ class V3Format(DocFormat):
         return new
 
 
-def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
-    """The v3 document of the node at ``path`` as stored now (None: there is none)."""
-    key = meta_key(path)
-    data = store.get(key)
-    return None if data is None else node_to_json(decode_node(data, key))
-
-
 def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
     """Rewrite the consolidating group at ``parent`` with ``path``'s entry as its document is stored now
     (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
@@ -238,7 +231,10 @@ def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
     def make(data: bytes | None) -> bytes | None:
         if data is None:
             return None
-        new = with_entry_meta(decode_node(data, key), rel, _stored_doc(store, path))
+        group = decode_node(data, key)
+        stored = store.get(meta_key(path))  # the node's document as stored now (None: there is none)
+        doc = None if stored is None else node_to_json(decode_node(stored, meta_key(path)))
+        new = with_entry_meta(group, rel, doc)
         made[0] = data if new is None else encode_json(node_to_json(new))
         return made[0]
 
