@@ -183,8 +183,7 @@ def publish(
 
 
 def primary_of(store: Store, path: str, get: Any) -> str | None:
-    """The topmost ancestor of ``path`` whose document consolidates (``get(ancestor)``: its bytes), or
-    None."""
+    """The topmost ancestor of ``path`` whose document consolidates (``get(ancestor)``: its bytes)."""
     names = path.split("/") if path else []
     for parent in ("/".join(names[:i]) for i in range(len(names))):
         data = get(parent)

@@ -230,8 +230,7 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
 
 
 def build_v2(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-    """The metadata and codec pipeline of a new Zarr v2 array (its ``.zarray``:
-    :mod:`rectizarr.core.v2create`)."""
+    """A new Zarr v2 array's metadata and codec pipeline (its ``.zarray``: :mod:`rectizarr.core.v2create`)."""
     zarray = v2_zarray(spec)
     attrs = dict(spec.attributes)
     if spec.dimension_names is not None:

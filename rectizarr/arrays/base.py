@@ -261,8 +261,7 @@ class ArrayBase(nodes.Node):
 
     @property
     def cdata_shape(self) -> Shape:
-        """The number of storage units (shards when sharded, else chunks) along each axis (zarr-python's
-        name)."""
+        """The number of storage units (shards, or chunks) along each axis (zarr-python's name)."""
         return self.grid.grid_shape
 
     @property

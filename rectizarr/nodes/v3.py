@@ -243,8 +243,7 @@ def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
 
 
 def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
-    """The group at ``p`` (``meta``: its document as stored) with every descendant's document inline, as
-    stored now."""
+    """The group at ``p`` (``meta``: as stored) with every descendant's document as stored now inline."""
     if meta is None:
         raise NodeNotFoundError(f"no group at {p or '/'!r} in {s!r}")
     if not isinstance(meta, GroupMeta):
