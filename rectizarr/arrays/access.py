@@ -133,11 +133,10 @@ class ArrayAccess(ArrayBase):
         rio.read(layout, plan, result)
         self._check_code_points(result)
         result = result.reshape(plan.final_shape)
+        scalar = result.shape == () and not _has_ellipsis(selection)
         if optional:
-            return dtype_optional.to_masked(result, result.shape == () and not _has_ellipsis(selection))
-        if result.shape == () and not _has_ellipsis(selection):
-            return result[()]
-        return result
+            return dtype_optional.to_masked(result, scalar)
+        return result[()] if scalar else result
 
     def _cast_error(self, exc: OverflowError) -> CastError:
         return CastError(
@@ -173,11 +172,8 @@ class ArrayAccess(ArrayBase):
         """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
         larger numbers make NumPy fail later, on any use, with ``SystemError``."""
         if self.dtype.kind == "U" and values.size:
-            units = (
-                np.ascontiguousarray(values)
-                .reshape(-1)
-                .view(np.dtype("u4").newbyteorder(values.dtype.byteorder))
-            )
+            u4 = np.dtype("u4").newbyteorder(values.dtype.byteorder)
+            units = np.ascontiguousarray(values).reshape(-1).view(u4)
             if (units > 0x10FFFF).any():
                 raise CodecError(
                     f"the array {self._path or '/'!r} in {self._store!r} holds a value that is not a "

@@ -59,12 +59,8 @@ class ArrayBase(nodes.Node):
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
             try:
-                pipeline = build_pipeline(
-                    meta.codecs,
-                    meta.data_type.numpy,
-                    [d.unique_edges() for d in meta.chunk_grid.dims],
-                    "$.codecs",
-                )
+                edges = [d.unique_edges() for d in meta.chunk_grid.dims]
+                pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, edges, "$.codecs")
             except MetadataError as exc:  # name the document, like every other metadata error
                 if exc.key is not None:
                     raise
