@@ -304,14 +304,11 @@ def update_swapped(
             settled.add(ident)
             members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
             mine[ident] = (olds, news, members)
+            commit_doc = _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)})
             if all(
                 _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
                 for path in members
-            ) and store.set_if(
-                _key(primary),
-                _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)}),
-                p_version,
-            ):
+            ) and store.set_if(_key(primary), commit_doc, p_version):
                 _clean_up_swapped(store, primary, ident, members, news)
                 return olds, {path: news.get(path, olds[path]) for path in paths}
             continue

@@ -51,14 +51,9 @@ class ArrayAccess(ArrayBase):
             if then is not None:
                 then(before[0], old, new)
 
-        with self._lock:
-            nodes.format_of(self._meta).update(
-                self._store,
-                self._path,
-                apply,
-                after,
-                stage=None if stage is None else lambda old, new: stage(old, new),  # type: ignore[arg-type]
-            )
+        with self._lock:  # (``stage`` takes the array's documents: the format passes them)
+            fmt = nodes.format_of(self._meta)
+            fmt.update(self._store, self._path, apply, after, stage)  # type: ignore[arg-type]
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec

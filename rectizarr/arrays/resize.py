@@ -117,12 +117,8 @@ class Resizable(ArrayAccess):
             # what a shrink's clean-up left where the rows go (a corrupt chunk stays: the data overwrites it)
             if self._store.capabilities.conditional_writes:
                 with contextlib.suppress(CodecError):
-                    clear_appended_swapped(
-                        dataclasses.replace(self._layout, grid=new.chunk_grid),
-                        m.chunk_grid,
-                        axis,
-                        self._grid_now,
-                    )
+                    grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+                    clear_appended_swapped(grown, m.chunk_grid, axis, self._grid_now)
             return new
 
         def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:

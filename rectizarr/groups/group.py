@@ -267,12 +267,8 @@ class Group(nodes.Node):
 
         from rectizarr.core.dtype import data_type_from_numpy
 
-        node = self._existing_or_made(
-            name,
-            lambda: self.create_array(
-                name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs
-            ),
-        )
+        given: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
+        node = self._existing_or_made(name, lambda: self.create_array(name, shape=shape, **given, **kwargs))
         if not isinstance(node, Array):
             raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
         want_shape = (shape,) if isinstance(shape, int) else tuple(shape)

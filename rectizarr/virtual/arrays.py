@@ -122,12 +122,8 @@ def _check(first: Part, p: Part, axis: int) -> None:
         keys = sorted(
             k for k in set(a.attributes) | set(b.attributes) if a.attributes.get(k) != b.attributes.get(k)
         )
-        refuse(
-            "attributes",
-            f"attributes {keys}",
-            {k: a.attributes.get(k) for k in keys},
-            {k: b.attributes.get(k) for k in keys},
-        )
+        mine, theirs = ({k: m.attributes.get(k) for k in keys} for m in (a, b))
+        refuse("attributes", f"attributes {keys}", mine, theirs)
     for ax in range(a.ndim):
         if ax == axis:
             continue
