@@ -70,9 +70,8 @@ class Resizable(ArrayAccess):
         killed writer; on stores with conditional writes, another client that grew first) cleared before
         the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
         with contextlib.suppress(CodecError):
-            clear_past_end_swapped(
-                dataclasses.replace(self._layout, grid=new.chunk_grid), old.chunk_grid, self._grid_now
-            )
+            grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+            clear_past_end_swapped(grown, old.chunk_grid, self._grid_now)
 
     def _grid_now(self) -> ChunkGrid | None:
         """The array's grid as stored now (None: no array there any more)."""
@@ -111,9 +110,8 @@ class Resizable(ArrayAccess):
                     f"cannot append data of shape {data.shape} to an array of shape {m.shape} "
                     f"along axis {axis}"
                 )
-            new = _resized(
-                m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)), axis_chunks
-            )
+            shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape))
+            new = _resized(m, shape, axis_chunks)
             # what a shrink's clean-up left where the rows go (a corrupt chunk stays: the data overwrites it)
             if self._store.capabilities.conditional_writes:
                 with contextlib.suppress(CodecError):
