@@ -85,7 +85,7 @@ def create_array(
     out = create(
         s,
         nodes.normalize_path(name),
-        *nodes.build_array(spec),
+        *nodes.format_for(spec.zarr_format).build_array(spec),
         overwrite=overwrite,
         write_empty_chunks=write_empty_chunks,
         workers=workers,
@@ -194,9 +194,7 @@ def from_array(
         for block in _copy_regions(src):
             copy_region(out, src, block)
         return out
-    if type(data).__module__.startswith("zarr.") and hasattr(
-        data, "metadata"
-    ):  # a zarr-python array: its layout
+    if type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # zarr-python's: its layout
         if chunks == "keep":
             chunks = tuple(data.chunks)  # (the inner chunks when sharded, as here)
         if shards == "keep":

@@ -70,8 +70,26 @@ def _with(meta: NodeMeta, mark: dict[str, Any]) -> bytes:
     return encode_json(doc)
 
 
+def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None, **extra: Any) -> bytes:
+    """A member's document while the update ``ident`` is under way: its new content (a node being deleted:
+    the content before) and the marker (``extra``: more fields, before ``before``)."""
+    old = None if before is None else node_to_json(stripped(before))
+    mark: dict[str, Any] = {"id": ident, "primary": primary, **extra, "before": old}
+    if after is None:
+        mark["gone"] = True
+    return _with(before if after is None else after, mark)  # type: ignore[arg-type]
+
+
 def _key(path: str) -> str:
     return f"{path}/zarr.json" if path else "zarr.json"
+
+
+def made_meanwhile(path: str) -> NodeExistsError:
+    """The refusal of a create-only write of the node at ``path``."""
+    return NodeExistsError(
+        f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
+        "(pass overwrite=True to replace it)"
+    )
 
 
 def read_raw(store: Store, path: str) -> NodeMeta | None:
@@ -140,22 +158,12 @@ def publish(
     ident = uuid.uuid4().hex
     prepared = []
     for path, (before, after) in members.items():
-        mark: dict[str, Any] = {
-            "id": ident,
-            "primary": primary,
-            "before": None if before is None else node_to_json(stripped(before)),
-        }
-        if after is None:
-            if before is None:
-                continue
-            mark["gone"] = True
-        value = _with(before if after is None else after, mark)  # type: ignore[arg-type]
+        if before is None and after is None:
+            continue
+        value = _marked(ident, primary, before, after)
         if path in create_only:
             if not store.set_if(_key(path), value, None):
-                raise NodeExistsError(
-                    f"a node already exists at {path or '/'!r}: another writer created it "
-                    "meanwhile (pass overwrite=True to replace it)"
-                )
+                raise made_meanwhile(path)
         else:
             store.set(_key(path), value)
         prepared.append(path)
@@ -175,8 +183,7 @@ def publish(
 
 
 def primary_of(store: Store, path: str, get: Any) -> str | None:
-    """The topmost ancestor of ``path`` whose document consolidates (``get(ancestor)``: its bytes), or
-    None."""
+    """The topmost ancestor of ``path`` whose document consolidates (``get(ancestor)``: its bytes)."""
     names = path.split("/") if path else []
     for parent in ("/".join(names[:i]) for i in range(len(names))):
         data = get(parent)
@@ -291,23 +298,17 @@ def update_swapped(
                 continue
             for path in create_only:
                 if olds.get(path) is not None:
-                    raise NodeExistsError(
-                        f"a node already exists at {path or '/'!r}: another writer created it "
-                        "meanwhile (pass overwrite=True to replace it)"
-                    )
+                    raise made_meanwhile(path)
             p_new, news = plan(stripped(p_meta), dict(olds))
             ident = uuid.uuid4().hex
             settled.add(ident)
             members = [path for path in paths if _differs(olds[path], news.get(path, olds[path]))]
             mine[ident] = (olds, news, members)
+            commit_doc = _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)})
             if all(
                 _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
                 for path in members
-            ) and store.set_if(
-                _key(primary),
-                _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)}),
-                p_version,
-            ):
+            ) and store.set_if(_key(primary), commit_doc, p_version):
                 _clean_up_swapped(store, primary, ident, members, news)
                 return olds, {path: news.get(path, olds[path]) for path in paths}
             continue
@@ -328,15 +329,8 @@ def _prepare(
     after: NodeMeta | None,
     version: Any,
 ) -> bool:
-    mark: dict[str, Any] = {
-        "id": ident,
-        "primary": primary,
-        "t": round(time.time(), 3),
-        "before": None if before is None else node_to_json(before),
-    }
-    if after is None:
-        mark["gone"] = True
-    return store.set_if(_key(path), _with(before if after is None else after, mark), version)  # type: ignore[arg-type]
+    value = _marked(ident, primary, before, after, t=round(time.time(), 3))
+    return store.set_if(_key(path), value, version)
 
 
 def _clean_up_swapped(
@@ -481,19 +475,10 @@ def publish_docs(
     one update, under the caller's locks."""
     ident = uuid.uuid4().hex
     for key, (before, after) in members.items():
-        store.set(
-            key,
-            encode_json(
-                {
-                    **after,
-                    MARK: {"must_understand": False, "id": ident, "record": record_key, "before": before},
-                }
-            ),
-        )
-    store.set(
-        record_key,
-        encode_json({**record_doc, MARK: {"must_understand": False, "id": ident, "members": list(members)}}),
-    )
+        mark = {"must_understand": False, "id": ident, "record": record_key, "before": before}
+        store.set(key, encode_json({**after, MARK: mark}))
+    record = {"must_understand": False, "id": ident, "members": list(members)}
+    store.set(record_key, encode_json({**record_doc, MARK: record}))
     for key, (_, after) in members.items():
         store.set(key, encode_json(after))
     store.set(record_key, encode_json(record_doc))

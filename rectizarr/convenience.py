@@ -19,23 +19,6 @@ from rectizarr.errors import IrregularChunksError, MetadataError
 from rectizarr.groups import Group, open_group
 from rectizarr.groups import open as open_node
 
-__all__ = [
-    "array",
-    "create",
-    "empty",
-    "empty_like",
-    "full",
-    "full_like",
-    "group",
-    "load",
-    "ones",
-    "ones_like",
-    "open_consolidated",
-    "save",
-    "zeros",
-    "zeros_like",
-]
-
 
 def _create(shape: Any, fill_value: Any, kwargs: dict[str, Any]) -> Array:
     kwargs.setdefault("dtype", np.float64)

@@ -189,7 +189,7 @@ def _grid(shape: Shape, chunks: Any, itemsize: int) -> ChunkGrid:
 
 def build_v3(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
     """The metadata and codec pipeline of a new Zarr v3 array (its ``zarr.json``); the format objects choose
-    (:func:`rectizarr.nodes.build_array`)."""
+    (:meth:`rectizarr.nodes.DocFormat.build_array`)."""
     grid, chain_json = _grid_and_chain(spec)
     metas: tuple[CodecMeta, ...] = parse_codecs(chain_json, "codecs")
     pipeline = build_pipeline(metas, spec.dtype.numpy, [d.unique_edges() for d in grid.dims], "codecs")
@@ -214,9 +214,8 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
         chain_json = [codec_json(c, "codecs") for c in spec.codecs]
         return _grid(shape, spec.chunks if spec.shards is None else spec.shards, itemsize), chain_json
     if spec.shards is None:
-        return _grid(shape, spec.chunks, itemsize), build_chain(
-            dt, spec.filters, spec.serializer, spec.compressors
-        )
+        grid = _grid(shape, spec.chunks, itemsize)
+        return grid, build_chain(dt, spec.filters, spec.serializer, spec.compressors)
     inner = _regular_inner(spec.chunks, shape)
     shards = auto_shards(shape, inner, itemsize) if _is_auto(spec.shards) else spec.shards
     grid = _grid(shape, shards, itemsize)
@@ -231,8 +230,7 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
 
 
 def build_v2(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-    """The metadata and codec pipeline of a new Zarr v2 array (its ``.zarray``:
-    :mod:`rectizarr.core.v2create`)."""
+    """A new Zarr v2 array's metadata and codec pipeline (its ``.zarray``: :mod:`rectizarr.core.v2create`)."""
     zarray = v2_zarray(spec)
     attrs = dict(spec.attributes)
     if spec.dimension_names is not None:

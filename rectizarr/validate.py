@@ -22,11 +22,12 @@ The report is data (:class:`ValidationReport`); printing and exit status are the
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -113,69 +114,43 @@ class _Checker(Reporter):
                     return extra_fields(d, False, frozenset(), key)
 
                 self.run(key, f"$.{name}", "must_understand", extra)
-        self.run(key, "$.attributes", "attributes", lambda: parse_attributes(doc, False, key))
+
+        def field(name: str, parse: Callable[[], Any], in_doc: Any = None) -> Any:
+            """``parse()`` of the field ``name``, reported at ``$.name`` (``in_doc``: as Reporter.run's)."""
+            return self.run(key, f"$.{name}", name, parse, in_doc)
+
+        field("attributes", lambda: parse_attributes(doc, False, key))
         if node_type == "group":
             return "group"
         for n in (n for n in REQUIRED_ARRAY_KEYS if n not in doc):
             self.error(key, "$", "array.required", f"missing required key {n!r}")
-        shape = (
-            self.run(key, "$.shape", "shape", lambda: parse_shape(doc["shape"], key))
-            if "shape" in doc
-            else None
-        )
+        shape = field("shape", lambda: parse_shape(doc["shape"], key)) if "shape" in doc else None
         dtype: DataType | None = None
         if "data_type" in doc:
-            dtype = self.run(key, "$.data_type", "data_type", lambda: parse_data_type(doc["data_type"]), doc)
+            dtype = field("data_type", lambda: parse_data_type(doc["data_type"]), doc)
         grid: ChunkGrid | None = None
         if "chunk_grid" in doc and shape is not None:
-            grid = self.run(
-                key, "$.chunk_grid", "chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape), doc
-            )
+            grid = field("chunk_grid", lambda: parse_chunk_grid(doc["chunk_grid"], shape), doc)
         if "chunk_key_encoding" in doc:
-            cke = self.run(
-                key,
-                "$.chunk_key_encoding",
-                "chunk_key_encoding",
-                lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]),
-                doc,
+            cke = field(
+                "chunk_key_encoding", lambda: parse_chunk_key_encoding(doc["chunk_key_encoding"]), doc
             )
             if cke is not None and shape is not None:  # a template may not fit the dimensionality
                 first = (0,) * len(shape)
-                self.run(key, "$.chunk_key_encoding", "chunk_key_encoding", lambda: cke.encode(first), doc)
+                field("chunk_key_encoding", lambda: cke.encode(first), doc)
         if "fill_value" in doc and dtype is not None:
-            self.run(key, "$.fill_value", "fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
-        codecs = (
-            self.run(key, "$.codecs", "codecs", lambda: parse_codecs(doc["codecs"]), doc)
-            if "codecs" in doc
-            else None
-        )
+            field("fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
+        codecs = field("codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc else None
         if codecs == ():
             self.error(
                 key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec"
             )
         elif codecs and dtype is not None and grid is not None:
-            self.run(
-                key,
-                "$.codecs",
-                "codecs",
-                lambda: build_pipeline(
-                    codecs, dtype.numpy, [d.unique_edges() for d in grid.dims], "$.codecs"
-                ),
-                doc,
-            )
+            edges = [d.unique_edges() for d in grid.dims]
+            field("codecs", lambda: build_pipeline(codecs, dtype.numpy, edges, "$.codecs"), doc)
         if shape is not None:
-            self.run(
-                key,
-                "$.dimension_names",
-                "dimension_names",
-                lambda: parse_dimension_names(doc, False, len(shape), key),
-            )
-        self.run(
-            key,
-            "$.storage_transformers",
-            "storage_transformers",
-            lambda: parse_storage_transformers(doc, False, key),
-        )
+            field("dimension_names", lambda: parse_dimension_names(doc, False, len(shape), key))
+        field("storage_transformers", lambda: parse_storage_transformers(doc, False, key))
         return "array"
 
     def consolidated(
@@ -217,11 +192,8 @@ class _Checker(Reporter):
                 )
                 continue
             child_key = nodes.meta_key(prefix + rel)
-
-            def entry_meta(e: Any = entry, k: str = child_key) -> Any:
-                return node_from_json(e, k)
-
-            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", entry_meta)
+            parse = functools.partial(node_from_json, entry, child_key)
+            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", parse)
             actual = docs.get(child_key)
             if actual is None:
                 stale(f"entry {rel!r} names a node that does not exist")
@@ -350,12 +322,10 @@ def validate(
     prefix = nodes.prefix_of(root)
     keys = sorted(store.list_prefix(prefix))
     meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
-    if nodes.meta_key(root) not in meta_keys and {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(
-        keys
-    ):
-        check_v2(check, root, keys)  # a Zarr v2 hierarchy
-        return check.report
     if nodes.meta_key(root) not in meta_keys:
+        if {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(keys):
+            check_v2(check, root, keys)  # a Zarr v2 hierarchy
+            return check.report
         check.error(nodes.meta_key(root), "$", "hierarchy.missing_node", f"no zarr.json at {root or '/'!r}")
     docs: dict[str, dict[str, Any]] = {}
     kinds: dict[str, str] = {}
@@ -367,22 +337,16 @@ def validate(
         for name in rel.split("/") if rel else []:
             try:
                 nodes.check_name(name)
-            except MetadataError as exc:
-                check.tolerated(
-                    key,
-                    "",
-                    "hierarchy.node_name",
-                    f"{exc}; readers do not treat it as a member of the hierarchy",
-                )
-            else:
+                problem: str | None = None
                 if name.startswith("__"):
-                    check.tolerated(
-                        key,
-                        "",
-                        "hierarchy.node_name",
+                    problem = (
                         f"node name {name!r} starts with '__', which the spec reserves; zarr-python "
-                        "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)",
+                        "and rectizarr read and write such names (xarray's __xarray_dataarray_variable__)"
                     )
+            except MetadataError as exc:
+                problem = f"{exc}; readers do not treat it as a member of the hierarchy"
+            if problem is not None:
+                check.tolerated(key, "", "hierarchy.node_name", problem)
         if doc is None:
             continue
         docs[key] = doc
@@ -393,17 +357,12 @@ def validate(
         for parent in nodes.parent_paths(node_path):
             if len(parent) < len(root):
                 continue
-            parent_kind = kinds.get(parent)
-            if parent_kind == "array":
-                check.error(
-                    nodes.meta_key(node_path),
-                    "",
-                    "hierarchy.inside_array",
-                    f"a node inside the array {parent or '/'!r}",
-                )
+            key = nodes.meta_key(node_path)
+            if kinds.get(parent) == "array":
+                check.error(key, "", "hierarchy.inside_array", f"a node inside the array {parent or '/'!r}")
             elif nodes.meta_key(parent) not in docs:
                 check.error(
-                    nodes.meta_key(node_path),
+                    key,
                     "",
                     "hierarchy.implicit_group",
                     f"ancestor {parent or '/'!r} has no zarr.json (implicit groups were removed from "

@@ -32,7 +32,7 @@ class ArrayAccess(ArrayBase):
         then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
         stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None,
     ) -> None:
-        """A read-modify-write of ``zarr.json`` (:func:`nodes.update_meta`): ``change`` maps the document
+        """A read-modify-write of ``zarr.json`` (:meth:`nodes.DocFormat.update`): ``change`` maps the document
             as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
             after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
         where writers hold the document's lock (no conditional writes), the chunk work before it is written
@@ -46,25 +46,14 @@ class ArrayAccess(ArrayBase):
             return change(meta)
 
         def after(old: Any, new: Any) -> None:
-            self._set_meta(
-                new,
-                self._layout.pipeline
-                if new.codecs == self._meta.codecs and new.chunk_grid == self._meta.chunk_grid
-                else None,
-            )
-            self._meta_version = self._stored_version()
+            same = new.codecs == self._meta.codecs and new.chunk_grid == self._meta.chunk_grid
+            self._adopt(new, self._layout.pipeline if same else None)
             if then is not None:
                 then(before[0], old, new)
 
-        with self._lock:
-            nodes.update_meta(
-                self._store,
-                self._path,
-                apply,
-                after,
-                zarr_format=self._meta.zarr_format,
-                stage=None if stage is None else lambda old, new: stage(old, new),  # type: ignore[arg-type]
-            )
+        with self._lock:  # (``stage`` takes the array's documents: the format passes them)
+            fmt = nodes.format_of(self._meta)
+            fmt.update(self._store, self._path, apply, after, stage)  # type: ignore[arg-type]
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec
@@ -139,11 +128,10 @@ class ArrayAccess(ArrayBase):
         rio.read(layout, plan, result)
         self._check_code_points(result)
         result = result.reshape(plan.final_shape)
+        scalar = result.shape == () and not _has_ellipsis(selection)
         if optional:
-            return dtype_optional.to_masked(result, result.shape == () and not _has_ellipsis(selection))
-        if result.shape == () and not _has_ellipsis(selection):
-            return result[()]
-        return result
+            return dtype_optional.to_masked(result, scalar)
+        return result[()] if scalar else result
 
     def _cast_error(self, exc: OverflowError) -> CastError:
         return CastError(
@@ -151,15 +139,36 @@ class ArrayAccess(ArrayBase):
             f"data type {self.dtype}: {exc}; nothing was written"
         )
 
+    def _prepared(self, value: Any) -> Any:
+        """``value`` to write: an array-like made an array once (a dask array computed once, however often
+        the write is planned; a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int
+        raises); the optional data type's masked values (plain ones: all present)."""
+        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+            value = np.asarray(value)
+        if self._meta.data_type.name == "optional":
+            try:
+                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
+            except OverflowError as exc:
+                raise self._cast_error(exc) from exc
+        return value
+
+    def _internal(self, plan: Plan, layout: rio.Layout, value: Any) -> Any:
+        """``value`` as ``plan`` writes it into ``layout``'s chunks."""
+        try:
+            check_unit_cast(value, layout.dtype)
+            internal = plan.value_to_internal(value, layout.dtype)
+        except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
+            raise self._cast_error(exc) from exc
+        if self._meta.data_type.name == "string":
+            internal = as_strings(internal, one=plan.final_shape == ())
+        return internal
+
     def _check_code_points(self, values: np.ndarray) -> None:
         """Fixed-length UTF-32 (NumPy ``U``) values read must be Unicode code points: a corrupt chunk's
         larger numbers make NumPy fail later, on any use, with ``SystemError``."""
         if self.dtype.kind == "U" and values.size:
-            units = (
-                np.ascontiguousarray(values)
-                .reshape(-1)
-                .view(np.dtype("u4").newbyteorder(values.dtype.byteorder))
-            )
+            u4 = np.dtype("u4").newbyteorder(values.dtype.byteorder)
+            units = np.ascontiguousarray(values).reshape(-1).view(u4)
             if (units > 0x10FFFF).any():
                 raise CodecError(
                     f"the array {self._path or '/'!r} in {self._store!r} holds a value that is not a "
@@ -178,33 +187,15 @@ class ArrayAccess(ArrayBase):
                     version = self._stored_version()
                     self._take_up(nodes.read_meta(self._store, self._path))
                     self._meta_version, self._unchecked = version, False
-        # (a NumPy scalar stays one: numpy's rules for scalars apply, NaN into int raises)
-        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
-            value = np.asarray(value)  # once (a dask array computed once), however often it is planned
-        if self._meta.data_type.name == "optional":  # masked values (and plain ones, all present)
-            try:
-                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
-            except OverflowError as exc:
-                raise self._cast_error(exc) from exc
-        if (
-            isinstance(value, np.ndarray)
-            and value.dtype.kind in "Mm"
-            and self._meta.data_type.name == "string"
-        ):
-            value = value.astype(
-                np.dtypes.StringDType()
-            )  # dates as numpy writes them into strings ('NaT', '1')
+        value = self._prepared(value)
+        dates = isinstance(value, np.ndarray) and value.dtype.kind in "Mm"
+        if dates and self._meta.data_type.name == "string":
+            value = value.astype(np.dtypes.StringDType())  # dates as numpy writes them ('NaT', '1')
         for _ in range(tuning.current().conflict_retries):
             with self._lock:  # the plan, its layout and their version together (other threads revalidate)
                 plan = self._planned(make_plan)
                 layout, planned, meta = self._layout, self._meta_version, self._meta
-            try:
-                check_unit_cast(value, layout.dtype)
-                internal = plan.value_to_internal(value, layout.dtype)
-            except OverflowError as exc:  # (dates out of range of the unit, Python ints past the type)
-                raise self._cast_error(exc) from exc
-            if self._meta.data_type.name == "string":
-                internal = as_strings(internal, one=plan.final_shape == ())
+            internal = self._internal(plan, layout, value)
             guard = None if planned is None else functools.partial(self._still_at, planned, meta)
             try:
                 rio.write(layout, plan, internal, guard)

@@ -1,8 +1,5 @@
-"""The user-facing :class:`Array`: open/create, NumPy-exact reads and writes, resize/append, info.
-
-The API surface only: plans come from :mod:`rectizarr.indexing`, I/O and codecs run in
-:mod:`rectizarr.io.engine`. The handle's state and what it tells are in :mod:`.base`, reads, writes and
-document updates in :mod:`.access`, resizing in :mod:`.resize`."""
+"""The user-facing :class:`Array` (the API surface: the rest of the handle is in the package's other
+modules), its indexers, pickling, and :func:`create`."""
 
 from __future__ import annotations
 

@@ -59,12 +59,8 @@ class ArrayBase(nodes.Node):
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
             try:
-                pipeline = build_pipeline(
-                    meta.codecs,
-                    meta.data_type.numpy,
-                    [d.unique_edges() for d in meta.chunk_grid.dims],
-                    "$.codecs",
-                )
+                edges = [d.unique_edges() for d in meta.chunk_grid.dims]
+                pipeline = build_pipeline(meta.codecs, meta.data_type.numpy, edges, "$.codecs")
             except MetadataError as exc:  # name the document, like every other metadata error
                 if exc.key is not None:
                     raise
@@ -86,6 +82,11 @@ class ArrayBase(nodes.Node):
             write_empty_chunks=self._write_empty_chunks,
             workers=self._workers,
         )
+
+    def _adopt(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
+        """Make ``meta``, just written, the handle's document, at the version stored now."""
+        self._set_meta(meta, pipeline)
+        self._meta_version = self._stored_version()
 
     def _check_before_writing(self) -> None:
         """The metadata came from a group's consolidated metadata, which may be older than the array's own
@@ -256,8 +257,7 @@ class ArrayBase(nodes.Node):
 
     @property
     def cdata_shape(self) -> Shape:
-        """The number of storage units (shards when sharded, else chunks) along each axis (zarr-python's
-        name)."""
+        """The number of storage units (shards, or chunks) along each axis (zarr-python's name)."""
         return self.grid.grid_shape
 
     @property
@@ -334,11 +334,8 @@ class ArrayBase(nodes.Node):
 
 def _same_chunks(a: ArrayMeta, b: ArrayMeta) -> bool:
     """Whether two documents of an array lay out and code its chunks alike (what a planned write relies on)."""
-    return (a.shape, a.data_type, a.chunk_grid, a.chunk_key_encoding, a.codecs, a.storage_transformers) == (
-        b.shape,
-        b.data_type,
-        b.chunk_grid,
-        b.chunk_key_encoding,
-        b.codecs,
-        b.storage_transformers,
-    ) and a.fill_value.tobytes() == b.fill_value.tobytes()
+
+    def layout(m: ArrayMeta) -> tuple[Any, ...]:
+        return (m.shape, m.data_type, m.chunk_grid, m.chunk_key_encoding, m.codecs, m.storage_transformers)
+
+    return layout(a) == layout(b) and a.fill_value.tobytes() == b.fill_value.tobytes()

@@ -45,13 +45,15 @@ class Resizable(ArrayAccess):
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
 
-        def change(m: ArrayMeta) -> ArrayMeta:
-            new = _resized(m, new_shape, chunks)
-            if any(n > o for n, o in zip(new.shape, m.shape, strict=True)):
-                self._clear_past_end(m, new)
-            return new
+        self._change_meta(lambda m: self._resized(m, new_shape, chunks), self._clean_up_shrink)
 
-        self._change_meta(change, self._clean_up_shrink)
+    def _resized(self, old: ArrayMeta, new_shape: Sequence[int], chunks: Any) -> ArrayMeta:
+        """``old`` resized (:func:`_resized`); before a grow, what a shrink's clean-up left past the stored
+        end is cleared (:meth:`_clear_past_end`)."""
+        new = _resized(old, tuple(int(n) for n in new_shape), chunks)
+        if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
+            self._clear_past_end(old, new)
+        return new
 
     def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
         """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent (on
@@ -61,7 +63,6 @@ class Resizable(ArrayAccess):
         if not self._store.capabilities.conditional_writes:
             rio.delete_outside(old_layout, new.chunk_grid)
             return
-
         clear_past_end_swapped(old_layout, new.chunk_grid, self._grid_now)
 
     def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
@@ -69,9 +70,8 @@ class Resizable(ArrayAccess):
         killed writer; on stores with conditional writes, another client that grew first) cleared before
         the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
         with contextlib.suppress(CodecError):
-            clear_past_end_swapped(
-                dataclasses.replace(self._layout, grid=new.chunk_grid), old.chunk_grid, self._grid_now
-            )
+            grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+            clear_past_end_swapped(grown, old.chunk_grid, self._grid_now)
 
     def _grid_now(self) -> ChunkGrid | None:
         """The array's grid as stored now (None: no array there any more)."""
@@ -106,23 +106,17 @@ class Resizable(ArrayAccess):
             if data.ndim != len(m.shape) or any(
                 d != s for i, (d, s) in enumerate(zip(data.shape, m.shape, strict=True)) if i != axis
             ):
-                raise SelectionValueError(
-                    f"cannot append data of shape {data.shape} to an array of shape "
-                    f"{m.shape} along axis {axis}"
-                )  # (a ValueError, as in zarr-python)
-            new = _resized(
-                m, tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape)), axis_chunks
-            )
-            if self._store.capabilities.conditional_writes:  # what a shrink's clean-up left where the rows go
-                with contextlib.suppress(
-                    CodecError
-                ):  # (a corrupt chunk stays as it is: the data overwrites it)
-                    clear_appended_swapped(
-                        dataclasses.replace(self._layout, grid=new.chunk_grid),
-                        m.chunk_grid,
-                        axis,
-                        self._grid_now,
-                    )
+                raise SelectionValueError(  # (a ValueError, as in zarr-python)
+                    f"cannot append data of shape {data.shape} to an array of shape {m.shape} "
+                    f"along axis {axis}"
+                )
+            shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape))
+            new = _resized(m, shape, axis_chunks)
+            # what a shrink's clean-up left where the rows go (a corrupt chunk stays: the data overwrites it)
+            if self._store.capabilities.conditional_writes:
+                with contextlib.suppress(CodecError):
+                    grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+                    clear_appended_swapped(grown, m.chunk_grid, axis, self._grid_now)
             return new
 
         def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
@@ -131,9 +125,7 @@ class Resizable(ArrayAccess):
                 for i in range(self.ndim)
             )
 
-        def write(
-            _: rio.Layout, old: ArrayMeta, new: ArrayMeta
-        ) -> None:  # the region reserved for this append
+        def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for it
             self[region(old, new)] = data
 
         @contextlib.contextmanager
@@ -170,19 +162,9 @@ class Resizable(ArrayAccess):
         """Write ``value`` at the basic ``selection`` of this handle's shape, which the stored document does
         not have yet (an append or a dataset's update before its commit, under the document's lock): no
         check against the stored document."""
-        if hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
-            value = np.asarray(value)
+        value = self._prepared(value)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))
-        try:
-            if self._meta.data_type.name == "optional":
-                value = dtype_optional.from_user(value, self._meta.data_type.numpy)
-            check_unit_cast(value, self._layout.dtype)
-            internal = plan.value_to_internal(value, self._layout.dtype)
-        except OverflowError as exc:
-            raise self._cast_error(exc) from exc
-        if self._meta.data_type.name == "string":
-            internal = as_strings(internal, one=plan.final_shape == ())
-        rio.write(self._layout, plan, internal, None)
+        rio.write(self._layout, plan, self._internal(plan, self._layout, value), None)
 
 
 def resize_together(
@@ -214,15 +196,12 @@ def resize_together(
             a._check_writable()
             with a._lock:
                 old = a._take_up(nodes.read_for_write(store, a.path, fmt.zarr_format))
-                new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
-                if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
-                    a._clear_past_end(old, new)
+                new = a._resized(old, shapes[name], chunks.get(name))
                 steps.append((a, a._layout, old, new))
         fmt.publish_many(store, group, {a.path: (old, new) for a, _, old, new in steps})
         for a, layout, old, new in steps:
             with a._lock:
-                a._set_meta(new)
-                a._meta_version = a._stored_version()
+                a._adopt(new)
             a._clean_up_shrink(layout, old, new)
 
 
@@ -249,10 +228,7 @@ def _resize_swapped(
             with a._lock:
                 old = a._take_up(stored)
                 before[path] = a._layout
-            new = _resized(old, tuple(int(n) for n in shapes[name]), chunks.get(name))
-            if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
-                a._clear_past_end(old, new)
-            return new
+            return a._resized(old, shapes[name], chunks.get(name))
 
         return change
 
@@ -264,8 +240,7 @@ def _resize_swapped(
         old, new = olds[path], news[path]
         assert isinstance(old, ArrayMeta) and isinstance(new, ArrayMeta)
         with a._lock:
-            a._set_meta(new)
-            a._meta_version = a._stored_version()
+            a._adopt(new)
         a._clean_up_shrink(before[path], old, new)
 
 
@@ -303,9 +278,8 @@ def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     new_grid = meta.chunk_grid.resize(
         new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
     )
-    build_pipeline(
-        meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims], "$.codecs"
-    )  # e.g. a new edge not divisible by the inner chunk
+    # checked: e.g. a new edge not divisible by the inner chunk
+    build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims], "$.codecs")
     return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)
 
 

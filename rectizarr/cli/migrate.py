@@ -178,7 +178,7 @@ def _reencode(step: Step, store: Store, path: str, opts: MigrateOptions) -> None
     m = src.metadata
     dtype = m.data_type
     chunks = opts.chunks if opts.chunks is not None else list(src.chunks)
-    meta, pipeline = nodes.build_array(
+    meta, pipeline = nodes.format_for(3).build_array(
         ArraySpec.from_keywords(
             shape=m.shape,
             dtype=dtype,
@@ -217,7 +217,7 @@ def _run(
             _reencode(step, store, path, opts)
         elif step.kind == "reuse":
             _copy_chunks(step, store, path, in_place)
-        nodes.write_meta(store, path, step.meta)
+        nodes.format_of(step.meta).write(store, path, step.meta)
         step.written.append(nodes.meta_key(path))
 
 

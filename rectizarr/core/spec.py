@@ -130,7 +130,7 @@ zarr-python writes for an explicit ``fill_value=None``."""
 @dataclass(frozen=True, slots=True)
 class ArraySpec:
     """A new array as ``create_array`` was asked for it, checked (build it with
-    :func:`rectizarr.nodes.build_array`). ``chunks``, ``shards``, ``filters``, ``compressors``,
+    :meth:`rectizarr.nodes.DocFormat.build_array`). ``chunks``, ``shards``, ``filters``, ``compressors``,
     ``serializer`` and ``codecs`` are kept as given; ``fill`` is the fill value as a 0-d array of ``dtype``
     (``null_fill``: Zarr v2's ``null``, read as that default); ``big_endian`` says, per field of a structured
     dtype, whether big-endian values were asked for (``">f8"``: Zarr v2 stores them so)."""
@@ -179,9 +179,7 @@ class ArraySpec:
         rules = RULES[fmt]
         _check_keywords(rules, shards, filters, compressors, serializer, codecs, order)
         shape_t, dt = _shape(shape), dtype if isinstance(dtype, DataType) else data_type_from_numpy(dtype)
-        if not rules.subarray_fields and dt.name.startswith(
-            "v2:"
-        ):  # a structured dtype with a sub-array field
+        if not rules.subarray_fields and dt.name.startswith("v2:"):  # a structured dtype, a sub-array field
             raise UnsupportedError(
                 f"no Zarr v3 data type can hold {dt.name[3:]} ({dt.numpy}); write it with zarr_format=2"
             )

@@ -102,8 +102,7 @@ def _filters(spec: ArraySpec) -> tuple[Any, list[dict[str, Any]]]:
         if not any(f.get("id") in _OBJECT_CODECS for f in out):  # filters run in order: objects in first
             out.insert(0, {"id": codec})
         return "|O", out
-    native = dtype.numpy
-    return v2_dtype_to_json(_in_orders(native, big_endian)), out
+    return v2_dtype_to_json(_in_orders(dtype.numpy, big_endian)), out
 
 
 def _in_orders(native: np.dtype[Any], big: ByteOrders) -> np.dtype[Any]:

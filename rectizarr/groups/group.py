@@ -56,7 +56,7 @@ class Group(nodes.Node):
         return self._current()
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        """Apply ``change`` to the attributes as stored now (:func:`nodes.update_meta`)."""
+        """Apply ``change`` to the attributes as stored now (:meth:`nodes.DocFormat.update`)."""
         self._check_writable()
 
         def apply(fresh: Any) -> GroupMeta:
@@ -66,12 +66,8 @@ class Group(nodes.Node):
 
             return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
 
-        self._meta = nodes.update_meta(
-            self._store,
-            self._path,
-            apply,  # type: ignore[assignment]
-            zarr_format=self._meta.zarr_format,
-        )
+        fmt = nodes.format_of(self._meta)
+        self._meta = fmt.update(self._store, self._path, apply)  # type: ignore[assignment]
 
     def refresh(self) -> None:
         """Read the group's ``zarr.json`` (attributes, consolidated metadata) again. Needed only on stores
@@ -271,12 +267,8 @@ class Group(nodes.Node):
 
         from rectizarr.core.dtype import data_type_from_numpy
 
-        node = self._existing_or_made(
-            name,
-            lambda: self.create_array(
-                name, shape=shape, **({} if dtype is None else {"dtype": dtype}), **kwargs
-            ),
-        )
+        given: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
+        node = self._existing_or_made(name, lambda: self.create_array(name, shape=shape, **given, **kwargs))
         if not isinstance(node, Array):
             raise NodeExistsError(f"{name!r} in {self.name!r} is a group, not an array")
         want_shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -361,7 +353,7 @@ def create_group(
         raise ReadOnlyError("cannot create a group in a read-only store")
     p = nodes.normalize_path(path)
     meta = GroupMeta(
-        attributes=check_attributes(attributes or {}), zarr_format=nodes.check_format(zarr_format)
+        attributes=check_attributes(attributes or {}), zarr_format=nodes.format_for(zarr_format).zarr_format
     )
     with nodes.locked(s, p):
         docs = nodes.AncestorDocs(s)  # each ancestor's zarr.json read once for all that follows

@@ -17,9 +17,6 @@ from rectizarr.nodes.base import DocFormat as DocFormat
 from rectizarr.nodes.create import create_new as create_new
 from rectizarr.nodes.create import create_node as create_node
 from rectizarr.nodes.create import create_parents as create_parents
-from rectizarr.nodes.formats import FORMATS as FORMATS
-from rectizarr.nodes.formats import build_array as build_array
-from rectizarr.nodes.formats import check_format as check_format
 from rectizarr.nodes.formats import delete_node as delete_node
 from rectizarr.nodes.formats import doc_key as doc_key
 from rectizarr.nodes.formats import format_for as format_for
@@ -31,8 +28,6 @@ from rectizarr.nodes.formats import read_children as read_children
 from rectizarr.nodes.formats import read_for_write as read_for_write
 from rectizarr.nodes.formats import read_meta as read_meta
 from rectizarr.nodes.formats import try_read_meta as try_read_meta
-from rectizarr.nodes.formats import update_meta as update_meta
-from rectizarr.nodes.formats import write_meta as write_meta
 from rectizarr.nodes.node import Node as Node
 from rectizarr.nodes.paths import META as META
 from rectizarr.nodes.paths import AncestorDocs as AncestorDocs
@@ -47,5 +42,4 @@ from rectizarr.nodes.paths import prefix_of as prefix_of
 from rectizarr.nodes.paths import store_for as store_for
 from rectizarr.nodes.records import publish_swapped as publish_swapped
 from rectizarr.nodes.v2 import V2 as V2
-from rectizarr.nodes.v3 import V3 as V3
 from rectizarr.nodes.versions import version_before_read as version_before_read

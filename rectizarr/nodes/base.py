@@ -15,7 +15,6 @@ from rectizarr import commit
 from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta
 from rectizarr.core.spec import ArraySpec, FormatRules
-from rectizarr.errors import NodeExistsError
 from rectizarr.nodes.paths import AncestorDocs, locked
 from rectizarr.nodes.versions import Tracker
 from rectizarr.stores import Store
@@ -47,10 +46,7 @@ def create_only(store: Store, key: str, value: bytes, path: str, check: CreateCh
             check.after_failed_write(key, value, exc)
         raise
     if not created:
-        raise NodeExistsError(
-            f"a node already exists at {path or '/'!r}: another writer created it meanwhile "
-            "(pass overwrite=True to replace it)"
-        )
+        raise commit.made_meanwhile(path)
     if check is not None:
         check.after_write(ours=inferred_landings() == before)
 

@@ -31,7 +31,14 @@ class Beside:
         self.written = self.taken_back = False
 
     def _take_back(self) -> None:
-        delete_made(self.store, self.own)
+        """Delete the document this writer made and must take back; a failure says what is left."""
+        try:
+            self.store.delete(self.own)
+        except RectizarrError as exc:
+            raise StoreError(
+                f"{self.own!r} was written, then found not to belong there (another node at its path, or "
+                f"nothing known of it), and could not be deleted again ({exc}); delete it"
+            ) from exc
         self.taken_back = True
 
     def _more_listed(self) -> bool:
@@ -82,14 +89,3 @@ class Beside:
             if stored is not None and bytes(stored) == value:
                 self._take_back()
             raise NodeExistsError(exists_message(self.path)) from exc
-
-
-def delete_made(store: Store, key: str) -> None:
-    """Delete ``key``, a document this writer made and must take back; a failure says what is left."""
-    try:
-        store.delete(key)
-    except RectizarrError as exc:
-        raise StoreError(
-            f"{key!r} was written, then found not to belong there (another node at its path, or "
-            f"nothing known of it), and could not be deleted again ({exc}); delete it"
-        ) from exc

@@ -10,7 +10,7 @@ from rectizarr.core.metadata import GroupMeta, NodeMeta
 from rectizarr.errors import NodeExistsError, RectizarrError, StoreError
 from rectizarr.nodes.base import DocFormat
 from rectizarr.nodes.beside import Beside
-from rectizarr.nodes.formats import format_for, format_of, node_exists, try_read_meta, write_meta
+from rectizarr.nodes.formats import format_for, format_of, node_exists, try_read_meta
 from rectizarr.nodes.paths import AncestorDocs, exists_message, meta_key, parent_paths
 from rectizarr.nodes.records import publish, publish_swapped
 from rectizarr.stores import Store
@@ -76,7 +76,7 @@ def create_node(
     try:
         write_groups(store, missing, fmt, docs, made)
         started = True
-        write_meta(store, path, meta, docs, exclusive, check)
+        fmt.write(store, path, meta, docs, exclusive, check)
     except NodeExistsError:  # a node is there, made by another writer, maybe under the groups made here
         raise
     except BaseException:
@@ -150,7 +150,7 @@ def write_groups(
     made = [] if made is None else made
     for parent in paths:
         try:
-            write_meta(store, parent, GroupMeta(zarr_format=fmt.zarr_format), docs, exclusive=True)
+            fmt.write(store, parent, GroupMeta(zarr_format=fmt.zarr_format), docs, exclusive=True)
         except NodeExistsError:
             docs.forget(parent)
             if not isinstance(try_read_meta(store, parent, fmt.zarr_format), GroupMeta):

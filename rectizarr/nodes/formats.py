@@ -8,11 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from rectizarr import commit
-from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
-from rectizarr.core.spec import ArraySpec, check_zarr_format
+from rectizarr.core.spec import check_zarr_format
 from rectizarr.errors import LenientMetadataWarning, NodeNotFoundError, StoreError
-from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Stage, Then, finished
+from rectizarr.nodes.base import DocFormat, finished
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, prefix_of
 from rectizarr.nodes.records import decoded, primary_swapped, publish, publish_swapped
 from rectizarr.nodes.v2 import V2
@@ -31,18 +30,6 @@ def format_of(meta: NodeMeta) -> DocFormat:
 def format_for(zarr_format: Any) -> DocFormat:
     """The format ``zarr_format`` (2 or 3: :func:`check_zarr_format`) asks for, for a new node."""
     return FORMATS[check_zarr_format(zarr_format)]
-
-
-def check_format(zarr_format: Any) -> Any:
-    """``zarr_format`` if it is 2 or 3 (for creation)."""
-    check_zarr_format(zarr_format)
-    return zarr_format
-
-
-def build_array(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-    """The metadata and codec pipeline of a new array, in the format ``spec`` asks for
-    (:meth:`DocFormat.build_array`)."""
-    return FORMATS[spec.zarr_format].build_array(spec)
 
 
 def _formats(zarr_format: Any) -> tuple[DocFormat, ...]:
@@ -135,34 +122,8 @@ def node_doc(meta: NodeMeta) -> dict[str, Any]:
     return format_of(meta).to_json(meta)
 
 
-def write_meta(
-    store: Store,
-    path: str,
-    meta: NodeMeta,
-    docs: AncestorDocs | None = None,
-    exclusive: bool = False,
-    check: CreateCheck | None = None,
-    before: Any = ...,
-) -> None:
-    """Write a node's documents and keep ancestors' consolidated metadata current (:meth:`DocFormat.write`)."""
-    format_of(meta).write(store, path, meta, docs, exclusive, check, before)
-
-
-def update_meta(
-    store: Store,
-    path: str,
-    change: Change,
-    then: Then | None = None,
-    zarr_format: int = 3,
-    stage: Stage | None = None,
-) -> NodeMeta:
-    """A read-modify-write of a node's documents in ``zarr_format`` (:meth:`DocFormat.update`)."""
-    return format_for(zarr_format).update(store, path, change, then, stage)
-
-
 def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:
-    """:func:`try_read_meta` for a writer holding the node's locks and its ancestors'
-    (:meth:`DocFormat.read_for_write`)."""
+    """:func:`try_read_meta` for a writer holding the locks (:meth:`DocFormat.read_for_write`)."""
     return finished(store, path, try_read_meta(store, path, zarr_format))
 
 

@@ -109,6 +109,5 @@ class Node:
         self._tracker: Tracker = format_of(meta).tracker(self._store, self._path, meta)
 
     def _stored_version(self) -> Hashable:
-        """What changes whenever the node's documents are rewritten: their versions where versions are
-        cheap, elsewhere what this process wrote of them (:meth:`Store.written`, no request)."""
+        """What changes whenever the node's documents are rewritten (:meth:`Tracker.now`)."""
         return self._tracker.now()

@@ -39,18 +39,11 @@ def check_name(name: str) -> str:
         raise MetadataError(f"node name {name!r} is reserved")
     if "\\" in name or "\x00" in name:
         raise MetadataError(f"node name {name!r} must not contain a backslash or NUL")
-    if not _is_text(name):
-        raise MetadataError(f"node name {name!r} is not valid Unicode text (a lone surrogate)")
-    return name
-
-
-def _is_text(name: str) -> bool:
-    """Whether ``name`` encodes to UTF-8 (no lone surrogate): a store key, a file name, a lock's name."""
-    try:
+    try:  # (a lone surrogate: no store key, file name or lock's name can hold it)
         name.encode("utf-8")
     except UnicodeEncodeError:
-        return False
-    return True
+        raise MetadataError(f"node name {name!r} is not valid Unicode text (a lone surrogate)") from None
+    return name
 
 
 def member_path_problem(rel: Any) -> str | None:

@@ -138,7 +138,8 @@ class V3Format(DocFormat):
         docs = docs or AncestorDocs(store)
         for parent in parent_paths(path):
             seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
-            if seen is None or not _consolidates(decode_node(seen, meta_key(parent))):
+            group = None if seen is None else decode_node(seen, meta_key(parent))
+            if not isinstance(group, GroupMeta) or group.consolidated_metadata is None:
                 continue
             docs.forget(parent, _refreshed(store, parent, path))
 
@@ -221,13 +222,6 @@ class V3Format(DocFormat):
         return new
 
 
-def _stored_doc(store: Store, path: str) -> dict[str, Any] | None:
-    """The v3 document of the node at ``path`` as stored now (None: there is none)."""
-    key = meta_key(path)
-    data = store.get(key)
-    return None if data is None else node_to_json(decode_node(data, key))
-
-
 def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
     """Rewrite the consolidating group at ``parent`` with ``path``'s entry as its document is stored now
     (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
@@ -237,28 +231,19 @@ def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
     def make(data: bytes | None) -> bytes | None:
         if data is None:
             return None
-        made[0] = _with_entry(decode_node(data, key), rel, _stored_doc(store, path)) or data
+        group = decode_node(data, key)
+        stored = store.get(meta_key(path))  # the node's document as stored now (None: there is none)
+        doc = None if stored is None else node_to_json(decode_node(stored, meta_key(path)))
+        new = with_entry_meta(group, rel, doc)
+        made[0] = data if new is None else encode_json(node_to_json(new))
         return made[0]
 
     store.swap(key, make)
     return made[0]
 
 
-def _consolidates(meta: NodeMeta) -> bool:
-    """Whether ``meta`` is a group that holds consolidated metadata."""
-    return isinstance(meta, GroupMeta) and meta.consolidated_metadata is not None
-
-
-def _with_entry(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> bytes | None:
-    """The encoded group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with
-    its descendants); None when ``meta`` does not consolidate."""
-    new = with_entry_meta(meta, rel, doc)
-    return None if new is None else encode_json(node_to_json(new))
-
-
 def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
-    """The group at ``p`` (``meta``: its document as stored) with every descendant's document inline, as
-    stored now."""
+    """The group at ``p`` (``meta``: as stored) with every descendant's document as stored now inline."""
     if meta is None:
         raise NodeNotFoundError(f"no group at {p or '/'!r} in {s!r}")
     if not isinstance(meta, GroupMeta):

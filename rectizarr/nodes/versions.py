@@ -1,12 +1,6 @@
-"""Version tracking of node documents, shared by arrays and groups.
-
-* :func:`remember` / :func:`version_before_read`: the version of a document taken just before a reader
-  read it (per thread), so a handle made from what was read checks later writes against that version,
-  not a newer one.
-* :class:`Tracker`: what a handle compares to know whether its node's documents changed since it read
-  them: their versions where versions are cheap (local files, memory), elsewhere what this process
-  wrote of them (:meth:`~rectizarr.stores.Store.written`, no request).
-"""
+"""Version tracking of node documents, shared by arrays and groups: the version of a document taken just
+before a reader read it (:func:`remember`, :func:`version_before_read`) and what a handle compares to know
+its documents changed since (:class:`Tracker`)."""
 
 from __future__ import annotations
 
@@ -49,8 +43,9 @@ def version_before_read(store: Store, key: str, meta: NodeMeta) -> Any:
 
 class Tracker:
     """The documents ``keys`` of one node (its defining document first), as a handle tracks them:
-    :meth:`now` changes whenever one of them is rewritten. Where versions are cheap only the first
-    ``checked`` keys are asked (None: all of them); elsewhere what this process wrote of any of them."""
+    :meth:`now` changes whenever one of them is rewritten. Where versions are cheap (local files, memory)
+    it is the versions of the first ``checked`` keys (None: all of them); elsewhere what this process wrote
+    of any of them (:meth:`~rectizarr.stores.Store.written`, no request)."""
 
     def __init__(self, store: Store, keys: Sequence[str], checked: int | None = None) -> None:
         self.store = store

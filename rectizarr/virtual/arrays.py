@@ -122,12 +122,8 @@ def _check(first: Part, p: Part, axis: int) -> None:
         keys = sorted(
             k for k in set(a.attributes) | set(b.attributes) if a.attributes.get(k) != b.attributes.get(k)
         )
-        refuse(
-            "attributes",
-            f"attributes {keys}",
-            {k: a.attributes.get(k) for k in keys},
-            {k: b.attributes.get(k) for k in keys},
-        )
+        mine, theirs = ({k: m.attributes.get(k) for k in keys} for m in (a, b))
+        refuse("attributes", f"attributes {keys}", mine, theirs)
     for ax in range(a.ndim):
         if ax == axis:
             continue
@@ -207,13 +203,8 @@ def _empty(d: Dim) -> Dim:
 
 def _prefixable(meta: ArrayMeta, axis: int) -> int | None:
     """The item size when a chunk's first rows along ``axis`` are a byte prefix of its stored value."""
-    if (
-        len(meta.codecs) != 1
-        or not isinstance(meta.codecs[0], cm.BytesMeta)
-        or meta.data_type.variable_length
-    ):
-        return None
-    return int(meta.data_type.numpy.itemsize)
+    raw = len(meta.codecs) == 1 and isinstance(meta.codecs[0], cm.BytesMeta)
+    return int(meta.data_type.numpy.itemsize) if raw and not meta.data_type.variable_length else None
 
 
 def _partial(p: Part, axis: int, edges: list[int], start: int) -> int | None:

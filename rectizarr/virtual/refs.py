@@ -62,9 +62,7 @@ def target_of(value: Any, key: str, source: str) -> Target:
     if isinstance(value, list | tuple) and value and isinstance(value[0], str):
         if len(value) == 1:
             return Url(value[0])
-        if len(value) == 3 and all(
-            isinstance(v, numbers.Integral) for v in value[1:]
-        ):  # (Parquet: numpy ints)
+        if len(value) == 3 and all(isinstance(v, numbers.Integral) for v in value[1:]):  # (Parquet: np ints)
             return Url(value[0], int(value[1]), int(value[2]))
     if isinstance(value, bytes):
         return Inline(value)

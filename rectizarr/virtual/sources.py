@@ -89,10 +89,6 @@ def open_node(obj: Any, storage_options: Mapping[str, Any] | None = None) -> Arr
     return Group(store, "", meta, read_only=True)
 
 
-def _refs_store(refs: dict[str, Any], options: Mapping[str, Any] | None) -> Store:
-    return open_store("reference://", mode="r", storage_options={"fo": refs, **dict(options or {})})
-
-
 def _describe(obj: Any) -> str:
     if isinstance(obj, str | os.PathLike):
         return os.fspath(obj)
@@ -127,5 +123,7 @@ def open_source(
 
 
 def _from_refs(refs: dict[str, Any], name: str, ref_options: Mapping[str, Any] | None) -> Source:
-    node = open_node(_refs_store(refs, ref_options))
+    node = open_node(
+        open_store("reference://", mode="r", storage_options={"fo": refs, **dict(ref_options or {})})
+    )
     return Source(name, node, refs=refs["refs"])
