@@ -5,6 +5,11 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_ARGS   ?=
+# The tests run on pytest-xdist's worker processes (the test extra), each handed a test as it frees up
+# (worksteal): the S3 fault and kill tests mostly wait, and the others run meanwhile. PYTEST_WORKERS: how
+# many, "auto" is one per core (at most 4); `make test PYTEST_WORKERS=0` runs them in one process (pdb).
+PYTEST_WORKERS ?= auto
+XDIST       := -n $(PYTEST_WORKERS) --maxprocesses=4 --dist worksteal
 
 .PHONY: test demo lint bench bench-quick bench-scale soak clean env
 
@@ -17,7 +22,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory test-oldest
 
 # The oldest supported Python (requires-python: 3.11, without zarr-python) runs the unit, fork and
@@ -26,7 +31,7 @@ test: $(STAMP)
 # Without that Python, CI (CI set) fails; elsewhere it is a note.
 OLDEST_PY   := $(shell .ci/find-oldest-python --version)
 OLDEST      := .venv-$(OLDEST_PY)
-OLDEST_ARGS := -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
+OLDEST_ARGS := $(XDIST) -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
                tests/reliability/test_consistency.py tests/reliability/test_crash_safety.py \
                tests/reliability/test_atomic_updates.py \
                -k "not s3 and not obstore" --ignore=tests/unit/test_fault_server.py --ignore=tests/unit/test_layering.py
