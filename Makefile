@@ -5,9 +5,11 @@ PY      := $(VENV)/bin/python
 STAMP   := $(VENV)/.installed
 PYTEST_ARGS ?=
 SOAK_ARGS   ?=
-# The tests run on pytest-xdist's worker processes (the test extra), each handed a test as it frees up
-# (worksteal): the S3 fault and kill tests mostly wait, and the others run meanwhile. PYTEST_WORKERS: how
-# many, "auto" is one per core (at most 4); `make test PYTEST_WORKERS=0` runs them in one process (pdb).
+# The main run's tests run on pytest-xdist's worker processes (the test extra), each handed a test as it
+# frees up (worksteal): the S3 fault and kill tests mostly wait, and the others run meanwhile (2 cores: 1353
+# -> 607-821 s). PYTEST_WORKERS: how many, "auto" is one per core (at most 4); `make test PYTEST_WORKERS=0`
+# runs them in one process (pdb). test-oldest stays in one process: its tests keep the cores busy, and two
+# workers took longer (122-134 s against 115-121 s).
 PYTEST_WORKERS ?= auto
 XDIST       := -n $(PYTEST_WORKERS) --maxprocesses=4 --dist worksteal
 
@@ -31,7 +33,7 @@ test: $(STAMP)
 # Without that Python, CI (CI set) fails; elsewhere it is a note.
 OLDEST_PY   := $(shell .ci/find-oldest-python --version)
 OLDEST      := .venv-$(OLDEST_PY)
-OLDEST_ARGS := $(XDIST) -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
+OLDEST_ARGS := -p no:cacheprovider tests/unit tests/reliability/test_concurrency.py \
                tests/reliability/test_consistency.py tests/reliability/test_crash_safety.py \
                tests/reliability/test_atomic_updates.py \
                -k "not s3 and not obstore" --ignore=tests/unit/test_fault_server.py --ignore=tests/unit/test_layering.py
