@@ -224,7 +224,7 @@ def test_gzip_writes_gzip_members_and_reads_several() -> None:
     ("payload", "message"),
     [
         (zlib.compress(b"\x00" * 8), "zlib stream"),
-        (gzip.compress(b"\x00" * 8)[:-3], "truncated"),
+        (gzip.compress(b"\x00" * 8, mtime=0)[:-3], "truncated"),
         (b"\x1f\x8b\x08\x00garbagegarbage", "corrupt"),
         (b"", "no gzip header"),
     ],

@@ -3,6 +3,7 @@ The test dims and the reference executor the plans run on are in tests/plans.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -22,6 +23,13 @@ from tests.plans import (
     write,
 )
 from tests.strategies import numpy_basic, numpy_orthogonal
+
+
+def stable_id(value: Any) -> str:
+    """A parameter's ``repr`` without object addresses: the same test IDs in every process (pytest-xdist's
+    workers must collect the same tests)."""
+    return re.sub(r" at 0x[0-9a-fA-F]+", "", repr(value))
+
 
 # ------------------------------------------------------------------------------------ tables
 
@@ -62,7 +70,7 @@ BASIC = [
 ]
 
 
-@pytest.mark.parametrize("sel", BASIC, ids=repr)
+@pytest.mark.parametrize("sel", BASIC, ids=stable_id)
 def test_basic_matches_numpy(sel: Any) -> None:
     plan = basic_plan(DIMS2, sel)
     select, assign = numpy_basic(sel)
@@ -84,7 +92,7 @@ ORTHO = [
 ]
 
 
-@pytest.mark.parametrize("sel", ORTHO, ids=repr)
+@pytest.mark.parametrize("sel", ORTHO, ids=stable_id)
 def test_orthogonal_matches_numpy(sel: Any) -> None:
     plan = orthogonal_plan(DIMS2, sel)
     select, assign = numpy_orthogonal(sel, [d.extent for d in DIMS2])
@@ -103,7 +111,7 @@ VINDEX = [
 ]
 
 
-@pytest.mark.parametrize("sel", VINDEX, ids=repr)
+@pytest.mark.parametrize("sel", VINDEX, ids=stable_id)
 def test_coordinate_matches_numpy(sel: Any) -> None:
     plan = coordinate_plan(DIMS2, sel)
     key = sel if not isinstance(sel, tuple) or len(sel) > 1 else sel[0]
@@ -135,7 +143,7 @@ BLOCKS = [
 ]
 
 
-@pytest.mark.parametrize(("sel", "elements"), BLOCKS, ids=repr)
+@pytest.mark.parametrize(("sel", "elements"), BLOCKS, ids=stable_id)
 def test_block_selection_on_rectilinear_grid(sel: Any, elements: tuple[slice, ...]) -> None:
     plan = block_plan(BLOCK_DIMS, sel)
     roundtrip(BLOCK_DIMS, plan, *numpy_basic(elements), values_for(plan.final_shape))
@@ -185,7 +193,7 @@ ERRORS: list[tuple[Callable[[Sequence[Dim], Any], Plan], Any, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("fn", "sel", "message"), ERRORS, ids=repr)
+@pytest.mark.parametrize(("fn", "sel", "message"), ERRORS, ids=stable_id)
 def test_selection_errors(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, message: str) -> None:
     dims = BLOCK_DIMS if fn is block_plan else DIMS2
     with pytest.raises(SelectionError, match=message) as info:
@@ -208,7 +216,7 @@ ZERO = [
 ]
 
 
-@pytest.mark.parametrize(("fn", "sel", "final"), ZERO, ids=repr)
+@pytest.mark.parametrize(("fn", "sel", "final"), ZERO, ids=stable_id)
 def test_zero_size_selections(
     fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, final: tuple[int, ...]
 ) -> None:
@@ -279,7 +287,7 @@ COMPLETE = [
 ]
 
 
-@pytest.mark.parametrize(("fn", "sel", "expected"), COMPLETE, ids=repr)
+@pytest.mark.parametrize(("fn", "sel", "expected"), COMPLETE, ids=stable_id)
 def test_complete_flag(fn: Callable[[Sequence[Dim], Any], Plan], sel: Any, expected: dict[Any, bool]) -> None:
     plan = fn(DIMS2, sel)
     assert {p.coords: p.complete for p in check_projections(DIMS2, plan)} == expected
@@ -311,7 +319,7 @@ LAYOUTS = [
 ]
 
 
-@pytest.mark.parametrize(("dims", "sel", "kind", "shape"), LAYOUTS, ids=repr)
+@pytest.mark.parametrize(("dims", "sel", "kind", "shape"), LAYOUTS, ids=stable_id)
 def test_plan_layouts(dims: Sequence[FixedDim], sel: Any, kind: str, shape: tuple[int, ...]) -> None:
     plan = basic_plan(dims, sel)
     assert (plan.kind, plan.shape) == (kind, shape)
