@@ -28,7 +28,7 @@ class Beside:
     def __init__(self, store: Store, path: str, meta: NodeMeta) -> None:
         self.store, self.path, self.own = store, path, doc_key(path, meta)
         self.listing = beside(lambda: store.keys_under(prefix_of(path), 3))
-        self.written = self.taken_back = False
+        self.tried = self.taken_back = False  # tried: the node's own write was answered, or failed
 
     def _take_back(self) -> None:
         """Delete the document this writer made and must take back; a failure says what is left."""
@@ -63,7 +63,7 @@ class Beside:
         """The create-only write of the node's document was answered: raise NodeExistsError if another node
         is there (``ours``: the write made the document, not only found its bytes there; else it is this
         writer's only if the listing saw nothing at all, its own document not yet landed)."""
-        self.written = True
+        self.tried = True
         try:
             listed = self.listing.result()
             more = self._more_listed()
@@ -80,6 +80,7 @@ class Beside:
 
     def after_failed_write(self, key: str, value: bytes, exc: Exception) -> None:
         """The create-only write of ``key`` failed with ``exc`` (it may have landed all the same)."""
+        self.tried = True
         try:
             there = self._more_listed() and self._other_node()
         except RectizarrError:

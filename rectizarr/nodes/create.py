@@ -38,7 +38,7 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     except NodeExistsError:  # (refused create-only: there before, or made meanwhile, it is all one here)
         raise NodeExistsError(exists_message(path)) from None
     except RectizarrError as exc:  # an ancestor refused (a v2 group, an array): the node itself first
-        if not check.written and check.node_there():
+        if not check.tried and check.node_there():  # (a failed write of its own: its error)
             raise NodeExistsError(exists_message(path)) from exc
         raise
     finally:  # no request of this call left running (concurrent.futures: imported by the pool running it)

@@ -5,6 +5,7 @@ Both backends (obstore and fsspec/s3fs), against moto behind the fault-injecting
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -443,18 +444,37 @@ def test_a_create_whose_answers_are_all_lost_leaves_no_document_over_another_nod
     assert sorted(store.list_prefix("x/")) == ["x/.zarray", "x/.zattrs"]
 
 
+@pytest.mark.parametrize("listed_late", [False, True], ids=["listing-any-time", "listing-after-the-write"])
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_node_whose_write_lost_every_answer_keeps_the_groups_above_it(
-    faulty: S3Server, backend: str, monkeypatch: pytest.MonkeyPatch
+    faulty: S3Server, backend: str, listed_late: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The create-only PUT of a new node's document lands but every answer to it is lost, and it cannot be
     read back to tell: StoreError, and the groups made above it stay, so the node, which may stand, is
-    reachable from the root (they were deleted again, leaving a node below no group)."""
+    reachable from the root (they were deleted again, leaving a node below no group). ``listed_late``: the
+    listing beside the write is answered after the document landed, and shows it (a busy machine): still
+    the write's error, not NodeExistsError (the node's own document is no other node)."""
     faulty.clear_faults()
     store = store_on(faulty, backend, faulty.new_bucket(faulty.filesystem()))
     rectizarr.create_group(store)
     # (only the node's own document, which cannot be read back either)
     _lose_every_answer(monkeypatch, faulty, store, "n/x/zarr.json", "lost", 50, key_only=False)
+    if listed_late:
+        lossy, listing, landed = type(store).set_if, type(store).keys_under, threading.Event()
+
+        def then_listed(self: Any, key: str, value: Any, version: Any) -> bool:
+            try:
+                return lossy(self, key, value, version)
+            finally:
+                if key == "n/x/zarr.json":
+                    landed.set()
+
+        def listed_after_the_write(self: Any, prefix: str, limit: int) -> list[str]:
+            landed.wait(60)
+            return listing(self, prefix, limit)
+
+        monkeypatch.setattr(type(store), "set_if", then_listed)
+        monkeypatch.setattr(type(store), "keys_under", listed_after_the_write)
     with pytest.raises(StoreError):
         rectizarr.create_array(store, name="n/x", shape=(4,), dtype="u1", chunks=(2,))
     monkeypatch.undo()
