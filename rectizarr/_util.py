@@ -16,6 +16,20 @@ Coords: TypeAlias = tuple[int, ...]
 MAX_U64 = 2**64 - 1
 
 
+class LazyModule:
+    """A module imported when one of its names is first asked for (``import rectizarr`` leaves out what
+    opening a local v3 array does not need). Type checkers see the module itself: assign it as
+    ``if TYPE_CHECKING: from x import m`` / ``else: m = LazyModule("x.m")``."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
 def ceildiv(a: int, b: int) -> int:
     """Ceiling division of non-negative ``a`` by positive ``b``."""
     return -(-a // b)

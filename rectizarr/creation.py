@@ -17,9 +17,8 @@ from rectizarr.core.dtype import DataType, parse_data_type
 from rectizarr.core.dtype_optional import inner_type
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta
-from rectizarr.core.spec import ArraySpec, auto_chunks
-from rectizarr.core.v2create import v2_zarray, whole_axes
-from rectizarr.core.v2meta import DIMS_ATTR, decode_v2_array
+from rectizarr.core.spec import ArraySpec, auto_chunks, whole_axes
+from rectizarr.core.v2keys import DIMS_ATTR
 from rectizarr.errors import CodecError, MetadataError
 
 _TARGET_SHARD_BYTES = 64 << 20
@@ -231,6 +230,9 @@ def _grid_and_chain(spec: ArraySpec) -> tuple[ChunkGrid, list[Any]]:
 
 def build_v2(spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
     """A new Zarr v2 array's metadata and codec pipeline (its ``.zarray``: :mod:`rectizarr.core.v2create`)."""
+    from rectizarr.core.v2create import v2_zarray  # (v2: loaded on first use)
+    from rectizarr.core.v2meta import decode_v2_array
+
     zarray = v2_zarray(spec)
     attrs = dict(spec.attributes)
     if spec.dimension_names is not None:

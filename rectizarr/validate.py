@@ -36,7 +36,7 @@ from rectizarr import nodes
 from rectizarr.arrays import Array
 from rectizarr.codecs import plugins
 from rectizarr.codecs.build import build_pipeline
-from rectizarr.core import v2meta
+from rectizarr.core import v2keys
 from rectizarr.core.chunk_keys import parse_chunk_key_encoding
 from rectizarr.core.codec_meta import parse_codecs
 from rectizarr.core.dtype import DataType, parse_data_type
@@ -323,7 +323,7 @@ def validate(
     keys = sorted(store.list_prefix(prefix))
     meta_keys = [k for k in keys if k == prefix + nodes.META or k.endswith("/" + nodes.META)]
     if nodes.meta_key(root) not in meta_keys:
-        if {prefix + v2meta.V2_ARRAY, prefix + v2meta.V2_GROUP} & set(keys):
+        if {prefix + v2keys.V2_ARRAY, prefix + v2keys.V2_GROUP} & set(keys):
             check_v2(check, root, keys)  # a Zarr v2 hierarchy
             return check.report
         check.error(nodes.meta_key(root), "$", "hierarchy.missing_node", f"no zarr.json at {root or '/'!r}")

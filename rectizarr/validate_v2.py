@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from rectizarr import nodes
 from rectizarr._util import prod
 from rectizarr.arrays import Array
-from rectizarr.core import v2meta
+from rectizarr.core import v2keys
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
 from rectizarr.errors import (
     ChecksumError,
@@ -172,6 +172,8 @@ class Reporter:
 
 
 def _doc(check: Reporter, key: str) -> Any:
+    from rectizarr.core import v2meta  # (v2: loaded on first use)
+
     try:
         return v2meta.load_json(check.store.get(key), key)
     except MetadataError as exc:
@@ -180,12 +182,14 @@ def _doc(check: Reporter, key: str) -> Any:
 
 
 def _node(check: Reporter, path: str, leaf: str) -> NodeMeta | None:
+    from rectizarr.core import v2meta
+
     p = nodes.prefix_of(path)
     key = p + leaf
-    doc, attrs = _doc(check, key), _doc(check, p + v2meta.V2_ATTRS)
+    doc, attrs = _doc(check, key), _doc(check, p + v2keys.V2_ATTRS)
     if doc is None:
         return None
-    if leaf == v2meta.V2_ARRAY:
+    if leaf == v2keys.V2_ARRAY:
         return check.run(key, "$", "metadata", lambda: v2meta.decode_v2_array(doc, attrs, key))
     return check.run(key, "$", "metadata", lambda: v2meta.decode_v2_group(doc, attrs, None, key))
 
@@ -196,7 +200,7 @@ def check_v2(check: Reporter, root: str, keys: list[str]) -> None:
     found: dict[str, NodeMeta | None] = {}
     for key in keys:
         head, _, leaf = key.rpartition("/")
-        if leaf in (v2meta.V2_ARRAY, v2meta.V2_GROUP) and key.startswith(prefix):
+        if leaf in (v2keys.V2_ARRAY, v2keys.V2_GROUP) and key.startswith(prefix):
             found[head] = _node(check, head, leaf)
             check.count(nodes_checked=1)
     arrays = {p: m for p, m in found.items() if isinstance(m, ArrayMeta)}
@@ -206,22 +210,22 @@ def check_v2(check: Reporter, root: str, keys: list[str]) -> None:
                 continue
             if parent in arrays:
                 check.error(
-                    nodes.prefix_of(path) + v2meta.V2_ARRAY,
+                    nodes.prefix_of(path) + v2keys.V2_ARRAY,
                     "",
                     "hierarchy.inside_array",
                     f"a node inside the array {parent or '/'!r}",
                 )
             elif parent not in found:
                 check.tolerated(
-                    nodes.prefix_of(parent) + v2meta.V2_GROUP,
+                    nodes.prefix_of(parent) + v2keys.V2_GROUP,
                     "",
                     "hierarchy.implicit_group",
                     f"ancestor {parent or '/'!r} of {path!r} has no .zgroup",
                 )
-    chunk_keys = (k for k in keys if k.rpartition("/")[2] not in (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED))
+    chunk_keys = (k for k in keys if k.rpartition("/")[2] not in (*v2keys.V2_KEYS, v2keys.V2_CONSOLIDATED))
     for path, owned in check.owned_keys(chunk_keys, found, arrays).items():
         _array_chunks(check, path, arrays[path], owned)
-    zmeta_key = prefix + v2meta.V2_CONSOLIDATED
+    zmeta_key = prefix + v2keys.V2_CONSOLIDATED
     if zmeta_key in keys:
         _consolidated(check, zmeta_key, prefix, keys)
 
@@ -230,7 +234,7 @@ def _array_chunks(check: Reporter, path: str, meta: ArrayMeta, keys: list[str]) 
     try:
         arr = Array(check.store, path, meta, read_only=True)
     except RectizarrError as exc:
-        check.error(nodes.prefix_of(path) + v2meta.V2_ARRAY, "$", "codecs.invalid", str(exc))
+        check.error(nodes.prefix_of(path) + v2keys.V2_ARRAY, "$", "codecs.invalid", str(exc))
         return
     grid, cke, prefix = meta.chunk_grid, meta.chunk_key_encoding, nodes.prefix_of(path)
     for key in keys:
@@ -252,7 +256,7 @@ def _consolidated(check: Reporter, key: str, prefix: str, keys: list[str]) -> No
         check.error(key, "$.metadata", "consolidated.form", '.zmetadata must be {"metadata": {...}}')
         return
     entries = doc["metadata"]
-    stored = {k[len(prefix) :] for k in keys if k.rpartition("/")[2] in v2meta.V2_KEYS}
+    stored = {k[len(prefix) :] for k in keys if k.rpartition("/")[2] in v2keys.V2_KEYS}
     for rel in sorted(set(entries) | stored):
         if rel not in entries:
             check.tolerated(key, "$.metadata", "consolidated.stale", f"{rel!r} is missing from .zmetadata")

@@ -31,7 +31,7 @@ from rectizarr.cli.util import Progress, plan_regions, stored_members
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core.metadata import ArrayMeta, GroupMeta
 from rectizarr.core.spec import ArraySpec
-from rectizarr.core.v2meta import V2_CONSOLIDATED, V2_KEYS
+from rectizarr.core.v2keys import V2_CONSOLIDATED, V2_KEYS
 from rectizarr.errors import MetadataError, NodeExistsError, RectizarrError, UnsupportedError
 from rectizarr.groups import Group, consolidate_metadata
 from rectizarr.stores import Store

@@ -19,7 +19,7 @@ from rectizarr.core.chunk_keys import ChunkKeyEncoding, parse_chunk_key_encoding
 from rectizarr.core.dtype import DataType, data_type_from_numpy
 from rectizarr.core.dtype_optional import optional_fill_from_user
 from rectizarr.core.metadata import check_attributes, parse_shape
-from rectizarr.core.v2meta import DIMS_ATTR
+from rectizarr.core.v2keys import DIMS_ATTR
 from rectizarr.errors import MetadataError, UnsupportedError
 
 __all__ = [
@@ -206,6 +206,11 @@ class ArraySpec:
 
 SPEC_KEYWORDS = frozenset(inspect.signature(ArraySpec.from_keywords).parameters)
 """The names of ``create_array``'s keywords that describe the array (what :class:`ArraySpec` takes)."""
+
+
+def whole_axes(chunks: Sequence[Any], shape: Shape) -> list[Any]:
+    """``-1`` in a chunk shape as the whole axis (zarr-python's and dask's spelling)."""
+    return [max(1, n) if is_int(c) and c == -1 else c for c, n in zip(chunks, shape, strict=False)]
 
 
 def auto_chunks(shape: Shape, itemsize: int) -> Shape:

@@ -13,18 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr._util import Shape, is_int
-from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks
+from rectizarr._util import is_int
+from rectizarr.core.spec import ArraySpec, ByteOrders, auto_chunks, whole_axes
 from rectizarr.core.v2dtype import parse_v2_dtype, v2_dtype_to_json, v2_fill_to_json
 from rectizarr.errors import MetadataError, UnsupportedError
 
 V2_DEFAULT_COMPRESSOR = {"id": "zstd", "level": 0}
 _V3_TO_V2 = {"gzip": "gzip", "zstd": "zstd", "blosc": "blosc"}
-
-
-def whole_axes(chunks: Sequence[Any], shape: Shape) -> list[Any]:
-    """``-1`` in a chunk shape as the whole axis (zarr-python's and dask's spelling)."""
-    return [max(1, n) if is_int(c) and c == -1 else c for c, n in zip(chunks, shape, strict=False)]
 
 
 def _chunks(spec: ArraySpec) -> list[int]:

@@ -36,11 +36,9 @@ from rectizarr.core.codec_meta import (
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, parse_shape
 from rectizarr.core.v2dtype import data_type_of, is_ml_dtype, parse_v2_dtype, parse_v2_fill, v2_dtype_to_json
+from rectizarr.core.v2keys import DIMS_ATTR, V2_ARRAY, V2_ATTRS, V2_CONSOLIDATED, V2_GROUP, V2_KEYS
 from rectizarr.errors import MetadataError, UnsupportedError
 
-V2_ARRAY, V2_GROUP, V2_ATTRS, V2_CONSOLIDATED = ".zarray", ".zgroup", ".zattrs", ".zmetadata"
-V2_KEYS = (V2_ARRAY, V2_GROUP, V2_ATTRS)
-DIMS_ATTR = "_ARRAY_DIMENSIONS"
 _BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 _BLOSC_CNAMES = frozenset({"lz4", "lz4hc", "blosclz", "zstd", "snappy", "zlib"})
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from rectizarr import commit
+from rectizarr._util import LazyModule
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.core import v2meta
+from rectizarr.core import v2keys
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
 from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v2
@@ -21,7 +22,12 @@ from rectizarr.nodes.paths import AncestorDocs, locked, parent_paths, prefix_of,
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store, written
 
-_ALL = (*v2meta.V2_KEYS, v2meta.V2_CONSOLIDATED)  # every document a v2 node reads: .zarray first
+if TYPE_CHECKING:
+    from rectizarr.core import v2meta
+else:
+    v2meta = LazyModule("rectizarr.core.v2meta")  # (v2's parsing: loaded on first use)
+
+_ALL = (*v2keys.V2_KEYS, v2keys.V2_CONSOLIDATED)  # every document a v2 node reads: .zarray first
 
 
 class V2Format(DocFormat):
@@ -54,18 +60,18 @@ class V2Format(DocFormat):
         ), why
 
     def defining_keys(self, path: str) -> list[str]:
-        return [prefix_of(path) + v2meta.V2_ARRAY, prefix_of(path) + v2meta.V2_GROUP]
+        return [prefix_of(path) + v2keys.V2_ARRAY, prefix_of(path) + v2keys.V2_GROUP]
 
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        defining = v2meta.V2_ARRAY if isinstance(meta, ArrayMeta) else v2meta.V2_GROUP
-        return [prefix_of(path) + defining, prefix_of(path) + v2meta.V2_ATTRS]
+        defining = v2keys.V2_ARRAY if isinstance(meta, ArrayMeta) else v2keys.V2_GROUP
+        return [prefix_of(path) + defining, prefix_of(path) + v2keys.V2_ATTRS]
 
     def consolidated_key(self, path: str) -> str:
-        return prefix_of(path) + v2meta.V2_CONSOLIDATED
+        return prefix_of(path) + v2keys.V2_CONSOLIDATED
 
     def entry_path(self, rel: str, entry: Any = ...) -> str:
         array = isinstance(entry, dict) and entry.get("node_type") == "array"
-        leaf = "..." if entry is ... else v2meta.V2_ARRAY if array else v2meta.V2_GROUP
+        leaf = "..." if entry is ... else v2keys.V2_ARRAY if array else v2keys.V2_GROUP
         return f"$.metadata[{json.dumps(rel + '/' + leaf)}]"
 
     def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
@@ -162,7 +168,7 @@ class V2Format(DocFormat):
         """Their ``.zarray``, with the record in the group's ``.zmetadata`` when it consolidates, brought up
         to date, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
         p = prefix_of(group)
-        zmeta_key, zgroup_key = p + v2meta.V2_CONSOLIDATED, p + v2meta.V2_GROUP
+        zmeta_key, zgroup_key = p + v2keys.V2_CONSOLIDATED, p + v2keys.V2_GROUP
         consolidated = commit.finish_doc(store, zmeta_key)
         if not (isinstance(consolidated, dict) and isinstance(consolidated.get("metadata"), dict)):
             consolidated = None
@@ -172,9 +178,9 @@ class V2Format(DocFormat):
             raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
         members = {}
         for path, (old, new) in changes.items():
-            members[prefix_of(path) + v2meta.V2_ARRAY] = (
-                v2meta.v2_docs(old)[v2meta.V2_ARRAY],
-                v2meta.v2_docs(new)[v2meta.V2_ARRAY],
+            members[prefix_of(path) + v2keys.V2_ARRAY] = (
+                v2meta.v2_docs(old)[v2keys.V2_ARRAY],
+                v2meta.v2_docs(new)[v2keys.V2_ARRAY],
             )
             if consolidated is not None:
                 record = v2meta.with_entries(record, path[len(p) :], new)
@@ -200,7 +206,7 @@ class V2Format(DocFormat):
         prefix = prefix_of(path)
 
         def listed(_: bytes | None = None) -> bytes:
-            keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2meta.V2_KEYS)
+            keys = sorted(k for k in store.list_prefix(prefix) if k.rpartition("/")[2] in v2keys.V2_KEYS)
             values = store.get_many([(k, None) for k in keys])
             entries = {
                 k[len(prefix) :]: v2meta.load_json(v, k)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from rectizarr import commit, tuning
 from rectizarr.codecs.pipeline import CodecPipeline
-from rectizarr.core import v2meta
+from rectizarr.core import v2keys
 from rectizarr.core.metadata import (
     ArrayMeta,
     GroupMeta,
@@ -202,7 +202,7 @@ class V3Format(DocFormat):
             return decode_node(existing, meta_key(parent))
         # a new zarr.json would hide a Zarr v2 node there (one round trip, only where a parent is missing)
         p = prefix_of(parent)
-        zgroup, zarray = store.get_many([(p + v2meta.V2_GROUP, None), (p + v2meta.V2_ARRAY, None)])
+        zgroup, zarray = store.get_many([(p + v2keys.V2_GROUP, None), (p + v2keys.V2_ARRAY, None)])
         if zarray is not None:
             raise StoreError(
                 f"cannot create {path!r}: ancestor {parent or '/'!r} is a Zarr v2 array, not a group"

@@ -26,6 +26,10 @@ NOT_AT_IMPORT = (
     "rectizarr.dask",
     "rectizarr.xarray",
     "rectizarr.virtual",
+    "rectizarr.core.v2meta",  # Zarr v2's parsing, dtypes and creation: on first use
+    "rectizarr.core.v2dtype",
+    "rectizarr.core.v2create",
+    "rectizarr.core.v2migrate",
     "rectizarr.stores.fsspec",
     "rectizarr.stores.objectstore",
     "rectizarr.stores.zip",
@@ -79,6 +83,20 @@ def test_reading_a_local_array_loads_no_remote_store_or_glue(tmp_path: Path) -> 
     modules = _modules_after(read)
     remote = ("fsspec", "obstore", "dask", "xarray", "zarr", "rectizarr.cli", "rectizarr.integrations")
     assert [name for name in remote if _loaded(modules, name)] == []
+    assert "rectizarr.core.v2meta" not in modules  # (a v3 array: no v2 parsing)
+
+
+def test_a_v2_array_loads_v2_on_first_use(tmp_path: Path) -> None:
+    """The v2 modules come in when a v2 array is created or read (and it reads back what was written)."""
+    path = str(tmp_path / "v2.zarr")
+    code = (
+        "import numpy as np, rectizarr\n"
+        f"z = rectizarr.create_array({path!r}, shape=(6,), dtype='i4', chunks=(4,), zarr_format=2)\n"
+        "z[...] = np.arange(6)\n"
+        f"assert rectizarr.open_array({path!r}).metadata.zarr_format == 2\n"
+        f"assert rectizarr.open_array({path!r})[...].tolist() == list(range(6))\n"
+    )
+    assert {"rectizarr.core.v2meta", "rectizarr.core.v2create"} <= _modules_after(code)
 
 
 def test_the_lazy_names_resolve() -> None:
