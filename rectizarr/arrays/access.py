@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import sys
 from collections.abc import Callable
@@ -30,13 +29,10 @@ class ArrayAccess(ArrayBase):
         self,
         change: Callable[[ArrayMeta], ArrayMeta],
         then: Callable[[rio.Layout, ArrayMeta, ArrayMeta], None] | None = None,
-        stage: Callable[[ArrayMeta, ArrayMeta], contextlib.AbstractContextManager[None]] | None = None,
     ) -> None:
         """A read-modify-write of ``zarr.json`` (:meth:`nodes.DocFormat.update`): ``change`` maps the document
-            as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
-            after it is written (a shrink's clean-up, an append's data); ``stage(old document, new document)``,
-        where writers hold the document's lock (no conditional writes), the chunk work before it is written
-        (an append's data, invisible until then)."""
+        as stored now to the new one; ``then(old layout, old document, new document)`` does the chunk work
+        after it is written (a shrink's clean-up, an append's data)."""
         self._check_writable()
         before: list[rio.Layout] = []
 
@@ -51,9 +47,8 @@ class ArrayAccess(ArrayBase):
             if then is not None:
                 then(before[0], old, new)
 
-        with self._lock:  # (``stage`` takes the array's documents: the format passes them)
-            fmt = nodes.format_of(self._meta)
-            fmt.update(self._store, self._path, apply, after, stage)  # type: ignore[arg-type]
+        with self._lock:
+            nodes.format_of(self._meta).update(self._store, self._path, apply, after)
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         import msgspec

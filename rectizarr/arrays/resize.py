@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
 import numpy as np
 
 import rectizarr.io as rio
 from rectizarr import commit, nodes
-from rectizarr._util import Shape, prod
+from rectizarr._util import Shape
 from rectizarr.arrays.access import ArrayAccess
 from rectizarr.codecs.build import build_pipeline
 from rectizarr.core import dtype_optional
@@ -24,8 +23,7 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
 from rectizarr.errors import CodecError, MetadataError, NodeNotFoundError, SelectionError, SelectionValueError
 from rectizarr.indexing import basic_plan
-from rectizarr.io import clear_appended as clear_appended_swapped
-from rectizarr.io import clear_past_end as clear_past_end_swapped
+from rectizarr.io import clear_appended, clear_past_end
 
 
 class Resizable(ArrayAccess):
@@ -56,14 +54,10 @@ class Resizable(ArrayAccess):
         return new
 
     def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
-        """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent (on
-        stores with conditional writes, past the extent as stored when each is rewritten)."""
-        if not any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
-            return
-        if not self._store.capabilities.conditional_writes:
-            rio.delete_outside(old_layout, new.chunk_grid)
-            return
-        clear_past_end_swapped(old_layout, new.chunk_grid, self._grid_now)
+        """After a shrink: chunks outside the new grid deleted, boundary chunks cleared past the extent as
+        stored when each is rewritten (:func:`rectizarr.io.delete_outside`)."""
+        if any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
+            rio.delete_outside(old_layout, new.chunk_grid, self._grid_now)
 
     def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
         """Before a grow from ``old`` to ``new``: what a shrink's clean-up left past the stored end (a
@@ -71,7 +65,7 @@ class Resizable(ArrayAccess):
         the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
         with contextlib.suppress(CodecError):
             grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
-            clear_past_end_swapped(grown, old.chunk_grid, self._grid_now)
+            clear_past_end(grown, old.chunk_grid, self._grid_now)
 
     def _grid_now(self) -> ChunkGrid | None:
         """The array's grid as stored now (None: no array there any more)."""
@@ -113,35 +107,21 @@ class Resizable(ArrayAccess):
             shape = tuple(s + data.shape[axis] if i == axis else s for i, s in enumerate(m.shape))
             new = _resized(m, shape, axis_chunks)
             # what a shrink's clean-up left where the rows go (a corrupt chunk stays: the data overwrites it)
-            if self._store.capabilities.conditional_writes:
-                with contextlib.suppress(CodecError):
-                    grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
-                    clear_appended_swapped(grown, m.chunk_grid, axis, self._grid_now)
+            with contextlib.suppress(CodecError):
+                grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+                clear_appended(grown, m.chunk_grid, axis, self._grid_now)
             return new
 
-        def region(old: ArrayMeta, new: ArrayMeta) -> tuple[slice, ...]:
-            return tuple(
-                slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
-                for i in range(self.ndim)
-            )
-
         def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for it
-            self[region(old, new)] = data
+            self[
+                tuple(
+                    slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
+                    for i in range(self.ndim)
+                )
+            ] = data
 
-        @contextlib.contextmanager
-        def stage(old: ArrayMeta, new: ArrayMeta) -> Iterator[None]:  # seen once zarr.json is written
-            # the chunks reaching past the stored end stay locked until then: a write planned with the
-            # stored shape would clear what this put past it (locked with the chunks written, at once)
-            staged = self.staged(new)
-            where = region(old, new)
-            with self._store.lock({*_edge_keys(self._layout), *_region_keys(staged._layout, where)}):
-                staged.write_staged(where, data)
-                yield
-
-        if self._store.capabilities.conditional_writes:  # (no lock: the document reserves the region first)
-            self._change_meta(grow, write)
-        else:  # the data first: a writer killed before the document leaves the array as it was
-            self._change_meta(grow, stage=stage)
+        # the document first: it reserves the region (no lock keeps other writers out of it on every store)
+        self._change_meta(grow, write)
         return self.shape
 
     def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Self:
@@ -242,33 +222,6 @@ def _resize_swapped(
         with a._lock:
             a._adopt(new)
         a._clean_up_shrink(before[path], old, new)
-
-
-def _edge_keys(layout: rio.Layout) -> list[str]:
-    """The keys of the chunks (shards) that reach past the array's extent (at most 65536 of them)."""
-    grid = layout.grid
-    counts = grid.grid_shape
-    if not all(counts):
-        return []
-    # per axis, the chunk holding the last element (a rectilinear axis may have chunks past it)
-    last = [d.chunk_of(n - 1) if n else 0 for d, n in zip(grid.dims, grid.shape, strict=True)]
-    edge_axes = [a for a, (d, c) in enumerate(zip(grid.dims, last, strict=True)) if d.data_len(c) < d.edge(c)]
-    keys: set[str] = set()
-    for a in edge_axes:
-        ranges = [range(n) if i != a else range(last[a], last[a] + 1) for i, n in enumerate(counts)]
-        if prod(tuple(len(r) for r in ranges)) + len(keys) > 65536:
-            break
-        keys.update(layout.key(c) for c in itertools.product(*ranges))
-    return sorted(keys)
-
-
-def _region_keys(layout: rio.Layout, region: Sequence[slice]) -> list[str]:
-    """The keys of the chunks (shards) of ``layout`` that the basic ``region`` (slices of step 1) touches."""
-    ranges = []
-    for d, s, n in zip(layout.grid.dims, region, layout.grid.shape, strict=True):
-        start, stop, _ = s.indices(n)
-        ranges.append(range(d.chunk_of(start), d.chunk_of(stop - 1) + 1) if stop > start else range(0))
-    return [layout.key(c) for c in itertools.product(*ranges)]
 
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:

@@ -81,17 +81,24 @@ def merge(
     """The new content of one chunk: ``group``'s part of ``value`` written over the stored chunk (decoded
     by ``stored``; None: not stored) or over the fill value. When one orthogonal projection covers the
     whole chunk in order, the selected data is the new chunk as it is (no chunk to fill and copy into).
-    ``keep``: an edge chunk that others may be extending (conditional writes, no lock on the shape):
-    everything stored is kept, also past the extent this handle knows."""
+    ``keep``: an edge chunk that others may be extending (nothing locks the shape): everything stored is
+    kept, also past the extent this handle knows (a stored chunk the write replaces within the extent and
+    that cannot be decoded holds nothing to keep: another array's, one replaced under the write)."""
     if plan.kind == "orthogonal" and len(group) == 1 and whole(group[0].chunk_sel, shape):
         return value[(*group[0].out_sel, Ellipsis)]  # the caller's data as it is (0-d: a view too)
-    if stored is None or (all(p.complete for p in group) and not keep):
+    complete = all(p.complete for p in group)
+    chunk = None
+    if stored is not None and (keep or not complete):
+        try:
+            chunk = np.array(stored(), copy=True)
+        except CodecError:
+            if not complete:
+                raise
+        if chunk is not None and not keep:
+            clear_outside(chunk, layout, group[0].coords)
+    if chunk is None:
         chunk = empty(shape, layout.dtype)
         chunk[...] = layout.fill_value
-    else:
-        chunk = np.array(stored(), copy=True)
-        if not keep:
-            clear_outside(chunk, layout, group[0].coords)
     for p in group:
         chunk[p.chunk_sel] = value.reshape(-1)[p.out_sel] if plan.kind == "coordinate" else value[p.out_sel]
     return chunk

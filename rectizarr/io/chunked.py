@@ -115,9 +115,8 @@ def write_chunked(
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
     keys = list(by_key)
-    conditional = layout.store.capabilities.conditional_writes
-    # With conditional writes nothing locks the shape: another client may be appending to an edge chunk.
-    edges = {k for k in keys if conditional and layout.at_edge(by_key[k][0].coords)}
+    # what lies past the extent stays: another writer may be appending there (nothing locks the shape)
+    edges = {k for k in keys if layout.at_edge(by_key[k][0].coords)}
     partial = {k for k in keys if k in edges or not all(p.complete for p in by_key[k])}
 
     def work(key: str, stored: Data | None) -> Encoded:

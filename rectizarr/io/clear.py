@@ -39,13 +39,14 @@ R = TypeVar("R")
 GridNow = Callable[[], ChunkGrid | None]  # the array's grid read afresh; None when the array is gone
 
 
-def delete_outside(layout: Layout, new_grid: ChunkGrid) -> None:
-    """After a shrink to ``new_grid``, made under the document's lock (``layout``: the array before it):
-    :func:`clear_past_end` once every chunk not wholly inside the new extent is locked, so that a write
-    that planned with the old shape and holds some of them finishes first (one that takes them later sees
-    the new ``zarr.json`` and plans again) and the listing sees what it wrote."""
+def delete_outside(layout: Layout, new_grid: ChunkGrid, grid_now: GridNow) -> None:
+    """After a shrink to ``new_grid`` (``layout``: the array before it): :func:`clear_past_end` once every
+    chunk not wholly inside the new extent is locked, so that a write of this process (or, where locks
+    are the OS's, of this machine) that planned with the old shape and holds some of them finishes first
+    (one that takes them later sees the new ``zarr.json`` and plans again) and the listing sees what it
+    wrote."""
     with layout.store.lock(_keys_past(layout, new_grid.shape)):
-        clear_past_end(layout, new_grid, lambda: new_grid)
+        clear_past_end(layout, new_grid, grid_now)
 
 
 def _keys_past(layout: Layout, extent: tuple[int, ...]) -> Iterator[str]:
@@ -218,12 +219,12 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: 
     region = grid.chunk_region(coords)  # clipped to the extent
     if all(r.stop - r.start == n for r, n in zip(region, grid.chunk_shape(coords), strict=True)):
         return stored
-    scratch = _Scratch()
+    scratch, out = _Scratch(), _Scratch()
     scratch.set(key, stored)
     now = replace(layout, store=scratch, grid=grid)
     plan = orthogonal_plan(now.dims, region)
     data = empty(plan.shape, layout.dtype)
     read(now, plan, data)
-    write(now, plan, data)
-    cleared = scratch.get(key)
+    write(replace(now, store=out), plan, data)  # into no stored chunk: the fill value past the extent
+    cleared = out.get(key)
     return stored if cleared == stored else cleared  # (nothing there to clear: no write)

@@ -325,9 +325,8 @@ def write_sharded(
     """Write ``value`` into the inner chunks of ``projections``, each touched shard read at most once and
     written once, under its lock (``guard`` checked once the locks are held)."""
     shards = group_by_shard(layout, projections, t)
-    conditional = layout.store.capabilities.conditional_writes
-    # With conditional writes nothing locks the shape: another client may be appending to an edge shard.
-    edges = {s.key for s in shards if conditional and layout.at_edge(s.coords)}
+    # what lies past the extent stays: another writer may be appending there (nothing locks the shape)
+    edges = {s.key for s in shards if layout.at_edge(s.coords)}
     needs_read = {s.key for s in shards if s.key in edges or not _replaced_whole(layout, s)}
 
     spec = layout.inner_spec(None)
@@ -342,7 +341,13 @@ def write_sharded(
         )
         if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
             return s.key, encode_shard(layout, s.shape_t, region_of(value, box), 1)
-        chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
+        try:
+            chunks = _merged_inner(layout, plan, s, value, stored, s.key in edges)
+        except CodecError:
+            if s.key not in edges or not _replaced_whole(layout, s):
+                raise
+            # an edge shard this write replaces within the extent, not decodable: nothing there to keep
+            chunks = _merged_inner(layout, plan, s, value, None, True)
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
     # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Protocol
 
 from rectizarr import commit
@@ -22,7 +21,6 @@ from rectizarr.stores.base import inferred_landings
 
 Change = Callable[[NodeMeta | None], NodeMeta]
 Then = Callable[[NodeMeta | None, NodeMeta], None]
-Stage = Callable[[NodeMeta | None, NodeMeta], AbstractContextManager[None]]
 
 
 class CreateCheck(Protocol):
@@ -178,21 +176,17 @@ class DocFormat(ABC):
         """The node as stored, for a writer holding its locks and its ancestors' (:func:`finished`)."""
         return finished(store, path, self.read(store, path)[1])
 
-    def update(
-        self, store: Store, path: str, change: Change, then: Then | None = None, stage: Stage | None = None
-    ) -> NodeMeta:
+    def update(self, store: Store, path: str, change: Change, then: Then | None = None) -> NodeMeta:
         """A read-modify-write of the node's documents: ``change`` maps the node as stored now (None:
         missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
-        documents' locks where the store has no conditional writes (``then`` inside them, and the documents
-        written inside ``with stage(old, new)``: data readers cannot see until they are); else
-        :meth:`update_swapped` (``change`` may run again; ``then`` runs once, after it; no ``stage``)."""
+        documents' locks where the store has no conditional writes (``then`` inside them); else
+        :meth:`update_swapped` (``change`` may run again; ``then`` runs once, after it)."""
         if store.capabilities.conditional_writes:
             return self.update_swapped(store, path, change, then)
         with locked(store, path):
             old = self.read_for_write(store, path)
             new = change(old)
-            with nullcontext() if stage is None else stage(old, new):
-                self.write(store, path, new, before=old)
+            self.write(store, path, new, before=old)
             if then is not None:
                 then(old, new)
             return new

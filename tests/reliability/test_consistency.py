@@ -1380,7 +1380,7 @@ def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
     """Another client grows the array right after a shrink's ``zarr.json`` is stored, before its clean-up:
     the grow clears what lies past the stored end first, so the rows the shrink cut show the fill value
     (soak finding: they showed their old values, for good)."""
-    import rectizarr.arrays.resize as arrays
+    import rectizarr.io as rio
     from rectizarr.stores import open_store
 
     def client() -> Any:
@@ -1390,7 +1390,7 @@ def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
 
     x = rectizarr.create_array(client(), name="x", shape=(8, 2), dtype="i8", chunks=chunks, fill_value=-1)
     x[...] = 7
-    clean_up = arrays.clear_past_end_swapped
+    clean_up = rio.delete_outside
     first = [True]
 
     def grow_first(*args: Any, **kwargs: Any) -> Any:
@@ -1399,7 +1399,7 @@ def test_a_grow_on_s3_between_a_shrink_and_its_clean_up_shows_the_fill_value(
             rectizarr.open_array(client(), path="x").resize((8, 2))
         return clean_up(*args, **kwargs)
 
-    monkeypatch.setattr(arrays, "clear_past_end_swapped", grow_first)
+    monkeypatch.setattr(rio, "delete_outside", grow_first)
     x.resize((1, 2))
     assert not first[0]
     assert rectizarr.open_array(client(), path="x", mode="r")[:, 0].tolist() == [7] + [-1] * 7
