@@ -20,14 +20,17 @@ from contextlib import AbstractContextManager
 from dataclasses import replace
 from typing import TypeVar
 
+import numpy as np
+
 from rectizarr import threads
 from rectizarr._util import Coords
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.errors import CodecError
 from rectizarr.indexing import orthogonal_plan
 from rectizarr.io import cache
+from rectizarr.io.chunk import decode
 from rectizarr.io.engine import read, write
-from rectizarr.io.layout import Layout
+from rectizarr.io.layout import ChunkedLayout, Layout
 from rectizarr.io.sparse import stored_chunk_keys
 from rectizarr.pages import empty
 from rectizarr.stores import Buffer, MemoryStore, Store
@@ -210,6 +213,17 @@ class _Scratch(MemoryStore):
         return contextlib.nullcontext()
 
 
+def _only(chunk: np.ndarray, axis: int, n: int, fill: np.ndarray) -> bool:
+    """Whether ``chunk`` holds the fill value (``fill``: its bytes) from ``n`` on along ``axis``."""
+    if n >= chunk.shape[axis]:
+        return True
+    part = np.ascontiguousarray(np.moveaxis(chunk, axis, 0)[n:]).reshape(-1)
+    if fill.size in (1, 2, 4, 8):  # one integer comparison per element
+        as_int = np.dtype(f"u{fill.size}")
+        return bool((part.view(as_int) == fill.view(as_int)[0]).all())
+    return bool((part.view(np.uint8).reshape(-1, fill.size) == fill).all())
+
+
 def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: bytes) -> bytes | None:
     """``stored`` (chunk ``coords``) with everything past ``grid``'s extent reset to the fill value (the
     write path of a store of its own does that to a chunk written whole); None when nothing else is left
@@ -219,6 +233,12 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: 
     region = grid.chunk_region(coords)  # clipped to the extent
     if all(r.stop - r.start == n for r, n in zip(region, grid.chunk_shape(coords), strict=True)):
         return stored
+    if isinstance(layout, ChunkedLayout) and not layout.dtype.hasobject:  # nothing there to clear: no encode
+        whole = replace(layout, grid=grid)
+        chunk = decode(whole.pipeline, stored, whole.spec(coords), key)
+        fill = np.full(1, layout.fill_value, chunk.dtype).view(np.uint8)
+        if all(_only(chunk, axis, r.stop - r.start, fill) for axis, r in enumerate(region)):
+            return stored
     scratch, out = _Scratch(), _Scratch()
     scratch.set(key, stored)
     now = replace(layout, store=scratch, grid=grid)
