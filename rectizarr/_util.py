@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import weakref
@@ -106,3 +107,25 @@ def _relock() -> None:  # pragma: no cover - runs in forked children (tests/reli
     for obj in list(_RELOCKED):
         old = obj._lock
         obj._lock = fresh.setdefault(id(old), _fresh_lock(old))
+
+
+@functools.cache
+def this_host() -> str:
+    """This machine, in names that say who wrote something (hashlib and socket: imported on first use)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this machine runs (True where that cannot be told)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True

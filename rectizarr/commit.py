@@ -1,6 +1,6 @@
 """Multi-document updates that readers see whole or not at all, and that a killed writer cannot leave half
-made: on stores whose writers hold the documents' locks (local directories, memory), and on stores with
-conditional writes (object stores; see the section on them below).
+made, on every store: each write a compare-and-swap (the backend's own on object stores, under the key's
+lock elsewhere; see the section on them below).
 
 One update changes the documents of several nodes under one *primary* group (the topmost ancestor that
 consolidates, else the group the update is made in). It goes in three steps:
@@ -24,6 +24,7 @@ the new content).
 from __future__ import annotations
 
 import functools
+import os
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -32,6 +33,7 @@ from typing import Any
 import msgspec
 
 from rectizarr import tuning
+from rectizarr._util import process_alive, this_host
 from rectizarr.core.metadata import (
     GroupMeta,
     NodeMeta,
@@ -122,66 +124,6 @@ def resolve(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
     )
 
 
-def finish(store: Store, path: str, meta: NodeMeta) -> NodeMeta:
-    """Under the locks of the group at ``path`` and its members: if its document (``meta``) holds the
-    record of a committed update, do that update's clean-up and drop the record; return the content."""
-    record = mark_of(meta)
-    if record is None or "members" not in record:
-        return meta
-    for member in record["members"]:
-        if not isinstance(member, str):
-            continue
-        raw = read_raw(store, member)
-        mark = mark_of(raw)
-        if raw is None or mark is None or mark.get("id") != record["id"]:
-            continue
-        if mark.get("gone"):
-            store.delete_prefix(f"{member}/")
-        else:
-            store.set(_key(member), encode_json(node_to_json(stripped(raw))))
-    clean = stripped(meta)
-    store.set(_key(path), encode_json(node_to_json(clean)))
-    return clean
-
-
-def publish(
-    store: Store,
-    primary: str,
-    primary_meta: NodeMeta,
-    members: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
-    create_only: frozenset[str] = frozenset(),
-) -> dict[str, bytes | None]:
-    """Write ``primary_meta`` at ``primary`` and each member's new document (``members``: path ->
-    (document before, document after; None: deleted)) as one update, under the caller's locks of them
-    all. ``create_only``: members whose document must not exist (NodeExistsError from the store's
-    create-only write, before anything else is written). Returns what each document is now (None: gone)."""
-    ident = uuid.uuid4().hex
-    prepared = []
-    for path, (before, after) in members.items():
-        if before is None and after is None:
-            continue
-        value = _marked(ident, primary, before, after)
-        if path in create_only:
-            if not store.set_if(_key(path), value, None):
-                raise made_meanwhile(path)
-        else:
-            store.set(_key(path), value)
-        prepared.append(path)
-    store.set(_key(primary), _with(primary_meta, {"id": ident, "members": prepared}))  # the commit
-    final: dict[str, bytes | None] = {}
-    for path in prepared:
-        after = members[path][1]
-        if after is None:
-            store.delete_prefix(f"{path}/")
-            final[path] = None
-        else:
-            final[path] = encode_json(node_to_json(stripped(after)))
-            store.set(_key(path), final[path])  # type: ignore[arg-type]
-    final[primary] = encode_json(node_to_json(stripped(primary_meta)))
-    store.set(_key(primary), final[primary])  # type: ignore[arg-type]
-    return final
-
-
 def primary_of(store: Store, path: str, get: Any) -> str | None:
     """The topmost ancestor of ``path`` whose document consolidates (``get(ancestor)``: its bytes)."""
     names = path.split("/") if path else []
@@ -193,10 +135,10 @@ def primary_of(store: Store, path: str, get: Any) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------------- stores with conditional writes
-# Object stores: no writer holds a lock, so a writer meeting another's uncommitted marker cannot tell a
-# writer at work from a killed one. The update is the same (prepare, commit, clean-up), each write a
-# compare-and-swap, with two more rules:
+# ---------------------------------------------------------------------------------- compare-and-swaps
+# No writer holds a lock through an update, so a writer meeting another's uncommitted marker cannot tell a
+# writer at work from a killed one (but for one of its own machine: the marker names its process). Each
+# step is a compare-and-swap, with two more rules:
 #
 # * the commit is a conditional write of the primary at the version read *before* the members were
 #   prepared, so any change of the primary after a marker was written makes that marker's update
@@ -205,10 +147,11 @@ def primary_of(store: Store, path: str, get: Any) -> str | None:
 #   these steps leaves a fresh id in it, so its bytes never come back to what an aborted writer read (an
 #   ETag is a hash of the bytes);
 # * a marker younger than LEASE seconds is waited for (its writer is most likely at work) before it is
-#   aborted: time only decides how long a writer waits, never what readers see.
+#   aborted, unless its writer was a process of this machine that no longer runs: time only decides how
+#   long a writer waits, never what readers see.
 
 LEASE = 5.0
-DONE = 8  # committed updates a primary names after their clean-up (see update_swapped)
+DONE = 8  # committed updates a primary names after their clean-up (see update)
 
 
 def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
@@ -223,14 +166,22 @@ def _done(meta: NodeMeta | None, add: str | None = None) -> list[str]:
     return (done + ([add] if add else []))[-DONE:]
 
 
-def _stamped(meta: NodeMeta, add: str | None = None) -> bytes:
+def _stamped(store: Store, meta: NodeMeta, add: str | None = None) -> bytes:
     """A primary's document without a record of an update under way: its content, a fresh id and the ids
     of the last updates committed (``add``: the one just cleaned up)."""
+    if not store.capabilities.hashed_versions:  # (every write makes a new version: no id needed)
+        return encode_json(node_to_json(stripped(meta)))
     return _with(stripped(meta), {"id": uuid.uuid4().hex, "done": _done(meta, add)})
 
 
 def _young(mark: Mapping[str, Any]) -> bool:
-    at = mark.get("t")
+    """Whether the writer of ``mark`` is most likely at work: the marker is younger than LEASE, and was not
+    written by a process of this machine that no longer runs (a killed one's is not waited for)."""
+    at, by = mark.get("t"), mark.get("by")
+    if isinstance(by, str) and by.count("-") == 1:
+        pid, host = by.split("-")
+        if host == this_host() and pid.isdigit() and not process_alive(int(pid)):
+            return False
     return isinstance(at, int | float) and 0 <= time.time() - at < LEASE
 
 
@@ -240,7 +191,7 @@ def _differs(before: NodeMeta | None, after: NodeMeta | None) -> bool:
     return node_to_json(stripped(before)) != node_to_json(stripped(after))
 
 
-def update_swapped(
+def update(
     store: Store,
     primary: str,
     paths: Sequence[str],
@@ -270,12 +221,12 @@ def update_swapped(
         if record is not None and "members" in record and record["id"] in mine:
             ours = [record["id"]]  # this call's commit, which landed though its answer was lost (a retry was
             # refused): cleaned up here
-            _clean_up_swapped(store, primary, ours[0], mine[ours[0]][2], mine[ours[0]][1])
+            _clean_up(store, primary, ours[0], mine[ours[0]][2], mine[ours[0]][1])
         if ours:  # (else cleaned up by another writer, who names it in the primary's "done")
             was, now, _ = mine[ours[0]]
             return was, {path: now.get(path, was[path]) for path in paths}
         if record is not None and "members" in record:  # committed by a writer that did not clean up
-            _finish_swapped(store, primary, p_meta, p_version)
+            _finish(store, primary, p_meta, p_version)
             continue
         olds: dict[str, NodeMeta | None] = {}
         versions: dict[str, Any] = {}
@@ -293,7 +244,7 @@ def update_swapped(
             olds[path] = None if meta is None else stripped(meta)
         else:
             if foreign:  # abort them: once the primary changes, they cannot commit
-                if store.set_if(_key(primary), _stamped(p_meta), p_version):
+                if store.set_if(_key(primary), _stamped(store, p_meta), p_version):
                     settled.update(foreign)
                 continue
             for path in create_only:
@@ -309,7 +260,7 @@ def update_swapped(
                 _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
                 for path in members
             ) and store.set_if(_key(primary), commit_doc, p_version):
-                _clean_up_swapped(store, primary, ident, members, news)
+                _clean_up(store, primary, ident, members, news)
                 return olds, {path: news.get(path, olds[path]) for path in paths}
             continue
         attempt -= 1  # a young marker: its writer is most likely at work (not a conflict)
@@ -329,11 +280,11 @@ def _prepare(
     after: NodeMeta | None,
     version: Any,
 ) -> bool:
-    value = _marked(ident, primary, before, after, t=round(time.time(), 3))
+    value = _marked(ident, primary, before, after, t=round(time.time(), 3), by=f"{os.getpid()}-{this_host()}")
     return store.set_if(_key(path), value, version)
 
 
-def _clean_up_swapped(
+def _clean_up(
     store: Store, primary: str, ident: str, members: Sequence[str], news: Mapping[str, NodeMeta | None]
 ) -> None:
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
@@ -342,7 +293,7 @@ def _clean_up_swapped(
             _remove_gone(store, path, ident)
             continue
         store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
-    store.swap(_key(primary), functools.partial(_unrecorded, primary=primary, ident=ident))
+    store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
 
 def _unmarked(data: bytes | None, path: str, ident: str) -> bytes | None:
@@ -353,12 +304,12 @@ def _unmarked(data: bytes | None, path: str, ident: str) -> bytes | None:
     return encode_json(node_to_json(stripped(meta)))
 
 
-def _unrecorded(data: bytes | None, primary: str, ident: str) -> bytes | None:
+def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> bytes | None:
     meta = None if data is None else decode_node(data, _key(primary))
     record = mark_of(meta)
     if meta is None or record is None or record.get("id") != ident or "members" not in record:
         return data
-    return _stamped(meta, add=ident)
+    return _stamped(store, meta, add=ident)
 
 
 def _remove_gone(store: Store, path: str, ident: str) -> None:
@@ -372,19 +323,22 @@ def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
     return None if mark is not None and mark.get("id") == ident and mark.get("gone") else data
 
 
-def finish_swapped(store: Store, path: str) -> None:
+def finish(store: Store, path: str) -> None:
     """The clean-up of a committed update whose record the group at ``path`` holds, if it holds one."""
     meta, version = _versioned(store, path)
     record = mark_of(meta)
     if meta is not None and record is not None and "members" in record:
-        _finish_swapped(store, path, meta, version)
+        _finish(store, path, meta, version)
 
 
-def restamped(old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
+def restamped(store: Store, old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
     """``new``, written over a primary's document ``old`` by a plain compare-and-swap (its attributes, its
-    consolidation): where ``old`` held an id (see above), a fresh one, so its bytes never repeat."""
+    consolidation): where ``old`` held an id (see above), a fresh one, so its bytes never repeat (none
+    where versions are not hashes of the bytes)."""
     if mark_of(old) is None:
         return new
+    if not store.capabilities.hashed_versions:
+        return stripped(new)
     extra = {
         **stripped(new).extra_fields,
         MARK: {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)},
@@ -392,7 +346,7 @@ def restamped(old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
     return msgspec.structs.replace(new, extra_fields=extra)
 
 
-def _finish_swapped(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
+def _finish(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
     """The clean-up of a committed update whose writer stopped before it (another writer's turn)."""
     record = mark_of(meta)
     assert record is not None
@@ -408,7 +362,7 @@ def _finish_swapped(store: Store, primary: str, meta: NodeMeta, version: Any) ->
             _remove_gone(store, path, ident)
         else:
             store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
-    store.set_if(_key(primary), _stamped(meta, add=ident), version)
+    store.set_if(_key(primary), _stamped(store, meta, add=ident), version)
 
 
 # ------------------------------------------------------------------------------------------ Zarr v2

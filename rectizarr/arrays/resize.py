@@ -11,7 +11,7 @@ from typing import Any, Self
 import numpy as np
 
 import rectizarr.io as rio
-from rectizarr import commit, nodes
+from rectizarr import nodes
 from rectizarr._util import Shape
 from rectizarr.arrays.access import ArrayAccess
 from rectizarr.codecs.build import build_pipeline
@@ -129,7 +129,7 @@ class Resizable(ArrayAccess):
         document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
         is (:meth:`rectizarr.nodes.DocFormat.publish_many`; under the document's lock)."""
         self._check_writable()
-        meta = self._take_up(nodes.read_for_write(self._store, self._path, self._meta.zarr_format))
+        meta = self._take_up(nodes.try_read_meta(self._store, self._path, self._meta.zarr_format))
         return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
 
     def staged(self, meta: ArrayMeta) -> Self:
@@ -154,52 +154,25 @@ def resize_together(
     chunks: Mapping[str, Any],
 ) -> None:
     """Resize the ``arrays`` (members of the group at ``group``) as :meth:`Array.resize` would, as one
-    update where writers lock (local directories, memory; Zarr v3): every new document published at once
-    (:meth:`rectizarr.nodes.DocFormat.publish_many`), then each shrink's clean-up; elsewhere one after the other."""
+    update (:meth:`rectizarr.nodes.DocFormat.publish_many`, where the arrays' format makes one on the
+    store; else one after the other): a grow first clears what a shrink's clean-up left past the stored
+    end, each shrink's clean-up follows the update."""
     handles = list(arrays.items())
     if not handles:
         return
+    for _, a in handles:
+        a._check_writable()
     store = handles[0][1].store
     formats = {nodes.format_of(a.metadata) for _, a in handles}
     fmt = formats.pop() if len(formats) == 1 else None  # (None: arrays of both formats)
-    if store.capabilities.conditional_writes and fmt is not None and fmt.records:
-        _resize_swapped(group, handles, shapes, chunks)
-        return
-    if store.capabilities.conditional_writes or fmt is None:
+    if fmt is None or not fmt.together(store):
         for name, a in handles:
             a.resize(shapes[name], chunks=chunks.get(name))
         return
-    paths = {group, *nodes.parent_paths(group), *(a.path for _, a in handles)}
-    with store.lock([nodes.meta_key(p) for p in sorted(paths)]):
-        steps = []
-        for name, a in handles:
-            a._check_writable()
-            with a._lock:
-                old = a._take_up(nodes.read_for_write(store, a.path, fmt.zarr_format))
-                new = a._resized(old, shapes[name], chunks.get(name))
-                steps.append((a, a._layout, old, new))
-        fmt.publish_many(store, group, {a.path: (old, new) for a, _, old, new in steps})
-        for a, layout, old, new in steps:
-            with a._lock:
-                a._adopt(new)
-            a._clean_up_shrink(layout, old, new)
-
-
-def _resize_swapped(
-    group: str,
-    handles: list[tuple[str, Resizable]],
-    shapes: Mapping[str, Sequence[int]],
-    chunks: Mapping[str, Any],
-) -> None:
-    """:func:`resize_together` on a store with conditional writes: one update
-    (:func:`rectizarr.nodes.publish_swapped`) whose primary is the topmost consolidating ancestor, else the
-    group; a grow first clears what a shrink's clean-up left past the stored end (as :meth:`Array.resize`
-    does), each shrink's clean-up follows the commit."""
-    store = handles[0][1].store
     by_path = {a.path: (name, a) for name, a in handles}
     before: dict[str, rio.Layout] = {}
 
-    def change_of(path: str) -> Callable[[NodeMeta | None], NodeMeta | None]:
+    def change_of(path: str) -> Callable[[NodeMeta | None], NodeMeta]:
         name, a = by_path[path]
 
         def change(stored: NodeMeta | None) -> NodeMeta:
@@ -212,10 +185,7 @@ def _resize_swapped(
 
         return change
 
-    primary = commit.primary_of(store, handles[0][1].path, nodes.AncestorDocs(store).get)
-    olds, news = nodes.publish_swapped(
-        store, group if primary is None else primary, {path: change_of(path) for path in by_path}
-    )
+    olds, news = fmt.publish_many(store, group, {path: change_of(path) for path in by_path})
     for path, (_, a) in by_path.items():
         old, new = olds[path], news[path]
         assert isinstance(old, ArrayMeta) and isinstance(new, ArrayMeta)

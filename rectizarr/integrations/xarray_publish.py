@@ -9,7 +9,7 @@ import importlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rectizarr import commit, nodes
+from rectizarr import nodes
 from rectizarr.arrays import Array
 from rectizarr.core.metadata import ArrayMeta
 from rectizarr.errors import ConflictError
@@ -33,39 +33,9 @@ def locked(
     return g.store.lock([nodes.meta_key(p) for p in sorted(paths)])
 
 
-def publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array], check: bool) -> None:
-    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`), under the
-    primary of the group (its topmost consolidating ancestor, else itself); ``check``: the stored documents
-    must still be those the data was staged against (ConflictError), the locks having been let go since."""
-    store = g.store
-    changes: dict[str, tuple[Any, Any]] = {
-        existing[n].path: (existing[n].metadata, a.metadata) for n, a in staged.items()
-    }
-    if not changes:
-        return
-    if (
-        store.capabilities.conditional_writes
-    ):  # (Zarr v3) no locks: the documents must be those staged against
-        _publish_swapped(g, changes)
-        return
-    with locked(g, existing):
-        if check:
-            for path, (old, _) in changes.items():
-                now = nodes.read_for_write(store, path)
-                if not isinstance(now, ArrayMeta) or (now.shape, now.chunk_grid) != (
-                    old.shape,
-                    old.chunk_grid,
-                ):
-                    raise ConflictError(
-                        f"the array {path!r} was changed by another writer while this append's "
-                        "data was written (compute=False); its documents were not published"
-                    )
-        nodes.format_of(g.metadata).publish_many(store, g.path, changes)
-
-
-def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:
-    """:func:`publish` on a store with conditional writes (:func:`rectizarr.nodes.publish_swapped`): each
-    array's document as stored must still have the shape and grid its data was staged against, else
+def publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array]) -> None:
+    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`):
+    each array's document as stored must still have the shape and grid its data was staged against, else
     ConflictError (nothing published; the staged data stays past the stored ends, unseen)."""
 
     def change_of(path: str, old: ArrayMeta, new: ArrayMeta) -> Any:
@@ -79,13 +49,12 @@ def _publish_swapped(g: Group, changes: Mapping[str, tuple[Any, Any]]) -> None:
 
         return change
 
-    store = g.store
-    primary = commit.primary_of(store, next(iter(changes)), nodes.AncestorDocs(store).get)
-    nodes.publish_swapped(
-        store,
-        g.path if primary is None else primary,
-        {path: change_of(path, old, new) for path, (old, new) in changes.items()},
-    )
+    changes = {
+        existing[n].path: change_of(existing[n].path, existing[n].metadata, a.metadata)
+        for n, a in staged.items()
+    }
+    if changes:
+        nodes.format_of(g.metadata).publish_many(g.store, g.path, changes)
 
 
 def finish(

@@ -134,14 +134,9 @@ def to_rectizarr(
         )
     existing: dict[str, Array] = {} if mode == "w" else dict(g.arrays())
     # An append: one update of all the arrays it grows, their data written first (past the stored ends,
-    # unseen) and every document published at once (not for Zarr v2 on object stores)
-    swapped = g.store.capabilities.conditional_writes
-    atomic = (
-        append_dim is not None
-        and bool(existing)
-        and not (swapped and not nodes.format_of(g.metadata).records)
-    )
-    with locked(g, existing, dataset.variables) if atomic and not swapped else contextlib.nullcontext():
+    # unseen) and every document published at once (not for Zarr v2 on object stores: DocFormat.together)
+    atomic = append_dim is not None and bool(existing) and nodes.format_of(g.metadata).together(g.store)
+    with locked(g, existing, dataset.variables) if atomic else contextlib.nullcontext():
         return _to_group(
             dataset,
             g,
@@ -219,14 +214,10 @@ def _to_group(
         if compute:
             if writes:
                 _untyped("dask").compute(*writes)
-            publish(g, existing, staged, check=False)
+            publish(g, existing, staged)
             return finish(g, [], compute=True, consolidated=consolidated)
         return finish(
-            g,
-            writes,
-            compute=False,
-            consolidated=consolidated,
-            before=lambda: publish(g, existing, staged, check=True),
+            g, writes, compute=False, consolidated=consolidated, before=lambda: publish(g, existing, staged)
         )
     except BaseException:
         for array, shape in grown:  # best effort: an append that failed leaves the group as it was, openable

@@ -25,7 +25,6 @@ from rectizarr.nodes.formats import node_doc as node_doc
 from rectizarr.nodes.formats import node_exists as node_exists
 from rectizarr.nodes.formats import node_from_json as node_from_json
 from rectizarr.nodes.formats import read_children as read_children
-from rectizarr.nodes.formats import read_for_write as read_for_write
 from rectizarr.nodes.formats import read_meta as read_meta
 from rectizarr.nodes.formats import try_read_meta as try_read_meta
 from rectizarr.nodes.node import Node as Node
@@ -40,6 +39,6 @@ from rectizarr.nodes.paths import normalize_path as normalize_path
 from rectizarr.nodes.paths import parent_paths as parent_paths
 from rectizarr.nodes.paths import prefix_of as prefix_of
 from rectizarr.nodes.paths import store_for as store_for
-from rectizarr.nodes.records import publish_swapped as publish_swapped
+from rectizarr.nodes.records import publish as publish
 from rectizarr.nodes.v2 import V2 as V2
 from rectizarr.nodes.versions import version_before_read as version_before_read

@@ -21,6 +21,7 @@ from rectizarr.stores.base import inferred_landings
 
 Change = Callable[[NodeMeta | None], NodeMeta]
 Then = Callable[[NodeMeta | None, NodeMeta], None]
+Published = tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]
 
 
 class CreateCheck(Protocol):
@@ -47,17 +48,6 @@ def create_only(store: Store, key: str, value: bytes, path: str, check: CreateCh
         raise commit.made_meanwhile(path)
     if check is not None:
         check.after_write(ours=inferred_landings() == before)
-
-
-def finished(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
-    """The node ``meta`` just read at ``path``, for a writer holding its locks and its ancestors': a
-    committed update a killed writer left half cleaned up at this group is finished first
-    (:func:`commit.finish`)."""
-    if isinstance(meta, GroupMeta) and not store.capabilities.conditional_writes:
-        raw = commit.read_raw(store, path)
-        if raw is not None and commit.MARK in raw.extra_fields and "members" in (commit.mark_of(raw) or {}):
-            return commit.finish(store, path, raw)
-    return meta
 
 
 class DocFormat(ABC):
@@ -148,15 +138,15 @@ class DocFormat(ABC):
         """Update (``meta``) or remove (None) ``path``'s entries in every consolidating ancestor."""
 
     @abstractmethod
-    def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
-        """:meth:`update` on a store with conditional writes."""
+    def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
+        """The documents of nodes below the group at ``group`` as one update (all or nothing, also for a
+        writer killed midway): ``changes[path]`` maps the node as stored now to its new content (it may
+        run again; it raises to refuse). Returns (contents before, contents after) by path. Only where
+        :meth:`together` says so."""
 
-    @abstractmethod
-    def publish_many(
-        self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
-    ) -> None:
-        """Write the new documents ``changes`` (path -> (before, after)) of nodes below the group at
-        ``group`` as one update, under the caller's locks of all of them."""
+    def together(self, store: Store) -> bool:
+        """Whether :meth:`publish_many` makes one update on ``store`` (else: each node by itself)."""
+        return True
 
     @abstractmethod
     def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
@@ -172,21 +162,15 @@ class DocFormat(ABC):
     def consolidate(self, store: Store, path: str) -> GroupMeta:
         """Write the consolidated metadata of the group at ``path`` and return the group."""
 
-    def read_for_write(self, store: Store, path: str) -> NodeMeta | None:
-        """The node as stored, for a writer holding its locks and its ancestors' (:func:`finished`)."""
-        return finished(store, path, self.read(store, path)[1])
-
     def update(self, store: Store, path: str, change: Change, then: Then | None = None) -> NodeMeta:
         """A read-modify-write of the node's documents: ``change`` maps the node as stored now (None:
-        missing) to the new one, which is written; then ``then(old, new)`` runs (chunk work). Under the
-        documents' locks where the store has no conditional writes (``then`` inside them); else
-        :meth:`update_swapped` (``change`` may run again; ``then`` runs once, after it)."""
-        if store.capabilities.conditional_writes:
-            return self.update_swapped(store, path, change, then)
+        missing) to the new one (it may run again: the documents are compare-and-swapped, and re-read
+        after another writer changed them); then ``then(old, new)`` runs once (chunk work). The locks of
+        the node's and its ancestors' documents are held meanwhile: the writers of this process (of this
+        machine, where the store's locks are the OS's) take turns instead of racing."""
         with locked(store, path):
-            old = self.read_for_write(store, path)
-            new = change(old)
-            self.write(store, path, new, before=old)
-            if then is not None:
-                then(old, new)
-            return new
+            return self._update(store, path, change, then)
+
+    @abstractmethod
+    def _update(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
+        """:meth:`update` inside the locks."""

@@ -12,7 +12,7 @@ from rectizarr.nodes.base import DocFormat
 from rectizarr.nodes.beside import Beside
 from rectizarr.nodes.formats import format_for, format_of, node_exists, try_read_meta
 from rectizarr.nodes.paths import AncestorDocs, exists_message, meta_key, parent_paths
-from rectizarr.nodes.records import publish, publish_swapped
+from rectizarr.nodes.records import publish
 from rectizarr.stores import Store
 
 
@@ -24,11 +24,11 @@ def create_new(store: Store, path: str, meta: NodeMeta, docs: AncestorDocs) -> N
     20 ms per request: 20 ms sooner); see :class:`Beside` for what follows from the listing. Elsewhere
     the node is looked for first."""
     caps = store.capabilities
-    swapped = caps.conditional_writes and format_of(meta).primary(store, path, docs) is not None
-    if not (caps.conditional_reads and caps.conditional_writes) or swapped:
+    recorded = format_of(meta).primary(store, path, docs) is not None
+    if not (caps.conditional_reads and caps.conditional_writes) or recorded:
         if node_exists(store, path):
             raise NodeExistsError(exists_message(path))
-        if not swapped and store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under
+        if not recorded and store.exists(meta_key(path)):  # a killed writer's uncommitted new node (under
             store.delete(meta_key(path))  # the caller's locks)
         create_node(store, path, meta, docs, exclusive=True)
         return
@@ -101,14 +101,9 @@ def _publish_new(
 ) -> None:
     """The groups a new node needs and the node, in the consolidated copies too: one update (all or
     nothing) through ``primary``'s commit record."""
-    if store.capabilities.conditional_writes:
-        changes: dict[str, Callable[[NodeMeta | None], NodeMeta | None]] = {p: _group_there for p in missing}
-        changes[path] = lambda _: commit.stripped(meta)
-        publish_swapped(store, primary, changes, frozenset({path}) if exclusive else frozenset())
-        return
-    new: dict[str, tuple[NodeMeta | None, NodeMeta | None]] = {p: (None, GroupMeta()) for p in missing}
-    new[path] = (None, commit.stripped(meta))
-    publish(store, primary, new, docs, exclusive=exclusive)
+    changes: dict[str, Callable[[NodeMeta | None], NodeMeta | None]] = {p: _group_there for p in missing}
+    changes[path] = lambda _: commit.stripped(meta)
+    publish(store, primary, changes, frozenset({path}) if exclusive else frozenset())
 
 
 def _group_there(old: NodeMeta | None) -> NodeMeta:

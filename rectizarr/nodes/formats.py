@@ -7,13 +7,12 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from rectizarr import commit
 from rectizarr.core.metadata import ArrayMeta, NodeMeta
 from rectizarr.core.spec import check_zarr_format
 from rectizarr.errors import LenientMetadataWarning, NodeNotFoundError, StoreError
-from rectizarr.nodes.base import DocFormat, finished
+from rectizarr.nodes.base import DocFormat
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, prefix_of
-from rectizarr.nodes.records import decoded, primary_swapped, publish, publish_swapped
+from rectizarr.nodes.records import decoded, primary_for, publish
 from rectizarr.nodes.v2 import V2
 from rectizarr.nodes.v3 import V3
 from rectizarr.nodes.versions import remember, version_now
@@ -122,29 +121,12 @@ def node_doc(meta: NodeMeta) -> dict[str, Any]:
     return format_of(meta).to_json(meta)
 
 
-def read_for_write(store: Store, path: str, zarr_format: int | None = None) -> NodeMeta | None:
-    """:func:`try_read_meta` for a writer holding the locks (:meth:`DocFormat.read_for_write`)."""
-    return finished(store, path, try_read_meta(store, path, zarr_format))
-
-
 def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> None:
     """Remove a node and its whole subtree; ancestors' consolidated metadata drop it too."""
-    if path and store.capabilities.conditional_writes:
-        primary = primary_swapped(store, path, docs)
-        if primary is not None and try_read_meta(store, path, 3) is not None:
-            publish_swapped(store, primary, {path: lambda _: None})  # (its keys removed at the clean-up)
-            return
-    if path and not store.capabilities.conditional_writes:
-        docs = docs or AncestorDocs(store)
-        primary = commit.primary_of(store, path, docs.get)
-        before = try_read_meta(store, path, 3) if primary is not None else None
-        if before is not None and primary is not None:  # the deletion and the consolidated copies: one update
-            publish(store, primary, {path: (before, None)}, docs)
-            store.delete_prefix(prefix_of(path))  # (a v2 node's documents, a prefix without a node)
-            for fmt in FORMATS.values():
-                if not fmt.records:  # (the others' copies went with the update)
-                    fmt.refresh(store, path, None, docs)
-            return
+    primary = primary_for(store, path, docs)
+    if primary is not None and try_read_meta(store, path, 3) is not None:
+        publish(store, primary, {path: lambda _: None})  # (its keys removed at the clean-up)
+        return
     store.delete_prefix(prefix_of(path))
     for fmt in FORMATS.values() if path else ():  # (the root: no group above it)
         fmt.refresh(store, path, None, docs)

@@ -8,7 +8,6 @@ from typing import Any
 
 from rectizarr import commit
 from rectizarr.core.metadata import GroupMeta, NodeMeta, decode_node, node_to_json
-from rectizarr.errors import NodeNotFoundError
 from rectizarr.nodes.paths import AncestorDocs, meta_key, parent_paths, relative
 from rectizarr.stores import Store
 
@@ -57,66 +56,25 @@ def _entered(
     return current, updated
 
 
-def publish(
-    store: Store,
-    primary: str,
-    changes: Mapping[str, tuple[NodeMeta | None, NodeMeta | None]],
-    docs: AncestorDocs | None = None,
-    exclusive: bool = False,
-    primary_meta: NodeMeta | None = None,
-) -> None:
-    """Write the v3 documents ``changes`` (path -> (before, after; None: deleted)) of nodes below the group
-    ``primary`` as one update (:mod:`rectizarr.commit`), with the consolidated metadata of ``primary`` and
-    of every group between brought up to date; under the caller's locks of all of them (stores without
-    conditional writes). ``primary_meta``: the primary's own new content (attributes), else as stored.
-    ``exclusive``: the changed nodes are new (create-only)."""
-    docs = docs or AncestorDocs(store)
-    data = docs.get(primary)
-    raw = None if data is None else decode_node(data, meta_key(primary))
-    if not isinstance(raw, GroupMeta):
-        raise NodeNotFoundError(f"no group at {primary or '/'!r} in {store!r}")
-    stored = commit.finish(store, primary, raw)  # an update a killed writer committed: finished first
-    groups: dict[str, Any] = {primary: primary_meta or stored}
-    members = dict(changes)
-    for path, (_, after) in changes.items():
-        for parent in parent_paths(path):
-            if len(parent) < len(primary) or (primary and not (parent + "/").startswith(primary + "/")):
-                continue  # (above the primary)
-            if parent not in groups:
-                if parent in members:
-                    groups[parent] = members[parent][1] or GroupMeta()
-                else:
-                    data = docs.get(parent)
-                    groups[parent] = None if data is None else decoded(store, parent, data)
-            done = _entered(groups, parent, path, after)
-            if done is not None and parent != primary:
-                members[parent] = (members[parent][0] if parent in members else done[0], done[1])
-    final = commit.publish(
-        store, primary, groups[primary], members, frozenset(changes) if exclusive else frozenset()
-    )
-    for path in (primary, *members):
-        docs.forget(path, final.get(path))
-
-
-def primary_swapped(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
-    """On a store with conditional writes, the group whose document commits a change of the v3 node at
-    ``path`` (:func:`commit.update_swapped`): its topmost consolidating ancestor; None where there is none
-    (a plain compare-and-swap of the node's own document)."""
-    if not path or not store.capabilities.conditional_writes:
+def primary_for(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
+    """The group whose document commits a change of the v3 node at ``path`` (:func:`commit.update`):
+    its topmost consolidating ancestor; None where there is none (a plain compare-and-swap of the node's
+    own document)."""
+    if not path:
         return None
     return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
 
 
-def publish_swapped(
+def publish(
     store: Store,
     primary: str,
     changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
     create_only: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
-    """:func:`publish` on a store with conditional writes: each ``changes[path]`` maps the node's content
+    """Publish changes of nodes below the group ``primary`` as one update: each ``changes[path]`` maps the node's content
     as stored (None: none) to its new one (None: deleted; it may run again after a conflict); the
     consolidated metadata of ``primary`` and of every group between brought up to date, all as one update
-    (:func:`commit.update_swapped`). Returns the contents before and after, by path."""
+    (:func:`commit.update`). Returns the contents before and after, by path."""
     paths: list[str] = []
     for path in changes:
         for parent in (*parent_paths(path), path):
@@ -139,4 +97,4 @@ def publish_swapped(
                     news[parent] = groups[parent]
         return groups[primary], news
 
-    return commit.update_swapped(store, primary, paths, plan, create_only)
+    return commit.update(store, primary, paths, plan, create_only)

@@ -17,10 +17,11 @@ from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
 from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
-from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
-from rectizarr.nodes.paths import AncestorDocs, locked, parent_paths, prefix_of, relative
+from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
+from rectizarr.nodes.paths import AncestorDocs, locked, meta_key, parent_paths, prefix_of, relative
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store, written
+from rectizarr.stores.update import swapped
 
 if TYPE_CHECKING:
     from rectizarr.core import v2meta
@@ -136,11 +137,11 @@ class V2Format(DocFormat):
 
             store.swap(key, make)  # (concurrent updates of .zmetadata all land)
 
-    def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
+    def _update(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
         """The documents read with their versions, and each document the change rewrites (``.zarray``
         for a resize or an append, ``.zattrs`` for attributes) written only at the version read
-        (:meth:`Store.update`: a document that lost a race is read and the change applied again). A change
-        of both documents at once writes them one after the other (not atomically)."""
+        (compare-and-swaps on every store: a document that lost a race is read and the change applied
+        again). A change of both documents at once writes them one after the other (not atomically)."""
         p = prefix_of(path)
         keys = [p + name for name in _ALL]
         rounds: list[tuple[NodeMeta | None, NodeMeta]] = []
@@ -155,37 +156,46 @@ class V2Format(DocFormat):
             docs = v2meta.v2_docs(new).items()
             return {p + name: encode_json(doc) for name, doc in docs if before.get(name) != doc}
 
-        store.update(keys, make)
+        swapped(store, keys, make)  # (no lock held while ``change`` runs: it may lock chunks)
         old, new = rounds[-1]
         self.refresh(store, path, new, None)
         if then is not None:
             then(old, new)
         return new
 
-    def publish_many(
-        self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
-    ) -> None:
-        """Their ``.zarray``, with the record in the group's ``.zmetadata`` when it consolidates, brought up
-        to date, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
-        p = prefix_of(group)
-        zmeta_key, zgroup_key = p + v2keys.V2_CONSOLIDATED, p + v2keys.V2_GROUP
-        consolidated = commit.finish_doc(store, zmeta_key)
-        if not (isinstance(consolidated, dict) and isinstance(consolidated.get("metadata"), dict)):
-            consolidated = None
-        record_key = zgroup_key if consolidated is None else zmeta_key
-        record = commit.finish_doc(store, zgroup_key) if consolidated is None else consolidated
-        if not isinstance(record, dict):
-            raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
-        members = {}
-        for path, (old, new) in changes.items():
-            members[prefix_of(path) + v2keys.V2_ARRAY] = (
-                v2meta.v2_docs(old)[v2keys.V2_ARRAY],
-                v2meta.v2_docs(new)[v2keys.V2_ARRAY],
-            )
-            if consolidated is not None:
-                record = v2meta.with_entries(record, path[len(p) :], new)
-        commit.publish_docs(store, record_key, record, members)
-        written.mark(store.lock_identity, [*members, record_key])
+    def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
+        """Under the locks of the group, its ancestors and the nodes (a multi-document update of Zarr v2
+        has no compare-and-swap form): their ``.zarray``, with the record in the group's ``.zmetadata``
+        when it consolidates, brought up to date, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
+        paths = sorted({group, *parent_paths(group), *changes})
+        with store.lock([meta_key(q) for q in paths]):
+            olds = {path: self.read(store, path)[1] for path in changes}
+            news: dict[str, NodeMeta | None] = {path: change(olds[path]) for path, change in changes.items()}
+            p = prefix_of(group)
+            zmeta_key, zgroup_key = p + v2keys.V2_CONSOLIDATED, p + v2keys.V2_GROUP
+            consolidated = commit.finish_doc(store, zmeta_key)
+            if not (isinstance(consolidated, dict) and isinstance(consolidated.get("metadata"), dict)):
+                consolidated = None
+            record_key = zgroup_key if consolidated is None else zmeta_key
+            record = commit.finish_doc(store, zgroup_key) if consolidated is None else consolidated
+            if not isinstance(record, dict):
+                raise NodeNotFoundError(f"no Zarr v2 group at {group or '/'!r} in {store!r}")
+            members = {}
+            for path, new in news.items():
+                old = olds[path]
+                assert old is not None and new is not None
+                members[prefix_of(path) + v2keys.V2_ARRAY] = (
+                    v2meta.v2_docs(old)[v2keys.V2_ARRAY],
+                    v2meta.v2_docs(new)[v2keys.V2_ARRAY],
+                )
+                if consolidated is not None:
+                    record = v2meta.with_entries(record, path[len(p) :], new)
+            commit.publish_docs(store, record_key, record, members)
+            written.mark(store.lock_identity, [*members, record_key])
+        return olds, news
+
+    def together(self, store: Store) -> bool:
+        return not store.capabilities.conditional_writes  # (where other clients take no locks: none)
 
     def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
         return None  # (a v2 node is written with its .zmetadata refreshed after it)

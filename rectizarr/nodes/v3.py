@@ -23,9 +23,9 @@ from rectizarr.core.metadata import (
 from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
-from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Then, create_only
+from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
-from rectizarr.nodes.records import decoded, primary_swapped, publish, publish_swapped, with_entry_meta
+from rectizarr.nodes.records import decoded, primary_for, publish, with_entry_meta
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store
 
@@ -108,18 +108,10 @@ class V3Format(DocFormat):
     ) -> None:
         meta = commit.stripped(meta)
         only = frozenset({path}) if exclusive else frozenset()
-        primary = primary_swapped(store, path, docs)
+        primary = primary_for(store, path, docs)
         if primary is not None:  # the node and the consolidated copies above it: one update
-            publish_swapped(store, primary, {path: lambda _: meta}, only)
+            publish(store, primary, {path: lambda _: meta}, only)
             return
-        if not store.capabilities.conditional_writes:
-            docs = docs or AncestorDocs(store)
-            primary = commit.primary_of(store, path, docs.get)
-            if primary is not None:  # the node and the consolidated copies above it: one update
-                if before is ...:
-                    before = None if exclusive else self.read(store, path)[1]
-                publish(store, primary, {path: (before, meta)}, docs, exclusive=exclusive)
-                return
         ((key, value),) = self.encode(path, meta).items()
         if exclusive:
             create_only(store, key, value, path, check)
@@ -143,7 +135,7 @@ class V3Format(DocFormat):
                 continue
             docs.forget(parent, _refreshed(store, parent, path))
 
-    def update_swapped(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
+    def _update(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
         """A conditional write of ``zarr.json`` (through the primary's commit record where an ancestor
         consolidates), re-read and re-applied on conflict."""
         key = meta_key(path)
@@ -154,16 +146,16 @@ class V3Format(DocFormat):
             mark = commit.mark_of(old)
             if mark is not None and ("before" in mark or "members" in mark):
                 raise _Marked(mark.get("primary") if "before" in mark else None)
-            rounds.append((old, commit.restamped(old, change(old))))
+            rounds.append((old, commit.restamped(store, old, change(old))))
             return encode_json(node_to_json(rounds[-1][1]))
 
         docs = AncestorDocs(store)
-        primary = primary_swapped(store, path, docs)
+        primary = primary_for(store, path, docs)
         retries = tuning.current().conflict_retries
         for _ in range(retries):
             try:
                 if primary is not None:  # the node and the consolidated copies above it: one update
-                    olds, news = publish_swapped(store, primary, {path: change})
+                    olds, news = publish(store, primary, {path: change})
                     old, new = olds[path], news[path]
                     break
                 store.swap(key, make)
@@ -172,7 +164,7 @@ class V3Format(DocFormat):
                 break
             except _Marked as marked:
                 if marked.primary is None:  # (this group's own record of a committed update: finished first)
-                    commit.finish_swapped(store, path)
+                    commit.finish(store, path)
                 elif isinstance(marked.primary, str):
                     primary = marked.primary
         else:
@@ -185,13 +177,10 @@ class V3Format(DocFormat):
             then(old, new)
         return new
 
-    def publish_many(
-        self, store: Store, group: str, changes: Mapping[str, tuple[NodeMeta, NodeMeta]]
-    ) -> None:
+    def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
         """Through the commit record of the topmost consolidating ancestor, else of ``group``."""
-        docs = AncestorDocs(store)
-        primary = commit.primary_of(store, next(iter(changes)), docs.get)
-        publish(store, group if primary is None else primary, dict(changes), docs)
+        primary = commit.primary_of(store, next(iter(changes)), AncestorDocs(store).get)
+        return publish(store, group if primary is None else primary, changes)
 
     def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
         return commit.primary_of(store, path, docs.get)

@@ -34,6 +34,9 @@ class Capabilities:
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
     conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
+    hashed_versions: bool = (
+        False  # a version is a hash of the bytes (an ETag): bytes written again, same version
+    )
     conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
@@ -206,34 +209,37 @@ class Store(ABC):
         return self._get_batch([(key, byte_range)])[0]
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        """The value of ``key`` and the version it was read at (for :meth:`set_if`); missing: (None, None)."""
-        with self.lock([key]):
-            return self.get(key), self.version(key)
+        """The value of ``key`` and a version it was at no later than the value was read (for
+        :meth:`set_if`: a write in between makes the swap fail, never succeed on a stale value); missing:
+        (None, None). Here the version first, then the value, no lock taken."""
+        version = self.version(key)
+        return self.get(key), version
 
     def get_version(self, key: str) -> Hashable:
         """The version :meth:`get_versioned` gives with the value (for :meth:`set_if`, :meth:`delete_if`),
         read without the value (a ``HEAD`` on object stores); None when the key is missing."""
-        with self.lock([key]):
-            return self.version(key)
+        return self.version(key)
 
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         """Store ``value`` only if ``key`` is still at ``version`` (None: only if it does not exist); False,
         writing nothing, when it is not. A compare-and-swap among all users of :meth:`lock` (the backend's
-        own where ``capabilities.conditional_writes``)."""
+        own where ``capabilities.conditional_writes``); inside a hold of other keys it does not wait for
+        the key's lock (:func:`locks.attempt`): False when another holds it."""
         validate_key(key)
         self._check_writable("set")
-        with self.lock([key]):
-            if self.version(key) != version:
+        with locks.attempt(self.lock_identity, [key], self.capabilities.process_locks) as taken:
+            if not taken or self.version(key) != version:
                 return False
             self._set_batch({key: value})
             return True
 
     def delete_if(self, key: str, version: Hashable) -> bool:
-        """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not."""
+        """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not (or,
+        as :meth:`set_if`, when its lock is another's inside a hold)."""
         validate_key(key)
         self._check_writable("delete")
-        with self.lock([key]):
-            if self.version(key) != version:
+        with locks.attempt(self.lock_identity, [key], self.capabilities.process_locks) as taken:
+            if not taken or self.version(key) != version:
                 return False
             self._delete_batch([key])
             return True

@@ -98,7 +98,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
     ``If-Match`` deletes (atomic), and a pool of ``requests_in_flight()`` connections."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"s3", "s3a"})
-    capabilities = Capabilities(conditional_writes=True, conditional_reads=True)
+    capabilities = Capabilities(conditional_writes=True, hashed_versions=True, conditional_reads=True)
     _limits_reads = True  # (the answer's ``ContentLength``)
 
     @classmethod

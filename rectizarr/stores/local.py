@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import re
 import stat
@@ -13,7 +12,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from typing import TypeVar
 
 from rectizarr import threads, tuning
-from rectizarr._util import ceildiv, default_workers
+from rectizarr._util import ceildiv, default_workers, process_alive, this_host
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
@@ -33,15 +32,6 @@ _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
 # processes, on a shared file system, are not known here)
 _WRITER = re.compile(r"\.p([0-9]+)-([0-9a-f]{6})\.[0-9a-f]{16}\.tmp$")
 _swept: set[tuple[str, str]] = set()  # (root, directory) whose killed writers' temporary files were removed
-
-
-@functools.cache
-def _host() -> str:
-    """This machine, in the names of temporary files (hashlib and socket: imported on the first write)."""
-    import hashlib
-    import socket
-
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
 
 
 _O_FLAGS = (
@@ -68,25 +58,13 @@ def _sweep(dir_fd: int) -> None:
         found = _WRITER.search(name) if name.startswith(".") else None
         if (
             found is None
-            or found.group(2) != _host()
+            or found.group(2) != this_host()
             or not _TMP_NAME.match(name)
-            or _alive(int(found.group(1)))
+            or process_alive(int(found.group(1)))
         ):
             continue
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True
-    return True
 
 
 def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None:
@@ -306,7 +284,7 @@ class LocalStore(Store):
 
     def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
         dir_fd, name, key, value = item
-        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{_host()}.{os.urandom(8).hex()}.tmp"
+        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{this_host()}.{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
         except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once

@@ -7,7 +7,8 @@ thread takes no stripe it does not hold (it raises RuntimeError), except value s
 metadata stripes alone (an append holds the array's ``zarr.json`` while it writes its chunks): every thread
 then takes stripes in one order, so holds never wait on each other in a circle. (Stripes are shared by
 every store and key: two holds of unrelated keys may meet on one.) A thread that already holds a stripe
-does not take it again (a shrink holds a boundary chunk while rewriting it). Every stripe is a thread lock; for stores whose capabilities say
+does not take it again (a shrink holds a boundary chunk while rewriting it). A compare-and-swap step
+(:func:`attempt`) inside a hold does not wait for a stripe another holds: its swap counts as lost. Every stripe is a thread lock; for stores whose capabilities say
 ``process_locks`` it is also an OS advisory lock (``flock``) on a file in the user's lock directory, which
 the OS releases when its holder dies, so processes exclude each other the same way threads do.
 """
@@ -21,7 +22,7 @@ import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["STRIPES", "hold", "reset"]
+__all__ = ["STRIPES", "attempt", "hold", "reset"]
 
 STRIPES = 1024
 
@@ -76,7 +77,7 @@ def _stripe(identity: str, key: str) -> int:
     return level + zlib.crc32((identity + key).encode("utf-8", "surrogateescape")) % STRIPES
 
 
-def _os_lock(stripe: int) -> int | None:
+def _os_lock(stripe: int, wait: bool = True) -> int | None:
     """An flock on the stripe's lock file; None (with one warning) when the lock directory is unusable.
 
     The lock counts only if the file locked is still the one at the path: a file removed meanwhile (a
@@ -89,7 +90,11 @@ def _os_lock(stripe: int) -> int | None:
         if fd is None:
             return None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                _close(fd)
+                return -1  # (``wait=False``: another process holds it)
             here = os.fstat(fd)
             try:
                 there = os.stat(path)
@@ -137,6 +142,49 @@ def _open_file(path: str) -> int | None:
                 stacklevel=5,
             )
         return None
+
+
+@contextmanager
+def attempt(identity: str, keys: Iterable[str], across_processes: bool) -> Iterator[bool]:
+    """:func:`hold` for one compare-and-swap step (a version checked, a value written; no other lock
+    inside): True once held. Where :func:`hold` would refuse the stripes (out of the one order: metadata
+    inside metadata, anything inside values) it does not wait (a wait there could close a circle): False
+    when a stripe is taken by someone else, holding nothing, and the caller's compare-and-swap counts as
+    lost (its rounds read and try again)."""
+    held: set[int] = _held.__dict__.setdefault("stripes", set())
+    stripes = sorted({_stripe(identity, k) for k in keys} - held)
+    if not stripes or not held or (max(held) < STRIPES and stripes[0] >= STRIPES):  # (in the one order)
+        with hold(identity, keys, across_processes):
+            yield True
+        return
+    fds: list[int] = []
+    taken: list[int] = []
+    generation = _generation[0]
+    try:
+        for s in stripes:
+            if not _threads[s].acquire(blocking=False):
+                break
+            taken.append(s)
+            if across_processes and fcntl is not None:
+                fd = _os_lock(s, wait=False)
+                if fd == -1:
+                    break
+                if fd is not None:
+                    fds.append(fd)
+        else:
+            held.update(stripes)
+            try:
+                yield True
+            finally:
+                held.difference_update(stripes)
+            return
+        yield False
+    finally:
+        if generation == _generation[0]:
+            for fd in fds:
+                _close(fd)
+        for s in reversed(taken):
+            _threads[s].release()
 
 
 @contextmanager

@@ -149,6 +149,7 @@ class ObjectStore(EtagStore):
         self.storage_options = dict(storage_options or {})
         self.capabilities = Capabilities(
             conditional_writes=kind != "http",
+            hashed_versions=kind != "http",
             conditional_reads=True,
             requests_on_threads=True,
             unlisted=kind == "http",

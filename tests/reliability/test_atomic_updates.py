@@ -51,6 +51,22 @@ def _prepare(root: Path, name: str, shape: list[int], ident: str, before: dict[s
     _put(root / name / "zarr.json", doc)
 
 
+def _dead_pid() -> int:
+    """The process id of a process of this machine that ran and ended."""
+    run = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    return int(run.stdout)
+
+
+def _host() -> str:
+    """This machine as writers name it (in temporary files and markers)."""
+    import hashlib
+    import socket
+
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+
+
 def _shapes(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each member's shape as the consolidated view and as its own document (opened directly) give it."""
     g = rectizarr.open_group(root, mode="r")
@@ -83,6 +99,32 @@ def test_a_prepared_update_without_its_commit_is_not_seen(tmp_path: Path) -> Non
     )  # (the new content: it ignores the marker)
     # the next writer writes over it from the content before
     rectizarr.open_array(root, path="x").append([9])
+    assert rectizarr.open_array(root, path="x", mode="r")[...].tolist() == [1, 2, 3, 4, 9]
+    assert commit.MARK not in _doc(root / "x" / "zarr.json")
+    assert _shapes(root) == ({"x": (5,), "y": (4,)}, {"x": (5,), "y": (4,)})
+
+
+@pytest.mark.parametrize("alive", [False, True])
+def test_a_young_marker_of_a_writer_of_this_machine_is_waited_for_only_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, alive: bool
+) -> None:
+    """An uncommitted marker written a moment ago names its writer's process and machine: the next writer
+    aborts it at once when that process no longer runs (a killed local writer), and waits for it (up to
+    ``commit.LEASE``) while it does."""
+    import threading
+
+    root = _group(tmp_path)
+    pid = os.getpid() if alive else _dead_pid()
+    monkeypatch.setattr(commit, "LEASE", 0.5 if alive else 3600.0)  # (3600: waited for, it would hang)
+    host = _host()
+    _prepare(root, "x", [6], "t8", _doc(root / "x" / "zarr.json"))
+    doc = _doc(root / "x" / "zarr.json")
+    doc[commit.MARK].update(t=time.time(), by=f"{pid}-{host}")
+    _put(root / "x" / "zarr.json", doc)
+    done = threading.Thread(target=lambda: rectizarr.open_array(root, path="x").append([9]), daemon=True)
+    done.start()
+    done.join(120)
+    assert not done.is_alive(), "the next writer waited for a writer that no longer runs"
     assert rectizarr.open_array(root, path="x", mode="r")[...].tolist() == [1, 2, 3, 4, 9]
     assert commit.MARK not in _doc(root / "x" / "zarr.json")
     assert _shapes(root) == ({"x": (5,), "y": (4,)}, {"x": (5,), "y": (4,)})
@@ -296,21 +338,10 @@ def test_a_killed_writers_temporary_files_are_removed_by_the_next_writer(tmp_pat
     """Temporary files whose writer process is gone (planted: the process ran and ended) are removed by the
     next process writing into their directory, also one that only deletes there; a running writer's and
     another machine's are kept."""
-    import hashlib
-    import socket
-
     root = tmp_path / "g.zarr"
     g = rectizarr.create_group(root)
     g.create_array("a", shape=(8,), dtype="i4", chunks=(4,), fill_value=0)[...] = 1
-    dead = int(
-        subprocess.run(
-            [sys.executable, "-c", "import os; print(os.getpid())"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    )
-    host = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+    dead, host = _dead_pid(), _host()
     planted = {
         "zarr.json": f".zarr.json.p{dead}-{host}.0123456789abcdef.tmp",
         "a/zarr.json": f".zarr.json.p{dead}-{host}.0123456789abcde0.tmp",

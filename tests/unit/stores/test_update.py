@@ -64,6 +64,62 @@ def test_unread_keys_may_be_written(swapping: bool) -> None:
     assert store.get("k") == b"new" and store.get("n") == b"made"
 
 
+@pytest.mark.parametrize("other", ["thread", "process"])
+def test_a_compare_and_swap_inside_a_hold_does_not_wait_for_another_holder(
+    tmp_path: Path, other: str
+) -> None:
+    """A compare-and-swap inside a hold of other keys (a node's update inside the locks of a creation)
+    does not wait for a lock that another thread or process holds (a wait there could close a circle):
+    it fails as a lost race does, and its rounds read and try again. Its own held keys, and any key
+    outside a hold, it writes as ever."""
+    import subprocess
+    import sys
+    import textwrap
+    import threading
+
+    store = LocalStore(tmp_path / "s")
+    store.set("a/zarr.json", b"1")
+    store.set("b/zarr.json", b"1")
+    release = threading.Event()
+    if other == "thread":
+        held = threading.Event()
+
+        def hold() -> None:
+            with store.lock(["b/zarr.json"]):
+                held.set()
+                release.wait(60)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        assert held.wait(60)
+    else:
+        script = textwrap.dedent(f"""
+            import sys
+            from rectizarr.stores import LocalStore
+            with LocalStore({str(tmp_path / "s")!r}).lock(["b/zarr.json"]):
+                print("held", flush=True)
+                sys.stdin.read()
+        """)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+    try:
+        with store.lock(["a/zarr.json"]):
+            assert store.set_if("b/zarr.json", b"2", store.get_version("b/zarr.json")) is False
+            assert store.set_if("a/zarr.json", b"2", store.get_version("a/zarr.json"))
+    finally:
+        if other == "thread":
+            release.set()
+            holder.join(60)
+        else:
+            assert proc.stdin is not None
+            proc.stdin.close()
+            proc.wait(60)
+    assert store.set_if("b/zarr.json", b"3", store.get_version("b/zarr.json"))
+    assert (store.get("a/zarr.json"), store.get("b/zarr.json")) == (b"2", b"3")
+
+
 def test_a_hold_takes_no_more_locks_inside_it() -> None:
     """Inside a hold a thread takes only the stripes it holds, or value stripes inside metadata stripes:
     every thread then takes stripes in one order, and no two holds wait on each other in a circle (an
