@@ -198,8 +198,8 @@ def update(
     plan: Callable[[NodeMeta, dict[str, NodeMeta | None]], tuple[NodeMeta, dict[str, NodeMeta | None]]],
     create_only: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
-    """One update of the documents at ``paths`` (nodes below the group ``primary``) on a store with
-    conditional writes: ``plan(primary's content, {path: content now (None: no node)})`` gives the
+    """One update of the documents at ``paths`` (nodes below the group ``primary``), by compare-and-swaps
+    (:meth:`Store.set_if`): ``plan(primary's content, {path: content now (None: no node)})`` gives the
     primary's new content and each path's (None: deleted; may run again, after a conflict). A document
     at a path of ``create_only`` must not exist (NodeExistsError from ``plan``'s caller's checks, or from
     here). Returns (contents before, contents after) of the round that committed. ConflictError when

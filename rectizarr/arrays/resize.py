@@ -61,7 +61,7 @@ class Resizable(ArrayAccess):
 
     def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
         """Before a grow from ``old`` to ``new``: what a shrink's clean-up left past the stored end (a
-        killed writer; on stores with conditional writes, another client that grew first) cleared before
+        killed writer, or another writer that grew first) cleared before
         the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
         with contextlib.suppress(CodecError):
             grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
@@ -127,7 +127,7 @@ class Resizable(ArrayAccess):
     def staged_resize(self, new_shape: Sequence[int], *, chunks: Any = None) -> Self:
         """A handle of this array resized as :meth:`resize` would (from the document as stored now), whose
         document is not written: its data goes in with :meth:`write_staged`, and is seen once the document
-        is (:meth:`rectizarr.nodes.DocFormat.publish_many`; under the document's lock)."""
+        is (:meth:`rectizarr.nodes.DocFormat.publish_many`)."""
         self._check_writable()
         meta = self._take_up(nodes.try_read_meta(self._store, self._path, self._meta.zarr_format))
         return self.staged(_resized(meta, tuple(int(n) for n in new_shape), chunks))
@@ -140,7 +140,7 @@ class Resizable(ArrayAccess):
 
     def write_staged(self, selection: Any, value: Any) -> None:
         """Write ``value`` at the basic ``selection`` of this handle's shape, which the stored document does
-        not have yet (an append or a dataset's update before its commit, under the document's lock): no
+        not have yet (a dataset's append before its commit, under the documents' locks): no
         check against the stored document."""
         value = self._prepared(value)
         plan = self._planned(lambda: basic_plan(self._layout.dims, selection))

@@ -1,6 +1,6 @@
-"""An append's end: the documents of the arrays it grew published as one update (under the locks of every
-document it may write, taken at once, or by conditional writes), then the dask writes run and the group
-consolidated (:func:`finish`; :mod:`.xarray_write`)."""
+"""An append's end: the documents of the arrays it grew published as one update (:func:`publish`; the
+locks of every document it may write, taken at once, held while its data is written: :func:`locked`),
+then the dask writes run and the group consolidated (:func:`finish`; :mod:`.xarray_write`)."""
 
 from __future__ import annotations
 
@@ -34,9 +34,10 @@ def locked(
 
 
 def publish(g: Group, existing: Mapping[str, Array], staged: Mapping[str, Array]) -> None:
-    """Publish the documents of the staged arrays as one update (:meth:`rectizarr.nodes.DocFormat.publish_many`):
-    each array's document as stored must still have the shape and grid its data was staged against, else
-    ConflictError (nothing published; the staged data stays past the stored ends, unseen)."""
+    """Publish the documents of the staged arrays as one update
+    (:meth:`rectizarr.nodes.DocFormat.publish_many`): each array's document as stored must still have the
+    shape and grid its data was staged against, else ConflictError (nothing published; the staged data
+    stays past the stored ends, unseen)."""
 
     def change_of(path: str, old: ArrayMeta, new: ArrayMeta) -> Any:
         def change(now: Any) -> ArrayMeta:

@@ -2,8 +2,7 @@
 past it (deleted when they lie wholly past it), so that a later grow shows the fill value, not the values
 the shrink cut (a deliberate difference from zarr-python and tensorstore, which keep them).
 
-Each chunk is rewritten with :meth:`~rectizarr.stores.Store.update` (under its lock where writers lock; a
-compare-and-swap elsewhere, where no lock keeps other clients out and another client may append as soon as
+Each chunk is rewritten with :meth:`~rectizarr.stores.Store.update` (another writer may append as soon as
 the new ``zarr.json`` is written). The chunks are read first, then the array's grid as stored *now*: an
 append writes its ``zarr.json`` before its data, so a chunk that holds an append's data was read after that
 append's ``zarr.json`` was. A chunk is cleared past that extent (deleted when it lies wholly past it, left
@@ -83,8 +82,7 @@ def clear_past_end(layout: Layout, new_grid: ChunkGrid, grid_now: GridNow) -> No
 
 
 def clear_appended(layout: Layout, grid: ChunkGrid, axis: int, grid_now: GridNow) -> None:
-    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now) on a store with
-    conditional writes: the chunks the appended rows fall in, cleared past the stored extent, so that
+    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now): the chunks the appended rows fall in, cleared past the stored extent, so that
     what a shrink's clean-up has not reached yet (or a killed one left) never shows between the new
     document and the append's data. No listing: one read per chunk (a write only where something is
     there to clear)."""

@@ -127,11 +127,10 @@ class DocFormat(ABC):
         docs: AncestorDocs | None = None,
         exclusive: bool = False,
         check: CreateCheck | None = None,
-        before: Any = ...,
     ) -> None:
         """Write the node's documents and keep its ancestors' consolidated metadata current
-        (``exclusive``: the defining document create-only; ``before``: the node as stored, if known;
-        ``docs``: the ``zarr.json`` values this operation read and wrote, brought up to date)."""
+        (``exclusive``: the defining document create-only; ``docs``: the ``zarr.json`` values this
+        operation read and wrote, brought up to date)."""
 
     @abstractmethod
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:

@@ -71,10 +71,10 @@ def publish(
     changes: Mapping[str, Callable[[NodeMeta | None], NodeMeta | None]],
     create_only: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, NodeMeta | None], dict[str, NodeMeta | None]]:
-    """Publish changes of nodes below the group ``primary`` as one update: each ``changes[path]`` maps the node's content
-    as stored (None: none) to its new one (None: deleted; it may run again after a conflict); the
-    consolidated metadata of ``primary`` and of every group between brought up to date, all as one update
-    (:func:`commit.update`). Returns the contents before and after, by path."""
+    """Changes of nodes below the group ``primary`` as one update (:func:`commit.update`): each
+    ``changes[path]`` maps the node's content as stored (None: none) to its new one (None: deleted; it
+    may run again after a conflict), the consolidated metadata of ``primary`` and of every group between
+    brought up to date. Returns the contents before and after, by path."""
     paths: list[str] = []
     for path in changes:
         for parent in (*parent_paths(path), path):

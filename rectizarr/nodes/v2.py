@@ -112,7 +112,6 @@ class V2Format(DocFormat):
         docs: AncestorDocs | None = None,
         exclusive: bool = False,
         check: CreateCheck | None = None,
-        before: Any = ...,
     ) -> None:
         items = self.encode(path, meta)
         if exclusive:  # the .zarray / .zgroup first
@@ -122,8 +121,7 @@ class V2Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Every ``.zmetadata`` at ``path`` or above it; where the store has conditional writes the entry
-        is the node's documents as stored when ``.zmetadata`` is rewritten (read after it, at each try),
+        """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`: the entry is the node's documents as stored when ``.zmetadata`` is rewritten (read after it, at each try),
         not ``meta``: another client's later change of them may have reached ``.zmetadata`` first."""
         for group in (*parent_paths(path), path):
             key, rel = self.consolidated_key(group), relative(path, group)

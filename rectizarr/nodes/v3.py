@@ -104,7 +104,6 @@ class V3Format(DocFormat):
         docs: AncestorDocs | None = None,
         exclusive: bool = False,
         check: CreateCheck | None = None,
-        before: Any = ...,
     ) -> None:
         meta = commit.stripped(meta)
         only = frozenset({path}) if exclusive else frozenset()
@@ -122,9 +121,8 @@ class V3Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Each consolidating ancestor's document rewritten with :meth:`Store.swap` (under the ancestors'
-        locks where writers lock, :func:`locked`, held by the caller; else re-read and re-applied on
-        conflict). The entry is the node's document as stored when the ancestor is rewritten (read after
+        """Each consolidating ancestor's document rewritten with :meth:`Store.swap` (re-read and re-applied
+        on conflict). The entry is the node's document as stored when the ancestor is rewritten (read after
         the ancestor), not ``meta``: of two clients changing the node at once, the one whose refresh lands
         last may hold the older document, and would put it back."""
         docs = docs or AncestorDocs(store)

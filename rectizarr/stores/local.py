@@ -284,7 +284,8 @@ class LocalStore(Store):
 
     def _write_one(self, item: tuple[int, str, str, Buffer], again: bool = True) -> None:
         dir_fd, name, key, value = item
-        tmp = f".{name if len(name.encode()) <= 190 else 'long'}.p{os.getpid()}-{this_host()}.{os.urandom(8).hex()}.tmp"
+        short = name if len(name.encode()) <= 190 else "long"
+        tmp = f".{short}.p{os.getpid()}-{this_host()}.{os.urandom(8).hex()}.tmp"
         try:
             fd = os.open(tmp, _O_FLAGS, 0o666, dir_fd=dir_fd)
         except FileNotFoundError:  # a concurrent delete removed the directory: make it again, once

@@ -8,7 +8,8 @@ metadata stripes alone (an append holds the array's ``zarr.json`` while it write
 then takes stripes in one order, so holds never wait on each other in a circle. (Stripes are shared by
 every store and key: two holds of unrelated keys may meet on one.) A thread that already holds a stripe
 does not take it again (a shrink holds a boundary chunk while rewriting it). A compare-and-swap step
-(:func:`attempt`) inside a hold does not wait for a stripe another holds: its swap counts as lost. Every stripe is a thread lock; for stores whose capabilities say
+(:func:`attempt`) out of that order inside a hold does not wait for a stripe another holds: its swap
+counts as lost. Every stripe is a thread lock; for stores whose capabilities say
 ``process_locks`` it is also an OS advisory lock (``flock``) on a file in the user's lock directory, which
 the OS releases when its holder dies, so processes exclude each other the same way threads do.
 """
