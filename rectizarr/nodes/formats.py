@@ -126,6 +126,8 @@ def delete_node(store: Store, path: str, docs: AncestorDocs | None = None) -> No
     primary = primary_for(store, path, docs)
     if primary is not None and try_read_meta(store, path, 3) is not None:
         publish(store, primary, {path: lambda _: None})  # (its keys removed at the clean-up)
+        if store.capabilities.process_locks:  # what no listing shows (a killed writer's temporary files)
+            store.delete_prefix(prefix_of(path))  # goes too, where the caller's locks keep all writers out
         return
     store.delete_prefix(prefix_of(path))
     for fmt in FORMATS.values() if path else ():  # (the root: no group above it)

@@ -259,8 +259,9 @@ def test_kills_in_a_consolidated_group_never_leave_a_disagreeing_view(tmp_path: 
         bad += [f"kill {kill}: {problem}" for problem in _agree(root)]
     assert bad == []
     # the next writer (a new process) rewrites every array: the killed writers' temporary files in each
-    # directory it writes to are gone (those of chunk rows past its 48 rows, 12 chunks, stay until a writer
-    # writes there: a killed append's chunk that never landed is not in the listing the shrink deletes)
+    # directory it writes to are gone, and so are those of deleted nodes (those of chunk rows past its 48
+    # rows, 12 chunks, stay until a writer writes there: a killed append's chunk that never landed is not in
+    # the listing the shrink deletes)
     subprocess.run([sys.executable, "-c", _REWRITE, str(root)], check=True)
     written = [p for p in _leftovers(root) if not (p.count("/") == 3 and int(p.split("/")[2]) >= 12)]
     assert written == []
