@@ -60,6 +60,9 @@ class Tuning:
     """Projections grouped by shard per block of integer rows: bounds the temporary lists [T2]."""
     piecewise_bytes: int = 64 * KiB
     """Inner chunk size from which local shards are read inner chunk by inner chunk [R1 sharded, P1]."""
+    handover_bytes: int = 64 * MiB
+    """Decoded chunks an append's check of its edge chunks hands to the data write that follows, which
+    would decode the same bytes again (one decode per append, not two) [A1 regular grid]."""
     encoded_slack_bytes: int = 1024
     """Bytes an inner chunk's encoding may exceed its decoded size by before the buffer a shard is
     encoded into grows (compressors rarely exceed it) [W1 sharded]."""

@@ -1,6 +1,7 @@
 """The process-wide LRU of decoded shard indexes, each kept with the version it was read at: served at that
 version where versions are cheap to check (local files, memory), or as the version that reads through it
-are conditioned on (S3 and obstore: ``If-Match``); see ``shards.fetch_indexes``."""
+are conditioned on (S3 and obstore: ``If-Match``); see ``shards.fetch_indexes``. And the hand-over of
+chunks decoded by a check that left them as stored to the write that follows (:func:`hand_over`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 
+import numpy as np
+
+from rectizarr import tuning
 from rectizarr._util import relocked_in_child
+from rectizarr.codecs.base import ChunkSpec
+from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.codecs.shard_index import ShardIndex
 from rectizarr.stores import Store
 
@@ -66,3 +72,52 @@ def index_cache() -> ShardIndexCache:
 def invalidate(store: Store, keys: Iterable[str]) -> None:
     """Forget the cached indexes of ``keys`` of ``store`` (after writing or deleting them)."""
     _cache.invalidate(store, keys)
+
+
+class _Handover:
+    """Chunks decoded by a check that left them as stored, each kept for one write that decodes the same
+    bytes (:func:`hand_over`), newest first, at most ``Tuning.handover_bytes`` decoded bytes."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[str, str], tuple[bytes, tuple[object, ...], np.ndarray]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+        relocked_in_child(self)
+
+    def put(self, store: Store, key: str, value: bytes, pipeline: CodecPipeline, chunk: np.ndarray) -> None:
+        limit = tuning.current().handover_bytes
+        with self._lock:
+            self._entries[store.cache_token, key] = (value, (pipeline.metas, chunk.shape, chunk.dtype), chunk)
+            self._entries.move_to_end((store.cache_token, key), last=False)
+            while sum(e[2].nbytes for e in self._entries.values()) > limit:
+                self._entries.popitem()
+
+    def take(
+        self, store: Store, key: str, value: bytes | memoryview, pipeline: CodecPipeline, spec: ChunkSpec
+    ) -> np.ndarray | None:
+        with self._lock:
+            entry = self._entries.pop((store.cache_token, key), None)
+        if entry is None or len(entry[0]) != len(value) or entry[0] != value:
+            return None
+        same = entry[1] == (pipeline.metas, spec.shape, spec.dtype)
+        return entry[2] if same else None
+
+
+_handover = _Handover()
+
+
+def hand_over(store: Store, key: str, value: bytes, pipeline: CodecPipeline, chunk: np.ndarray) -> None:
+    """Keep ``chunk``, ``value`` (chunk ``key`` of ``store``) decoded with ``pipeline``, for the write that
+    follows (an append's: :func:`rectizarr.io.clear_appended` decodes its edge chunks, then the data write
+    decodes them again); ``chunk`` is not changed by anyone afterwards."""
+    _handover.put(store, key, value, pipeline, chunk)
+
+
+def decoded(
+    store: Store, key: str, value: bytes | memoryview, pipeline: CodecPipeline, spec: ChunkSpec
+) -> np.ndarray:
+    """``value`` (chunk ``key`` of ``store``) decoded: as handed over (:func:`hand_over`, taken once) when
+    it was the same bytes decoded with the same codecs to the same chunk shape and dtype, else afresh."""
+    chunk = _handover.take(store, key, value, pipeline, spec)
+    return pipeline.decode(value, spec) if chunk is None else chunk

@@ -19,6 +19,7 @@ import numpy as np
 
 from rectizarr.codecs.shard_index import is_fill
 from rectizarr.indexing import ChunkProjection, Plan
+from rectizarr.io import cache
 from rectizarr.io.chunk import Data, Encoded, Guard, decode, decode_in_place, merge, paste, update_chunks
 from rectizarr.io.layout import ChunkedLayout
 from rectizarr.io.pool import each_as_ready, pmap, pool_size, workers_for
@@ -128,7 +129,9 @@ def write_chunked(
             group,
             value,
             spec.shape,
-            None if stored is None else lambda: layout.pipeline.decode(stored, spec),
+            None
+            if stored is None
+            else lambda: cache.decoded(layout.store, key, stored, layout.pipeline, spec),
             key in edges,
         )
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):

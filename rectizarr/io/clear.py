@@ -236,6 +236,7 @@ def _cleared(layout: Layout, grid: ChunkGrid, key: str, coords: Coords, stored: 
         chunk = decode(whole.pipeline, stored, whole.spec(coords), key)
         fill = np.full(1, layout.fill_value, chunk.dtype).view(np.uint8)
         if all(_only(chunk, axis, r.stop - r.start, fill) for axis, r in enumerate(region)):
+            cache.hand_over(layout.store, key, stored, whole.pipeline, chunk)  # the append's write decodes it
             return stored
     scratch, out = _Scratch(), _Scratch()
     scratch.set(key, stored)
