@@ -259,26 +259,8 @@ CodecMeta: TypeAlias = (
 )
 
 _PLAIN: dict[str, type[_Config]] = {
-    cls.name: cls
-    for cls in (
-        BytesMeta,
-        TransposeMeta,
-        GzipMeta,
-        ZstdMeta,
-        BloscMeta,
-        Crc32cMeta,
-        VlenUtf8Meta,
-        VlenBytesMeta,
-        ScaleOffsetMeta,
-        CastValueMeta,
-        ReshapeMeta,
-        SqueezeMeta,
-        PackbitsMeta,
-        BitroundMeta,
-        ZfpMeta,
-        VlenArrayMeta,
-    )
-}
+    cls.name: cls for cls in _Config.__subclasses__()
+}  # codecs without chains
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
 _ALIASES: dict[str, str] = {
     "endian": "bytes",

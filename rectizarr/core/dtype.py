@@ -30,10 +30,12 @@ from rectizarr.core.dtype_values import as_strings, check_unit_cast
 from rectizarr.core.fill import (
     FLOAT_SPECS,
     ML_FLOATS,
+    complex_to_json,
     float_to_json,
     json_int,
     lenient,
     parse_bool,
+    parse_complex,
     parse_float,
     parse_int,
 )
@@ -41,24 +43,10 @@ from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedE
 
 __all__ = ["LenientMetadataWarning", "as_strings", "check_unit_cast"]  # re-exported
 
-_CORE: dict[str, str] = {
-    "bool": "?",
-    "int8": "i1",
-    "int16": "i2",
-    "int32": "i4",
-    "int64": "i8",
-    "uint8": "u1",
-    "uint16": "u2",
-    "uint32": "u4",
-    "uint64": "u8",
-    "float16": "f2",
-    "float32": "f4",
-    "float64": "f8",
-    "complex64": "c8",
-    "complex128": "c16",
-}
-INTEGER_NAMES = frozenset(name for name, code in _CORE.items() if code[0] in "iu")  # int8 ... uint64
-_KIND_PREFIX = {"i": "int", "u": "uint", "f": "float", "c": "complex"}
+_CORE = frozenset(  # numpy's names of these types are the same
+    "bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 float64 complex64 complex128".split()
+)
+INTEGER_NAMES = frozenset(name for name in _CORE if "int" in name)  # int8 ... uint64
 _COMPLEX_PART = {"complex64": "float32", "complex128": "float64"}
 _VARIABLE = frozenset({"string", "bytes"})
 _ALIASES = {
@@ -79,8 +67,7 @@ _TIME_UNITS = frozenset(
     {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "μs", "ns", "ps", "fs", "as", "generic"}
 )
 _UTF32 = "fixed_length_utf32"
-_MAX_UTF32_BYTES = ext.MAX_ITEMSIZE  # a fill value of the type is built at open: bounded
-_MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element; a fill value of the type is built at open
+_MAX_ITEMSIZE = ext.MAX_ITEMSIZE  # per element (also of utf32); a fill value of the type is built at open
 _RAW = re.compile(r"r([0-9]+)")
 _INT64_MIN = -(2**63)
 # no configuration
@@ -164,7 +151,8 @@ class DataType:
         if name in FLOAT_SPECS:
             return parse_float(value, self.numpy, FLOAT_SPECS[name], path)
         if name in _COMPLEX_PART:
-            return self._parse_complex(value, path)
+            part = _COMPLEX_PART[name]
+            return parse_complex(value, self.numpy, np.dtype(part), FLOAT_SPECS[part], name, path)
         if name in _CORE:
             return parse_int(value, self.numpy, path)
         if name in _TIME:
@@ -179,17 +167,6 @@ class DataType:
             return self._parse_utf32(value, path)
         raw = _parse_byte_list(value, self.numpy.itemsize, path, base64_ok=False)
         return np.frombuffer(raw, dtype=self.numpy).reshape(()).copy()
-
-    def _parse_complex(self, value: Any, path: str) -> np.ndarray[Any, Any]:
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise MetadataError(
-                f"{self.name} fill value must be a [real, imag] pair, got {value!r}", path=path
-            )
-        part = _COMPLEX_PART[self.name]
-        re_, im = (
-            parse_float(v, np.dtype(part), FLOAT_SPECS[part], json_path(path, i)) for i, v in enumerate(value)
-        )
-        return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=self.numpy).reshape(()).copy()
 
     def _parse_time(self, value: Any, path: str) -> np.ndarray[Any, Any]:
         if value == "NaT":
@@ -235,9 +212,8 @@ class DataType:
         if name in FLOAT_SPECS:
             return float_to_json(arr, FLOAT_SPECS[name])
         if name in _COMPLEX_PART:
-            part = arr.reshape(1).view(np.dtype(_COMPLEX_PART[name]))
-            spec = FLOAT_SPECS[_COMPLEX_PART[name]]
-            return [float_to_json(part[0:1].reshape(()), spec), float_to_json(part[1:2].reshape(()), spec)]
+            part = _COMPLEX_PART[name]
+            return complex_to_json(arr, np.dtype(part), FLOAT_SPECS[part])
         if name in _CORE:
             return int(value)
         if name in _TIME:
@@ -320,7 +296,7 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
             f"data type {name!r} takes no configuration", path=json_path(path, "configuration")
         )
     if name in _CORE:
-        return DataType(name, None, np.dtype(_CORE[name]))
+        return DataType(name, None, np.dtype(name))
     if name in _VARIABLE:
         return DataType(name, None, np.dtype(object))
     if name in ML_FLOATS:
@@ -416,19 +392,29 @@ def _utf32_type(config: Mapping[str, Any] | None, path: str) -> DataType:
     config = _checked_config(config, _UTF32, ("length_bytes",), path)
     where = json_path(path, "configuration")
     length = config["length_bytes"]
-    if not is_int(length) or not 4 <= length <= _MAX_UTF32_BYTES or length % 4:
+    if not is_int(length) or not 4 <= length <= _MAX_ITEMSIZE or length % 4:
         raise MetadataError(
-            f"length_bytes must be a multiple of 4 in [4, {_MAX_UTF32_BYTES}], got {length!r}",
+            f"length_bytes must be a multiple of 4 in [4, {_MAX_ITEMSIZE}], got {length!r}",
             path=json_path(where, "length_bytes"),
         )
     return DataType(_UTF32, MappingProxyType({"length_bytes": int(length)}), np.dtype(f"U{length // 4}"))
 
 
-def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
-    """``dt`` with every field in native byte order."""
-    if dt.fields is None:
+def native_order(dt: np.dtype[Any]) -> np.dtype[Any]:
+    """``dt`` in native byte order, every field (offsets kept) and sub-array too."""
+    if dt.fields is None and dt.subdtype is None:
         return dt.newbyteorder("=") if dt.byteorder in "<>" else dt
-    return np.dtype([(n, _native(dt.fields[n][0])) for n in dt.names or ()])
+    if dt.subdtype is not None:
+        return np.dtype((native_order(dt.subdtype[0]), dt.subdtype[1]))
+    fields: Any = dt.fields or {}
+    spec: Any = {
+        "names": list(fields),
+        "formats": [native_order(fields[n][0]) for n in fields],
+        "offsets": [fields[n][1] for n in fields],
+        "itemsize": dt.itemsize,
+    }
+    out: np.dtype[Any] = np.dtype(spec)
+    return out
 
 
 def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> DataType:
@@ -441,8 +427,7 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> Data
     if isinstance(dtype, Mapping) and "name" in dtype:  # (not NumPy's {"names": [...], "formats": [...]})
         return parse_data_type(dtype)
     if isinstance(dtype, str) and (
-        _ALIASES.get(dtype, dtype) in _CORE.keys() | _VARIABLE | ML_FLOATS | _EXT_PLAIN
-        or _RAW.fullmatch(dtype)
+        _ALIASES.get(dtype, dtype) in _CORE | _VARIABLE | ML_FLOATS | _EXT_PLAIN or _RAW.fullmatch(dtype)
     ):
         return _from_name(dtype, None, "$.data_type")
     try:
@@ -453,14 +438,13 @@ def data_type_from_numpy(dtype: npt.DTypeLike | str | Mapping[str, Any]) -> Data
         return DataType(dt.name, None, dt.newbyteorder("="))
     found = ext.ext_from_numpy(dt, data_type_from_numpy)  # S<n>, structured, ml_dtypes integers
     if found is not None:
-        return DataType(found[0], found[1], _native(dt))
+        return DataType(found[0], found[1], native_order(dt))
     if dt.subdtype is not None:
         raise UnsupportedError(f"subarray numpy dtype {dt} has no Zarr data type")
     kind, size = dt.kind, dt.itemsize
     if kind in "biufc":
-        name = "bool" if kind == "b" else f"{_KIND_PREFIX[kind]}{8 * size}"
-        if name in _CORE:
-            return _from_name(name, None, "$.data_type")
+        if dt.name in _CORE:
+            return _from_name(dt.name, None, "$.data_type")
     elif kind in "OT" or (kind == "U" and size == 0):
         return _from_name("string", None, "$.data_type")
     elif kind == "S" and size == 0:

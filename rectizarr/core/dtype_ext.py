@@ -24,7 +24,7 @@ import numpy as np
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core import dtype_optional as opt
-from rectizarr.core.fill import FLOAT_SPECS, float_to_json, json_int, lenient, parse_float
+from rectizarr.core.fill import FLOAT_SPECS, complex_to_json, json_int, lenient, parse_complex
 from rectizarr.errors import MetadataError, UnsupportedError
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
@@ -238,13 +238,7 @@ def ext_parse_fill(
             raise MetadataError(f"{n} is out of range for {name} [{lo}, {hi}]", path=path)
         return np.array(n, dtype=numpy)
     if name in _COMPLEX:
-        if not isinstance(value, list | tuple) or len(value) != 2:
-            raise MetadataError(f"{name} fill value must be a [real, imag] pair, got {value!r}", path=path)
-        comp = _component(name, path)
-        parts = [
-            parse_float(v, comp, FLOAT_SPECS[_COMPLEX[name]], json_path(path, i)) for i, v in enumerate(value)
-        ]
-        return np.frombuffer(parts[0].tobytes() + parts[1].tobytes(), dtype=numpy).reshape(()).copy()
+        return parse_complex(value, numpy, _component(name, path), FLOAT_SPECS[_COMPLEX[name]], name, path)
     return _struct_fill(name, config, numpy, value, path, parse)
 
 
@@ -278,10 +272,7 @@ def ext_fill_to_json(
     if name in ML_INTS:
         return int(fill.astype(np.int8)[()])
     if name in _COMPLEX:
-        comp = _component(name, "$.data_type")
-        parts = np.frombuffer(fill.tobytes(), dtype=comp)
-        spec = FLOAT_SPECS[_COMPLEX[name]]
-        return [float_to_json(parts[0:1].reshape(()), spec), float_to_json(parts[1:2].reshape(()), spec)]
+        return complex_to_json(fill, _component(name, "$.data_type"), FLOAT_SPECS[_COMPLEX[name]])
     return {
         fname: ftype.fill_to_json(np.asarray(fill[fname])) for fname, ftype in _fields(config, parse, "$")
     }

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from rectizarr._util import is_int
+from rectizarr._util import is_int, json_path
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
 
@@ -145,6 +145,16 @@ def parse_float(value: Any, dtype: np.dtype[Any], spec: FloatSpec, path: str) ->
     return _from_number(x, dtype, spec, path)
 
 
+def parse_complex(
+    value: Any, dtype: np.dtype[Any], part: np.dtype[Any], spec: FloatSpec, name: str, path: str
+) -> np.ndarray[Any, Any]:
+    """A ``[real, imag]`` fill value of the complex type ``name`` (``dtype``), each a float of ``part``."""
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise MetadataError(f"{name} fill value must be a [real, imag] pair, got {value!r}", path=path)
+    re_, im = (parse_float(v, part, spec, json_path(path, i)) for i, v in enumerate(value))
+    return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=dtype).reshape(()).copy()
+
+
 def _parse_float_string(s: str, dtype: np.dtype[Any], spec: FloatSpec, path: str) -> np.ndarray[Any, Any]:
     if s in _SPECIAL:
         return _special(s, dtype, spec, path)
@@ -240,3 +250,9 @@ def float_to_json(fill: np.ndarray[Any, Any], spec: FloatSpec) -> str | float:
         if _bits(_cast(number, dtype)) == bits:
             return json_value
     return hex_form
+
+
+def complex_to_json(fill: np.ndarray[Any, Any], part: np.dtype[Any], spec: FloatSpec) -> list[str | float]:
+    """The ``[real, imag]`` JSON of a 0-d complex fill value (what :func:`parse_complex` reads back)."""
+    parts = np.frombuffer(fill.tobytes(), dtype=part)
+    return [float_to_json(parts[0:1].reshape(()), spec), float_to_json(parts[1:2].reshape(()), spec)]

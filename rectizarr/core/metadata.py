@@ -301,20 +301,19 @@ def _decode_group(top: dict[str, Any], raw: bool, key: str | None) -> GroupMeta:
 
 def decode_node(data: bytes | memoryview, key: str | None = None) -> NodeMeta:
     """Decode and validate a ``zarr.json`` document (``key`` names it in error messages)."""
-    top, raw = _split_document(bytes(data), key)
-    if _check_format(top, raw, key) == "array":
-        return _decode_array(top, raw, key)
-    return _decode_group(top, raw, key)
+    return _decode_node(*_split_document(bytes(data), key), key)
 
 
 def node_from_json(obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
     """Validate an already-decoded document (e.g. an entry of consolidated metadata)."""
     if not isinstance(obj, Mapping):
         raise MetadataError("a node document must be a JSON object", path="$", key=key)
-    top = dict(obj)
-    if _check_format(top, False, key) == "array":
-        return _decode_array(top, False, key)
-    return _decode_group(top, False, key)
+    return _decode_node(dict(obj), False, key)
+
+
+def _decode_node(top: dict[str, Any], raw: bool, key: str | None) -> NodeMeta:
+    decode = _decode_array if _check_format(top, raw, key) == "array" else _decode_group
+    return decode(top, raw, key)
 
 
 # --------------------------------------------------------------------------------------------- encode

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from rectizarr._util import is_int, json_path
-from rectizarr.core.dtype import DataType, data_type_from_numpy, parse_data_type
+from rectizarr.core.dtype import DataType, data_type_from_numpy, native_order, parse_data_type
 from rectizarr.core.dtype_ext import MAX_ITEMSIZE, MAX_NESTING, ML_INTS, b64_fill
-from rectizarr.core.fill import FLOAT_SPECS, ML_FLOATS, json_int, parse_bool, parse_float
+from rectizarr.core.fill import ML_FLOATS, json_int
 from rectizarr.errors import MetadataError, UnsupportedError
 
 _KINDS = "biufcMmSUVO"
@@ -93,23 +93,6 @@ def v2_dtype_to_json(dt: np.dtype[Any]) -> Any:
     return out
 
 
-def _native(dt: np.dtype[Any]) -> np.dtype[Any]:
-    """``dt`` in native byte order (fields too)."""
-    if dt.fields is None and dt.subdtype is None:
-        return dt.newbyteorder("=") if dt.byteorder in "<>" else dt
-    if dt.subdtype is not None:
-        return np.dtype((_native(dt.subdtype[0]), dt.subdtype[1]))
-    fields: Any = dt.fields or {}
-    spec: Any = {
-        "names": list(fields),
-        "formats": [_native(fields[n][0]) for n in fields],
-        "offsets": [fields[n][1] for n in fields],
-        "itemsize": dt.itemsize,
-    }
-    out: np.dtype[Any] = np.dtype(spec)
-    return out
-
-
 def data_type_of(declared: np.dtype[Any], filters: list[dict[str, Any]]) -> DataType:
     if declared.kind == "O":
         ids = {f.get("id") for f in filters}
@@ -118,7 +101,7 @@ def data_type_of(declared: np.dtype[Any], filters: list[dict[str, Any]]) -> Data
         if "vlen-bytes" in ids:
             return data_type_from_numpy("bytes")
         return DataType("object", None, np.dtype(object))
-    native = _native(declared)
+    native = native_order(declared)
     try:
         return data_type_from_numpy(native)
     except UnsupportedError:
@@ -134,41 +117,21 @@ def parse_v2_fill(
     """A v2 ``fill_value`` as a 0-d array of ``dtype.numpy`` (null: the type's default fill)."""
     if value is None:
         return dtype.default_fill()
-    if is_ml_dtype(declared):
-        return dtype.parse_fill(value, path)
     kind = declared.kind
     if kind == "O":
         out = np.empty((), dtype=object)
         wanted = {"string": str, "bytes": bytes}.get(dtype.name)
         out[()] = value if wanted is None or isinstance(value, wanted) else dtype.default_fill()[()]
         return out
-    if kind == "b":
-        return parse_bool(value, path)
-    if kind in "iu":
-        n = json_int(value, path)
-        info = np.iinfo(declared)
-        if not int(info.min) <= n <= int(info.max):
-            raise MetadataError(f"{n} is out of range for {declared}", path=path)
-        return np.array(n, dtype=dtype.numpy)
-    if kind == "f":
-        return _parse_v2_float(value, dtype.numpy, path)
-    if kind == "c":
-        if not (isinstance(value, list) and len(value) == 2):
-            raise MetadataError(f"a complex fill value is [real, imag], got {value!r}", path=path)
-        part = np.dtype(f"f{dtype.numpy.itemsize // 2}")
-        re_, im = (_parse_v2_float(v, part, json_path(path, i)) for i, v in enumerate(value))
-        return np.frombuffer(re_.tobytes() + im.tobytes(), dtype=dtype.numpy).reshape(()).copy()
-    if kind in "Mm":
+    if kind in "Mm":  # (any unit: zarr-python 2 writes integers for generic datetimes too)
         n = -(2**63) if value == "NaT" else json_int(value, path)
         if not -(2**63) <= n < 2**63:
             raise MetadataError(f"{n} is out of the int64 range of {declared}", path=path)
         return np.array(n, dtype=np.int64).view(dtype.numpy)
-    if kind == "U":
-        if not isinstance(value, str) or len(value) > declared.itemsize // 4:
-            raise MetadataError(
-                f"expected a string of at most {declared.itemsize // 4} characters", path=path
-            )
-        return np.array(value, dtype=dtype.numpy)
+    if kind in "biufcU" or is_ml_dtype(declared):  # as in v3 (of the same type; longdouble has none)
+        if dtype.name.startswith("v2:"):
+            raise UnsupportedError(f"fill values of {declared}", path=path)
+        return dtype.parse_fill(value, path)
     # S, V and structured: base64 of the bytes (zarr-python 2 writes 0 for "no fill")
     raw = (
         bytes(declared.itemsize)
@@ -176,13 +139,6 @@ def parse_v2_fill(
         else b64_fill(value, declared.itemsize, False, path)
     )
     return np.frombuffer(raw, dtype=declared).reshape(()).astype(dtype.numpy)
-
-
-def _parse_v2_float(value: Any, dt: np.dtype[Any], path: str) -> np.ndarray:
-    spec = FLOAT_SPECS.get(f"float{dt.itemsize * 8}")
-    if spec is None:
-        raise UnsupportedError(f"float type {dt}", path=path)
-    return parse_float(value, dt, spec, path)
 
 
 def v2_fill_to_json(fill: np.ndarray, declared: np.dtype[Any]) -> Any:
