@@ -243,9 +243,7 @@ def parse_chunk_key_encoding(
         return ChunkKeyEncoding("template", "/", template=_parse_template(config, cpath))
     if name in _WRAPPERS:
         return _parse_wrapper(name, config, cpath, _depth)  # type: ignore[arg-type]
-    for k in config:
-        if k != "separator":
-            raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
+    _known_keys(config, ("separator",), name, cpath)
     separator = config.get("separator", _DEFAULT_SEPARATOR[name])
     if separator not in ("/", "."):
         raise MetadataError(
@@ -254,10 +252,14 @@ def parse_chunk_key_encoding(
     return ChunkKeyEncoding(name, separator)  # type: ignore[arg-type]
 
 
-def _parse_fanout(config: dict[str, Any], cpath: str) -> ChunkKeyEncoding:
+def _known_keys(config: dict[str, Any], known: tuple[str, ...], name: str, cpath: str) -> None:
     for k in config:
-        if k != "max_children":
-            raise MetadataError(f"unknown key {k!r} in the fanout configuration", path=json_path(cpath, k))
+        if k not in known:
+            raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
+
+
+def _parse_fanout(config: dict[str, Any], cpath: str) -> ChunkKeyEncoding:
+    _known_keys(config, ("max_children",), "fanout", cpath)
     n = config.get("max_children", _DEFAULT_MAX_CHILDREN)
     if not is_int(n) or not 3 < n <= 1 << 62:
         raise MetadataError(
@@ -271,9 +273,7 @@ def _parse_wrapper(
 ) -> ChunkKeyEncoding:
     # the suffix README's first example spells the key "base-encoding": read, never written
     base_key = "base-encoding" if name == "suffix" and "base-encoding" in config else "base_encoding"
-    for k in config:
-        if k not in (name, base_key):
-            raise MetadataError(f"unknown key {k!r} in the {name} configuration", path=json_path(cpath, k))
+    _known_keys(config, (name, base_key), name, cpath)
     for k in (name, base_key):
         if k not in config:
             raise MetadataError(f"the {name} configuration needs {k!r}", path=cpath)
@@ -386,9 +386,7 @@ class Template:
 
 def _parse_template(config: dict[str, Any], cpath: str) -> Template:
     key = "format" if "format" in config or "template" not in config else "template"
-    for k in config:
-        if k not in (key, "separator"):
-            raise MetadataError(f"unknown key {k!r} in the template configuration", path=json_path(cpath, k))
+    _known_keys(config, (key, "separator"), "template", cpath)
     fmt = config.get(key)
     where = json_path(cpath, key)
     if not isinstance(fmt, str):

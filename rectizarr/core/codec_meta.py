@@ -261,6 +261,14 @@ CodecMeta: TypeAlias = (
 _PLAIN: dict[str, type[_Config]] = {
     cls.name: cls for cls in _Config.__subclasses__()
 }  # codecs without chains
+# Keys zarr-python leaves out (the spec requires them): read with a warning, as the Struct's defaults.
+_DEFAULTED: dict[type[_Config], tuple[set[str], str]] = {
+    ScaleOffsetMeta: ({"offset", "scale"}, " (required by the spec); using offset 0, scale 1"),
+    BloscMeta: (
+        {"typesize", "clevel", "blocksize"},
+        "; using zarr-python's defaults (typesize = itemsize, clevel 5, blocksize 0)",
+    ),
+}
 # Old or foreign names of codecs we implement natively; they are rewritten under the canonical name.
 _ALIASES: dict[str, str] = {
     "endian": "bytes",
@@ -320,22 +328,12 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
             for key in sorted((set(config) - {"mode"}) ^ wanted):
                 what = "needs" if key in wanted else "does not take"
                 raise MetadataError(f"zfp mode {meta.mode!r} {what} {key!r}", path=json_path(cpath, key))
-        if isinstance(meta, ScaleOffsetMeta):
-            missing = sorted({"offset", "scale"} - set(config))
-            if missing:  # zarr-python leaves out the defaults (offset 0, scale 1); the spec requires both
-                warnings.warn(
-                    f"{cpath} lacks {', '.join(missing)} (required by the spec); using offset 0, scale 1",
-                    LenientMetadataWarning,
-                    stacklevel=4,
-                )
-        if isinstance(meta, BloscMeta):
-            missing = sorted({"typesize", "clevel", "blocksize"} - set(config))
+        if cls in _DEFAULTED:
+            keys, using = _DEFAULTED[cls]
+            missing = sorted(keys - set(config))
             if missing:
                 warnings.warn(
-                    f"{cpath} lacks {', '.join(missing)}; using zarr-python's defaults (typesize = itemsize, "
-                    "clevel 5, blocksize 0)",
-                    LenientMetadataWarning,
-                    stacklevel=4,
+                    f"{cpath} lacks {', '.join(missing)}{using}", LenientMetadataWarning, stacklevel=4
                 )
         return meta
     if name.startswith("numcodecs.") or name in NUMCODECS_ALIASES:

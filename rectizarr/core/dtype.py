@@ -322,18 +322,14 @@ def _from_name(name: str, config: Mapping[str, Any] | None, path: str) -> DataTy
     )
 
 
-# Registered data types (zarr-extensions) rectizarr does not read, and what implements them.
-_ELSEWHERE: dict[str, str | None] = {"binary_fixed_point": None}
+_ELSEWHERE = frozenset({"binary_fixed_point"})  # registered data types (zarr-extensions) not read here
 _FIXED_POINT = re.compile(r"N[0-9]{1,2}f[0-9]{1,2}")
 
 
 def _registered(name: str) -> str:
     if _FIXED_POINT.fullmatch(name):
         return "a fixed-point type registered in zarr-extensions; "
-    if name not in _ELSEWHERE:
-        return ""
-    by = _ELSEWHERE[name]
-    return "registered in zarr-extensions" + (f", implemented by {by}" if by else "") + "; "
+    return "registered in zarr-extensions; " if name in _ELSEWHERE else ""
 
 
 def _from_length_bits(name: str, config: Mapping[str, Any] | None, path: str) -> tuple[str, dict[str, Any]]:

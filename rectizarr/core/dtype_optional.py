@@ -57,19 +57,18 @@ def optional_from_name(
         )
     if cpath.count(".configuration") > _MAX_DEPTH:
         raise MetadataError(f"optional types nested more than {_MAX_DEPTH} levels deep", path=cpath)
-    inner_json = {"name": config["name"], "configuration": config.get("configuration") or {}}
-    inner = parse(inner_json if inner_json["configuration"] else config["name"], cpath)
+    inner = inner_type(config, parse, cpath)
     stored = inner.to_json()
     as_config = {"name": stored, "configuration": {}} if isinstance(stored, str) else dict(stored)
     return MappingProxyType(as_config), storage_dtype(inner.numpy)
 
 
-def inner_type(config: Mapping[str, Any] | None, parse: Callable[[Any, str], Any]) -> Any:
+def inner_type(config: Mapping[str, Any] | None, parse: Callable[[Any, str], Any], path: str = "$") -> Any:
     """The inner data type of an optional type's configuration, through ``parse`` (``parse_data_type``)."""
     config = config or {}
     inner_config = config.get("configuration") or {}
     return parse(
-        {"name": config["name"], "configuration": inner_config} if inner_config else config["name"], "$"
+        {"name": config["name"], "configuration": inner_config} if inner_config else config["name"], path
     )
 
 

@@ -61,14 +61,9 @@ _SPECIAL = ("NaN", "Infinity", "-Infinity")
 _HEX = re.compile(r"0[xX]([0-9a-fA-F]+)")
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _LENIENT_SPECIAL = {
-    "nan": "NaN",
-    "+nan": "NaN",
-    "inf": "Infinity",
-    "+inf": "Infinity",
-    "infinity": "Infinity",
-    "+infinity": "Infinity",
-    "-inf": "-Infinity",
-    "-infinity": "-Infinity",
+    **dict.fromkeys(("nan", "+nan"), "NaN"),
+    **dict.fromkeys(("inf", "+inf", "infinity", "+infinity"), "Infinity"),
+    **dict.fromkeys(("-inf", "-infinity"), "-Infinity"),
 }
 
 

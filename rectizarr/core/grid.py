@@ -104,8 +104,10 @@ class ChunkGrid:
         shape = self.regular_chunk_shape
         if self.kind == "regular" and shape is not None:
             return {"name": "regular", "configuration": {"chunk_shape": list(shape)}}
-        specs = [d.size if isinstance(d, FixedDim) else d.runs_json() for d in self.dims]
-        return {"name": "rectilinear", "configuration": {"kind": "inline", "chunk_shapes": specs}}
+        return {
+            "name": "rectilinear",
+            "configuration": {"kind": "inline", "chunk_shapes": declared_sizes(self)},
+        }
 
     def resize(
         self, new_shape: Shape, policy: ResizePolicy | Sequence[AxisResizePolicy] = "new_chunk"
@@ -303,9 +305,4 @@ def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
 def declared_sizes(grid: ChunkGrid) -> list[Any]:
     """The grid's chunk sizes as ``create_array`` takes them, as declared (an overhanging edge kept): an int
     per regular axis, and edges as ``[edge, count]`` runs where they repeat (never expanded)."""
-    return [
-        d.size
-        if isinstance(d, FixedDim)
-        else [int(v) if c == 1 else [int(v), int(c)] for v, c in zip(d.values, d.counts, strict=True)]
-        for d in grid.dims
-    ]
+    return [d.size if isinstance(d, FixedDim) else d.runs_json() for d in grid.dims]

@@ -29,23 +29,18 @@ from rectizarr.core.grid_json import parse_chunk_grid
 from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedError
 
 MAX_NDIM = 32  # NPY_MAXDIMS_LEGACY_ITERS: nditer, ``.flat`` and fancy indexing refuse more operand dimensions
+REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+# others: extra_fields
 ARRAY_KEYS = frozenset(
     {
         "zarr_format",
         "node_type",
-        "shape",
-        "data_type",
-        "chunk_grid",
-        "chunk_key_encoding",
-        "fill_value",
-        "codecs",
+        *REQUIRED_ARRAY_KEYS,
         "attributes",
         "storage_transformers",
         "dimension_names",
     }
 )
-REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
-# others: extra_fields
 GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
 
 
