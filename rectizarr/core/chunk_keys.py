@@ -118,14 +118,9 @@ class ChunkKeyEncoding:
     def decode(self, key: str, ndim: int | None = None) -> Coords | None:
         """The coords a key encodes, or None when ``key`` is not a chunk key of this encoding (or, with
         ``ndim`` given, not one of an ``ndim``-dimensional array)."""
-        if self.base is not None:
-            if self.name == "prefix":
-                if not key.startswith(self.affix):
-                    return None
-                return self.base.decode(key[len(self.affix) :], ndim)
-            if not key.endswith(self.affix):
-                return None
-            return self.base.decode(key[: len(key) - len(self.affix)], ndim)
+        if self.base is not None:  # (the affix is never empty: without it, a key is left as it was)
+            rest = key.removeprefix(self.affix) if self.name == "prefix" else key.removesuffix(self.affix)
+            return None if rest == key else self.base.decode(rest, ndim)
         if self.template is not None:
             return self.template.decode(key, ndim)
         if self.name == "fanout":

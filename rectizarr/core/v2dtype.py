@@ -143,33 +143,21 @@ def parse_v2_fill(
 
 def v2_fill_to_json(fill: np.ndarray, declared: np.dtype[Any]) -> Any:
     """The v2 ``fill_value`` JSON of a 0-d fill (as zarr-python 2 writes it)."""
-    if is_ml_dtype(declared):
-        return data_type_from_numpy(declared).fill_to_json(fill)
     kind, value = declared.kind, np.asarray(fill)[()]
+    if is_ml_dtype(declared) or kind in "biuMmU":  # as in v3
+        return data_type_from_numpy(declared).fill_to_json(fill)
     if kind == "O":
         if isinstance(value, str):
             return str(value)  # np.str_ too: JSON knows only the plain type
         return value if isinstance(value, int | float | bool) or value is None else None
-    if kind == "b":
-        return bool(value)
-    if kind in "iu":
-        return int(value)
     if kind == "f":
         return _float_json(np.asarray(fill))
     if kind == "c":
         arr = np.asarray(fill)
         return [_float_json(np.asarray(arr.real)), _float_json(np.asarray(arr.imag))]
-    if kind in "Mm":
-        return int(np.asarray(fill).view(np.int64)[()])
-    if kind == "U":
-        return str(value)
     return base64.b64encode(np.asarray(fill).astype(declared).tobytes()).decode("ascii")
 
 
 def _float_json(arr: np.ndarray) -> Any:
     x = float(arr[()])
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "Infinity" if x > 0 else "-Infinity"
-    return x
+    return "NaN" if x != x else {math.inf: "Infinity", -math.inf: "-Infinity"}.get(x, x)
