@@ -43,7 +43,7 @@ _DECIMAL = re.compile(r"0|[1-9][0-9]{0,18}")
 _FORBIDDEN = ("..", "\\", "\0", "//", "zarr.json")
 
 Name = Literal["default", "v2", "fanout", "prefix", "suffix", "template"]
-_EXPRESSION = re.compile(r"\{(\*|-?[0-9]+)(?::0([0-9]+))?\}")
+_TOKEN = re.compile(r"\{\{|\}\}|\{(\*|-?[0-9]+)(?::0([0-9]+))?\}|[{}]|[^{}]+")  # of a template format
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,18 +394,14 @@ def _parse_template(config: dict[str, Any], cpath: str) -> Template:
         )
     parts: list[str | tuple[int | None, int]] = []
     literal: list[str] = []
-    i = 0
-    while i < len(fmt):
-        if fmt.startswith("{{", i) or fmt.startswith("}}", i):
-            literal.append(fmt[i])
-            i += 2
-            continue
-        m = _EXPRESSION.match(fmt, i)
-        if m is None:
-            if fmt[i] in "{}":
-                raise MetadataError(f"template {fmt!r}: malformed expression at character {i}", path=where)
-            literal.append(fmt[i])
-            i += 1
+    for m in _TOKEN.finditer(fmt):
+        text = m.group()
+        if m.group(1) is None:  # literal text; "{{" and "}}" are escaped braces, a lone one is an error
+            if text in ("{", "}"):
+                raise MetadataError(
+                    f"template {fmt!r}: malformed expression at character {m.start()}", path=where
+                )
+            literal.append(text[0] if text in ("{{", "}}") else text)
             continue
         if literal:
             parts.append("".join(literal))
@@ -417,7 +413,6 @@ def _parse_template(config: dict[str, Any], cpath: str) -> Template:
         if width > 19:
             raise MetadataError(f"template {fmt!r}: width {width} is more than 19 digits", path=where)
         parts.append((index, width))
-        i = m.end()
     if literal:
         parts.append("".join(literal))
     exprs = [p for p in parts if isinstance(p, tuple)]

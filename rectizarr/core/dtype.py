@@ -157,9 +157,9 @@ class DataType:
             return parse_int(value, self.numpy, path)
         if name in _TIME:
             return self._parse_time(value, path)
+        if name in ("string", _UTF32) and not isinstance(value, str):
+            raise MetadataError(f"expected a JSON string, got {value!r}", path=path)
         if name == "string":
-            if not isinstance(value, str):
-                raise MetadataError(f"expected a JSON string, got {value!r}", path=path)
             return _object_scalar(value)
         if name == "bytes":
             return _object_scalar(_parse_byte_list(value, None, path, base64_ok=True))
@@ -183,9 +183,7 @@ class DataType:
                 )
         return np.array(n, dtype=np.int64).view(self.numpy)
 
-    def _parse_utf32(self, value: Any, path: str) -> np.ndarray[Any, Any]:
-        if not isinstance(value, str):
-            raise MetadataError(f"expected a JSON string, got {value!r}", path=path)
+    def _parse_utf32(self, value: str, path: str) -> np.ndarray[Any, Any]:
         chars = self.numpy.itemsize // 4
         if len(value) > chars:
             raise MetadataError(

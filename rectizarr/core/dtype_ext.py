@@ -107,9 +107,8 @@ def ext_from_name(
                 path=cpath,
             )
         return MappingProxyType({"length_bytes": int(length)}), np.dtype(f"{_BYTES[name]}{int(length)}")
-    if config:
-        if name not in ("struct", "structured"):
-            raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
+    if config and name not in ("struct", "structured"):
+        raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
     if name in ML_INTS:
         return None, ml_dtype(name, path)
     if name in _NATIVE_COMPLEX:
