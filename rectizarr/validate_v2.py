@@ -62,17 +62,7 @@ class ValidationReport:
         return not self.errors
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "ok": self.ok,
-                "errors": [asdict(i) for i in self.errors],
-                "warnings": [asdict(i) for i in self.warnings],
-                "nodes_checked": self.nodes_checked,
-                "chunks_checked": self.chunks_checked,
-            },
-            indent=2,
-            ensure_ascii=False,
-        )
+        return json.dumps({"ok": self.ok, **asdict(self)}, indent=2, ensure_ascii=False)
 
     def format_text(self) -> str:
         lines = []

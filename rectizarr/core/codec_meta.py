@@ -14,7 +14,6 @@ import msgspec
 
 from rectizarr._util import json_path
 from rectizarr.core.codec_registry import (
-    NUMCODECS_ALIASES,
     NUMCODECS_KINDS,
     CodecKind,
     convert_config,
@@ -199,7 +198,7 @@ class OptionalMeta(msgspec.Struct, frozen=True):
 
 
 class NumcodecsMeta(msgspec.Struct, frozen=True):
-    """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name (or an accepted alias).
+    """A numcodecs codec under zarr-python's ``numcodecs.<id>`` name.
 
     ``configuration`` is numcodecs' ``get_config()`` without ``id``; it is checked when the codec is built."""
 
@@ -208,7 +207,7 @@ class NumcodecsMeta(msgspec.Struct, frozen=True):
 
     @property
     def codec_id(self) -> str:
-        return NUMCODECS_ALIASES.get(self.name, self.name.removeprefix("numcodecs."))
+        return self.name.removeprefix("numcodecs.")
 
     @property
     def kind(self) -> CodecKind:
@@ -336,7 +335,7 @@ def _parse_one(value: Any, path: str) -> CodecMeta:
                     f"{cpath} lacks {', '.join(missing)}{using}", LenientMetadataWarning, stacklevel=4
                 )
         return meta
-    if name.startswith("numcodecs.") or name in NUMCODECS_ALIASES:
+    if name.startswith("numcodecs."):  # (zarrs' packbits, bitround and zfp differ from numcodecs' codecs)
         meta = NumcodecsMeta(name=name, configuration=dict(config))
         if meta.codec_id in NUMCODECS_KINDS:
             if "id" in config:

@@ -42,11 +42,6 @@ NUMCODECS_KINDS: dict[str, CodecKind] = {
     **dict.fromkeys(["pcodec", "zfpy", "vlen-array"], "array_bytes"),
 }
 
-# Registered names that are the same codec with a compatible configuration as a numcodecs id. zarrs'
-# ``packbits`` (array->bytes, padding options), ``bitround`` (integers too, a saturating carry) and ``zfp``
-# differ from numcodecs' and are not aliases.
-NUMCODECS_ALIASES: dict[str, str] = {}
-
 
 #: the entry-point group of codec plugins (the same as :data:`rectizarr.codecs.plugins.ENTRY_POINT_GROUP`)
 PLUGIN_GROUP = "rectizarr.codecs"
