@@ -107,13 +107,9 @@ class _Checker(Reporter):
             )
             return None
         known = ARRAY_KEYS if node_type == "array" else GROUP_KEYS
-        for name in doc:
-            if name not in known:
-
-                def extra(d: dict[str, Any] = {name: doc[name]}) -> Any:  # noqa: B006 - bound per key
-                    return extra_fields(d, False, frozenset(), key)
-
-                self.run(key, f"$.{name}", "must_understand", extra)
+        for name in (name for name in doc if name not in known):
+            extra = functools.partial(extra_fields, {name: doc[name]}, False, frozenset(), key)
+            self.run(key, f"$.{name}", "must_understand", extra)
 
         def field(name: str, parse: Callable[[], Any], in_doc: Any = None) -> Any:
             """``parse()`` of the field ``name``, reported at ``$.name`` (``in_doc``: as Reporter.run's)."""
@@ -214,8 +210,7 @@ class _Checker(Reporter):
         grid, cke = meta.chunk_grid, meta.chunk_key_encoding
         prefix = nodes.prefix_of(path)
         for key in keys:
-            rel = key[len(prefix) :]
-            coords = cke.decode(rel, grid.ndim)
+            coords = cke.decode(key[len(prefix) :], grid.ndim)
             if coords is None:
                 self.tolerated(
                     key,

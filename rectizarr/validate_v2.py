@@ -94,10 +94,6 @@ class Reporter:
         self.strict = strict
         self.report = ValidationReport()
 
-    def count(self, nodes_checked: int = 0, chunks_checked: int = 0) -> None:
-        self.report.nodes_checked += nodes_checked
-        self.report.chunks_checked += chunks_checked
-
     def error(self, key: str, path: str, rule: str, message: str) -> None:
         self.report.errors.append(Issue(key, path, rule, message))
 
@@ -131,7 +127,7 @@ class Reporter:
 
     def read_chunk(self, arr: Array, key: str, region: tuple[slice, ...]) -> None:
         """Read ``region`` of ``arr`` (it holds the chunk at ``key``); report what fails to decode."""
-        self.count(chunks_checked=1)
+        self.report.chunks_checked += 1
         if prod(tuple(r.stop - r.start for r in region)) * (arr.dtype.itemsize or 16) > _WHOLE_CHUNK_BYTES:
             region = tuple(slice(r.start, r.start + 1) for r in region)  # decodes it, allocates no output
         try:
@@ -192,7 +188,7 @@ def check_v2(check: Reporter, root: str, keys: list[str]) -> None:
         head, _, leaf = key.rpartition("/")
         if leaf in (v2keys.V2_ARRAY, v2keys.V2_GROUP) and key.startswith(prefix):
             found[head] = _node(check, head, leaf)
-            check.count(nodes_checked=1)
+            check.report.nodes_checked += 1
     arrays = {p: m for p, m in found.items() if isinstance(m, ArrayMeta)}
     for path in found:
         for parent in nodes.parent_paths(path):
