@@ -65,10 +65,8 @@ def _open(node: Any, path: str, *, as_list: bool = False) -> Any:
     if isinstance(node, _RAW):
         try:
             return msgspec.json.decode(node, type=list[msgspec.Raw] if as_list else dict[str, msgspec.Raw])
-        except msgspec.ValidationError:
-            node = _load(node, path)
-        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as e:
-            raise MetadataError(f"invalid JSON: {e}", path=path) from None
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+            node = _load(node, path)  # (invalid JSON: its error)
     if as_list and isinstance(node, list | tuple):
         return list(node)
     if not as_list and isinstance(node, dict):
