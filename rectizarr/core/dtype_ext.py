@@ -24,7 +24,7 @@ import numpy as np
 
 from rectizarr._util import is_int, json_path
 from rectizarr.core import dtype_optional as opt
-from rectizarr.core.fill import FLOAT_SPECS, complex_to_json, json_int, lenient, parse_complex
+from rectizarr.core.fill import FLOAT_SPECS, complex_to_json, lenient, parse_complex, parse_int
 from rectizarr.errors import MetadataError, UnsupportedError
 
 ML_INTS = {"int2": (-2, 1), "int4": (-8, 7), "uint2": (0, 3), "uint4": (0, 15)}
@@ -231,11 +231,7 @@ def ext_parse_fill(
         raw = b64_fill(value, numpy.itemsize, name == "raw_bytes" and value != "", path)
         return np.frombuffer(raw, dtype=numpy).reshape(()).copy()
     if name in ML_INTS:
-        n = json_int(value, path)
-        lo, hi = ML_INTS[name]
-        if not lo <= n <= hi:
-            raise MetadataError(f"{n} is out of range for {name} [{lo}, {hi}]", path=path)
-        return np.array(n, dtype=numpy)
+        return parse_int(value, numpy, path, ML_INTS[name])
     if name in _COMPLEX:
         return parse_complex(value, numpy, _component(name, path), FLOAT_SPECS[_COMPLEX[name]], name, path)
     return _struct_fill(name, config, numpy, value, path, parse)

@@ -98,12 +98,15 @@ def json_int(value: Any, path: str) -> int:
     raise MetadataError(f"expected a JSON integer, got {value!r}", path=path)
 
 
-def parse_int(value: Any, dtype: np.dtype[Any], path: str) -> np.ndarray[Any, Any]:
-    """Fill value of an integer type; exact over the full int64/uint64 range."""
+def parse_int(
+    value: Any, dtype: np.dtype[Any], path: str, bounds: tuple[int, int] | None = None
+) -> np.ndarray[Any, Any]:
+    """Fill value of an integer type (``bounds``: its range where NumPy knows none, ml_dtypes' int4);
+    exact over the full int64/uint64 range."""
     n = json_int(value, path)
-    info = np.iinfo(dtype)
-    if not int(info.min) <= n <= int(info.max):
-        raise MetadataError(f"{n} is out of range for {dtype} [{info.min}, {info.max}]", path=path)
+    lo, hi = bounds or (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+    if not lo <= n <= hi:
+        raise MetadataError(f"{n} is out of range for {dtype} [{lo}, {hi}]", path=path)
     return np.array(n, dtype=dtype)
 
 
