@@ -137,11 +137,7 @@ class _Checker(Reporter):
         if "fill_value" in doc and dtype is not None:
             field("fill_value", lambda: dtype.parse_fill(doc["fill_value"]))
         codecs = field("codecs", lambda: parse_codecs(doc["codecs"]), doc) if "codecs" in doc else None
-        if codecs == ():
-            self.error(
-                key, "$.codecs", "codecs.invalid", "codecs must contain exactly one array -> bytes codec"
-            )
-        elif codecs and dtype is not None and grid is not None:
+        if codecs and dtype is not None and grid is not None:
             edges = [d.unique_edges() for d in grid.dims]
             field("codecs", lambda: build_pipeline(codecs, dtype.numpy, edges, "$.codecs"), doc)
         if shape is not None:

@@ -260,12 +260,6 @@ def _decode_array(top: dict[str, Any], raw: bool, key: str | None) -> ArrayMeta:
         if exc.key is None and key is not None:
             raise exc.with_key(key) from exc
         raise
-    if not codecs:
-        raise MetadataError(
-            "codecs must contain exactly one array -> bytes codec (got an empty list)",
-            path="$.codecs",
-            key=key,
-        )
     return ArrayMeta(
         shape=shape,
         data_type=dtype,
