@@ -174,18 +174,15 @@ class _Checker(Reporter):
             self.tolerated(key, f"{where}.metadata", "consolidated.stale", message)
 
         for rel, entry in entries.items():
+            at = f"{where}.metadata[{json.dumps(rel)}]"
             problem = nodes.member_path_problem(rel)
             if problem is not None:
-                self.error(
-                    key,
-                    f"{where}.metadata[{json.dumps(rel)}]",
-                    "consolidated.entry_name",
-                    f"{problem}; readers ignore this entry",
-                )
+                self.error(key, at, "consolidated.entry_name", f"{problem}; readers ignore this entry")
                 continue
             child_key = nodes.meta_key(prefix + rel)
-            parse = functools.partial(node_from_json, entry, child_key)
-            meta = self.run(key, f"{where}.metadata[{json.dumps(rel)}]", "consolidated.entry", parse)
+            meta = self.run(
+                key, at, "consolidated.entry", functools.partial(node_from_json, entry, child_key)
+            )
             actual = docs.get(child_key)
             if actual is None:
                 stale(f"entry {rel!r} names a node that does not exist")
