@@ -283,9 +283,9 @@ def write_shards(
     with layout.store.lock(keys):
         check(guard)
         if spread:
-            encode_and_commit(layout, range(len(shards)), work, set(), layout.workers, t)
+            encode_and_commit(layout, range(len(shards)), work, layout.workers, t)
         else:
-            on_worker(lambda: encode_and_commit(layout, range(len(shards)), work, set(), 1, t))
+            on_worker(lambda: encode_and_commit(layout, range(len(shards)), work, 1, t))
     return True
 
 

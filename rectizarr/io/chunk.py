@@ -236,32 +236,17 @@ def _largest_value_nbytes(layout: Layout) -> int:
 
 
 def encode_and_commit(
-    layout: Layout,
-    items: Sequence[T],
-    work: Callable[[T], Encoded],
-    known_absent: set[str],
-    workers: int | None,
-    t: Tuning,
-    fallible: Callable[[T], bool] | None = None,
+    layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], workers: int | None, t: Tuning
 ) -> None:
     """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
-    the results, all or nothing where the codecs can fail. Local data whose encoding cannot fail is
-    written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
-    except the ``fallible`` items (their work decodes a stored value, which may be corrupt: a partly
-    written chunk), made first, before anything is written, and stored last; otherwise everything is
-    encoded first and written at once. So a CodecError writes nothing. ``known_absent``: need no delete."""
+    the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
+    encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
+    written at once, so a CodecError writes nothing."""
     if not layout.pipeline.encode_cannot_fail(layout.dtype):
-        commit(layout.store, pmap(work, items, workers), known_absent)
+        commit(layout.store, pmap(work, items, workers))
         return
-    if fallible is not None:
-        first = [x for x in items if fallible(x)]
-        if first:
-            made = pmap(work, first, workers)  # a corrupt stored value raises here: nothing written yet
-            encode_and_commit(layout, [x for x in items if not fallible(x)], work, known_absent, workers, t)
-            commit(layout.store, made, known_absent)
-            return
     if not layout.store.capabilities.low_latency:
-        _stream_remote(layout, items, work, known_absent, workers, t)
+        _stream_remote(layout, items, work, workers, t)
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
@@ -289,16 +274,11 @@ def encode_and_commit(
     finally:
         if token is not None:
             _value_buffers.reset(token)  # the buffers go with the write
-    commit(layout.store, [(k, None) for k in absent], known_absent)
+    commit(layout.store, [(k, None) for k in absent])
 
 
 def _stream_remote(
-    layout: Layout,
-    items: Sequence[T],
-    work: Callable[[T], Encoded],
-    known_absent: set[str],
-    workers: int | None,
-    t: Tuning,
+    layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], workers: int | None, t: Tuning
 ) -> None:
     """Encode window by window and upload each window while the next ones are encoded. A window is at
     most half of ``requests_in_flight()`` values and ``t.window_bytes`` of them before encoding, and at
@@ -310,7 +290,7 @@ def _stream_remote(
     per = max(1, min(in_flight // 2, t.window_bytes // max(1, item_nbytes)))
     per = max(min(per, n_workers), min(per, -(-len(items) // 8)))
     if len(items) <= per:  # one window (a small write): no uploading threads to start
-        commit(layout.store, pmap(work, items, workers), known_absent)
+        commit(layout.store, pmap(work, items, workers))
         return
     uploading = max(2, min(in_flight // per, 2 * t.window_bytes // max(1, per * item_nbytes)))
     with threads.once("rectizarr-upload", uploading) as uploader:
@@ -319,7 +299,7 @@ def _stream_remote(
             results = pmap(work, items[start : start + per], workers)
             if len(pending) == uploading:
                 pending.popleft().result()
-            pending.append(uploader.submit(commit, layout.store, results, known_absent))
+            pending.append(uploader.submit(commit, layout.store, results))
         for f in pending:
             f.result()
 
@@ -349,7 +329,7 @@ def update_chunks(
         return pmap(fn, keys, workers)
 
     def before() -> None:
-        encode_and_commit(layout, others, lambda x: work(x, None), set(), workers, t)
+        encode_and_commit(layout, others, lambda x: work(x, None), workers, t)
 
     with store.lock([key_of(x) for x in items]):
         check(guard)
@@ -359,13 +339,11 @@ def update_chunks(
             cache.invalidate(store, read)
 
 
-def commit(
-    store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()
-) -> None:
-    """Store every value of ``results`` and delete every key whose value is None (unless known absent)."""
+def commit(store: Store, results: Iterable[Encoded]) -> None:
+    """Store every value of ``results`` and delete every key whose value is None."""
     results = list(results)
     to_set = {k: v for k, v in results if v is not None}
-    to_delete = [k for k, v in results if v is None and k not in known_absent]
+    to_delete = [k for k, v in results if v is None]
     if to_set:
         store.set_many(to_set)
     if to_delete:

@@ -249,20 +249,11 @@ def _checked(s: Shard, rng: tuple[int, int], data: Data | None) -> Data:
 def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     """Paste a whole shard as one block with one copy, when the plan selects all of it in order (and its
     inner chunks decode into one dense array); False when it cannot."""
-    if r.layout.transposed or not isinstance(r.plan, OrthogonalPlan):
-        return False
     box = _shard_box(r.layout, r.plan, s)
-    block = None if box is None else r.layout.sharding.dense(value, s.shape_t, r.layout.dtype, key=s.key)
-    if box is None or block is None:
+    if box is None:
         return False
-    nd = len(s.shape_t)
-    target = region_of(r.out, box).reshape(
-        [n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True) for n in pair]
-    )  # (shards-axis, inner-axis) pairs: a view
-    if not np.may_share_memory(target, r.out):
-        return False
-    target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
-    return True
+    block = r.layout.sharding.dense(value, s.shape_t, r.layout.dtype, key=s.key)
+    return block is not None and paste_block(region_of(r.out, box), block)
 
 
 def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
@@ -273,9 +264,7 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
         return False
     block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
     plan = r.plan
-    box = (
-        None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
-    )
+    box = _shard_box(r.layout, plan, s)
     if box is not None and paste_block(region_of(r.out, box), block):
         return True
     for c, p in s.projections:
@@ -284,9 +273,12 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
     return True
 
 
-def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the plan selects all of it, in order (along
-    every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
+def _shard_box(layout: ShardedLayout, plan: Plan, s: Shard) -> tuple[slice, ...] | None:
+    """The block of the output that shard ``s`` fills when the (orthogonal) plan selects all of it, in order
+    (along every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions), in
+    the array's axis order; else None."""
+    if layout.transposed or not isinstance(plan, OrthogonalPlan):
+        return None
     box = []
     for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
         first = d.offset(s.coords[axis]) // inner
@@ -334,11 +326,7 @@ def write_sharded(
     batched = in_blocks and spec.nbytes < t.piecewise_bytes
 
     def work(s: Shard, stored: Data | None) -> Encoded:
-        box = (
-            _shard_box(layout, plan, s)
-            if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges
-            else None
-        )
+        box = _shard_box(layout, plan, s) if in_blocks and stored is None and s.key not in edges else None
         if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
             return s.key, encode_shard(layout, s.shape_t, region_of(value, box), 1)
         try:
