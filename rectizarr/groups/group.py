@@ -11,7 +11,7 @@ from rectizarr.api import create_array, open_node
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, NodeTypeError, ReadOnlyError
-from rectizarr.groups.members import Consolidated, member_path, tree_lines
+from rectizarr.groups.members import Consolidated, member_path
 from rectizarr.stores import Store
 
 __all__ = ["Group", "create_group", "open_group"]
@@ -314,8 +314,25 @@ class Group(nodes.Node):
     def tree(self, *, max_depth: int | None = None) -> str:
         """The hierarchy as indented text with shapes, dtypes and grid kinds."""
         lines = [self.name]
-        tree_lines(self, lines, "", 0, max_depth)
+        self._tree_lines(lines, "", 0, max_depth)
         return "\n".join(lines)
+
+    def _tree_lines(self, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
+        """Append the lines of the members, below ``depth`` levels (down to ``max_depth``)."""
+        if max_depth is not None and depth >= max_depth:
+            return
+        members = self.members()
+        for i, (name, node) in enumerate(members):
+            last = i == len(members) - 1
+            branch = "└── " if last else "├── "
+            if isinstance(node, Array):
+                lines.append(
+                    f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
+                    f"{', sharded' if node.is_sharded else ''})"
+                )
+            else:
+                lines.append(f"{indent}{branch}{name}/")
+                node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
 
     @property
     def info(self) -> str:

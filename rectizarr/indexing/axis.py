@@ -192,9 +192,7 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
         return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
-    if (
-        c1 - c0 < tuning.current().few_chunks
-    ):  # a few chunks (a window): plain integers, no numpy call per axis
+    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a window): plain integers, no numpy call
         return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(

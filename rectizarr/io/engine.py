@@ -37,19 +37,15 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value
     match layout:
-        case ShardedLayout():
-            if sparse is not None or not batch.read_shards(
-                layout, plan, out, t
-            ):  # whole shards: no projections
+        case ShardedLayout():  # (whole shards, batch.read_shards: no projections)
+            if sparse is not None or not batch.read_shards(layout, plan, out, t):
                 read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
-            if sparse is None and not blocks.read_block(layout, plan, out, t):
+            if sparse is not None:
+                coords = np.array([p.coords for p in sparse], dtype=np.int64)
+                read_chunked(layout, plan, sparse, coords.reshape(len(sparse), layout.grid.ndim), out, t)
+            elif not blocks.read_block(layout, plan, out, t):
                 read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)
-            elif sparse is not None:
-                coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(
-                    len(sparse), layout.grid.ndim
-                )
-                read_chunked(layout, plan, sparse, coords, out, t)
         case _:
             assert_never(layout)
 
@@ -64,10 +60,8 @@ def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) ->
     """Write ``value`` (shape ``plan.shape``) into the selection. ``guard``: called once the write holds its
     chunks' locks, False when the plan no longer holds (:class:`LayoutChanged` is raised, nothing written)."""
     t = tuning.current()
-    if isinstance(layout, ShardedLayout) and batch.write_shards(
-        layout, plan, value, t, guard
-    ):  # whole shards
-        return
+    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t, guard):
+        return  # (whole shards)
     projections = list(plan)
     if not projections:
         return

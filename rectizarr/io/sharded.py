@@ -1,17 +1,9 @@
 """Reads and writes of a :class:`~rectizarr.io.layout.ShardedLayout`, planned over inner chunks.
 
-Read: plan -> projections grouped per shard (:func:`~rectizarr.io.shards.group_by_shard`) -> requests (whole shards, or each
-shard's index, cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode
--> paste. The strategies, chosen per read by :func:`read_sharded`:
-
-* :func:`read_whole_streamed` / :func:`read_whole_fetched` — every inner chunk of a shard is needed: one
-  request per shard, split (or pasted as one dense block, :func:`paste_dense`);
-* :func:`read_inner_streamed` — large inner chunks of local data, read one by one with ranged reads;
-* :func:`read_partial_streamed` / :func:`read_partial_fetched` — a shard's needed inner chunks from its
-  index, shard by shard in the workers or in one batched request.
-
-Write: each shard read at most once (under its lock), only the inner chunks the write touches re-encoded,
-the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`)."""
+Read: projections grouped per shard (:mod:`.shards`) -> requests (whole shards, or each shard's index,
+cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode -> paste, by a
+strategy :func:`read_sharded` chooses per read. Write: each shard read at most once (under its lock), only
+the inner chunks the write touches re-encoded, the shard assembled and written once (:func:`write_sharded`)."""
 
 from __future__ import annotations
 
@@ -151,14 +143,12 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
 def _read_partial_at(
     r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions, bodies: Bodies
 ) -> list[Job]:
-    if bodies:  # only from stores with round trips: their inner chunks are cut out of the bodies
-        return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
-    if r.piecewise:
+    if not bodies and r.piecewise:
         read_inner_streamed(r, _wanted(shards, indexes))
         checked_versions(r.layout, shards, versions)
-    elif r.in_workers(len(shards)):
+    elif not bodies and r.in_workers(len(shards)):
         read_partial_streamed(r, shards, indexes, versions)
-    else:
+    else:  # (bodies come only from stores with round trips: their inner chunks are cut out of them)
         return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
     return []
 
@@ -274,9 +264,8 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
 
 
 def _shard_box(layout: ShardedLayout, plan: Plan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the (orthogonal) plan selects all of it, in order
-    (along every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions), in
-    the array's axis order; else None."""
+    """The block of the output that shard ``s`` fills when an orthogonal plan selects all of it in order
+    (along every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
     if layout.transposed or not isinstance(plan, OrthogonalPlan):
         return None
     box = []
@@ -377,15 +366,8 @@ def _merged_inner(
     spec = layout.inner_spec(s.key)
     for c, group in groups.items():
         old = existing.get(c)
-        chunk = merge(
-            layout,
-            plan,
-            group,
-            value,
-            inner_shape,
-            None if old is None else partial(_inner, layout, old, spec),
-            keep,
-        )
+        stored_chunk = None if old is None else partial(_inner, layout, old, spec)
+        chunk = merge(layout, plan, group, value, inner_shape, stored_chunk, keep)
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             chunks.pop(c, None)
         else:

@@ -109,25 +109,22 @@ def fetch_indexes(
     layout: ShardedLayout, shards: list[Shard]
 ) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses, and the version each was read at, which the reads of the shard's inner chunks are checked
-    against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
-    only at the shard's current version. Stores with conditional reads (S3, obstore) use it while the
-    ranged reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again); a cached index
-    that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
-    Elsewhere (fsspec's GCS, HTTP) indexes are read every time.
+    misses, and the version each was read at, which the reads of its inner chunks are checked against
+    (:func:`checked_versions`, or ``If-Match``). A cached index is used only at the shard's current
+    version where versions are cheap; on stores with conditional reads (S3, obstore) while the ranged
+    reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again), and never for a read
+    it leads to no range of (absence is never stale). Elsewhere (fsspec's GCS, HTTP) it is read every time.
 
-    On stores with round trips, the index of a shard that decodes to no more than the store's coalescing
-    gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
-    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request.
+    On stores with round trips, the index of a small shard is read with the shard (:func:`_index_reach`:
+    in ``Bodies``), so its inner chunks need no second request.
 
-    Where indexes are cached on conditional reads, a read also reads ahead, at the same time (no added
-    wait), the uncached indexes of the shards nearest to its first one, as many as the array handle's
-    :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
-    wait for a handful of index reads instead of one per shard, with never more index requests than a
-    reader without a cache makes. A miss reads them beside its own index reads; a read whose indexes
-    were all cached, beside its inner chunks, when the handle's reads lately went to more than one shard
-    (a loop over one shard reads no others): the last value is an :class:`Ahead` under way then, which
-    the caller joins once those are read."""
+    Where indexes are cached on conditional reads, a read also reads ahead, at the same time, the uncached
+    indexes of the shards nearest to its first one, as many as the handle's
+    :class:`~rectizarr.io.layout.IndexBudget` allows (never more index requests than a reader without a
+    cache): element-by-element reads over a few shards then wait for a handful of index reads instead of
+    one per shard. A miss reads them beside its own index reads; a read whose indexes were all cached,
+    beside its inner chunks when the handle's reads lately went to more than one shard: the last value
+    is then an :class:`Ahead` under way, which the caller joins once those are read."""
     store, sharding = layout.store, layout.sharding
     bodies: Bodies = {}
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
