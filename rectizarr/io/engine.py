@@ -1,7 +1,6 @@
-"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan (a shrink's clean-up
-is :mod:`.clear`). A read or write takes the active :mod:`rectizarr.tuning` once and
-hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.blocks`) or sharded
-(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`)."""
+"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan, each taking the
+active :mod:`rectizarr.tuning` once and choosing a strategy (see :mod:`rectizarr.io`; a shrink's
+clean-up: :mod:`.clear`)."""
 
 from __future__ import annotations
 
