@@ -72,15 +72,7 @@ class ArrayBase(nodes.Node):
         self._meta = meta
         self._track(meta)
         self._layout = rio.build_layout(
-            self._store,
-            nodes.prefix_of(self._path),
-            meta.chunk_grid,
-            meta.chunk_key_encoding,
-            pipeline,
-            meta.data_type.numpy,
-            meta.fill_value,
-            write_empty_chunks=self._write_empty_chunks,
-            workers=self._workers,
+            self._store, nodes.prefix_of(self._path), meta, pipeline, self._write_empty_chunks, self._workers
         )
 
     def _adopt(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:

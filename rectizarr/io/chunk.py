@@ -135,10 +135,9 @@ def decode_in_place(
     fill: np.ndarray,
     t: Tuning,
 ) -> bool:
-    """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a
-    C-contiguous block of it, else into a per-thread scratch chunk pasted from, decoding only the prefix
-    the projection needs (:func:`prefix_bytes`). False when the codecs cannot (the caller then decodes
-    the usual way, which also reports invalid data)."""
+    """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a C-contiguous
+    block of it, else into a per-thread scratch chunk pasted from, decoding only the prefix the projection
+    needs (:func:`prefix_bytes`). False when the codecs cannot (the caller decodes the usual way)."""
     if (
         plan.kind == "orthogonal"
         and whole(p.chunk_sel, spec.shape)
@@ -191,9 +190,7 @@ def clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
     for axis, d in enumerate(layout.dims):
         n = d.data_len(coords[axis])
         if n < chunk.shape[axis]:
-            idx: list[slice] = [slice(None)] * chunk.ndim
-            idx[axis] = slice(n, None)
-            chunk[tuple(idx)] = layout.fill_value
+            chunk[(*(slice(None),) * axis, slice(n, None))] = layout.fill_value
 
 
 class _ValueBuffers:
@@ -316,9 +313,8 @@ def update_chunks(
 ) -> None:
     """Write the value ``work`` makes of each item (chunk or shard) under its key, all under their locks
     (``guard`` checked once they are held). The items that ``reads`` the stored value are made from it with
-    one :meth:`~rectizarr.stores.Store.update` (a read-modify-write: made again on a conflict), all made
-    before anything is written, so a corrupt stored value raises with nothing written; the others are
-    encoded and written (:func:`encode_and_commit`) after those are made and before they are written."""
+    one :meth:`~rectizarr.stores.Store.update`: all made first (a corrupt stored value raises with nothing
+    written), then the others encoded and written (:func:`encode_and_commit`), then these written."""
     store, read = layout.store, {key_of(x): x for x in items if reads(x)}
     others = [x for x in items if key_of(x) not in read]
 

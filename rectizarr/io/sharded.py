@@ -275,17 +275,12 @@ def _shard_box(layout: ShardedLayout, plan: Plan, s: Shard) -> tuple[slice, ...]
         j = int(np.searchsorted(a.chunks, first))
         if j + n > a.chunks.size or int(a.chunks[j]) != first or int(a.chunks[j + n - 1]) != first + n - 1:
             return None
-        start = 0
+        start, unit = 0, slice(0, inner, 1)
         for k in range(n):
             e = a.entries[j + k]
-            if not (
-                isinstance(e.local, slice)
-                and isinstance(e.out, slice)
-                and e.out.step == 1
-                and e.local.start == 0
-                and e.local.stop == inner
-                and e.local.step == 1
-            ):
+            if not isinstance(e.local, slice) or e.local != unit:
+                return None
+            if not isinstance(e.out, slice) or e.out.step != 1:
                 return None
             if k == 0:
                 start = e.out.start
