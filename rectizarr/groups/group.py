@@ -198,29 +198,23 @@ class Group(nodes.Node):
         ``name`` in the group's Zarr format, replacing any member of that name (zarr-python's behaviour)."""
         from rectizarr.api import from_array
 
+        path = self._new_member(name)
+        from_array(self._store, value, name=path, overwrite=True, zarr_format=self._meta.zarr_format)
+
+    def _new_member(self, name: str) -> str:
+        """The path of ``name``, a member about to be written (the group's document is then read again)."""
         self._check_writable()
         self._stale = True
-        from_array(
-            self._store,
-            value,
-            name=nodes.join(self._path, member_path(name)),
-            overwrite=True,
-            zarr_format=self._meta.zarr_format,
-        )
+        return nodes.join(self._path, member_path(name))
 
     # ---------------------------------------------------------------------------------- creation
     def create_group(
         self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
         """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
-        self._check_writable()
-        self._stale = True
+        path, zarr_format = self._new_member(name), self._meta.zarr_format
         return create_group(
-            self._store,
-            path=nodes.join(self._path, member_path(name)),
-            attributes=attributes,
-            overwrite=overwrite,
-            zarr_format=self._meta.zarr_format,
+            self._store, path=path, attributes=attributes, overwrite=overwrite, zarr_format=zarr_format
         )
 
     def resize_arrays(self, shapes: Mapping[str, Any], *, chunks: Mapping[str, Any] | None = None) -> None:
@@ -245,10 +239,9 @@ class Group(nodes.Node):
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
-        self._check_writable()
-        self._stale = True
+        path = self._new_member(name)
         kwargs.setdefault("zarr_format", self._meta.zarr_format)  # a v2 group's members are v2
-        return create_array(self._store, name=nodes.join(self._path, member_path(name)), **kwargs)
+        return create_array(self._store, name=path, **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         """Open the child group ``name``, creating it if it does not exist."""
