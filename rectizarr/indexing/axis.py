@@ -260,9 +260,8 @@ def positions(pos: IntArray) -> AxisSel:
 
 
 def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
-    """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk.
-
-    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
+    """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk. The sort is
+    stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
     n = idx.size
     if n == 0:
         return empty_axis()

@@ -51,9 +51,8 @@ class ChunkProjection(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Plan(ABC):
     """A selection resolved against a grid; iterate it for one :class:`ChunkProjection` per touched chunk.
-
-    ``chunk_coords[k]`` is the coords of the ``k``-th projection (C order of the coords for orthogonal
-    plans, increasing linear chunk id for coordinate plans)."""
+    ``chunk_coords[k]``: the coords of the ``k``-th projection (C order of the coords for orthogonal plans,
+    increasing linear chunk id for coordinate plans)."""
 
     kind: Literal["orthogonal", "coordinate"]
     shape: Shape
@@ -70,11 +69,10 @@ class Plan(ABC):
         """Yield the projections lazily, in the order of ``chunk_coords``."""
 
     def value_to_internal(self, value: npt.ArrayLike, dtype: npt.DTypeLike) -> npt.NDArray[np.generic]:
-        """``value`` converted and broadcast as ``a[sel] = value`` would, then reshaped to ``shape``.
-
-        Raises what numpy raises (ValueError for a shape mismatch or a sequence where an element is
-        expected, OverflowError for a Python int out of range). The result may be a read-only view
-        (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``)."""
+        """``value`` converted and broadcast as ``a[sel] = value`` would, then reshaped to ``shape``. Raises
+        what numpy raises (ValueError for a shape mismatch or a sequence where an element is expected,
+        OverflowError for a Python int out of range). The result may be a read-only view (of a scalar
+        broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``)."""
         dt = np.dtype(dtype)
         if (
             isinstance(value, np.generic)

@@ -1,9 +1,9 @@
 """Dense reads of many small chunks of a local store, batch by batch, with no step per chunk in Python
-beyond naming and opening its file. A step-1 block of a regular grid (every axis an integer or a step-1 slice: :attr:`AxisPlan.span`) is cut
-into batches: boxes of whole chunks that span the block's chunks along every axis after a *split axis*,
-and ``m`` of them along it, so that a batch holds about ``t.batch_bytes`` decoded (a 1-D array and a 4-D
-one alike; nothing depends on the rank). A batch's chunks are consecutive in the C order of their coords,
-so its keys are a slice of the block's. Each batch:
+beyond naming and opening its file. A step-1 block of a regular grid (every axis an integer or a step-1
+slice: :attr:`AxisPlan.span`) is cut into batches: boxes of whole chunks that span the block's chunks
+along every axis after a *split axis*, and ``m`` of them along it, so that a batch holds about
+``t.batch_bytes`` decoded (whatever the rank). A batch's chunks are consecutive in the C order of their
+coords, so its keys are a slice of the block's. Each batch:
 
 1. rows: where its chunks are a contiguous run of the output in that order (a 1-D array; chunks small only
    along the first axis) and inside the selection, the output itself; else this thread's staging array;

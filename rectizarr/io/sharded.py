@@ -2,8 +2,8 @@
 
 Read: projections grouped per shard (:mod:`.shards`) -> requests (whole shards, or each shard's index,
 cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode -> paste, by a
-strategy :func:`read_sharded` chooses per read. Write: each shard read at most once (under its lock), only
-the inner chunks the write touches re-encoded, the shard assembled and written once (:func:`write_sharded`)."""
+strategy :func:`read_sharded` chooses per read. Write: each shard read at most once (under its lock),
+only the inner chunks the write touches re-encoded, the shard written once (:func:`write_sharded`)."""
 
 from __future__ import annotations
 
@@ -264,8 +264,8 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
 
 
 def _shard_box(layout: ShardedLayout, plan: Plan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when an orthogonal plan selects all of it in order
-    (along every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
+    """The block of the output shard ``s`` fills when an orthogonal plan selects all of it in order (along
+    each axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
     if layout.transposed or not isinstance(plan, OrthogonalPlan):
         return None
     box = []

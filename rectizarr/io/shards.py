@@ -114,17 +114,14 @@ def fetch_indexes(
     version where versions are cheap; on stores with conditional reads (S3, obstore) while the ranged
     reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again), and never for a read
     it leads to no range of (absence is never stale). Elsewhere (fsspec's GCS, HTTP) it is read every time.
-
     On stores with round trips, the index of a small shard is read with the shard (:func:`_index_reach`:
-    in ``Bodies``), so its inner chunks need no second request.
-
-    Where indexes are cached on conditional reads, a read also reads ahead, at the same time, the uncached
-    indexes of the shards nearest to its first one, as many as the handle's
-    :class:`~rectizarr.io.layout.IndexBudget` allows (never more index requests than a reader without a
-    cache): element-by-element reads over a few shards then wait for a handful of index reads instead of
-    one per shard. A miss reads them beside its own index reads; a read whose indexes were all cached,
-    beside its inner chunks when the handle's reads lately went to more than one shard: the last value
-    is then an :class:`Ahead` under way, which the caller joins once those are read."""
+    in ``Bodies``), so its inner chunks need no second request. Where indexes are cached on conditional
+    reads, a read also reads ahead, at the same time, the uncached indexes of the shards nearest to its
+    first one, as many as the handle's :class:`~rectizarr.io.layout.IndexBudget` allows (never more index
+    requests than a reader without a cache): element-by-element reads over a few shards then wait for a
+    handful of index reads instead of one per shard. A miss reads them beside its own index reads; a read
+    whose indexes were all cached, beside its inner chunks when the handle's reads lately went to more
+    than one shard: the last value is then an :class:`Ahead` under way, which the caller joins."""
     store, sharding = layout.store, layout.sharding
     bodies: Bodies = {}
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
