@@ -85,11 +85,11 @@ class Array(Resizable):
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the elements where a boolean mask of the array's shape is true."""
         # the shape the mask must have is the stored one
-        return self._read(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), mask, out)
+        return self._read(lambda: self._plan("coordinate", _mask(mask, self._revalidate().shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
-        self._write(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), value)
+        self._write(lambda: self._plan("coordinate", _mask(mask, self._revalidate().shape)), value)
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read whole storage chunks by chunk index (what ``a.blocks[...]`` does)."""

@@ -98,18 +98,15 @@ class ArrayBase(nodes.Node):
         stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
         return isinstance(stored, ArrayMeta) and _same_chunks(stored, planned)
 
-    def _revalidated(self) -> Self:
-        self._revalidate()
-        return self
-
-    def _revalidate(self) -> None:
+    def _revalidate(self) -> Self:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
-        (one version check, where versions are cheap: local files, memory)."""
+        (one version check, where versions are cheap: local files, memory); the handle."""
         version = self._stored_version()
         if version != self._meta_version:
             with self._lock:
                 self._take_up(nodes.read_meta(self._store, self._path))
                 self._meta_version = version
+        return self
 
     def _take_up(self, stored: Any) -> ArrayMeta:
         """Make ``stored`` (a document just read) the handle's metadata, if it changed."""
@@ -221,8 +218,6 @@ class ArrayBase(nodes.Node):
     @property
     def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
-        if self.inner_chunk_shape is None:
-            return self.write_chunk_sizes
         return all_data_lens(self._layout.dims)
 
     @property
@@ -289,7 +284,7 @@ class ArrayBase(nodes.Node):
     def nbytes_stored(self) -> StoredBytes:
         """The total size in bytes of the stored chunks (lists the store); an ``int`` that may also be
         called, as zarr-python's ``a.nbytes_stored()``."""
-        return StoredBytes(rio.nbytes_stored(self._layout)[1])
+        return StoredBytes(rio.nbytes_stored(self._layout))
 
     @property
     def filters(self) -> tuple[CodecSpec, ...]:

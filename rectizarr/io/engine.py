@@ -73,10 +73,6 @@ def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) ->
             assert_never(layout)
 
 
-def nbytes_stored(layout: Layout) -> tuple[int, int]:
-    """(number of stored chunks, their total size in bytes)."""
-    n = total = 0
-    for key, _ in stored_chunk_keys(layout):
-        n += 1
-        total += layout.store.getsize(key) or 0
-    return n, total
+def nbytes_stored(layout: Layout) -> int:
+    """The total size in bytes of the stored chunks."""
+    return sum(layout.store.getsize(key) or 0 for key, _ in stored_chunk_keys(layout))
