@@ -55,7 +55,6 @@ class ArrayAccess(ArrayBase):
 
         self._change_meta(lambda m: msgspec.structs.replace(m, attributes=change(dict(m.attributes))))
 
-    # ------------------------------------------------------------------------------- selections
     def __getitem__(self, selection: Any) -> Any:
         return self._read(lambda: self._plan("basic", selection), selection)
 

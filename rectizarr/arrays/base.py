@@ -55,7 +55,6 @@ class ArrayBase(nodes.Node):
         self._meta_version = self._stored_version() if before is None else before
         self._unchecked = False  # the metadata came from a consolidated entry: read zarr.json before a write
 
-    # ------------------------------------------------------------------------------------ metadata
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
             try:
@@ -118,7 +117,6 @@ class ArrayBase(nodes.Node):
             self._set_meta(stored)
         return self._meta
 
-    # -------------------------------------------------------------------------------- properties
     @property
     def metadata(self) -> ArrayMeta:
         """The array's validated ``zarr.json`` (an :class:`~rectizarr.core.metadata.ArrayMeta`)."""

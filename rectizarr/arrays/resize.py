@@ -29,7 +29,6 @@ from rectizarr.io import clear_appended, clear_past_end
 class Resizable(ArrayAccess):
     """Resize, append and staged writes (see the module)."""
 
-    # ------------------------------------------------------------------------------ resize/append
     def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:
         """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default; a new
         shard is rounded up to whole inner chunks, reaching past the extent), ``chunks="repeat"`` (repeat

@@ -49,7 +49,6 @@ class Group(nodes.Node):
         """Pickled as store + path + options (what :func:`open_group` needs)."""
         return (_reopen, (self._store, self._path, self._read_only, self._use_consolidated))
 
-    # ---------------------------------------------------------------------------------- metadata
     @property
     def metadata(self) -> GroupMeta:
         """The group's validated ``zarr.json`` (a :class:`~rectizarr.core.metadata.GroupMeta`)."""
@@ -101,7 +100,6 @@ class Group(nodes.Node):
         self._entries = Consolidated(meta, self._path)
         return self._entries
 
-    # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
         """The member at ``rel`` with ``meta`` (``consolidated``: an entry of the consolidated metadata)."""
         path = nodes.join(self._path, rel)
@@ -207,7 +205,6 @@ class Group(nodes.Node):
         self._stale = True
         return nodes.join(self._path, member_path(name))
 
-    # ---------------------------------------------------------------------------------- creation
     def create_group(
         self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
@@ -303,7 +300,6 @@ class Group(nodes.Node):
 
     __delitem__ = delete
 
-    # ------------------------------------------------------------------------------------ display
     def tree(self, *, max_depth: int | None = None) -> str:
         """The hierarchy as indented text with shapes, dtypes and grid kinds."""
         lines = [self.name]

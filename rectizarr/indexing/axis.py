@@ -99,9 +99,6 @@ class AxisPlan:
     span: tuple[int, int] | None = None
 
 
-# ------------------------------------------------------------------------------------ index checks
-
-
 def out_of_bounds(value: int, axis: int, extent: int) -> SelectionError:
     return SelectionError(f"index {value} is out of bounds for axis {axis} with extent {extent}")
 
@@ -156,9 +153,6 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
     if sl.step is not None and sl.step == 0:
         raise SelectionValueError(f"slice step cannot be zero (axis {axis})")
     return sl.indices(extent)
-
-
-# ------------------------------------------------------------------------------------ axis plans
 
 
 def empty_axis() -> AxisPlan:

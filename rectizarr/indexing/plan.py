@@ -119,9 +119,6 @@ def _mask_value(value: npt.NDArray[np.generic], shape: Shape) -> npt.NDArray[np.
     return np.broadcast_to(value, (n,)).reshape(shape)
 
 
-# ------------------------------------------------------------------------------------ orthogonal
-
-
 def _arange(s: slice) -> IntArray:
     stop = -1 if s.stop is None else s.stop  # None only ends a negative-step slice at position 0
     return np.arange(s.start, stop, s.step, dtype=np.int64)
@@ -199,9 +196,6 @@ def orthogonal(axes: Sequence[AxisPlan], final_shape: Shape, write_mode: WriteMo
     shape = tuple(a.length for a in axes)
     coords = _cartesian([a.chunks for a in axes])
     return OrthogonalPlan("orthogonal", shape, final_shape, coords, write_mode, tuple(axes))
-
-
-# ------------------------------------------------------------------------------------ coordinate
 
 
 @dataclass(frozen=True, slots=True)

@@ -128,9 +128,6 @@ def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
     )
 
 
-# ------------------------------------------------------------------------------------ a[...]
-
-
 def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
     """Plan for ``a[selection]`` (numpy basic indexing plus at most one index array)."""
     items, ellipsis = _expand(selection, len(dims))
@@ -212,9 +209,6 @@ def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bo
         else:
             points.append(placed(idx[j - arr.axis], start[id(arr)]))
     return coordinate(dims, points, final, mode)
-
-
-# ------------------------------------------------------------------------------------ oindex / vindex / blocks
 
 
 def orthogonal_plan(dims: Sequence[Dim], selection: object) -> Plan:
