@@ -5,6 +5,7 @@ the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.index
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 
 T = TypeVar("T")
-R = TypeVar("R")
 Data = bytes | memoryview
 # a write's check, once it holds its chunks' locks, that its plan still holds
 Guard = Callable[[], bool] | None
@@ -193,22 +193,15 @@ def clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
             chunk[(*(slice(None),) * axis, slice(n, None))] = layout.fill_value
 
 
-class _ValueBuffers:
+class _ValueBuffers(threading.local):
     """One buffer per thread for the values of one write (see :func:`value_buffer`)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_thread: dict[int, np.ndarray] = {}
+    buf: np.ndarray | None = None
 
     def take(self, nbytes: int) -> np.ndarray:
-        ident = threading.get_ident()
-        with self._lock:
-            buf = self._by_thread.get(ident)
-        if buf is None or buf.nbytes < nbytes:
-            buf = empty(nbytes, np.uint8)
-            with self._lock:
-                self._by_thread[ident] = buf
-        return buf[:nbytes]
+        if self.buf is None or self.buf.nbytes < nbytes:
+            self.buf = empty(nbytes, np.uint8)
+        return self.buf[:nbytes]
 
 
 _value_buffers: contextvars.ContextVar[_ValueBuffers | None] = contextvars.ContextVar(
@@ -321,16 +314,13 @@ def update_chunks(
     def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
         return dict(pmap(lambda k: work(read[k], stored[k]), list(stored), workers))
 
-    def each(fn: Callable[[str], R], keys: Sequence[str]) -> list[R]:
-        return pmap(fn, keys, workers)
-
     def before() -> None:
         encode_and_commit(layout, others, lambda x: work(x, None), workers, t)
 
     with store.lock([key_of(x) for x in items]):
         check(guard)
         try:
-            store.update(list(read), make, each, before)
+            store.update(list(read), make, functools.partial(pmap, workers=workers), before)
         finally:
             cache.invalidate(store, read)
 

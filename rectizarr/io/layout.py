@@ -180,7 +180,5 @@ def build_layout(
     sharding, perm = pipeline.sharding, pipeline.sharding_axes(grid.ndim)
     if sharding is None or perm is None:
         return ChunkedLayout(*common)
-    inner = [0] * grid.ndim
-    for t_axis, a_axis in enumerate(perm):
-        inner[a_axis] = sharding.chunk_shape[t_axis]
-    return ShardedLayout(*common, sharding=sharding, inner_shape=tuple(inner), perm=perm)
+    inner = tuple(sharding.chunk_shape[perm.index(axis)] for axis in range(grid.ndim))  # in the array's order
+    return ShardedLayout(*common, sharding=sharding, inner_shape=inner, perm=perm)
