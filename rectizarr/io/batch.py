@@ -145,17 +145,13 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
     chunks = np.ascontiguousarray(split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]))
     chunks = chunks.reshape((prod(cps), *inner))
-    keep = (
-        np.ones(chunks.shape[0], dtype=bool)
-        if layout.write_empty_chunks
-        else ~fill_rows(chunks, layout.fill_value)
-    )
+    keep = np.ones(chunks.shape[0], dtype=bool)
+    if not layout.write_empty_chunks:
+        keep = ~fill_rows(chunks, layout.fill_value)
     rows = np.flatnonzero(keep)
     if not rows.size:
         return None
-    frames = layout.sharding.codecs.encode_many(
-        chunks[rows] if rows.size < keep.size else chunks, spec, threads
-    )
+    frames = codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
     return layout.sharding.assemble_frames(shape_t, frames, rows)
 
 

@@ -99,11 +99,8 @@ def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
         return False
     chunk = tuple(d.size for d in dims)
     spec = ChunkSpec(chunk, layout.dtype, layout.fill_value)
-    if (
-        (workers_for(layout.workers, False, spec.nbytes, t) != 1)
-        if raw
-        else spec.nbytes >= t.block_coded_bytes
-    ):
+    threaded = workers_for(layout.workers, False, spec.nbytes, t) != 1
+    if threaded if raw else spec.nbytes >= t.block_coded_bytes:
         return False  # large chunks: the threaded general way
     block = Block.of(spans, chunk, spec.nbytes, t.batch_bytes)
     _read(layout, block, layout.keys(plan.chunk_coords), out, spec)

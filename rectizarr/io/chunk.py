@@ -150,11 +150,10 @@ def decode_in_place(
         return False
     chunk = _scratch_chunk(spec)
     prefix = prefix_bytes(plan, p, spec, t) if spec.nbytes >= t.prefix_min_bytes else None
-    done = (
-        pipeline.decode_into(value, spec, chunk)
-        if prefix is None
-        else pipeline.decode_prefix(value, spec, chunk, prefix)
-    )
+    if prefix is None:
+        done = pipeline.decode_into(value, spec, chunk)
+    else:
+        done = pipeline.decode_prefix(value, spec, chunk, prefix)
     if done:
         paste(out, plan, p, chunk, fill)
     return done
@@ -256,11 +255,8 @@ def encode_and_commit(
 
     token = _value_buffers.set(_ValueBuffers()) if reuse else None
     try:
-        absent = [
-            k
-            for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
-            for k in part
-        ]
+        batches = [items[i : i + per] for i in range(0, len(items), per)]
+        absent = [k for part in pmap(run, batches, workers) for k in part]
     finally:
         if token is not None:
             _value_buffers.reset(token)  # the buffers go with the write

@@ -228,11 +228,8 @@ def _wanted(shards: list[Shard], indexes: Indexes) -> list[Wanted]:
 
 def _checked(s: Shard, rng: tuple[int, int], data: Data | None) -> Data:
     if data is None or len(data) != rng[1]:
-        raise CodecError(
-            "shard is shorter than its index says (truncated or rewritten)",
-            key=s.key,
-            codec="sharding_indexed",
-        )
+        message = "shard is shorter than its index says (truncated or rewritten)"
+        raise CodecError(message, key=s.key, codec="sharding_indexed")
     return data
 
 
@@ -323,11 +320,8 @@ def write_sharded(
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
     # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks
-    workers = (
-        layout.workers
-        if batched
-        else workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
-    )
+    coded = bool(layout.sharding.codecs.bytes_bytes)
+    workers = layout.workers if batched else workers_for(layout.workers, coded, spec.nbytes, t)
     update_chunks(layout, shards, lambda s: s.key, work, lambda s: s.key in needs_read, workers, t, guard)
 
 

@@ -54,11 +54,8 @@ def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t:
     block = t.shard_group_block
     for start in range(0, len(projections), block):  # rows as Python ints, a block at a time
         part = projections[start : start + block]
-        rows = (
-            _shard_rows_few(layout, part)
-            if len(part) <= t.small_read_projections
-            else _shard_rows(layout, part)
-        )
+        few = len(part) <= t.small_read_projections
+        rows = _shard_rows_few(layout, part) if few else _shard_rows(layout, part)
         for p, row, local_row in zip(part, *rows, strict=True):
             sc: Coords = tuple(row)
             shard = shards.get(sc)
@@ -134,11 +131,8 @@ def fetch_indexes(
         budget.spread([s.key for s in shards])
         budget.maybe_uncached = True
     reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
-    extra = (
-        0
-        if budget is None
-        else budget.spend(len(shards), len(misses), 0 if reach else requests_in_flight() - len(misses))
-    )
+    most = 0 if reach else requests_in_flight() - len(misses)
+    extra = 0 if budget is None else budget.spend(len(shards), len(misses), most)
     requests = [
         (s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
         for s in misses
