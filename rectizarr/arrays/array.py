@@ -20,8 +20,7 @@ __all__ = ["Array", "StagedTarget", "create"]
 
 class _Indexer:
     def __init__(self, array: Array, kind: str) -> None:
-        self._array = array
-        self._kind = kind
+        self._array, self._kind = array, kind
 
     def __getitem__(self, selection: Any) -> Any:
         return self._array._read(lambda: self._array._plan(self._kind, selection), selection)
@@ -113,10 +112,8 @@ class StagedTarget:
 
     def __reduce__(self) -> tuple[Any, ...]:
         a = self.array
-        return (
-            _staged_target,
-            (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers),
-        )
+        args = (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers)
+        return (_staged_target, args)
 
 
 def _staged_target(

@@ -156,12 +156,9 @@ class OrthogonalPlan(Plan):
                 yield ChunkProjection((), (), (), True)
                 continue
             coords, local, out, complete, local_arrays, out_arrays = zip(*combo, strict=True)
-            yield ChunkProjection(
-                coords,
-                _ix(local) if sum(local_arrays) > 1 else local,
-                _ix(out) if sum(out_arrays) > 1 else out,
-                all(complete),
-            )
+            local = _ix(local) if sum(local_arrays) > 1 else local
+            out = _ix(out) if sum(out_arrays) > 1 else out
+            yield ChunkProjection(coords, local, out, all(complete))
 
     def projections_at(self, positions: Iterable[tuple[int, ...]]) -> Iterator[ChunkProjection]:
         """The projections of the given combinations of entry positions (``axes[i].entries[pos[i]]``),
@@ -169,14 +166,10 @@ class OrthogonalPlan(Plan):
         entries = [a.entries for a in self.axes]
         for pos in positions:
             combo = [entries[i][j] for i, j in enumerate(pos)]
-            local = tuple(e.local for e in combo)
-            out = tuple(e.out for e in combo)
-            yield ChunkProjection(
-                tuple(e.chunk for e in combo),
-                _ix(local) if sum(isinstance(x, np.ndarray) for x in local) > 1 else local,
-                _ix(out) if sum(isinstance(x, np.ndarray) for x in out) > 1 else out,
-                all(e.complete for e in combo),
-            )
+            local, out = tuple(e.local for e in combo), tuple(e.out for e in combo)
+            local = _ix(local) if sum(isinstance(x, np.ndarray) for x in local) > 1 else local
+            out = _ix(out) if sum(isinstance(x, np.ndarray) for x in out) > 1 else out
+            yield ChunkProjection(tuple(e.chunk for e in combo), local, out, all(e.complete for e in combo))
 
 
 def _cartesian(chunks: Sequence[IntArray]) -> IntArray:

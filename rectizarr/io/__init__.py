@@ -10,8 +10,7 @@ The read strategies, in the order :func:`.engine.read` tries them, with what for
 (:mod:`.blocks`; ``block_min_chunks=1``, ``batch_bytes``: test_raw_blocks, test_coded_blocks,
 test_batch_engine_props), chunked, streamed or windowed (:mod:`.chunked`; ``block_min_chunks`` large:
 test_batch_engine_props "per-chunk"), sharded (:mod:`.sharded`; ``piecewise_bytes=0``: test_local_transient,
-test_batch_props).
-"""
+test_batch_props)."""
 
 from rectizarr.io.cache import index_cache as index_cache
 from rectizarr.io.chunk import LayoutChanged as LayoutChanged

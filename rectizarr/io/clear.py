@@ -7,8 +7,7 @@ the new ``zarr.json`` is written). The chunks are read first, then the array's g
 append writes its ``zarr.json`` before its data, so a chunk that holds an append's data was read after that
 append's ``zarr.json`` was. A chunk is cleared past that extent (deleted when it lies wholly past it, left
 as it is when an append filled it); where the current grid's chunks are not the shrink's (a rectilinear
-axis that grew new edges since), it is left as it is.
-"""
+axis that grew new edges since), it is left as it is."""
 
 from __future__ import annotations
 
