@@ -92,8 +92,7 @@ class ArrayAccess(ArrayBase):
 
     def _read(self, make_plan: Callable[[], Plan], selection: Any, out: np.ndarray | None = None) -> Any:
         with self._lock:  # the plan with the layout it was made for (other threads revalidate)
-            plan = self._planned(make_plan)
-            layout = self._layout
+            plan, layout = self._planned(make_plan), self._layout
         optional = self._meta.data_type.name == "optional"  # read as a numpy.ma.MaskedArray
         if out is not None:
             if optional:

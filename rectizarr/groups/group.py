@@ -11,7 +11,7 @@ from rectizarr.api import create_array, open_node
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, NodeTypeError, ReadOnlyError
-from rectizarr.groups.members import Consolidated, member_path
+from rectizarr.groups.members import Consolidated
 from rectizarr.stores import Store
 
 __all__ = ["Group", "create_group", "open_group"]
@@ -203,7 +203,10 @@ class Group(nodes.Node):
         """The path of ``name``, a member about to be written (the group's document is then read again)."""
         self._check_writable()
         self._stale = True
-        return nodes.join(self._path, member_path(name))
+        rel = nodes.normalize_path(name)
+        if not rel:
+            raise MetadataError(f"member name must be non-empty, got {name!r}")
+        return nodes.join(self._path, rel)
 
     def create_group(
         self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False

@@ -1,5 +1,4 @@
-"""What a group lists: its members as its consolidated metadata holds them (:class:`Consolidated`), and
-the names of new members."""
+"""What a group lists: its members as its consolidated metadata holds them (:class:`Consolidated`)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,7 @@ from rectizarr import nodes
 from rectizarr.core.metadata import GroupMeta, NodeMeta
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = ["Consolidated", "member_path"]
+__all__ = ["Consolidated"]
 
 
 class Consolidated:
@@ -55,11 +54,3 @@ class Consolidated:
                 inner = exc.path[1:] if exc.path and exc.path.startswith("$") else ""
                 raise type(exc)(exc.message, path=where + inner, key=self.key) from exc
         return meta
-
-
-def member_path(name: str) -> str:
-    """The path of a new member ``name`` relative to its group (non-empty)."""
-    rel = nodes.normalize_path(name)
-    if not rel:
-        raise MetadataError(f"member name must be non-empty, got {name!r}")
-    return rel
