@@ -176,9 +176,8 @@ def _cartesian(chunks: Sequence[IntArray]) -> IntArray:
     lens = [c.size for c in chunks]
     total = _prod(tuple(lens))
     if total <= 64:  # a few chunks (a small read): one array from Python ints, no numpy call per axis
-        return np.array(list(product(*[c.tolist() for c in chunks])), dtype=np.int64).reshape(
-            total, len(chunks)
-        )
+        combos = list(product(*[c.tolist() for c in chunks]))
+        return np.array(combos, dtype=np.int64).reshape(total, len(chunks))
     out = np.empty((total, len(chunks)), dtype=np.int64)
     for i, c in enumerate(chunks):
         out[:, i] = np.tile(np.repeat(c, _prod(tuple(lens[i + 1 :]))), _prod(tuple(lens[:i])))

@@ -123,9 +123,8 @@ def _array(dims: Sequence[Dim], it: _Item) -> IntArray:
 def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
     if fancy:
         return "fancy"
-    return (
-        "view" if ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items) else "scalar"
-    )
+    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
+    return "view" if view else "scalar"
 
 
 def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:

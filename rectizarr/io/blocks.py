@@ -75,10 +75,8 @@ class Block:
                 base = base * counts[i] + j
             for start in range(0, counts[a], self.m):
                 box = (*(1,) * a, min(self.m, counts[a] - start), *counts[a + 1 :])
-                coords = tuple(
-                    f + o
-                    for f, o in zip(self.first, (*outer, start, *(0,) * (len(counts) - a - 1)), strict=True)
-                )
+                offsets = (*outer, start, *(0,) * (len(counts) - a - 1))
+                coords = tuple(f + o for f, o in zip(self.first, offsets, strict=True))
                 yield (base * counts[a] + start) * tail, coords, box
 
 

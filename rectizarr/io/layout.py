@@ -98,12 +98,8 @@ class LayoutCommon:
     def specs(self, coords: np.ndarray) -> list[ChunkSpec]:
         """The spec of each chunk at the rows of ``coords``: one shared object per distinct shape and no
         key (a decode error is given the key by the caller)."""
-        dims = self.grid.dims
-        shapes = (
-            zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True)
-            if dims
-            else [()] * coords.shape[0]
-        )
+        edges = [d.edges_of(coords[:, i]).tolist() for i, d in enumerate(self.grid.dims)]
+        shapes = zip(*edges, strict=True) if edges else [()] * coords.shape[0]
         cache: dict[Shape, ChunkSpec] = {}
         return [
             cache.get(s) or cache.setdefault(s, ChunkSpec(s, self.dtype, self.fill_value)) for s in shapes

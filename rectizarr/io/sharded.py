@@ -47,8 +47,7 @@ class _Read:
     def __init__(self, layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> None:
         self.layout, self.plan, self.out, self.t = layout, plan, out, t
         self.aheads: list[Ahead] = []  # shard indexes being read ahead, joined before the read returns
-        codecs = layout.sharding.codecs
-        spec = layout.inner_spec(None)
+        codecs, spec = layout.sharding.codecs, layout.inner_spec(None)
         self.workers = workers_for(layout.workers, bool(codecs.bytes_bytes), spec.nbytes, t)
         self.threads = pool_size() if layout.workers is None else layout.workers
         self.into = not layout.transposed and codecs.can_decode_into(layout.dtype)
