@@ -199,9 +199,8 @@ class CoordinatePlan(Plan):
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         bounds, local, order = self.bounds.tolist(), self.local, self.order
-        for g, (coords, complete) in enumerate(
-            zip(self.chunk_coords.tolist(), self.complete.tolist(), strict=True)
-        ):
+        rows = zip(self.chunk_coords.tolist(), self.complete.tolist(), strict=True)
+        for g, (coords, complete) in enumerate(rows):
             a, b = bounds[g], bounds[g + 1]
             yield ChunkProjection(tuple(coords), tuple([x[a:b] for x in local]), order[a:b], complete)
 

@@ -219,9 +219,8 @@ def value_buffer(nbytes: int) -> np.ndarray:
 
 def _largest_value_nbytes(layout: Layout) -> int:
     """The decoded size of the layout's largest chunk (shard): its dtype's size times the largest edges."""
-    return layout.dtype.itemsize * prod(
-        tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims)
-    )
+    largest = tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims)
+    return layout.dtype.itemsize * prod(largest)
 
 
 def encode_and_commit(
@@ -239,9 +238,8 @@ def encode_and_commit(
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
-    reuse = (
-        layout.store.capabilities.values_consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
-    )
+    consumed = layout.store.capabilities.values_consumed
+    reuse = consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
     if reuse:  # each value stored before the thread makes its next: value_buffer() may reuse its memory
         per = 1
 

@@ -278,10 +278,8 @@ def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     store = layout.store
     if store.capabilities.low_latency or not shards:
         return 0
-    gap = store.coalesce_gap
-    biggest = max(
-        prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards
-    )
+    gap, index_nbytes = store.coalesce_gap, layout.sharding.index_nbytes
+    biggest = max(prod(s.shape_t) * layout.dtype.itemsize + index_nbytes(s.shape_t) for s in shards)
     return gap if biggest <= gap and len(shards) * gap <= store.coalesce_max else 0
 
 
