@@ -55,7 +55,6 @@ class ArrayAccess(ArrayBase):
 
         self._change_meta(lambda m: msgspec.structs.replace(m, attributes=change(dict(m.attributes))))
 
-    # ------------------------------------------------------------------------------- selections
     def __getitem__(self, selection: Any) -> Any:
         return self._read(lambda: self._plan("basic", selection), selection)
 
@@ -66,21 +65,18 @@ class ArrayAccess(ArrayBase):
         self._revalidate()
         dims = self._layout.dims
         if kind == "basic":
-            sel = selection if isinstance(selection, tuple) else (selection,)
-            arrays = [s for s in sel if isinstance(s, np.ndarray | list)]
-            if arrays and _pointwise(sel, self.ndim):
+            if _pointwise(selection if isinstance(selection, tuple) else (selection,), self.ndim):
                 return coordinate_plan(dims, selection)
             return basic_plan(dims, selection)
         if kind == "orthogonal":
             return orthogonal_plan(dims, selection)
         if kind == "coordinate":
             return coordinate_plan(dims, selection)
-        if kind == "block":
-            return (
-                block_plan(self.grid.dims, selection)
-                if self.inner_chunk_shape is None
-                else _block_plan_sharded(self, selection)
-            )
+        if kind == "block" and self.inner_chunk_shape is None:
+            return block_plan(self.grid.dims, selection)
+        if kind == "block":  # blocks are shards: an element selection (a 0-d array's one block: ``...``)
+            region = block_region(self.grid.dims, selection)
+            return basic_plan(dims, region if region else Ellipsis)
         raise SelectionError(f"unknown selection kind {kind!r}")
 
     def _planned(self, make_plan: Callable[[], Plan]) -> Plan:
@@ -96,8 +92,7 @@ class ArrayAccess(ArrayBase):
 
     def _read(self, make_plan: Callable[[], Plan], selection: Any, out: np.ndarray | None = None) -> Any:
         with self._lock:  # the plan with the layout it was made for (other threads revalidate)
-            plan = self._planned(make_plan)
-            layout = self._layout
+            plan, layout = self._planned(make_plan), self._layout
         optional = self._meta.data_type.name == "optional"  # read as a numpy.ma.MaskedArray
         if out is not None:
             if optional:
@@ -221,10 +216,3 @@ def _pointwise(sel: tuple[Any, ...], ndim: int) -> bool:
     if len(arrays) == 1 and arrays[0].dtype == bool and arrays[0].ndim == ndim and ndim > 1 and len(sel) == 1:
         return True
     return len(arrays) >= 2 and len(sel) == ndim and len(arrays) == ndim
-
-
-def _block_plan_sharded(array: ArrayBase, selection: Any) -> Plan:
-    """Blocks are storage chunks (shards): turn the block selection into an element selection (of a 0-d
-    array, its one block: ``...``, as an unsharded array's block plan)."""
-    region = block_region(array.grid.dims, selection)
-    return basic_plan(array._layout.dims, region if region else Ellipsis)

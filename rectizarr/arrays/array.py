@@ -20,8 +20,7 @@ __all__ = ["Array", "StagedTarget", "create"]
 
 class _Indexer:
     def __init__(self, array: Array, kind: str) -> None:
-        self._array = array
-        self._kind = kind
+        self._array, self._kind = array, kind
 
     def __getitem__(self, selection: Any) -> Any:
         return self._array._read(lambda: self._array._plan(self._kind, selection), selection)
@@ -85,11 +84,11 @@ class Array(Resizable):
     def get_mask_selection(self, mask: Any, *, out: np.ndarray | None = None) -> Any:
         """Read the elements where a boolean mask of the array's shape is true."""
         # the shape the mask must have is the stored one
-        return self._read(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), mask, out)
+        return self._read(lambda: self._plan("coordinate", _mask(mask, self._revalidate().shape)), mask, out)
 
     def set_mask_selection(self, mask: Any, value: Any) -> None:
         """Write ``value`` where a boolean mask of the array's shape is true."""
-        self._write(lambda: self._plan("coordinate", _mask(mask, self._revalidated().shape)), value)
+        self._write(lambda: self._plan("coordinate", _mask(mask, self._revalidate().shape)), value)
 
     def get_block_selection(self, selection: Any, *, out: np.ndarray | None = None) -> Any:
         """Read whole storage chunks by chunk index (what ``a.blocks[...]`` does)."""
@@ -113,10 +112,8 @@ class StagedTarget:
 
     def __reduce__(self) -> tuple[Any, ...]:
         a = self.array
-        return (
-            _staged_target,
-            (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers),
-        )
+        args = (a.store, a.path, nodes.node_doc(a.metadata), a._write_empty_chunks, a._workers)
+        return (_staged_target, args)
 
 
 def _staged_target(

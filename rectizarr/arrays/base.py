@@ -55,7 +55,6 @@ class ArrayBase(nodes.Node):
         self._meta_version = self._stored_version() if before is None else before
         self._unchecked = False  # the metadata came from a consolidated entry: read zarr.json before a write
 
-    # ------------------------------------------------------------------------------------ metadata
     def _set_meta(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
         if pipeline is None:
             try:
@@ -72,15 +71,7 @@ class ArrayBase(nodes.Node):
         self._meta = meta
         self._track(meta)
         self._layout = rio.build_layout(
-            self._store,
-            nodes.prefix_of(self._path),
-            meta.chunk_grid,
-            meta.chunk_key_encoding,
-            pipeline,
-            meta.data_type.numpy,
-            meta.fill_value,
-            write_empty_chunks=self._write_empty_chunks,
-            workers=self._workers,
+            self._store, nodes.prefix_of(self._path), meta, pipeline, self._write_empty_chunks, self._workers
         )
 
     def _adopt(self, meta: ArrayMeta, pipeline: CodecPipeline | None = None) -> None:
@@ -106,18 +97,15 @@ class ArrayBase(nodes.Node):
         stored = nodes.try_read_meta(self._store, self._path, self._meta.zarr_format)
         return isinstance(stored, ArrayMeta) and _same_chunks(stored, planned)
 
-    def _revalidated(self) -> Self:
-        self._revalidate()
-        return self
-
-    def _revalidate(self) -> None:
+    def _revalidate(self) -> Self:
         """Before each read or write: take up a ``zarr.json`` changed by another handle, thread or process
-        (one version check, where versions are cheap: local files, memory)."""
+        (one version check, where versions are cheap: local files, memory); the handle."""
         version = self._stored_version()
         if version != self._meta_version:
             with self._lock:
                 self._take_up(nodes.read_meta(self._store, self._path))
                 self._meta_version = version
+        return self
 
     def _take_up(self, stored: Any) -> ArrayMeta:
         """Make ``stored`` (a document just read) the handle's metadata, if it changed."""
@@ -129,7 +117,6 @@ class ArrayBase(nodes.Node):
             self._set_meta(stored)
         return self._meta
 
-    # -------------------------------------------------------------------------------- properties
     @property
     def metadata(self) -> ArrayMeta:
         """The array's validated ``zarr.json`` (an :class:`~rectizarr.core.metadata.ArrayMeta`)."""
@@ -229,8 +216,6 @@ class ArrayBase(nodes.Node):
     @property
     def read_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
         """Per axis, the sizes of the smallest readable units: inner chunks when sharded."""
-        if self.inner_chunk_shape is None:
-            return self.write_chunk_sizes
         return all_data_lens(self._layout.dims)
 
     @property
@@ -297,7 +282,7 @@ class ArrayBase(nodes.Node):
     def nbytes_stored(self) -> StoredBytes:
         """The total size in bytes of the stored chunks (lists the store); an ``int`` that may also be
         called, as zarr-python's ``a.nbytes_stored()``."""
-        return StoredBytes(rio.nbytes_stored(self._layout)[1])
+        return StoredBytes(rio.nbytes_stored(self._layout))
 
     @property
     def filters(self) -> tuple[CodecSpec, ...]:

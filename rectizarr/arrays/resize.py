@@ -29,28 +29,27 @@ from rectizarr.io import clear_appended, clear_past_end
 class Resizable(ArrayAccess):
     """Resize, append and staged writes (see the module)."""
 
-    # ------------------------------------------------------------------------------ resize/append
     def resize(self, new_shape: Sequence[int] | int, *, chunks: Any = None) -> None:
         """Change the shape. Rectilinear axes grow by one new chunk covering the growth (default; a new
-        shard is rounded up to whole inner chunks, reaching past the extent),
-        ``chunks="repeat"`` (repeat the last edge), or explicit new edges per axis (``chunks=[None, [31, 30]]``).
-
-        Shrinking deletes chunks wholly outside the new shape and resets the out-of-bounds part of the
-        straddling chunks to the fill value, so a later grow shows the fill value, not stale data.
-        """
+        shard is rounded up to whole inner chunks, reaching past the extent), ``chunks="repeat"`` (repeat
+        the last edge), or explicit new edges per axis (``chunks=[None, [31, 30]]``). Shrinking deletes
+        chunks wholly outside the new shape and resets the out-of-bounds part of the straddling chunks to
+        the fill value, so a later grow shows the fill value, not stale data."""
         self._check_writable()
         new_shape = (int(new_shape),) if isinstance(new_shape, int) else tuple(int(s) for s in new_shape)
         if len(new_shape) != self.ndim or any(s < 0 for s in new_shape):
             raise MetadataError(f"new shape {new_shape} does not fit an array of {self.ndim} dimensions")
-
         self._change_meta(lambda m: self._resized(m, new_shape, chunks), self._clean_up_shrink)
 
     def _resized(self, old: ArrayMeta, new_shape: Sequence[int], chunks: Any) -> ArrayMeta:
         """``old`` resized (:func:`_resized`); before a grow, what a shrink's clean-up left past the stored
-        end is cleared (:meth:`_clear_past_end`)."""
+        end (a killed writer, or another writer that grew first) is cleared before the grow shows it (a
+        corrupt chunk stays as it is; the others are cleared)."""
         new = _resized(old, tuple(int(n) for n in new_shape), chunks)
         if any(n > o for n, o in zip(new.shape, old.shape, strict=True)):
-            self._clear_past_end(old, new)
+            with contextlib.suppress(CodecError):
+                grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
+                clear_past_end(grown, old.chunk_grid, self._grid_now)
         return new
 
     def _clean_up_shrink(self, old_layout: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:
@@ -58,14 +57,6 @@ class Resizable(ArrayAccess):
         stored when each is rewritten (:func:`rectizarr.io.delete_outside`)."""
         if any(n < o for n, o in zip(new.shape, old.shape, strict=True)):
             rio.delete_outside(old_layout, new.chunk_grid, self._grid_now)
-
-    def _clear_past_end(self, old: ArrayMeta, new: ArrayMeta) -> None:
-        """Before a grow from ``old`` to ``new``: what a shrink's clean-up left past the stored end (a
-        killed writer, or another writer that grew first) cleared before
-        the grow shows it (a corrupt chunk stays as it is; the others are cleared)."""
-        with contextlib.suppress(CodecError):
-            grown = dataclasses.replace(self._layout, grid=new.chunk_grid)
-            clear_past_end(grown, old.chunk_grid, self._grid_now)
 
     def _grid_now(self) -> ChunkGrid | None:
         """The array's grid as stored now (None: no array there any more)."""
@@ -91,10 +82,7 @@ class Resizable(ArrayAccess):
         axis = axis + self.ndim if axis < 0 else axis
         if not 0 <= axis < self.ndim:
             raise SelectionError(f"axis {axis} is out of range for {self.ndim} dimensions")
-        axis_chunks = None
-        if chunks is not None:
-            axis_chunks = [None] * self.ndim
-            axis_chunks[axis] = chunks
+        axis_chunks = None if chunks is None else [chunks if i == axis else None for i in range(self.ndim)]
 
         def grow(m: ArrayMeta) -> ArrayMeta:  # from the end as stored now
             if data.ndim != len(m.shape) or any(
@@ -113,12 +101,8 @@ class Resizable(ArrayAccess):
             return new
 
         def write(_: rio.Layout, old: ArrayMeta, new: ArrayMeta) -> None:  # the region reserved for it
-            self[
-                tuple(
-                    slice(old.shape[axis], new.shape[axis]) if i == axis else slice(None)
-                    for i in range(self.ndim)
-                )
-            ] = data
+            rows = slice(old.shape[axis], new.shape[axis])
+            self[tuple(rows if i == axis else slice(None) for i in range(self.ndim))] = data
 
         # the document first: it reserves the region (no lock keeps other writers out of it on every store)
         self._change_meta(grow, write)
@@ -157,19 +141,18 @@ def resize_together(
     update (:meth:`rectizarr.nodes.DocFormat.publish_many`, where the arrays' format makes one on the
     store; else one after the other): a grow first clears what a shrink's clean-up left past the stored
     end, each shrink's clean-up follows the update."""
-    handles = list(arrays.items())
-    if not handles:
+    if not arrays:
         return
-    for _, a in handles:
+    for a in arrays.values():
         a._check_writable()
-    store = handles[0][1].store
-    formats = {nodes.format_of(a.metadata) for _, a in handles}
+    store = next(iter(arrays.values())).store
+    formats = {nodes.format_of(a.metadata) for a in arrays.values()}
     fmt = formats.pop() if len(formats) == 1 else None  # (None: arrays of both formats)
     if fmt is None or not fmt.together(store):
-        for name, a in handles:
+        for name, a in arrays.items():
             a.resize(shapes[name], chunks=chunks.get(name))
         return
-    by_path = {a.path: (name, a) for name, a in handles}
+    by_path = {a.path: (name, a) for name, a in arrays.items()}
     before: dict[str, rio.Layout] = {}
 
     def change_of(path: str) -> Callable[[NodeMeta | None], NodeMeta]:
@@ -198,9 +181,8 @@ def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
     import msgspec
 
-    new_grid = meta.chunk_grid.resize(
-        new_shape, _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
-    )
+    policy = _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
+    new_grid = meta.chunk_grid.resize(new_shape, policy)
     # checked: e.g. a new edge not divisible by the inner chunk
     build_pipeline(meta.codecs, meta.data_type.numpy, [d.unique_edges() for d in new_grid.dims], "$.codecs")
     return msgspec.structs.replace(meta, shape=new_shape, chunk_grid=new_grid)

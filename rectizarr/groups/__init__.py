@@ -7,9 +7,7 @@ and member opens without touching the store; every node rectizarr creates, delet
 re-attributes refreshes it (:mod:`rectizarr.nodes`), so our own writes never leave it stale.
 
 The package: :mod:`.group` (:class:`Group`, :func:`create_group`, :func:`open_group`), :mod:`.members` (the
-members the consolidated metadata lists, the tree view), :mod:`.opening` (:func:`open`: an array or a group,
-:func:`consolidate_metadata`).
-"""
+members the consolidated metadata lists), :mod:`.opening` (:func:`open`, :func:`consolidate_metadata`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from rectizarr.api import create_array, open_node
 from rectizarr.arrays import Array, resize_together
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, NodeTypeError, ReadOnlyError
-from rectizarr.groups.members import Consolidated, member_path, tree_lines
+from rectizarr.groups.members import Consolidated
 from rectizarr.stores import Store
 
 __all__ = ["Group", "create_group", "open_group"]
@@ -49,7 +49,6 @@ class Group(nodes.Node):
         """Pickled as store + path + options (what :func:`open_group` needs)."""
         return (_reopen, (self._store, self._path, self._read_only, self._use_consolidated))
 
-    # ---------------------------------------------------------------------------------- metadata
     @property
     def metadata(self) -> GroupMeta:
         """The group's validated ``zarr.json`` (a :class:`~rectizarr.core.metadata.GroupMeta`)."""
@@ -101,7 +100,6 @@ class Group(nodes.Node):
         self._entries = Consolidated(meta, self._path)
         return self._entries
 
-    # ----------------------------------------------------------------------------------- members
     def _child(self, rel: str, meta: NodeMeta, consolidated: bool = False) -> Array | Group:
         """The member at ``rel`` with ``meta`` (``consolidated``: an entry of the consolidated metadata)."""
         path = nodes.join(self._path, rel)
@@ -198,29 +196,25 @@ class Group(nodes.Node):
         ``name`` in the group's Zarr format, replacing any member of that name (zarr-python's behaviour)."""
         from rectizarr.api import from_array
 
+        path = self._new_member(name)
+        from_array(self._store, value, name=path, overwrite=True, zarr_format=self._meta.zarr_format)
+
+    def _new_member(self, name: str) -> str:
+        """The path of ``name``, a member about to be written (the group's document is then read again)."""
         self._check_writable()
         self._stale = True
-        from_array(
-            self._store,
-            value,
-            name=nodes.join(self._path, member_path(name)),
-            overwrite=True,
-            zarr_format=self._meta.zarr_format,
-        )
+        rel = nodes.normalize_path(name)
+        if not rel:
+            raise MetadataError(f"member name must be non-empty, got {name!r}")
+        return nodes.join(self._path, rel)
 
-    # ---------------------------------------------------------------------------------- creation
     def create_group(
         self, name: str, *, attributes: Mapping[str, Any] | None = None, overwrite: bool = False
     ) -> Group:
         """Create a child group (``name`` may be a path such as ``a/b``) and return it."""
-        self._check_writable()
-        self._stale = True
+        path, zarr_format = self._new_member(name), self._meta.zarr_format
         return create_group(
-            self._store,
-            path=nodes.join(self._path, member_path(name)),
-            attributes=attributes,
-            overwrite=overwrite,
-            zarr_format=self._meta.zarr_format,
+            self._store, path=path, attributes=attributes, overwrite=overwrite, zarr_format=zarr_format
         )
 
     def resize_arrays(self, shapes: Mapping[str, Any], *, chunks: Mapping[str, Any] | None = None) -> None:
@@ -245,10 +239,9 @@ class Group(nodes.Node):
 
     def create_array(self, name: str, **kwargs: Any) -> Array:
         """Create an array below this group (same keywords as :func:`rectizarr.create_array`)."""
-        self._check_writable()
-        self._stale = True
+        path = self._new_member(name)
         kwargs.setdefault("zarr_format", self._meta.zarr_format)  # a v2 group's members are v2
-        return create_array(self._store, name=nodes.join(self._path, member_path(name)), **kwargs)
+        return create_array(self._store, name=path, **kwargs)
 
     def require_group(self, name: str, **kwargs: Any) -> Group:
         """Open the child group ``name``, creating it if it does not exist."""
@@ -310,12 +303,28 @@ class Group(nodes.Node):
 
     __delitem__ = delete
 
-    # ------------------------------------------------------------------------------------ display
     def tree(self, *, max_depth: int | None = None) -> str:
         """The hierarchy as indented text with shapes, dtypes and grid kinds."""
         lines = [self.name]
-        tree_lines(self, lines, "", 0, max_depth)
+        self._tree_lines(lines, "", 0, max_depth)
         return "\n".join(lines)
+
+    def _tree_lines(self, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
+        """Append the lines of the members, below ``depth`` levels (down to ``max_depth``)."""
+        if max_depth is not None and depth >= max_depth:
+            return
+        members = self.members()
+        for i, (name, node) in enumerate(members):
+            last = i == len(members) - 1
+            branch = "└── " if last else "├── "
+            if isinstance(node, Array):
+                lines.append(
+                    f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
+                    f"{', sharded' if node.is_sharded else ''})"
+                )
+            else:
+                lines.append(f"{indent}{branch}{name}/")
+                node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
 
     @property
     def info(self) -> str:

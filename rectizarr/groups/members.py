@@ -1,17 +1,15 @@
-"""What a group lists: its members as its consolidated metadata holds them (:class:`Consolidated`), the
-names of new members, and the hierarchy as text (:func:`tree_lines`)."""
+"""What a group lists: its members as its consolidated metadata holds them (:class:`Consolidated`)."""
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Protocol
+from typing import Any
 
 from rectizarr import nodes
-from rectizarr.arrays import Array
 from rectizarr.core.metadata import GroupMeta, NodeMeta
 from rectizarr.errors import LenientMetadataWarning, MetadataError
 
-__all__ = ["Consolidated", "member_path", "tree_lines"]
+__all__ = ["Consolidated"]
 
 
 class Consolidated:
@@ -56,35 +54,3 @@ class Consolidated:
                 inner = exc.path[1:] if exc.path and exc.path.startswith("$") else ""
                 raise type(exc)(exc.message, path=where + inner, key=self.key) from exc
         return meta
-
-
-def member_path(name: str) -> str:
-    """The path of a new member ``name`` relative to its group (non-empty)."""
-    rel = nodes.normalize_path(name)
-    if not rel:
-        raise MetadataError(f"member name must be non-empty, got {name!r}")
-    return rel
-
-
-class Listed(Protocol):
-    """What :func:`tree_lines` walks: a group."""
-
-    def members(self) -> list[tuple[str, Any]]: ...
-
-
-def tree_lines(group: Listed, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
-    """Append the lines of ``group``'s members, below ``depth`` levels (down to ``max_depth``)."""
-    if max_depth is not None and depth >= max_depth:
-        return
-    members = group.members()
-    for i, (name, node) in enumerate(members):
-        last = i == len(members) - 1
-        branch = "└── " if last else "├── "
-        if isinstance(node, Array):
-            lines.append(
-                f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
-                f"{', sharded' if node.is_sharded else ''})"
-            )
-        else:
-            lines.append(f"{indent}{branch}{name}/")
-            tree_lines(node, lines, indent + ("    " if last else "│   "), depth + 1, max_depth)

@@ -99,9 +99,6 @@ class AxisPlan:
     span: tuple[int, int] | None = None
 
 
-# ------------------------------------------------------------------------------------ index checks
-
-
 def out_of_bounds(value: int, axis: int, extent: int) -> SelectionError:
     return SelectionError(f"index {value} is out of bounds for axis {axis} with extent {extent}")
 
@@ -158,9 +155,6 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
     return sl.indices(extent)
 
 
-# ------------------------------------------------------------------------------------ axis plans
-
-
 def empty_axis() -> AxisPlan:
     return AxisPlan(0, np.empty(0, dtype=np.int64), ())
 
@@ -192,9 +186,7 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
         out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
         entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
         return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
-    if (
-        c1 - c0 < tuning.current().few_chunks
-    ):  # a few chunks (a window): plain integers, no numpy call per axis
+    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a window): plain integers, no numpy call
         return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(
@@ -262,9 +254,8 @@ def positions(pos: IntArray) -> AxisSel:
 
 
 def axis_from_array(dim: Dim, idx: IntArray) -> AxisPlan:
-    """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk.
-
-    The sort is stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
+    """A checked 1-D int64 array (any order, repeats allowed): sorted once, grouped per chunk. The sort is
+    stable, so repeated indices keep their order and a write keeps numpy's last-wins."""
     n = idx.size
     if n == 0:
         return empty_axis()

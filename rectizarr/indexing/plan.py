@@ -51,9 +51,8 @@ class ChunkProjection(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Plan(ABC):
     """A selection resolved against a grid; iterate it for one :class:`ChunkProjection` per touched chunk.
-
-    ``chunk_coords[k]`` is the coords of the ``k``-th projection (C order of the coords for orthogonal
-    plans, increasing linear chunk id for coordinate plans)."""
+    ``chunk_coords[k]``: the coords of the ``k``-th projection (C order of the coords for orthogonal plans,
+    increasing linear chunk id for coordinate plans)."""
 
     kind: Literal["orthogonal", "coordinate"]
     shape: Shape
@@ -70,11 +69,10 @@ class Plan(ABC):
         """Yield the projections lazily, in the order of ``chunk_coords``."""
 
     def value_to_internal(self, value: npt.ArrayLike, dtype: npt.DTypeLike) -> npt.NDArray[np.generic]:
-        """``value`` converted and broadcast as ``a[sel] = value`` would, then reshaped to ``shape``.
-
-        Raises what numpy raises (ValueError for a shape mismatch or a sequence where an element is
-        expected, OverflowError for a Python int out of range). The result may be a read-only view
-        (of a scalar broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``)."""
+        """``value`` converted and broadcast as ``a[sel] = value`` would, then reshaped to ``shape``. Raises
+        what numpy raises (ValueError for a shape mismatch or a sequence where an element is expected,
+        OverflowError for a Python int out of range). The result may be a read-only view (of a scalar
+        broadcast, or of ``value`` itself when it already has ``final_shape`` and ``dtype``)."""
         dt = np.dtype(dtype)
         if (
             isinstance(value, np.generic)
@@ -121,9 +119,6 @@ def _mask_value(value: npt.NDArray[np.generic], shape: Shape) -> npt.NDArray[np.
     return np.broadcast_to(value, (n,)).reshape(shape)
 
 
-# ------------------------------------------------------------------------------------ orthogonal
-
-
 def _arange(s: slice) -> IntArray:
     stop = -1 if s.stop is None else s.stop  # None only ends a negative-step slice at position 0
     return np.arange(s.start, stop, s.step, dtype=np.int64)
@@ -161,12 +156,9 @@ class OrthogonalPlan(Plan):
                 yield ChunkProjection((), (), (), True)
                 continue
             coords, local, out, complete, local_arrays, out_arrays = zip(*combo, strict=True)
-            yield ChunkProjection(
-                coords,
-                _ix(local) if sum(local_arrays) > 1 else local,
-                _ix(out) if sum(out_arrays) > 1 else out,
-                all(complete),
-            )
+            local = _ix(local) if sum(local_arrays) > 1 else local
+            out = _ix(out) if sum(out_arrays) > 1 else out
+            yield ChunkProjection(coords, local, out, all(complete))
 
     def projections_at(self, positions: Iterable[tuple[int, ...]]) -> Iterator[ChunkProjection]:
         """The projections of the given combinations of entry positions (``axes[i].entries[pos[i]]``),
@@ -174,23 +166,18 @@ class OrthogonalPlan(Plan):
         entries = [a.entries for a in self.axes]
         for pos in positions:
             combo = [entries[i][j] for i, j in enumerate(pos)]
-            local = tuple(e.local for e in combo)
-            out = tuple(e.out for e in combo)
-            yield ChunkProjection(
-                tuple(e.chunk for e in combo),
-                _ix(local) if sum(isinstance(x, np.ndarray) for x in local) > 1 else local,
-                _ix(out) if sum(isinstance(x, np.ndarray) for x in out) > 1 else out,
-                all(e.complete for e in combo),
-            )
+            local, out = tuple(e.local for e in combo), tuple(e.out for e in combo)
+            local = _ix(local) if sum(isinstance(x, np.ndarray) for x in local) > 1 else local
+            out = _ix(out) if sum(isinstance(x, np.ndarray) for x in out) > 1 else out
+            yield ChunkProjection(tuple(e.chunk for e in combo), local, out, all(e.complete for e in combo))
 
 
 def _cartesian(chunks: Sequence[IntArray]) -> IntArray:
     lens = [c.size for c in chunks]
     total = _prod(tuple(lens))
     if total <= 64:  # a few chunks (a small read): one array from Python ints, no numpy call per axis
-        return np.array(list(product(*[c.tolist() for c in chunks])), dtype=np.int64).reshape(
-            total, len(chunks)
-        )
+        combos = list(product(*[c.tolist() for c in chunks]))
+        return np.array(combos, dtype=np.int64).reshape(total, len(chunks))
     out = np.empty((total, len(chunks)), dtype=np.int64)
     for i, c in enumerate(chunks):
         out[:, i] = np.tile(np.repeat(c, _prod(tuple(lens[i + 1 :]))), _prod(tuple(lens[:i])))
@@ -203,9 +190,6 @@ def orthogonal(axes: Sequence[AxisPlan], final_shape: Shape, write_mode: WriteMo
     return OrthogonalPlan("orthogonal", shape, final_shape, coords, write_mode, tuple(axes))
 
 
-# ------------------------------------------------------------------------------------ coordinate
-
-
 @dataclass(frozen=True, slots=True)
 class CoordinatePlan(Plan):
     order: IntArray  # flat output positions, stably sorted by chunk
@@ -215,9 +199,8 @@ class CoordinatePlan(Plan):
 
     def __iter__(self) -> Iterator[ChunkProjection]:
         bounds, local, order = self.bounds.tolist(), self.local, self.order
-        for g, (coords, complete) in enumerate(
-            zip(self.chunk_coords.tolist(), self.complete.tolist(), strict=True)
-        ):
+        rows = zip(self.chunk_coords.tolist(), self.complete.tolist(), strict=True)
+        for g, (coords, complete) in enumerate(rows):
             a, b = bounds[g], bounds[g + 1]
             yield ChunkProjection(tuple(coords), tuple([x[a:b] for x in local]), order[a:b], complete)
 

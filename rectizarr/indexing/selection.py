@@ -1,16 +1,10 @@
-"""Selections -> vectorised chunk plans, with NumPy's exact semantics.
-
-Four entry points, one per way of indexing an array; each takes the grid's dims (any sequence of objects
-following :class:`Dim`) and the user's selection, and returns a :class:`Plan`:
-
-* :func:`basic_plan` — ``a[sel]``: ints (negatives wrap), slices with any step, ``...``, ``np.newaxis``
-  and at most one index array (integer of any shape, or boolean), exactly as numpy. Several arrays are
-  ambiguous between zarr's orthogonal and numpy's pointwise meaning and raise :class:`SelectionError`.
-* :func:`orthogonal_plan` — ``a.oindex[sel]``: per axis an int, a slice, a 1-D int array (any order,
-  repeats, negatives) or a 1-D boolean mask; arrays index their axis independently (like ``np.ix_``).
-* :func:`coordinate_plan` — ``a.vindex[sel]``: one int array per axis, broadcast together (numpy advanced
-  indexing), or a single boolean mask of the array's shape (selected in C order).
-* :func:`block_plan` — ``a.blocks[sel]``: ints and step-1 slices in chunk units; no axis is dropped.
+"""Selections -> vectorised chunk plans, with NumPy's exact semantics. Four entry points, one per way of
+indexing an array, each taking the grid's dims (objects following :class:`Dim`) and the user's selection:
+:func:`basic_plan` (``a[sel]``: numpy basic indexing plus at most one index array; several arrays are
+ambiguous between zarr's orthogonal and numpy's pointwise meaning and raise), :func:`orthogonal_plan`
+(``a.oindex[sel]``: per axis an int, a slice, a 1-D int array or a 1-D boolean mask, each axis
+independently), :func:`coordinate_plan` (``a.vindex[sel]``: int arrays broadcast together, or one boolean
+mask of the array's shape) and :func:`block_plan` (``a.blocks[sel]``: ints and step-1 slices in chunk units).
 
 Errors are :class:`SelectionError` (an IndexError) naming the axis and the bound. Scalar boolean
 indices (``a[True]``) are not supported. See :mod:`rectizarr.indexing.plan` for the plan layouts."""
@@ -129,12 +123,8 @@ def _array(dims: Sequence[Dim], it: _Item) -> IntArray:
 def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
     if fancy:
         return "fancy"
-    return (
-        "view" if ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items) else "scalar"
-    )
-
-
-# ------------------------------------------------------------------------------------ a[...]
+    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
+    return "view" if view else "scalar"
 
 
 def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
@@ -218,9 +208,6 @@ def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bo
         else:
             points.append(placed(idx[j - arr.axis], start[id(arr)]))
     return coordinate(dims, points, final, mode)
-
-
-# ------------------------------------------------------------------------------------ oindex / vindex / blocks
 
 
 def orthogonal_plan(dims: Sequence[Dim], selection: object) -> Plan:

@@ -4,24 +4,13 @@ ranges) -> fetch -> decode -> paste, a write mirrors it. Top-down: :mod:`.engine
 (one chunk, and the commit); below them :mod:`.layout`, :mod:`.cache` and :mod:`.pool`. It asks stores and
 codec pipelines what they can do and imports no concrete store class.
 
-The read strategies, in the order :func:`.engine.read` tries them, each with the tests that force it:
-
-====================================  ===================================================  =====================================
-strategy                              when                                                 forced by
-====================================  ===================================================  =====================================
-sparse (:mod:`.sparse`)               very many chunks, few stored: list, then visit       ``sparse_min_chunks=1``
-                                      only the stored ones                                 (test_capabilities, test_consistency)
-whole shards (``batch.read_shards``)  whole shards of small inner chunks: one batch        test_batch_props (whole_shard_*),
-                                      decode and one strided paste per shard               test_batch_engine_props
-block batches (:mod:`.blocks`)        a step-1 block of >= 64 small chunk files of a       ``block_min_chunks=1``, ``batch_bytes``
-                                      regular grid: batches of whole chunks                (test_raw_blocks, test_coded_blocks,
-                                                                                           test_batch_engine_props)
-chunked, streamed / windowed          any other chunked read: chunk by chunk in the        ``block_min_chunks`` large
-(:mod:`.chunked`)                     workers (local), or as the answers arrive (remote)   (test_batch_engine_props "per-chunk")
-sharded (:mod:`.sharded`)             any other sharded read: whole shards split, inner    ``piecewise_bytes=0``,
-                                      chunks by ranged reads, or through cached indexes    test_local_transient, test_batch_props
-====================================  ===================================================  =====================================
-"""
+The read strategies, in the order :func:`.engine.read` tries them, with what forces each in tests: sparse
+(:mod:`.sparse`; ``sparse_min_chunks=1``: test_capabilities, test_consistency), whole shards
+(``batch.read_shards``: test_batch_props whole_shard_*, test_batch_engine_props), block batches
+(:mod:`.blocks`; ``block_min_chunks=1``, ``batch_bytes``: test_raw_blocks, test_coded_blocks,
+test_batch_engine_props), chunked, streamed or windowed (:mod:`.chunked`; ``block_min_chunks`` large:
+test_batch_engine_props "per-chunk"), sharded (:mod:`.sharded`; ``piecewise_bytes=0``: test_local_transient,
+test_batch_props)."""
 
 from rectizarr.io.cache import index_cache as index_cache
 from rectizarr.io.chunk import LayoutChanged as LayoutChanged

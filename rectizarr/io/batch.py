@@ -1,11 +1,7 @@
-"""Many small coded chunks at once: their values decoded with one batch call of the codec pipeline
-(:meth:`~rectizarr.codecs.pipeline.CodecPipeline.decode_many`) into the rows of a staging array, which is
-then pasted into the output with a few strided copies (a block of whole chunks: one copy; otherwise one
-paste per projection, with no decode in between). Used for whole shards of small inner chunks
-(:func:`decode_shard`) and for batches of small chunk files (:mod:`.blocks`).
-
-A value the batch cannot decode is decoded again on its own, which reports it with its key; an absent
-chunk's row holds the fill value."""
+"""Many small coded chunks at once, for whole shards of small inner chunks (:func:`decode_shard`) and
+batches of small chunk files (:mod:`.blocks`): decoded with one batch call of the codec pipeline into the
+rows of a staging array (an absent chunk's row holds the fill value; a value the batch cannot decode is
+decoded again on its own, which names its key), then pasted with a few strided copies."""
 
 from __future__ import annotations
 
@@ -58,8 +54,8 @@ def decode_rows(
     key_of: Callable[[int], str],
     threads: int,
 ) -> None:
-    """Decode value ``i`` of ``frames`` into ``out[rows[i]]`` in one batch; a value the batch cannot decode
-    is decoded on its own (its error names ``key_of(i)``)."""
+    """Decode value ``i`` of ``frames`` into ``out[rows[i]]`` in one batch (see the module; an error names
+    ``key_of(i)``)."""
     if not len(frames):
         return
     done = pipeline.decode_many(frames, spec, out, rows, threads)
@@ -149,17 +145,13 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])
     chunks = np.ascontiguousarray(split.transpose([*range(0, 2 * nd, 2), *range(1, 2 * nd, 2)]))
     chunks = chunks.reshape((prod(cps), *inner))
-    keep = (
-        np.ones(chunks.shape[0], dtype=bool)
-        if layout.write_empty_chunks
-        else ~fill_rows(chunks, layout.fill_value)
-    )
+    keep = np.ones(chunks.shape[0], dtype=bool)
+    if not layout.write_empty_chunks:
+        keep = ~fill_rows(chunks, layout.fill_value)
     rows = np.flatnonzero(keep)
     if not rows.size:
         return None
-    frames = layout.sharding.codecs.encode_many(
-        chunks[rows] if rows.size < keep.size else chunks, spec, threads
-    )
+    frames = codecs.encode_many(chunks[rows] if rows.size < keep.size else chunks, spec, threads)
     return layout.sharding.assemble_frames(shape_t, frames, rows)
 
 
@@ -221,12 +213,10 @@ def encode_shard_each(
 
 def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> bool:
     """Fill ``out`` shard by shard, with no step per inner chunk, when the read selects whole shards (each
-    inside the extent, its inner chunks in order): each shard's value read, all its inner chunks decoded
-    with one batch call and pasted with one strided copy. From a store with no round trip, when the inner
-    chunks are small, the shards are spread over the pool; from one with round trips (where shards are
-    read whole anyway) they are requested at once and each is decoded in the pool as it arrives, at most
-    a window of them (``t.window_bytes`` decoded, twice the requests in flight, no fewer than the
-    workers) fetched ahead. False (nothing read) when it is not such a read."""
+    inside the extent, its inner chunks in order; of a store with no round trip: small inner chunks): each
+    shard's inner chunks decoded with one batch call and pasted with one strided copy, in the pool (with
+    round trips: as each shard arrives, a window fetched ahead as in ``sharded.read_whole_arriving``).
+    False (nothing read) when it is not such a read."""
     store = layout.store
     local = store.capabilities.low_latency
     shards = _whole_shard_boxes(layout, plan, t, small_inner=local)
@@ -264,12 +254,11 @@ def read_shards(layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -
 def write_shards(
     layout: ShardedLayout, plan: Plan, value: np.ndarray, t: Tuning, guard: Guard = None
 ) -> bool:
-    """Write ``value`` shard by shard, with no step per inner chunk, when the write covers whole shards of
-    small inner chunks (each inside the extent, in order): each shard's block of ``value`` cut into its
-    inner chunks with one copy, batch-encoded (:func:`encode_shard`) and stored, no old value read. The
-    shards are spread over the pool when the codec's batch lets other threads run, else encoded on one
-    pool thread (per-value codec calls from two threads would pass the GIL back and forth). False
-    (nothing written) when it is not such a write; ``guard`` is checked once the shards' locks are held."""
+    """Write ``value`` shard by shard when it covers whole shards of small inner chunks (each inside the
+    extent, in order): each shard batch-encoded (:func:`encode_shard`) and stored, no old value read; over
+    the pool when the codec's batch lets other threads run, else on one pool thread (per-value codec calls
+    from two threads would pass the GIL back and forth). False (nothing written) when it is not such a
+    write; ``guard`` is checked once the shards' locks are held."""
     shards = _whole_shard_boxes(layout, plan, t)
     if not shards:
         return False
@@ -283,9 +272,9 @@ def write_shards(
     with layout.store.lock(keys):
         check(guard)
         if spread:
-            encode_and_commit(layout, range(len(shards)), work, set(), layout.workers, t)
+            encode_and_commit(layout, range(len(shards)), work, layout.workers, t)
         else:
-            on_worker(lambda: encode_and_commit(layout, range(len(shards)), work, set(), 1, t))
+            on_worker(lambda: encode_and_commit(layout, range(len(shards)), work, 1, t))
     return True
 
 

@@ -1,11 +1,9 @@
 """Dense reads of many small chunks of a local store, batch by batch, with no step per chunk in Python
-beyond naming and opening its file.
-
-A step-1 block of a regular grid (every axis an integer or a step-1 slice: :attr:`AxisPlan.span`) is cut
-into batches: boxes of whole chunks that span the block's chunks along every axis after a *split axis*,
-and ``m`` of them along it, so that a batch holds about ``t.batch_bytes`` decoded (a 1-D array and a 4-D
-one alike; nothing depends on the rank). A batch's chunks are consecutive in the C order of their coords,
-so its keys are a slice of the block's. Each batch:
+beyond naming and opening its file. A step-1 block of a regular grid (every axis an integer or a step-1
+slice: :attr:`AxisPlan.span`) is cut into batches: boxes of whole chunks that span the block's chunks
+along every axis after a *split axis*, and ``m`` of them along it, so that a batch holds about
+``t.batch_bytes`` decoded (whatever the rank). A batch's chunks are consecutive in the C order of their
+coords, so its keys are a slice of the block's. Each batch:
 
 1. rows: where its chunks are a contiguous run of the output in that order (a 1-D array; chunks small only
    along the first axis) and inside the selection, the output itself; else this thread's staging array;
@@ -41,9 +39,8 @@ from rectizarr.tuning import Tuning
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """The geometry of a dense block read: the selection ``[lo, hi)`` per axis, the chunk shape, the first
-    touched chunk and how many are touched per axis, and how the block is cut into batches (``split``
-    axis, ``m`` chunks along it per batch)."""
+    """The geometry of a dense block read (see the module): the selection ``[lo, hi)`` per axis, the chunk
+    shape, the first touched chunk and how many are touched per axis, the ``split`` axis and ``m``."""
 
     lo: tuple[int, ...]
     hi: tuple[int, ...]
@@ -78,10 +75,8 @@ class Block:
                 base = base * counts[i] + j
             for start in range(0, counts[a], self.m):
                 box = (*(1,) * a, min(self.m, counts[a] - start), *counts[a + 1 :])
-                coords = tuple(
-                    f + o
-                    for f, o in zip(self.first, (*outer, start, *(0,) * (len(counts) - a - 1)), strict=True)
-                )
+                offsets = (*outer, start, *(0,) * (len(counts) - a - 1))
+                coords = tuple(f + o for f, o in zip(self.first, offsets, strict=True))
                 yield (base * counts[a] + start) * tail, coords, box
 
 
@@ -102,11 +97,8 @@ def read_block(layout: ChunkedLayout, plan: Plan, out: np.ndarray, t: Tuning) ->
         return False
     chunk = tuple(d.size for d in dims)
     spec = ChunkSpec(chunk, layout.dtype, layout.fill_value)
-    if (
-        (workers_for(layout.workers, False, spec.nbytes, t) != 1)
-        if raw
-        else spec.nbytes >= t.block_coded_bytes
-    ):
+    threaded = workers_for(layout.workers, False, spec.nbytes, t) != 1
+    if threaded if raw else spec.nbytes >= t.block_coded_bytes:
         return False  # large chunks: the threaded general way
     block = Block.of(spans, chunk, spec.nbytes, t.batch_bytes)
     _read(layout, block, layout.keys(plan.chunk_coords), out, spec)
@@ -204,17 +196,15 @@ def _read_raw(layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: Ch
     views = [memoryview(row) for row in rows.reshape(len(keys), -1).view(np.uint8)]
     for j, n in enumerate(layout.store.read_into(keys, views)):
         if n != spec.nbytes:
-            value = None if n < 0 else layout.store.get(keys[j])
-            chunk = None if value is None else decode(layout.pipeline, value, spec, keys[j])
-            rows[j] = layout.fill_value if chunk is None else chunk
+            rows[j] = layout.fill_value if n < 0 else _alone(layout, keys[j], spec)
 
 
 def _read_coded(
     layout: ChunkedLayout, keys: list[str], rows: np.ndarray, spec: ChunkSpec, files: threading.Lock
 ) -> None:
-    """The coded chunk files of ``keys`` read into slots of this thread's buffer (one ``readv`` each, no
-    ``fstat``: a slot holds any value up to a little over the decoded size) and decoded into ``rows`` with
-    one batch call; a larger value is read and decoded on its own."""
+    """The coded chunk files of ``keys`` read into slots of this thread's buffer (no ``fstat``: a slot holds
+    any value up to a little over the decoded size) and decoded into ``rows`` with one batch call; a larger
+    value is read and decoded on its own."""
     cap = spec.nbytes + spec.nbytes // 16 + 64  # above every codec's bound for data that does not shrink
     whole, views = _slots(len(keys), cap)
     with files:
@@ -224,11 +214,15 @@ def _read_coded(
     if present.size < len(keys):
         rows[sizes < 0] = layout.fill_value
         for j in np.flatnonzero(sizes > cap).tolist():
-            value = layout.store.get(keys[j])
-            chunk = None if value is None else decode(layout.pipeline, value, spec, keys[j])
-            rows[j] = layout.fill_value if chunk is None else chunk
+            rows[j] = _alone(layout, keys[j], spec)
     frames = Frames(whole, present.astype(np.uint64) * np.uint64(cap), sizes[present].astype(np.uint64))
     decode_rows(layout.pipeline, frames, present, spec, rows, lambda i: keys[int(present[i])], 1)
+
+
+def _alone(layout: ChunkedLayout, key: str, spec: ChunkSpec) -> np.ndarray:
+    """Chunk ``key`` read and decoded on its own (the fill value when it is not stored)."""
+    value = layout.store.get(key)
+    return layout.fill_value if value is None else decode(layout.pipeline, value, spec, key)
 
 
 _local = threading.local()

@@ -5,6 +5,7 @@ the plan's internal output (flat for coordinate plans, see :mod:`rectizarr.index
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 
 T = TypeVar("T")
-R = TypeVar("R")
 Data = bytes | memoryview
 # a write's check, once it holds its chunks' locks, that its plan still holds
 Guard = Callable[[], bool] | None
@@ -135,10 +135,9 @@ def decode_in_place(
     fill: np.ndarray,
     t: Tuning,
 ) -> bool:
-    """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a
-    C-contiguous block of it, else into a per-thread scratch chunk pasted from, decoding only the prefix
-    the projection needs (:func:`prefix_bytes`). False when the codecs cannot (the caller then decodes
-    the usual way, which also reports invalid data)."""
+    """Decode a chunk with no temporary array: straight into ``out`` when the whole chunk is a C-contiguous
+    block of it, else into a per-thread scratch chunk pasted from, decoding only the prefix the projection
+    needs (:func:`prefix_bytes`). False when the codecs cannot (the caller decodes the usual way)."""
     if (
         plan.kind == "orthogonal"
         and whole(p.chunk_sel, spec.shape)
@@ -151,11 +150,10 @@ def decode_in_place(
         return False
     chunk = _scratch_chunk(spec)
     prefix = prefix_bytes(plan, p, spec, t) if spec.nbytes >= t.prefix_min_bytes else None
-    done = (
-        pipeline.decode_into(value, spec, chunk)
-        if prefix is None
-        else pipeline.decode_prefix(value, spec, chunk, prefix)
-    )
+    if prefix is None:
+        done = pipeline.decode_into(value, spec, chunk)
+    else:
+        done = pipeline.decode_prefix(value, spec, chunk, prefix)
     if done:
         paste(out, plan, p, chunk, fill)
     return done
@@ -191,27 +189,18 @@ def clear_outside(chunk: np.ndarray, layout: Layout, coords: Coords) -> None:
     for axis, d in enumerate(layout.dims):
         n = d.data_len(coords[axis])
         if n < chunk.shape[axis]:
-            idx: list[slice] = [slice(None)] * chunk.ndim
-            idx[axis] = slice(n, None)
-            chunk[tuple(idx)] = layout.fill_value
+            chunk[(*(slice(None),) * axis, slice(n, None))] = layout.fill_value
 
 
-class _ValueBuffers:
+class _ValueBuffers(threading.local):
     """One buffer per thread for the values of one write (see :func:`value_buffer`)."""
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_thread: dict[int, np.ndarray] = {}
+    buf: np.ndarray | None = None
 
     def take(self, nbytes: int) -> np.ndarray:
-        ident = threading.get_ident()
-        with self._lock:
-            buf = self._by_thread.get(ident)
-        if buf is None or buf.nbytes < nbytes:
-            buf = empty(nbytes, np.uint8)
-            with self._lock:
-                self._by_thread[ident] = buf
-        return buf[:nbytes]
+        if self.buf is None or self.buf.nbytes < nbytes:
+            self.buf = empty(nbytes, np.uint8)
+        return self.buf[:nbytes]
 
 
 _value_buffers: contextvars.ContextVar[_ValueBuffers | None] = contextvars.ContextVar(
@@ -230,44 +219,27 @@ def value_buffer(nbytes: int) -> np.ndarray:
 
 def _largest_value_nbytes(layout: Layout) -> int:
     """The decoded size of the layout's largest chunk (shard): its dtype's size times the largest edges."""
-    return layout.dtype.itemsize * prod(
-        tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims)
-    )
+    largest = tuple(int(max(d.unique_edges(), default=1)) for d in layout.grid.dims)
+    return layout.dtype.itemsize * prod(largest)
 
 
 def encode_and_commit(
-    layout: Layout,
-    items: Sequence[T],
-    work: Callable[[T], Encoded],
-    known_absent: set[str],
-    workers: int | None,
-    t: Tuning,
-    fallible: Callable[[T], bool] | None = None,
+    layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], workers: int | None, t: Tuning
 ) -> None:
     """Encode with ``work`` (item -> key and value, ``None`` for an empty chunk) on the workers and store
-    the results, all or nothing where the codecs can fail. Local data whose encoding cannot fail is
-    written batch by batch in the workers as it is encoded (writes overlap encoding; memory stays flat),
-    except the ``fallible`` items (their work decodes a stored value, which may be corrupt: a partly
-    written chunk), made first, before anything is written, and stored last; otherwise everything is
-    encoded first and written at once. So a CodecError writes nothing. ``known_absent``: need no delete."""
+    the results. Local data whose encoding cannot fail is written batch by batch in the workers as it is
+    encoded (writes overlap encoding; memory stays flat); otherwise everything is encoded first and
+    written at once, so a CodecError writes nothing."""
     if not layout.pipeline.encode_cannot_fail(layout.dtype):
-        commit(layout.store, pmap(work, items, workers), known_absent)
+        commit(layout.store, pmap(work, items, workers))
         return
-    if fallible is not None:
-        first = [x for x in items if fallible(x)]
-        if first:
-            made = pmap(work, first, workers)  # a corrupt stored value raises here: nothing written yet
-            encode_and_commit(layout, [x for x in items if not fallible(x)], work, known_absent, workers, t)
-            commit(layout.store, made, known_absent)
-            return
     if not layout.store.capabilities.low_latency:
-        _stream_remote(layout, items, work, known_absent, workers, t)
+        _stream_remote(layout, items, work, workers, t)
         return
     n_threads = pool_size() if workers is None else workers
     per = max(1, -(-len(items) // (t.batches_per_thread * n_threads)))
-    reuse = (
-        layout.store.capabilities.values_consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
-    )
+    consumed = layout.store.capabilities.values_consumed
+    reuse = consumed and _largest_value_nbytes(layout) >= t.reused_value_bytes
     if reuse:  # each value stored before the thread makes its next: value_buffer() may reuse its memory
         per = 1
 
@@ -281,24 +253,16 @@ def encode_and_commit(
 
     token = _value_buffers.set(_ValueBuffers()) if reuse else None
     try:
-        absent = [
-            k
-            for part in pmap(run, [items[i : i + per] for i in range(0, len(items), per)], workers)
-            for k in part
-        ]
+        batches = [items[i : i + per] for i in range(0, len(items), per)]
+        absent = [k for part in pmap(run, batches, workers) for k in part]
     finally:
         if token is not None:
             _value_buffers.reset(token)  # the buffers go with the write
-    commit(layout.store, [(k, None) for k in absent], known_absent)
+    commit(layout.store, [(k, None) for k in absent])
 
 
 def _stream_remote(
-    layout: Layout,
-    items: Sequence[T],
-    work: Callable[[T], Encoded],
-    known_absent: set[str],
-    workers: int | None,
-    t: Tuning,
+    layout: Layout, items: Sequence[T], work: Callable[[T], Encoded], workers: int | None, t: Tuning
 ) -> None:
     """Encode window by window and upload each window while the next ones are encoded. A window is at
     most half of ``requests_in_flight()`` values and ``t.window_bytes`` of them before encoding, and at
@@ -310,7 +274,7 @@ def _stream_remote(
     per = max(1, min(in_flight // 2, t.window_bytes // max(1, item_nbytes)))
     per = max(min(per, n_workers), min(per, -(-len(items) // 8)))
     if len(items) <= per:  # one window (a small write): no uploading threads to start
-        commit(layout.store, pmap(work, items, workers), known_absent)
+        commit(layout.store, pmap(work, items, workers))
         return
     uploading = max(2, min(in_flight // per, 2 * t.window_bytes // max(1, per * item_nbytes)))
     with threads.once("rectizarr-upload", uploading) as uploader:
@@ -319,7 +283,7 @@ def _stream_remote(
             results = pmap(work, items[start : start + per], workers)
             if len(pending) == uploading:
                 pending.popleft().result()
-            pending.append(uploader.submit(commit, layout.store, results, known_absent))
+            pending.append(uploader.submit(commit, layout.store, results))
         for f in pending:
             f.result()
 
@@ -336,36 +300,30 @@ def update_chunks(
 ) -> None:
     """Write the value ``work`` makes of each item (chunk or shard) under its key, all under their locks
     (``guard`` checked once they are held). The items that ``reads`` the stored value are made from it with
-    one :meth:`~rectizarr.stores.Store.update` (a read-modify-write: made again on a conflict), all made
-    before anything is written, so a corrupt stored value raises with nothing written; the others are
-    encoded and written (:func:`encode_and_commit`) after those are made and before they are written."""
+    one :meth:`~rectizarr.stores.Store.update`: all made first (a corrupt stored value raises with nothing
+    written), then the others encoded and written (:func:`encode_and_commit`), then these written."""
     store, read = layout.store, {key_of(x): x for x in items if reads(x)}
     others = [x for x in items if key_of(x) not in read]
 
     def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
         return dict(pmap(lambda k: work(read[k], stored[k]), list(stored), workers))
 
-    def each(fn: Callable[[str], R], keys: Sequence[str]) -> list[R]:
-        return pmap(fn, keys, workers)
-
     def before() -> None:
-        encode_and_commit(layout, others, lambda x: work(x, None), set(), workers, t)
+        encode_and_commit(layout, others, lambda x: work(x, None), workers, t)
 
     with store.lock([key_of(x) for x in items]):
         check(guard)
         try:
-            store.update(list(read), make, each, before)
+            store.update(list(read), make, functools.partial(pmap, workers=workers), before)
         finally:
             cache.invalidate(store, read)
 
 
-def commit(
-    store: Store, results: Iterable[Encoded], known_absent: set[str] | frozenset[str] = frozenset()
-) -> None:
-    """Store every value of ``results`` and delete every key whose value is None (unless known absent)."""
+def commit(store: Store, results: Iterable[Encoded]) -> None:
+    """Store every value of ``results`` and delete every key whose value is None."""
     results = list(results)
     to_set = {k: v for k, v in results if v is not None}
-    to_delete = [k for k, v in results if v is None and k not in known_absent]
+    to_delete = [k for k, v in results if v is None]
     if to_set:
         store.set_many(to_set)
     if to_delete:

@@ -1,19 +1,12 @@
-"""Reads and writes of a :class:`~rectizarr.io.layout.ChunkedLayout`: one store value per chunk.
-
-Read: plan -> keys and specs -> fetch -> decode -> paste, by one of two strategies:
-
-* :func:`read_streamed` — stores with no round trip (local files, memory): each worker reads, decodes and
-  pastes its chunks one by one, so memory stays flat;
-* :func:`read_windowed` — other stores: values are requested concurrently and each is decoded and pasted on
-  the workers as it arrives, a bounded window of them fetched ahead.
-
-Write: group projections by chunk, read the partially written chunks once under their locks, merge,
-encode and commit (:func:`write_chunked`)."""
+"""Reads and writes of a :class:`~rectizarr.io.layout.ChunkedLayout`: one store value per chunk. Read:
+plan -> keys and specs -> fetch -> decode -> paste, streamed (:func:`read_streamed`) or windowed
+(:func:`read_windowed`). Write: :func:`write_chunked`."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
@@ -78,7 +71,8 @@ def read_chunked(
 
 
 def read_streamed(chunks: _Chunks) -> None:
-    """Read, decode and paste chunk by chunk in the workers; a raw chunk is read with no size look-up."""
+    """Stores with no round trip (local files, memory): read, decode and paste chunk by chunk in the
+    workers, so memory stays flat; a raw chunk is read with no size look-up."""
     get, keys, specs = chunks.layout.store.get_transient, chunks.keys, chunks.specs
     sizes = [s.nbytes for s in specs] if chunks.raw else [None] * len(keys)
     pmap(lambda i: chunks.paste(i, get(keys[i], None, sizes[i])), range(len(keys)), chunks.workers)
@@ -110,34 +104,29 @@ def write_chunked(
     t: Tuning,
     guard: Guard = None,
 ) -> None:
-    """Write ``value`` into the chunks of ``projections``: each chunk read (if partly written), merged,
-    encoded and stored once, under its lock (``guard`` checked once the locks are held)."""
+    """Write ``value`` into the chunks of ``projections``: each chunk read once (if partly written) under
+    its lock, merged, encoded and stored once (``guard`` checked once the locks are held)."""
     by_key: dict[str, list[ChunkProjection]] = defaultdict(list)
     for p in projections:
         by_key[layout.key(p.coords)].append(p)
     keys = list(by_key)
     # what lies past the extent stays: another writer may be appending there (nothing locks the shape)
     edges = {k for k in keys if layout.at_edge(by_key[k][0].coords)}
-    partial = {k for k in keys if k in edges or not all(p.complete for p in by_key[k])}
+    partly = {k for k in keys if k in edges or not all(p.complete for p in by_key[k])}
 
     def work(key: str, stored: Data | None) -> Encoded:
         group = by_key[key]
         spec = layout.spec(group[0].coords)
-        chunk = merge(
-            layout,
-            plan,
-            group,
-            value,
-            spec.shape,
+        old = (
             None
             if stored is None
-            else lambda: cache.decoded(layout.store, key, stored, layout.pipeline, spec),
-            key in edges,
+            else partial(cache.decoded, layout.store, key, stored, layout.pipeline, spec)
         )
+        chunk = merge(layout, plan, group, value, spec.shape, old, key in edges)
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             return key, None
         return key, layout.pipeline.encode(chunk, spec)
 
     spec = layout.spec(by_key[keys[0]][0].coords)
     workers = workers_for(layout.workers, bool(layout.pipeline.bytes_bytes), spec.nbytes, t)
-    update_chunks(layout, keys, lambda k: k, work, partial.__contains__, workers, t, guard)
+    update_chunks(layout, keys, lambda k: k, work, partly.__contains__, workers, t, guard)

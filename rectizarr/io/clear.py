@@ -7,8 +7,7 @@ the new ``zarr.json`` is written). The chunks are read first, then the array's g
 append writes its ``zarr.json`` before its data, so a chunk that holds an append's data was read after that
 append's ``zarr.json`` was. A chunk is cleared past that extent (deleted when it lies wholly past it, left
 as it is when an append filled it); where the current grid's chunks are not the shrink's (a rectilinear
-axis that grew new edges since), it is left as it is.
-"""
+axis that grew new edges since), it is left as it is."""
 
 from __future__ import annotations
 
@@ -43,10 +42,9 @@ GridNow = Callable[[], ChunkGrid | None]  # the array's grid read afresh; None w
 
 def delete_outside(layout: Layout, new_grid: ChunkGrid, grid_now: GridNow) -> None:
     """After a shrink to ``new_grid`` (``layout``: the array before it): :func:`clear_past_end` once every
-    chunk not wholly inside the new extent is locked, so that a write of this process (or, where locks
-    are the OS's, of this machine) that planned with the old shape and holds some of them finishes first
-    (one that takes them later sees the new ``zarr.json`` and plans again) and the listing sees what it
-    wrote."""
+    chunk not wholly inside the new extent is locked, so that a write (of this process, or machine where
+    locks are the OS's) that planned with the old shape and holds some finishes first and the listing sees
+    what it wrote (one that takes them later sees the new ``zarr.json`` and plans again)."""
     with layout.store.lock(_keys_past(layout, new_grid.shape)):
         clear_past_end(layout, new_grid, grid_now)
 
@@ -82,10 +80,10 @@ def clear_past_end(layout: Layout, new_grid: ChunkGrid, grid_now: GridNow) -> No
 
 
 def clear_appended(layout: Layout, grid: ChunkGrid, axis: int, grid_now: GridNow) -> None:
-    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now): the chunks the appended rows fall in, cleared past the stored extent, so that
-    what a shrink's clean-up has not reached yet (or a killed one left) never shows between the new
-    document and the append's data. No listing: one read per chunk (a write only where something is
-    there to clear)."""
+    """Before an append's ``zarr.json`` (``layout``: the array grown; ``grid``: as stored now): the chunks
+    the appended rows fall in, cleared past the stored extent, so that what a shrink's clean-up has not
+    reached yet (or a killed one left) never shows between the new document and the append's data. No
+    listing: one read per chunk (a write only where something is there to clear)."""
     grown = layout.grid
     start, stop = grid.shape[axis], grown.shape[axis]
     if stop <= start or not all(grown.shape):
@@ -102,12 +100,10 @@ def _clear_each(
     layout: Layout, new_grid: ChunkGrid, grid_now: GridNow, past: Sequence[tuple[str, Coords]]
 ) -> None:
     """Each chunk of ``past`` cleared past the extent stored when it is rewritten. The chunks wholly past
-    ``new_grid`` first, all in one update that never reads their values (deleted under the locks; on
-    stores with conditional writes, deleted at the version a ``HEAD`` gave), but those that the extent
-    stored now reaches (another client grew the array) are read and cleared with the others: one by one
-    where a read costs no round trip, else 16 side by side per update (as many chunks in memory). One that
-    cannot be read (a corrupt chunk) does not stop the others: once all are done, a CodecError names every
-    one left uncleared (the shape has changed)."""
+    ``new_grid`` first, in one update that never reads their values (deleted under the locks; with
+    conditional writes, at the version a ``HEAD`` gave), except those the extent stored now reaches
+    (another client grew the array): read and cleared with the others (:func:`_clear_read`). A corrupt
+    chunk does not stop the others: once all are done, a CodecError names every one left uncleared."""
     beyond = [key for key, coords in past if _wholly_past(coords, new_grid)]
     reached: list[str] = []  # of ``beyond``: inside the extent stored now, to be read
     failed: list[tuple[str, CodecError]] = []
@@ -138,8 +134,8 @@ def _maker(
     failed: list[tuple[str, CodecError]],
 ) -> Make:
     """The ``make`` of :func:`_clear_each`'s updates: each stored chunk cleared past the grid read after
-    it; an unread one (:data:`~rectizarr.stores.UNREAD`) deleted when it lies wholly past that grid, else
-    left for a read (``reached``); one that cannot be decoded left as it is (``failed``)."""
+    it; an unread one deleted when it lies wholly past that grid, else left for a read (``reached``); one
+    that cannot be decoded left as it is (``failed``)."""
 
     def make(stored: dict[str, bytes | None]) -> dict[str, Buffer | None]:
         grid = grid_now() if any(v is not None for v in stored.values()) else None  # read after the chunks
@@ -166,7 +162,7 @@ def _maker(
 
 def _clear_read(store: Store, make: Make, each: Each, keys: list[str]) -> None:
     """``keys`` read and made anew (:func:`_maker`): one by one where a read costs no round trip, else 16
-    side by side per update (as many chunks in memory)."""
+    per update (as many chunks in memory)."""
     per = 1 if store.capabilities.low_latency else 16
     for i in range(0, len(keys), per):
         batch = keys[i : i + per]
@@ -178,8 +174,8 @@ def _clear_read(store: Store, make: Make, each: Each, keys: list[str]) -> None:
 
 @contextlib.contextmanager
 def _requests(store: Store, n: int) -> Iterator[Each]:
-    """How the updates of :func:`_clear_each` (``n`` chunks) run the requests of single keys: one by one
-    where a read costs no round trip, else 16 side by side (round trips) on a pool for the call."""
+    """How :func:`_clear_each`'s updates (``n`` chunks) run single keys' requests: as :func:`_clear_read`
+    reads them, on a pool for the call."""
     workers = 1 if store.capabilities.low_latency else min(n, 16)
     if workers <= 1:
         yield one_by_one

@@ -1,7 +1,6 @@
-"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan (a shrink's clean-up
-is :mod:`.clear`). A read or write takes the active :mod:`rectizarr.tuning` once and
-hands the plan to the strategy of its layout: chunked (:mod:`.chunked`, :mod:`.blocks`) or sharded
-(:mod:`.sharded`); a read of very many chunks may first list which are stored (:mod:`.sparse`)."""
+"""The entry points of the I/O layer: :func:`read` and :func:`write` of a chunk plan, each taking the
+active :mod:`rectizarr.tuning` once and choosing a strategy (see :mod:`rectizarr.io`; a shrink's
+clean-up: :mod:`.clear`)."""
 
 from __future__ import annotations
 
@@ -37,19 +36,15 @@ def read(layout: Layout, plan: Plan, out: np.ndarray) -> None:
     if sparse is not None:  # few chunks stored: fill first, then visit only the stored ones
         out[...] = layout.fill_value
     match layout:
-        case ShardedLayout():
-            if sparse is not None or not batch.read_shards(
-                layout, plan, out, t
-            ):  # whole shards: no projections
+        case ShardedLayout():  # (whole shards, batch.read_shards: no projections)
+            if sparse is not None or not batch.read_shards(layout, plan, out, t):
                 read_sharded(layout, plan, list(plan) if sparse is None else sparse, out, t)
         case ChunkedLayout():
-            if sparse is None and not blocks.read_block(layout, plan, out, t):
+            if sparse is not None:
+                coords = np.array([p.coords for p in sparse], dtype=np.int64)
+                read_chunked(layout, plan, sparse, coords.reshape(len(sparse), layout.grid.ndim), out, t)
+            elif not blocks.read_block(layout, plan, out, t):
                 read_chunked(layout, plan, list(plan), plan.chunk_coords, out, t)
-            elif sparse is not None:
-                coords = np.array([p.coords for p in sparse], dtype=np.int64).reshape(
-                    len(sparse), layout.grid.ndim
-                )
-                read_chunked(layout, plan, sparse, coords, out, t)
         case _:
             assert_never(layout)
 
@@ -64,10 +59,8 @@ def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) ->
     """Write ``value`` (shape ``plan.shape``) into the selection. ``guard``: called once the write holds its
     chunks' locks, False when the plan no longer holds (:class:`LayoutChanged` is raised, nothing written)."""
     t = tuning.current()
-    if isinstance(layout, ShardedLayout) and batch.write_shards(
-        layout, plan, value, t, guard
-    ):  # whole shards
-        return
+    if isinstance(layout, ShardedLayout) and batch.write_shards(layout, plan, value, t, guard):
+        return  # (whole shards)
     projections = list(plan)
     if not projections:
         return
@@ -80,10 +73,6 @@ def write(layout: Layout, plan: Plan, value: np.ndarray, guard: Guard = None) ->
             assert_never(layout)
 
 
-def nbytes_stored(layout: Layout) -> tuple[int, int]:
-    """(number of stored chunks, their total size in bytes)."""
-    n = total = 0
-    for key, _ in stored_chunk_keys(layout):
-        n += 1
-        total += layout.store.getsize(key) or 0
-    return n, total
+def nbytes_stored(layout: Layout) -> int:
+    """The total size in bytes of the stored chunks."""
+    return sum(layout.store.getsize(key) or 0 for key, _ in stored_chunk_keys(layout))

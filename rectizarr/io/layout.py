@@ -24,6 +24,7 @@ from rectizarr.codecs.pipeline import CodecPipeline, ShardingCodec
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.dims import Dim, FixedDim
 from rectizarr.core.grid import ChunkGrid
+from rectizarr.core.metadata import ArrayMeta
 from rectizarr.stores import Store
 
 
@@ -97,12 +98,8 @@ class LayoutCommon:
     def specs(self, coords: np.ndarray) -> list[ChunkSpec]:
         """The spec of each chunk at the rows of ``coords``: one shared object per distinct shape and no
         key (a decode error is given the key by the caller)."""
-        dims = self.grid.dims
-        shapes = (
-            zip(*[d.edges_of(coords[:, i]).tolist() for i, d in enumerate(dims)], strict=True)
-            if dims
-            else [()] * coords.shape[0]
-        )
+        edges = [d.edges_of(coords[:, i]).tolist() for i, d in enumerate(self.grid.dims)]
+        shapes = zip(*edges, strict=True) if edges else [()] * coords.shape[0]
         cache: dict[Shape, ChunkSpec] = {}
         return [
             cache.get(s) or cache.setdefault(s, ChunkSpec(s, self.dtype, self.fill_value)) for s in shapes
@@ -159,36 +156,25 @@ Layout: TypeAlias = ChunkedLayout | ShardedLayout
 """The two layouts, matched with ``match``."""
 
 
-def stored_bound(
-    pipeline: CodecPipeline, grid: ChunkGrid, dtype: np.dtype, fill_value: np.ndarray
-) -> int | None:
-    """The most bytes the stored value of any valid chunk (shard) of the grid takes: the chain's bound for a
-    chunk as large as the largest edge on every axis (None: no bound, variable-length data)."""
-    shape = tuple(int(np.max(e)) if e.size else 1 for e in (d.unique_edges() for d in grid.dims))
-    return pipeline.stored_bound(ChunkSpec(shape, dtype, fill_value))
-
-
 def build_layout(
     store: Store,
     prefix: str,
-    grid: ChunkGrid,
-    key_encoding: ChunkKeyEncoding,
+    meta: ArrayMeta,
     pipeline: CodecPipeline,
-    dtype: np.dtype,
-    fill_value: np.ndarray,
-    *,
-    write_empty_chunks: bool = False,
-    workers: int | None = None,
+    write_empty_chunks: bool,
+    workers: int | None,
 ) -> Layout:
-    """The layout of an array: sharded when the chain allows inner chunks in place, else chunked. Its store
-    reads chunks (shards) through :meth:`Store.limited` to what a valid one can take: a zip entry or a
-    remote answer larger than that is refused before it is read."""
-    store = store.limited(stored_bound(pipeline, grid, dtype, fill_value))
+    """The layout of the array ``meta`` (coded by ``pipeline``): sharded when the chain allows inner chunks
+    in place, else chunked. Its store reads chunks (shards) through :meth:`Store.limited` to the most bytes
+    a valid one takes (the chain's bound for a chunk as large as the largest edge on every axis; None for
+    variable-length data): a zip entry or a remote answer larger than that is refused before it is read."""
+    grid, dtype, fill_value = meta.chunk_grid, meta.data_type.numpy, meta.fill_value
+    largest = tuple(int(np.max(e)) if e.size else 1 for e in (d.unique_edges() for d in grid.dims))
+    store = store.limited(pipeline.stored_bound(ChunkSpec(largest, dtype, fill_value)))
+    key_encoding = meta.chunk_key_encoding
     common = (store, prefix, grid, key_encoding, pipeline, dtype, fill_value, write_empty_chunks, workers)
     sharding, perm = pipeline.sharding, pipeline.sharding_axes(grid.ndim)
     if sharding is None or perm is None:
         return ChunkedLayout(*common)
-    inner = [0] * grid.ndim
-    for t_axis, a_axis in enumerate(perm):
-        inner[a_axis] = sharding.chunk_shape[t_axis]
-    return ShardedLayout(*common, sharding=sharding, inner_shape=tuple(inner), perm=perm)
+    inner = tuple(sharding.chunk_shape[perm.index(axis)] for axis in range(grid.ndim))  # in the array's order
+    return ShardedLayout(*common, sharding=sharding, inner_shape=inner, perm=perm)

@@ -8,6 +8,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, TypeVar
 
 from rectizarr import threads, tuning
@@ -90,10 +91,8 @@ def pmap(fn: Callable[[T], R], items: Sequence[T], workers: int | None = None) -
     if per == 1:
         return list(pool.map(lambda x: context.copy().run(fn, x), items))
     batches = [items[i : i + per] for i in range(0, len(items), per)]
-    out: list[R] = []
-    for part in pool.map(lambda b: context.copy().run(lambda: [fn(x) for x in b]), batches):
-        out.extend(part)
-    return out
+    parts = pool.map(lambda b: context.copy().run(lambda: [fn(x) for x in b]), batches)
+    return list(chain.from_iterable(parts))
 
 
 def each_as_ready(fn: Callable[[T], object], items: Iterable[T], workers: int | None = None) -> None:

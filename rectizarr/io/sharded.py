@@ -1,17 +1,9 @@
 """Reads and writes of a :class:`~rectizarr.io.layout.ShardedLayout`, planned over inner chunks.
 
-Read: plan -> projections grouped per shard (:func:`~rectizarr.io.shards.group_by_shard`) -> requests (whole shards, or each
-shard's index, cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode
--> paste. The strategies, chosen per read by :func:`read_sharded`:
-
-* :func:`read_whole_streamed` / :func:`read_whole_fetched` — every inner chunk of a shard is needed: one
-  request per shard, split (or pasted as one dense block, :func:`paste_dense`);
-* :func:`read_inner_streamed` — large inner chunks of local data, read one by one with ranged reads;
-* :func:`read_partial_streamed` / :func:`read_partial_fetched` — a shard's needed inner chunks from its
-  index, shard by shard in the workers or in one batched request.
-
-Write: each shard read at most once (under its lock), only the inner chunks the write touches re-encoded,
-the others' bytes kept as they are, the shard assembled and written once (:func:`write_sharded`)."""
+Read: projections grouped per shard (:mod:`.shards`) -> requests (whole shards, or each shard's index,
+cached by version, then the byte ranges of the inner chunks it needs) -> fetch -> decode -> paste, by a
+strategy :func:`read_sharded` chooses per read. Write: each shard read at most once (under its lock),
+only the inner chunks the write touches re-encoded, the shard written once (:func:`write_sharded`)."""
 
 from __future__ import annotations
 
@@ -55,8 +47,7 @@ class _Read:
     def __init__(self, layout: ShardedLayout, plan: Plan, out: np.ndarray, t: Tuning) -> None:
         self.layout, self.plan, self.out, self.t = layout, plan, out, t
         self.aheads: list[Ahead] = []  # shard indexes being read ahead, joined before the read returns
-        codecs = layout.sharding.codecs
-        spec = layout.inner_spec(None)
+        codecs, spec = layout.sharding.codecs, layout.inner_spec(None)
         self.workers = workers_for(layout.workers, bool(codecs.bytes_bytes), spec.nbytes, t)
         self.threads = pool_size() if layout.workers is None else layout.workers
         self.into = not layout.transposed and codecs.can_decode_into(layout.dtype)
@@ -151,14 +142,12 @@ def _read_partial(r: _Read, shards: list[Shard]) -> list[Job]:
 def _read_partial_at(
     r: _Read, shards: list[Shard], indexes: Indexes, versions: Versions, bodies: Bodies
 ) -> list[Job]:
-    if bodies:  # only from stores with round trips: their inner chunks are cut out of the bodies
-        return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
-    if r.piecewise:
+    if not bodies and r.piecewise:
         read_inner_streamed(r, _wanted(shards, indexes))
         checked_versions(r.layout, shards, versions)
-    elif r.in_workers(len(shards)):
+    elif not bodies and r.in_workers(len(shards)):
         read_partial_streamed(r, shards, indexes, versions)
-    else:
+    else:  # (bodies come only from stores with round trips: their inner chunks are cut out of them)
         return list(read_partial_fetched(r, _wanted(shards, indexes), versions, bodies))
     return []
 
@@ -238,31 +227,19 @@ def _wanted(shards: list[Shard], indexes: Indexes) -> list[Wanted]:
 
 def _checked(s: Shard, rng: tuple[int, int], data: Data | None) -> Data:
     if data is None or len(data) != rng[1]:
-        raise CodecError(
-            "shard is shorter than its index says (truncated or rewritten)",
-            key=s.key,
-            codec="sharding_indexed",
-        )
+        message = "shard is shorter than its index says (truncated or rewritten)"
+        raise CodecError(message, key=s.key, codec="sharding_indexed")
     return data
 
 
 def paste_dense(r: _Read, s: Shard, value: Data) -> bool:
     """Paste a whole shard as one block with one copy, when the plan selects all of it in order (and its
     inner chunks decode into one dense array); False when it cannot."""
-    if r.layout.transposed or not isinstance(r.plan, OrthogonalPlan):
-        return False
     box = _shard_box(r.layout, r.plan, s)
-    block = None if box is None else r.layout.sharding.dense(value, s.shape_t, r.layout.dtype, key=s.key)
-    if box is None or block is None:
+    if box is None:
         return False
-    nd = len(s.shape_t)
-    target = region_of(r.out, box).reshape(
-        [n for pair in zip(block.shape[:nd], block.shape[nd:], strict=True) for n in pair]
-    )  # (shards-axis, inner-axis) pairs: a view
-    if not np.may_share_memory(target, r.out):
-        return False
-    target[...] = block.transpose([i for a in range(nd) for i in (a, nd + a)])
-    return True
+    block = r.layout.sharding.dense(value, s.shape_t, r.layout.dtype, key=s.key)
+    return block is not None and paste_block(region_of(r.out, box), block)
 
 
 def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
@@ -273,9 +250,7 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
         return False
     block = decode_shard(r.layout, s.key, s.shape_t, value, 1)
     plan = r.plan
-    box = (
-        None if r.layout.transposed or not isinstance(plan, OrthogonalPlan) else _shard_box(r.layout, plan, s)
-    )
+    box = _shard_box(r.layout, plan, s)
     if box is not None and paste_block(region_of(r.out, box), block):
         return True
     for c, p in s.projections:
@@ -284,9 +259,11 @@ def paste_batched(r: _Read, s: Shard, value: Data) -> bool:
     return True
 
 
-def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[slice, ...] | None:
-    """The block of the output that shard ``s`` fills when the plan selects all of it, in order (along
-    every axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
+def _shard_box(layout: ShardedLayout, plan: Plan, s: Shard) -> tuple[slice, ...] | None:
+    """The block of the output shard ``s`` fills when an orthogonal plan selects all of it in order (along
+    each axis its inner chunks whole, ``0:n`` inside the extent, to consecutive positions); else None."""
+    if layout.transposed or not isinstance(plan, OrthogonalPlan):
+        return None
     box = []
     for axis, (a, d, inner) in enumerate(zip(plan.axes, layout.grid.dims, layout.inner_shape, strict=True)):
         first = d.offset(s.coords[axis]) // inner
@@ -294,17 +271,12 @@ def _shard_box(layout: ShardedLayout, plan: OrthogonalPlan, s: Shard) -> tuple[s
         j = int(np.searchsorted(a.chunks, first))
         if j + n > a.chunks.size or int(a.chunks[j]) != first or int(a.chunks[j + n - 1]) != first + n - 1:
             return None
-        start = 0
+        start, unit = 0, slice(0, inner, 1)
         for k in range(n):
             e = a.entries[j + k]
-            if not (
-                isinstance(e.local, slice)
-                and isinstance(e.out, slice)
-                and e.out.step == 1
-                and e.local.start == 0
-                and e.local.stop == inner
-                and e.local.step == 1
-            ):
+            if not isinstance(e.local, slice) or e.local != unit:
+                return None
+            if not isinstance(e.out, slice) or e.out.step != 1:
                 return None
             if k == 0:
                 start = e.out.start
@@ -334,11 +306,7 @@ def write_sharded(
     batched = in_blocks and spec.nbytes < t.piecewise_bytes
 
     def work(s: Shard, stored: Data | None) -> Encoded:
-        box = (
-            _shard_box(layout, plan, s)
-            if in_blocks and isinstance(plan, OrthogonalPlan) and stored is None and s.key not in edges
-            else None
-        )
+        box = _shard_box(layout, plan, s) if in_blocks and stored is None and s.key not in edges else None
         if box is not None:  # the whole shard from one block of the value, encoded at once (io/batch.py)
             return s.key, encode_shard(layout, s.shape_t, region_of(value, box), 1)
         try:
@@ -351,11 +319,8 @@ def write_sharded(
         return s.key, layout.sharding.assemble(s.shape_t, chunks)
 
     # a batch-encoded shard is one codec call without the GIL: worth a thread however small its inner chunks
-    workers = (
-        layout.workers
-        if batched
-        else workers_for(layout.workers, bool(layout.sharding.codecs.bytes_bytes), spec.nbytes, t)
-    )
+    coded = bool(layout.sharding.codecs.bytes_bytes)
+    workers = layout.workers if batched else workers_for(layout.workers, coded, spec.nbytes, t)
     update_chunks(layout, shards, lambda s: s.key, work, lambda s: s.key in needs_read, workers, t, guard)
 
 
@@ -389,15 +354,8 @@ def _merged_inner(
     spec = layout.inner_spec(s.key)
     for c, group in groups.items():
         old = existing.get(c)
-        chunk = merge(
-            layout,
-            plan,
-            group,
-            value,
-            inner_shape,
-            None if old is None else partial(_inner, layout, old, spec),
-            keep,
-        )
+        stored_chunk = None if old is None else partial(_inner, layout, old, spec)
+        chunk = merge(layout, plan, group, value, inner_shape, stored_chunk, keep)
         if not layout.write_empty_chunks and is_fill(chunk, layout.fill_value):
             chunks.pop(c, None)
         else:

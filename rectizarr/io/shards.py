@@ -54,11 +54,8 @@ def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t:
     block = t.shard_group_block
     for start in range(0, len(projections), block):  # rows as Python ints, a block at a time
         part = projections[start : start + block]
-        rows = (
-            _shard_rows_few(layout, part)
-            if len(part) <= t.small_read_projections
-            else _shard_rows(layout, part)
-        )
+        few = len(part) <= t.small_read_projections
+        rows = _shard_rows_few(layout, part) if few else _shard_rows(layout, part)
         for p, row, local_row in zip(part, *rows, strict=True):
             sc: Coords = tuple(row)
             shard = shards.get(sc)
@@ -109,25 +106,19 @@ def fetch_indexes(
     layout: ShardedLayout, shards: list[Shard]
 ) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses, and the version each was read at, which the reads of the shard's inner chunks are checked
-    against (:func:`checked_versions`, or ``If-Match``). Stores with cheap versions use a cached index
-    only at the shard's current version. Stores with conditional reads (S3, obstore) use it while the
-    ranged reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again); a cached index
-    that leads to no read (every wanted inner chunk absent) is read again, so absence is never stale.
-    Elsewhere (fsspec's GCS, HTTP) indexes are read every time.
-
-    On stores with round trips, the index of a shard that decodes to no more than the store's coalescing
-    gap is read with up to that many bytes before it (:func:`_index_reach`): the shard comes whole (in
-    ``Bodies``, unless its codecs made it larger), and its inner chunks need no second request.
-
-    Where indexes are cached on conditional reads, a read also reads ahead, at the same time (no added
-    wait), the uncached indexes of the shards nearest to its first one, as many as the array handle's
-    :class:`~rectizarr.io.layout.IndexBudget` allows: element-by-element reads over a few shards then
-    wait for a handful of index reads instead of one per shard, with never more index requests than a
-    reader without a cache makes. A miss reads them beside its own index reads; a read whose indexes
-    were all cached, beside its inner chunks, when the handle's reads lately went to more than one shard
-    (a loop over one shard reads no others): the last value is an :class:`Ahead` under way then, which
-    the caller joins once those are read."""
+    misses, and the version each was read at, which the reads of its inner chunks are checked against
+    (:func:`checked_versions`, or ``If-Match``). A cached index is used only at the shard's current
+    version where versions are cheap; on stores with conditional reads (S3, obstore) while the ranged
+    reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again), and never for a read
+    it leads to no range of (absence is never stale). Elsewhere (fsspec's GCS, HTTP) it is read every time.
+    On stores with round trips, the index of a small shard is read with the shard (:func:`_index_reach`:
+    in ``Bodies``), so its inner chunks need no second request. Where indexes are cached on conditional
+    reads, a read also reads ahead, at the same time, the uncached indexes of the shards nearest to its
+    first one, as many as the handle's :class:`~rectizarr.io.layout.IndexBudget` allows (never more index
+    requests than a reader without a cache): element-by-element reads over a few shards then wait for a
+    handful of index reads instead of one per shard. A miss reads them beside its own index reads; a read
+    whose indexes were all cached, beside its inner chunks when the handle's reads lately went to more
+    than one shard: the last value is then an :class:`Ahead` under way, which the caller joins."""
     store, sharding = layout.store, layout.sharding
     bodies: Bodies = {}
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
@@ -140,11 +131,8 @@ def fetch_indexes(
         budget.spread([s.key for s in shards])
         budget.maybe_uncached = True
     reach = _index_reach(layout, misses)  # small shards come whole: an index read ahead would save nothing
-    extra = (
-        0
-        if budget is None
-        else budget.spend(len(shards), len(misses), 0 if reach else requests_in_flight() - len(misses))
-    )
+    most = 0 if reach else requests_in_flight() - len(misses)
+    extra = 0 if budget is None else budget.spend(len(shards), len(misses), most)
     requests = [
         (s.key, ((-reach, None) if at_end else (0, reach)) if reach else sharding.index_byte_range(s.shape_t))
         for s in misses
@@ -290,10 +278,8 @@ def _index_reach(layout: ShardedLayout, shards: list[Shard]) -> int:
     store = layout.store
     if store.capabilities.low_latency or not shards:
         return 0
-    gap = store.coalesce_gap
-    biggest = max(
-        prod(s.shape_t) * layout.dtype.itemsize + layout.sharding.index_nbytes(s.shape_t) for s in shards
-    )
+    gap, index_nbytes = store.coalesce_gap, layout.sharding.index_nbytes
+    biggest = max(prod(s.shape_t) * layout.dtype.itemsize + index_nbytes(s.shape_t) for s in shards)
     return gap if biggest <= gap and len(shards) * gap <= store.coalesce_max else 0
 
 
