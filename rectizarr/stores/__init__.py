@@ -18,6 +18,7 @@ Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :cla
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -42,19 +43,12 @@ if TYPE_CHECKING:
     from rectizarr.stores.zip import ZipStore
 
 
+_LAZY = {"FsspecStore": "fsspec", "ObjectStore": "objectstore", "ZipStore": "zip"}
+
+
 def __getattr__(name: str) -> Any:  # fsspec, obstore and zipfile (slow to import): when such a store is used
-    if name == "FsspecStore":
-        from rectizarr.stores.fsspec import FsspecStore
-
-        return FsspecStore
-    if name == "ObjectStore":
-        from rectizarr.stores.objectstore import ObjectStore
-
-        return ObjectStore
-    if name == "ZipStore":
-        from rectizarr.stores.zip import ZipStore
-
-        return ZipStore
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"rectizarr.stores.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -47,9 +47,12 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def _sweep(dir_fd: int) -> None:
+def _sweep(root: str, directory: str, dir_fd: int) -> None:
     """Remove the temporary files in a directory whose writer process is gone (killed while writing): done
-    by the first write of each process to each directory."""
+    by the first write of each process to each directory (``directory`` of the store at ``root``)."""
+    if (root, directory) in _swept:
+        return
+    _swept.add((root, directory))
     try:
         names = os.listdir(dir_fd)
     except OSError:
@@ -188,10 +191,7 @@ class LocalStore(Store):
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         if os.sep != "/":
-            return [
-                -1 if n is None else n
-                for n in (read_into(self._path(k), v, bytearray(1)) for k, v in zip(keys, views, strict=True))
-            ]
+            return [read_into(self._path(k), v, bytearray(1)) for k, v in zip(keys, views, strict=True)]
         return read_many_into(self._root_slash, keys, views)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
@@ -209,30 +209,16 @@ class LocalStore(Store):
         return self._walk(self._path(prefix[:-1]) if prefix else self.root, prefix)
 
     def _walk(self, directory: str, prefix: str) -> Iterator[str]:
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError as exc:
-            if missing(exc):
-                return
-            raise
-        for entry in entries:
+        for entry in _entries(directory):
             if entry.is_dir(follow_symlinks=False):
                 yield from self._walk(entry.path, f"{prefix}{entry.name}/")
             elif entry.is_file() and not _TMP_NAME.match(entry.name):
                 yield prefix + entry.name
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        try:
-            with os.scandir(self._path(prefix[:-1]) if prefix else self.root) as it:
-                entries = list(it)
-        except OSError as exc:
-            if missing(exc):
-                return []
-            raise
         return [
             e.name
-            for e in entries
+            for e in _entries(self._path(prefix[:-1]) if prefix else self.root)
             if e.is_dir(follow_symlinks=False) or (e.is_file() and not _TMP_NAME.match(e.name))
         ]
 
@@ -265,9 +251,7 @@ class LocalStore(Store):
                     directory, name, key, value = work[start]
                     fd = dirs.open(directory, key)
                     assert fd is not None  # made when missing
-                    if (self._real_root, directory) not in _swept:
-                        _sweep(fd)
-                        _swept.add((self._real_root, directory))
+                    _sweep(self._real_root, directory, fd)
                     run.append((fd, name, key, value))
                     leaves.add(fd)
                     start += 1
@@ -331,9 +315,7 @@ class LocalStore(Store):
                 dir_fd = dirs.open(directory, key)
                 if dir_fd is None:
                     continue
-                if (self._real_root, directory) not in _swept:
-                    _sweep(dir_fd)
-                    _swept.add((self._real_root, directory))
+                _sweep(self._real_root, directory, dir_fd)
                 touched.add(directory)
                 try:
                     if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
@@ -367,6 +349,17 @@ class LocalStore(Store):
             else:
                 _rmtree(name, dir_fd)
             dirs.prune(directory)
+
+
+def _entries(directory: str) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` (none when it is missing)."""
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError as exc:
+        if missing(exc):
+            return []
+        raise
 
 
 def _rmtree(name: str, parent: int | str) -> None:

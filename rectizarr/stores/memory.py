@@ -66,9 +66,6 @@ class _InDict:
             self.data.pop(key, None)
             self._seen.pop(key, None)
 
-    def __delitem__(self, key: str) -> None:
-        self.pop(key)
-
     def __iter__(self) -> Iterator[str]:
         return iter([k for k in list(self.data) if isinstance(k, str)])  # (no other key can be a Zarr key)
 
@@ -156,7 +153,7 @@ class MemoryStore(Store):
     def _delete_prefix(self, prefix: str) -> None:
         with self._lock:
             for key in [k for k in self._data if k.startswith(prefix)]:
-                del self._data[key]
+                self._data.pop(key, None)
 
     def _snapshot(self) -> list[str]:
         with self._lock:

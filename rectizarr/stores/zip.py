@@ -229,9 +229,7 @@ class ZipStore(Store):
 
     def _delete_prefix(self, prefix: str) -> None:
         with self._archive.lock:
-            gone = [k for k in self._keys() if k.startswith(prefix)]
-            self._archive.deleted.update(gone)
-            self._archive.dirty |= bool(gone)
+            self._delete_batch([k for k in self._keys() if k.startswith(prefix)])
 
     # ---- finalising ----------------------------------------------------------------------------------
 
