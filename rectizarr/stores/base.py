@@ -34,9 +34,7 @@ class Capabilities:
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
     conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
-    hashed_versions: bool = (
-        False  # a version is a hash of the bytes (an ETag): bytes written again, same version
-    )
+    hashed_versions: bool = False  # a version hashes the bytes (an ETag): bytes written again, same version
     conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)

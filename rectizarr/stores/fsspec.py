@@ -5,17 +5,13 @@ read-only URLs, bounded waits, bodies read to at most their limit)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from fsspec.asyn import sync
-
 from rectizarr.errors import RectizarrError
 from rectizarr.stores.base import Capabilities, Store
-from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.fsspec_base import FsspecStore, gathered
 from rectizarr.stores.fsspec_s3 import S3FsspecStore
-from rectizarr.stores.limits import requests_in_flight
 
 __all__ = ["FsspecStore", "HttpFsspecStore", "S3FsspecStore"]
 
@@ -113,19 +109,10 @@ class HttpFsspecStore(FsspecStore):
                     parts.append(part)
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
-        async def run() -> list[bytes | BaseException]:
-            gate = asyncio.Semaphore(requests_in_flight())
+        async def caught(*request: Any) -> bytes | BaseException:
+            try:
+                return await one(*request)
+            except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
+                return exc
 
-            async def bounded(*request: Any) -> bytes | BaseException:
-                async with gate:
-                    try:
-                        return await one(*request)
-                    except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
-                        return exc
-
-            return list(
-                await asyncio.gather(*(bounded(*r) for r in zip(keys, paths, starts, ends, strict=True)))
-            )
-
-        result: list[bytes | BaseException] = sync(fs.loop, run)
-        return result
+        return gathered(fs, caught, zip(keys, paths, starts, ends, strict=True))

@@ -4,20 +4,23 @@ made (:mod:`rectizarr.stores.fsspec` gathers them)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 import fsspec
+from fsspec.asyn import sync
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
 from rectizarr.stores.keys import Buffer, ByteRange
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
 
 # the fields of a filesystem's info that change with its value (which of them it has)
@@ -25,6 +28,26 @@ _VERSION_FIELDS = tuple(
     "ETag etag md5 generation LastModified last_modified Last-Modified mtime created ino".split()
 )
 _KINDS: list[type[FsspecStore]] = []  # the subclasses for particular filesystems (see FsspecStore.serves)
+
+
+_T = TypeVar("_T")
+
+
+def gathered(fs: Any, call: Callable[..., Awaitable[_T]], requests: Iterable[tuple[Any, ...]]) -> list[_T]:
+    """``await call(*request)`` for each request, in order, on the event loop of ``fs`` (an asynchronous
+    filesystem), ``requests_in_flight()`` at a time."""
+
+    async def run() -> list[_T]:
+        gate = asyncio.Semaphore(requests_in_flight())
+
+        async def bounded(request: tuple[Any, ...]) -> _T:
+            async with gate:
+                return await call(*request)
+
+        return list(await asyncio.gather(*(bounded(r) for r in requests)))
+
+    result: list[_T] = sync(fs.loop, run)
+    return result
 
 
 def _token(value: Any) -> Hashable:
@@ -278,27 +301,28 @@ class FsspecStore(RemoteStore):
         token = tuple(_token(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None)
         return size, (size, token, self._writes.get(key, 0))
 
-    def _list_prefix(self, prefix: str) -> Iterator[str]:
-        url = self._full(prefix[:-1]) if prefix else self.root
+    def _url_of(self, prefix: str) -> str:
+        """The URL (or path) of the directory ``prefix``."""
+        return self._full(prefix[:-1]) if prefix else self.root
+
+    def _listed(self, prefix: str, call: Callable[[str], Any]) -> Any:
+        """``call`` of ``prefix``'s URL (a listing; ``[]`` when it is missing), the client's error wrapped."""
+        url = self._url_of(prefix)
         try:
             with self._answered("listing", url):
-                paths = self.fs.find(url)
+                return call(url)
         except FileNotFoundError:
-            return
-        for path in paths:
+            return []
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        for path in self._listed(prefix, self.fs.find):
             key = self._key_of(path)
             if key and key.startswith(prefix):
                 yield key
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        url = self._full(prefix[:-1]) if prefix else self.root
-        try:
-            with self._answered("listing", url):
-                entries = self.fs.ls(url, detail=False)
-        except FileNotFoundError:
-            return []
         names = []
-        for entry in entries:
+        for entry in self._listed(prefix, functools.partial(self.fs.ls, detail=False)):
             key = self._key_of(entry)
             if key and key.startswith(prefix) and len(key) > len(prefix):
                 names.append(key[len(prefix) :].split("/", 1)[0])
@@ -345,24 +369,20 @@ class FsspecStore(RemoteStore):
                 parent = self.fs._parent(parent)
 
     def _delete_prefix(self, prefix: str) -> None:
-        with self._answered("deleting everything under", self._full(prefix[:-1]) if prefix else self.root):
-            self._delete_under(prefix)
-
-    def _delete_under(self, prefix: str) -> None:
-        if prefix:
-            path = self._full(prefix[:-1])
-            # (s3fs answers isdir from a listing of the parent it may have cached before another client
-            # made the node: a delete would then remove nothing)
-            self.fs.invalidate_cache(path)
-            if self.fs.isdir(path):
-                self.fs.rm(path, recursive=True)
-                self._prune([path])
-            return
-        try:
-            children = self.fs.ls(self.root, detail=True)
-        except FileNotFoundError:
-            return
-        for child in children:
-            key = self._key_of(child["name"])
-            if key:  # never the root itself (``ls`` of a file lists the file)
-                self.fs.rm(child["name"], recursive=child.get("type") == "directory")
+        path = self._url_of(prefix)
+        with self._answered("deleting everything under", path):
+            if prefix:
+                # (s3fs answers isdir from a listing of the parent it may have cached before another
+                # client made the node: a delete would then remove nothing)
+                self.fs.invalidate_cache(path)
+                if self.fs.isdir(path):
+                    self.fs.rm(path, recursive=True)
+                    self._prune([path])
+                return
+            try:
+                children = self.fs.ls(self.root, detail=True)
+            except FileNotFoundError:
+                return
+            for child in children:
+                if self._key_of(child["name"]):  # never the root itself (``ls`` of a file lists the file)
+                    self.fs.rm(child["name"], recursive=child.get("type") == "directory")

@@ -3,7 +3,6 @@ s3fs/botocore details behind them (what a refusal looks like, which sends may ha
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import importlib
@@ -13,11 +12,10 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import fsspec
-from fsspec.asyn import sync
 
 from rectizarr.errors import StoreError, VersionChanged
 from rectizarr.stores.base import Capabilities
-from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.fsspec_base import FsspecStore, gathered
 from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
 from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import EtagStore, http_range, is_empty
@@ -142,10 +140,6 @@ class S3FsspecStore(EtagStore, FsspecStore):
         data = None if meta is None else self.get(key)
         return (None, None) if meta is None or data is None else (data, meta[1])
 
-    def get_version(self, key: str) -> Hashable:
-        meta = self._meta(validate_key(key))  # (a HEAD: the ETag, without the value)
-        return None if meta is None else meta[1]
-
     def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         return self._s3_get(requests)
 
@@ -190,20 +184,8 @@ class S3FsspecStore(EtagStore, FsspecStore):
     ) -> list[tuple[bytes | None, Hashable]]:
         """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag. An
         empty range, or one the server refuses (past the end), is answered after the batch."""
-
-        async def run() -> list[tuple[bytes | None, Hashable] | Exception]:
-            gate = asyncio.Semaphore(requests_in_flight())
-
-            async def bounded(
-                r: tuple[str, ByteRange | None, Hashable],
-            ) -> tuple[bytes | None, Hashable] | Exception:
-                async with gate:
-                    return await self._get_one(*r)
-
-            return list(await asyncio.gather(*(bounded(r) for r in requests if not is_empty(r[1]))))
-
         with self._answered("reading from", self.root):
-            fetched: list[tuple[bytes | None, Hashable] | Exception] = sync(self.fs.loop, run)
+            fetched = gathered(self.fs, self._get_one, [r for r in requests if not is_empty(r[1])])
         answers = iter(fetched)
         out: list[tuple[bytes | None, Hashable]] = []
         for key, byte_range, etag in requests:
@@ -211,7 +193,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
             if isinstance(answer, StoreError):
                 raise answer
             if answer is None:
-                answer = self._empty_answer(key, etag, self._meta(key))
+                answer = self._empty_answer(key, etag)
             elif isinstance(answer, Exception):
                 answer = self._after_refusal(key, byte_range, etag, answer)
             out.append(answer)
@@ -236,7 +218,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
         return self._read_span(key, self._full(key), start, end)
 
     def _meta(self, key: str) -> tuple[int, Hashable] | None:
-        """``(size, ETag)`` of ``key`` as S3 has it now (a HEAD, past s3fs's cache); None if missing."""
+        """A ``HEAD`` past s3fs's cache."""
         url = self._full(key)
         try:
             with self._answered(f"looking up key {key!r} at", url):

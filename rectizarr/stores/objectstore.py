@@ -188,7 +188,7 @@ class ObjectStore(EtagStore):
         self.__dict__.update(state)
         self._store = connect(self.url, self.kind, self._root, self.storage_options)
 
-    def _url(self, key: str) -> str:
+    def _where(self, key: str) -> str:
         return f"{self.url}/{key}"
 
     def _path(self, key: str) -> str:
@@ -203,7 +203,6 @@ class ObjectStore(EtagStore):
         """A listed path as a key of this store."""
         return path[len(self._prefix) + 1 :] if self._prefix else path
 
-    _where = _url
     _unanswered = staticmethod(_unanswered)
 
     # ---- one request ----------------------------------------------------------------------------------
@@ -224,7 +223,7 @@ class ObjectStore(EtagStore):
             raise VersionChanged(key) from None
         if byte_range is not None and "range" in str(exc).lower():
             return None
-        raise self._fail("reading", self._url(key), exc) from exc
+        raise self._fail("reading", self._where(key), exc) from exc
 
     def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
         """The whole value, cut here (a server that ignores ``Range`` or refuses suffixes with a 416)."""
@@ -235,7 +234,7 @@ class ObjectStore(EtagStore):
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
         ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
         if is_empty(byte_range):
-            return self._empty_answer(key, etag, self._head(key))
+            return self._empty_answer(key, etag)
         limit, size = self.value_limit(key), 0
         try:
             result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))
@@ -250,12 +249,12 @@ class ObjectStore(EtagStore):
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
-            answer = self._refused_range(key, byte_range, etag, self._head(key))
+            answer = self._refused_range(key, byte_range, etag, self._meta(key))
             if answer is None or answer[0] is None:
-                raise self._fail("reading", self._url(key), exc) from exc
+                raise self._fail("reading", self._where(key), exc) from exc
             return answer
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
-            raise self._too_large(key, size, limit or 0, self._url(key))
+            raise self._too_large(key, size, limit or 0, self._where(key))
         if (
             etag is not None and tag is not None and tag != etag
         ):  # a server that ignores If-Match (plain HTTP)
@@ -269,16 +268,18 @@ class ObjectStore(EtagStore):
         body, tag = self._fetch(key, byte_range, etag)
         return (None if body is None else bytes(body)), tag
 
-    def _head(self, key: str) -> tuple[int, Hashable] | None:
+    def _meta(self, key: str) -> tuple[int, Hashable] | None:
         from obstore.exceptions import NotFoundError
 
         try:
             meta = _obstore().head(self._store, self._path(key))
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", self._url(key), exc) from exc
+                raise self._fail("looking up", self._where(key), exc) from exc
             return None
         return int(meta["size"]), meta.get("e_tag")
+
+    _info = _meta
 
     def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
         """One PUT (``mode``: obstore's, for conditional writes, whose value is kept with a token of this
@@ -312,7 +313,7 @@ class ObjectStore(EtagStore):
             result = _obstore().get(self._store, self._path(key), options={"head": True})
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", self._url(key), exc) from exc
+                raise self._fail("looking up", self._where(key), exc) from exc
             return None
         token = (result.attributes or {}).get(WRITE_TOKEN)
         return token if isinstance(token, str) else None
@@ -398,10 +399,6 @@ class ObjectStore(EtagStore):
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
 
-    def get_version(self, key: str) -> Hashable:
-        head = self._head(validate_key(key))  # (the ETag, without the value)
-        return None if head is None else head[1]
-
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})
 
@@ -426,7 +423,7 @@ class ObjectStore(EtagStore):
             _obstore().delete(self._store, [self._path(k) for k in keys])
         except Exception as exc:
             if "not found" not in str(exc).lower():
-                raise self._fail("deleting", self._url(keys[0]), exc) from exc
+                raise self._fail("deleting", self._where(keys[0]), exc) from exc
 
     def _delete_prefix(self, prefix: str) -> None:
         keys = list(self._list_prefix(prefix))
@@ -440,7 +437,7 @@ class ObjectStore(EtagStore):
         except (FileNotFoundError, NotADirectoryError):
             return missing
         except Exception as exc:
-            raise self._fail("listing", self._url(prefix), exc) from exc
+            raise self._fail("listing", self._where(prefix), exc) from exc
 
     def _keys(self, prefix: str, metas: Iterable[Any]) -> Iterator[str]:
         keys = (self._key_of(m["path"]) for m in metas)
@@ -486,6 +483,3 @@ class ObjectStore(EtagStore):
             if self._key_of(m["path"]).startswith(prefix)
         ]
         return [n for n in names if n]
-
-    def _info(self, key: str) -> tuple[int, Hashable] | None:
-        return self._head(key)

@@ -127,11 +127,14 @@ class RemoteStore(Store):
         no answer at all, where the value stored carries no write token (:meth:`_ours`). The first attempt
         landed and the condition refused the write's own retry, unless another writer stored the very same
         bytes at that moment; without this check an append would be applied twice."""
-        stored = self.get(key)
-        landed = stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        landed = self._holds(key, value)
         if landed:
             count_landing()
         return landed
+
+    def _holds(self, key: str, value: Buffer) -> bool:
+        stored = self.get(key)
+        return stored is not None and memoryview(stored) == memoryview(value).cast("B")
 
     def _write_token(self, key: str) -> str | None:
         """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or written without one). Object
@@ -154,10 +157,7 @@ class RemoteStore(Store):
         :meth:`_ours`, an unconditional one's (None) if the key holds ``value``; False when the key cannot
         be read either (the write's own error is then raised)."""
         try:
-            if token is not None:
-                return self._ours(key, value, token, resent=True)
-            stored = self.get(key)
-            return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+            return self._ours(key, value, token, True) if token is not None else self._holds(key, value)
         except RectizarrError:
             return False
 
@@ -170,11 +170,16 @@ class EtagStore(RemoteStore):
     """A remote store whose versions are ETags: every read may carry ``If-Match`` (a changed value:
     :class:`VersionChanged`) and answers with its ETag; ``set_if`` is a conditional ``PUT``
     (``If-Match``, or ``If-None-Match: *``); ``delete_if`` as atomic as the transport can make it. A
-    transport implements :meth:`_gets`, :meth:`_put_if`, :meth:`_delete_at` and :meth:`_fetch_span`."""
+    transport implements :meth:`_gets`, :meth:`_meta`, :meth:`_put_if`, :meth:`_delete_at` and
+    :meth:`_fetch_span`."""
 
     @abstractmethod
     def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         """``(value, ETag)`` for each ``(key, range, ETag or None)``; ``(None, None)`` for a missing key."""
+
+    @abstractmethod
+    def _meta(self, key: str) -> tuple[int, Hashable] | None:
+        """``(size, ETag)`` of ``key`` as the server has it now (a ``HEAD``); None if missing."""
 
     @abstractmethod
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
@@ -201,6 +206,10 @@ class EtagStore(RemoteStore):
     ) -> list[tuple[bytes | None, Hashable]]:
         return self._gets([(validate_key(k), validate_range(k, r), None) for k, r in requests])
 
+    def get_version(self, key: str) -> Hashable:
+        meta = self._meta(validate_key(key))  # (a HEAD: the ETag, without the value)
+        return None if meta is None else meta[1]
+
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         validate_key(key)
         self._check_writable("set")
@@ -213,10 +222,9 @@ class EtagStore(RemoteStore):
             return not self.exists(key)
         return self._delete_at(key, version)
 
-    def _empty_answer(
-        self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None
-    ) -> tuple[Any, Hashable]:
-        """The answer to an empty range of ``key`` (at ``etag``, if given), from its ``(size, ETag)``."""
+    def _empty_answer(self, key: str, etag: Hashable) -> tuple[Any, Hashable]:
+        """The answer to an empty range of ``key`` (at ``etag``, if given), from its :meth:`_meta`."""
+        meta = self._meta(key)
         version = None if meta is None else meta[1]
         if etag is not None and version != etag:
             raise VersionChanged(key)

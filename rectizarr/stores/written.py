@@ -16,8 +16,8 @@ import threading
 from collections.abc import Iterable
 
 from rectizarr._util import in_forked_child
+from rectizarr.stores.limits import is_document
 
-DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
 _MOST = 1 << 16  # documents counted before the counts are forgotten (and the epoch moves)
 
 _lock = threading.Lock()
@@ -31,14 +31,10 @@ def _relock() -> None:  # pragma: no cover - runs in forked children
     _lock = threading.Lock()
 
 
-def _is_doc(key: str) -> bool:
-    return key.endswith(DOC_NAMES) and key.rpartition("/")[2] in DOC_NAMES
-
-
 def mark(identity: str, keys: Iterable[str]) -> None:
     """Count a write (or deletion) of each document among ``keys`` of the store named ``identity``."""
     global _epoch
-    docs = [identity + k for k in keys if _is_doc(k)]
+    docs = [identity + k for k in keys if is_document(k)]
     if not docs:
         return
     with _lock:

@@ -44,19 +44,15 @@ def _relock() -> None:  # pragma: no cover - runs in forked children
     _writers_lock = threading.Lock()
 
 
+_DAMAGED = (OSError, zipfile.BadZipFile, NotImplementedError, EOFError)  # zipfile's errors for damaged data
+
+
 def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:
     """``zipfile.ZipFile`` of ``path``; a damaged archive (a bad central directory, an unknown version, a
     name that is not UTF-8) is a StoreError naming it."""
     try:
         return zipfile.ZipFile(path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
-    except (
-        OSError,
-        zipfile.BadZipFile,
-        NotImplementedError,
-        UnicodeDecodeError,
-        EOFError,
-        ValueError,
-    ) as exc:
+    except (*_DAMAGED, UnicodeDecodeError, ValueError) as exc:
         raise StoreError(
             f"cannot open zip archive {path!r} in mode {mode!r}: {type(exc).__name__}: {exc}"
         ) from exc
@@ -175,16 +171,7 @@ class ZipStore(Store):
                 if start:
                     f.seek(start)
                 return f.read(want)
-        except (
-            zipfile.BadZipFile,
-            OSError,
-            RuntimeError,
-            NotImplementedError,
-            EOFError,
-            zlib.error,
-            OverflowError,
-            MemoryError,
-        ) as exc:
+        except (*_DAMAGED, RuntimeError, zlib.error, OverflowError, MemoryError) as exc:
             raise StoreError(
                 f"cannot read key {key!r} from zip archive {self.path!r}: {type(exc).__name__}: {exc}"
             ) from exc
