@@ -1,6 +1,5 @@
-"""The store over any fsspec filesystem (memory, file, gcs, zip:: chains, caches ...); filesystems with more
-to say (S3: conditional writes; HTTP: read-only URLs) get a subclass of their own, chosen when the store is
-made (:mod:`rectizarr.stores.fsspec` gathers them)."""
+"""The store over any fsspec filesystem; the subclasses for S3 and HTTP are in
+:mod:`rectizarr.stores.fsspec`, which gathers them."""
 
 from __future__ import annotations
 
@@ -84,20 +83,17 @@ def _opened(
 
 
 class FsspecStore(RemoteStore):
-    """A store under ``path`` of an fsspec filesystem.
+    """A store under ``path`` of an fsspec filesystem: ``url_or_fs`` is a URL (``s3://bucket/x.zarr``,
+    ``memory://a``, ``zip::file://data.zip`` ...; options in ``storage_options``), an
+    ``AbstractFileSystem`` (``path`` is the root inside it) or an ``FSMap``.
 
-    ``url_or_fs`` is a URL (``s3://bucket/x.zarr``, ``memory://a``, ``zip::file://data.zip`` ...; options
-    in ``storage_options``), an ``AbstractFileSystem`` (then ``path`` is the root inside it) or an
-    ``FSMap``. Batched reads use ``fs.cat_ranges`` and batched writes ``fs.pipe``, which run
-    concurrently on asynchronous filesystems (s3, gcs, http). Suffix ranges are sent as negative starts;
-    if a backend refuses a range (a suffix it cannot do, or a start past the end), the store asks for
-    the size and retries with an absolute range. Versions combine the backend's ETag/mtime/size with a
-    counter of writes made through this store. Writes are as atomic as the backend makes them (object
-    stores: yes; ``file://``: no, use :class:`LocalStore`).
-
-    Pickles by filesystem and root. The store made is of a subclass for S3
-    (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP(S)
-    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems."""
+    Batched reads use ``fs.cat_ranges`` and writes ``fs.pipe`` (concurrent on asynchronous filesystems).
+    Suffix ranges are sent as negative starts; a range the backend refuses (a suffix, a start past the
+    end) is read again as an absolute one once its size is known. Versions combine the backend's
+    ETag/mtime/size with a counter of writes made through this store. Writes are as atomic as the
+    backend makes them (object stores: yes; ``file://``: no, use :class:`LocalStore`). Pickles by
+    filesystem and root. The store made for S3 and HTTP(S) filesystems is their subclass
+    (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`, :class:`~rectizarr.stores.fsspec.HttpFsspecStore`)."""
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""
@@ -181,8 +177,8 @@ class FsspecStore(RemoteStore):
 
     @contextlib.contextmanager
     def _answered(self, what: str, url: str) -> Iterator[None]:
-        """A StoreError naming ``url`` for a request that timed out (fsspec's HTTP ``info`` reports any
-        failure as a missing file, the timeout its cause) or failed with any error but a missing file."""
+        """A StoreError naming ``url`` for a request that failed with any error but a missing file, or timed
+        out (fsspec's HTTP ``info`` reports any failure as a missing file, the timeout its cause)."""
         try:
             yield
         except FileNotFoundError as exc:

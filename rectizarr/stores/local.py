@@ -84,19 +84,18 @@ def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None
 
 
 class LocalStore(Store):
-    """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``.
+    """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``. Reads use plain
+    descriptors; batches run on ``workers`` threads.
 
-    Reads use plain ``open``/``seek``/``read``; batches run in a thread pool of ``workers`` threads.
-    Every write goes to a uniquely named temporary file in the destination directory
-    (``.{name}.p{pid}-{host}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a
-    crash only ever sees the old or the new value; the first write of a process into a directory removes
-    the temporary files there whose writer process no longer runs (a killed writer's). With ``fsync=True`` the file and its directory are
-    flushed to disk before the write returns. ``set_many`` opens (and makes) each directory once per
-    batch, segment by segment from the root, and writes by name in the opened directory; deleting the
-    last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
-    that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
-    follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
-    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path."""
+    A write goes to a uniquely named temporary file in its directory (``.{name}.p{pid}-{host}.{random}.tmp``,
+    never listed) renamed over the key: a reader or a crash sees the old or the new value. A process's
+    first write into a directory removes the temporary files there of writers no longer running. With
+    ``fsync=True`` the file and its directory reach the disk before the write returns. ``set_many`` opens
+    (makes) each directory once per batch, segment by segment from the root (:mod:`~rectizarr.stores.dirfd`:
+    writes and deletes through a link out of ``root`` are refused; reads follow links); deleting a
+    directory's last key removes the emptied directories. A key that is not a regular file (a device, a
+    pipe) reads as missing. Versions are ``(size, mtime_ns, inode)`` (every write makes a new inode).
+    Pickles by path."""
 
     def __init__(
         self,
@@ -127,10 +126,9 @@ class LocalStore(Store):
     def _map(
         self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None
     ) -> list[_R]:
-        """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
-        when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or
-        ``many`` values or more (None: the count alone never is); below, a hand-off costs more than the work
-        (the ``Tuning.local_threaded_*`` fields give the measurements)."""
+        """``[fn(a) for a in args]``, on up to ``workers`` threads in slices when the batch is large:
+        ``nbytes`` (None: unknown) from ``Tuning.local_threaded_bytes``, or ``many`` values (None: never by
+        count); below, a hand-off costs more than the work (measured: ``Tuning.local_threaded_*``)."""
         workers = min(self.workers, len(args))
         large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
             many is not None and len(args) >= many

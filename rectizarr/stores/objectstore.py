@@ -2,11 +2,10 @@
 HTTP(S), with many requests in flight from one Python thread and conditional reads and writes.
 
 Every request is one of obstore's blocking calls, which wait without the GIL: a lone request on the
-caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_flight` threads (default 64,
-set with :func:`rectizarr.set_requests_in_flight`) shared by every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names (``key``,
-``secret``, ``token``, ``endpoint_url``, ``client_kwargs={"endpoint_url", "region_name"}``, ``anon``,
-``account_name``, ``account_key``, ``sas_token``, ``headers``, ``timeout``) or obstore's own
-configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged."""
+caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_flight` threads shared by
+every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names
+(:mod:`~rectizarr.stores.obstore_options`) or obstore's configuration keys (``aws_*``, ``google_*``,
+``azure_*``), which pass through unchanged."""
 
 from __future__ import annotations
 
@@ -115,16 +114,11 @@ def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]
 
 class ObjectStore(EtagStore):
     """A store under an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://`` / ``abfs://``,
-    ``http(s)://``) through obstore.
-
-    One whole value is one ``GET`` (a missing key is one request too); ranges of one key closer than
-    ``coalesce_gap`` bytes are one ranged ``GET``; a batch keeps :func:`requests_in_flight` requests in
-    flight. Versions are ETags: ``set_if`` is a conditional ``PUT`` (``If-Match``, or create-only), and
-    reads at a version carry ``If-Match`` (:class:`~rectizarr.errors.VersionChanged` on 412). Requests
-    answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then raise :class:`StoreError`
-    naming the URL, as does a server that does not answer within ``timeout`` seconds. HTTP(S) stores are
-    read-only. Pickles by URL and options. A read through :meth:`limited` (an array's chunks) or of a
-    metadata document refuses an answer longer than its limit from its ``Content-Length``, unread."""
+    ``http(s)://``) through obstore: one ``GET`` per value (a missing key too), ETags as versions
+    (:class:`EtagStore`). Requests answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then
+    raise :class:`StoreError` naming the URL, as does a server silent for ``timeout`` seconds. HTTP(S)
+    stores are read-only. Pickles by URL and options. A read through :meth:`limited` or of a metadata
+    document refuses an answer longer than its limit from its ``Content-Length``, unread."""
 
     def __init__(
         self,
@@ -206,7 +200,6 @@ class ObjectStore(EtagStore):
     _unanswered = staticmethod(_unanswered)
 
     # ---- one request ----------------------------------------------------------------------------------
-    # Each is obstore's blocking call, made on the caller's thread or on a thread of the pool (a batch).
 
     def _get_failed(
         self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception

@@ -15,20 +15,6 @@ from rectizarr.errors import ConflictError
 from rectizarr.stores import written
 from rectizarr.stores.keys import Buffer, ByteRange
 
-__all__ = [
-    "UNREAD",
-    "WRITE_TOKEN",
-    "Each",
-    "Make",
-    "Values",
-    "back_off",
-    "count_landing",
-    "inferred_landings",
-    "locked",
-    "one_by_one",
-    "swapped",
-]
-
 WRITE_TOKEN = "rectizarrwrite"
 """The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
 conditional write: a token of that write alone, by which a write whose answer was lost is told apart from

@@ -62,17 +62,14 @@ class ZipStore(Store):
     """A store in one zip archive at ``path``; ``mode`` is ``"r"`` (read), ``"w"`` (new archive,
     truncating any existing file) or ``"a"`` (append to an archive, creating it if missing).
 
-    Values are stored uncompressed (``ZIP_STORED``; chunks are compressed by their codecs), so ranged
-    reads seek straight to the bytes. A zip archive cannot rewrite an entry in place: **setting a key
-    that already exists appends a newer entry with the same name, and readers (rectizarr, zipfile,
-    ``unzip``) use the newest one; the old bytes stay in the file, so an archive grows by the full size
-    of every rewritten value.** Deleted keys disappear at once for this store, and the archive is
-    rewritten without them (and without shadowed entries) when the store is closed or flushed.
-
-    :meth:`close` (or leaving the ``with`` block) writes the zip central directory; an archive that was
-    written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
-    copy is read-only. A read-only view (:meth:`with_read_only`) never writes the archive, not even to
-    pickle: it pickles once the store that writes is flushed, else it raises :class:`StoreError`. All
+    Values are stored uncompressed (``ZIP_STORED``: chunks are compressed by their codecs), so ranged
+    reads seek straight to the bytes. **Setting a key that exists appends a newer entry of that name,
+    which readers (rectizarr, zipfile, ``unzip``) use; the old bytes stay: an archive grows by the full
+    size of every rewritten value.** Deleted keys disappear at once, and from the archive (with shadowed
+    entries) when the store is closed or flushed. :meth:`close` (or leaving the ``with`` block) writes
+    the central directory: an archive written but never closed is unreadable. Pickling a writable store
+    :meth:`flush`\\ es it; the copy is read-only. A read-only view (:meth:`with_read_only`) never writes
+    the archive: it pickles once the writing store is flushed, else raises :class:`StoreError`. All
     operations on one archive are serialised by a lock."""
 
     def __init__(
