@@ -76,14 +76,10 @@ def _open(path: str, flags: int = _O_READ) -> int | None:
 
 def with_file(path: str, read: Callable[[int, int | None], _R], guess: bool = False) -> _R | None:
     """``read(fd, size)`` on the regular file at ``path``; None when it is missing or is not a regular file
-    (a directory, a device, a named pipe: opened without blocking and never read, so a link to ``/dev/zero``
-    or a pipe holds no value, as ``exists`` and listings say). Plain descriptors: an open file object costs
-    more than the read of a small chunk.
-
-    With ``guess``, ``read(fd, None)`` comes first, without the ``fstat`` (it costs as much as a small
-    read), and its answer is taken unless it is None: it must take only a non-empty read that returned
-    less than it asked for, which a regular file gives (all it has up to the count asked) and
-    ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
+    (it holds no value, as ``exists`` and listings say). With ``guess``, ``read(fd, None)`` comes first,
+    without the ``fstat`` (it costs as much as a small read), and its answer is taken unless it is None:
+    it must take only a non-empty read that returned less than it asked for, which a regular file gives
+    and ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
     Otherwise the file is checked and read again from its start."""
     fd = _open(path)
     if fd is None:
@@ -175,8 +171,7 @@ def _read_fd_transient(
         return view[:n] if n == size_hint else None
     if byte_range is None:
         if size >= tuning.current().transient_max_bytes:
-            data = os.read(fd, size + 1)
-            return data if len(data) == size else _read_rest(fd, data)
+            return _read_fd(fd, size, None)
         view = _buffer(size + 1)
         n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
@@ -244,10 +239,9 @@ def read_many_into(root: str, keys: Sequence[str], views: Sequence[memoryview]) 
 
 
 def _readv_whole(fd: int, view: memoryview, extra: bytearray) -> int:
-    """The value of ``fd`` read into ``view`` and ``extra``: taken at once when it fits the view (one read
-    returns all of a regular file up to the count asked for, see :func:`with_file`); an empty read or one
-    that overflows into ``extra`` (a larger value, or ``/dev/zero``) is checked (-1: not a regular file)
-    and read again from its start."""
+    """The value of ``fd`` read into ``view`` and ``extra``: taken at once when it fits the view (see
+    :func:`with_file`); an empty read or one that overflows into ``extra`` (a larger value, ``/dev/zero``)
+    is checked (-1: not a regular file) and read again from its start."""
     try:
         n = os.readv(fd, [view, extra])
     except OSError:  # a directory (EISDIR), a pipe with a writer but no data (EAGAIN): checked below

@@ -202,20 +202,18 @@ class FsspecStore(RemoteStore):
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(requests)
         fetch: list[int] = []
+        paths, starts, ends = [], [], []
         for i, (key, byte_range) in enumerate(requests):
             if is_empty(byte_range):
                 out[i] = None if self._info(key) is None else b""
-            else:
-                fetch.append(i)
-        if not fetch:
-            return out
-        paths, starts, ends = [], [], []
-        for i in fetch:
-            key, byte_range = requests[i]
+                continue
+            fetch.append(i)
             paths.append(self._full(key))
             start, length = byte_range if byte_range is not None else (None, None)
             starts.append(start)
             ends.append(None if start is None or length is None else start + length)
+        if not fetch:
+            return out
         try:
             results = self._cat_ranges([requests[i][0] for i in fetch], paths, starts, ends)
         except FileNotFoundError:  # a filesystem whose cat_ranges raises for one missing path (simplecache::)

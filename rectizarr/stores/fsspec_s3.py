@@ -44,9 +44,7 @@ def _refused(exc: BaseException, version: Hashable) -> bool:
     """Whether ``exc`` is a conditional ``PUT``'s condition refusing it. s3fs: FileExistsError
     (If-None-Match), EINVAL "pre-conditions" (If-Match), FileNotFoundError (If-Match on a key another
     writer deleted: 404), 409 ConditionalRequestConflict (two conditional writes of one key at once)."""
-    if not isinstance(exc, OSError):
-        return False
-    return (
+    return isinstance(exc, OSError) and (
         isinstance(exc, FileExistsError)
         or (isinstance(exc, FileNotFoundError) and version is not None)
         or "pre-condition" in str(exc)
@@ -70,13 +68,11 @@ _PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()  # s3fs clients made ready f
 
 
 def _prepare_client(fs: Any) -> None:
-    """Make ``fs``'s S3 client (s3fs: made here if it has none yet, with no request) count the sends of a
-    ``PutObject`` (:data:`_SENDS`) and send uploads without ``Expect: 100-continue``. botocore asks for it
-    on every ``PUT`` with a body, and aiohttp waits for the server's ``100 Continue`` with no timeout: a
-    server that takes the connection and never answers held a write past 500 s, where with the body sent
-    at once it fails after the read timeout (``StoreError``, 41 s with a 2 s read timeout and s3fs's
-    retries; fuzz fz34). The body is then sent whatever the answer (a ``PUT`` refused for its credentials
-    uploads its value for nothing)."""
+    """Make ``fs``'s S3 client (made here, with no request, if s3fs has none yet) count the sends of a
+    ``PutObject`` (:data:`_SENDS`) and send uploads without ``Expect: 100-continue``: aiohttp waits for
+    ``100 Continue`` with no timeout, so a server that takes the connection and never answers held a
+    write past 500 s, where with the body sent at once it fails after the read timeout (41 s with a 2 s
+    read timeout and s3fs's retries; fuzz fz34). A ``PUT`` refused then has uploaded its value for nothing."""
     client = getattr(fs, "s3", None)
     if client is None:
         with contextlib.suppress(Exception):  # no client can be made: the write reports why
@@ -91,9 +87,8 @@ def _prepare_client(fs: Any) -> None:
 
 
 class S3FsspecStore(EtagStore, FsspecStore):
-    """An :class:`FsspecStore` of an S3 bucket through s3fs (what ``FsspecStore`` makes for one): one GET
-    per value (s3fs sends a HEAD first), ETags as versions, ``If-Match`` / ``If-None-Match`` writes and
-    ``If-Match`` deletes (atomic), and a pool of ``requests_in_flight()`` connections."""
+    """An :class:`FsspecStore` of an S3 bucket through s3fs: one GET per value, ETags as versions,
+    ``If-Match`` / ``If-None-Match`` writes, atomic ``If-Match`` deletes, ``requests_in_flight()`` connections."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"s3", "s3a"})
     capabilities = Capabilities(conditional_writes=True, hashed_versions=True, conditional_reads=True)
@@ -230,10 +225,9 @@ class S3FsspecStore(EtagStore, FsspecStore):
     # ---- writes --------------------------------------------------------------------------------------
 
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        """A conditional ``PUT``, its value kept with a token of this write
-        (:data:`~rectizarr.stores.base.WRITE_TOKEN`). A refusal is asked whether the key holds this
-        write's token: aiohttp sends a ``PUT`` again, unseen, when its connection is reset, and s3fs as a
-        new call on a timeout, so a refusal may answer the write's own first send (that landed)."""
+        """A conditional ``PUT`` carrying a token of this write (:data:`WRITE_TOKEN`), which a refusal looks
+        for: aiohttp sends a ``PUT`` again, unseen, on a reset connection, and s3fs as a new call on a
+        timeout, so a refusal may answer the write's own first send (that landed)."""
         bucket, name = self._s3_path(key)
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
         token = uuid.uuid4().hex
