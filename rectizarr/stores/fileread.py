@@ -205,10 +205,8 @@ _DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY") and hasat
 
 
 def read_many_into(root: str, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
-    """The file ``root + key`` of each key read into the view beside it with one ``readv`` (and one spare
-    byte; no ``fstat`` when the value fits the view): how many bytes came, -1 where it is missing or not a
-    regular file. Consecutive keys in one directory are opened by name in it, its descriptor opened once
-    (the path is walked once per directory, not per file)."""
+    """:func:`read_into` of the file ``root + key`` of each key into the view beside it. Consecutive keys
+    in one directory are opened by name in it, its descriptor opened once (one path walk per directory)."""
     extra, sizes = bytearray(1), [-1] * len(keys)
     if not _DIR_FD:
         return [read_into(root + key, view, extra) for key, view in zip(keys, views, strict=True)]

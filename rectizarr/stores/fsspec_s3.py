@@ -135,14 +135,11 @@ class S3FsspecStore(EtagStore, FsspecStore):
         data = None if meta is None else self.get(key)
         return (None, None) if meta is None or data is None else (data, meta[1])
 
-    def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
-        return self._s3_get(requests)
-
     async def _get_one(
         self, key: str, byte_range: ByteRange | None, etag: Hashable
     ) -> tuple[bytes | None, Hashable] | Exception:
         """One GET (with ``If-Match``: 412, or a key gone, :class:`VersionChanged`); a refusal of the range
-        is returned, for :meth:`_s3_get`."""
+        is returned, for :meth:`_gets`."""
         bucket, name = self._s3_path(key)
         kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
         if byte_range is not None:
@@ -174,9 +171,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
                 resp["Body"].close()
         raise AssertionError("unreachable")
 
-    def _s3_get(
-        self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
-    ) -> list[tuple[bytes | None, Hashable]]:
+    def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag. An
         empty range, or one the server refuses (past the end), is answered after the batch."""
         with self._answered("reading from", self.root):

@@ -181,9 +181,8 @@ def _forward(name: str) -> Any:
 
 
 class ForwardingStore(Store):
-    """A store that hands every backend primitive (and the versioned, conditional and transient reads
-    that backends override) to the ``inner`` store, showing each call to :meth:`_saw` first. Coalescing,
-    read-only-ness, capabilities and lock identity follow the wrapped store."""
+    """A store that hands every backend primitive and every method backends override to ``inner``, showing
+    each call to :meth:`_saw` first; coalescing, read-only-ness, capabilities and locks follow ``inner``."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(

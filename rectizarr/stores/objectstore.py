@@ -52,19 +52,16 @@ def _obstore() -> Any:
 
 
 class _Requests:
-    """The threads that make a batch's requests: as many as :func:`requests_in_flight`, made again when
-    that number changes. On a loopback S3 server, 256 GETs took 41 ms this way and 63 ms as asyncio tasks
-    of obstore's coroutines on an event loop thread (every request's ends crossed threads through the
-    loop's wake-up pipe). (obstore itself does not work in a forked child: its runtime's threads are not
-    there; its requests hang.)"""
+    """The :func:`requests_in_flight` threads that make a batch's requests. On a loopback S3 server, 256
+    GETs took 41 ms this way and 63 ms as asyncio tasks on an event loop thread (each request's ends
+    crossed threads through the loop's wake-up pipe). (obstore does not work in a forked child.)"""
 
     _lock = threading.Lock()
     _size = 0  # the size of the pool last handed out
 
     @classmethod
     def pool(cls) -> ThreadPoolExecutor:
-        """The kept pool (:func:`rectizarr.threads.kept`) of ``requests_in_flight()`` threads; those of
-        another size let go (what they run still finishes)."""
+        """The kept pool of ``requests_in_flight()`` threads (one of another size let go, its work done)."""
         size = requests_in_flight()
         with cls._lock:
             if cls._size != size:
