@@ -194,7 +194,6 @@ class Directories:
         if not stat.S_ISLNK(mode):
             return False
         fd = self._follow(parent_fd, name, directory, key)
-        if fd is None:
-            return True
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         return True
