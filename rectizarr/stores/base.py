@@ -43,10 +43,8 @@ class Capabilities:
 
 
 class Store(ABC):
-    """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.stores`.
-
-    ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
-    ``coalesce_max``: a coalesced request never spans more than this many bytes."""
+    """Abstract key/value store of bytes (:mod:`rectizarr.stores`). ``coalesce_gap``: ranges of one key
+    closer than this many bytes are read with one request, which never spans more than ``coalesce_max``."""
 
     read_only: bool
     coalesce_gap: int
@@ -239,19 +237,16 @@ class Store(ABC):
         before: Callable[[], object] | None = None,
         unread: Iterable[str] = (),
     ) -> None:
-        """The one read-modify-write of stored values: ``make(stored)`` gets the value of every key of
-        ``keys`` (None: missing) and gives the new ones (None: delete; a key left out, or given its stored
-        value itself, stays), written only if no key changed since it was read.
-
-        Where writers lock (no ``capabilities.conditional_writes``): the keys' locks held, one batched read,
-        one ``make``, batched writes. Elsewhere compare-and-swaps per key (:meth:`set_if`,
-        :meth:`delete_if`); the keys that lost a race are read and made again, up to
+        """The one read-modify-write: ``make(stored)`` gets the value of every key of ``keys`` (None:
+        missing) and gives the new ones (None: delete; a key left out, or given its stored value, stays),
+        written only if no key changed since it was read. Where writers lock (no
+        ``capabilities.conditional_writes``): the keys' locks held, one batched read, one ``make``, batched
+        writes; elsewhere compare-and-swaps per key, the keys that lost a race read and made again up to
         ``tuning.conflict_retries`` times, then :class:`ConflictError`. ``before()`` runs once, after the
-        first ``make`` and before any write (a ``make`` that raises writes nothing). ``each(fn, keys)``
-        runs the requests of single keys (concurrently; default: one by one). ``unread``: keys whose value
-        ``make`` does not need (a chunk it deletes whatever it holds): it gets
-        :data:`~rectizarr.stores.update.UNREAD` for them; under the locks they are not looked up, a
-        compare-and-swap reads their version alone (:meth:`get_version`; None: missing)."""
+        first ``make`` and before any write (a ``make`` that raises writes nothing). ``each(fn, keys)`` runs
+        single-key requests (concurrently; default: one by one). ``unread``: keys whose value ``make`` does
+        not need (gets :data:`~rectizarr.stores.update.UNREAD`): not looked up under the locks, their
+        version alone read by a compare-and-swap (:meth:`get_version`; None: missing)."""
         skip = frozenset(unread)
         if self.capabilities.conditional_writes:
             swapped(self, keys, make, each, before, skip)

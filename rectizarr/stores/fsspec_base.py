@@ -92,8 +92,8 @@ class FsspecStore(RemoteStore):
     end) is read again as an absolute one once its size is known. Versions combine the backend's
     ETag/mtime/size with a counter of writes made through this store. Writes are as atomic as the
     backend makes them (object stores: yes; ``file://``: no, use :class:`LocalStore`). Pickles by
-    filesystem and root. The store made for S3 and HTTP(S) filesystems is their subclass
-    (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`, :class:`~rectizarr.stores.fsspec.HttpFsspecStore`)."""
+    filesystem and root. The store made for S3 and HTTP(S) filesystems is their subclass (see
+    :mod:`rectizarr.stores.fsspec`)."""
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""

@@ -88,7 +88,8 @@ def _prepare_client(fs: Any) -> None:
 
 class S3FsspecStore(EtagStore, FsspecStore):
     """An :class:`FsspecStore` of an S3 bucket through s3fs: one GET per value, ETags as versions,
-    ``If-Match`` / ``If-None-Match`` writes, atomic ``If-Match`` deletes, ``requests_in_flight()`` connections."""
+    ``If-Match`` / ``If-None-Match`` writes, atomic ``If-Match`` deletes, a pool of
+    ``requests_in_flight()`` connections."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"s3", "s3a"})
     capabilities = Capabilities(conditional_writes=True, hashed_versions=True, conditional_reads=True)

@@ -160,10 +160,9 @@ class RemoteStore(Store):
 
 
 class EtagStore(RemoteStore):
-    """A remote store whose versions are ETags: a read may carry ``If-Match`` (a changed value:
-    :class:`VersionChanged`) and answers with its ETag; ``set_if`` is a conditional ``PUT`` (``If-Match``,
-    or ``If-None-Match: *``); ``delete_if`` as atomic as the transport can make it. A transport
-    implements :meth:`_gets`, :meth:`_meta`, :meth:`_put_if`, :meth:`_delete_at`, :meth:`_fetch_span`."""
+    """A remote store whose versions are ETags: a read may carry ``If-Match`` (:class:`VersionChanged`)
+    and answers with its ETag; ``set_if`` is a conditional ``PUT``; ``delete_if`` as atomic as the
+    transport can make it. A transport implements the abstract methods below."""
 
     @abstractmethod
     def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
