@@ -283,13 +283,8 @@ class FsspecStore(RemoteStore):
             raise self._fail(f"reading key {key!r} range ({start}, {end - start}) from", path, exc) from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
-        url = self._full(key)
-        try:
-            with self._answered(f"looking up key {key!r} at", url):
-                info = self.fs.info(url)
-        except FileNotFoundError:
-            return None
-        if info.get("type") == "directory":
+        info = self._asked(f"looking up key {key!r} at", self._full(key), self.fs.info)
+        if info is None or info.get("type") == "directory":
             return None
         size = int(info["size"])
         token = tuple(_token(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None)
@@ -299,24 +294,27 @@ class FsspecStore(RemoteStore):
         """The URL (or path) of the directory ``prefix``."""
         return self._full(prefix[:-1]) if prefix else self.root
 
-    def _listed(self, prefix: str, call: Callable[[str], Any]) -> Any:
-        """``call`` of ``prefix``'s URL (a listing; ``[]`` when it is missing), the client's error wrapped."""
-        url = self._url_of(prefix)
+    def _asked(self, what: str, url: str, call: Callable[[str], Any], missing: Any = None) -> Any:
+        """``call(url)`` (a look-up, a listing), the client's error wrapped (:meth:`_answered`); ``missing``
+        when nothing is at ``url``."""
         try:
-            with self._answered("listing", url):
+            with self._answered(what, url):
                 return call(url)
         except FileNotFoundError:
-            return []
+            return missing
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
-        for path in self._listed(prefix, self.fs.find):
+        for path in self._asked("listing", self._url_of(prefix), self.fs.find, []):
             key = self._key_of(path)
             if key and key.startswith(prefix):
                 yield key
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
         names = []
-        for entry in self._listed(prefix, functools.partial(self.fs.ls, detail=False)):
+        entries = self._asked(
+            "listing", self._url_of(prefix), functools.partial(self.fs.ls, detail=False), []
+        )
+        for entry in entries:
             key = self._key_of(entry)
             if key and key.startswith(prefix) and len(key) > len(prefix):
                 names.append(key[len(prefix) :].split("/", 1)[0])

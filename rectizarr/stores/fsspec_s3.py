@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib
 import uuid
 import weakref
@@ -210,13 +211,10 @@ class S3FsspecStore(EtagStore, FsspecStore):
 
     def _meta(self, key: str) -> tuple[int, Hashable] | None:
         """A ``HEAD`` past s3fs's cache."""
-        url = self._full(key)
-        try:
-            with self._answered(f"looking up key {key!r} at", url):
-                info = self.fs.info(url, refresh=True)
-        except FileNotFoundError:
-            return None
-        return int(info["size"]), info["ETag"]
+        info = self._asked(
+            f"looking up key {key!r} at", self._full(key), functools.partial(self.fs.info, refresh=True)
+        )
+        return None if info is None else (int(info["size"]), info["ETag"])
 
     # ---- writes --------------------------------------------------------------------------------------
 
