@@ -11,13 +11,12 @@ A store maps keys (``"/"``-separated, validated on every call, see :func:`valida
 A byte range is ``(start, length)``: ``length`` None reads to the end, ``(-n, None)`` the last ``n``
 bytes. Mutating a read-only store raises :class:`~rectizarr.errors.ReadOnlyError`; invalid keys and
 backend failures raise :class:`~rectizarr.errors.StoreError`. Stores pickle (for dask workers).
-
-Backends: :class:`LocalStore` (a directory; plain OS calls, atomic writes), :class:`MemoryStore`,
-:class:`FsspecStore` (any fsspec URL or filesystem), :class:`ZipStore` (one ``.zip`` file) and
-:class:`CountingStore` (records the requests reaching a wrapped store). :func:`open_store` picks one."""
+Backends: :class:`LocalStore`, :class:`MemoryStore`, :class:`FsspecStore`, :class:`ObjectStore`,
+:class:`ZipStore` and :class:`CountingStore` (counts what reaches a wrapped store); :func:`open_store`."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -42,19 +41,12 @@ if TYPE_CHECKING:
     from rectizarr.stores.zip import ZipStore
 
 
+_LAZY = {"FsspecStore": "fsspec", "ObjectStore": "objectstore", "ZipStore": "zip"}
+
+
 def __getattr__(name: str) -> Any:  # fsspec, obstore and zipfile (slow to import): when such a store is used
-    if name == "FsspecStore":
-        from rectizarr.stores.fsspec import FsspecStore
-
-        return FsspecStore
-    if name == "ObjectStore":
-        from rectizarr.stores.objectstore import ObjectStore
-
-        return ObjectStore
-    if name == "ZipStore":
-        from rectizarr.stores.zip import ZipStore
-
-        return ZipStore
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"rectizarr.stores.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -92,12 +84,10 @@ def open_store(
 
     A reference set (fsspec's format, version 1: a dict, or a ``.json`` file) is a read-only
     :class:`FsspecStore` over ``reference://``. A plain path (or ``file://`` URL) ending in ``.zip`` is a
-    :class:`ZipStore`, any other plain path or ``file://`` URL a :class:`LocalStore` (one directory is one
-    store, with the same locks and atomic writes, however it is named); another URL (``memory://``, ``s3://``,
-    ``https://``, ``zip::...``, ``simplecache::...``), a ``file://`` URL with ``storage_options`` or
-    ``backend="fsspec"``, or an fsspec object is an :class:`FsspecStore`. ``mode="r"`` gives a read-only
-    store; ``"r+"``, ``"a"``, ``"w"`` and ``"w-"`` a writable one (whether a node may be overwritten is
-    decided above the store layer; only a zip archive is truncated by ``"w"``).
+    :class:`ZipStore`, any other a :class:`LocalStore` (one directory, one store, however it is named);
+    another URL, a ``file://`` URL with ``storage_options`` or ``backend="fsspec"``, or an fsspec object
+    is an :class:`FsspecStore`. ``mode="r"`` gives a read-only store, the others a writable one (whether
+    a node may be overwritten is decided above the store layer; ``"w"`` truncates only a zip archive).
 
     ``backend`` chooses how a URL is opened: ``"obstore"`` (an :class:`ObjectStore`: ``s3://``, ``gs://``,
     ``az://``, ``abfs://``, ``http(s)://``), ``"fsspec"`` (an :class:`FsspecStore`: any fsspec URL), or None:

@@ -34,9 +34,7 @@ class Capabilities:
     cheap_versions: bool = False  # version() costs no request: caches may check it on every use
     consistent_listing: bool = False  # a listing shows every completed write at once and never fails
     conditional_writes: bool = False  # set_if() is a compare-and-swap of the backend itself (S3 If-Match)
-    hashed_versions: bool = (
-        False  # a version is a hash of the bytes (an ETag): bytes written again, same version
-    )
+    hashed_versions: bool = False  # a version hashes the bytes (an ETag): bytes written again, same version
     conditional_reads: bool = False  # get_many(versions=) and get_many_versioned() cost no extra request
     process_locks: bool = False  # lock() excludes other processes too (an OS lock), not only threads
     values_consumed: bool = False  # set_many() keeps no reference to a value once it returns (may reuse it)
@@ -45,10 +43,8 @@ class Capabilities:
 
 
 class Store(ABC):
-    """Abstract key/value store of bytes; see the module docstring of :mod:`rectizarr.stores`.
-
-    ``coalesce_gap``: ranges of one key closer than this many bytes are read with one backend request;
-    ``coalesce_max``: a coalesced request never spans more than this many bytes."""
+    """Abstract key/value store of bytes (:mod:`rectizarr.stores`). ``coalesce_gap``: ranges of one key
+    closer than this many bytes are read with one request, which never spans more than ``coalesce_max``."""
 
     read_only: bool
     coalesce_gap: int
@@ -118,29 +114,22 @@ class Store(ABC):
     def get_many(
         self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable] | None = None
     ) -> list[bytes | None]:
-        """Read many (key, range) pairs at once; results come back in request order.
-
-        Bounded ranges of one key that are at most ``coalesce_gap`` bytes apart are merged into one
-        backend request (never longer than ``coalesce_max`` bytes) and split back afterwards; identical
-        unbounded requests are read once. With ``versions``, each key named there is read only at that
+        """Read many (key, range) pairs at once, in request order, coalesced (:func:`ranges.coalesce`:
+        ``coalesce_gap``, ``coalesce_max``). With ``versions``, each key named there is read only at that
         version (as :meth:`get_many_versioned` gave it): :class:`VersionChanged` if it has another."""
         backend, slots = ranges.coalesce(requests, self.coalesce_gap, self.coalesce_max)
-        results = (
-            (self._get_batch_at(backend, versions) if versions else self._get_batch(backend))
-            if backend
-            else []
-        )
+        if not backend:
+            return []
+        results = self._get_batch_at(backend, versions) if versions else self._get_batch(backend)
         return ranges.split(results, slots)
 
     def iter_many(
         self, requests: Sequence[tuple[str, ByteRange | None]], ahead: int | None = None
     ) -> Iterator[tuple[int, bytes | memoryview | None]]:
-        """The results of ``requests`` as ``(index in requests, value)`` pairs, in the order they arrive:
-        a caller can work on the first while the others are in flight (stores with round trips that
-        answer concurrently), else :meth:`get_many`'s in order. A value may be a read-only view. With
-        ``ahead``, at most about that many values are fetched before the caller takes them (memory stays
-        bounded): here :meth:`get_many` of ``ahead`` requests at a time, the next batch fetched on another
-        thread while the caller takes this one's values."""
+        """``(index in requests, value)`` pairs in the order they arrive (stores with concurrent round
+        trips), else :meth:`get_many`'s order; a value may be a read-only view. With ``ahead``, at most
+        about that many values are fetched before the caller takes them: here :meth:`get_many` of
+        ``ahead // 2`` requests at a time, the next batch fetched on another thread meanwhile."""
         n = len(requests)
         if ahead is None or n <= ahead:
             yield from enumerate(self.get_many(requests))
@@ -159,19 +148,17 @@ class Store(ABC):
         requests: Sequence[tuple[str, ByteRange | None]],
         fn: Callable[[int, bytes | memoryview | None], object],
     ) -> None:
-        """Call ``fn(index in requests, value)`` for every request as its value arrives. Where requests run
-        on threads of their own (``capabilities.requests_on_threads``), on the thread that received the
-        value, with no hand-off between the answer and the work on it; here, on this thread as
-        :meth:`iter_many` hands the values over. The first error is raised once no call is under way."""
+        """``fn(index in requests, value)`` for every request as its value arrives: on the thread that
+        received it where ``capabilities.requests_on_threads``, else here as :meth:`iter_many` hands the
+        values over. The first error is raised once no call is under way."""
         for i, value in self.iter_many(requests):
             fn(i, value)
 
     def _get_batch_at(
         self, requests: Sequence[tuple[str, ByteRange | None]], versions: Mapping[str, Hashable]
     ) -> list[bytes | None]:
-        """:meth:`_get_batch` of keys that must be at ``versions``: here, read and then compare each key's
-        version (values are replaced whole, never in place, so bytes read between two equal versions
-        are that version's). Stores with conditional reads send the condition with the request."""
+        """:meth:`_get_batch` of keys that must be at ``versions``: here, read, then compare each version
+        (values are replaced whole, so bytes read between two equal versions are that version's)."""
         results = self._get_batch(requests)
         for key in {k for k, _ in requests if k in versions}:
             if self.version(key) != versions[key]:
@@ -181,9 +168,9 @@ class Store(ABC):
     def get_many_versioned(
         self, requests: Sequence[tuple[str, ByteRange | None]]
     ) -> list[tuple[bytes | None, Hashable]]:
-        """:meth:`get_many` with the version of the value each result was read from (None: missing), to
-        read more of the same value later (``get_many(..., versions=)``). Every result of one key comes from
-        one version; a key rewritten during each of ``tuning.conflict_retries`` attempts: ConflictError."""
+        """:meth:`get_many` with the version each result was read from (None: missing), for later
+        ``get_many(..., versions=)``; a key rewritten during each of ``tuning.conflict_retries`` attempts:
+        ConflictError."""
         keys = {validate_key(k) for k, _ in requests}
         got: dict[int, tuple[bytes | None, Hashable]] = {}
         todo = list(range(len(requests)))  # only the keys rewritten meanwhile are read again
@@ -202,16 +189,14 @@ class Store(ABC):
     def get_transient(
         self, key: str, byte_range: ByteRange | None = None, size_hint: int | None = None
     ) -> bytes | memoryview | None:
-        """One value (or range) for a caller that uses it up before this thread reads again: it may be
-        a view of a per-thread buffer that the thread's next read overwrites (no fresh memory per read).
-        ``size_hint`` is the size a whole value most likely has (a backend may read that much first).
+        """One value (or range), maybe a view of a per-thread buffer that this thread's next read
+        overwrites. ``size_hint``: the likely size of a whole value (a backend may read that much first).
         ``key`` is not validated: it must come from a chunk key encoding."""
         return self._get_batch([(key, byte_range)])[0]
 
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
-        """The value of ``key`` and a version it was at no later than the value was read (for
-        :meth:`set_if`: a write in between makes the swap fail, never succeed on a stale value); missing:
-        (None, None). Here the version first, then the value, no lock taken."""
+        """The value of ``key`` and its version no later than the read (for :meth:`set_if`: a write in
+        between makes the swap fail, never succeed on a stale value); missing: (None, None)."""
         version = self.version(key)
         return self.get(key), version
 
@@ -221,10 +206,10 @@ class Store(ABC):
         return self.version(key)
 
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        """Store ``value`` only if ``key`` is still at ``version`` (None: only if it does not exist); False,
-        writing nothing, when it is not. A compare-and-swap among all users of :meth:`lock` (the backend's
-        own where ``capabilities.conditional_writes``); inside a hold of other keys it does not wait for
-        the key's lock (:func:`locks.attempt`): False when another holds it."""
+        """Store ``value`` only if ``key`` is still at ``version`` (None: missing); else False, writing
+        nothing. A compare-and-swap under :meth:`lock` (the backend's own where
+        ``capabilities.conditional_writes``); inside a hold of other keys it does not wait for the key's
+        lock (:func:`locks.attempt`): False when another holds it."""
         validate_key(key)
         self._check_writable("set")
         with locks.attempt(self.lock_identity, [key], self.capabilities.process_locks) as taken:
@@ -252,22 +237,16 @@ class Store(ABC):
         before: Callable[[], object] | None = None,
         unread: Iterable[str] = (),
     ) -> None:
-        """The one read-modify-write of stored values: ``make(stored)`` gets the value of every key of
-        ``keys`` (None: missing) and gives the new ones (None: delete; a key it leaves out, or gives its
-        stored value itself, stays as it is), written only if no key changed since it was read.
-
-        Where writers lock (no ``capabilities.conditional_writes``): the keys' locks held, one batched read,
-        one ``make``, batched writes. Elsewhere a compare-and-swap per key (:meth:`swap`'s rounds): each key
-        read with its version, written only at that version (:meth:`set_if`, :meth:`delete_if`); the keys
-        that lost a race are read and made again, up to ``tuning.conflict_retries`` times, then
-        :class:`ConflictError`. ``before()`` runs once, after the first ``make`` and before anything is
-        written (writes that need no stored value: a ``make`` that raises writes nothing at all).
-        ``each(fn, keys)`` runs the requests of single keys (concurrently; default: one by one).
-
-        ``unread``: keys of ``keys`` whose value ``make`` does not need (a chunk it deletes whatever it
-        holds): ``make`` gets :data:`~rectizarr.stores.update.UNREAD` for them, and their values are never
-        read. Under the locks they are not looked up at all (deleting a missing key does nothing); a
-        compare-and-swap reads their version alone (:meth:`get_version`), None for a missing one."""
+        """The one read-modify-write: ``make(stored)`` gets the value of every key of ``keys`` (None:
+        missing) and gives the new ones (None: delete; a key left out, or given its stored value, stays),
+        written only if no key changed since it was read. Where writers lock (no
+        ``capabilities.conditional_writes``): the keys' locks held, one batched read, one ``make``, batched
+        writes; elsewhere compare-and-swaps per key, the keys that lost a race read and made again up to
+        ``tuning.conflict_retries`` times, then :class:`ConflictError`. ``before()`` runs once, after the
+        first ``make`` and before any write (a ``make`` that raises writes nothing). ``each(fn, keys)`` runs
+        single-key requests (concurrently; default: one by one). ``unread``: keys whose value ``make`` does
+        not need (gets :data:`~rectizarr.stores.update.UNREAD`): not looked up under the locks, their
+        version alone read by a compare-and-swap (:meth:`get_version`; None: missing)."""
         skip = frozenset(unread)
         if self.capabilities.conditional_writes:
             swapped(self, keys, make, each, before, skip)
@@ -275,16 +254,14 @@ class Store(ABC):
             locked(self, keys, make, before, skip)
 
     def swap(self, key: str, make: Callable[[bytes | None], Buffer | None]) -> None:
-        """A compare-and-swap read-modify-write of one value on every store: ``make(stored)`` gives the new
-        value (None: delete it; ``stored`` itself: leave it), written only if the value is unchanged since
-        it was read, else read and made again (:meth:`update`'s rounds)."""
+        """:meth:`update` of one key as compare-and-swaps on every store: ``make(stored)`` gives the new
+        value (None: delete it; ``stored`` itself: leave it)."""
         swapped(self, [key], lambda stored: {key: make(stored[key])})
 
     def lock(self, keys: Iterable[str]) -> AbstractContextManager[None]:
-        """Hold exclusive locks on ``keys`` for a read-modify-write (a ``with`` block): against every thread
-        of this process and, where ``capabilities.process_locks``, every process, whichever store object
-        they use on the same data. Re-read what you change inside the block. Do not take more locks inside
-        it (only keys already held), so that holds never wait on each other in a circle."""
+        """Hold exclusive locks on ``keys`` (a ``with`` block) against every thread of this process and,
+        where ``capabilities.process_locks``, every process, whichever store object they use on the same
+        data. Re-read what you change inside; take no more locks there (holds never wait in a circle)."""
         return locks.hold(self.lock_identity, keys, self.capabilities.process_locks)
 
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
@@ -373,12 +350,11 @@ class Store(ABC):
         return sorted(set(self._list_dir(validate_prefix(prefix))))
 
     def limited(self, max_value: int | None) -> Store:
-        """A view of the same storage whose reads refuse a value (or range) of more than ``max_value`` bytes
-        with :class:`StoreError` naming the key, before it is read where the backend can tell (the header of
-        a zip entry, the ``Content-Length`` of a remote answer), else once one byte more came: an array's
-        chunks are read through a view limited to what a valid chunk (shard) can take. Metadata documents
-        keep :func:`max_document_bytes`. Stores whose values are what they hold on disk or in memory (no
-        inflating, no server to send more) are their own view (``self``); so is ``max_value`` None."""
+        """A view whose reads refuse a value (or range) of more than ``max_value`` bytes (an array's chunks:
+        what a valid chunk or shard can take) with :class:`StoreError` naming the key: before it is read
+        where the backend can tell (a zip entry's header, a remote answer's ``Content-Length``), else once
+        one byte more came. Metadata documents keep :func:`max_document_bytes`. Stores that hold values as
+        they are (no inflating, no server to send more) are their own view, as is ``max_value`` None."""
         if max_value is None or not self._limits_reads or max_value == self._max_value:
             return self
         return self._view(_max_value=int(max_value))

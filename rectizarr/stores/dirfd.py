@@ -1,11 +1,8 @@
-"""The directories of a :class:`~rectizarr.stores.LocalStore`, opened one segment at a time from its root as
-descriptors, for writes and deletes.
-
-A file is then created, renamed or removed by its name in the descriptor of its directory, so the directory
-that was checked is the one written: swapping a directory for a symbolic link meanwhile cannot send a file
-out of the root. A symbolic link met on the way is followed only when the directory it opens is inside the
-root, which is checked on the opened descriptor (``/proc/self/fd`` on Linux; elsewhere by resolving the
-path, which a swap between the check and the open can still fool)."""
+"""The directories of a :class:`~rectizarr.stores.LocalStore`, opened as descriptors one segment at a time
+from its root, for writes and deletes: a file is made, renamed or removed by name in its directory's
+descriptor, so swapping a directory for a symbolic link meanwhile cannot send it out of the root. A link
+met on the way is followed only into the root, checked on the opened descriptor (``/proc/self/fd`` on
+Linux; elsewhere by resolving the path, which a swap between the check and the open can still fool)."""
 
 from __future__ import annotations
 
@@ -197,7 +194,6 @@ class Directories:
         if not stat.S_ISLNK(mode):
             return False
         fd = self._follow(parent_fd, name, directory, key)
-        if fd is None:
-            return True
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
         return True

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from rectizarr import tuning
+from rectizarr.stores.dirfd import O_DIR
 from rectizarr.stores.keys import ByteRange
 
 MISSING = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
@@ -64,9 +65,9 @@ def missing(exc: OSError) -> bool:
     return isinstance(exc, MISSING) or exc.errno in (errno.ENXIO, errno.ENAMETOOLONG)
 
 
-def _open(path: str) -> int | None:
+def _open(path: str, flags: int = _O_READ) -> int | None:
     try:
-        return os.open(path, _O_READ)
+        return os.open(path, flags)
     except OSError as exc:
         if missing(exc):
             return None
@@ -75,14 +76,10 @@ def _open(path: str) -> int | None:
 
 def with_file(path: str, read: Callable[[int, int | None], _R], guess: bool = False) -> _R | None:
     """``read(fd, size)`` on the regular file at ``path``; None when it is missing or is not a regular file
-    (a directory, a device, a named pipe: opened without blocking and never read, so a link to ``/dev/zero``
-    or a pipe holds no value, as ``exists`` and listings say). Plain descriptors: an open file object costs
-    more than the read of a small chunk.
-
-    With ``guess``, ``read(fd, None)`` comes first, without the ``fstat`` (it costs as much as a small
-    read), and its answer is taken unless it is None: it must take only a non-empty read that returned
-    less than it asked for, which a regular file gives (all it has up to the count asked) and
-    ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
+    (it holds no value, as ``exists`` and listings say). With ``guess``, ``read(fd, None)`` comes first,
+    without the ``fstat`` (it costs as much as a small read), and its answer is taken unless it is None:
+    it must take only a non-empty read that returned less than it asked for, which a regular file gives
+    and ``/dev/zero`` never does (a pipe could, from a writer feeding it: still bounded, never blocking).
     Otherwise the file is checked and read again from its start."""
     fd = _open(path)
     if fd is None:
@@ -155,7 +152,7 @@ def _buffer(size: int) -> memoryview:
 def read_transient(
     path: str, byte_range: ByteRange | None, size_hint: int | None
 ) -> bytes | memoryview | None:
-    """:func:`_read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
+    """:func:`read_file`, into this thread's buffer when the value is small enough. With ``size_hint``,
     a whole value is read with one ``read`` of ``size_hint + 1`` bytes and no ``fstat`` when exactly
     ``size_hint`` bytes come back (a regular file returns all it has up to the count asked for)."""
     if byte_range is not None and (byte_range[0] < 0 or byte_range[1] is None):
@@ -174,8 +171,7 @@ def _read_fd_transient(
         return view[:n] if n == size_hint else None
     if byte_range is None:
         if size >= tuning.current().transient_max_bytes:
-            data = os.read(fd, size + 1)
-            return data if len(data) == size else _read_rest(fd, data)
+            return _read_fd(fd, size, None)
         view = _buffer(size + 1)
         n = os.readv(fd, [view[: size + 1]])  # +1 sees it grow
         return view[:n] if n == size else _read_rest(fd, bytes(view[:n]))
@@ -193,44 +189,36 @@ def _read_fd_transient(
     return view[:got]
 
 
-def read_into(path: str, view: memoryview, extra: bytearray) -> int | None:
+def read_into(path: str, view: memoryview, extra: bytearray) -> int:
     """One ``readv`` of the file at ``path`` into ``view`` and the one spare byte ``extra``: how many bytes
-    came, None if it is missing or not a regular file."""
-    return with_file(path, functools.partial(_readv_into, view, extra), True)
-
-
-def _readv_into(view: memoryview, extra: bytearray, fd: int, size: int | None) -> int | None:
-    """A guess (``size`` None) takes any value that fits the view (one read returns all of a regular file
-    up to the count asked for); an empty read or one that overflows into ``extra`` (a larger value, or
-    ``/dev/zero``) is checked."""
-    n = os.readv(fd, [view, extra])
-    return n if size is not None or 0 < n <= len(view) else None
+    came, -1 if it is missing or not a regular file."""
+    fd = _open(path)
+    if fd is None:
+        return -1
+    try:
+        return _readv_whole(fd, view, extra)
+    finally:
+        os.close(fd)
 
 
 _DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY") and hasattr(os, "readv")
-_O_DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def read_many_into(root: str, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
-    """The file ``root + key`` of each key read into the view beside it with one ``readv`` (and one spare
-    byte; no ``fstat`` when the value fits the view): how many bytes came, -1 where it is missing or not a
-    regular file. Consecutive keys in one directory are opened by name in it, its descriptor opened once
-    (the path is walked once per directory, not per file)."""
+    """:func:`read_into` of the file ``root + key`` of each key into the view beside it. Consecutive keys
+    in one directory are opened by name in it, its descriptor opened once (one path walk per directory)."""
     extra, sizes = bytearray(1), [-1] * len(keys)
     if not _DIR_FD:
-        for i, (key, view) in enumerate(zip(keys, views, strict=True)):
-            n = read_into(root + key, view, extra)
-            sizes[i] = -1 if n is None else n
-        return sizes
-    current, dfd = None, -1
+        return [read_into(root + key, view, extra) for key, view in zip(keys, views, strict=True)]
+    current, dfd = None, None
     try:
         for i, (key, view) in enumerate(zip(keys, views, strict=True)):
             head, _, name = key.rpartition("/")
             if head != current:
-                if dfd >= 0:
+                if dfd is not None:
                     os.close(dfd)
-                current, dfd = head, _open_dir(root + head)
-            if dfd < 0:
+                current, dfd = head, _open(root + head, O_DIR)
+            if dfd is None:
                 continue
             try:
                 fd = os.open(name, _O_READ, dir_fd=dfd)
@@ -243,24 +231,15 @@ def read_many_into(root: str, keys: Sequence[str], views: Sequence[memoryview]) 
             finally:
                 os.close(fd)
     finally:
-        if dfd >= 0:
+        if dfd is not None:
             os.close(dfd)
     return sizes
 
 
-def _open_dir(path: str) -> int:
-    """A descriptor of the directory at ``path``; -1 when there is none."""
-    try:
-        return os.open(path, _O_DIR)
-    except OSError as exc:
-        if missing(exc):
-            return -1
-        raise
-
-
 def _readv_whole(fd: int, view: memoryview, extra: bytearray) -> int:
     """The value of ``fd`` read into ``view`` and ``extra``: taken at once when it fits the view (see
-    :func:`with_file`), else checked (-1: not a regular file) and read again from its start."""
+    :func:`with_file`); an empty read or one that overflows into ``extra`` (a larger value, ``/dev/zero``)
+    is checked (-1: not a regular file) and read again from its start."""
     try:
         n = os.readv(fd, [view, extra])
     except OSError:  # a directory (EISDIR), a pipe with a writer but no data (EAGAIN): checked below

@@ -1,34 +1,26 @@
 """A store over any fsspec filesystem (s3, gcs, http, memory, file, zip:: chains, caches ...):
-:class:`FsspecStore`, made as the subclass for its filesystem where there is one: S3
-(:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`: conditional writes) and HTTP(S) (:class:`HttpFsspecStore`:
-read-only URLs, bounded waits, bodies read to at most their limit)."""
+:class:`FsspecStore`, made as the subclass for S3 (:class:`S3FsspecStore`: conditional writes) and HTTP(S)
+(:class:`HttpFsspecStore`: read-only URLs, bounded waits, bodies read to at most their limit)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from fsspec.asyn import sync
-
 from rectizarr.errors import RectizarrError
 from rectizarr.stores.base import Capabilities, Store
-from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.fsspec_base import FsspecStore, gathered
 from rectizarr.stores.fsspec_s3 import S3FsspecStore
-from rectizarr.stores.limits import requests_in_flight
 
 __all__ = ["FsspecStore", "HttpFsspecStore", "S3FsspecStore"]
 
 
 class HttpFsspecStore(FsspecStore):
-    """An :class:`FsspecStore` of an ``http(s)://`` filesystem (what ``FsspecStore`` makes for one): always
-    read-only; keys are percent-encoded into URLs and listings (from the server's index pages) decoded. A
-    request waits at most ``timeout`` seconds (default 30; also the ``timeout`` storage option) to connect
-    and for each part of the answer, then raises :class:`StoreError` naming the URL; bodies are asked for
-    and kept as stored (``Accept-Encoding: identity``): a server that compresses them anyway is never
-    inflated (``client_kwargs={"auto_decompress": True}`` in ``storage_options`` allows it). Both apply to
-    stores made from a URL. A directory URL that the server answers with an index page cannot be told
-    apart from a key, so ``exists`` is True for it."""
+    """An :class:`FsspecStore` of an ``http(s)://`` filesystem: read-only; keys percent-encoded into URLs,
+    listings (the server's index pages) decoded. Made from a URL, a request waits at most ``timeout``
+    seconds (:meth:`url_options`) to connect and for each part of the answer, then raises
+    :class:`StoreError` naming the URL, and bodies are kept as stored, never inflated. A directory URL
+    answered with an index page cannot be told apart from a key: ``exists`` is True for it."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"http", "https"})
     capabilities = Capabilities(unlisted=True)
@@ -39,9 +31,9 @@ class HttpFsspecStore(FsspecStore):
     def url_options(
         cls, url: str, options: dict[str, Any], timeout: float | None
     ) -> tuple[dict[str, Any], float | None]:
-        """Bounded waits (``timeout`` seconds to connect and between bytes; a ``timeout`` option wins, a
-        ``client_kwargs`` timeout wins over both) and bodies as sent, never inflated (``Accept-Encoding:
-        identity``, and no decompression if a server compresses anyway), unless the options say otherwise."""
+        """Bounded waits (``timeout`` seconds, default 30, to connect and between bytes; a ``timeout`` option
+        wins, a ``client_kwargs`` timeout over both) and bodies as sent (``Accept-Encoding: identity``, no
+        decompression: ``client_kwargs={"auto_decompress": True}`` allows it), unless the options say."""
         import aiohttp  # fsspec's HTTP client
 
         options = dict(options)
@@ -113,19 +105,10 @@ class HttpFsspecStore(FsspecStore):
                     parts.append(part)
             return parts[0] if len(parts) == 1 else b"".join(parts)
 
-        async def run() -> list[bytes | BaseException]:
-            gate = asyncio.Semaphore(requests_in_flight())
+        async def caught(*request: Any) -> bytes | BaseException:
+            try:
+                return await one(*request)
+            except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
+                return exc
 
-            async def bounded(*request: Any) -> bytes | BaseException:
-                async with gate:
-                    try:
-                        return await one(*request)
-                    except Exception as exc:  # answered in its place, as cat_ranges(on_error="return")
-                        return exc
-
-            return list(
-                await asyncio.gather(*(bounded(*r) for r in zip(keys, paths, starts, ends, strict=True)))
-            )
-
-        result: list[bytes | BaseException] = sync(fs.loop, run)
-        return result
+        return gathered(fs, caught, zip(keys, paths, starts, ends, strict=True))

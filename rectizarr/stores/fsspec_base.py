@@ -1,23 +1,25 @@
-"""The store over any fsspec filesystem (memory, file, gcs, zip:: chains, caches ...); filesystems with more
-to say (S3: conditional writes; HTTP: read-only URLs) get a subclass of their own, chosen when the store is
-made (:mod:`rectizarr.stores.fsspec` gathers them)."""
+"""The store over any fsspec filesystem; the subclasses for S3 and HTTP are in
+:mod:`rectizarr.stores.fsspec`, which gathers them."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import itertools
 import os
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote, unquote
 
 import fsspec
+from fsspec.asyn import sync
 from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
 from rectizarr.stores.keys import Buffer, ByteRange
+from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
 
 # the fields of a filesystem's info that change with its value (which of them it has)
@@ -25,6 +27,26 @@ _VERSION_FIELDS = tuple(
     "ETag etag md5 generation LastModified last_modified Last-Modified mtime created ino".split()
 )
 _KINDS: list[type[FsspecStore]] = []  # the subclasses for particular filesystems (see FsspecStore.serves)
+
+
+_T = TypeVar("_T")
+
+
+def gathered(fs: Any, call: Callable[..., Awaitable[_T]], requests: Iterable[tuple[Any, ...]]) -> list[_T]:
+    """``await call(*request)`` for each request, in order, on the event loop of ``fs`` (an asynchronous
+    filesystem), ``requests_in_flight()`` at a time."""
+
+    async def run() -> list[_T]:
+        gate = asyncio.Semaphore(requests_in_flight())
+
+        async def bounded(request: tuple[Any, ...]) -> _T:
+            async with gate:
+                return await call(*request)
+
+        return list(await asyncio.gather(*(bounded(r) for r in requests)))
+
+    result: list[_T] = sync(fs.loop, run)
+    return result
 
 
 def _token(value: Any) -> Hashable:
@@ -61,20 +83,17 @@ def _opened(
 
 
 class FsspecStore(RemoteStore):
-    """A store under ``path`` of an fsspec filesystem.
+    """A store under ``path`` of an fsspec filesystem: ``url_or_fs`` is a URL (``s3://bucket/x.zarr``,
+    ``memory://a``, ``zip::file://data.zip`` ...; options in ``storage_options``), an
+    ``AbstractFileSystem`` (``path`` is the root inside it) or an ``FSMap``.
 
-    ``url_or_fs`` is a URL (``s3://bucket/x.zarr``, ``memory://a``, ``zip::file://data.zip`` ...; options
-    in ``storage_options``), an ``AbstractFileSystem`` (then ``path`` is the root inside it) or an
-    ``FSMap``. Batched reads use ``fs.cat_ranges`` and batched writes ``fs.pipe``, which run
-    concurrently on asynchronous filesystems (s3, gcs, http). Suffix ranges are sent as negative starts;
-    if a backend refuses a range (a suffix it cannot do, or a start past the end), the store asks for
-    the size and retries with an absolute range. Versions combine the backend's ETag/mtime/size with a
-    counter of writes made through this store. Writes are as atomic as the backend makes them (object
-    stores: yes; ``file://``: no, use :class:`LocalStore`).
-
-    Pickles by filesystem and root. The store made is of a subclass for S3
-    (:class:`~rectizarr.stores.fsspec_s3.S3FsspecStore`) and HTTP(S)
-    (:class:`~rectizarr.stores.fsspec.HttpFsspecStore`: read-only, ``timeout``) filesystems."""
+    Batched reads use ``fs.cat_ranges`` and writes ``fs.pipe`` (concurrent on asynchronous filesystems).
+    Suffix ranges are sent as negative starts; a range the backend refuses (a suffix, a start past the
+    end) is read again as an absolute one once its size is known. Versions combine the backend's
+    ETag/mtime/size with a counter of writes made through this store. Writes are as atomic as the
+    backend makes them (object stores: yes; ``file://``: no, use :class:`LocalStore`). Pickles by
+    filesystem and root. The store made for S3 and HTTP(S) filesystems is their subclass (see
+    :mod:`rectizarr.stores.fsspec`)."""
 
     protocols: ClassVar[frozenset[str]] = frozenset()
     """A subclass's filesystems (what :meth:`serves` checks); it is then chosen for them."""
@@ -158,8 +177,8 @@ class FsspecStore(RemoteStore):
 
     @contextlib.contextmanager
     def _answered(self, what: str, url: str) -> Iterator[None]:
-        """A StoreError naming ``url`` for a request that timed out (fsspec's HTTP ``info`` reports any
-        failure as a missing file, the timeout its cause) or failed with any error but a missing file."""
+        """A StoreError naming ``url`` for a request that failed with any error but a missing file, or timed
+        out (fsspec's HTTP ``info`` reports any failure as a missing file, the timeout its cause)."""
         try:
             yield
         except FileNotFoundError as exc:
@@ -183,20 +202,18 @@ class FsspecStore(RemoteStore):
     def _get_batch(self, requests: Sequence[tuple[str, ByteRange | None]]) -> list[bytes | None]:
         out: list[bytes | None] = [None] * len(requests)
         fetch: list[int] = []
+        paths, starts, ends = [], [], []
         for i, (key, byte_range) in enumerate(requests):
             if is_empty(byte_range):
                 out[i] = None if self._info(key) is None else b""
-            else:
-                fetch.append(i)
-        if not fetch:
-            return out
-        paths, starts, ends = [], [], []
-        for i in fetch:
-            key, byte_range = requests[i]
+                continue
+            fetch.append(i)
             paths.append(self._full(key))
             start, length = byte_range if byte_range is not None else (None, None)
             starts.append(start)
             ends.append(None if start is None or length is None else start + length)
+        if not fetch:
+            return out
         try:
             results = self._cat_ranges([requests[i][0] for i in fetch], paths, starts, ends)
         except FileNotFoundError:  # a filesystem whose cat_ranges raises for one missing path (simplecache::)
@@ -266,38 +283,37 @@ class FsspecStore(RemoteStore):
             raise self._fail(f"reading key {key!r} range ({start}, {end - start}) from", path, exc) from exc
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
-        url = self._full(key)
-        try:
-            with self._answered(f"looking up key {key!r} at", url):
-                info = self.fs.info(url)
-        except FileNotFoundError:
-            return None
-        if info.get("type") == "directory":
+        info = self._asked(f"looking up key {key!r} at", self._full(key), self.fs.info)
+        if info is None or info.get("type") == "directory":
             return None
         size = int(info["size"])
         token = tuple(_token(info[f]) for f in _VERSION_FIELDS if info.get(f) is not None)
         return size, (size, token, self._writes.get(key, 0))
 
-    def _list_prefix(self, prefix: str) -> Iterator[str]:
-        url = self._full(prefix[:-1]) if prefix else self.root
+    def _url_of(self, prefix: str) -> str:
+        """The URL (or path) of the directory ``prefix``."""
+        return self._full(prefix[:-1]) if prefix else self.root
+
+    def _asked(self, what: str, url: str, call: Callable[[str], Any], missing: Any = None) -> Any:
+        """``call(url)`` (a look-up, a listing), the client's error wrapped (:meth:`_answered`); ``missing``
+        when nothing is at ``url``."""
         try:
-            with self._answered("listing", url):
-                paths = self.fs.find(url)
+            with self._answered(what, url):
+                return call(url)
         except FileNotFoundError:
-            return
-        for path in paths:
+            return missing
+
+    def _list_prefix(self, prefix: str) -> Iterator[str]:
+        for path in self._asked("listing", self._url_of(prefix), self.fs.find, []):
             key = self._key_of(path)
             if key and key.startswith(prefix):
                 yield key
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        url = self._full(prefix[:-1]) if prefix else self.root
-        try:
-            with self._answered("listing", url):
-                entries = self.fs.ls(url, detail=False)
-        except FileNotFoundError:
-            return []
         names = []
+        entries = self._asked(
+            "listing", self._url_of(prefix), functools.partial(self.fs.ls, detail=False), []
+        )
         for entry in entries:
             key = self._key_of(entry)
             if key and key.startswith(prefix) and len(key) > len(prefix):
@@ -345,24 +361,20 @@ class FsspecStore(RemoteStore):
                 parent = self.fs._parent(parent)
 
     def _delete_prefix(self, prefix: str) -> None:
-        with self._answered("deleting everything under", self._full(prefix[:-1]) if prefix else self.root):
-            self._delete_under(prefix)
-
-    def _delete_under(self, prefix: str) -> None:
-        if prefix:
-            path = self._full(prefix[:-1])
-            # (s3fs answers isdir from a listing of the parent it may have cached before another client
-            # made the node: a delete would then remove nothing)
-            self.fs.invalidate_cache(path)
-            if self.fs.isdir(path):
-                self.fs.rm(path, recursive=True)
-                self._prune([path])
-            return
-        try:
-            children = self.fs.ls(self.root, detail=True)
-        except FileNotFoundError:
-            return
-        for child in children:
-            key = self._key_of(child["name"])
-            if key:  # never the root itself (``ls`` of a file lists the file)
-                self.fs.rm(child["name"], recursive=child.get("type") == "directory")
+        path = self._url_of(prefix)
+        with self._answered("deleting everything under", path):
+            if prefix:
+                # (s3fs answers isdir from a listing of the parent it may have cached before another
+                # client made the node: a delete would then remove nothing)
+                self.fs.invalidate_cache(path)
+                if self.fs.isdir(path):
+                    self.fs.rm(path, recursive=True)
+                    self._prune([path])
+                return
+            try:
+                children = self.fs.ls(self.root, detail=True)
+            except FileNotFoundError:
+                return
+            for child in children:
+                if self._key_of(child["name"]):  # never the root itself (``ls`` of a file lists the file)
+                    self.fs.rm(child["name"], recursive=child.get("type") == "directory")

@@ -3,9 +3,9 @@ s3fs/botocore details behind them (what a refusal looks like, which sends may ha
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
+import functools
 import importlib
 import uuid
 import weakref
@@ -13,11 +13,10 @@ from collections.abc import Hashable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import fsspec
-from fsspec.asyn import sync
 
 from rectizarr.errors import StoreError, VersionChanged
 from rectizarr.stores.base import Capabilities
-from rectizarr.stores.fsspec_base import FsspecStore
+from rectizarr.stores.fsspec_base import FsspecStore, gathered
 from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_prefix
 from rectizarr.stores.limits import requests_in_flight
 from rectizarr.stores.remote import EtagStore, http_range, is_empty
@@ -46,9 +45,7 @@ def _refused(exc: BaseException, version: Hashable) -> bool:
     """Whether ``exc`` is a conditional ``PUT``'s condition refusing it. s3fs: FileExistsError
     (If-None-Match), EINVAL "pre-conditions" (If-Match), FileNotFoundError (If-Match on a key another
     writer deleted: 404), 409 ConditionalRequestConflict (two conditional writes of one key at once)."""
-    if not isinstance(exc, OSError):
-        return False
-    return (
+    return isinstance(exc, OSError) and (
         isinstance(exc, FileExistsError)
         or (isinstance(exc, FileNotFoundError) and version is not None)
         or "pre-condition" in str(exc)
@@ -72,13 +69,11 @@ _PREPARED: weakref.WeakSet[Any] = weakref.WeakSet()  # s3fs clients made ready f
 
 
 def _prepare_client(fs: Any) -> None:
-    """Make ``fs``'s S3 client (s3fs: made here if it has none yet, with no request) count the sends of a
-    ``PutObject`` (:data:`_SENDS`) and send uploads without ``Expect: 100-continue``. botocore asks for it
-    on every ``PUT`` with a body, and aiohttp waits for the server's ``100 Continue`` with no timeout: a
-    server that takes the connection and never answers held a write past 500 s, where with the body sent
-    at once it fails after the read timeout (``StoreError``, 41 s with a 2 s read timeout and s3fs's
-    retries; fuzz fz34). The body is then sent whatever the answer (a ``PUT`` refused for its credentials
-    uploads its value for nothing)."""
+    """Make ``fs``'s S3 client (made here, with no request, if s3fs has none yet) count the sends of a
+    ``PutObject`` (:data:`_SENDS`) and send uploads without ``Expect: 100-continue``: aiohttp waits for
+    ``100 Continue`` with no timeout, so a server that takes the connection and never answers held a
+    write past 500 s, where with the body sent at once it fails after the read timeout (41 s with a 2 s
+    read timeout and s3fs's retries; fuzz fz34). A ``PUT`` refused then has uploaded its value for nothing."""
     client = getattr(fs, "s3", None)
     if client is None:
         with contextlib.suppress(Exception):  # no client can be made: the write reports why
@@ -93,9 +88,9 @@ def _prepare_client(fs: Any) -> None:
 
 
 class S3FsspecStore(EtagStore, FsspecStore):
-    """An :class:`FsspecStore` of an S3 bucket through s3fs (what ``FsspecStore`` makes for one): one GET
-    per value (s3fs sends a HEAD first), ETags as versions, ``If-Match`` / ``If-None-Match`` writes and
-    ``If-Match`` deletes (atomic), and a pool of ``requests_in_flight()`` connections."""
+    """An :class:`FsspecStore` of an S3 bucket through s3fs: one GET per value, ETags as versions,
+    ``If-Match`` / ``If-None-Match`` writes, atomic ``If-Match`` deletes, a pool of
+    ``requests_in_flight()`` connections."""
 
     protocols: ClassVar[frozenset[str]] = frozenset({"s3", "s3a"})
     capabilities = Capabilities(conditional_writes=True, hashed_versions=True, conditional_reads=True)
@@ -142,18 +137,11 @@ class S3FsspecStore(EtagStore, FsspecStore):
         data = None if meta is None else self.get(key)
         return (None, None) if meta is None or data is None else (data, meta[1])
 
-    def get_version(self, key: str) -> Hashable:
-        meta = self._meta(validate_key(key))  # (a HEAD: the ETag, without the value)
-        return None if meta is None else meta[1]
-
-    def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
-        return self._s3_get(requests)
-
     async def _get_one(
         self, key: str, byte_range: ByteRange | None, etag: Hashable
     ) -> tuple[bytes | None, Hashable] | Exception:
         """One GET (with ``If-Match``: 412, or a key gone, :class:`VersionChanged`); a refusal of the range
-        is returned, for :meth:`_s3_get`."""
+        is returned, for :meth:`_gets`."""
         bucket, name = self._s3_path(key)
         kw: dict[str, Any] = {} if etag is None else {"IfMatch": etag}
         if byte_range is not None:
@@ -185,25 +173,11 @@ class S3FsspecStore(EtagStore, FsspecStore):
                 resp["Body"].close()
         raise AssertionError("unreachable")
 
-    def _s3_get(
-        self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]
-    ) -> list[tuple[bytes | None, Hashable]]:
+    def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         """GETs of S3 (key, range, ETag or None) concurrently, each answered with its bytes and ETag. An
         empty range, or one the server refuses (past the end), is answered after the batch."""
-
-        async def run() -> list[tuple[bytes | None, Hashable] | Exception]:
-            gate = asyncio.Semaphore(requests_in_flight())
-
-            async def bounded(
-                r: tuple[str, ByteRange | None, Hashable],
-            ) -> tuple[bytes | None, Hashable] | Exception:
-                async with gate:
-                    return await self._get_one(*r)
-
-            return list(await asyncio.gather(*(bounded(r) for r in requests if not is_empty(r[1]))))
-
         with self._answered("reading from", self.root):
-            fetched: list[tuple[bytes | None, Hashable] | Exception] = sync(self.fs.loop, run)
+            fetched = gathered(self.fs, self._get_one, [r for r in requests if not is_empty(r[1])])
         answers = iter(fetched)
         out: list[tuple[bytes | None, Hashable]] = []
         for key, byte_range, etag in requests:
@@ -211,7 +185,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
             if isinstance(answer, StoreError):
                 raise answer
             if answer is None:
-                answer = self._empty_answer(key, etag, self._meta(key))
+                answer = self._empty_answer(key, etag)
             elif isinstance(answer, Exception):
                 answer = self._after_refusal(key, byte_range, etag, answer)
             out.append(answer)
@@ -236,22 +210,18 @@ class S3FsspecStore(EtagStore, FsspecStore):
         return self._read_span(key, self._full(key), start, end)
 
     def _meta(self, key: str) -> tuple[int, Hashable] | None:
-        """``(size, ETag)`` of ``key`` as S3 has it now (a HEAD, past s3fs's cache); None if missing."""
-        url = self._full(key)
-        try:
-            with self._answered(f"looking up key {key!r} at", url):
-                info = self.fs.info(url, refresh=True)
-        except FileNotFoundError:
-            return None
-        return int(info["size"]), info["ETag"]
+        """A ``HEAD`` past s3fs's cache."""
+        info = self._asked(
+            f"looking up key {key!r} at", self._full(key), functools.partial(self.fs.info, refresh=True)
+        )
+        return None if info is None else (int(info["size"]), info["ETag"])
 
     # ---- writes --------------------------------------------------------------------------------------
 
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
-        """A conditional ``PUT``, its value kept with a token of this write
-        (:data:`~rectizarr.stores.base.WRITE_TOKEN`). A refusal is asked whether the key holds this
-        write's token: aiohttp sends a ``PUT`` again, unseen, when its connection is reset, and s3fs as a
-        new call on a timeout, so a refusal may answer the write's own first send (that landed)."""
+        """A conditional ``PUT`` carrying a token of this write (:data:`WRITE_TOKEN`), which a refusal looks
+        for: aiohttp sends a ``PUT`` again, unseen, on a reset connection, and s3fs as a new call on a
+        timeout, so a refusal may answer the write's own first send (that landed)."""
         bucket, name = self._s3_path(key)
         condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
         token = uuid.uuid4().hex

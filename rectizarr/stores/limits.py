@@ -33,10 +33,9 @@ def set_max_document_bytes(n: int) -> None:
 
 
 def set_requests_in_flight(n: int) -> None:
-    """How many requests a batched read or write of a remote store (S3, GCS, Azure, HTTP; both backends)
-    keeps in flight at once; default 64. More hides more latency; fewer spares a slow or metered link.
-    Stores made before the call keep their connection pools (fsspec) but follow the new number. The
-    process default of ``Tuning.requests_in_flight`` (a :func:`rectizarr.tuning.use` block may set others)."""
+    """How many requests a batched read or write of a remote store (both backends) keeps in flight; default
+    64. More hides more latency; fewer spares a slow or metered link. Stores made before keep their
+    connection pools (fsspec) but follow it. The process default of ``Tuning.requests_in_flight``."""
     if not is_int(n) or n < 1:
         raise ValueError(f"requests in flight must be an int >= 1, got {n!r}")
     tuning.set_default(requests_in_flight=int(n))

@@ -47,9 +47,12 @@ _T = TypeVar("_T")
 _R = TypeVar("_R")
 
 
-def _sweep(dir_fd: int) -> None:
+def _sweep(root: str, directory: str, dir_fd: int) -> None:
     """Remove the temporary files in a directory whose writer process is gone (killed while writing): done
-    by the first write of each process to each directory."""
+    by the first write of each process to each directory (``directory`` of the store at ``root``)."""
+    if (root, directory) in _swept:
+        return
+    _swept.add((root, directory))
     try:
         names = os.listdir(dir_fd)
     except OSError:
@@ -81,19 +84,18 @@ def _range_bytes(requests: Sequence[tuple[str, ByteRange | None]]) -> int | None
 
 
 class LocalStore(Store):
-    """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``.
+    """A store in the directory ``root``; key ``a/b/c`` is the file ``root/a/b/c``. Reads use plain
+    descriptors; batches run on ``workers`` threads.
 
-    Reads use plain ``open``/``seek``/``read``; batches run in a thread pool of ``workers`` threads.
-    Every write goes to a uniquely named temporary file in the destination directory
-    (``.{name}.p{pid}-{host}.{random}.tmp``, never listed) that is then renamed over the key, so a reader or a
-    crash only ever sees the old or the new value; the first write of a process into a directory removes
-    the temporary files there whose writer process no longer runs (a killed writer's). With ``fsync=True`` the file and its directory are
-    flushed to disk before the write returns. ``set_many`` opens (and makes) each directory once per
-    batch, segment by segment from the root, and writes by name in the opened directory; deleting the
-    last key of a directory removes the emptied directories. Writes and deletes through a symbolic link
-    that leads outside ``root`` are refused, also when a directory is swapped for one meanwhile (reads
-    follow links). A key that is not a regular file (a device, a pipe) reads as missing. The version of
-    a key is ``(size, mtime_ns, inode)``; every write makes a new inode. Pickles by path."""
+    A write goes to a uniquely named temporary file in its directory (``.{name}.p{pid}-{host}.{random}.tmp``,
+    never listed) renamed over the key: a reader or a crash sees the old or the new value. A process's
+    first write into a directory removes the temporary files there of writers no longer running. With
+    ``fsync=True`` the file and its directory reach the disk before the write returns. ``set_many`` opens
+    (makes) each directory once per batch, segment by segment from the root (:mod:`~rectizarr.stores.dirfd`:
+    writes and deletes through a link out of ``root`` are refused; reads follow links); deleting a
+    directory's last key removes the emptied directories. A key that is not a regular file (a device, a
+    pipe) reads as missing. Versions are ``(size, mtime_ns, inode)`` (every write makes a new inode).
+    Pickles by path."""
 
     def __init__(
         self,
@@ -124,10 +126,9 @@ class LocalStore(Store):
     def _map(
         self, fn: Callable[[_T], _R], args: Sequence[_T], nbytes: int | None, many: int | None
     ) -> list[_R]:
-        """``[fn(a) for a in args]`` on up to ``workers`` threads, in slices (one task per value is slow),
-        when the batch is large: ``nbytes`` (None: not known) from ``Tuning.local_threaded_bytes``, or
-        ``many`` values or more (None: the count alone never is); below, a hand-off costs more than the work
-        (the ``Tuning.local_threaded_*`` fields give the measurements)."""
+        """``[fn(a) for a in args]``, on up to ``workers`` threads in slices when the batch is large:
+        ``nbytes`` (None: unknown) from ``Tuning.local_threaded_bytes``, or ``many`` values (None: never by
+        count); below, a hand-off costs more than the work (measured: ``Tuning.local_threaded_*``)."""
         workers = min(self.workers, len(args))
         large = (nbytes is not None and nbytes >= tuning.current().local_threaded_bytes) or (
             many is not None and len(args) >= many
@@ -188,10 +189,7 @@ class LocalStore(Store):
     def read_into(self, keys: Sequence[str], views: Sequence[memoryview]) -> list[int]:
         """See :meth:`Store.read_into`: one ``readv`` per file, into the view and one spare byte."""
         if os.sep != "/":
-            return [
-                -1 if n is None else n
-                for n in (read_into(self._path(k), v, bytearray(1)) for k, v in zip(keys, views, strict=True))
-            ]
+            return [read_into(self._path(k), v, bytearray(1)) for k, v in zip(keys, views, strict=True)]
         return read_many_into(self._root_slash, keys, views)
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
@@ -209,30 +207,16 @@ class LocalStore(Store):
         return self._walk(self._path(prefix[:-1]) if prefix else self.root, prefix)
 
     def _walk(self, directory: str, prefix: str) -> Iterator[str]:
-        try:
-            with os.scandir(directory) as it:
-                entries = list(it)
-        except OSError as exc:
-            if missing(exc):
-                return
-            raise
-        for entry in entries:
+        for entry in _entries(directory):
             if entry.is_dir(follow_symlinks=False):
                 yield from self._walk(entry.path, f"{prefix}{entry.name}/")
             elif entry.is_file() and not _TMP_NAME.match(entry.name):
                 yield prefix + entry.name
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        try:
-            with os.scandir(self._path(prefix[:-1]) if prefix else self.root) as it:
-                entries = list(it)
-        except OSError as exc:
-            if missing(exc):
-                return []
-            raise
         return [
             e.name
-            for e in entries
+            for e in _entries(self._path(prefix[:-1]) if prefix else self.root)
             if e.is_dir(follow_symlinks=False) or (e.is_file() and not _TMP_NAME.match(e.name))
         ]
 
@@ -265,9 +249,7 @@ class LocalStore(Store):
                     directory, name, key, value = work[start]
                     fd = dirs.open(directory, key)
                     assert fd is not None  # made when missing
-                    if (self._real_root, directory) not in _swept:
-                        _sweep(fd)
-                        _swept.add((self._real_root, directory))
+                    _sweep(self._real_root, directory, fd)
                     run.append((fd, name, key, value))
                     leaves.add(fd)
                     start += 1
@@ -331,9 +313,7 @@ class LocalStore(Store):
                 dir_fd = dirs.open(directory, key)
                 if dir_fd is None:
                     continue
-                if (self._real_root, directory) not in _swept:
-                    _sweep(dir_fd)
-                    _swept.add((self._real_root, directory))
+                _sweep(self._real_root, directory, dir_fd)
                 touched.add(directory)
                 try:
                     if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
@@ -367,6 +347,17 @@ class LocalStore(Store):
             else:
                 _rmtree(name, dir_fd)
             dirs.prune(directory)
+
+
+def _entries(directory: str) -> list[os.DirEntry[str]]:
+    """The entries of ``directory`` (none when it is missing)."""
+    try:
+        with os.scandir(directory) as it:
+            return list(it)
+    except OSError as exc:
+        if missing(exc):
+            return []
+        raise
 
 
 def _rmtree(name: str, parent: int | str) -> None:

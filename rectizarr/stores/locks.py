@@ -1,18 +1,15 @@
 """Per-key exclusive locks for read-modify-writes, shared by every store object on the same data.
 
-A key is named by ``store.lock_identity + key`` and mapped to one of :data:`STRIPES` stripes (a stable
-hash, the same in every process) of one of two levels: metadata documents (``zarr.json``) and values (chunks,
-shards). A hold takes its stripes at once, in ascending order (metadata before values). Inside a hold a
-thread takes no stripe it does not hold (it raises RuntimeError), except value stripes inside a hold of
-metadata stripes alone (an append holds the array's ``zarr.json`` while it writes its chunks): every thread
-then takes stripes in one order, so holds never wait on each other in a circle. (Stripes are shared by
-every store and key: two holds of unrelated keys may meet on one.) A thread that already holds a stripe
-does not take it again (a shrink holds a boundary chunk while rewriting it). A compare-and-swap step
-(:func:`attempt`) out of that order inside a hold does not wait for a stripe another holds: its swap
-counts as lost. Every stripe is a thread lock; for stores whose capabilities say
-``process_locks`` it is also an OS advisory lock (``flock``) on a file in the user's lock directory, which
-the OS releases when its holder dies, so processes exclude each other the same way threads do.
-"""
+A key, named by ``store.lock_identity + key``, maps to one of :data:`STRIPES` stripes (a stable hash, the
+same in every process) of one of two levels: metadata documents (``zarr.json``), then values (chunks,
+shards). A hold takes its stripes at once, in ascending order. Inside a hold a thread takes no stripe it
+does not hold (RuntimeError), except value stripes inside a hold of metadata stripes alone (an append
+holds ``zarr.json`` while it writes its chunks): stripes are taken in one order, so holds never wait in a
+circle (two holds of unrelated keys may meet on one stripe). A stripe already held is not taken again (a
+shrink holds a boundary chunk while rewriting it). A compare-and-swap step (:func:`attempt`) out of that
+order does not wait for a stripe another holds: its swap counts as lost. Every stripe is a thread lock;
+where ``process_locks``, also an ``flock`` on a file in the user's lock directory, which the OS releases
+when its holder dies, so processes exclude each other as threads do."""
 
 from __future__ import annotations
 

@@ -31,11 +31,9 @@ def _value_bytes(value: Any, key: str) -> bytes:
 
 
 class _InDict:
-    """A caller's dict as the contents of a :class:`MemoryStore` (what ``MemoryStore._data`` is asked for,
-    ``(value, version)`` pairs): values are written into it as ``bytes``, and read as bytes from any
-    bytes-like value (:func:`_value_bytes`). A ``bytes`` value keeps its version while the same object
-    stays under its key; another value put there by other code is a new version, and so is a mutable one
-    (a ``bytearray``, an array) whose contents changed in place (its CRC-32 is compared)."""
+    """A caller's dict as the contents of a :class:`MemoryStore` (``(value, version)`` pairs): values are
+    written into it as ``bytes`` and read from any bytes-like value (:func:`_value_bytes`). A value keeps
+    its version while the same object stays under its key, unchanged (a mutable one's CRC-32 compared)."""
 
     def __init__(self, data: dict[str, Any], counter: Iterator[int]) -> None:
         self.data, self._counter = data, counter
@@ -66,9 +64,6 @@ class _InDict:
             self.data.pop(key, None)
             self._seen.pop(key, None)
 
-    def __delitem__(self, key: str) -> None:
-        self.pop(key)
-
     def __iter__(self) -> Iterator[str]:
         return iter([k for k in list(self.data) if isinstance(k, str)])  # (no other key can be a Zarr key)
 
@@ -80,11 +75,9 @@ class _InDict:
 
 
 class MemoryStore(Store):
-    """A store held in a dict of bytes.
-
-    ``data`` is copied: independent instances never share state (a read-only view from
-    :meth:`with_read_only` does share it). Versions come from a per-store write counter. Pickling
-    copies the contents. :meth:`in_dict` makes one whose contents are a caller's dict instead."""
+    """A store held in a dict of bytes. ``data`` is copied: instances never share state (a read-only view
+    does). Versions come from a per-store write counter. Pickling copies the contents. :meth:`in_dict`
+    makes one whose contents are a caller's dict instead."""
 
     def __init__(
         self,
@@ -156,14 +149,12 @@ class MemoryStore(Store):
     def _delete_prefix(self, prefix: str) -> None:
         with self._lock:
             for key in [k for k in self._data if k.startswith(prefix)]:
-                del self._data[key]
-
-    def _snapshot(self) -> list[str]:
-        with self._lock:
-            return list(self._data)
+                self._data.pop(key, None)
 
     def _list_prefix(self, prefix: str) -> Iterator[str]:
-        return (k for k in self._snapshot() if k.startswith(prefix))
+        with self._lock:
+            keys = list(self._data)
+        return (k for k in keys if k.startswith(prefix))
 
     def _info(self, key: str) -> tuple[int, Hashable] | None:
         entry = self._data.get(key)
@@ -190,9 +181,8 @@ def _forward(name: str) -> Any:
 
 
 class ForwardingStore(Store):
-    """A store that hands every backend primitive (and the versioned, conditional and transient reads
-    that backends override) to the ``inner`` store, showing each call to :meth:`_saw` first. Coalescing,
-    read-only-ness, capabilities and lock identity follow the wrapped store."""
+    """A store that hands every backend primitive and every method backends override to ``inner``, showing
+    each call to :meth:`_saw` first; coalescing, read-only-ness, capabilities and locks follow ``inner``."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(
@@ -244,10 +234,8 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 class CountingStore(ForwardingStore):
-    """Wraps any store and records what reaches its backend, after coalescing (:attr:`requests`,
-    :attr:`writes`, :attr:`deletes`, :attr:`lists`, :attr:`infos`; :meth:`reset` zeroes them). Coalescing
-    options and read-only-ness follow the wrapped store; a read-only view (``open_array(spy, mode="r")``)
-    counts into the same counters."""
+    """Wraps any store and records what reaches its backend, after coalescing (:meth:`reset` zeroes the
+    counts). A read-only view (``open_array(spy, mode="r")``) counts into the same counters."""
 
     def __init__(self, inner: Store) -> None:
         super().__init__(inner)

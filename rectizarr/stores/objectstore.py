@@ -2,11 +2,10 @@
 HTTP(S), with many requests in flight from one Python thread and conditional reads and writes.
 
 Every request is one of obstore's blocking calls, which wait without the GIL: a lone request on the
-caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_flight` threads (default 64,
-set with :func:`rectizarr.set_requests_in_flight`) shared by every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names (``key``,
-``secret``, ``token``, ``endpoint_url``, ``client_kwargs={"endpoint_url", "region_name"}``, ``anon``,
-``account_name``, ``account_key``, ``sas_token``, ``headers``, ``timeout``) or obstore's own
-configuration keys (``aws_*``, ``google_*``, ``azure_*``), which pass through unchanged."""
+caller's thread, a batch's on a pool of :func:`~rectizarr.stores.requests_in_flight` threads shared by
+every :class:`ObjectStore` of the process. ``storage_options`` take fsspec/s3fs/gcsfs/adlfs names
+(:mod:`~rectizarr.stores.obstore_options`) or obstore's configuration keys (``aws_*``, ``google_*``,
+``azure_*``), which pass through unchanged."""
 
 from __future__ import annotations
 
@@ -53,19 +52,16 @@ def _obstore() -> Any:
 
 
 class _Requests:
-    """The threads that make a batch's requests: as many as :func:`requests_in_flight`, made again when
-    that number changes. On a loopback S3 server, 256 GETs took 41 ms this way and 63 ms as asyncio tasks
-    of obstore's coroutines on an event loop thread (every request's ends crossed threads through the
-    loop's wake-up pipe). (obstore itself does not work in a forked child: its runtime's threads are not
-    there; its requests hang.)"""
+    """The :func:`requests_in_flight` threads that make a batch's requests. On a loopback S3 server, 256
+    GETs took 41 ms this way and 63 ms as asyncio tasks on an event loop thread (each request's ends
+    crossed threads through the loop's wake-up pipe). (obstore does not work in a forked child.)"""
 
     _lock = threading.Lock()
     _size = 0  # the size of the pool last handed out
 
     @classmethod
     def pool(cls) -> ThreadPoolExecutor:
-        """The kept pool (:func:`rectizarr.threads.kept`) of ``requests_in_flight()`` threads; those of
-        another size let go (what they run still finishes)."""
+        """The kept pool of ``requests_in_flight()`` threads (one of another size let go, its work done)."""
         size = requests_in_flight()
         with cls._lock:
             if cls._size != size:
@@ -115,16 +111,11 @@ def _get_options(byte_range: ByteRange | None, etag: Hashable) -> dict[str, Any]
 
 class ObjectStore(EtagStore):
     """A store under an object store URL (``s3://bucket/prefix``, ``gs://``, ``az://`` / ``abfs://``,
-    ``http(s)://``) through obstore.
-
-    One whole value is one ``GET`` (a missing key is one request too); ranges of one key closer than
-    ``coalesce_gap`` bytes are one ranged ``GET``; a batch keeps :func:`requests_in_flight` requests in
-    flight. Versions are ETags: ``set_if`` is a conditional ``PUT`` (``If-Match``, or create-only), and
-    reads at a version carry ``If-Match`` (:class:`~rectizarr.errors.VersionChanged` on 412). Requests
-    answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then raise :class:`StoreError`
-    naming the URL, as does a server that does not answer within ``timeout`` seconds. HTTP(S) stores are
-    read-only. Pickles by URL and options. A read through :meth:`limited` (an array's chunks) or of a
-    metadata document refuses an answer longer than its limit from its ``Content-Length``, unread."""
+    ``http(s)://``) through obstore: one ``GET`` per value (a missing key too), ETags as versions
+    (:class:`EtagStore`). Requests answered 5xx or 429/503 are retried ``RETRIES`` times with backoff, then
+    raise :class:`StoreError` naming the URL, as does a server silent for ``timeout`` seconds. HTTP(S)
+    stores are read-only. Pickles by URL and options. A read through :meth:`limited` or of a metadata
+    document refuses an answer longer than its limit from its ``Content-Length``, unread."""
 
     def __init__(
         self,
@@ -188,7 +179,7 @@ class ObjectStore(EtagStore):
         self.__dict__.update(state)
         self._store = connect(self.url, self.kind, self._root, self.storage_options)
 
-    def _url(self, key: str) -> str:
+    def _where(self, key: str) -> str:
         return f"{self.url}/{key}"
 
     def _path(self, key: str) -> str:
@@ -203,11 +194,9 @@ class ObjectStore(EtagStore):
         """A listed path as a key of this store."""
         return path[len(self._prefix) + 1 :] if self._prefix else path
 
-    _where = _url
     _unanswered = staticmethod(_unanswered)
 
     # ---- one request ----------------------------------------------------------------------------------
-    # Each is obstore's blocking call, made on the caller's thread or on a thread of the pool (a batch).
 
     def _get_failed(
         self, key: str, byte_range: ByteRange | None, etag: Hashable, exc: Exception
@@ -224,7 +213,7 @@ class ObjectStore(EtagStore):
             raise VersionChanged(key) from None
         if byte_range is not None and "range" in str(exc).lower():
             return None
-        raise self._fail("reading", self._url(key), exc) from exc
+        raise self._fail("reading", self._where(key), exc) from exc
 
     def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
         """The whole value, cut here (a server that ignores ``Range`` or refuses suffixes with a 416)."""
@@ -235,7 +224,7 @@ class ObjectStore(EtagStore):
         """One GET: ``(value, ETag)``, the value as obstore's buffer (no copy: a shard is megabytes);
         ``(None, None)`` if missing; with ``etag``, ``If-Match`` it."""
         if is_empty(byte_range):
-            return self._empty_answer(key, etag, self._head(key))
+            return self._empty_answer(key, etag)
         limit, size = self.value_limit(key), 0
         try:
             result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))
@@ -250,12 +239,12 @@ class ObjectStore(EtagStore):
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
-            answer = self._refused_range(key, byte_range, etag, self._head(key))
+            answer = self._refused_range(key, byte_range, etag, self._meta(key))
             if answer is None or answer[0] is None:
-                raise self._fail("reading", self._url(key), exc) from exc
+                raise self._fail("reading", self._where(key), exc) from exc
             return answer
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
-            raise self._too_large(key, size, limit or 0, self._url(key))
+            raise self._too_large(key, size, limit or 0, self._where(key))
         if (
             etag is not None and tag is not None and tag != etag
         ):  # a server that ignores If-Match (plain HTTP)
@@ -269,16 +258,18 @@ class ObjectStore(EtagStore):
         body, tag = self._fetch(key, byte_range, etag)
         return (None if body is None else bytes(body)), tag
 
-    def _head(self, key: str) -> tuple[int, Hashable] | None:
+    def _meta(self, key: str) -> tuple[int, Hashable] | None:
         from obstore.exceptions import NotFoundError
 
         try:
             meta = _obstore().head(self._store, self._path(key))
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", self._url(key), exc) from exc
+                raise self._fail("looking up", self._where(key), exc) from exc
             return None
         return int(meta["size"]), meta.get("e_tag")
+
+    _info = _meta
 
     def _put(self, key: str, value: Buffer, mode: Any = None) -> bool:
         """One PUT (``mode``: obstore's, for conditional writes, whose value is kept with a token of this
@@ -312,7 +303,7 @@ class ObjectStore(EtagStore):
             result = _obstore().get(self._store, self._path(key), options={"head": True})
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", self._url(key), exc) from exc
+                raise self._fail("looking up", self._where(key), exc) from exc
             return None
         token = (result.attributes or {}).get(WRITE_TOKEN)
         return token if isinstance(token, str) else None
@@ -398,10 +389,6 @@ class ObjectStore(EtagStore):
     def get_versioned(self, key: str) -> tuple[bytes | None, Hashable]:
         return self._get(validate_key(key), None)
 
-    def get_version(self, key: str) -> Hashable:
-        head = self._head(validate_key(key))  # (the ETag, without the value)
-        return None if head is None else head[1]
-
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         return self._put(key, value, "create" if version is None else {"e_tag": version})
 
@@ -426,7 +413,7 @@ class ObjectStore(EtagStore):
             _obstore().delete(self._store, [self._path(k) for k in keys])
         except Exception as exc:
             if "not found" not in str(exc).lower():
-                raise self._fail("deleting", self._url(keys[0]), exc) from exc
+                raise self._fail("deleting", self._where(keys[0]), exc) from exc
 
     def _delete_prefix(self, prefix: str) -> None:
         keys = list(self._list_prefix(prefix))
@@ -440,7 +427,7 @@ class ObjectStore(EtagStore):
         except (FileNotFoundError, NotADirectoryError):
             return missing
         except Exception as exc:
-            raise self._fail("listing", self._url(prefix), exc) from exc
+            raise self._fail("listing", self._where(prefix), exc) from exc
 
     def _keys(self, prefix: str, metas: Iterable[Any]) -> Iterator[str]:
         keys = (self._key_of(m["path"]) for m in metas)
@@ -486,6 +473,3 @@ class ObjectStore(EtagStore):
             if self._key_of(m["path"]).startswith(prefix)
         ]
         return [n for n in names if n]
-
-    def _info(self, key: str) -> tuple[int, Hashable] | None:
-        return self._head(key)

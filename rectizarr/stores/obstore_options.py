@@ -97,7 +97,6 @@ def client_config(kind: str, options: Mapping[str, Any]) -> tuple[dict[str, Any]
         if not any(k in config for k in ("aws_unsigned_payload", "unsigned_payload")):
             config["aws_unsigned_payload"] = not str(endpoint or "https://").lower().startswith("http://")
     elif kind == "gcs" and endpoint:
-        config["google_service_account"] = config.get("google_service_account")  # keep explicit credentials
         client_options["allow_http"] = endpoint.startswith("http://")
     if anon and kind != "http":
         config["skip_signature"] = True

@@ -15,9 +15,8 @@ Slot: TypeAlias = tuple[int, int | None, int | None]
 def coalesce(
     requests: Sequence[tuple[str, ByteRange | None]], gap: int, most: int
 ) -> tuple[list[tuple[str, ByteRange | None]], list[Slot]]:
-    """The backend requests that serve ``requests`` (validated here), and where each result lies in them.
-
-    Bounded ranges of one key at most ``gap`` bytes apart are merged into one request (never longer than
+    """The backend requests that serve ``requests`` (validated here), and where each result lies in them:
+    bounded ranges of one key at most ``gap`` bytes apart are merged into one request (never longer than
     ``most`` bytes); identical unbounded requests are read once."""
     backend: list[tuple[str, ByteRange | None]] = []
     slots: list[Slot] = []

@@ -1,10 +1,7 @@
-"""What an object store means, said once for both remote transports (fsspec's s3fs and HTTP clients, and
-obstore): the URL schemes and the names of buckets, byte ranges and their edge cases, what a conditional
-write's outcome says, and how a client's error becomes a :class:`~rectizarr.errors.StoreError`.
-
-A transport subclasses :class:`RemoteStore` (or :class:`EtagStore`, where reads carry ETags and writes
-``If-Match``) and only moves bytes: it makes the requests and says how its client reports a refusal, a
-lost answer or a timeout."""
+"""What an object store means, said once for both remote transports (fsspec's and obstore's): URL schemes,
+bucket names, byte ranges and their edge cases, conditional writes' outcomes, and a client's errors as
+:class:`~rectizarr.errors.StoreError`. A transport subclasses :class:`RemoteStore` (or :class:`EtagStore`)
+and only makes the requests and says how its client reports a refusal, a lost answer or a timeout."""
 
 from __future__ import annotations
 
@@ -31,9 +28,8 @@ SCHEMES = {
 
 
 def bucket_identity(scheme: str, location: str) -> str | None:
-    """The name of the data under ``location`` (``bucket/prefix``) of an ``scheme`` URL when it is a
-    bucket (S3, GCS), the same whichever transport opened it (locks, :mod:`rectizarr.stores.written`);
-    None for other services (each store then names its data itself)."""
+    """The name of the data under ``location`` (``bucket/prefix``) of a bucket (S3, GCS), the same whichever
+    transport opened it (locks, :mod:`rectizarr.stores.written`); None for other services."""
     kind = SCHEMES.get(scheme.lower())
     return f"{kind}://{location.rstrip('/')}/" if kind in ("s3", "gcs") else None
 
@@ -66,10 +62,9 @@ def _timed_out(exc: BaseException) -> bool:
 
 
 class RemoteStore(Store):
-    """A store whose values are reached through a client library: coalescing defaults from
-    :class:`~rectizarr.tuning.Tuning` (a round trip costs more than the bytes between two ranges), the
-    wrapping of the client's errors, and the settling of a conditional write whose answer was a refusal
-    or was lost. ``timeout``: the seconds the client waits (None: its own)."""
+    """A store reached through a client library: remote coalescing defaults (a round trip costs more than
+    the bytes between two ranges), the client's errors wrapped, and the settling of a conditional write
+    whose answer was a refusal or was lost. ``timeout``: the seconds the client waits (None: its own)."""
 
     _limits_reads = True
     timeout: float | None = None
@@ -112,9 +107,9 @@ class RemoteStore(Store):
         maybe_resent: bool,
     ) -> bool:
         """The outcome of a write of ``value`` (conditional: carrying ``token``) that raised ``exc``: False
-        when a condition ``refused`` it, unless the write may have been sent more than once
-        (``maybe_resent``: a client that resends unseen; ``resent``: it is known to have) and its own first
-        send landed (:meth:`_ours`); True when it got no answer but landed all the same; else raises."""
+        when a condition ``refused`` it, unless it may have been sent twice (``maybe_resent``: a client
+        that resends unseen; ``resent``: known) and its first send landed (:meth:`_ours`); True when it got
+        no answer but landed all the same; else raises."""
         if refused:
             return (resent or maybe_resent) and token is not None and self._ours(key, value, token, resent)
         if self._unanswered(exc) and self._landed_unanswered(key, value, token):
@@ -122,42 +117,40 @@ class RemoteStore(Store):
         raise self._fail("writing", self._where(key), exc) from exc
 
     def _landed(self, key: str, value: Buffer) -> bool:
-        """Whether ``key`` holds ``value`` now: asked of a conditional write that the backend's client sent
-        again (its first answer was lost: a 5xx, a reset, a timeout) and that was then refused, or that got
-        no answer at all, where the value stored carries no write token (:meth:`_ours`). The first attempt
-        landed and the condition refused the write's own retry, unless another writer stored the very same
-        bytes at that moment; without this check an append would be applied twice."""
-        stored = self.get(key)
-        landed = stored is not None and memoryview(stored) == memoryview(value).cast("B")
+        """Whether ``key`` holds ``value`` now, asked of a conditional write sent again (its first answer
+        lost: a 5xx, a reset, a timeout) and then refused, or never answered, where the stored value
+        carries no write token (:meth:`_ours`): the first send landed and the condition refused the retry,
+        unless another writer stored the very same bytes then. Without it an append would apply twice."""
+        landed = self._holds(key, value)
         if landed:
             count_landing()
         return landed
 
+    def _holds(self, key: str, value: Buffer) -> bool:
+        stored = self.get(key)
+        return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+
     def _write_token(self, key: str) -> str | None:
-        """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or written without one). Object
-        stores override it (a ``HEAD``); elsewhere conditional writes are made under a lock and need none."""
+        """The :data:`WRITE_TOKEN` kept with ``key``'s value (None: missing, or none). Object stores read it
+        (a ``HEAD``); elsewhere conditional writes are made under a lock and need none."""
         return None
 
     def _ours(self, key: str, value: Buffer, token: str, resent: bool) -> bool:
-        """Whether the conditional write of ``value`` that carried ``token`` landed, asked when it was
-        refused or got no answer: the value stored carries its token. A value that carries none (a server
-        that keeps no user metadata, a writer without tokens) is taken for it only where the request may
-        have been sent more than once (``resent``) and the key holds exactly ``value`` (:meth:`_landed`)."""
+        """Whether the conditional write of ``value`` carrying ``token`` (refused, or unanswered) landed: the
+        stored value carries its token. One that carries none (no user metadata kept, a writer without
+        tokens) is taken for it only if the request may have been sent twice (``resent``) and the key
+        holds exactly ``value`` (:meth:`_landed`)."""
         stored = self._write_token(key)
         if stored is not None:
             return stored == token
         return resent and self._landed(key, value)
 
     def _landed_unanswered(self, key: str, value: Buffer, token: str | None) -> bool:
-        """Whether a write of ``key`` that got no answer past the client's retries (a reset connection, no
-        answer within the timeout, a 5xx) landed all the same: a conditional one's (``token``) by
-        :meth:`_ours`, an unconditional one's (None) if the key holds ``value``; False when the key cannot
-        be read either (the write's own error is then raised)."""
+        """Whether a write of ``key`` unanswered past the client's retries (a reset, a timeout, a 5xx) landed:
+        a conditional one's (``token``) by :meth:`_ours`, else if the key holds ``value``; False when the
+        key cannot be read either (the write's own error is then raised)."""
         try:
-            if token is not None:
-                return self._ours(key, value, token, resent=True)
-            stored = self.get(key)
-            return stored is not None and memoryview(stored) == memoryview(value).cast("B")
+            return self._ours(key, value, token, True) if token is not None else self._holds(key, value)
         except RectizarrError:
             return False
 
@@ -167,14 +160,17 @@ class RemoteStore(Store):
 
 
 class EtagStore(RemoteStore):
-    """A remote store whose versions are ETags: every read may carry ``If-Match`` (a changed value:
-    :class:`VersionChanged`) and answers with its ETag; ``set_if`` is a conditional ``PUT``
-    (``If-Match``, or ``If-None-Match: *``); ``delete_if`` as atomic as the transport can make it. A
-    transport implements :meth:`_gets`, :meth:`_put_if`, :meth:`_delete_at` and :meth:`_fetch_span`."""
+    """A remote store whose versions are ETags: a read may carry ``If-Match`` (:class:`VersionChanged`)
+    and answers with its ETag; ``set_if`` is a conditional ``PUT``; ``delete_if`` as atomic as the
+    transport can make it. A transport implements the abstract methods below."""
 
     @abstractmethod
     def _gets(self, requests: Sequence[tuple[str, ByteRange | None, Hashable]]) -> list[tuple[Any, Hashable]]:
         """``(value, ETag)`` for each ``(key, range, ETag or None)``; ``(None, None)`` for a missing key."""
+
+    @abstractmethod
+    def _meta(self, key: str) -> tuple[int, Hashable] | None:
+        """``(size, ETag)`` of ``key`` as the server has it now (a ``HEAD``); None if missing."""
 
     @abstractmethod
     def _put_if(self, key: str, value: Buffer, version: Hashable) -> bool:
@@ -201,6 +197,10 @@ class EtagStore(RemoteStore):
     ) -> list[tuple[bytes | None, Hashable]]:
         return self._gets([(validate_key(k), validate_range(k, r), None) for k, r in requests])
 
+    def get_version(self, key: str) -> Hashable:
+        meta = self._meta(validate_key(key))  # (a HEAD: the ETag, without the value)
+        return None if meta is None else meta[1]
+
     def set_if(self, key: str, value: Buffer, version: Hashable) -> bool:
         validate_key(key)
         self._check_writable("set")
@@ -213,10 +213,9 @@ class EtagStore(RemoteStore):
             return not self.exists(key)
         return self._delete_at(key, version)
 
-    def _empty_answer(
-        self, key: str, etag: Hashable, meta: tuple[int, Hashable] | None
-    ) -> tuple[Any, Hashable]:
-        """The answer to an empty range of ``key`` (at ``etag``, if given), from its ``(size, ETag)``."""
+    def _empty_answer(self, key: str, etag: Hashable) -> tuple[Any, Hashable]:
+        """The answer to an empty range of ``key`` (at ``etag``, if given), from its :meth:`_meta`."""
+        meta = self._meta(key)
         version = None if meta is None else meta[1]
         if etag is not None and version != etag:
             raise VersionChanged(key)
@@ -225,9 +224,8 @@ class EtagStore(RemoteStore):
     def _refused_range(
         self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None
     ) -> tuple[Any, Hashable] | None:
-        """The answer to a range the server refused, from the key's ``(size, ETag)`` looked up since
-        (None: missing, then None is returned: the caller reports the refusal): empty when it starts
-        past the end, else the span read again (:meth:`_fetch_span`)."""
+        """The answer to a range the server refused, from the key's ``meta`` looked up since (None:
+        missing; then None: the caller reports the refusal): empty past the end, else :meth:`_fetch_span`."""
         if meta is None:
             return None
         size, version = meta

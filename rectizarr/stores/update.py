@@ -15,20 +15,6 @@ from rectizarr.errors import ConflictError
 from rectizarr.stores import written
 from rectizarr.stores.keys import Buffer, ByteRange
 
-__all__ = [
-    "UNREAD",
-    "WRITE_TOKEN",
-    "Each",
-    "Make",
-    "Values",
-    "back_off",
-    "count_landing",
-    "inferred_landings",
-    "locked",
-    "one_by_one",
-    "swapped",
-]
-
 WRITE_TOKEN = "rectizarrwrite"
 """The user metadata (``x-amz-meta-rectizarrwrite`` on S3) that object stores keep with the value of a
 conditional write: a token of that write alone, by which a write whose answer was lost is told apart from
@@ -109,8 +95,7 @@ def locked(
     before: Callable[[], object] | None,
     unread: Collection[str],
 ) -> None:
-    """:meth:`Store.update` where writers lock: the keys' locks held, one batched read (of the keys not in
-    ``unread``), one ``make``, batched writes (a key of ``unread`` that ``make`` deletes is deleted
+    """:meth:`Store.update` where writers lock (a key of ``unread`` that ``make`` deletes is deleted
     whether or not it holds a value)."""
     with store.lock(keys):
         read = [k for k in keys if k not in unread]
@@ -135,9 +120,8 @@ def swapped(
     before: Callable[[], object] | None = None,
     unread: Collection[str] = (),
 ) -> None:
-    """:meth:`Store.update` as compare-and-swaps: rounds of versioned reads (of the version alone for the
-    keys of ``unread``: :meth:`Store.get_version`), ``make`` and conditional writes of the keys not yet
-    written, a random wait (:func:`back_off`) between rounds."""
+    """:meth:`Store.update` as compare-and-swaps: rounds of versioned reads, ``make`` and conditional
+    writes of the keys not yet written, a random wait (:func:`back_off`) between rounds."""
     each = each or one_by_one
     read_one = functools.partial(_read, store, unread)
     todo, retries = list(keys), tuning.current().conflict_retries

@@ -1,14 +1,12 @@
-"""What this process wrote of the documents that define nodes (``zarr.json``, Zarr v2's ``.zarray``,
-``.zattrs``, ``.zgroup`` and ``.zmetadata``), whichever handle or store object wrote them.
+"""What this process wrote of the metadata documents (:data:`~rectizarr.stores.limits.DOCUMENTS`),
+whichever handle or store object wrote them.
 
-On stores where a version costs a request (S3, GCS, Azure, HTTP), a handle keeps the document it read
-and does not ask again; but it should see what this process itself changed through another handle (an
-append through ``group["x"]`` rewrites ``x/zarr.json`` and the group's consolidated metadata: the next
-``group["x"]`` must show the new shape). :func:`mark` counts the writes of each document, by the name of
-the data (``store.lock_identity + key``, the same for every store object on it); :func:`token` is what a
-handle compares to know whether to read its document again. Deleting under a prefix, and forgetting the
-counts when there are very many, moves an epoch that every token includes: every handle then reads its
-document once more."""
+Where a version costs a request (S3, GCS, Azure, HTTP), a handle keeps the document it read, yet must
+see what this process changed through another handle (an append through ``group["x"]`` rewrites
+``x/zarr.json``: the next ``group["x"]`` shows the new shape). :func:`mark` counts the writes of each
+document by the name of the data (``store.lock_identity + key``); a handle compares :func:`token` to know
+whether to read its document again. Deleting under a prefix, or forgetting very many counts, moves an
+epoch that every token includes: every handle then reads its document once more."""
 
 from __future__ import annotations
 
@@ -16,8 +14,8 @@ import threading
 from collections.abc import Iterable
 
 from rectizarr._util import in_forked_child
+from rectizarr.stores.limits import is_document
 
-DOC_NAMES = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
 _MOST = 1 << 16  # documents counted before the counts are forgotten (and the epoch moves)
 
 _lock = threading.Lock()
@@ -31,14 +29,10 @@ def _relock() -> None:  # pragma: no cover - runs in forked children
     _lock = threading.Lock()
 
 
-def _is_doc(key: str) -> bool:
-    return key.endswith(DOC_NAMES) and key.rpartition("/")[2] in DOC_NAMES
-
-
 def mark(identity: str, keys: Iterable[str]) -> None:
     """Count a write (or deletion) of each document among ``keys`` of the store named ``identity``."""
     global _epoch
-    docs = [identity + k for k in keys if _is_doc(k)]
+    docs = [identity + k for k in keys if is_document(k)]
     if not docs:
         return
     with _lock:

@@ -44,19 +44,15 @@ def _relock() -> None:  # pragma: no cover - runs in forked children
     _writers_lock = threading.Lock()
 
 
+_DAMAGED = (OSError, zipfile.BadZipFile, NotImplementedError, EOFError)  # zipfile's errors for damaged data
+
+
 def _open(path: str, mode: Literal["r", "w", "a"]) -> zipfile.ZipFile:
     """``zipfile.ZipFile`` of ``path``; a damaged archive (a bad central directory, an unknown version, a
     name that is not UTF-8) is a StoreError naming it."""
     try:
         return zipfile.ZipFile(path, mode, compression=zipfile.ZIP_STORED, allowZip64=True)
-    except (
-        OSError,
-        zipfile.BadZipFile,
-        NotImplementedError,
-        UnicodeDecodeError,
-        EOFError,
-        ValueError,
-    ) as exc:
+    except (*_DAMAGED, UnicodeDecodeError, ValueError) as exc:
         raise StoreError(
             f"cannot open zip archive {path!r} in mode {mode!r}: {type(exc).__name__}: {exc}"
         ) from exc
@@ -66,17 +62,14 @@ class ZipStore(Store):
     """A store in one zip archive at ``path``; ``mode`` is ``"r"`` (read), ``"w"`` (new archive,
     truncating any existing file) or ``"a"`` (append to an archive, creating it if missing).
 
-    Values are stored uncompressed (``ZIP_STORED``; chunks are compressed by their codecs), so ranged
-    reads seek straight to the bytes. A zip archive cannot rewrite an entry in place: **setting a key
-    that already exists appends a newer entry with the same name, and readers (rectizarr, zipfile,
-    ``unzip``) use the newest one; the old bytes stay in the file, so an archive grows by the full size
-    of every rewritten value.** Deleted keys disappear at once for this store, and the archive is
-    rewritten without them (and without shadowed entries) when the store is closed or flushed.
-
-    :meth:`close` (or leaving the ``with`` block) writes the zip central directory; an archive that was
-    written but never closed is unreadable. Pickling a writable store first :meth:`flush`\\ es it; the
-    copy is read-only. A read-only view (:meth:`with_read_only`) never writes the archive, not even to
-    pickle: it pickles once the store that writes is flushed, else it raises :class:`StoreError`. All
+    Values are stored uncompressed (``ZIP_STORED``: chunks are compressed by their codecs), so ranged
+    reads seek straight to the bytes. **Setting a key that exists appends a newer entry of that name,
+    which readers (rectizarr, zipfile, ``unzip``) use; the old bytes stay: an archive grows by the full
+    size of every rewritten value.** Deleted keys disappear at once, and from the archive (with shadowed
+    entries) when the store is closed or flushed. :meth:`close` (or leaving the ``with`` block) writes
+    the central directory: an archive written but never closed is unreadable. Pickling a writable store
+    :meth:`flush`\\ es it; the copy is read-only. A read-only view (:meth:`with_read_only`) never writes
+    the archive: it pickles once the writing store is flushed, else raises :class:`StoreError`. All
     operations on one archive are serialised by a lock."""
 
     def __init__(
@@ -175,16 +168,7 @@ class ZipStore(Store):
                 if start:
                     f.seek(start)
                 return f.read(want)
-        except (
-            zipfile.BadZipFile,
-            OSError,
-            RuntimeError,
-            NotImplementedError,
-            EOFError,
-            zlib.error,
-            OverflowError,
-            MemoryError,
-        ) as exc:
+        except (*_DAMAGED, RuntimeError, zlib.error, OverflowError, MemoryError) as exc:
             raise StoreError(
                 f"cannot read key {key!r} from zip archive {self.path!r}: {type(exc).__name__}: {exc}"
             ) from exc
@@ -229,9 +213,7 @@ class ZipStore(Store):
 
     def _delete_prefix(self, prefix: str) -> None:
         with self._archive.lock:
-            gone = [k for k in self._keys() if k.startswith(prefix)]
-            self._archive.deleted.update(gone)
-            self._archive.dirty |= bool(gone)
+            self._delete_batch([k for k in self._keys() if k.startswith(prefix)])
 
     # ---- finalising ----------------------------------------------------------------------------------
 

@@ -307,9 +307,9 @@ class _Racing:
         self._race_before(requests)
         return super()._get_batch(requests)  # type: ignore[misc]
 
-    def _s3_get(self, requests: Any) -> Any:  # FsspecStore's S3 reads
+    def _gets(self, requests: Any) -> Any:  # FsspecStore's S3 reads
         self._race_before(requests)
-        return super()._s3_get(requests)  # type: ignore[misc]
+        return super()._gets(requests)  # type: ignore[misc]
 
     def get_transient(self, key: str, byte_range: Any = None, size_hint: Any = None) -> Any:
         if byte_range is not None and byte_range[0] >= 0:
