@@ -60,13 +60,9 @@ class MetadataError(RectizarrError, ValueError):
     def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
         self.path = path
         self.key = key
-        where = []
-        if key:
-            where.append(key)
-        if path:
-            where.append(path)
-        super().__init__(f"{': '.join(where)}: {message}" if where else message)
         self.message = message
+        where = ": ".join(w for w in (key, path) if w)
+        super().__init__(f"{where}: {message}" if where else message)
 
     def with_key(self, key: str) -> MetadataError:
         """The same error (same class, message and JSON path) naming the store key of the document."""
@@ -118,12 +114,8 @@ class CodecError(RectizarrError):
         self.message = message
         self.key = key
         self.codec = codec
-        where = []
-        if key:
-            where.append(f"chunk {key!r}")
-        if codec:
-            where.append(f"codec {codec!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        where = ", ".join(f"{what} {name!r}" for what, name in (("chunk", key), ("codec", codec)) if name)
+        super().__init__(f"{where}: {message}" if where else message)
 
     def with_key(self, key: str) -> CodecError:
         """The same error (same class, message and codec) naming the store key of the chunk."""

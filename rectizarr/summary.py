@@ -90,24 +90,13 @@ def info_text(a: Any, *, complete: bool = False) -> str:
         ("Shape", str(a.shape)),
         ("Chunk grid", a.grid.kind),
     ]
+    written = str(regular) if regular is not None else ", ".join(_compact(r) for r in a.write_chunk_runs)
     if a.is_sharded:
-        rows.append(
-            (
-                "Shard shape",
-                str(regular) if regular is not None else ", ".join(_compact(r) for r in a.write_chunk_runs),
-            )
-        )
+        rows.append(("Shard shape", written))
     if a.inner_chunk_shape is not None:
         rows.append(("Chunk shape", str(a.inner_chunk_shape)))
     elif not a.is_sharded:
-        rows.append(
-            (
-                "Chunk shape",
-                str(regular)
-                if regular is not None
-                else ", ".join(_compact(r) for r in a.write_chunk_runs) or "()",
-            )
-        )
+        rows.append(("Chunk shape", written or "()"))
     rows += [
         ("Dimensions", str(a.dimension_names) if a.dimension_names is not None else "-"),
         ("Read-only", str(a.read_only)),

@@ -48,6 +48,12 @@ def _as_bytes(data: bytes | memoryview) -> bytes | memoryview:
     return data if isinstance(data, bytes) else memoryview(data).cast("B")
 
 
+def _failed(exc: Exception, key: str | None, codec: str, verb: str = "decompress") -> CodecError:
+    """A codec library's decoding failure: a ChecksumError where it names a checksum."""
+    cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+    return cls(f"cannot {verb}: {exc}", key=key, codec=codec)
+
+
 class GzipCodec(BytesBytesCodec):
     """DEFLATE in gzip members (RFC 1952); several concatenated members decode as one stream."""
 
@@ -141,11 +147,7 @@ class ZstdCodec(BytesBytesCodec):
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
-            raise self._error(exc, key) from exc
-
-    def _error(self, exc: Exception, key: str | None) -> CodecError:
-        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-        return cls(f"cannot decompress: {exc}", key=key, codec=self.name)
+            raise _failed(exc, key, self.name) from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
         return _zstd_limited(data, key, limit, self.name, self.decode)
@@ -205,8 +207,7 @@ def _zstd_limited(
     try:
         counted = zstd.decoded_size(data, limit)  # decoding stops one byte past the limit
     except zstd.ZstdError as exc:
-        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-        raise cls(f"cannot decompress: {exc}", key=key, codec=name) from exc
+        raise _failed(exc, key, name) from exc
     if counted > limit:
         raise too_large(name, key, limit)
     out2 = decode(data, key)  # bounded now (it holds no more than was counted); reports truncation
@@ -402,8 +403,7 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         try:
             return _bytes(self.codec.decode(_as_bytes(data)))
         except Exception as exc:
-            cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-            raise cls(f"cannot decode: {exc}", key=key, codec=self.name) from exc
+            raise _failed(exc, key, self.name, "decode") from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
         match self._id:

@@ -65,21 +65,15 @@ class CodecPipeline:
         writers (1 MiB: 90 us each), and copy a contiguous chunk once more."""
         data: bytes | memoryview
         if (
-            not self.bytes_bytes
-            and chunk.dtype == spec.dtype
+            chunk.dtype == spec.dtype
             and chunk.size == spec.size
-            and self.is_raw(spec.dtype)
+            and (self.is_raw(spec.dtype) or self.can_decode_into(spec.dtype))
         ):
-            return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
-        if (
-            self.bytes_bytes
-            and self.can_decode_into(spec.dtype)
-            and chunk.dtype == spec.dtype
-            and chunk.size == spec.size
-        ):
-            # the compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
+            # a compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
             # is made contiguous by NumPy's copy, which lets other threads run (``tobytes`` holds the GIL)
             data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+            if not self.bytes_bytes:
+                return data
         else:
             data = self.array_bytes.encode(self.encode_array(chunk, spec), self.resolve(spec))
         for codec in self.bytes_bytes:
@@ -92,7 +86,7 @@ class CodecPipeline:
         try:
             if self.bytes_bytes:
                 for codec, limit in zip(
-                    reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True
+                    reversed(self.bytes_bytes), reversed(self._limits(spec)[:-1]), strict=True
                 ):
                     data = (
                         codec.decode(data, spec.key)
@@ -202,23 +196,18 @@ class CodecPipeline:
         return (*self.array_array, self.array_bytes, *self.bytes_bytes)
 
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
-        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (or None)."""
-        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
-        limits: list[int | None] = []
+        """The most bytes a valid chunk's encoding takes after the array -> bytes codec and after each
+        bytes -> bytes codec (what each one's decoding may yield), or None without a bound."""
+        limits = [self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)]
         for codec in self.bytes_bytes:
-            limits.append(size)
-            size = None if size is None else codec.decoded_bound(size)
+            size = limits[-1]
+            limits.append(None if size is None else codec.decoded_bound(size))
         return limits
 
     def stored_bound(self, spec: ChunkSpec) -> int | None:
         """The most bytes the stored value of a valid chunk of ``spec`` takes (what a store may refuse to
         read past), or None when there is no bound (variable-length data)."""
-        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
-        for codec in self.bytes_bytes:
-            if size is None:
-                return None
-            size = codec.decoded_bound(size)
-        return size
+        return self._limits(spec)[-1]
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))

@@ -19,6 +19,12 @@ def decoded(store: Store, path: str, data: bytes) -> NodeMeta | None:
     return commit.resolve(store, path, meta) if commit.MARK in meta.extra_fields else meta
 
 
+def inline(entries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Inline consolidated metadata holding ``entries`` (None: none), shallowest first, then by name."""
+    ordered = dict(sorted((entries or {}).items(), key=lambda kv: (kv[0].count("/"), kv[0])))
+    return {"kind": "inline", "must_understand": False, "metadata": ordered}
+
+
 def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> GroupMeta | None:
     """The group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with its
     descendants); None when ``meta`` does not consolidate."""
@@ -32,7 +38,7 @@ def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> Gro
         entry.pop(commit.MARK, None)
         if entry.get("node_type") == "group":
             entry.pop("consolidated_metadata", None)
-            entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+            entry["consolidated_metadata"] = inline()
         entries[rel] = entry
     updated = dict(meta.consolidated_metadata)
     updated["metadata"] = entries

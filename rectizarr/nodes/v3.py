@@ -25,14 +25,9 @@ from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
-from rectizarr.nodes.records import decoded, primary_for, publish, with_entry_meta
+from rectizarr.nodes.records import decoded, inline, primary_for, publish, with_entry_meta
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store
-
-
-def _empty(entries: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Inline consolidated metadata holding ``entries`` (None: none)."""
-    return {"kind": "inline", "must_understand": False, "metadata": {} if entries is None else entries}
 
 
 class _Marked(Exception):
@@ -245,7 +240,7 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
             continue
         doc = node_to_json(node)
         if doc.get("node_type") == "group":
-            doc["consolidated_metadata"] = _empty()
+            doc["consolidated_metadata"] = inline()
         entries[rel] = doc
     # A prefix without zarr.json is not a node: drop documents below one.
     entries = {
@@ -253,9 +248,8 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
         for rel, doc in entries.items()
         if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
     }
-    ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
     return GroupMeta(
-        attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=_empty(ordered)
+        attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=inline(entries)
     )
 
 

@@ -31,6 +31,7 @@ from rectizarr.core.dims import FixedDim
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, encode_node, node_to_json
 from rectizarr.groups import Group
+from rectizarr.nodes.records import inline
 from rectizarr.virtual.arrays import OUT_KEYS, Part, Planned, part_of, plan_array, stored_chunks
 from rectizarr.virtual.errors import ConcatError, SourceMismatchError, UnreferenceableError
 from rectizarr.virtual.refs import encode_target, load_refs, write_refs
@@ -249,16 +250,10 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
         entries: dict[str, Any] = {}
         for path, g in groups.items():
             if path:
-                doc = node_to_json(g)
-                doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
-                entries[path] = doc
+                entries[path] = {**node_to_json(g), "consolidated_metadata": inline()}
         for path, p in planned.items():
             entries[path] = node_to_json(p.meta)
-        ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
-        root = msgspec.structs.replace(
-            groups[""],
-            consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered},
-        )
+        root = msgspec.structs.replace(groups[""], consolidated_metadata=inline(entries))
         refs["zarr.json"] = _doc(root)
         for path, g in groups.items():
             if path:

@@ -29,10 +29,8 @@ class ConcatError(MetadataError):
         key: str | None = None,
     ) -> None:
         self.source, self.field = source, field
-        where = [
-            w for w in (f"source {source}" if source else None, f"field {field!r}" if field else None) if w
-        ]
-        super().__init__(f"{', '.join(where)}: {message}" if where else message, path=path, key=key)
+        where = ", ".join(w for w in (source and f"source {source}", field and f"field {field!r}") if w)
+        super().__init__(f"{where}: {message}" if where else message, path=path, key=key)
 
 
 class SourceMismatchError(ConcatError):
