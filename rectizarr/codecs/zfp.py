@@ -53,14 +53,6 @@ def expert_mode_bits(minbits: int, maxbits: int, maxprec: int, minexp: int) -> n
     return np.unpackbits(np.frombuffer(mode.to_bytes(8, "little"), dtype=np.uint8), bitorder="little")
 
 
-def _zfpy() -> Any:
-    try:
-        import zfpy  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return zfpy
-
-
 def _bits(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
 
@@ -69,11 +61,13 @@ class ZfpCodec(ArrayBytesCodec):
     name = "zfp"
 
     def __init__(self, mode: str, params: dict[str, Any], path: str) -> None:
-        self.zfpy = _zfpy()
-        if self.zfpy is None:
+        try:
+            import zfpy  # type: ignore[import-not-found]
+        except ImportError:
             raise UnsupportedError(
                 f"codec 'zfp' needs the zfpy package: pip install 'rectizarr[{ZFP_EXTRA}]'", path=path
-            )
+            ) from None
+        self.zfpy: Any = zfpy
         self.mode = mode
         self.kwargs: dict[str, Any] = {
             "fixed_rate": {"rate": params.get("rate")},
@@ -141,8 +135,7 @@ class ZfpCodec(ArrayBytesCodec):
                 wide -= 1 << (n - 1)
             return np.asarray(wide << (31 - n), dtype=np.int32)
         if name in _CLAMPED:
-            clamped: np.ndarray = np.minimum(chunk, np.iinfo(zdt).max).astype(zdt)
-            return clamped
+            return np.asarray(np.minimum(chunk, np.iinfo(zdt).max), dtype=zdt)
         return np.asarray(chunk, dtype=zdt)
 
     def _demote(self, values: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
@@ -153,13 +146,10 @@ class ZfpCodec(ArrayBytesCodec):
                 wide = np.clip(wide, -(1 << (n - 1)), (1 << (n - 1)) - 1)
             else:
                 wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
-            demoted: np.ndarray = wide.astype(dtype)
-            return demoted
+            return wide.astype(dtype)
         if name in _CLAMPED:
-            floor: np.ndarray = np.maximum(values, 0).astype(dtype)
-            return floor
-        out: np.ndarray = values.astype(dtype)
-        return out
+            return np.asarray(np.maximum(values, 0), dtype=dtype)
+        return values.astype(dtype)
 
     # ------------------------------------------------------------------------------------------- coding
 
