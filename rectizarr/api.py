@@ -138,18 +138,12 @@ def open_array(
     p = nodes.normalize_path(path)
     if create_kwargs and mode in ("r", "r+"):  # ("a" opens an existing array as it is, as zarr-python does)
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
+    given: dict[str, Any] = {"write_empty_chunks": write_empty_chunks, "workers": workers}
+    if zarr_format is not None:
+        given["zarr_format"] = zarr_format
 
     def new(overwrite: bool) -> Array:
-        return create_array(
-            s,
-            name=p,
-            overwrite=overwrite,
-            write_empty_chunks=write_empty_chunks,
-            workers=workers,
-            **fmt,
-            **create_kwargs,
-        )
+        return create_array(s, name=p, overwrite=overwrite, **given, **create_kwargs)
 
     def opened(meta: NodeMeta) -> Array:
         if not isinstance(meta, ArrayMeta):
@@ -203,11 +197,8 @@ def from_array(
         kwargs.setdefault("dimension_names", getattr(data.metadata, "dimension_names", None))
         kwargs.setdefault("attributes", dict(data.attrs))
     arr = np.asarray(data)
-    if chunks == "keep":
-        chunks = "auto"
-    if shards == "keep":
-        shards = None
     kwargs.setdefault("dtype", arr.dtype)
+    chunks, shards = ("auto" if chunks == "keep" else chunks), (None if shards == "keep" else shards)
     out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
     out[...] = arr
     return out

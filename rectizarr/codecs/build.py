@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, assert_never, cast
+from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 import numpy as np
@@ -37,6 +37,8 @@ from rectizarr.codecs.zfp import ZfpCodec
 from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
+
+T = TypeVar("T")
 
 
 def build_pipeline(
@@ -110,12 +112,13 @@ def _build_optional(
     return OptionalCodec(mask, data)
 
 
-def _configured(make: Callable[[], Codec], path: str, field: str) -> Codec:
-    """``make()``; its MetadataError is one at the configuration ``field`` of the codec at ``path``."""
+def _configured(make: Callable[[], T], path: str, *field: str) -> T:
+    """``make()``; its MetadataError is one (of its class) at the configuration (``field``) of the codec at
+    ``path``."""
     try:
         return make()
     except MetadataError as exc:
-        raise MetadataError(str(exc), path=json_path(path, "configuration", field)) from exc
+        raise type(exc)(str(exc), path=json_path(path, "configuration", *field)) from exc
 
 
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
@@ -127,25 +130,16 @@ def _with_path(exc: MetadataError, path: str) -> MetadataError:
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
     if meta.codec_id == "vlen-array":  # native: numcodecs' layout, decoding bounded
-        try:
-            return NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration))
-        except MetadataError as exc:
-            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+        return _configured(lambda: NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration)), path)
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size
         from rectizarr.codecs.stdlib import stdlib_codec  # (bz2 and lzma: imported when used)
 
-        try:
-            native = stdlib_codec(meta.codec_id, meta.configuration)
-        except MetadataError as exc:
-            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+        native = _configured(lambda: stdlib_codec(meta.codec_id, meta.configuration), path)
         if native is not None:
             return native
-    try:
-        obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
-    except MetadataError as exc:
-        raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+    obj = _configured(lambda: get_numcodec(meta.name, meta.codec_id, meta.configuration), path)
     match meta.kind:
         case "array_array":
             return NumcodecsArrayArray(meta.name, meta.codec_id, obj)

@@ -306,11 +306,9 @@ class BloscCodec(BytesBytesCodec):
         return self.decode(data, key)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        sizes_ok = (
-            len(data) >= 16
-            and int.from_bytes(bytes(data[12:16]), "little") == len(data)
-            and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes
-        )  # compressed, decoded sizes
+        # the header's compressed size (at 12) the value's, its decoded size (at 4) out's
+        whole = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data)
+        sizes_ok = whole and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes
         return sizes_ok and _decode_into(self._codec, data, out)
 
     def encode_many(self, rows: np.ndarray, threads: int) -> Frames:

@@ -59,18 +59,17 @@ class CodecPipeline:
         return chunk
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes | memoryview:
-        """The stored value of ``chunk``. A raw chunk (native ``bytes``, no compressor) is a byte view of
-        its C-contiguous copy, or of the chunk itself when it is C-contiguous already (the caller stores it
-        before it returns): ``tobytes`` would hold the GIL for the copy of a strided chunk, serialising the
-        writers (1 MiB: 90 us each), and copy a contiguous chunk once more."""
+        """The stored value of ``chunk``. Where ``bytes`` in native order is the whole array side, the chunk's
+        bytes are a view of it (of its C-contiguous copy if strided: NumPy's copy lets other threads run),
+        given to the one compressor or returned as they are (the caller stores them before it returns):
+        ``tobytes`` would hold the GIL for the copy of a strided chunk, serialising the writers (1 MiB: 90 us
+        each), and copy a contiguous chunk once more."""
         data: bytes | memoryview
         if (
             chunk.dtype == spec.dtype
             and chunk.size == spec.size
             and (self.is_raw(spec.dtype) or self.can_decode_into(spec.dtype))
         ):
-            # a compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
-            # is made contiguous by NumPy's copy, which lets other threads run (``tobytes`` holds the GIL)
             data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
             if not self.bytes_bytes:
                 return data

@@ -48,9 +48,7 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
 
 def _load(name: str) -> CodecFactory | None:
     ep = _entry_points().get(name)
-    if (
-        ep is None
-    ):  # installed since the group was listed? (core.codec_meta lists it afresh for unknown names)
+    if ep is None:  # installed since the group was listed? (core.codec_meta lists it again for new names)
         _entry_points.cache_clear()
         ep = _entry_points().get(name)
     if ep is None:

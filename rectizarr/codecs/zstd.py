@@ -93,9 +93,7 @@ def decode_many(
     n, width = len(segments), out.shape[1]
     t = tuning.current()
     threads = threads if n >= t.zstd_frames_per_thread * threads else 0  # threads are started per call
-    if (
-        not threads and width >= t.zstd_large_frame
-    ):  # each straight into its row: no copies of the decoded bytes
+    if not threads and width >= t.zstd_large_frame:  # each straight into its row: no copies of the output
         view = memoryview(buffer)
         return all(
             decode_into(view[start : start + size], out[row])

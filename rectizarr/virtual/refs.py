@@ -122,9 +122,10 @@ def load_refs(
     """The reference set stored at ``location`` (a JSON file, or a Parquet reference directory), normalized."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
+        from fsspec.core import url_to_fs
         from fsspec.implementations.reference import LazyReferenceMapper
 
-        fs, root = _fs(text, storage_options)
+        fs, root = url_to_fs(text, **dict(storage_options or {}))
         mapper = LazyReferenceMapper(root, fs=fs)
         return normalized({"version": 1, "refs": {k: mapper[k] for k in mapper}}, text)
     if "://" in text or "::" in text:
@@ -140,13 +141,6 @@ def load_refs(
     return normalized(doc, text)
 
 
-def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    return fs, root
-
-
 def write_refs(
     refs: Mapping[str, Any],
     location: str | os.PathLike[str],
@@ -158,6 +152,7 @@ def write_refs(
     layouts only, an :class:`~rectizarr.UnsupportedError` for Zarr v3 documents). Returns the location."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
+        from fsspec.core import url_to_fs
         from fsspec.implementations.reference import LazyReferenceMapper
 
         v3 = sorted(k for k in refs["refs"] if k == "zarr.json" or k.endswith("/zarr.json"))
@@ -167,7 +162,7 @@ def write_refs(
                 f"v2 .zarray, and this reference set holds Zarr v3 documents ({v3[0]}): write it "
                 "as JSON (.json)"
             )
-        fs, root = _fs(text, storage_options)
+        fs, root = url_to_fs(text, **dict(storage_options or {}))
         mapper = LazyReferenceMapper.create(root, fs=fs, record_size=record_size)
         for k, v in refs["refs"].items():
             mapper[k] = v.encode() if isinstance(v, str) and not v.startswith("base64:") else v

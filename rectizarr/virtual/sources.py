@@ -41,12 +41,11 @@ class Source:
 
     def stored(self, prefix: str) -> Iterator[str] | None:
         """The keys stored under ``prefix`` except documents (None: the store cannot list)."""
-        if self.refs is not None:
-            return (k for k in self.refs if k.startswith(prefix) and k.rsplit("/", 1)[-1] not in _META_NAMES)
         store = self.node.store
-        if store.capabilities.unlisted:
+        if self.refs is None and store.capabilities.unlisted:
             return None
-        return (k for k in store.list_prefix(prefix) if k.rsplit("/", 1)[-1] not in _META_NAMES)
+        keys = store.list_prefix(prefix) if self.refs is None else self.refs
+        return (k for k in keys if k.startswith(prefix) and k.rsplit("/", 1)[-1] not in _META_NAMES)
 
 
 def store_url(store: Store, name: str) -> str:
