@@ -289,10 +289,7 @@ def _clean_up(
 ) -> None:
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
     for path in members:
-        if news.get(path) is None:
-            _remove_gone(store, path, ident)
-            continue
-        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+        _unmark(store, path, ident, gone=news.get(path) is None)
     store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
 
@@ -312,10 +309,14 @@ def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> b
     return _stamped(store, meta, add=ident)
 
 
-def _remove_gone(store: Store, path: str, ident: str) -> None:
-    """A committed deletion: the node's other keys, then its document if it still holds the marker."""
-    store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
-    store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
+def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
+    """A member's marker of the committed update ``ident`` dropped; a committed deletion (``gone``): the
+    node's other keys removed, then its document if it still holds the marker."""
+    if gone:
+        store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
+        store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
+    else:
+        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
 
 
 def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
@@ -356,12 +357,8 @@ def _finish(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
             continue
         data = store.get(_key(path))
         mark = mark_of(None if data is None else decode_node(data, _key(path)))
-        if mark is None or mark.get("id") != ident:
-            continue
-        if mark.get("gone"):
-            _remove_gone(store, path, ident)
-        else:
-            store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+        if mark is not None and mark.get("id") == ident:
+            _unmark(store, path, ident, gone=bool(mark.get("gone")))
     store.set_if(_key(primary), _stamped(store, meta, add=ident), version)
 
 

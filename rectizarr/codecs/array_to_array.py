@@ -87,9 +87,6 @@ class NumcodecsArrayArray(ArrayArrayCodec):
                     path=json_path(path, field),
                 )
 
-    def _flat_size(self, n: int) -> int:
-        return -(-n // 8) + 1
-
     def _encoded_dtype(self, spec: ChunkSpec) -> tuple[np.dtype, np.ndarray]:
         """The encoded dtype (learnt once per input dtype, by encoding one element) and the encoded
         representation's fill value: the array's, cast to that dtype, as zarr-python's ``numcodecs.*``
@@ -119,7 +116,9 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         return dtype, fill
 
     def _shape(self, shape: Shape) -> Shape:
-        return (self._flat_size(prod(shape)),) if self.codec_id == "packbits" else shape
+        return (
+            (-(-prod(shape) // 8) + 1,) if self.codec_id == "packbits" else shape
+        )  # a byte saying the padding
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         dtype, fill = self._encoded_dtype(spec)

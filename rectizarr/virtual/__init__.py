@@ -98,9 +98,8 @@ def build(
         open_source(s, i, storage_options=storage_options, ref_options=ref_options)
         for i, s in enumerate(sources)
     ]
-    kinds = {isinstance(s.node, Array) for s in opened}
-    if len(kinds) > 1:
-        odd = next(s for s in opened if isinstance(s.node, Array) != isinstance(opened[0].node, Array))
+    odd = next((s for s in opened if isinstance(s.node, Array) != isinstance(opened[0].node, Array)), None)
+    if odd is not None:
         raise SourceMismatchError("sources mix arrays and groups", source=odd.name, field="node_type")
     if isinstance(opened[0].node, Array):
         parts = [part_of(s, s.node) for s in opened if isinstance(s.node, Array)]
@@ -152,13 +151,9 @@ def _axis_of(part: Part, axis: int | str) -> int:
 
 
 def _members(s: Source) -> tuple[dict[str, Array], dict[str, Group]]:
-    arrays, groups = {}, {}
-    for path, child in cast(Group, s.node).members(max_depth=None):  # (build() checked the kinds)
-        if isinstance(child, Array):
-            arrays[path] = child
-        else:
-            groups[path] = child
-    return arrays, groups
+    members = list(cast(Group, s.node).members(max_depth=None))  # (build() checked the kinds)
+    arrays = {path: child for path, child in members if isinstance(child, Array)}
+    return arrays, {path: child for path, child in members if not isinstance(child, Array)}
 
 
 def _plan_groups(
@@ -187,10 +182,8 @@ def _plan_groups(
         else:
             _same(parts, path, identical_bytes)
             planned[path] = _copied(parts[0], path)
-    root = opened[0].node
-    groups = {"": GroupMeta(attributes=dict(root.metadata.attributes))}
-    for path, g in first_groups.items():
-        groups[path] = GroupMeta(attributes=dict(g.metadata.attributes))
+    found = {"": opened[0].node, **first_groups}
+    groups = {path: GroupMeta(attributes=dict(g.metadata.attributes)) for path, g in found.items()}
     return planned, groups, tuple(joined)
 
 
