@@ -115,9 +115,7 @@ def resolve(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
         again_mark = mark_of(again)
         if again_mark is not None and again_mark.get("id") == mark["id"]:  # never committed
             before = mark.get("before")
-            if not isinstance(before, dict):
-                return None
-            return node_from_json(before, _key(path))
+            return node_from_json(before, _key(path)) if isinstance(before, dict) else None
         meta = again
     raise ConflictError(
         f"{_key(path)!r}: changed by other writers during each of {_MAX_ROUNDS} reads; try again"

@@ -187,6 +187,4 @@ def load(
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     check_zarr_format(zarr_format, optional=True)
     node = open_node(store, path=path, mode="r", storage_options=storage_options, zarr_format=zarr_format)
-    if isinstance(node, Array):
-        return node[...]
-    return {name: a[...] for name, a in node.arrays()}
+    return node[...] if isinstance(node, Array) else {name: a[...] for name, a in node.arrays()}

@@ -123,9 +123,7 @@ def _configured(make: Callable[[], T], path: str, *field: str) -> T:
 
 def _with_path(exc: MetadataError, path: str) -> MetadataError:
     """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
-    if exc.path is not None:
-        return exc
-    return type(exc)(str(exc), path=path, key=exc.key)
+    return exc if exc.path is not None else type(exc)(str(exc), path=path, key=exc.key)
 
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:

@@ -78,9 +78,7 @@ class PackbitsCodec(ArrayBytesCodec):
 
     def _components(self, dtype: np.dtype, ncomp: int, nbits: int) -> np.dtype:
         """The unsigned little-endian integer dtype holding one component's bits."""
-        if nbits < 8:
-            return np.dtype("u1")
-        return np.dtype(f"<u{dtype.itemsize // ncomp}")
+        return np.dtype("u1") if nbits < 8 else np.dtype(f"<u{dtype.itemsize // ncomp}")
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         ncomp, nbits, first, kept, _ = self._layout(spec.dtype)

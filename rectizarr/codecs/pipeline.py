@@ -134,11 +134,9 @@ class CodecPipeline:
         the compressor may stop there, leaving the rest of ``out`` unspecified."""
         if not self.can_decode_into(spec.dtype):
             return False
-        flat = out.reshape(-1).view(np.uint8)
-        codec = self.bytes_bytes[0]
-        if nbytes < flat.size and codec.decode_prefix(data, flat, nbytes):
-            return True
-        return codec.decode_into(data, flat)
+        flat, codec = out.reshape(-1).view(np.uint8), self.bytes_bytes[0]
+        prefix = nbytes < flat.size and codec.decode_prefix(data, flat, nbytes)
+        return prefix or codec.decode_into(data, flat)
 
     def decode_many(
         self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray, threads: int = 1

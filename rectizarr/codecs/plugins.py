@@ -51,9 +51,7 @@ def _load(name: str) -> CodecFactory | None:
     if ep is None:  # installed since the group was listed? (core.codec_meta lists it again for new names)
         _entry_points.cache_clear()
         ep = _entry_points().get(name)
-    if ep is None:
-        return None
-    return _load_entry_point(ep)
+    return None if ep is None else _load_entry_point(ep)
 
 
 @functools.cache

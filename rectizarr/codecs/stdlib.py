@@ -90,9 +90,7 @@ def _codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
         level, module = int(config.get("level", 1)), zlib if codec_id == "zlib" else bz2
         make: Callable[[], Any] = zlib.decompressobj if codec_id == "zlib" else bz2.BZ2Decompressor
         return StdlibCodec(f"numcodecs.{codec_id}", lambda b: module.compress(b, level), lambda _: make())
-    if codec_id == "lzma" and keys <= {"format", "check", "preset", "filters"}:
-        return _lzma(config)
-    return None
+    return _lzma(config) if codec_id == "lzma" and keys <= {"format", "check", "preset", "filters"} else None
 
 
 def lzma_limited(

@@ -147,9 +147,7 @@ class ZfpCodec(ArrayBytesCodec):
             else:
                 wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
             return wide.astype(dtype)
-        if name in _CLAMPED:
-            return np.asarray(np.maximum(values, 0), dtype=dtype)
-        return values.astype(dtype)
+        return np.asarray(np.maximum(values, 0), dtype=dtype) if name in _CLAMPED else values.astype(dtype)
 
     # ------------------------------------------------------------------------------------------- coding
 

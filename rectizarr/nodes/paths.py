@@ -123,10 +123,6 @@ class AncestorDocs:
             self._docs[path] = self.store.get(meta_key(path))
         return self._docs[path]
 
-    def set(self, path: str, data: bytes) -> None:
-        self.store.set(meta_key(path), data)
-        self._docs[path] = data
-
     def forget(self, path: str, written: bytes | None = None) -> None:
         """``path``'s document is what was ``written`` there, or (None: made by someone else meanwhile) is
         read again when next asked."""

@@ -66,9 +66,7 @@ def primary_for(store: Store, path: str, docs: AncestorDocs | None = None) -> st
     """The group whose document commits a change of the v3 node at ``path`` (:func:`commit.update`):
     its topmost consolidating ancestor; None where there is none (a plain compare-and-swap of the node's
     own document)."""
-    if not path:
-        return None
-    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
+    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get) if path else None
 
 
 def publish(

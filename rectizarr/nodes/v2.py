@@ -121,8 +121,9 @@ class V2Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`: the entry is the node's documents as stored when ``.zmetadata`` is rewritten (read after it, at each try),
-        not ``meta``: another client's later change of them may have reached ``.zmetadata`` first."""
+        """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`; the entry is the node's
+        documents as read after ``.zmetadata`` at each try, not ``meta``: another client's later change of
+        them may have reached ``.zmetadata`` first."""
         for group in (*parent_paths(path), path):
             key, rel = self.consolidated_key(group), relative(path, group)
 
@@ -237,9 +238,7 @@ def _from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
     )
     if zarray is not None:
         return v2meta.decode_v2_array(zarray, zattrs, keys[0])
-    if zgroup is not None:
-        return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1])
-    return None
+    return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1]) if zgroup is not None else None
 
 
 V2 = V2Format()
