@@ -313,8 +313,7 @@ class ShardingCodec(ArrayBytesCodec):
 
     def index_nbytes(self, shard_shape: Shape) -> int:
         size = self.index_codecs.encoded_size(self._index_spec(self.chunks_per_shard(shard_shape), None))
-        if size is None:  # pragma: no cover - excluded at construction
-            raise MetadataError("index_codecs have no fixed encoded size")
+        assert size is not None  # (index_codecs without a fixed size are refused at construction)
         return size
 
     def index_byte_range(self, shard_shape: Shape) -> tuple[int, int | None]:
