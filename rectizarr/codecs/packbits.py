@@ -22,16 +22,7 @@ from rectizarr.core.dtype import INTEGER_NAMES, data_type_from_numpy
 from rectizarr.errors import MetadataError
 
 # bits per component of the data types narrower than a byte (held one per byte, in its low bits)
-_SUB_BYTE = {
-    "bool": 1,
-    "int2": 2,
-    "uint2": 2,
-    "int4": 4,
-    "uint4": 4,
-    "float4_e2m1fn": 4,
-    "float6_e2m3fn": 6,
-    "float6_e3m2fn": 6,
-}
+_SUB_BYTE = dict(bool=1, int2=2, uint2=2, int4=4, uint4=4, float4_e2m1fn=4, float6_e2m3fn=6, float6_e3m2fn=6)
 _SIGNED = frozenset({"int2", "int4", "int8", "int16", "int32", "int64"})
 _WHOLE = INTEGER_NAMES | {"float16", "float32", "float64", "bfloat16", "complex64", "complex128"}
 

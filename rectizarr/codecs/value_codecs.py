@@ -28,9 +28,6 @@ _CAST_SPEC_TYPES = INTEGER_NAMES | set(ML_INTS) | (set(FLOAT_SPECS) - {"float8_e
 _CAST_BACKEND_TYPES = INTEGER_NAMES | {"float16", "float32", "float64"}  # those the backend converts
 
 
-# ------------------------------------------------------------------------------------------ scale_offset
-
-
 class ScaleOffsetCodec(ArrayArrayCodec):
     """``scale_offset`` for one input dtype (integer or floating point); shape and dtype are kept."""
 
@@ -103,9 +100,6 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             off, scale = int(self.offset), int(self.scale)
             self._check_range(chunk, spec.key, lambda x: x // scale + off, f"x / {scale} + {off}")
             return np.asarray(chunk // self.scale + self.offset, dtype=self.dtype)
-
-
-# -------------------------------------------------------------------------------------------- cast_value
 
 
 class CastValueCodec(ArrayArrayCodec):

@@ -69,13 +69,8 @@ class ZfpCodec(ArrayBytesCodec):
             ) from None
         self.zfpy: Any = zfpy
         self.mode = mode
-        self.kwargs: dict[str, Any] = {
-            "fixed_rate": {"rate": params.get("rate")},
-            "fixed_precision": {"precision": params.get("precision")},
-            "fixed_accuracy": {"tolerance": params.get("tolerance")},
-            "reversible": {},
-            "expert": {},
-        }[mode]
+        arg = {"fixed_rate": "rate", "fixed_precision": "precision", "fixed_accuracy": "tolerance"}.get(mode)
+        self.kwargs: dict[str, Any] = {} if arg is None else {arg: params.get(arg)}  # zfpy's, for mode
         if mode == "expert" and not (params["minbits"] <= params["maxbits"] and 1 <= params["maxprec"] <= 64):
             raise MetadataError(
                 f"zfp expert mode needs minbits <= maxbits and maxprec in [1, 64], got {params}",
@@ -88,8 +83,6 @@ class ZfpCodec(ArrayBytesCodec):
         )
         self.maxbits = int(params["maxbits"]) if mode == "expert" else 0
         self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
-
-    # --------------------------------------------------------------------------------- types and shapes
 
     def _zfp_dtype(self, dtype: np.dtype) -> tuple[str, np.dtype]:
         name = data_type_from_numpy(dtype).name if dtype.kind != "O" else "object"
@@ -125,8 +118,6 @@ class ZfpCodec(ArrayBytesCodec):
         blocks = int(np.prod([-(-n // 4) for n in self._field(spec.shape)]))
         return max(2 * spec.size * zdt.itemsize, -(-blocks * min(self.maxbits, _LONG + 1) // 8)) + 4096
 
-    # --------------------------------------------------------------------------------------- promotion
-
     def _promote(self, chunk: np.ndarray, name: str, zdt: np.dtype) -> np.ndarray:
         if name in _PROMOTED_INT:
             n, signed = _PROMOTED_INT[name]
@@ -148,8 +139,6 @@ class ZfpCodec(ArrayBytesCodec):
                 wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
             return wide.astype(dtype)
         return np.asarray(np.maximum(values, 0), dtype=dtype) if name in _CLAMPED else values.astype(dtype)
-
-    # ------------------------------------------------------------------------------------------- coding
 
     def _kwargs(self, ndim: int) -> dict[str, Any]:
         """zfpy's arguments for a field of ``ndim`` dimensions. zarrs sets a fixed rate as for a 3-d field

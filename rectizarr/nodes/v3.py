@@ -116,10 +116,9 @@ class V3Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Each consolidating ancestor's document rewritten with :meth:`Store.swap` (re-read and re-applied
-        on conflict). The entry is the node's document as stored when the ancestor is rewritten (read after
-        the ancestor), not ``meta``: of two clients changing the node at once, the one whose refresh lands
-        last may hold the older document, and would put it back."""
+        """Each consolidating ancestor's document rewritten with :meth:`Store.swap`; the entry is the node's
+        document as read after the ancestor's, not ``meta``: of two clients changing the node at once, the
+        one whose refresh lands last may hold the older document, and would put it back."""
         docs = docs or AncestorDocs(store)
         for parent in parent_paths(path):
             seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
@@ -205,8 +204,8 @@ class V3Format(DocFormat):
 
 
 def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
-    """Rewrite the consolidating group at ``parent`` with ``path``'s entry as its document is stored now
-    (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
+    """The consolidating group at ``parent`` rewritten with ``path``'s entry as stored now (:meth:`Store.swap`);
+    the group's document as written (None: the group is gone)."""
     key, rel = meta_key(parent), relative(path, parent)
     made: list[bytes | None] = [None]
 

@@ -147,9 +147,6 @@ def _axis_of(part: Part, axis: int | str) -> int:
     return axis
 
 
-# ----------------------------------------------------------------------------------------------- groups
-
-
 def _members(s: Source) -> tuple[dict[str, Array], dict[str, Group]]:
     members = list(cast(Group, s.node).members(max_depth=None))  # (build() checked the kinds)
     arrays = {path: child for path, child in members if isinstance(child, Array)}
@@ -228,9 +225,6 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
     if a.dtype.hasobject or b.dtype.hasobject:
         return bool(a.shape == b.shape and a.tolist() == b.tolist())
     return a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
-
-
-# --------------------------------------------------------------------------------------------- assemble
 
 
 def _doc(meta: ArrayMeta | GroupMeta) -> str:
