@@ -59,19 +59,17 @@ def create_array(
     order: str | None = None,
 ) -> Array:
     """Create an array and return it.
-
-    ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
-    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape (``shards="auto"``: whole
-    inner chunks doubled along the axis with the fewest until a shard holds about 64 MiB, or the array). Defaults: little-endian
-    ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
-    (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
+     ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
+    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape (``shards="auto"``: whole inner
+    chunks doubled along the axis with the fewest until a shard holds about 64 MiB, or the array). Defaults:
+    little-endian ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped
+    dicts (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``. ``data`` (as in
-    zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
+        zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
 
-    ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
-    compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
-    ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids.
-    """
+        ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
+        compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
+        ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids."""
     if data is not None:
         if shape is not None or dtype is not None:
             raise MetadataError("give either data= or shape= and dtype=, not both (the data sets them)")
@@ -171,8 +169,7 @@ def from_array(
 
     ``chunks="keep"`` keeps a rectizarr source's chunking (its storage and inner chunk sizes, rectilinear
     included), a zarr-python array's chunks, shards, fill value, dimension names and attributes, and, for
-    other data, chooses regular chunks of about 1 MiB.
-    """
+    other data, chooses regular chunks of about 1 MiB."""
     if isinstance(data, Array):
         src = data
         sharded = src.is_sharded

@@ -18,8 +18,7 @@ committed (the content before). (A committed update's record stays until its mar
 writer finishing another's update drops the markers before the record.) Every writer first finishes an
 update it finds committed (clean-up) and writes over an uncommitted one from the content before. Both
 fields are extension fields with ``"must_understand": false``: zarr-python reads such documents (it sees
-the new content).
-"""
+the new content)."""
 
 from __future__ import annotations
 

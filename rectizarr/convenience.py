@@ -2,8 +2,7 @@
 their ``*_like`` forms, ``array``, ``group``, ``open_consolidated``, ``save`` and ``load``.
 
 Where zarr-python takes a store keyword (``store=None``: a new in-memory store) and a ``path``, so do
-these; every other keyword goes to :func:`rectizarr.create_array`.
-"""
+these; every other keyword goes to :func:`rectizarr.create_array`."""
 
 from __future__ import annotations
 

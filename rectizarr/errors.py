@@ -20,8 +20,7 @@ keep working::
      +- SelectionError(RectizarrError, IndexError)
          +- SelectionValueError(SelectionError, ValueError)   what NumPy refuses with ValueError (step 0)
 
-A missing chunk is never an error: it reads as the fill value.
-"""
+A missing chunk is never an error: it reads as the fill value."""
 
 from __future__ import annotations
 

@@ -8,9 +8,8 @@
 >>> xr.open_dataset("out.zarr", engine="rectizarr")
 
 Importing this module registers the accessors (``xarray.register_dataset_accessor``,
-``register_dataarray_accessor`` and ``register_datatree_accessor``); the functions :func:`to_rectizarr` / :func:`to_rectizarr_tree` need no
-registration.
-"""
+``register_dataarray_accessor`` and ``register_datatree_accessor``); the functions :func:`to_rectizarr` /
+:func:`to_rectizarr_tree` need no registration."""
 
 from __future__ import annotations
 

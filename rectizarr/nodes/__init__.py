@@ -8,8 +8,7 @@
 * Every metadata write or node deletion made through rectizarr refreshes the consolidated metadata held
   by any ancestor group, so our own writes never leave a stale listing behind; a change below a
   consolidating group is published with its consolidated copies as one update (:mod:`.records`).
-* Handles track their documents' versions (:mod:`.versions`).
-"""
+* Handles track their documents' versions (:mod:`.versions`)."""
 
 from __future__ import annotations
 

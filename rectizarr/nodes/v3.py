@@ -204,8 +204,8 @@ class V3Format(DocFormat):
 
 
 def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
-    """The consolidating group at ``parent`` rewritten with ``path``'s entry as stored now (:meth:`Store.swap`);
-    the group's document as written (None: the group is gone)."""
+    """The consolidating group at ``parent`` rewritten with ``path``'s entry as stored now
+    (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
     key, rel = meta_key(parent), relative(path, parent)
     made: list[bytes | None] = [None]
 

@@ -7,14 +7,14 @@ into the sources' files (an inner chunk of a shard is a byte range of its shard)
 ``rectizarr.open_array("reference://", mode="r", storage_options={"fo": refs})`` or zarr-python (with
 ``zarr.config.set({"array.rectilinear_chunks": True})``).
 
-Planning reads metadata only: each source's documents, one listing per unsharded source (a reference
-set lists itself; a store that cannot list, HTTP, gets a one-byte read of each chunk: a reference to a
-missing file is an error in fsspec, not a fill value), and each sharded source's shard indexes. Nothing is written before every source has been checked. The one exception to "no
-chunk bytes": a source whose extent along the axis is not a multiple of its chunk size stores its last
-chunk at the full chunk size, while the result's edge there is shorter; such a chunk is re-encoded at
-its true size into ``side_store`` (raw ``bytes``-only chunks are referenced as a byte prefix instead).
-The last chunk of the result keeps its stored size (a rectilinear grid may overhang the extent).
-"""
+Planning reads metadata only: each source's documents, one listing per unsharded source (a reference set lists
+itself; a store that cannot list, HTTP, gets a one-byte read of each chunk: a reference to a missing file is
+an error in fsspec, not a fill value), and each sharded source's shard indexes. Nothing is written before
+every source has been checked. The one exception to "no chunk bytes": a source whose extent along the axis is
+not a multiple of its chunk size stores its last chunk at the full chunk size, while the result's edge there
+is shorter; such a chunk is re-encoded at its true size into ``side_store`` (raw ``bytes``-only chunks are
+referenced as a byte prefix instead). The last chunk of the result keeps its stored size (a rectilinear grid
+may overhang the extent)."""
 
 from __future__ import annotations
 
@@ -90,8 +90,7 @@ def build(
     is referenced from the first. ``side_store``: where rewritten edge chunks go (a path or URL; ``"inline"``
     embeds them in the reference set; None refuses when one is needed). ``storage_options`` open source
     paths and URLs, ``ref_options`` the reference filesystem of reference-set sources, ``side_options``
-    the side store.
-    """
+    the side store."""
     if not sources:
         raise ConcatError("no sources to concatenate", field="sources")
     opened = [

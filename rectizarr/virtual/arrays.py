@@ -5,8 +5,7 @@ Only the last chunk of a source along the axis can be shorter than its edge (the
 not a multiple of its chunk size). It keeps its declared edge when it is the last chunk of the result
 (a rectilinear grid may overhang the extent); elsewhere the result's edge is its true length and it
 is an :class:`EdgeChunk`: a byte prefix of the stored chunk when the chain is ``bytes`` alone and the
-axis is the outermost one the chunk spans, else rewritten at its true size (see ``rewrite``).
-"""
+axis is the outermost one the chunk spans, else rewritten at its true size (see ``rewrite``)."""
 
 from __future__ import annotations
 

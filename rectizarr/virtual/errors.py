@@ -6,8 +6,7 @@ Each names the source (its position and what it was given as) and the metadata f
      +- SourceMismatchError(ConcatError)       data_type, codecs, fill_value, shape or chunk_grid differ
      +- UnreferenceableError(ConcatError)      a chunk that no reference can point to (a store without a
                                                URL, bytes compressed as a whole shard, a chunk key that
-                                               does not map, rewritten edge chunks but no side store)
-"""
+                                               does not map, rewritten edge chunks but no side store)"""
 
 from __future__ import annotations
 

@@ -6,8 +6,7 @@ prefixed when binary) or a target ``[url]`` (the whole file) / ``[url, offset, l
 must be a key of its own to be re-referenced. Parquet reference sets (a directory of ``.parq`` files)
 are read through fsspec's ``LazyReferenceMapper`` (it needs pandas and fastparquet); they can be written
 only for Zarr v2 layouts (fsspec places each chunk key by its ``.zarray``), so the Zarr v3 reference sets
-of :func:`rectizarr.virtual.concat` are written as JSON.
-"""
+of :func:`rectizarr.virtual.concat` are written as JSON."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Rewriting edge chunks at their true size into a side store (or inline into the reference set).
 
 A rewritten chunk is named by a hash of its bytes (``edges/<sha256>``): writing it again (an append that
-rebuilds the references) changes nothing, and two results never overwrite each other's chunks.
-"""
+rebuilds the references) changes nothing, and two results never overwrite each other's chunks."""
 
 from __future__ import annotations
 
