@@ -42,10 +42,6 @@ class StoredBytes(int):
         return int(self)
 
 
-def _specs(metas: tuple[CodecMeta, ...]) -> list[CodecSpec]:
-    return [CodecSpec(d["name"], d.get("configuration", {})) for d in codecs_to_json(metas)]
-
-
 def codec_roles(
     metas: tuple[CodecMeta, ...], pipeline: Any
 ) -> tuple[tuple[CodecSpec, ...], CodecSpec, tuple[CodecSpec, ...]]:
@@ -55,7 +51,7 @@ def codec_roles(
     serializer = metas[n]
     if isinstance(serializer, ShardingMeta):
         return codec_roles(serializer.codecs, pipeline.array_bytes.codecs)
-    specs = _specs(metas)
+    specs = [CodecSpec(d["name"], d.get("configuration", {})) for d in codecs_to_json(metas)]
     return tuple(specs[:n]), specs[n], tuple(specs[n + 1 :])
 
 

@@ -171,16 +171,12 @@ class CodecPipeline:
         n = chunks.shape[0]
         if not n:
             return Frames.of([])
-        if self.is_raw(spec.dtype):
-            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
-            return Frames(
-                rows.reshape(-1).data,
-                np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes),
-                np.full(n, spec.nbytes, dtype=np.uint64),
-            )
-        if self.can_decode_into(spec.dtype):  # bytes in native order, then one compressor
-            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
-            return self.bytes_bytes[0].encode_many(rows, threads)
+        if self.is_raw(spec.dtype) or self.can_decode_into(spec.dtype):
+            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)  # bytes in native order
+            if self.bytes_bytes:  # then one compressor
+                return self.bytes_bytes[0].encode_many(rows, threads)
+            offsets = np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes)
+            return Frames(rows.reshape(-1).data, offsets, np.full(n, spec.nbytes, dtype=np.uint64))
         return Frames.of([self.encode(chunks[i, ...], spec) for i in range(n)])  # 0-d chunks: arrays too
 
     def encode_cannot_fail(self, dtype: np.dtype) -> bool:
