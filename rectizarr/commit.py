@@ -66,9 +66,7 @@ def stripped(meta: NodeMeta) -> NodeMeta:
 
 
 def _with(meta: NodeMeta, mark: dict[str, Any]) -> bytes:
-    doc = node_to_json(stripped(meta))
-    doc[MARK] = {"must_understand": False, **mark}
-    return encode_json(doc)
+    return encode_json({**node_to_json(stripped(meta)), MARK: {"must_understand": False, **mark}})
 
 
 def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None, **extra: Any) -> bytes:
@@ -111,8 +109,7 @@ def resolve(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
         if record is not None and record.get("id") == mark["id"] and "members" in record:
             return None if mark.get("gone") else stripped(meta)
         again = read_raw(store, path)
-        again_mark = mark_of(again)
-        if again_mark is not None and again_mark.get("id") == mark["id"]:  # never committed
+        if (mark_of(again) or {}).get("id") == mark["id"]:  # the same marker: never committed
             before = mark.get("before")
             return node_from_json(before, _key(path)) if isinstance(before, dict) else None
         meta = again
@@ -388,10 +385,8 @@ def _json(store: Store, key: str) -> Any:
     import json
 
     data = store.get(key)
-    if data is None:
-        return None
     try:
-        return json.loads(data)
+        return None if data is None else json.loads(data)
     except ValueError:
         return None
 

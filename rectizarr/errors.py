@@ -54,9 +54,7 @@ class MetadataError(RectizarrError, ValueError):
     offending value (``$.codecs[1].configuration.level``), ``key`` the store key of the document, if known."""
 
     def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
-        self.path = path
-        self.key = key
-        self.message = message
+        self.path, self.key, self.message = path, key, message
         where = ": ".join(w for w in (key, path) if w)
         super().__init__(f"{where}: {message}" if where else message)
 
@@ -101,9 +99,7 @@ class CodecError(RectizarrError):
     """A chunk or shard could not be decoded or encoded; the message names the store key and codec."""
 
     def __init__(self, message: str, *, key: str | None = None, codec: str | None = None) -> None:
-        self.message = message
-        self.key = key
-        self.codec = codec
+        self.message, self.key, self.codec = message, key, codec
         where = ", ".join(f"{what} {name!r}" for what, name in (("chunk", key), ("codec", codec)) if name)
         super().__init__(f"{where}: {message}" if where else message)
 

@@ -59,9 +59,7 @@ class NumcodecsArrayArray(ArrayArrayCodec):
     ``ceil(n / 8) + 1`` bytes (a leading byte records the padding)."""
 
     def __init__(self, name: str, codec_id: str, codec: Any) -> None:
-        self.name = name
-        self.codec_id = codec_id
-        self.codec = codec
+        self.name, self.codec_id, self.codec = name, codec_id, codec
         self._dtypes: dict[np.dtype, np.dtype] = {}
         self._fills: dict[tuple[np.dtype, np.dtype, bytes], np.ndarray] = {}
 

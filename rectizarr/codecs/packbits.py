@@ -34,9 +34,7 @@ class PackbitsCodec(ArrayBytesCodec):
     def __init__(self, padding_encoding: str, first_bit: int | None, last_bit: int | None) -> None:
         if first_bit is not None and last_bit is not None and last_bit < first_bit:
             raise MetadataError(f"last_bit {last_bit} is below first_bit {first_bit}")
-        self.padding_encoding = padding_encoding
-        self.first_bit = first_bit
-        self.last_bit = last_bit
+        self.padding_encoding, self.first_bit, self.last_bit = padding_encoding, first_bit, last_bit
 
     def _layout(self, dtype: np.dtype) -> tuple[int, int, int, int, bool]:
         """(components per element, bits per component, first bit, bits kept, signed) for ``dtype``."""

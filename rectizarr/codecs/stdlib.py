@@ -33,9 +33,7 @@ class StdlibCodec(BytesBytesCodec):
     def __init__(
         self, name: str, compress: Callable[[bytes], bytes], decompressor: Callable[[int | None], Any]
     ) -> None:
-        self.name = name
-        self._compress = compress
-        self._decompressor = decompressor
+        self.name, self._compress, self._decompressor = name, compress, decompressor
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return self._compress(bytes(data))

@@ -72,8 +72,7 @@ class NumcodecsVlenArrayCodec(ArrayBytesCodec):
         items = [self._item(x, spec.key) for x in np.asarray(chunk, dtype=object).reshape(-1)]
         parts = [_U32.pack(len(items))]
         for raw in items:
-            parts.append(_U32.pack(len(raw)))
-            parts.append(raw)
+            parts += (_U32.pack(len(raw)), raw)
         return b"".join(parts)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
