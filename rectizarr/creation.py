@@ -118,10 +118,8 @@ def default_serializer(dtype: DataType) -> dict[str, Any]:
             "name": "optional",
             "configuration": {"mask_codecs": [{"name": "packbits"}], "data_codecs": data},
         }
-    if dtype.name == "string":
-        return {"name": "vlen-utf8", "configuration": {}}
-    if dtype.variable_length:
-        return {"name": "vlen-bytes", "configuration": {}}
+    if dtype.variable_length:  # string or bytes
+        return {"name": "vlen-utf8" if dtype.name == "string" else "vlen-bytes", "configuration": {}}
     if dtype.has_endianness:
         return {"name": "bytes", "configuration": {"endian": "little"}}
     return {"name": "bytes"}
@@ -149,12 +147,11 @@ def _regular_inner(chunks: Any, shape: Shape) -> Shape:
         raise MetadataError("with shards=..., chunks must give the inner chunk shape explicitly")
     if is_int(chunks):
         chunks = (int(chunks),) * len(shape)
-    out = []
-    for axis, c in enumerate(whole_axes(chunks, shape)):
+    out = whole_axes(chunks, shape)
+    for axis, c in enumerate(out):
         if not is_int(c):
             raise MetadataError(f"inner chunks of a sharded array are regular: axis {axis} got {c!r}")
-        out.append(int(c))
-    return tuple(out)
+    return tuple(int(c) for c in out)
 
 
 def _check_divides(grid: ChunkGrid, inner: Shape, shards: Any, chunks: Any) -> None:
