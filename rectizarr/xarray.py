@@ -56,13 +56,10 @@ class DataArrayAccessor:
 
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         da = self._da
-        if da.name is None:
-            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
-        elif da.name in da.coords or da.name in da.dims:
-            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
+        renamed = da.name is None or da.name in da.coords or da.name in da.dims
+        ds = da.to_dataset(name=DATAARRAY_VARIABLE) if renamed else da.to_dataset()
+        if renamed and da.name is not None:
             ds.attrs[DATAARRAY_NAME] = da.name
-        else:
-            ds = da.to_dataset()
         return to_rectizarr(ds, store, **kwargs)
 
 

@@ -192,14 +192,12 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
     """A numcodecs codec that turns an array into bytes (``numcodecs.pcodec``, ``numcodecs.zfpy``)."""
 
     def __init__(self, name: str, codec: Any) -> None:
-        self.name = name
-        self.codec = codec
+        self.name, self.codec = name, codec
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         try:
-            return bytes(
-                memoryview(self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))).cast("B")
-            )
+            out = self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))
+            return bytes(memoryview(out).cast("B"))
         except Exception as exc:
             raise self.error(f"encoding failed: {exc}", spec.key) from exc
 

@@ -120,8 +120,7 @@ class ZstdCodec(BytesBytesCodec):
     batch_releases_gil = True
 
     def __init__(self, level: int, checksum: bool) -> None:
-        self.level = level
-        self.checksum = checksum
+        self.level, self.checksum = level, checksum
         from numcodecs import Zstd
 
         self._codec = Zstd(level=level, checksum=checksum)
@@ -385,8 +384,7 @@ class NumcodecsBytesBytes(BytesBytesCodec):
     The others (``shuffle``, the checksums) never decode to more than their input."""
 
     def __init__(self, name: str, codec: Any) -> None:
-        self.name = name
-        self.codec = codec
+        self.name, self.codec = name, codec
         self._id = str(getattr(codec, "codec_id", ""))
 
     def encode(self, data: bytes | memoryview) -> bytes:

@@ -248,8 +248,7 @@ class ShardingCodec(ArrayBytesCodec):
         path: str | None = None,
     ) -> None:
         self.chunk_shape: Shape = tuple(int(c) for c in chunk_shape)
-        self.codecs = codecs
-        self.index_codecs = index_codecs
+        self.codecs, self.index_codecs = codecs, index_codecs
         self.index_location: Literal["start", "end"] = index_location
         self.infallible = all(c.infallible for chain in (codecs, index_codecs) for c in chain.codecs)
         if index_codecs.encoded_size(self._index_spec((1,) * len(self.chunk_shape), None)) is None:

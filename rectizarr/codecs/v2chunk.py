@@ -56,8 +56,7 @@ class V2ChunkCodec(ArrayBytesCodec):
     name = "zarr_v2.filters"
 
     def __init__(self, declared: np.dtype, order: str, filters: Sequence[dict[str, Any]], path: str) -> None:
-        self.declared = declared
-        self.order = order
+        self.declared, self.order = declared, order
         objs = []
         self.ids = tuple(str(config["id"]) for config in filters)
         for i, (cid, config) in enumerate(zip(self.ids, filters, strict=True)):
