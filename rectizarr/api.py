@@ -223,11 +223,10 @@ def _copy_regions(src: Array) -> list[tuple[slice, ...]]:
         return [()]
     per_row = max(1, src.nbytes // max(1, src.shape[0]))
     regions: list[tuple[slice, ...]] = []
-    start = acc = 0
+    start = end = 0
     for i, n in enumerate(rows):
-        acc += n
-        end = sum(rows[: i + 1])
-        if acc * per_row >= 64 << 20 or i == len(rows) - 1:
+        end += n
+        if (end - start) * per_row >= 64 << 20 or i == len(rows) - 1:
             regions.append((slice(start, end),))
-            start, acc = end, 0
+            start = end
     return regions

@@ -54,8 +54,6 @@ class DocFormat(ABC):
 
     zarr_format: Literal[2, 3]
     missing: str  # what a reader looked for, in the message of a node not found (``{key}``: zarr.json's)
-    records: bool  # whether a change below a consolidating group is published with the group's copies of it
-    # through the group's commit record (:mod:`rectizarr.commit`), not refreshed after it
     migrates: bool  # whether its nodes are migrated to Zarr v3 (``rectizarr migrate``)
     rules: FormatRules  # what its arrays may be (sharded, rectilinear, with a null fill value, ...)
 
@@ -67,18 +65,18 @@ class DocFormat(ABC):
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         """The document and the codec pipeline of a new array of this format (:mod:`rectizarr.creation`)."""
 
-    @abstractmethod
     def has_fill(self, meta: ArrayMeta) -> bool:
         """Whether the array ``meta`` has a fill value (not a null one, where :attr:`rules` allow that)."""
+        return True
 
-    @abstractmethod
     def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
-        """The attributes of the array ``meta`` as a Zarr v3 array holds them."""
+        """The attributes of the array ``meta`` as a Zarr v3 array holds them (by default: its own)."""
+        return dict(meta.attributes)
 
-    @abstractmethod
     def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
-        """The array ``meta`` as a Zarr v3 array that reads its stored chunks as they are (``meta`` itself
-        where it is one; None where no v3 codec chain reads them), and why."""
+        """The array ``meta`` as a Zarr v3 array that reads its stored chunks as they are (by default
+        ``meta`` itself; None where no v3 codec chain reads them), and why."""
+        return meta, "a Zarr v3 array"
 
     @abstractmethod
     def defining_keys(self, path: str) -> list[str]:

@@ -34,7 +34,6 @@ _ALL = (*v2keys.V2_KEYS, v2keys.V2_CONSOLIDATED)  # every document a v2 node rea
 class V2Format(DocFormat):
     zarr_format: Literal[2, 3] = 2
     missing = "'.zarray' or '.zgroup'"
-    records = False
     migrates = True
     rules = RULES[2]
 

@@ -41,21 +41,11 @@ class _Marked(Exception):
 class V3Format(DocFormat):
     zarr_format: Literal[2, 3] = 3
     missing = "{key!r}"
-    records = True
     migrates = False
     rules = RULES[3]
 
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         return build_v3(spec)
-
-    def has_fill(self, meta: ArrayMeta) -> bool:
-        return True
-
-    def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
-        return dict(meta.attributes)
-
-    def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
-        return meta, "a Zarr v3 array"
 
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]
