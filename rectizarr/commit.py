@@ -155,8 +155,7 @@ def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
 
 def _done(meta: NodeMeta | None, add: str | None = None) -> list[str]:
     """The ids of the last updates committed through the primary ``meta`` (``add``: one more)."""
-    mark = mark_of(meta)
-    done = [i for i in (mark or {}).get("done") or () if isinstance(i, str)]
+    done = [i for i in (mark_of(meta) or {}).get("done") or () if isinstance(i, str)]
     return (done + ([add] if add else []))[-DONE:]
 
 

@@ -78,8 +78,7 @@ def codec_json(codec: Any, where: str, itemsize: int = 1) -> Any:
     get_config = getattr(codec, "get_config", None)
     if callable(get_config):  # a numcodecs codec object
         config = dict(get_config())
-        codec_id = config.pop("id")
-        return {"name": f"numcodecs.{codec_id}", "configuration": config}
+        return {"name": f"numcodecs.{config.pop('id')}", "configuration": config}
     raise MetadataError(
         f"{where}: cannot use {codec!r} as a codec (give a dict like "
         "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)"

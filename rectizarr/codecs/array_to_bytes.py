@@ -203,7 +203,6 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         try:
-            out = np.asarray(self.codec.decode(data))
-            return out.reshape(spec.shape).astype(spec.dtype, copy=False)
+            return np.asarray(self.codec.decode(data)).reshape(spec.shape).astype(spec.dtype, copy=False)
         except Exception as exc:
             raise self.error(f"decoding failed: {exc}", spec.key) from exc

@@ -24,8 +24,7 @@ _U32 = struct.Struct("<I")
 
 def vlen_array_dtype(configuration: dict[str, Any]) -> np.dtype:
     """The element dtype of a ``numcodecs.vlen-array`` configuration (``{"dtype": "<i4"}``)."""
-    extra = sorted(set(configuration) - {"dtype"})
-    if extra or "dtype" not in configuration:
+    if set(configuration) != {"dtype"}:
         raise MetadataError(
             f'numcodecs.vlen-array takes a configuration {{"dtype": ...}}, got {configuration!r}'
         )

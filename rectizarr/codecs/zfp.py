@@ -171,8 +171,7 @@ class ZfpCodec(ArrayBytesCodec):
         if header is None:
             # (expert: reversible's field bits)
             kwargs = self._kwargs(len(field)) if self.expert is None else {}
-            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs)
-            header = _bits(stream)[:_HEADER_BITS]
+            header = _bits(self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs))[:_HEADER_BITS]
             if self.expert is not None:
                 header = np.concatenate([header[:_META_BITS], self.expert])
             if self.expert is None and header[84:96].all():  # 12 bits of ones: a long mode, not these modes'

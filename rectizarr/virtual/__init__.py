@@ -239,8 +239,7 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
                 entries[path] = {**node_to_json(g), "consolidated_metadata": inline()}
         for path, p in planned.items():
             entries[path] = node_to_json(p.meta)
-        root = msgspec.structs.replace(groups[""], consolidated_metadata=inline(entries))
-        refs["zarr.json"] = _doc(root)
+        refs["zarr.json"] = _doc(msgspec.structs.replace(groups[""], consolidated_metadata=inline(entries)))
         for path, g in groups.items():
             if path:
                 refs[f"{path}/zarr.json"] = _doc(g)
