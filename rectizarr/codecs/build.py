@@ -47,10 +47,9 @@ def build_pipeline(
     edges_per_axis: Sequence[np.ndarray],
     path: str = "$.codecs",
 ) -> CodecPipeline:
-    """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
-
-    Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
-    array->bytes codec sees, i.e. after any ``transpose``."""
+    """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``;
+    every declared edge is checked (for sharding: divisible by the inner chunk shape) as the array->bytes
+    codec sees it, after any ``transpose``."""
     edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
     spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
     array_array: list[ArrayArrayCodec] = []

@@ -189,11 +189,11 @@ def _zstd_limited(
     name: str,
     decode: Callable[[bytes | memoryview, str | None], bytes | memoryview],
 ) -> bytes | memoryview:
-    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares more
-    is refused from its header; one that declares its size and is the whole value is decoded into a buffer of
-    that size; anything else (no size declared, a size of 0, more frames after the first: numcodecs would grow
-    its buffer as long as data comes) is first counted by decoding it into a reused buffer, which stops one
-    byte past the limit, and then ``decode`` (numcodecs, which reports truncated data) makes the value."""
+    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame declaring more is
+    refused from its header, one declaring its size that is the whole value decoded into a buffer of that
+    size; anything else (no size or a size of 0 declared, more frames: numcodecs would grow its buffer as long
+    as data comes) is first counted through a reused buffer, stopping one byte past the limit, then ``decode``
+    (numcodecs, which reports truncated data) makes it."""
     size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
     if size is not None and size > limit:
         raise too_large(name, key, limit)
@@ -376,12 +376,10 @@ class Crc32cCodec(BytesBytesCodec):
 
 
 class NumcodecsBytesBytes(BytesBytesCodec):
-    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...).
-
-    Decoding with a limit never allocates more than the limit: ``lz4`` and ``blosc`` headers that declare
-    more are refused before numcodecs allocates what they declare; ``zstd``, ``gzip`` and ``lzma`` (the raw
-    formats and filter chains that :mod:`.stdlib` leaves to numcodecs) stop decoding one byte past it.
-    The others (``shuffle``, the checksums) never decode to more than their input."""
+    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...). Decoding with a limit
+    never allocates more: ``lz4`` and ``blosc`` headers declaring more are refused before numcodecs allocates
+    it; ``zstd``, ``gzip`` and ``lzma`` (the raw formats and filter chains :mod:`.stdlib` leaves to numcodecs)
+    stop one byte past it; the others (``shuffle``, the checksums) never decode to more than their input."""
 
     def __init__(self, name: str, codec: Any) -> None:
         self.name, self.codec = name, codec

@@ -141,10 +141,9 @@ class CodecPipeline:
     def decode_many(
         self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray, threads: int = 1
     ) -> np.ndarray:
-        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
-        (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
-        allows (one for zstd, on ``threads`` threads; else one per value). The mask of the values decoded:
-        the others are invalid, and the caller decodes them with :meth:`decode`, which reports them."""
+        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size) into ``out[rows[i]]`` (``out``:
+        C-contiguous, ``(m, *spec.shape)``) in as few codec calls as the chain allows (zstd: one, on
+        ``threads`` threads); the mask of those decoded (:meth:`decode` reports why the others are not)."""
         flat = out.reshape(out.shape[0], -1).view(np.uint8)
         if self.can_decode_into(spec.dtype):
             done = self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
@@ -362,10 +361,9 @@ class ShardingCodec(ArrayBytesCodec):
     def dense(
         self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *, key: str | None
     ) -> np.ndarray | None:
-        """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
-        when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
-        their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
-        inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
+        """:meth:`ShardIndex.block` of ``shard`` where the inner chunks are plain ``bytes`` of ``dtype`` in
+        native order (as rectizarr and most writers lay them out: a whole shard then reads with no work per
+        inner chunk); ``None`` otherwise (other codecs, an absent chunk, another layout)."""
         if not self.codecs.is_raw(dtype):
             return None
         mv = memoryview(shard).cast("B")

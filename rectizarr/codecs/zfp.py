@@ -141,10 +141,9 @@ class ZfpCodec(ArrayBytesCodec):
         return np.asarray(np.maximum(values, 0), dtype=dtype) if name in _CLAMPED else values.astype(dtype)
 
     def _kwargs(self, ndim: int) -> dict[str, Any]:
-        """zfpy's arguments for a field of ``ndim`` dimensions. zarrs sets a fixed rate as for a 3-d field
-        whatever the chunk's dimensionality (``zfp_stream_set_rate(..., 3, 0)``: ``64 * rate`` bits a block);
-        zfpy passes the array's dimensionality, so the rate given to it is scaled by ``4 ** (3 - ndim)`` (a
-        power of two: exact) to give the same bits per block."""
+        """zfpy's arguments for a field of ``ndim`` dimensions: zarrs sets a fixed rate as for a 3-d field
+        (``zfp_stream_set_rate(..., 3, 0)``: ``64 * rate`` bits a block), zfpy for the array's ``ndim``, so
+        its rate is scaled by ``4 ** (3 - ndim)`` (a power of two: exact) to give the same bits per block."""
         if self.mode != "fixed_rate":
             return self.kwargs
         return {"rate": float(self.kwargs["rate"]) * 4.0 ** (3 - ndim)}
