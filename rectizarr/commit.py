@@ -333,11 +333,8 @@ def restamped(store: Store, old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
         return new
     if not store.capabilities.hashed_versions:
         return stripped(new)
-    extra = {
-        **stripped(new).extra_fields,
-        MARK: {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)},
-    }
-    return msgspec.structs.replace(new, extra_fields=extra)
+    mark = {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)}
+    return msgspec.structs.replace(new, extra_fields={**stripped(new).extra_fields, MARK: mark})
 
 
 def _finish(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
