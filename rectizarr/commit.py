@@ -69,11 +69,12 @@ def _with(meta: NodeMeta, mark: dict[str, Any]) -> bytes:
     return encode_json({**node_to_json(stripped(meta)), MARK: {"must_understand": False, **mark}})
 
 
-def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None, **extra: Any) -> bytes:
+def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None) -> bytes:
     """A member's document while the update ``ident`` is under way: its new content (a node being deleted:
-    the content before) and the marker (``extra``: more fields, before ``before``)."""
+    the content before) and the marker, which says when and by which process of which machine."""
     old = None if before is None else node_to_json(stripped(before))
-    mark: dict[str, Any] = {"id": ident, "primary": primary, **extra, "before": old}
+    mark: dict[str, Any] = {"id": ident, "primary": primary, "t": round(time.time(), 3)}
+    mark.update(by=f"{os.getpid()}-{this_host()}", before=old)
     if after is None:
         mark["gone"] = True
     return _with(before if after is None else after, mark)  # type: ignore[arg-type]
@@ -250,7 +251,7 @@ def update(
             mine[ident] = (olds, news, members)
             commit_doc = _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)})
             if all(
-                _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
+                store.set_if(_key(path), _marked(ident, primary, olds[path], news[path]), versions[path])
                 for path in members
             ) and store.set_if(_key(primary), commit_doc, p_version):
                 _clean_up(store, primary, ident, members, news)
@@ -262,19 +263,6 @@ def update(
         f"{_key(primary)!r} and its members were changed by other writers during each of {retries} "
         "attempts to update them; try again"
     )
-
-
-def _prepare(
-    store: Store,
-    path: str,
-    ident: str,
-    primary: str,
-    before: NodeMeta | None,
-    after: NodeMeta | None,
-    version: Any,
-) -> bool:
-    value = _marked(ident, primary, before, after, t=round(time.time(), 3), by=f"{os.getpid()}-{this_host()}")
-    return store.set_if(_key(path), value, version)
 
 
 def _clean_up(
