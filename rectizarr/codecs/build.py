@@ -89,7 +89,8 @@ def build_pipeline(
                     )
                 bytes_bytes.append(cast(BytesBytesCodec, codec))  # the third and last kind
         except MetadataError as exc:
-            raise _with_path(exc, where) from exc
+            # (the same error at this codec's path, unless it names one already)
+            raise (exc if exc.path is not None else type(exc)(str(exc), path=where, key=exc.key)) from exc
     if array_bytes is None:
         raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
     if is_optional_dtype(spec.dtype) and not isinstance(array_bytes, OptionalCodec | ShardingCodec):
@@ -118,11 +119,6 @@ def _configured(make: Callable[[], T], path: str, *field: str) -> T:
         return make()
     except MetadataError as exc:
         raise type(exc)(str(exc), path=json_path(path, "configuration", *field)) from exc
-
-
-def _with_path(exc: MetadataError, path: str) -> MetadataError:
-    """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
-    return exc if exc.path is not None else type(exc)(str(exc), path=path, key=exc.key)
 
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:

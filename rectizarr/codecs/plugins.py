@@ -57,7 +57,9 @@ def _load(name: str) -> CodecFactory | None:
 @functools.cache
 def _load_entry_point(ep: metadata.EntryPoint) -> CodecFactory:
     name = ep.name
-    where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{_dist(ep)})"
+    dist = getattr(ep, "dist", None)
+    dist_name = f", from {dist.name} {dist.version}" if dist is not None else ""
+    where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{dist_name})"
     try:
         factory = ep.load()
     except Exception as exc:  # an import error of any kind, in someone else's package
@@ -66,11 +68,6 @@ def _load_entry_point(ep: metadata.EntryPoint) -> CodecFactory:
         raise UnsupportedError(f"codec {name!r}: {where} is not callable")
     out: CodecFactory = factory
     return out
-
-
-def _dist(ep: metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return f", from {dist.name} {dist.version}" if dist is not None else ""
 
 
 def plugin_names() -> frozenset[str]:
