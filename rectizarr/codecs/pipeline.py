@@ -68,7 +68,7 @@ class CodecPipeline:
         if (
             chunk.dtype == spec.dtype
             and chunk.size == spec.size
-            and (self.is_raw(spec.dtype) or self.can_decode_into(spec.dtype))
+            and (self.can_decode_into(spec.dtype) if self.bytes_bytes else self.is_raw(spec.dtype))
         ):
             data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
             if not self.bytes_bytes:
@@ -84,9 +84,7 @@ class CodecPipeline:
         stored = len(data)
         try:
             if self.bytes_bytes:
-                for codec, limit in zip(
-                    reversed(self.bytes_bytes), reversed(self._limits(spec)[:-1]), strict=True
-                ):
+                for codec, limit in zip(reversed(self.bytes_bytes), self._limits(spec)[-2::-1], strict=True):
                     data = (
                         codec.decode(data, spec.key)
                         if limit is None
@@ -190,10 +188,12 @@ class CodecPipeline:
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
         """The most bytes a valid chunk's encoding takes after the array -> bytes codec and after each
         bytes -> bytes codec (what each one's decoding may yield), or None without a bound."""
-        limits = [self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)]
+        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
+        limits: list[int | None] = []
         for codec in self.bytes_bytes:
-            size = limits[-1]
-            limits.append(None if size is None else codec.decoded_bound(size))
+            limits.append(size)
+            size = None if size is None else codec.decoded_bound(size)
+        limits.append(size)
         return limits
 
     def stored_bound(self, spec: ChunkSpec) -> int | None:
