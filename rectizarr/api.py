@@ -59,19 +59,17 @@ def create_array(
     order: str | None = None,
 ) -> Array:
     """Create an array and return it.
-
-    ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
-    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape (``shards="auto"``: whole
-    inner chunks doubled along the axis with the fewest until a shard holds about 64 MiB, or the array). Defaults: little-endian
-    ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped dicts
-    (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
+     ``chunks`` and ``shards`` take per axis an int (regular) or a list of edges (rectilinear), mixed freely
+    across axes; with ``shards``, ``chunks`` is the (regular) inner chunk shape (``shards="auto"``: whole inner
+    chunks doubled along the axis with the fewest until a shard holds about 64 MiB, or the array). Defaults:
+    little-endian ``bytes`` and ``zstd`` (level 0). ``filters``/``serializer``/``compressors`` accept JSON-shaped
+    dicts (``{"name": "gzip", "configuration": {"level": 1}}``), names or numcodecs codec objects; or give the
     whole chain as ``codecs=[...]`` exactly as it appears in ``zarr.json``. ``data`` (as in
-    zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
+        zarr-python): an array-like whose shape and dtype the array takes, written once it is created.
 
-    ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
-    compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
-    ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids.
-    """
+        ``zarr_format=2`` writes a Zarr v2 array (``.zarray``): regular ``chunks``, ``filters`` and one
+        compressor as numcodecs codecs (or ``{"id": ...}`` dicts), ``order="C"|"F"``, ``chunk_key_encoding``
+        ``{"name": "v2", "separator": "/"}`` for nested keys; no sharding, no rectilinear grids."""
     if data is not None:
         if shape is not None or dtype is not None:
             raise MetadataError("give either data= or shape= and dtype=, not both (the data sets them)")
@@ -138,18 +136,12 @@ def open_array(
     p = nodes.normalize_path(path)
     if create_kwargs and mode in ("r", "r+"):  # ("a" opens an existing array as it is, as zarr-python does)
         raise MetadataError(f"unexpected keywords for opening an existing array: {sorted(create_kwargs)}")
-    fmt: dict[str, Any] = {} if zarr_format is None else {"zarr_format": zarr_format}
+    given: dict[str, Any] = {"write_empty_chunks": write_empty_chunks, "workers": workers}
+    if zarr_format is not None:
+        given["zarr_format"] = zarr_format
 
     def new(overwrite: bool) -> Array:
-        return create_array(
-            s,
-            name=p,
-            overwrite=overwrite,
-            write_empty_chunks=write_empty_chunks,
-            workers=workers,
-            **fmt,
-            **create_kwargs,
-        )
+        return create_array(s, name=p, overwrite=overwrite, **given, **create_kwargs)
 
     def opened(meta: NodeMeta) -> Array:
         if not isinstance(meta, ArrayMeta):
@@ -177,8 +169,7 @@ def from_array(
 
     ``chunks="keep"`` keeps a rectizarr source's chunking (its storage and inner chunk sizes, rectilinear
     included), a zarr-python array's chunks, shards, fill value, dimension names and attributes, and, for
-    other data, chooses regular chunks of about 1 MiB.
-    """
+    other data, chooses regular chunks of about 1 MiB."""
     if isinstance(data, Array):
         src = data
         sharded = src.is_sharded
@@ -203,11 +194,8 @@ def from_array(
         kwargs.setdefault("dimension_names", getattr(data.metadata, "dimension_names", None))
         kwargs.setdefault("attributes", dict(data.attrs))
     arr = np.asarray(data)
-    if chunks == "keep":
-        chunks = "auto"
-    if shards == "keep":
-        shards = None
     kwargs.setdefault("dtype", arr.dtype)
+    chunks, shards = ("auto" if chunks == "keep" else chunks), (None if shards == "keep" else shards)
     out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
     out[...] = arr
     return out
@@ -235,11 +223,10 @@ def _copy_regions(src: Array) -> list[tuple[slice, ...]]:
         return [()]
     per_row = max(1, src.nbytes // max(1, src.shape[0]))
     regions: list[tuple[slice, ...]] = []
-    start = acc = 0
+    start = end = 0
     for i, n in enumerate(rows):
-        acc += n
-        end = sum(rows[: i + 1])
-        if acc * per_row >= 64 << 20 or i == len(rows) - 1:
+        end += n
+        if (end - start) * per_row >= 64 << 20 or i == len(rows) - 1:
             regions.append((slice(start, end),))
-            start, acc = end, 0
+            start = end
     return regions

@@ -18,8 +18,7 @@ committed (the content before). (A committed update's record stays until its mar
 writer finishing another's update drops the markers before the record.) Every writer first finishes an
 update it finds committed (clean-up) and writes over an uncommitted one from the content before. Both
 fields are extension fields with ``"must_understand": false``: zarr-python reads such documents (it sees
-the new content).
-"""
+the new content)."""
 
 from __future__ import annotations
 
@@ -67,16 +66,15 @@ def stripped(meta: NodeMeta) -> NodeMeta:
 
 
 def _with(meta: NodeMeta, mark: dict[str, Any]) -> bytes:
-    doc = node_to_json(stripped(meta))
-    doc[MARK] = {"must_understand": False, **mark}
-    return encode_json(doc)
+    return encode_json({**node_to_json(stripped(meta)), MARK: {"must_understand": False, **mark}})
 
 
-def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None, **extra: Any) -> bytes:
+def _marked(ident: str, primary: str, before: NodeMeta | None, after: NodeMeta | None) -> bytes:
     """A member's document while the update ``ident`` is under way: its new content (a node being deleted:
-    the content before) and the marker (``extra``: more fields, before ``before``)."""
+    the content before) and the marker, which says when and by which process of which machine."""
     old = None if before is None else node_to_json(stripped(before))
-    mark: dict[str, Any] = {"id": ident, "primary": primary, **extra, "before": old}
+    mark: dict[str, Any] = {"id": ident, "primary": primary, "t": round(time.time(), 3)}
+    mark.update(by=f"{os.getpid()}-{this_host()}", before=old)
     if after is None:
         mark["gone"] = True
     return _with(before if after is None else after, mark)  # type: ignore[arg-type]
@@ -112,12 +110,9 @@ def resolve(store: Store, path: str, meta: NodeMeta | None) -> NodeMeta | None:
         if record is not None and record.get("id") == mark["id"] and "members" in record:
             return None if mark.get("gone") else stripped(meta)
         again = read_raw(store, path)
-        again_mark = mark_of(again)
-        if again_mark is not None and again_mark.get("id") == mark["id"]:  # never committed
+        if (mark_of(again) or {}).get("id") == mark["id"]:  # the same marker: never committed
             before = mark.get("before")
-            if not isinstance(before, dict):
-                return None
-            return node_from_json(before, _key(path))
+            return node_from_json(before, _key(path)) if isinstance(before, dict) else None
         meta = again
     raise ConflictError(
         f"{_key(path)!r}: changed by other writers during each of {_MAX_ROUNDS} reads; try again"
@@ -161,8 +156,7 @@ def _versioned(store: Store, path: str) -> tuple[NodeMeta | None, Any]:
 
 def _done(meta: NodeMeta | None, add: str | None = None) -> list[str]:
     """The ids of the last updates committed through the primary ``meta`` (``add``: one more)."""
-    mark = mark_of(meta)
-    done = [i for i in (mark or {}).get("done") or () if isinstance(i, str)]
+    done = [i for i in (mark_of(meta) or {}).get("done") or () if isinstance(i, str)]
     return (done + ([add] if add else []))[-DONE:]
 
 
@@ -257,7 +251,7 @@ def update(
             mine[ident] = (olds, news, members)
             commit_doc = _with(p_new, {"id": ident, "members": members, "done": _done(p_meta)})
             if all(
-                _prepare(store, path, ident, primary, olds[path], news[path], versions[path])
+                store.set_if(_key(path), _marked(ident, primary, olds[path], news[path]), versions[path])
                 for path in members
             ) and store.set_if(_key(primary), commit_doc, p_version):
                 _clean_up(store, primary, ident, members, news)
@@ -271,28 +265,12 @@ def update(
     )
 
 
-def _prepare(
-    store: Store,
-    path: str,
-    ident: str,
-    primary: str,
-    before: NodeMeta | None,
-    after: NodeMeta | None,
-    version: Any,
-) -> bool:
-    value = _marked(ident, primary, before, after, t=round(time.time(), 3), by=f"{os.getpid()}-{this_host()}")
-    return store.set_if(_key(path), value, version)
-
-
 def _clean_up(
     store: Store, primary: str, ident: str, members: Sequence[str], news: Mapping[str, NodeMeta | None]
 ) -> None:
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
     for path in members:
-        if news.get(path) is None:
-            _remove_gone(store, path, ident)
-            continue
-        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+        _unmark(store, path, ident, gone=news.get(path) is None)
     store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
 
@@ -312,10 +290,14 @@ def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> b
     return _stamped(store, meta, add=ident)
 
 
-def _remove_gone(store: Store, path: str, ident: str) -> None:
-    """A committed deletion: the node's other keys, then its document if it still holds the marker."""
-    store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
-    store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
+def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
+    """A member's marker of the committed update ``ident`` dropped; a committed deletion (``gone``): the
+    node's other keys removed, then its document if it still holds the marker."""
+    if gone:
+        store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
+        store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
+    else:
+        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
 
 
 def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
@@ -339,11 +321,8 @@ def restamped(store: Store, old: NodeMeta | None, new: NodeMeta) -> NodeMeta:
         return new
     if not store.capabilities.hashed_versions:
         return stripped(new)
-    extra = {
-        **stripped(new).extra_fields,
-        MARK: {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)},
-    }
-    return msgspec.structs.replace(new, extra_fields=extra)
+    mark = {"must_understand": False, "id": uuid.uuid4().hex, "done": _done(old)}
+    return msgspec.structs.replace(new, extra_fields={**stripped(new).extra_fields, MARK: mark})
 
 
 def _finish(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
@@ -356,12 +335,8 @@ def _finish(store: Store, primary: str, meta: NodeMeta, version: Any) -> None:
             continue
         data = store.get(_key(path))
         mark = mark_of(None if data is None else decode_node(data, _key(path)))
-        if mark is None or mark.get("id") != ident:
-            continue
-        if mark.get("gone"):
-            _remove_gone(store, path, ident)
-        else:
-            store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
+        if mark is not None and mark.get("id") == ident:
+            _unmark(store, path, ident, gone=bool(mark.get("gone")))
     store.set_if(_key(primary), _stamped(store, meta, add=ident), version)
 
 
@@ -394,10 +369,8 @@ def _json(store: Store, key: str) -> Any:
     import json
 
     data = store.get(key)
-    if data is None:
-        return None
     try:
-        return json.loads(data)
+        return None if data is None else json.loads(data)
     except ValueError:
         return None
 

@@ -2,8 +2,7 @@
 their ``*_like`` forms, ``array``, ``group``, ``open_consolidated``, ``save`` and ``load``.
 
 Where zarr-python takes a store keyword (``store=None``: a new in-memory store) and a ``path``, so do
-these; every other keyword goes to :func:`rectizarr.create_array`.
-"""
+these; every other keyword goes to :func:`rectizarr.create_array`."""
 
 from __future__ import annotations
 
@@ -187,6 +186,4 @@ def load(
     (zarr-python's ``load``; the group's arrays are read when this is called)."""
     check_zarr_format(zarr_format, optional=True)
     node = open_node(store, path=path, mode="r", storage_options=storage_options, zarr_format=zarr_format)
-    if isinstance(node, Array):
-        return node[...]
-    return {name: a[...] for name, a in node.arrays()}
+    return node[...] if isinstance(node, Array) else {name: a[...] for name, a in node.arrays()}

@@ -78,8 +78,7 @@ def codec_json(codec: Any, where: str, itemsize: int = 1) -> Any:
     get_config = getattr(codec, "get_config", None)
     if callable(get_config):  # a numcodecs codec object
         config = dict(get_config())
-        codec_id = config.pop("id")
-        return {"name": f"numcodecs.{codec_id}", "configuration": config}
+        return {"name": f"numcodecs.{config.pop('id')}", "configuration": config}
     raise MetadataError(
         f"{where}: cannot use {codec!r} as a codec (give a dict like "
         "{'name': 'gzip', 'configuration': {'level': 1}}, a name, or a numcodecs codec)"
@@ -118,10 +117,8 @@ def default_serializer(dtype: DataType) -> dict[str, Any]:
             "name": "optional",
             "configuration": {"mask_codecs": [{"name": "packbits"}], "data_codecs": data},
         }
-    if dtype.name == "string":
-        return {"name": "vlen-utf8", "configuration": {}}
-    if dtype.variable_length:
-        return {"name": "vlen-bytes", "configuration": {}}
+    if dtype.variable_length:  # string or bytes
+        return {"name": "vlen-utf8" if dtype.name == "string" else "vlen-bytes", "configuration": {}}
     if dtype.has_endianness:
         return {"name": "bytes", "configuration": {"endian": "little"}}
     return {"name": "bytes"}
@@ -149,12 +146,11 @@ def _regular_inner(chunks: Any, shape: Shape) -> Shape:
         raise MetadataError("with shards=..., chunks must give the inner chunk shape explicitly")
     if is_int(chunks):
         chunks = (int(chunks),) * len(shape)
-    out = []
-    for axis, c in enumerate(whole_axes(chunks, shape)):
+    out = whole_axes(chunks, shape)
+    for axis, c in enumerate(out):
         if not is_int(c):
             raise MetadataError(f"inner chunks of a sharded array are regular: axis {axis} got {c!r}")
-        out.append(int(c))
-    return tuple(out)
+    return tuple(int(c) for c in out)
 
 
 def _check_divides(grid: ChunkGrid, inner: Shape, shards: Any, chunks: Any) -> None:

@@ -20,8 +20,7 @@ keep working::
      +- SelectionError(RectizarrError, IndexError)
          +- SelectionValueError(SelectionError, ValueError)   what NumPy refuses with ValueError (step 0)
 
-A missing chunk is never an error: it reads as the fill value.
-"""
+A missing chunk is never an error: it reads as the fill value."""
 
 from __future__ import annotations
 
@@ -51,22 +50,13 @@ class RectizarrError(Exception):
 
 
 class MetadataError(RectizarrError, ValueError):
-    """A ``zarr.json`` document or a set of creation arguments is malformed or inconsistent.
-
-    ``path`` is the JSON path of the offending value (``$.codecs[1].configuration.level``) and
-    ``key`` the store key of the document, when known.
-    """
+    """A malformed or inconsistent document or set of creation arguments: ``path`` is the JSON path of the
+    offending value (``$.codecs[1].configuration.level``), ``key`` the store key of the document, if known."""
 
     def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
-        self.path = path
-        self.key = key
-        where = []
-        if key:
-            where.append(key)
-        if path:
-            where.append(path)
-        super().__init__(f"{': '.join(where)}: {message}" if where else message)
-        self.message = message
+        self.path, self.key, self.message = path, key, message
+        where = ": ".join(w for w in (key, path) if w)
+        super().__init__(f"{where}: {message}" if where else message)
 
     def with_key(self, key: str) -> MetadataError:
         """The same error (same class, message and JSON path) naming the store key of the document."""
@@ -78,33 +68,27 @@ class UnsupportedError(MetadataError):
 
 
 class NodeTypeError(MetadataError):
-    """The node exists but is of the other kind: an array opened as a group, or a group as an array
-    (zarr-python's ``ContainsArrayError`` / ``ContainsGroupError``, also ``ValueError``)."""
+    """An array opened as a group, or a group as an array (zarr-python's ``ContainsArrayError``...)."""
 
 
 class IrregularChunksError(MetadataError, AttributeError):
-    """``Array.chunks`` (or ``.shards``) asked of a rectilinear grid, which has no single chunk shape.
-
-    Also an ``AttributeError``, so duck-array consumers that probe ``getattr(a, "chunks", None)`` (dask's
-    ``from_array``) fall back cleanly; the message points to ``write_chunk_sizes`` / ``read_chunk_sizes``.
-    """
+    """``Array.chunks`` (or ``.shards``) of a rectilinear grid; an ``AttributeError`` so that duck-array
+    consumers probing ``getattr(a, "chunks", None)`` (dask's ``from_array``) fall back cleanly."""
 
 
 class NodeNotFoundError(RectizarrError, FileNotFoundError, KeyError):
-    """No array or group (no ``zarr.json``) at the given path. Also a ``KeyError``: ``group["missing"]``
-    fails like a mapping lookup, as in zarr-python."""
+    """No node at the given path; a ``KeyError`` so that ``group["missing"]`` fails as a mapping lookup."""
 
     def __str__(self) -> str:  # OSError's, not KeyError's quoted form
         return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class NodeExistsError(RectizarrError, FileExistsError, ValueError):
-    """A node already exists where one is being created without ``overwrite`` (a ValueError too: code
-    written for zarr-python's ``ContainsArrayError`` / ``ContainsGroupError`` catches it)."""
+    """A node already exists where one is being created without ``overwrite``."""
 
 
 class ReadOnlyError(RectizarrError, PermissionError, ValueError):
-    """A mutating operation on a read-only store, array or group (a ValueError too, as zarr-python's)."""
+    """A mutating operation on a read-only store, array or group."""
 
 
 class StoreError(RectizarrError, OSError):
@@ -115,15 +99,9 @@ class CodecError(RectizarrError):
     """A chunk or shard could not be decoded or encoded; the message names the store key and codec."""
 
     def __init__(self, message: str, *, key: str | None = None, codec: str | None = None) -> None:
-        self.message = message
-        self.key = key
-        self.codec = codec
-        where = []
-        if key:
-            where.append(f"chunk {key!r}")
-        if codec:
-            where.append(f"codec {codec!r}")
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        self.message, self.key, self.codec = message, key, codec
+        where = ", ".join(f"{what} {name!r}" for what, name in (("chunk", key), ("codec", codec)) if name)
+        super().__init__(f"{where}: {message}" if where else message)
 
     def with_key(self, key: str) -> CodecError:
         """The same error (same class, message and codec) naming the store key of the chunk."""
@@ -131,7 +109,7 @@ class CodecError(RectizarrError):
 
 
 class ConflictError(RectizarrError):
-    """A read-modify-write kept losing to other writers (conditional writes failed every retry)."""
+    """A read-modify-write kept losing to other writers."""
 
 
 class VersionChanged(ConflictError):
@@ -144,7 +122,7 @@ class VersionChanged(ConflictError):
 
 
 class ChecksumError(CodecError):
-    """A stored checksum (crc32c, or a zstd frame checksum) does not match the data."""
+    """A stored checksum (crc32c, a zstd frame's) does not match the data."""
 
 
 class SelectionError(RectizarrError, IndexError):
@@ -156,12 +134,10 @@ class SelectionValueError(SelectionError, ValueError):
 
 
 class CastError(RectizarrError, OverflowError):
-    """A value written does not fit the array's data type (a date out of ``datetime64[ns]``'s range, a
-    Python int past the integer type): NumPy's OverflowError, naming the array. Nothing is written."""
+    """A value written does not fit the array's data type (a date past ``datetime64[ns]``, an int past the
+    integer type); nothing is written."""
 
 
 class LenientMetadataWarning(UserWarning):
-    """Metadata outside the spec that other implementations write (read anyway; never written by us).
-
-    ``rectizarr.validate(..., strict=True)`` turns every one of these into a reported error.
-    """
+    """Metadata outside the spec that other implementations write: read anyway, never written by us
+    (``rectizarr.validate(..., strict=True)`` reports each as an error)."""

@@ -42,10 +42,6 @@ class StoredBytes(int):
         return int(self)
 
 
-def _specs(metas: tuple[CodecMeta, ...]) -> list[CodecSpec]:
-    return [CodecSpec(d["name"], d.get("configuration", {})) for d in codecs_to_json(metas)]
-
-
 def codec_roles(
     metas: tuple[CodecMeta, ...], pipeline: Any
 ) -> tuple[tuple[CodecSpec, ...], CodecSpec, tuple[CodecSpec, ...]]:
@@ -55,7 +51,7 @@ def codec_roles(
     serializer = metas[n]
     if isinstance(serializer, ShardingMeta):
         return codec_roles(serializer.codecs, pipeline.array_bytes.codecs)
-    specs = _specs(metas)
+    specs = [CodecSpec(d["name"], d.get("configuration", {})) for d in codecs_to_json(metas)]
     return tuple(specs[:n]), specs[n], tuple(specs[n + 1 :])
 
 
@@ -90,24 +86,13 @@ def info_text(a: Any, *, complete: bool = False) -> str:
         ("Shape", str(a.shape)),
         ("Chunk grid", a.grid.kind),
     ]
+    written = str(regular) if regular is not None else ", ".join(_compact(r) for r in a.write_chunk_runs)
     if a.is_sharded:
-        rows.append(
-            (
-                "Shard shape",
-                str(regular) if regular is not None else ", ".join(_compact(r) for r in a.write_chunk_runs),
-            )
-        )
+        rows.append(("Shard shape", written))
     if a.inner_chunk_shape is not None:
         rows.append(("Chunk shape", str(a.inner_chunk_shape)))
     elif not a.is_sharded:
-        rows.append(
-            (
-                "Chunk shape",
-                str(regular)
-                if regular is not None
-                else ", ".join(_compact(r) for r in a.write_chunk_runs) or "()",
-            )
-        )
+        rows.append(("Chunk shape", written or "()"))
     rows += [
         ("Dimensions", str(a.dimension_names) if a.dimension_names is not None else "-"),
         ("Read-only", str(a.read_only)),

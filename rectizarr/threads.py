@@ -38,10 +38,9 @@ def kept(name: str, workers: int, initializer: Callable[[], object] | None = Non
 
 
 def drop(name: str, keep: int | None = None) -> None:
-    """Let the kept pools named ``name`` (but the one of ``keep`` threads) finish their work and end: after
-    a change of size to ``keep``, a caller that took the size just before the change may still make a pool
-    of the old size, which is then kept, but a pool of the new size made meanwhile is never shut down
-    under its users."""
+    """Let the kept pools named ``name`` (but the one of ``keep`` threads) finish their work and end, after a
+    change of size to ``keep``: a pool of the new size made meanwhile is never shut down under its users (a
+    pool of the old size that a caller who took the size just before the change still makes is kept)."""
     with _lock:
         gone = [key for key in _kept if key[0] == name and key[1] != keep]
         pools = [_kept.pop(key) for key in gone]

@@ -8,9 +8,8 @@
 >>> xr.open_dataset("out.zarr", engine="rectizarr")
 
 Importing this module registers the accessors (``xarray.register_dataset_accessor``,
-``register_dataarray_accessor`` and ``register_datatree_accessor``); the functions :func:`to_rectizarr` / :func:`to_rectizarr_tree` need no
-registration.
-"""
+``register_dataarray_accessor`` and ``register_datatree_accessor``); the functions :func:`to_rectizarr` /
+:func:`to_rectizarr_tree` need no registration."""
 
 from __future__ import annotations
 
@@ -57,13 +56,10 @@ class DataArrayAccessor:
 
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
         da = self._da
-        if da.name is None:
-            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
-        elif da.name in da.coords or da.name in da.dims:
-            ds = da.to_dataset(name=DATAARRAY_VARIABLE)
+        renamed = da.name is None or da.name in da.coords or da.name in da.dims
+        ds = da.to_dataset(name=DATAARRAY_VARIABLE) if renamed else da.to_dataset()
+        if renamed and da.name is not None:
             ds.attrs[DATAARRAY_NAME] = da.name
-        else:
-            ds = da.to_dataset()
         return to_rectizarr(ds, store, **kwargs)
 
 

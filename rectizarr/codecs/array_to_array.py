@@ -52,16 +52,13 @@ class TransposeCodec(ArrayArrayCodec):
 
 
 class NumcodecsArrayArray(ArrayArrayCodec):
-    """A numcodecs filter. numcodecs returns flat arrays; they are reshaped to the resolved shape.
-
-    The output dtype is learnt by encoding one element of the input dtype (``astype``, ``delta`` with
-    ``astype``, ``fixedscaleoffset`` ... change it); ``packbits`` turns ``n`` booleans into
-    ``ceil(n / 8) + 1`` bytes (a leading byte records the padding)."""
+    """A numcodecs filter, its flat output reshaped to the resolved shape; the output dtype is learnt by
+    encoding one element of the input dtype (``astype``, ``delta`` with ``astype``, ``fixedscaleoffset`` ...
+    change it), and ``packbits`` turns ``n`` booleans into ``ceil(n / 8) + 1`` bytes (a leading byte records
+    the padding)."""
 
     def __init__(self, name: str, codec_id: str, codec: Any) -> None:
-        self.name = name
-        self.codec_id = codec_id
-        self.codec = codec
+        self.name, self.codec_id, self.codec = name, codec_id, codec
         self._dtypes: dict[np.dtype, np.dtype] = {}
         self._fills: dict[tuple[np.dtype, np.dtype, bytes], np.ndarray] = {}
 
@@ -87,14 +84,10 @@ class NumcodecsArrayArray(ArrayArrayCodec):
                     path=json_path(path, field),
                 )
 
-    def _flat_size(self, n: int) -> int:
-        return -(-n // 8) + 1
-
     def _encoded_dtype(self, spec: ChunkSpec) -> tuple[np.dtype, np.ndarray]:
-        """The encoded dtype (learnt once per input dtype, by encoding one element) and the encoded
-        representation's fill value: the array's, cast to that dtype, as zarr-python's ``numcodecs.*``
-        codecs leave it (an inner chunk of a shard after this codec that is not stored holds that value
-        before it is decoded; it is not the fill value encoded)."""
+        """The encoded dtype (learnt once per input dtype, by encoding one element) and fill value: the
+        array's cast to that dtype (not encoded), as zarr-python's ``numcodecs.*`` codecs leave it: what an
+        inner chunk of a shard after this codec that is not stored holds before it is decoded."""
         dtype = self._dtypes.get(spec.dtype)
         if dtype is None:
             one = np.asarray(spec.fill_value, dtype=spec.dtype).reshape(1)
@@ -119,7 +112,9 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         return dtype, fill
 
     def _shape(self, shape: Shape) -> Shape:
-        return (self._flat_size(prod(shape)),) if self.codec_id == "packbits" else shape
+        return (
+            (-(-prod(shape) // 8) + 1,) if self.codec_id == "packbits" else shape
+        )  # a byte saying the padding
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         dtype, fill = self._encoded_dtype(spec)

@@ -192,20 +192,17 @@ class NumcodecsArrayBytes(ArrayBytesCodec):
     """A numcodecs codec that turns an array into bytes (``numcodecs.pcodec``, ``numcodecs.zfpy``)."""
 
     def __init__(self, name: str, codec: Any) -> None:
-        self.name = name
-        self.codec = codec
+        self.name, self.codec = name, codec
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         try:
-            return bytes(
-                memoryview(self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))).cast("B")
-            )
+            out = self.codec.encode(np.asarray(chunk, dtype=spec.dtype, order="C"))
+            return bytes(memoryview(out).cast("B"))
         except Exception as exc:
             raise self.error(f"encoding failed: {exc}", spec.key) from exc
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:
         try:
-            out = np.asarray(self.codec.decode(data))
-            return out.reshape(spec.shape).astype(spec.dtype, copy=False)
+            return np.asarray(self.codec.decode(data)).reshape(spec.shape).astype(spec.dtype, copy=False)
         except Exception as exc:
             raise self.error(f"decoding failed: {exc}", spec.key) from exc

@@ -23,11 +23,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class ChunkSpec:
-    """The decoded representation a codec works on.
-
-    ``shape`` is the codec (declared) shape of the chunk, ``dtype`` the numpy dtype in native byte order
-    (``object`` for the variable-length ``string``/``bytes`` types), ``fill_value`` a 0-d array of that
-    dtype, and ``key`` the store key of the value being coded (for error messages only)."""
+    """The decoded representation a codec works on: ``shape`` the codec (declared) shape of the chunk,
+    ``dtype`` the numpy dtype in native byte order (``object`` for the variable-length ``string``/``bytes``
+    types), ``fill_value`` a 0-d array of that dtype, ``key`` the store key of the value being coded (for
+    error messages only)."""
 
     shape: Shape
     dtype: np.dtype
@@ -158,10 +157,10 @@ class BytesBytesCodec(Codec):
         return False
 
     def decode_many_into(self, frames: Frames, out: np.ndarray, rows: np.ndarray, threads: int) -> np.ndarray:
-        """Decode value ``i`` of ``frames`` into row ``rows[i]`` of ``out`` (C-contiguous ``uint8`` of shape
-        ``(m, row_bytes)``), each when it decodes to exactly ``row_bytes``; the mask of those decoded (the
-        caller decodes the others the usual way). ``threads``: how many the codec may use. The default is
-        the per-value loop of :meth:`decode_into`."""
+        """Decode value ``i`` of ``frames`` into row ``rows[i]`` of ``out`` (C-contiguous ``uint8``, ``(m,
+        row_bytes)``) where it decodes to exactly ``row_bytes``, on up to ``threads`` threads; the mask of
+        those decoded (the caller decodes the others the usual way). By default the per-value loop of
+        :meth:`decode_into`."""
         done = np.zeros(len(frames), dtype=bool)
         for i, row in enumerate(rows.tolist()):
             done[i] = self.decode_into(frames[i], out[row])

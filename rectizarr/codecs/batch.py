@@ -28,8 +28,7 @@ class Frames:
         """Values gathered into one buffer (one copy)."""
         sizes = np.fromiter(map(len, values), dtype=np.uint64, count=len(values))
         offsets = np.zeros(len(values), dtype=np.uint64)
-        if len(values) > 1:
-            np.cumsum(sizes[:-1], out=offsets[1:])
+        np.cumsum(sizes[:-1], out=offsets[1:])
         return cls(b"".join(values), offsets, sizes)
 
     def __len__(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, assert_never, cast
+from typing import Any, TypeVar, assert_never, cast
 
 import msgspec
 import numpy as np
@@ -38,6 +38,8 @@ from rectizarr.core import codec_meta as cm
 from rectizarr.core.dtype_optional import is_optional_dtype
 from rectizarr.errors import MetadataError
 
+T = TypeVar("T")
+
 
 def build_pipeline(
     metas: Sequence[cm.CodecMeta],
@@ -45,10 +47,9 @@ def build_pipeline(
     edges_per_axis: Sequence[np.ndarray],
     path: str = "$.codecs",
 ) -> CodecPipeline:
-    """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``.
-
-    Every declared edge is checked (for sharding: divisible by the inner chunk shape) in the space the
-    array->bytes codec sees, i.e. after any ``transpose``."""
+    """Build and validate a chain for chunks of ``dtype`` whose axis ``i`` edges are ``edges_per_axis[i]``;
+    every declared edge is checked (for sharding: divisible by the inner chunk shape) as the array->bytes
+    codec sees it, after any ``transpose``."""
     edges: list[Any] = [np.asarray(e) for e in edges_per_axis]
     spec = ChunkSpec(tuple(int(e[0]) if e.size else 1 for e in edges), dtype, np.zeros((), dtype=dtype))
     array_array: list[ArrayArrayCodec] = []
@@ -88,7 +89,8 @@ def build_pipeline(
                     )
                 bytes_bytes.append(cast(BytesBytesCodec, codec))  # the third and last kind
         except MetadataError as exc:
-            raise _with_path(exc, where) from exc
+            # (the same error at this codec's path, unless it names one already)
+            raise (exc if exc.path is not None else type(exc)(str(exc), path=where, key=exc.key)) from exc
     if array_bytes is None:
         raise MetadataError("at least one array->bytes codec (such as 'bytes') is required", path=path)
     if is_optional_dtype(spec.dtype) and not isinstance(array_bytes, OptionalCodec | ShardingCodec):
@@ -110,42 +112,27 @@ def _build_optional(
     return OptionalCodec(mask, data)
 
 
-def _configured(make: Callable[[], Codec], path: str, field: str) -> Codec:
-    """``make()``; its MetadataError is one at the configuration ``field`` of the codec at ``path``."""
+def _configured(make: Callable[[], T], path: str, *field: str) -> T:
+    """``make()``; its MetadataError is one (of its class) at the configuration (``field``) of the codec at
+    ``path``."""
     try:
         return make()
     except MetadataError as exc:
-        raise MetadataError(str(exc), path=json_path(path, "configuration", field)) from exc
-
-
-def _with_path(exc: MetadataError, path: str) -> MetadataError:
-    """``exc`` if it already names a JSON path, else the same error (same class) at ``path``."""
-    if exc.path is not None:
-        return exc
-    return type(exc)(str(exc), path=path, key=exc.key)
+        raise type(exc)(str(exc), path=json_path(path, "configuration", *field)) from exc
 
 
 def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Codec:
     if meta.codec_id == "vlen-array":  # native: numcodecs' layout, decoding bounded
-        try:
-            return NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration))
-        except MetadataError as exc:
-            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+        return _configured(lambda: NumcodecsVlenArrayCodec(vlen_array_dtype(meta.configuration)), path)
     if meta.kind == "array_array":
         NumcodecsArrayArray.check_declared(meta.configuration, dtype, json_path(path, "configuration"))
     if meta.kind == "bytes_bytes":  # zlib, bz2, lzma: decoding bounded by the chunk size
         from rectizarr.codecs.stdlib import stdlib_codec  # (bz2 and lzma: imported when used)
 
-        try:
-            native = stdlib_codec(meta.codec_id, meta.configuration)
-        except MetadataError as exc:
-            raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+        native = _configured(lambda: stdlib_codec(meta.codec_id, meta.configuration), path)
         if native is not None:
             return native
-    try:
-        obj = get_numcodec(meta.name, meta.codec_id, meta.configuration)
-    except MetadataError as exc:
-        raise type(exc)(str(exc), path=json_path(path, "configuration")) from exc
+    obj = _configured(lambda: get_numcodec(meta.name, meta.codec_id, meta.configuration), path)
     match meta.kind:
         case "array_array":
             return NumcodecsArrayArray(meta.name, meta.codec_id, obj)

@@ -48,6 +48,12 @@ def _as_bytes(data: bytes | memoryview) -> bytes | memoryview:
     return data if isinstance(data, bytes) else memoryview(data).cast("B")
 
 
+def _failed(exc: Exception, key: str | None, codec: str, verb: str = "decompress") -> CodecError:
+    """A codec library's decoding failure: a ChecksumError where it names a checksum."""
+    cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
+    return cls(f"cannot {verb}: {exc}", key=key, codec=codec)
+
+
 class GzipCodec(BytesBytesCodec):
     """DEFLATE in gzip members (RFC 1952); several concatenated members decode as one stream."""
 
@@ -114,8 +120,7 @@ class ZstdCodec(BytesBytesCodec):
     batch_releases_gil = True
 
     def __init__(self, level: int, checksum: bool) -> None:
-        self.level = level
-        self.checksum = checksum
+        self.level, self.checksum = level, checksum
         from numcodecs import Zstd
 
         self._codec = Zstd(level=level, checksum=checksum)
@@ -141,11 +146,7 @@ class ZstdCodec(BytesBytesCodec):
         try:
             return _bytes(self._codec.decode(_as_bytes(data)))
         except Exception as exc:
-            raise self._error(exc, key) from exc
-
-    def _error(self, exc: Exception, key: str | None) -> CodecError:
-        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-        return cls(f"cannot decompress: {exc}", key=key, codec=self.name)
+            raise _failed(exc, key, self.name) from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
         return _zstd_limited(data, key, limit, self.name, self.decode)
@@ -188,11 +189,11 @@ def _zstd_limited(
     name: str,
     decode: Callable[[bytes | memoryview, str | None], bytes | memoryview],
 ) -> bytes | memoryview:
-    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame that declares more
-    is refused from its header; one that declares its size and is the whole value is decoded into a buffer of
-    that size; anything else (no size declared, a size of 0, more frames after the first: numcodecs would grow
-    its buffer as long as data comes) is first counted by decoding it into a reused buffer, which stops one
-    byte past the limit, and then ``decode`` (numcodecs, which reports truncated data) makes the value."""
+    """zstd frames decoded to at most ``limit`` bytes, never allocating more: a first frame declaring more is
+    refused from its header, one declaring its size that is the whole value decoded into a buffer of that
+    size; anything else (no size or a size of 0 declared, more frames: numcodecs would grow its buffer as long
+    as data comes) is first counted through a reused buffer, stopping one byte past the limit, then ``decode``
+    (numcodecs, which reports truncated data) makes it."""
     size = _zstd_content_size(data)  # numcodecs allocates what the frame header declares
     if size is not None and size > limit:
         raise too_large(name, key, limit)
@@ -205,8 +206,7 @@ def _zstd_limited(
     try:
         counted = zstd.decoded_size(data, limit)  # decoding stops one byte past the limit
     except zstd.ZstdError as exc:
-        cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-        raise cls(f"cannot decompress: {exc}", key=key, codec=name) from exc
+        raise _failed(exc, key, name) from exc
     if counted > limit:
         raise too_large(name, key, limit)
     out2 = decode(data, key)  # bounded now (it holds no more than was counted); reports truncation
@@ -305,11 +305,9 @@ class BloscCodec(BytesBytesCodec):
         return self.decode(data, key)
 
     def decode_into(self, data: bytes | memoryview, out: np.ndarray) -> bool:
-        sizes_ok = (
-            len(data) >= 16
-            and int.from_bytes(bytes(data[12:16]), "little") == len(data)
-            and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes
-        )  # compressed, decoded sizes
+        # the header's compressed size (at 12) the value's, its decoded size (at 4) out's
+        whole = len(data) >= 16 and int.from_bytes(bytes(data[12:16]), "little") == len(data)
+        sizes_ok = whole and int.from_bytes(bytes(data[4:8]), "little") == out.nbytes
         return sizes_ok and _decode_into(self._codec, data, out)
 
     def encode_many(self, rows: np.ndarray, threads: int) -> Frames:
@@ -378,16 +376,13 @@ class Crc32cCodec(BytesBytesCodec):
 
 
 class NumcodecsBytesBytes(BytesBytesCodec):
-    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...).
-
-    Decoding with a limit never allocates more than the limit: ``lz4`` and ``blosc`` headers that declare
-    more are refused before numcodecs allocates what they declare; ``zstd``, ``gzip`` and ``lzma`` (the raw
-    formats and filter chains that :mod:`.stdlib` leaves to numcodecs) stop decoding one byte past it.
-    The others (``shuffle``, the checksums) never decode to more than their input."""
+    """A numcodecs compressor or checksum (``numcodecs.zlib``, ``numcodecs.crc32`` ...). Decoding with a limit
+    never allocates more: ``lz4`` and ``blosc`` headers declaring more are refused before numcodecs allocates
+    it; ``zstd``, ``gzip`` and ``lzma`` (the raw formats and filter chains :mod:`.stdlib` leaves to numcodecs)
+    stop one byte past it; the others (``shuffle``, the checksums) never decode to more than their input."""
 
     def __init__(self, name: str, codec: Any) -> None:
-        self.name = name
-        self.codec = codec
+        self.name, self.codec = name, codec
         self._id = str(getattr(codec, "codec_id", ""))
 
     def encode(self, data: bytes | memoryview) -> bytes:
@@ -402,8 +397,7 @@ class NumcodecsBytesBytes(BytesBytesCodec):
         try:
             return _bytes(self.codec.decode(_as_bytes(data)))
         except Exception as exc:
-            cls = ChecksumError if "checksum" in str(exc).lower() else CodecError
-            raise cls(f"cannot decode: {exc}", key=key, codec=self.name) from exc
+            raise _failed(exc, key, self.name, "decode") from exc
 
     def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes | memoryview:
         match self._id:

@@ -27,8 +27,7 @@ class OptionalCodec(ArrayBytesCodec):
     name = "optional"
 
     def __init__(self, mask: CodecPipeline, data: CodecPipeline) -> None:
-        self.mask = mask
-        self.data = data
+        self.mask, self.data = mask, data
 
     @property
     def meta(self) -> OptionalMeta:

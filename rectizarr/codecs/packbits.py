@@ -22,16 +22,7 @@ from rectizarr.core.dtype import INTEGER_NAMES, data_type_from_numpy
 from rectizarr.errors import MetadataError
 
 # bits per component of the data types narrower than a byte (held one per byte, in its low bits)
-_SUB_BYTE = {
-    "bool": 1,
-    "int2": 2,
-    "uint2": 2,
-    "int4": 4,
-    "uint4": 4,
-    "float4_e2m1fn": 4,
-    "float6_e2m3fn": 6,
-    "float6_e3m2fn": 6,
-}
+_SUB_BYTE = dict(bool=1, int2=2, uint2=2, int4=4, uint4=4, float4_e2m1fn=4, float6_e2m3fn=6, float6_e3m2fn=6)
 _SIGNED = frozenset({"int2", "int4", "int8", "int16", "int32", "int64"})
 _WHOLE = INTEGER_NAMES | {"float16", "float32", "float64", "bfloat16", "complex64", "complex128"}
 
@@ -43,9 +34,7 @@ class PackbitsCodec(ArrayBytesCodec):
     def __init__(self, padding_encoding: str, first_bit: int | None, last_bit: int | None) -> None:
         if first_bit is not None and last_bit is not None and last_bit < first_bit:
             raise MetadataError(f"last_bit {last_bit} is below first_bit {first_bit}")
-        self.padding_encoding = padding_encoding
-        self.first_bit = first_bit
-        self.last_bit = last_bit
+        self.padding_encoding, self.first_bit, self.last_bit = padding_encoding, first_bit, last_bit
 
     def _layout(self, dtype: np.dtype) -> tuple[int, int, int, int, bool]:
         """(components per element, bits per component, first bit, bits kept, signed) for ``dtype``."""
@@ -78,9 +67,7 @@ class PackbitsCodec(ArrayBytesCodec):
 
     def _components(self, dtype: np.dtype, ncomp: int, nbits: int) -> np.dtype:
         """The unsigned little-endian integer dtype holding one component's bits."""
-        if nbits < 8:
-            return np.dtype("u1")
-        return np.dtype(f"<u{dtype.itemsize // ncomp}")
+        return np.dtype("u1") if nbits < 8 else np.dtype(f"<u{dtype.itemsize // ncomp}")
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes:
         ncomp, nbits, first, kept, _ = self._layout(spec.dtype)

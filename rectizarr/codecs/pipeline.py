@@ -59,27 +59,20 @@ class CodecPipeline:
         return chunk
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> bytes | memoryview:
-        """The stored value of ``chunk``. A raw chunk (native ``bytes``, no compressor) is a byte view of
-        its C-contiguous copy, or of the chunk itself when it is C-contiguous already (the caller stores it
-        before it returns): ``tobytes`` would hold the GIL for the copy of a strided chunk, serialising the
-        writers (1 MiB: 90 us each), and copy a contiguous chunk once more."""
+        """The stored value of ``chunk``. Where ``bytes`` in native order is the whole array side, the chunk's
+        bytes are a view of it (of its C-contiguous copy if strided: NumPy's copy lets other threads run),
+        given to the one compressor or returned as they are (the caller stores them before it returns):
+        ``tobytes`` would hold the GIL for the copy of a strided chunk, serialising the writers (1 MiB: 90 us
+        each), and copy a contiguous chunk once more."""
         data: bytes | memoryview
         if (
-            not self.bytes_bytes
-            and chunk.dtype == spec.dtype
+            chunk.dtype == spec.dtype
             and chunk.size == spec.size
-            and self.is_raw(spec.dtype)
+            and (self.can_decode_into(spec.dtype) if self.bytes_bytes else self.is_raw(spec.dtype))
         ):
-            return memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
-        if (
-            self.bytes_bytes
-            and self.can_decode_into(spec.dtype)
-            and chunk.dtype == spec.dtype
-            and chunk.size == spec.size
-        ):
-            # the compressor reads the chunk's own memory: no bytes object in between, and a strided chunk
-            # is made contiguous by NumPy's copy, which lets other threads run (``tobytes`` holds the GIL)
             data = memoryview(np.ascontiguousarray(chunk).reshape(-1).view(np.uint8))
+            if not self.bytes_bytes:
+                return data
         else:
             data = self.array_bytes.encode(self.encode_array(chunk, spec), self.resolve(spec))
         for codec in self.bytes_bytes:
@@ -91,9 +84,7 @@ class CodecPipeline:
         stored = len(data)
         try:
             if self.bytes_bytes:
-                for codec, limit in zip(
-                    reversed(self.bytes_bytes), reversed(self._limits(spec)), strict=True
-                ):
+                for codec, limit in zip(reversed(self.bytes_bytes), self._limits(spec)[-2::-1], strict=True):
                     data = (
                         codec.decode(data, spec.key)
                         if limit is None
@@ -141,19 +132,16 @@ class CodecPipeline:
         the compressor may stop there, leaving the rest of ``out`` unspecified."""
         if not self.can_decode_into(spec.dtype):
             return False
-        flat = out.reshape(-1).view(np.uint8)
-        codec = self.bytes_bytes[0]
-        if nbytes < flat.size and codec.decode_prefix(data, flat, nbytes):
-            return True
-        return codec.decode_into(data, flat)
+        flat, codec = out.reshape(-1).view(np.uint8), self.bytes_bytes[0]
+        prefix = nbytes < flat.size and codec.decode_prefix(data, flat, nbytes)
+        return prefix or codec.decode_into(data, flat)
 
     def decode_many(
         self, frames: Frames, spec: ChunkSpec, out: np.ndarray, rows: np.ndarray, threads: int = 1
     ) -> np.ndarray:
-        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size dtype) into ``out[rows[i]]``
-        (``out``: C-contiguous, ``(m, *spec.shape)`` of ``spec.dtype``), as few codec calls as the chain
-        allows (one for zstd, on ``threads`` threads; else one per value). The mask of the values decoded:
-        the others are invalid, and the caller decodes them with :meth:`decode`, which reports them."""
+        """Decode value ``i`` of ``frames`` (chunks of ``spec``, fixed-size) into ``out[rows[i]]`` (``out``:
+        C-contiguous, ``(m, *spec.shape)``) in as few codec calls as the chain allows (zstd: one, on
+        ``threads`` threads); the mask of those decoded (:meth:`decode` reports why the others are not)."""
         flat = out.reshape(out.shape[0], -1).view(np.uint8)
         if self.can_decode_into(spec.dtype):
             done = self.bytes_bytes[0].decode_many_into(frames, flat, rows, threads)
@@ -180,16 +168,12 @@ class CodecPipeline:
         n = chunks.shape[0]
         if not n:
             return Frames.of([])
-        if self.is_raw(spec.dtype):
-            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
-            return Frames(
-                rows.reshape(-1).data,
-                np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes),
-                np.full(n, spec.nbytes, dtype=np.uint64),
-            )
-        if self.can_decode_into(spec.dtype):  # bytes in native order, then one compressor
-            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)
-            return self.bytes_bytes[0].encode_many(rows, threads)
+        if self.is_raw(spec.dtype) or self.can_decode_into(spec.dtype):
+            rows = np.ascontiguousarray(chunks).reshape(n, -1).view(np.uint8)  # bytes in native order
+            if self.bytes_bytes:  # then one compressor
+                return self.bytes_bytes[0].encode_many(rows, threads)
+            offsets = np.arange(n, dtype=np.uint64) * np.uint64(spec.nbytes)
+            return Frames(rows.reshape(-1).data, offsets, np.full(n, spec.nbytes, dtype=np.uint64))
         return Frames.of([self.encode(chunks[i, ...], spec) for i in range(n)])  # 0-d chunks: arrays too
 
     def encode_cannot_fail(self, dtype: np.dtype) -> bool:
@@ -202,23 +186,20 @@ class CodecPipeline:
         return (*self.array_array, self.array_bytes, *self.bytes_bytes)
 
     def _limits(self, spec: ChunkSpec) -> list[int | None]:
-        """Per bytes -> bytes codec, the most bytes its decoding may yield for a valid chunk (or None)."""
+        """The most bytes a valid chunk's encoding takes after the array -> bytes codec and after each
+        bytes -> bytes codec (what each one's decoding may yield), or None without a bound."""
         size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
         limits: list[int | None] = []
         for codec in self.bytes_bytes:
             limits.append(size)
             size = None if size is None else codec.decoded_bound(size)
+        limits.append(size)
         return limits
 
     def stored_bound(self, spec: ChunkSpec) -> int | None:
         """The most bytes the stored value of a valid chunk of ``spec`` takes (what a store may refuse to
         read past), or None when there is no bound (variable-length data)."""
-        size = self.array_bytes.encoded_bound(self.resolve(spec) if self.array_array else spec)
-        for codec in self.bytes_bytes:
-            if size is None:
-                return None
-            size = codec.decoded_bound(size)
-        return size
+        return self._limits(spec)[-1]
 
     def encoded_size(self, spec: ChunkSpec) -> int | None:
         size = self.array_bytes.encoded_size(self.resolve(spec))
@@ -266,8 +247,7 @@ class ShardingCodec(ArrayBytesCodec):
         path: str | None = None,
     ) -> None:
         self.chunk_shape: Shape = tuple(int(c) for c in chunk_shape)
-        self.codecs = codecs
-        self.index_codecs = index_codecs
+        self.codecs, self.index_codecs = codecs, index_codecs
         self.index_location: Literal["start", "end"] = index_location
         self.infallible = all(c.infallible for chain in (codecs, index_codecs) for c in chain.codecs)
         if index_codecs.encoded_size(self._index_spec((1,) * len(self.chunk_shape), None)) is None:
@@ -327,8 +307,7 @@ class ShardingCodec(ArrayBytesCodec):
 
     def index_nbytes(self, shard_shape: Shape) -> int:
         size = self.index_codecs.encoded_size(self._index_spec(self.chunks_per_shard(shard_shape), None))
-        if size is None:  # pragma: no cover - excluded at construction
-            raise MetadataError("index_codecs have no fixed encoded size")
+        assert size is not None  # (index_codecs without a fixed size are refused at construction)
         return size
 
     def index_byte_range(self, shard_shape: Shape) -> tuple[int, int | None]:
@@ -382,10 +361,9 @@ class ShardingCodec(ArrayBytesCodec):
     def dense(
         self, shard: bytes | memoryview, shard_shape: Shape, dtype: np.dtype, *, key: str | None
     ) -> np.ndarray | None:
-        """The inner chunks as one array of shape ``chunks_per_shard + chunk_shape`` (a view of ``shard``)
-        when they are plain ``bytes`` of ``dtype`` in native order, all stored, back to back in C order of
-        their coords (as rectizarr and most writers lay them out): a whole shard then reads with no work per
-        inner chunk. ``None`` otherwise (other codecs, an absent chunk, another layout)."""
+        """:meth:`ShardIndex.block` of ``shard`` where the inner chunks are plain ``bytes`` of ``dtype`` in
+        native order (as rectizarr and most writers lay them out: a whole shard then reads with no work per
+        inner chunk); ``None`` otherwise (other codecs, an absent chunk, another layout)."""
         if not self.codecs.is_raw(dtype):
             return None
         mv = memoryview(shard).cast("B")

@@ -48,20 +48,18 @@ def _entry_points() -> dict[str, metadata.EntryPoint]:
 
 def _load(name: str) -> CodecFactory | None:
     ep = _entry_points().get(name)
-    if (
-        ep is None
-    ):  # installed since the group was listed? (core.codec_meta lists it afresh for unknown names)
+    if ep is None:  # installed since the group was listed? (core.codec_meta lists it again for new names)
         _entry_points.cache_clear()
         ep = _entry_points().get(name)
-    if ep is None:
-        return None
-    return _load_entry_point(ep)
+    return None if ep is None else _load_entry_point(ep)
 
 
 @functools.cache
 def _load_entry_point(ep: metadata.EntryPoint) -> CodecFactory:
     name = ep.name
-    where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{_dist(ep)})"
+    dist = getattr(ep, "dist", None)
+    dist_name = f", from {dist.name} {dist.version}" if dist is not None else ""
+    where = f"entry point {ep.name} = {ep.value!r} ({ENTRY_POINT_GROUP}{dist_name})"
     try:
         factory = ep.load()
     except Exception as exc:  # an import error of any kind, in someone else's package
@@ -70,11 +68,6 @@ def _load_entry_point(ep: metadata.EntryPoint) -> CodecFactory:
         raise UnsupportedError(f"codec {name!r}: {where} is not callable")
     out: CodecFactory = factory
     return out
-
-
-def _dist(ep: metadata.EntryPoint) -> str:
-    dist = getattr(ep, "dist", None)
-    return f", from {dist.name} {dist.version}" if dist is not None else ""
 
 
 def plugin_names() -> frozenset[str]:

@@ -32,19 +32,6 @@ def _shapes(per_axis: Sequence[object]) -> list[tuple[int, ...]]:
     return [tuple(s) for s in itertools.product(*lengths)]
 
 
-def _map(codec: Any, per_axis: Sequence[object]) -> list[object]:
-    """The per-axis sets of lengths of the encoded chunks, over every chunk shape of ``per_axis``."""
-    outs = [codec.out_shape(s) for s in _shapes(per_axis)]
-    ndims = {len(o) for o in outs}
-    if len(ndims) > 1:
-        raise MetadataError(
-            f"{codec.name} gives chunks of {sorted(ndims)} dimensions on this grid (its chunks "
-            "have length 1 along an axis in some places only)"
-        )
-    ndim = ndims.pop() if ndims else 0
-    return [np.unique(np.array([o[i] for o in outs], dtype=np.int64)) for i in range(ndim)]
-
-
 class _Reshaping(ArrayArrayCodec):
     infallible = True
 
@@ -56,7 +43,16 @@ class _Reshaping(ArrayArrayCodec):
         return spec.with_shape(self.out_shape(spec.shape))
 
     def map_axes(self, per_axis: Sequence[object]) -> list[object]:
-        return _map(self, per_axis)
+        """The per-axis sets of lengths of the encoded chunks, over every chunk shape of ``per_axis``."""
+        outs = [self.out_shape(s) for s in _shapes(per_axis)]
+        ndims = {len(o) for o in outs}
+        if len(ndims) > 1:
+            raise MetadataError(
+                f"{self.name} gives chunks of {sorted(ndims)} dimensions on this grid (its chunks "
+                "have length 1 along an axis in some places only)"
+            )
+        ndim = ndims.pop() if ndims else 0
+        return [np.unique(np.array([o[i] for o in outs], dtype=np.int64)) for i in range(ndim)]
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         return np.reshape(np.asarray(chunk), self.out_shape(spec.shape))

@@ -21,10 +21,9 @@ EMPTY = np.uint64(MAX_U64)  # both halves of an empty inner chunk's index entry
 
 
 def is_fill(chunk: np.ndarray, fill: np.ndarray) -> bool:
-    """True when every element of ``chunk`` equals ``fill`` bit for bit (as TensorStore decides).
-
-    So a NaN fill matches NaN data only with the same payload, and ``-0.0`` data is not a ``0.0`` fill:
-    storing such chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``."""
+    """True when every element of ``chunk`` equals ``fill`` bit for bit (as TensorStore decides), so a NaN
+    fill matches NaN data only with the same payload and ``-0.0`` data is not a ``0.0`` fill: storing such
+    chunks keeps the data exact. Object (string/bytes) chunks compare with ``==``."""
     dtype = chunk.dtype
     if dtype.hasobject and dtype.names is not None:  # (an optional string: field by field)
         value = np.asarray(fill).reshape(())

@@ -33,20 +33,15 @@ class StdlibCodec(BytesBytesCodec):
     def __init__(
         self, name: str, compress: Callable[[bytes], bytes], decompressor: Callable[[int | None], Any]
     ) -> None:
-        self.name = name
-        self._compress = compress
-        self._decompressor = decompressor
+        self.name, self._compress, self._decompressor = name, compress, decompressor
 
     def encode(self, data: bytes | memoryview) -> bytes:
         return self._compress(bytes(data))
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
-        return self._inflate(data, key, None)
+        return self.decode_limited(data, key, None)
 
-    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int) -> bytes:
-        return self._inflate(data, key, limit)
-
-    def _inflate(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
+    def decode_limited(self, data: bytes | memoryview, key: str | None, limit: int | None) -> bytes:
         d = self._decompressor(limit)
         try:
             if limit is None:
@@ -89,17 +84,11 @@ def stdlib_codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None
 
 def _codec(codec_id: str, config: Mapping[str, Any]) -> StdlibCodec | None:
     keys = set(config)
-    if codec_id == "zlib" and keys <= {"level"}:
-        level = int(config.get("level", 1))
-        return StdlibCodec(
-            "numcodecs.zlib", lambda b: zlib.compress(b, level), lambda _: zlib.decompressobj()
-        )
-    if codec_id == "bz2" and keys <= {"level"}:
-        level = int(config.get("level", 1))
-        return StdlibCodec("numcodecs.bz2", lambda b: bz2.compress(b, level), lambda _: bz2.BZ2Decompressor())
-    if codec_id == "lzma" and keys <= {"format", "check", "preset", "filters"}:
-        return _lzma(config)
-    return None
+    if codec_id in ("zlib", "bz2") and keys <= {"level"}:
+        level, module = int(config.get("level", 1)), zlib if codec_id == "zlib" else bz2
+        make: Callable[[], Any] = zlib.decompressobj if codec_id == "zlib" else bz2.BZ2Decompressor
+        return StdlibCodec(f"numcodecs.{codec_id}", lambda b: module.compress(b, level), lambda _: make())
+    return _lzma(config) if codec_id == "lzma" and keys <= {"format", "check", "preset", "filters"} else None
 
 
 def lzma_limited(

@@ -56,12 +56,10 @@ class V2ChunkCodec(ArrayBytesCodec):
     name = "zarr_v2.filters"
 
     def __init__(self, declared: np.dtype, order: str, filters: Sequence[dict[str, Any]], path: str) -> None:
-        self.declared = declared
-        self.order = order
+        self.declared, self.order = declared, order
         objs = []
         self.ids = tuple(str(config["id"]) for config in filters)
-        for i, config in enumerate(filters):
-            cid = str(config["id"])
+        for i, (cid, config) in enumerate(zip(self.ids, filters, strict=True)):
             if cid == "pickle" and os.environ.get(ALLOW_PICKLE_ENV, "") not in ("1", "true", "yes"):
                 raise UnsupportedError(
                     f"the 'pickle' filter runs code when it decodes; set {ALLOW_PICKLE_ENV}=1 to read data you "

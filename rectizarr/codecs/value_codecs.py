@@ -8,7 +8,7 @@ backend zarr-python uses (the ``cast-value`` extra), so both write the same bits
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -26,9 +26,6 @@ CAST_VALUE_EXTRA = "cast-value"
 #: data types the cast_value specification allows on either side (float8_e4m3fn is not registered)
 _CAST_SPEC_TYPES = INTEGER_NAMES | set(ML_INTS) | (set(FLOAT_SPECS) - {"float8_e4m3fn"})
 _CAST_BACKEND_TYPES = INTEGER_NAMES | {"float16", "float32", "float64"}  # those the backend converts
-
-
-# ------------------------------------------------------------------------------------------ scale_offset
 
 
 class ScaleOffsetCodec(ArrayArrayCodec):
@@ -68,26 +65,25 @@ class ScaleOffsetCodec(ArrayArrayCodec):
             fill = self._fills.setdefault(value.tobytes(), fill)
         return replace(spec, fill_value=fill)
 
-    def _range_error(self, key: str | None, what: str) -> CodecError:
+    def _check_range(self, chunk: np.ndarray, key: str | None, f: Callable[[int], int], what: str) -> None:
+        """``f`` (linear in x: its extremes are at the smallest and largest x) maps every integer of ``chunk``
+        into the dtype; where it does, numpy's arithmetic modulo 2**bits gives every exact result."""
         info = np.iinfo(self.dtype)
-        return self.error(f"{what} gives a value outside {self.dtype} [{info.min}, {info.max}]", key)
-
-    def _encode(self, chunk: np.ndarray, key: str | None) -> np.ndarray:
-        if self.dtype.kind == "f":
-            return np.asarray((chunk - self.offset) * self.scale)
-        # integers: linear in x, so the extremes are at the smallest and largest input; where both fit, the
-        # arithmetic modulo 2**bits (numpy's) gives every exact result
-        if chunk.size:
-            off, scale, info = int(self.offset), int(self.scale), np.iinfo(self.dtype)
-            for x in (int(chunk.min()), int(chunk.max())):
-                if not info.min <= (x - off) * scale <= info.max:
-                    raise self._range_error(key, f"(x - {off}) * {scale} for x = {x}")
-        with np.errstate(over="ignore"):
-            return np.asarray((chunk - self.offset) * self.scale, dtype=self.dtype)
+        for x in (int(chunk.min()), int(chunk.max())) if chunk.size else ():
+            if not info.min <= f(x) <= info.max:
+                raise self.error(
+                    f"{what} for x = {x} gives a value outside {self.dtype} [{info.min}, {info.max}]", key
+                )
 
     def encode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         self._check_dtype(spec)
-        return self._encode(np.asarray(chunk, dtype=self.dtype), spec.key)
+        chunk = np.asarray(chunk, dtype=self.dtype)
+        if self.dtype.kind == "f":
+            return np.asarray((chunk - self.offset) * self.scale)
+        off, scale = int(self.offset), int(self.scale)
+        self._check_range(chunk, spec.key, lambda x: (x - off) * scale, f"(x - {off}) * {scale}")
+        with np.errstate(over="ignore"):
+            return np.asarray((chunk - self.offset) * self.scale, dtype=self.dtype)
 
     def decode(self, chunk: np.ndarray, spec: ChunkSpec) -> np.ndarray:
         self._check_dtype(spec)
@@ -101,23 +97,9 @@ class ScaleOffsetCodec(ArrayArrayCodec):
                     f"a whole {self.dtype}",
                     spec.key,
                 )
-            if chunk.size:
-                off, scale, info = int(self.offset), int(self.scale), np.iinfo(self.dtype)
-                for x in (int(chunk.min()), int(chunk.max())):
-                    if not info.min <= x // scale + off <= info.max:
-                        raise self._range_error(spec.key, f"x / {scale} + {off} for x = {x}")
+            off, scale = int(self.offset), int(self.scale)
+            self._check_range(chunk, spec.key, lambda x: x // scale + off, f"x / {scale} + {off}")
             return np.asarray(chunk // self.scale + self.offset, dtype=self.dtype)
-
-
-# -------------------------------------------------------------------------------------------- cast_value
-
-
-def _backend() -> Any:
-    try:
-        import cast_value_rs
-    except ImportError:
-        return None
-    return cast_value_rs
 
 
 class CastValueCodec(ArrayArrayCodec):
@@ -146,39 +128,22 @@ class CastValueCodec(ArrayArrayCodec):
                 f"out_of_range 'wrap' needs an integer data_type, not {target.name}",
                 path=json_path(config, "out_of_range"),
             )
-        self.backend = _backend()
-        if self.backend is None:
+        try:
+            import cast_value_rs
+        except ImportError:
             raise UnsupportedError(
                 f"codec 'cast_value' needs the cast-value-rs package: pip install "
                 f"'rectizarr[{CAST_VALUE_EXTRA}]'",
                 path=json_path(path, "name"),
-            )
+            ) from None
+        self.backend: Any = cast_value_rs
         self.source, self.target = source.numpy, target.numpy
         self.rounding = meta.rounding
         self.out_of_range = meta.out_of_range
-        smap = meta.scalar_map
-        where = json_path(config, "scalar_map")
-        self.encode_map = (
-            None
-            if smap is None or smap.encode is None
-            else self._pairs(smap.encode, source, target, json_path(where, "encode"))
-        )
-        self.decode_map = (
-            None
-            if smap is None or smap.decode is None
-            else self._pairs(smap.decode, target, source, json_path(where, "decode"))
-        )
+        smap, where = meta.scalar_map, json_path(config, "scalar_map")
+        self.encode_map = _pairs(smap.encode if smap else None, source, target, json_path(where, "encode"))
+        self.decode_map = _pairs(smap.decode if smap else None, target, source, json_path(where, "decode"))
         self._fills: dict[bytes, np.ndarray] = {}
-
-    @staticmethod
-    def _pairs(
-        pairs: Sequence[tuple[Any, Any]], frm: DataType, to: DataType, path: str
-    ) -> list[tuple[Any, Any]]:
-        out = []
-        for i, (a, b) in enumerate(pairs):
-            x, y = frm.parse_fill(a, json_path(path, i, 0)), to.parse_fill(b, json_path(path, i, 1))
-            out.append((x.item(), y.item()))
-        return out
 
     def _cast(
         self, arr: np.ndarray, target: np.dtype, pairs: list[tuple[Any, Any]] | None, key: str | None
@@ -218,6 +183,19 @@ class CastValueCodec(ArrayArrayCodec):
         self._check_dtype(spec)
         chunk = _as_stored(chunk, self.target, spec, self.name)
         return self._cast(chunk, self.source, self.decode_map, spec.key)
+
+
+def _pairs(
+    pairs: Sequence[tuple[Any, Any]] | None, frm: DataType, to: DataType, path: str
+) -> list[tuple[Any, Any]] | None:
+    """A scalar map's pairs as values of ``frm`` and ``to`` (None: no map)."""
+    if pairs is None:
+        return None
+    p = [
+        (frm.parse_fill(a, json_path(path, i, 0)), to.parse_fill(b, json_path(path, i, 1)))
+        for i, (a, b) in enumerate(pairs)
+    ]
+    return [(x.item(), y.item()) for x, y in p]
 
 
 def _as_stored(chunk: np.ndarray, dtype: np.dtype, spec: ChunkSpec, name: str) -> np.ndarray:

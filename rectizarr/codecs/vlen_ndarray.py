@@ -24,8 +24,7 @@ _U32 = struct.Struct("<I")
 
 def vlen_array_dtype(configuration: dict[str, Any]) -> np.dtype:
     """The element dtype of a ``numcodecs.vlen-array`` configuration (``{"dtype": "<i4"}``)."""
-    extra = sorted(set(configuration) - {"dtype"})
-    if extra or "dtype" not in configuration:
+    if set(configuration) != {"dtype"}:
         raise MetadataError(
             f'numcodecs.vlen-array takes a configuration {{"dtype": ...}}, got {configuration!r}'
         )
@@ -72,8 +71,7 @@ class NumcodecsVlenArrayCodec(ArrayBytesCodec):
         items = [self._item(x, spec.key) for x in np.asarray(chunk, dtype=object).reshape(-1)]
         parts = [_U32.pack(len(items))]
         for raw in items:
-            parts.append(_U32.pack(len(raw)))
-            parts.append(raw)
+            parts += (_U32.pack(len(raw)), raw)
         return b"".join(parts)
 
     def decode(self, data: bytes | memoryview, spec: ChunkSpec) -> np.ndarray:

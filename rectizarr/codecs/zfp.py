@@ -53,14 +53,6 @@ def expert_mode_bits(minbits: int, maxbits: int, maxprec: int, minexp: int) -> n
     return np.unpackbits(np.frombuffer(mode.to_bytes(8, "little"), dtype=np.uint8), bitorder="little")
 
 
-def _zfpy() -> Any:
-    try:
-        import zfpy  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return zfpy
-
-
 def _bits(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     return np.unpackbits(np.frombuffer(data, dtype=np.uint8), bitorder="little")
 
@@ -69,19 +61,16 @@ class ZfpCodec(ArrayBytesCodec):
     name = "zfp"
 
     def __init__(self, mode: str, params: dict[str, Any], path: str) -> None:
-        self.zfpy = _zfpy()
-        if self.zfpy is None:
+        try:
+            import zfpy  # type: ignore[import-not-found]
+        except ImportError:
             raise UnsupportedError(
                 f"codec 'zfp' needs the zfpy package: pip install 'rectizarr[{ZFP_EXTRA}]'", path=path
-            )
+            ) from None
+        self.zfpy: Any = zfpy
         self.mode = mode
-        self.kwargs: dict[str, Any] = {
-            "fixed_rate": {"rate": params.get("rate")},
-            "fixed_precision": {"precision": params.get("precision")},
-            "fixed_accuracy": {"tolerance": params.get("tolerance")},
-            "reversible": {},
-            "expert": {},
-        }[mode]
+        arg = {"fixed_rate": "rate", "fixed_precision": "precision", "fixed_accuracy": "tolerance"}.get(mode)
+        self.kwargs: dict[str, Any] = {} if arg is None else {arg: params.get(arg)}  # zfpy's, for mode
         if mode == "expert" and not (params["minbits"] <= params["maxbits"] and 1 <= params["maxprec"] <= 64):
             raise MetadataError(
                 f"zfp expert mode needs minbits <= maxbits and maxprec in [1, 64], got {params}",
@@ -94,8 +83,6 @@ class ZfpCodec(ArrayBytesCodec):
         )
         self.maxbits = int(params["maxbits"]) if mode == "expert" else 0
         self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
-
-    # --------------------------------------------------------------------------------- types and shapes
 
     def _zfp_dtype(self, dtype: np.dtype) -> tuple[str, np.dtype]:
         name = data_type_from_numpy(dtype).name if dtype.kind != "O" else "object"
@@ -131,8 +118,6 @@ class ZfpCodec(ArrayBytesCodec):
         blocks = int(np.prod([-(-n // 4) for n in self._field(spec.shape)]))
         return max(2 * spec.size * zdt.itemsize, -(-blocks * min(self.maxbits, _LONG + 1) // 8)) + 4096
 
-    # --------------------------------------------------------------------------------------- promotion
-
     def _promote(self, chunk: np.ndarray, name: str, zdt: np.dtype) -> np.ndarray:
         if name in _PROMOTED_INT:
             n, signed = _PROMOTED_INT[name]
@@ -141,8 +126,7 @@ class ZfpCodec(ArrayBytesCodec):
                 wide -= 1 << (n - 1)
             return np.asarray(wide << (31 - n), dtype=np.int32)
         if name in _CLAMPED:
-            clamped: np.ndarray = np.minimum(chunk, np.iinfo(zdt).max).astype(zdt)
-            return clamped
+            return np.asarray(np.minimum(chunk, np.iinfo(zdt).max), dtype=zdt)
         return np.asarray(chunk, dtype=zdt)
 
     def _demote(self, values: np.ndarray, name: str, dtype: np.dtype) -> np.ndarray:
@@ -153,21 +137,13 @@ class ZfpCodec(ArrayBytesCodec):
                 wide = np.clip(wide, -(1 << (n - 1)), (1 << (n - 1)) - 1)
             else:
                 wide = np.clip(wide + (1 << (n - 1)), 0, (1 << n) - 1)
-            demoted: np.ndarray = wide.astype(dtype)
-            return demoted
-        if name in _CLAMPED:
-            floor: np.ndarray = np.maximum(values, 0).astype(dtype)
-            return floor
-        out: np.ndarray = values.astype(dtype)
-        return out
-
-    # ------------------------------------------------------------------------------------------- coding
+            return wide.astype(dtype)
+        return np.asarray(np.maximum(values, 0), dtype=dtype) if name in _CLAMPED else values.astype(dtype)
 
     def _kwargs(self, ndim: int) -> dict[str, Any]:
-        """zfpy's arguments for a field of ``ndim`` dimensions. zarrs sets a fixed rate as for a 3-d field
-        whatever the chunk's dimensionality (``zfp_stream_set_rate(..., 3, 0)``: ``64 * rate`` bits a block);
-        zfpy passes the array's dimensionality, so the rate given to it is scaled by ``4 ** (3 - ndim)`` (a
-        power of two: exact) to give the same bits per block."""
+        """zfpy's arguments for a field of ``ndim`` dimensions: zarrs sets a fixed rate as for a 3-d field
+        (``zfp_stream_set_rate(..., 3, 0)``: ``64 * rate`` bits a block), zfpy for the array's ``ndim``, so
+        its rate is scaled by ``4 ** (3 - ndim)`` (a power of two: exact) to give the same bits per block."""
         if self.mode != "fixed_rate":
             return self.kwargs
         return {"rate": float(self.kwargs["rate"]) * 4.0 ** (3 - ndim)}
@@ -194,8 +170,7 @@ class ZfpCodec(ArrayBytesCodec):
         if header is None:
             # (expert: reversible's field bits)
             kwargs = self._kwargs(len(field)) if self.expert is None else {}
-            stream = self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs)
-            header = _bits(stream)[:_HEADER_BITS]
+            header = _bits(self.zfpy.compress_numpy(np.zeros(field, dtype=zdt), **kwargs))[:_HEADER_BITS]
             if self.expert is not None:
                 header = np.concatenate([header[:_META_BITS], self.expert])
             if self.expert is None and header[84:96].all():  # 12 bits of ones: a long mode, not these modes'

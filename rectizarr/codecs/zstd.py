@@ -1,14 +1,9 @@
-"""Zstandard decoding through the ``zstandard`` package, for what numcodecs' API cannot do: decode only the
-first bytes of a frame into the caller's buffer (a read that needs the start of a chunk stops there), and
-decode a frame that declares no size without producing more than a bound.
-
-This is the only module that imports ``zstandard``. Each thread reuses one decompressor (its context and
-window). It also decodes whole frames of a known size straight into the caller's memory, one at a time
-(:func:`decode_into`: how rectizarr decodes every zstd chunk it can decode in place) or many at once
-(:func:`decode_many`: small frames in one call, large ones one by one into their rows). It encodes with a
-reused compressor per thread and parameters (:func:`encode`: the same bytes as numcodecs' ``Zstd``, a third
-of its cost for small chunks, since numcodecs makes a context per call). ``RECTIZARR_ZSTD_PREFIX=0`` in the
-environment turns prefix decoding off (every chunk is then decoded whole)."""
+"""Zstandard through the ``zstandard`` package (the only module that imports it), for what numcodecs' API
+cannot do: decode only the first bytes of a frame (a read that needs the start of a chunk stops there), count
+what a frame without a declared size decodes to within a bound, decode frames straight into the caller's
+memory (:func:`decode_into`, :func:`decode_many`), and encode with reused contexts (:func:`encode`: numcodecs
+makes one per call). Each thread reuses one decompressor, and one compressor per parameters.
+``RECTIZARR_ZSTD_PREFIX=0`` in the environment turns prefix decoding off (chunks are then decoded whole)."""
 
 from __future__ import annotations
 
@@ -93,9 +88,7 @@ def decode_many(
     n, width = len(segments), out.shape[1]
     t = tuning.current()
     threads = threads if n >= t.zstd_frames_per_thread * threads else 0  # threads are started per call
-    if (
-        not threads and width >= t.zstd_large_frame
-    ):  # each straight into its row: no copies of the decoded bytes
+    if not threads and width >= t.zstd_large_frame:  # each straight into its row: no copies of the output
         view = memoryview(buffer)
         return all(
             decode_into(view[start : start + size], out[row])

@@ -1,15 +1,8 @@
-"""Nodes: paths, documents and their formats, shared by arrays and groups.
-
-* Node names are validated as the spec says (:mod:`.paths`).
-* A node's documents are read, written and updated through its format (:mod:`.base`: one interface,
-  :mod:`.v3` and :mod:`.v2`), chosen once (:mod:`.formats`).
-* Creating a node writes explicit ancestor group documents where none exist (never overwriting,
-  :mod:`.create`).
-* Every metadata write or node deletion made through rectizarr refreshes the consolidated metadata held
-  by any ancestor group, so our own writes never leave a stale listing behind; a change below a
-  consolidating group is published with its consolidated copies as one update (:mod:`.records`).
-* Handles track their documents' versions (:mod:`.versions`).
-"""
+"""Nodes: paths and names (:mod:`.paths`), documents read, written and updated through the node's format
+(:mod:`.base`: one interface, :mod:`.v3` and :mod:`.v2`, chosen once in :mod:`.formats`), creation with its
+ancestor groups (:mod:`.create`), and the versions handles track (:mod:`.versions`). Every metadata write or
+deletion made through rectizarr refreshes the consolidated metadata its ancestors hold (a change below a
+consolidating group is published with those copies as one update, :mod:`.records`)."""
 
 from __future__ import annotations
 

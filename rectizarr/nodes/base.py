@@ -1,7 +1,6 @@
 """The document format of a node, one interface with a Zarr v3 (:mod:`.v3`) and a Zarr v2 (:mod:`.v2`)
-implementation: which keys hold a node (its defining document, its other documents, its consolidated
-metadata), how it is read, encoded, written, updated and how the consolidated entries of it that its
-ancestor groups hold are refreshed. A node's format is chosen once (:func:`rectizarr.nodes.format_of`,
+implementation: which keys hold a node, how it is read, encoded, written and updated, and how its ancestors'
+consolidated entries of it are refreshed. A node's format is chosen once (:func:`rectizarr.nodes.format_of`,
 from the stored documents or the ``zarr_format`` asked for); nothing else asks which one it is."""
 
 from __future__ import annotations
@@ -55,9 +54,6 @@ class DocFormat(ABC):
 
     zarr_format: Literal[2, 3]
     missing: str  # what a reader looked for, in the message of a node not found (``{key}``: zarr.json's)
-    # whether a change below a consolidating group is published with the consolidated copies of it through
-    # the group's commit record (:mod:`rectizarr.commit`), not refreshed after it
-    records: bool
     migrates: bool  # whether its nodes are migrated to Zarr v3 (``rectizarr migrate``)
     rules: FormatRules  # what its arrays may be (sharded, rectilinear, with a null fill value, ...)
 
@@ -69,18 +65,18 @@ class DocFormat(ABC):
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         """The document and the codec pipeline of a new array of this format (:mod:`rectizarr.creation`)."""
 
-    @abstractmethod
     def has_fill(self, meta: ArrayMeta) -> bool:
-        """Whether the array ``meta`` has a fill value (a null one, where :attr:`rules` allow it: none)."""
+        """Whether the array ``meta`` has a fill value (not a null one, where :attr:`rules` allow that)."""
+        return True
 
-    @abstractmethod
     def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
-        """The attributes of the array ``meta`` as a Zarr v3 array holds them."""
+        """The attributes of the array ``meta`` as a Zarr v3 array holds them (by default: its own)."""
+        return dict(meta.attributes)
 
-    @abstractmethod
     def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
-        """The array ``meta`` as a Zarr v3 array that reads its stored chunks as they are (``meta`` itself
-        where it is one; None where no v3 codec chain reads them), and why."""
+        """The array ``meta`` as a Zarr v3 array that reads its stored chunks as they are (by default
+        ``meta`` itself; None where no v3 codec chain reads them), and why."""
+        return meta, "a Zarr v3 array"
 
     @abstractmethod
     def defining_keys(self, path: str) -> list[str]:
@@ -128,9 +124,8 @@ class DocFormat(ABC):
         exclusive: bool = False,
         check: CreateCheck | None = None,
     ) -> None:
-        """Write the node's documents and keep its ancestors' consolidated metadata current
-        (``exclusive``: the defining document create-only; ``docs``: the ``zarr.json`` values this
-        operation read and wrote, brought up to date)."""
+        """Write the node's documents, its ancestors' consolidated metadata kept current (``exclusive``: the
+        defining document create-only; ``docs``: the ``zarr.json`` values of this operation, kept current)."""
 
     @abstractmethod
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
@@ -165,8 +160,8 @@ class DocFormat(ABC):
         """A read-modify-write of the node's documents: ``change`` maps the node as stored now (None:
         missing) to the new one (it may run again: the documents are compare-and-swapped, and re-read
         after another writer changed them); then ``then(old, new)`` runs once (chunk work). The locks of
-        the node's and its ancestors' documents are held meanwhile: the writers of this process (of this
-        machine, where the store's locks are the OS's) take turns instead of racing."""
+        the node's and its ancestors' documents are held meanwhile, so the writers of this process (this
+        machine, where the locks are the OS's) take turns."""
         with locked(store, path):
             return self._update(store, path, change, then)
 

@@ -66,8 +66,7 @@ class Beside:
         self.tried = True
         try:
             listed = self.listing.result()
-            more = self._more_listed()
-            other = more and self._other_node()
+            other = self._more_listed() and self._other_node()
         except BaseException:  # the listing (or a look-up) failed: nothing is known, the document goes again
             if ours:
                 self._take_back()

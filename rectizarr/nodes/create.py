@@ -3,12 +3,10 @@ node's documents, with the consolidated metadata held by any ancestor kept curre
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from rectizarr import commit
 from rectizarr.core.metadata import GroupMeta, NodeMeta
 from rectizarr.errors import NodeExistsError, RectizarrError, StoreError
-from rectizarr.nodes.base import DocFormat
+from rectizarr.nodes.base import Change, DocFormat
 from rectizarr.nodes.beside import Beside
 from rectizarr.nodes.formats import format_for, format_of, node_exists, try_read_meta
 from rectizarr.nodes.paths import AncestorDocs, exists_message, meta_key, parent_paths
@@ -69,7 +67,10 @@ def create_node(
     missing = missing_parents(store, path, fmt, docs)
     primary = fmt.primary(store, path, docs)
     if primary is not None and all(len(p) > len(primary) for p in missing):
-        _publish_new(store, primary, path, meta, missing, docs, exclusive)
+        # the groups it needs and the node, in the consolidated copies too: one update (all or nothing)
+        changes: dict[str, Change] = {p: _group_there for p in missing}
+        changes[path] = lambda _: commit.stripped(meta)
+        publish(store, primary, changes, frozenset({path}) if exclusive else frozenset())
         return
     made: list[str] = []
     started = False
@@ -88,22 +89,6 @@ def create_node(
             except Exception:  # pragma: no cover - a store failing twice: the node's own error is raised
                 break
         raise
-
-
-def _publish_new(
-    store: Store,
-    primary: str,
-    path: str,
-    meta: NodeMeta,
-    missing: list[str],
-    docs: AncestorDocs,
-    exclusive: bool,
-) -> None:
-    """The groups a new node needs and the node, in the consolidated copies too: one update (all or
-    nothing) through ``primary``'s commit record."""
-    changes: dict[str, Callable[[NodeMeta | None], NodeMeta | None]] = {p: _group_there for p in missing}
-    changes[path] = lambda _: commit.stripped(meta)
-    publish(store, primary, changes, frozenset({path}) if exclusive else frozenset())
 
 
 def _group_there(old: NodeMeta | None) -> NodeMeta:

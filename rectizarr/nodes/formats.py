@@ -41,8 +41,7 @@ def read_meta(store: Store, path: str, zarr_format: int | None = None) -> NodeMe
     """The node at ``path``: its ``zarr.json``, else its Zarr v2 documents (``zarr_format`` forces one)."""
     meta = try_read_meta(store, path, zarr_format)
     if meta is None:
-        looked = _formats(zarr_format)
-        names = ", ".join(f.missing.format(key=meta_key(path)) for f in looked)
+        names = ", ".join(f.missing.format(key=meta_key(path)) for f in _formats(zarr_format))
         raise NodeNotFoundError(
             f"no Zarr node at {path or '/'!r} in {store!r}: it does not exist (no {names} in the store)"
         )

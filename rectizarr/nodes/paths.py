@@ -9,7 +9,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from rectizarr.errors import MetadataError
-from rectizarr.stores import Store, open_store
+from rectizarr.stores import MemoryStore, Store, open_store
 
 META = "zarr.json"
 _MODES = ("r", "r+", "a", "w", "w-")
@@ -21,8 +21,6 @@ def store_for(store: Any, mode: str, storage_options: Mapping[str, Any] | None) 
     if mode not in _MODES:
         raise MetadataError(f"mode must be one of {_MODES}, got {mode!r}")
     if store is None:  # zarr-python's default: a new in-memory store
-        from rectizarr.stores import MemoryStore
-
         return MemoryStore()
     return open_store(store, mode=mode, storage_options=dict(storage_options) if storage_options else None)
 
@@ -122,10 +120,6 @@ class AncestorDocs:
         if path not in self._docs:
             self._docs[path] = self.store.get(meta_key(path))
         return self._docs[path]
-
-    def set(self, path: str, data: bytes) -> None:
-        self.store.set(meta_key(path), data)
-        self._docs[path] = data
 
     def forget(self, path: str, written: bytes | None = None) -> None:
         """``path``'s document is what was ``written`` there, or (None: made by someone else meanwhile) is

@@ -19,7 +19,13 @@ def decoded(store: Store, path: str, data: bytes) -> NodeMeta | None:
     return commit.resolve(store, path, meta) if commit.MARK in meta.extra_fields else meta
 
 
-def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> GroupMeta | None:
+def inline(entries: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Inline consolidated metadata holding ``entries`` (None: none), shallowest first, then by name."""
+    ordered = dict(sorted((entries or {}).items(), key=lambda kv: (kv[0].count("/"), kv[0])))
+    return {"kind": "inline", "must_understand": False, "metadata": ordered}
+
+
+def with_entry_meta(meta: NodeMeta | None, rel: str, doc: dict[str, Any] | None) -> GroupMeta | None:
     """The group ``meta`` with its consolidated entry ``rel`` set to ``doc`` (None: removed, with its
     descendants); None when ``meta`` does not consolidate."""
     if not isinstance(meta, GroupMeta) or meta.consolidated_metadata is None:
@@ -32,7 +38,7 @@ def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> Gro
         entry.pop(commit.MARK, None)
         if entry.get("node_type") == "group":
             entry.pop("consolidated_metadata", None)
-            entry["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
+            entry["consolidated_metadata"] = inline()
         entries[rel] = entry
     updated = dict(meta.consolidated_metadata)
     updated["metadata"] = entries
@@ -41,28 +47,11 @@ def with_entry_meta(meta: NodeMeta, rel: str, doc: dict[str, Any] | None) -> Gro
     )
 
 
-def _entered(
-    groups: dict[str, Any], parent: str, path: str, after: NodeMeta | None
-) -> tuple[NodeMeta, GroupMeta] | None:
-    """``groups[parent]`` with ``path``'s entry brought up to date (``after``): (before, after) of the
-    group, else None (the group is not there or does not consolidate)."""
-    current = groups[parent]
-    if current is None:
-        return None
-    updated = with_entry_meta(current, relative(path, parent), None if after is None else node_to_json(after))
-    if updated is None:
-        return None
-    groups[parent] = updated
-    return current, updated
-
-
 def primary_for(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
     """The group whose document commits a change of the v3 node at ``path`` (:func:`commit.update`):
     its topmost consolidating ancestor; None where there is none (a plain compare-and-swap of the node's
     own document)."""
-    if not path:
-        return None
-    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get)
+    return commit.primary_of(store, path, (docs or AncestorDocs(store)).get) if path else None
 
 
 def publish(
@@ -88,13 +77,18 @@ def publish(
         news = {path: change(olds[path]) for path, change in changes.items()}
         groups: dict[str, Any] = {primary: p_meta}
         for path, after in list(news.items()):
+            doc = None if after is None else node_to_json(after)
             for parent in parent_paths(path):
                 if parent not in groups and parent not in paths:
                     continue  # (above the primary)
                 if parent not in groups:
                     groups[parent] = news[parent] if parent in news else olds.get(parent)
-                if _entered(groups, parent, path, after) is not None and parent != primary:
-                    news[parent] = groups[parent]
+                # the group with path's entry brought up to date (None: not there, or not consolidating)
+                updated = with_entry_meta(groups[parent], relative(path, parent), doc)
+                if updated is not None:
+                    groups[parent] = updated
+                    if parent != primary:
+                        news[parent] = updated
         return groups[primary], news
 
     return commit.update(store, primary, paths, plan, create_only)

@@ -34,7 +34,6 @@ _ALL = (*v2keys.V2_KEYS, v2keys.V2_CONSOLIDATED)  # every document a v2 node rea
 class V2Format(DocFormat):
     zarr_format: Literal[2, 3] = 2
     missing = "'.zarray' or '.zgroup'"
-    records = False
     migrates = True
     rules = RULES[2]
 
@@ -121,8 +120,9 @@ class V2Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`: the entry is the node's documents as stored when ``.zmetadata`` is rewritten (read after it, at each try),
-        not ``meta``: another client's later change of them may have reached ``.zmetadata`` first."""
+        """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`; the entry is the node's
+        documents as read after ``.zmetadata`` at each try, not ``meta``: another client's later change of
+        them may have reached ``.zmetadata`` first."""
         for group in (*parent_paths(path), path):
             key, rel = self.consolidated_key(group), relative(path, group)
 
@@ -136,10 +136,9 @@ class V2Format(DocFormat):
             store.swap(key, make)  # (concurrent updates of .zmetadata all land)
 
     def _update(self, store: Store, path: str, change: Change, then: Then | None) -> NodeMeta:
-        """The documents read with their versions, and each document the change rewrites (``.zarray``
-        for a resize or an append, ``.zattrs`` for attributes) written only at the version read
-        (compare-and-swaps on every store: a document that lost a race is read and the change applied
-        again). A change of both documents at once writes them one after the other (not atomically)."""
+        """Each document the change rewrites (``.zarray``: a resize or an append, ``.zattrs``: attributes)
+        compare-and-swapped at the version read (on every store: one that lost a race is read again and the
+        change applied again); a change of both writes them one after the other (not atomically)."""
         p = prefix_of(path)
         keys = [p + name for name in _ALL]
         rounds: list[tuple[NodeMeta | None, NodeMeta]] = []
@@ -162,9 +161,9 @@ class V2Format(DocFormat):
         return new
 
     def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
-        """Under the locks of the group, its ancestors and the nodes (a multi-document update of Zarr v2
-        has no compare-and-swap form): their ``.zarray``, with the record in the group's ``.zmetadata``
-        when it consolidates, brought up to date, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
+        """Under the locks of the group, its ancestors and the nodes (Zarr v2 has no compare-and-swap form of
+        it): their ``.zarray``, the record in the group's ``.zmetadata`` (brought up to date) where it
+        consolidates, else in its ``.zgroup`` (:func:`commit.publish_docs`)."""
         paths = sorted({group, *parent_paths(group), *changes})
         with store.lock([meta_key(q) for q in paths]):
             olds = {path: self.read(store, path)[1] for path in changes}
@@ -237,9 +236,7 @@ def _from(values: list[bytes | None], keys: list[str]) -> NodeMeta | None:
     )
     if zarray is not None:
         return v2meta.decode_v2_array(zarray, zattrs, keys[0])
-    if zgroup is not None:
-        return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1])
-    return None
+    return v2meta.decode_v2_group(zgroup, zattrs, zmeta, keys[1]) if zgroup is not None else None
 
 
 V2 = V2Format()

@@ -25,14 +25,9 @@ from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
-from rectizarr.nodes.records import decoded, primary_for, publish, with_entry_meta
+from rectizarr.nodes.records import decoded, inline, primary_for, publish, with_entry_meta
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store
-
-
-def _empty(entries: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Inline consolidated metadata holding ``entries`` (None: none)."""
-    return {"kind": "inline", "must_understand": False, "metadata": {} if entries is None else entries}
 
 
 class _Marked(Exception):
@@ -46,21 +41,11 @@ class _Marked(Exception):
 class V3Format(DocFormat):
     zarr_format: Literal[2, 3] = 3
     missing = "{key!r}"
-    records = True
     migrates = False
     rules = RULES[3]
 
     def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
         return build_v3(spec)
-
-    def has_fill(self, meta: ArrayMeta) -> bool:
-        return True
-
-    def v3_attributes(self, meta: ArrayMeta) -> dict[str, Any]:
-        return dict(meta.attributes)
-
-    def as_v3(self, meta: ArrayMeta) -> tuple[ArrayMeta | None, str]:
-        return meta, "a Zarr v3 array"
 
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]
@@ -121,10 +106,9 @@ class V3Format(DocFormat):
         self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
-        """Each consolidating ancestor's document rewritten with :meth:`Store.swap` (re-read and re-applied
-        on conflict). The entry is the node's document as stored when the ancestor is rewritten (read after
-        the ancestor), not ``meta``: of two clients changing the node at once, the one whose refresh lands
-        last may hold the older document, and would put it back."""
+        """Each consolidating ancestor's document rewritten with :meth:`Store.swap`; the entry is the node's
+        document as read after the ancestor's, not ``meta``: of two clients changing the node at once, the
+        one whose refresh lands last may hold the older document, and would put it back."""
         docs = docs or AncestorDocs(store)
         for parent in parent_paths(path):
             seen = docs.get(parent)  # read once per operation: most ancestors don't consolidate
@@ -210,7 +194,7 @@ class V3Format(DocFormat):
 
 
 def _refreshed(store: Store, parent: str, path: str) -> bytes | None:
-    """Rewrite the consolidating group at ``parent`` with ``path``'s entry as its document is stored now
+    """The consolidating group at ``parent`` rewritten with ``path``'s entry as stored now
     (:meth:`Store.swap`); the group's document as written (None: the group is gone)."""
     key, rel = meta_key(parent), relative(path, parent)
     made: list[bytes | None] = [None]
@@ -245,7 +229,7 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
             continue
         doc = node_to_json(node)
         if doc.get("node_type") == "group":
-            doc["consolidated_metadata"] = _empty()
+            doc["consolidated_metadata"] = inline()
         entries[rel] = doc
     # A prefix without zarr.json is not a node: drop documents below one.
     entries = {
@@ -253,9 +237,8 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
         for rel, doc in entries.items()
         if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
     }
-    ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
     return GroupMeta(
-        attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=_empty(ordered)
+        attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=inline(entries)
     )
 
 

@@ -7,14 +7,14 @@ into the sources' files (an inner chunk of a shard is a byte range of its shard)
 ``rectizarr.open_array("reference://", mode="r", storage_options={"fo": refs})`` or zarr-python (with
 ``zarr.config.set({"array.rectilinear_chunks": True})``).
 
-Planning reads metadata only: each source's documents, one listing per unsharded source (a reference
-set lists itself; a store that cannot list, HTTP, gets a one-byte read of each chunk: a reference to a
-missing file is an error in fsspec, not a fill value), and each sharded source's shard indexes. Nothing is written before every source has been checked. The one exception to "no
-chunk bytes": a source whose extent along the axis is not a multiple of its chunk size stores its last
-chunk at the full chunk size, while the result's edge there is shorter; such a chunk is re-encoded at
-its true size into ``side_store`` (raw ``bytes``-only chunks are referenced as a byte prefix instead).
-The last chunk of the result keeps its stored size (a rectilinear grid may overhang the extent).
-"""
+Planning reads metadata only: each source's documents, one listing per unsharded source (a reference set lists
+itself; a store that cannot list, HTTP, gets a one-byte read of each chunk: a reference to a missing file is
+an error in fsspec, not a fill value), and each sharded source's shard indexes. Nothing is written before
+every source has been checked. The one exception to "no chunk bytes": a source whose extent along the axis is
+not a multiple of its chunk size stores its last chunk at the full chunk size, while the result's edge there
+is shorter; such a chunk is re-encoded at its true size into ``side_store`` (raw ``bytes``-only chunks are
+referenced as a byte prefix instead). The last chunk of the result keeps its stored size (a rectilinear grid
+may overhang the extent)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ from rectizarr.core.dims import FixedDim
 from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, encode_node, node_to_json
 from rectizarr.groups import Group
+from rectizarr.nodes.records import inline
 from rectizarr.virtual.arrays import OUT_KEYS, Part, Planned, part_of, plan_array, stored_chunks
 from rectizarr.virtual.errors import ConcatError, SourceMismatchError, UnreferenceableError
 from rectizarr.virtual.refs import encode_target, load_refs, write_refs
@@ -89,17 +90,15 @@ def build(
     is referenced from the first. ``side_store``: where rewritten edge chunks go (a path or URL; ``"inline"``
     embeds them in the reference set; None refuses when one is needed). ``storage_options`` open source
     paths and URLs, ``ref_options`` the reference filesystem of reference-set sources, ``side_options``
-    the side store.
-    """
+    the side store."""
     if not sources:
         raise ConcatError("no sources to concatenate", field="sources")
     opened = [
         open_source(s, i, storage_options=storage_options, ref_options=ref_options)
         for i, s in enumerate(sources)
     ]
-    kinds = {isinstance(s.node, Array) for s in opened}
-    if len(kinds) > 1:
-        odd = next(s for s in opened if isinstance(s.node, Array) != isinstance(opened[0].node, Array))
+    odd = next((s for s in opened if isinstance(s.node, Array) != isinstance(opened[0].node, Array)), None)
+    if odd is not None:
         raise SourceMismatchError("sources mix arrays and groups", source=odd.name, field="node_type")
     if isinstance(opened[0].node, Array):
         parts = [part_of(s, s.node) for s in opened if isinstance(s.node, Array)]
@@ -147,17 +146,10 @@ def _axis_of(part: Part, axis: int | str) -> int:
     return axis
 
 
-# ----------------------------------------------------------------------------------------------- groups
-
-
 def _members(s: Source) -> tuple[dict[str, Array], dict[str, Group]]:
-    arrays, groups = {}, {}
-    for path, child in cast(Group, s.node).members(max_depth=None):  # (build() checked the kinds)
-        if isinstance(child, Array):
-            arrays[path] = child
-        else:
-            groups[path] = child
-    return arrays, groups
+    members = list(cast(Group, s.node).members(max_depth=None))  # (build() checked the kinds)
+    arrays = {path: child for path, child in members if isinstance(child, Array)}
+    return arrays, {path: child for path, child in members if not isinstance(child, Array)}
 
 
 def _plan_groups(
@@ -186,10 +178,8 @@ def _plan_groups(
         else:
             _same(parts, path, identical_bytes)
             planned[path] = _copied(parts[0], path)
-    root = opened[0].node
-    groups = {"": GroupMeta(attributes=dict(root.metadata.attributes))}
-    for path, g in first_groups.items():
-        groups[path] = GroupMeta(attributes=dict(g.metadata.attributes))
+    found = {"": opened[0].node, **first_groups}
+    groups = {path: GroupMeta(attributes=dict(g.metadata.attributes)) for path, g in found.items()}
     return planned, groups, tuple(joined)
 
 
@@ -236,9 +226,6 @@ def _equal(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
 
-# --------------------------------------------------------------------------------------------- assemble
-
-
 def _doc(meta: ArrayMeta | GroupMeta) -> str:
     return encode_node(meta).decode()
 
@@ -249,17 +236,10 @@ def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -
         entries: dict[str, Any] = {}
         for path, g in groups.items():
             if path:
-                doc = node_to_json(g)
-                doc["consolidated_metadata"] = {"kind": "inline", "must_understand": False, "metadata": {}}
-                entries[path] = doc
+                entries[path] = {**node_to_json(g), "consolidated_metadata": inline()}
         for path, p in planned.items():
             entries[path] = node_to_json(p.meta)
-        ordered = dict(sorted(entries.items(), key=lambda kv: (kv[0].count("/"), kv[0])))
-        root = msgspec.structs.replace(
-            groups[""],
-            consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": ordered},
-        )
-        refs["zarr.json"] = _doc(root)
+        refs["zarr.json"] = _doc(msgspec.structs.replace(groups[""], consolidated_metadata=inline(entries)))
         for path, g in groups.items():
             if path:
                 refs[f"{path}/zarr.json"] = _doc(g)

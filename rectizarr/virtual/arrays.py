@@ -5,8 +5,7 @@ Only the last chunk of a source along the axis can be shorter than its edge (the
 not a multiple of its chunk size). It keeps its declared edge when it is the last chunk of the result
 (a rectilinear grid may overhang the extent); elsewhere the result's edge is its true length and it
 is an :class:`EdgeChunk`: a byte prefix of the stored chunk when the chain is ``bytes`` alone and the
-axis is the outermost one the chunk spans, else rewritten at its true size (see ``rewrite``).
-"""
+axis is the outermost one the chunk spans, else rewritten at its true size (see ``rewrite``)."""
 
 from __future__ import annotations
 
@@ -70,12 +69,11 @@ class Planned:
 
 
 def part_of(source: Source, array: Array) -> Part:
-    v3, why = nodes.format_of(array.metadata).as_v3(array.metadata)
-    if v3 is None:
+    meta, why = nodes.format_of(array.metadata).as_v3(array.metadata)
+    if meta is None:
         raise UnreferenceableError(
             f"{why}: its chunks cannot be read by a Zarr v3 chain", source=source.name, field="codecs"
         )
-    meta = v3
     shard = next((c for c in meta.codecs if isinstance(c, cm.ShardingMeta)), None)
     if shard is None:
         return Part(source, array, meta, meta.chunk_grid.dims, None)
@@ -124,9 +122,7 @@ def _check(first: Part, p: Part, axis: int) -> None:
         )
         mine, theirs = ({k: m.attributes.get(k) for k in keys} for m in (a, b))
         refuse("attributes", f"attributes {keys}", mine, theirs)
-    for ax in range(a.ndim):
-        if ax == axis:
-            continue
+    for ax in (x for x in range(a.ndim) if x != axis):
         if a.shape[ax] != b.shape[ax]:
             refuse("shape", f"extent along axis {ax}", a.shape[ax], b.shape[ax])
         if _edges(first.dims[ax]) != _edges(p.dims[ax]):

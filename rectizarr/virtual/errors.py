@@ -6,8 +6,7 @@ Each names the source (its position and what it was given as) and the metadata f
      +- SourceMismatchError(ConcatError)       data_type, codecs, fill_value, shape or chunk_grid differ
      +- UnreferenceableError(ConcatError)      a chunk that no reference can point to (a store without a
                                                URL, bytes compressed as a whole shard, a chunk key that
-                                               does not map, rewritten edge chunks but no side store)
-"""
+                                               does not map, rewritten edge chunks but no side store)"""
 
 from __future__ import annotations
 
@@ -29,10 +28,8 @@ class ConcatError(MetadataError):
         key: str | None = None,
     ) -> None:
         self.source, self.field = source, field
-        where = [
-            w for w in (f"source {source}" if source else None, f"field {field!r}" if field else None) if w
-        ]
-        super().__init__(f"{', '.join(where)}: {message}" if where else message, path=path, key=key)
+        where = ", ".join(w for w in (source and f"source {source}", field and f"field {field!r}") if w)
+        super().__init__(f"{where}: {message}" if where else message, path=path, key=key)
 
 
 class SourceMismatchError(ConcatError):

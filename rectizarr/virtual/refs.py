@@ -6,8 +6,7 @@ prefixed when binary) or a target ``[url]`` (the whole file) / ``[url, offset, l
 must be a key of its own to be re-referenced. Parquet reference sets (a directory of ``.parq`` files)
 are read through fsspec's ``LazyReferenceMapper`` (it needs pandas and fastparquet); they can be written
 only for Zarr v2 layouts (fsspec places each chunk key by its ``.zarray``), so the Zarr v3 reference sets
-of :func:`rectizarr.virtual.concat` are written as JSON.
-"""
+of :func:`rectizarr.virtual.concat` are written as JSON."""
 
 from __future__ import annotations
 
@@ -122,9 +121,10 @@ def load_refs(
     """The reference set stored at ``location`` (a JSON file, or a Parquet reference directory), normalized."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
+        from fsspec.core import url_to_fs
         from fsspec.implementations.reference import LazyReferenceMapper
 
-        fs, root = _fs(text, storage_options)
+        fs, root = url_to_fs(text, **dict(storage_options or {}))
         mapper = LazyReferenceMapper(root, fs=fs)
         return normalized({"version": 1, "refs": {k: mapper[k] for k in mapper}}, text)
     if "://" in text or "::" in text:
@@ -140,13 +140,6 @@ def load_refs(
     return normalized(doc, text)
 
 
-def _fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any, str]:
-    import fsspec
-
-    fs, root = fsspec.core.url_to_fs(url, **dict(storage_options or {}))
-    return fs, root
-
-
 def write_refs(
     refs: Mapping[str, Any],
     location: str | os.PathLike[str],
@@ -158,6 +151,7 @@ def write_refs(
     layouts only, an :class:`~rectizarr.UnsupportedError` for Zarr v3 documents). Returns the location."""
     text = os.fspath(location)
     if text.rstrip("/").endswith(PARQUET_SUFFIXES):
+        from fsspec.core import url_to_fs
         from fsspec.implementations.reference import LazyReferenceMapper
 
         v3 = sorted(k for k in refs["refs"] if k == "zarr.json" or k.endswith("/zarr.json"))
@@ -167,7 +161,7 @@ def write_refs(
                 f"v2 .zarray, and this reference set holds Zarr v3 documents ({v3[0]}): write it "
                 "as JSON (.json)"
             )
-        fs, root = _fs(text, storage_options)
+        fs, root = url_to_fs(text, **dict(storage_options or {}))
         mapper = LazyReferenceMapper.create(root, fs=fs, record_size=record_size)
         for k, v in refs["refs"].items():
             mapper[k] = v.encode() if isinstance(v, str) and not v.startswith("base64:") else v

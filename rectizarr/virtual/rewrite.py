@@ -1,8 +1,7 @@
 """Rewriting edge chunks at their true size into a side store (or inline into the reference set).
 
 A rewritten chunk is named by a hash of its bytes (``edges/<sha256>``): writing it again (an append that
-rebuilds the references) changes nothing, and two results never overwrite each other's chunks.
-"""
+rebuilds the references) changes nothing, and two results never overwrite each other's chunks."""
 
 from __future__ import annotations
 
@@ -48,18 +47,16 @@ def open_side(
 ) -> SideStore:
     """The side store for ``needed`` rewritten chunks, refused before anything is written when none
     was given (``side="inline"`` puts them in the reference set)."""
-    if side == "inline":
+    if side == "inline" or (side is None and not needed):
         return SideStore(None)
     if side is None:
-        if needed:
-            raise UnreferenceableError(
-                f"{needed} edge chunk(s) must be rewritten at their true size (a source's extent along the axis "
-                "is not a multiple of its chunk size) but no side store was given: pass side_store=PATH (or "
-                "'inline' to embed them in the reference set)",
-                source=first,
-                field="side_store",
-            )
-        return SideStore(None)
+        raise UnreferenceableError(
+            f"{needed} edge chunk(s) must be rewritten at their true size (a source's extent along the axis "
+            "is not a multiple of its chunk size) but no side store was given: pass side_store=PATH (or "
+            "'inline' to embed them in the reference set)",
+            source=first,
+            field="side_store",
+        )
     if isinstance(side, str | os.PathLike) and "://" not in os.fspath(side):
         os.makedirs(side, exist_ok=True)
     return SideStore(open_store(side, mode="a", storage_options=dict(storage_options or {}) or None))

@@ -41,12 +41,11 @@ class Source:
 
     def stored(self, prefix: str) -> Iterator[str] | None:
         """The keys stored under ``prefix`` except documents (None: the store cannot list)."""
-        if self.refs is not None:
-            return (k for k in self.refs if k.startswith(prefix) and k.rsplit("/", 1)[-1] not in _META_NAMES)
         store = self.node.store
-        if store.capabilities.unlisted:
+        if self.refs is None and store.capabilities.unlisted:
             return None
-        return (k for k in store.list_prefix(prefix) if k.rsplit("/", 1)[-1] not in _META_NAMES)
+        keys = store.list_prefix(prefix) if self.refs is None else self.refs
+        return (k for k in keys if k.startswith(prefix) and k.rsplit("/", 1)[-1] not in _META_NAMES)
 
 
 def store_url(store: Store, name: str) -> str:
@@ -109,16 +108,12 @@ def open_source(
     to the reference filesystem that reads reference sets (``remote_protocol``, ``remote_options``)."""
     name = f"#{index} ({_describe(obj)})"
     if isinstance(obj, Mapping) and is_refs(obj):
-        refs = normalized(obj, name)
-        return _from_refs(refs, name, ref_options)
+        return _from_refs(normalized(obj, name), name, ref_options)
     if isinstance(obj, str | os.PathLike):
         text = os.fspath(obj).rstrip("/")
-        if text.endswith(".json") or text.endswith(PARQUET_SUFFIXES):
+        if text.endswith((".json", *PARQUET_SUFFIXES)):
             return _from_refs(load_refs(text, storage_options), name, ref_options)
-    if isinstance(obj, Array | Group):
-        node: Array | Group = obj
-    else:
-        node = open_node(obj, storage_options)
+    node = obj if isinstance(obj, Array | Group) else open_node(obj, storage_options)
     return Source(name, node, base=store_url(node.store, name))
 
 
