@@ -144,29 +144,30 @@ def _build_numcodecs(meta: cm.NumcodecsMeta, dtype: np.dtype, path: str) -> Code
             assert_never(meta.kind)
 
 
+# Codecs made from their configuration's values in order (a MetadataError at ``field``, where one is named)
+_BY_FIELDS: dict[type[cm.CodecMeta], tuple[Callable[..., Codec], str | None]] = {
+    cm.BytesMeta: (BytesCodec, None),
+    cm.GzipMeta: (GzipCodec, None),
+    cm.ZstdMeta: (ZstdCodec, None),
+    cm.Crc32cMeta: (Crc32cCodec, None),
+    cm.VlenUtf8Meta: (VlenUtf8Codec, None),
+    cm.VlenBytesMeta: (VlenBytesCodec, None),
+    cm.VlenArrayMeta: (VlenArrayCodec, None),
+    cm.SqueezeMeta: (SqueezeCodec, None),
+    cm.TransposeMeta: (TransposeCodec, "order"),
+    cm.ReshapeMeta: (ReshapeCodec, "shape"),
+    cm.PackbitsMeta: (PackbitsCodec, "last_bit"),
+    cm.BitroundMeta: (BitroundCodec, "keepbits"),
+}
+
+
 def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> Codec:
     """The runtime codec for ``meta``; ``dtype`` is the dtype of the array the codec's chain codes at this
     point (sharding builds its inner chains for it; blosc's default ``typesize`` is its itemsize)."""
     match meta:
-        case cm.BytesMeta():
-            return BytesCodec(meta.endian)
-        case cm.TransposeMeta():
-            return _configured(lambda: TransposeCodec(meta.order), path, "order")
-        case cm.GzipMeta():
-            return GzipCodec(meta.level)
-        case cm.ZstdMeta():
-            return ZstdCodec(meta.level, meta.checksum)
         case cm.BloscMeta():
             typesize = meta.typesize or (1 if dtype.hasobject else dtype.itemsize)
             return BloscCodec(meta.cname, meta.clevel, meta.shuffle, typesize, meta.blocksize)
-        case cm.Crc32cMeta():
-            return Crc32cCodec()
-        case cm.VlenUtf8Meta():
-            return VlenUtf8Codec()
-        case cm.VlenBytesMeta():
-            return VlenBytesCodec()
-        case cm.VlenArrayMeta():
-            return VlenArrayCodec()
         case cm.ShardingMeta():
             config = json_path(path, "configuration")
             ndim = len(meta.chunk_shape)
@@ -186,18 +187,8 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             return ScaleOffsetCodec(meta, dtype, path)
         case cm.CastValueMeta():
             return CastValueCodec(meta, dtype, path)
-        case cm.ReshapeMeta():
-            return _configured(lambda: ReshapeCodec(meta.shape), path, "shape")
-        case cm.PackbitsMeta():
-            return _configured(
-                lambda: PackbitsCodec(meta.padding_encoding, meta.first_bit, meta.last_bit), path, "last_bit"
-            )
-        case cm.BitroundMeta():
-            return _configured(lambda: BitroundCodec(meta.keepbits), path, "keepbits")
         case cm.ZfpMeta():
             return ZfpCodec(meta.mode, meta.params(), json_path(path, "configuration", "mode"))
-        case cm.SqueezeMeta():
-            return SqueezeCodec()
         case cm.OptionalMeta():  # (edges unknown here: the mask chain is checked for one axis)
             return _build_optional(meta, dtype, [np.array([1])], path)
         case cm.PluginMeta():
@@ -214,5 +205,7 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
 
             declared = parse_v2_dtype(meta.dtype, json_path(path, "configuration", "dtype"))
             return V2ChunkCodec(declared, meta.order, meta.filters, path)
-        case _:
-            assert_never(meta)
+        case _:  # every other kind is made from its fields (_BY_FIELDS)
+            make, field = _BY_FIELDS[type(meta)]
+            args = msgspec.structs.astuple(meta)
+            return _configured(lambda: make(*args), path, field) if field else make(*args)

@@ -28,12 +28,16 @@ from rectizarr.errors import MetadataError, UnsupportedError
 
 ZFP_EXTRA = "zfp"
 _HEADER_BITS = 96  # magic (32) + field and type (52) + a short mode (12)
-_NATIVE = frozenset({"int32", "int64", "float32", "float64"})
 _PROMOTED_INT = {"int8": (8, True), "int16": (16, True), "uint8": (8, False), "uint16": (16, False)}
 # the spec gives no rule for these; zarrs 0.23 clamps them into the signed type of their width (values above
 # its maximum are not kept), and negative decoded values to 0
 _CLAMPED: dict[str, np.dtype] = {"uint32": np.dtype("int32"), "uint64": np.dtype("int64")}
-_PROMOTED_FLOAT = frozenset({"float16", "bfloat16"})
+_ZFP_TYPES: dict[str, np.dtype] = {  # the type zfp codes each data type as
+    **{n: np.dtype(n) for n in ("int32", "int64", "float32", "float64")},
+    **dict.fromkeys(_PROMOTED_INT, np.dtype("int32")),
+    **dict.fromkeys(("float16", "bfloat16"), np.dtype("float32")),
+    **_CLAMPED,
+}
 _META_BITS = 84  # magic (32) + field and type (52): the header before the mode
 _LONG = 0x7FFF  # the widths zfp's long mode gives minbits, maxbits, minexp (15 bits) and maxprec (7)
 
@@ -71,30 +75,23 @@ class ZfpCodec(ArrayBytesCodec):
         self.mode = mode
         arg = {"fixed_rate": "rate", "fixed_precision": "precision", "fixed_accuracy": "tolerance"}.get(mode)
         self.kwargs: dict[str, Any] = {} if arg is None else {arg: params.get(arg)}  # zfpy's, for mode
-        if mode == "expert" and not (params["minbits"] <= params["maxbits"] and 1 <= params["maxprec"] <= 64):
-            raise MetadataError(
-                f"zfp expert mode needs minbits <= maxbits and maxprec in [1, 64], got {params}",
-                path=path.removesuffix(".mode"),
-            )
-        self.expert = (
-            expert_mode_bits(params["minbits"], params["maxbits"], params["maxprec"], params["minexp"])
-            if mode == "expert"
-            else None
-        )
-        self.maxbits = int(params["maxbits"]) if mode == "expert" else 0
+        self.expert: np.ndarray | None = None
+        self.maxbits = 0
+        if mode == "expert":
+            if not (params["minbits"] <= params["maxbits"] and 1 <= params["maxprec"] <= 64):
+                raise MetadataError(
+                    f"zfp expert mode needs minbits <= maxbits and maxprec in [1, 64], got {params}",
+                    path=path.removesuffix(".mode"),
+                )
+            self.expert = expert_mode_bits(**params)
+            self.maxbits = int(params["maxbits"])
         self._headers: dict[tuple[tuple[int, ...], str], np.ndarray] = {}
 
     def _zfp_dtype(self, dtype: np.dtype) -> tuple[str, np.dtype]:
         name = data_type_from_numpy(dtype).name if dtype.kind != "O" else "object"
-        if name in _NATIVE:
-            return name, dtype
-        if name in _PROMOTED_INT:
-            return name, np.dtype("int32")
-        if name in _PROMOTED_FLOAT:
-            return name, np.dtype("float32")
-        if name in _CLAMPED:
-            return name, _CLAMPED[name]
-        raise MetadataError(f"zfp does not code data type {name}")
+        if name not in _ZFP_TYPES:
+            raise MetadataError(f"zfp does not code data type {name}")
+        return name, _ZFP_TYPES[name]
 
     @staticmethod
     def _field(shape: Sequence[int]) -> tuple[int, ...]:

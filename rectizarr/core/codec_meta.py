@@ -91,8 +91,9 @@ class ScaleOffsetMeta(_Config, frozen=True, forbid_unknown_fields=True):
     scale: _Scalar = 1
 
 
-class ScalarMapMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``cast_value``'s value pairs per direction, ``[[from, to], ...]`` (each a fill value of its side)."""
+class ScalarMapMeta(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
+    """``cast_value``'s value pairs per direction, ``[[from, to], ...]`` (each a fill value of its side); a
+    direction without pairs is not written."""
 
     encode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
     decode: tuple[tuple[_Scalar, _Scalar], ...] | None = None
@@ -389,9 +390,6 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             return {"name": "bytes"}
         case ZfpMeta():
             return {"name": meta.name, "configuration": {"mode": meta.mode, **meta.params()}}
-        case ReshapeMeta():
-            shape = [list(x) if isinstance(x, tuple) else x for x in meta.shape]
-            return {"name": meta.name, "configuration": {"shape": shape}}
         case Crc32cMeta() | VlenBytesMeta():
             return {"name": meta.name}
         case OptionalMeta():
@@ -409,16 +407,8 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             }
         case NumcodecsMeta() | PluginMeta():
             return {"name": meta.name, "configuration": dict(meta.configuration)}
-        case CastValueMeta():
-            cast: dict[str, Any] = {"data_type": meta.data_type, "rounding": meta.rounding}
-            if meta.out_of_range is not None:
-                cast["out_of_range"] = meta.out_of_range
-            if meta.scalar_map is not None:
-                pairs = {"encode": meta.scalar_map.encode, "decode": meta.scalar_map.decode}
-                cast["scalar_map"] = {k: [list(p) for p in v] for k, v in pairs.items() if v is not None}
-            return {"name": meta.name, "configuration": cast}
-        case _:  # (an empty configuration is written: vlen-utf8's as zarr-python writes it)
-            config = {k: list(v) if isinstance(v, tuple) else v for k, v in msgspec.to_builtins(meta).items()}
+        case _:  # (an empty configuration is written: vlen-utf8's as zarr-python writes it; tuples as lists)
+            config = msgspec.json.decode(msgspec.json.encode(meta))
             return {"name": meta.name, "configuration": {k: v for k, v in config.items() if v is not None}}
 
 
