@@ -112,9 +112,8 @@ class NumcodecsArrayArray(ArrayArrayCodec):
         return dtype, fill
 
     def _shape(self, shape: Shape) -> Shape:
-        return (
-            (-(-prod(shape) // 8) + 1,) if self.codec_id == "packbits" else shape
-        )  # a byte saying the padding
+        # packbits: the bits in whole bytes, and a byte saying the padding
+        return (-(-prod(shape) // 8) + 1,) if self.codec_id == "packbits" else shape
 
     def resolve(self, spec: ChunkSpec) -> ChunkSpec:
         dtype, fill = self._encoded_dtype(spec)

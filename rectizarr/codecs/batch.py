@@ -27,9 +27,7 @@ class Frames:
     def of(cls, values: Sequence[bytes | memoryview]) -> Frames:
         """Values gathered into one buffer (one copy)."""
         sizes = np.fromiter(map(len, values), dtype=np.uint64, count=len(values))
-        offsets = np.zeros(len(values), dtype=np.uint64)
-        np.cumsum(sizes[:-1], out=offsets[1:])
-        return cls(b"".join(values), offsets, sizes)
+        return cls(b"".join(values), np.cumsum(sizes) - sizes, sizes)
 
     def __len__(self) -> int:
         return int(self.sizes.size)

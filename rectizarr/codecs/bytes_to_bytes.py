@@ -138,9 +138,7 @@ class ZstdCodec(BytesBytesCodec):
         if not rows.shape[0] or not rows.shape[1]:  # zstandard refuses empty segments
             return super().encode_many(rows, threads)
         buffer, sizes = zstd.encode_many(rows, self.level, self.checksum, threads)
-        offsets = np.zeros(sizes.size, dtype=np.uint64)
-        np.cumsum(sizes[:-1], out=offsets[1:])
-        return Frames(buffer, offsets, sizes)
+        return Frames(buffer, np.cumsum(sizes) - sizes, sizes)
 
     def decode(self, data: bytes | memoryview, key: str | None = None) -> bytes:
         try:

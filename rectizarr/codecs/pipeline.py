@@ -407,9 +407,7 @@ class ShardingCodec(ArrayBytesCodec):
         sizes = frames.sizes[stored]
         table = np.full((prod(cps), 2), EMPTY, dtype=np.uint64)
         table[rows[stored], 1] = sizes
-        table[rows[stored], 0] = np.uint64(start) + np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(
-            np.uint64
-        )
+        table[rows[stored], 0] = np.uint64(start) + np.cumsum(sizes) - sizes
         data = memoryview(frames.buffer).cast("B")
         if not stored.all() or int(frames.offsets[0]) != 0 or int(frames.sizes.sum()) != len(data):
             data = memoryview(b"".join(frames[i] for i in np.flatnonzero(stored).tolist()))

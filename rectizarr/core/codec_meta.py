@@ -392,19 +392,12 @@ def _to_json(meta: CodecMeta) -> dict[str, Any]:
             return {"name": meta.name, "configuration": {"mode": meta.mode, **meta.params()}}
         case Crc32cMeta() | VlenBytesMeta():
             return {"name": meta.name}
-        case OptionalMeta():
-            chains = {"mask_codecs": meta.mask_codecs, "data_codecs": meta.data_codecs}
-            return {"name": meta.name, "configuration": {k: codecs_to_json(v) for k, v in chains.items()}}
-        case ShardingMeta():
-            return {
-                "name": meta.name,
-                "configuration": {
-                    "chunk_shape": list(meta.chunk_shape),
-                    "codecs": codecs_to_json(meta.codecs),
-                    "index_codecs": codecs_to_json(meta.index_codecs),
-                    "index_location": meta.index_location,
-                },
-            }
+        case OptionalMeta() | ShardingMeta():  # (their chains: the ``*codecs`` fields)
+            fields = msgspec.structs.asdict(meta)
+            config = {k: codecs_to_json(v) if k.endswith("codecs") else v for k, v in fields.items()}
+            if isinstance(meta, ShardingMeta):
+                config["chunk_shape"] = list(meta.chunk_shape)
+            return {"name": meta.name, "configuration": config}
         case NumcodecsMeta() | PluginMeta():
             return {"name": meta.name, "configuration": dict(meta.configuration)}
         case _:  # (an empty configuration is written: vlen-utf8's as zarr-python writes it; tuples as lists)

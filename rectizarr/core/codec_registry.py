@@ -19,27 +19,11 @@ CodecKind: TypeAlias = Literal["array_array", "array_bytes", "bytes_bytes"]
 #: numcodecs ids usable as ``numcodecs.<id>``, with the kind of codec each one is.
 NUMCODECS_KINDS: dict[str, CodecKind] = {
     **dict.fromkeys(
-        [
-            "blosc",
-            "lz4",
-            "zstd",
-            "zlib",
-            "gzip",
-            "bz2",
-            "lzma",
-            "shuffle",
-            "crc32",
-            "crc32c",
-            "adler32",
-            "fletcher32",
-            "jenkins_lookup3",
-        ],
+        "blosc lz4 zstd zlib gzip bz2 lzma shuffle crc32 crc32c adler32 fletcher32 jenkins_lookup3".split(),
         "bytes_bytes",
     ),
-    **dict.fromkeys(
-        ["delta", "bitround", "fixedscaleoffset", "quantize", "packbits", "astype"], "array_array"
-    ),
-    **dict.fromkeys(["pcodec", "zfpy", "vlen-array"], "array_bytes"),
+    **dict.fromkeys("delta bitround fixedscaleoffset quantize packbits astype".split(), "array_array"),
+    **dict.fromkeys("pcodec zfpy vlen-array".split(), "array_bytes"),
 }
 
 

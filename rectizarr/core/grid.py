@@ -294,12 +294,8 @@ def runs_of(values: npt.ArrayLike) -> Runs:
 
 
 def compress_rle(edges: npt.ArrayLike) -> list[int | list[int]]:
-    """Edges as written to JSON: ``[edge, count]`` runs (of 1: bare ints) where shorter, else a plain list."""
-    a = np.asarray(edges, dtype=np.int64)
-    runs = runs_of(a)
-    if len(runs) == a.size:
-        return a.tolist()  # type: ignore[no-any-return]
-    return [v if n == 1 else [v, n] for v, n in runs]
+    """Edges as written to JSON: ``[edge, count]`` runs, those of one edge as bare ints."""
+    return [v if n == 1 else [v, n] for v, n in runs_of(edges)]
 
 
 def declared_sizes(grid: ChunkGrid) -> list[Any]:

@@ -30,18 +30,10 @@ from rectizarr.errors import LenientMetadataWarning, MetadataError, UnsupportedE
 
 MAX_NDIM = 32  # NPY_MAXDIMS_LEGACY_ITERS: nditer, ``.flat`` and fancy indexing refuse more operand dimensions
 REQUIRED_ARRAY_KEYS = ("shape", "data_type", "chunk_grid", "chunk_key_encoding", "fill_value", "codecs")
+_NODE_KEYS = ("zarr_format", "node_type", "attributes")
 # others: extra_fields
-ARRAY_KEYS = frozenset(
-    {
-        "zarr_format",
-        "node_type",
-        *REQUIRED_ARRAY_KEYS,
-        "attributes",
-        "storage_transformers",
-        "dimension_names",
-    }
-)
-GROUP_KEYS = frozenset({"zarr_format", "node_type", "attributes", "consolidated_metadata"})
+ARRAY_KEYS = frozenset({*_NODE_KEYS, *REQUIRED_ARRAY_KEYS, "storage_transformers", "dimension_names"})
+GROUP_KEYS = frozenset({*_NODE_KEYS, "consolidated_metadata"})
 
 
 class ArrayMeta(msgspec.Struct, frozen=True, kw_only=True, tag="array", tag_field="node_type"):
@@ -391,10 +383,8 @@ def check_attributes(attrs: Any, *, path: str = "$.attributes") -> dict[str, Any
     as base64 text, a date as an ISO string)."""
     if not isinstance(attrs, Mapping):
         raise MetadataError(f"attributes must be a mapping, got {type(attrs).__name__}", path=path)
-    for k in attrs:
-        if not isinstance(k, str):
-            raise MetadataError(f"attribute names must be strings, got {k!r}", path=path)
-    return {k: _json_value(v, f"{path}.{k}") for k, v in attrs.items()}
+    out: dict[str, Any] = _json_value(attrs, path)
+    return out
 
 
 def _json_value(value: Any, path: str) -> Any:

@@ -111,13 +111,7 @@ def v2_codecs(
     """The codec chain that codes a v2 array's chunks."""
     chain: list[CodecMeta] = []
     if filters or declared.kind == "O" or declared.fields is not None:
-        chain.append(
-            V2ChunkMeta(
-                dtype=v2_dtype_to_json(declared),
-                order=order,  # type: ignore[arg-type]
-                filters=tuple(filters),
-            )
-        )
+        chain.append(V2ChunkMeta(v2_dtype_to_json(declared), order, tuple(filters)))  # type: ignore[arg-type]
     else:
         if order == "F" and ndim > 1:
             chain.append(TransposeMeta(order=tuple(range(ndim - 1, -1, -1))))
