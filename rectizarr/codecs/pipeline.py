@@ -259,12 +259,7 @@ class ShardingCodec(ArrayBytesCodec):
     @property
     def meta(self) -> ShardingMeta:
         """The metadata of this codec, with the inner chains as their pipelines resolved them."""
-        return ShardingMeta(
-            chunk_shape=self.chunk_shape,
-            codecs=self.codecs.metas,
-            index_codecs=self.index_codecs.metas,
-            index_location=self.index_location,
-        )
+        return ShardingMeta(self.chunk_shape, self.codecs.metas, self.index_codecs.metas, self.index_location)
 
     def validate(self, dtype: np.dtype, edges_per_axis: Sequence[np.ndarray]) -> None:
         if len(edges_per_axis) != len(self.chunk_shape):

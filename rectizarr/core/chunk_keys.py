@@ -143,19 +143,16 @@ class ChunkKeyEncoding:
         return tuple(int(p) for p in parts)
 
     def to_json(self) -> dict[str, Any]:
+        config: dict[str, Any] = {"separator": self.separator}
         if self.name == "fanout":
-            return {"name": "fanout", "configuration": {"max_children": self.max_children}}
-        if self.base is not None:
-            return {
-                "name": self.name,
-                "configuration": {self.name: self.affix, "base_encoding": self.base.to_json()},
-            }
-        if self.template is not None:
-            config: dict[str, Any] = {"format": self.template.format}
-            if self.template.separator is not None:
-                config["separator"] = self.template.separator
-            return {"name": "template", "configuration": config}
-        return {"name": self.name, "configuration": {"separator": self.separator}}
+            config = {"max_children": self.max_children}
+        elif self.base is not None:
+            config = {self.name: self.affix, "base_encoding": self.base.to_json()}
+        elif self.template is not None:
+            config = {"format": self.template.format, "separator": self.template.separator}
+            if config["separator"] is None:
+                del config["separator"]
+        return {"name": self.name, "configuration": config}
 
 
 def _fanout_key(coords: list[int], base: int) -> str:

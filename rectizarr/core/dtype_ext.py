@@ -95,17 +95,8 @@ def ext_from_name(
     if name == opt.OPTIONAL:
         return opt.optional_from_name(config, path, parse)
     if name in _BYTES:
-        length: Any = (config or {}).get("length_bytes")
-        if (
-            not isinstance(config, Mapping)
-            or set(config) != {"length_bytes"}
-            or not is_int(length)
-            or not 1 <= length <= MAX_ITEMSIZE
-        ):
-            raise MetadataError(
-                f'{name} needs a configuration {{"length_bytes": n}} with 1 <= n <= {MAX_ITEMSIZE}',
-                path=cpath,
-            )
+        needs = f'{name} needs a configuration {{"length_bytes": n}} with 1 <= n <= {MAX_ITEMSIZE}'
+        length = _only(config, "length_bytes", lambda n: is_int(n) and 1 <= n <= MAX_ITEMSIZE, needs, cpath)
         return MappingProxyType({"length_bytes": int(length)}), np.dtype(f"{_BYTES[name]}{int(length)}")
     if config and name not in ("struct", "structured"):
         raise MetadataError(f"data type {name!r} takes no configuration", path=cpath)
@@ -123,16 +114,8 @@ def _struct(
     name: str, config: Mapping[str, Any] | None, path: str, parse: Parse
 ) -> tuple[Mapping[str, Any] | None, np.dtype[Any]]:
     cpath = json_path(path, "configuration")
-    fields = (config or {}).get("fields")
-    if (
-        not isinstance(config, Mapping)
-        or set(config) != {"fields"}
-        or not isinstance(fields, list)
-        or not fields
-    ):
-        raise MetadataError(
-            f'{name} needs a configuration {{"fields": [...]}} with at least one field', path=cpath
-        )
+    needs = f'{name} needs a configuration {{"fields": [...]}} with at least one field'
+    fields = _only(config, "fields", lambda f: isinstance(f, list) and bool(f), needs, cpath)
     if cpath.count(".configuration") > MAX_NESTING:
         raise MetadataError(f"structs nested more than {MAX_NESTING} levels deep", path=cpath)
     names: list[str] = []
@@ -156,6 +139,16 @@ def _struct(
         types.append(sub.to_json())
     stored = {"fields": [{"name": n, "data_type": t} for n, t in zip(names, types, strict=True)]}
     return MappingProxyType(stored), np.dtype(list(zip(names, formats, strict=True)))
+
+
+def _only(
+    config: Mapping[str, Any] | None, key: str, valid: Callable[[Any], bool], needs: str, path: str
+) -> Any:
+    """``config[key]`` where ``config`` is ``{key: value}`` with a ``valid`` value, else MetadataError(needs)."""
+    value = (config or {}).get(key)
+    if not isinstance(config, Mapping) or set(config) != {key} or not valid(value):
+        raise MetadataError(needs, path=path)
+    return value
 
 
 def _fields(config: Mapping[str, Any] | None, parse: Parse, path: str) -> list[tuple[str, FieldType]]:

@@ -59,18 +59,14 @@ def _compressor(value: Any, declared: np.dtype[Any], path: str) -> list[CodecMet
             shuffle = config.get("shuffle", 1)
             if shuffle == -1:  # AUTOSHUFFLE
                 shuffle = 2 if declared.itemsize == 1 else 1
-            return [
-                msgspec.convert(
-                    {  # (converted: the bounds of each field checked)
-                        "cname": config["cname"],
-                        "shuffle": _BLOSC_SHUFFLE[shuffle],
-                        "clevel": int(config.get("clevel", 5)),
-                        "typesize": max(1, declared.itemsize),
-                        "blocksize": int(config.get("blocksize", 0)),
-                    },
-                    BloscMeta,
-                )
-            ]
+            blosc = {
+                "cname": config["cname"],
+                "shuffle": _BLOSC_SHUFFLE[shuffle],
+                "clevel": int(config.get("clevel", 5)),
+                "typesize": max(1, declared.itemsize),
+                "blocksize": int(config.get("blocksize", 0)),
+            }
+            return [msgspec.convert(blosc, BloscMeta)]  # (converted: the bounds of each field checked)
         if cid == "zstd" and set(config) <= {"level", "checksum"}:
             return [ZstdMeta(level=int(config.get("level", 1)), checksum=bool(config.get("checksum", False)))]
         if cid == "gzip" and set(config) <= {"level"}:
