@@ -169,17 +169,11 @@ def build_codec(meta: cm.CodecMeta, dtype: np.dtype, path: str = "$.codecs") -> 
             typesize = meta.typesize or (1 if dtype.hasobject else dtype.itemsize)
             return BloscCodec(meta.cname, meta.clevel, meta.shuffle, typesize, meta.blocksize)
         case cm.ShardingMeta():
-            config = json_path(path, "configuration")
-            ndim = len(meta.chunk_shape)
-            inner = build_pipeline(
-                meta.codecs, dtype, [np.array([c]) for c in meta.chunk_shape], json_path(config, "codecs")
-            )
-            index = build_pipeline(
-                meta.index_codecs,
-                np.dtype(np.uint64),
-                [np.array([1])] * ndim + [np.array([2])],
-                json_path(config, "index_codecs"),
-            )
+            config, u64 = json_path(path, "configuration"), np.dtype(np.uint64)
+            edges = [np.array([c]) for c in meta.chunk_shape]
+            inner = build_pipeline(meta.codecs, dtype, edges, json_path(config, "codecs"))
+            index_edges = [np.array([1])] * len(edges) + [np.array([2])]  # (offset, nbytes) per inner chunk
+            index = build_pipeline(meta.index_codecs, u64, index_edges, json_path(config, "index_codecs"))
             return ShardingCodec(meta.chunk_shape, inner, index, meta.index_location, path=path)
         case cm.NumcodecsMeta():
             return _build_numcodecs(meta, dtype, path)
