@@ -120,13 +120,6 @@ def _array(dims: Sequence[Dim], it: _Item) -> IntArray:
     return check_index_array(it.obj, it.axis, dims[it.axis].extent)
 
 
-def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
-    if fancy:
-        return "fancy"
-    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
-    return "view" if view else "scalar"
-
-
 def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
     """Plan for ``a[selection]`` (numpy basic indexing plus at most one index array)."""
     items, ellipsis = _expand(selection, len(dims))
@@ -246,7 +239,8 @@ def _orthogonal(dims: Sequence[Dim], items: list[_Item], ellipsis: bool, newaxis
             continue
         final.append(axes[-1].length)
     fancy = any(isinstance(it.obj, np.ndarray) for it in items)
-    return orthogonal(axes, tuple(final), _mode(items, ellipsis, fancy))
+    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
+    return orthogonal(axes, tuple(final), "fancy" if fancy else "view" if view else "scalar")
 
 
 def coordinate_plan(dims: Sequence[Dim], selection: object) -> Plan:

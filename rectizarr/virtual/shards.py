@@ -36,10 +36,7 @@ def inner_chunks(array: Array, source: Source) -> Iterator[tuple[tuple[int, ...]
     ranges = [codec.index_byte_range(grid.chunk_shape(c)) for c in shards]
     values = array.store.get_many(list(zip(keys, ranges, strict=True)))
     for coords, key, data in zip(shards, keys, values, strict=True):
-        if data is None:
-            continue
-        target = source.target(key)
-        if target is None:
+        if data is None or (target := source.target(key)) is None:
             continue
         index = codec.decode_index(data, grid.chunk_shape(coords), shard_nbytes=None, key=key)
         present = index.present()
