@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Self
 
+import msgspec
 import numpy as np
 
 import rectizarr.io as rio
@@ -65,8 +66,6 @@ class ArrayBase(nodes.Node):
                     raise
                 raise exc.with_key(nodes.doc_key(self._path, meta)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
-            import msgspec
-
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
         self._track(meta)

@@ -155,8 +155,9 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
     return sl.indices(extent)
 
 
-def empty_axis() -> AxisPlan:
-    return AxisPlan(0, np.empty(0, dtype=np.int64), ())
+def empty_axis(length: int = 0) -> AxisPlan:
+    """An axis that touches no chunk (of ``length`` when another axis selects nothing)."""
+    return AxisPlan(length, np.empty(0, dtype=np.int64), ())
 
 
 def axis_from_int(dim: Dim, i: int) -> AxisPlan:
