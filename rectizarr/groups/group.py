@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
@@ -143,10 +144,9 @@ class Group(nodes.Node):
 
     def get(self, path: str, default: Any = None) -> Any:
         """The member at ``path``, or ``default`` when there is none (a mapping's ``get``)."""
-        try:
+        with contextlib.suppress(NodeNotFoundError):
             return self[path]
-        except NodeNotFoundError:
-            return default
+        return default
 
     def keys(self) -> list[str]:
         """Names of the immediate children, sorted."""
@@ -275,10 +275,8 @@ class Group(nodes.Node):
     def _existing_or_made(self, name: str, make: Callable[[], Array | Group]) -> Array | Group:
         """``self[name]``, or ``make()`` when there is no such member; when another writer (thread, handle,
         process) makes it first, ``make`` fails with NodeExistsError and that member is opened."""
-        try:
+        with contextlib.suppress(NodeNotFoundError):
             return self[name]
-        except NodeNotFoundError:
-            pass
         try:
             return make()
         except NodeExistsError:  # its own document, not the consolidated entry (which may not list it yet)

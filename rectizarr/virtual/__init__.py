@@ -190,8 +190,7 @@ def _copied(part: Part, path: str) -> Planned:
     )
     out = Planned(msgspec.structs.replace(part.meta, chunk_key_encoding=OUT_KEYS, chunk_grid=grid))
     prefix = f"{path}/" if path else ""
-    for coords, target in stored_chunks(part):
-        out.refs[prefix + OUT_KEYS.encode(coords)] = target
+    out.refs.update((prefix + OUT_KEYS.encode(coords), target) for coords, target in stored_chunks(part))
     return out
 
 
