@@ -59,18 +59,14 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:  # what opening a local array does not need: imported when first used
-    if name in ("FsspecStore", "ObjectStore", "ZipStore"):  # (fsspec, obstore, zipfile)
-        from rectizarr import stores
+    import importlib
 
-        return getattr(stores, name)
     if name in ("dask", "xarray"):  # rectizarr.dask / rectizarr.xarray without importing them up front
-        import importlib
-
         return importlib.import_module(f"rectizarr.{name}")
+    if name in ("FsspecStore", "ObjectStore", "ZipStore"):  # (fsspec, obstore, zipfile)
+        return getattr(importlib.import_module("rectizarr.stores"), name)
     if name in ("from_dask", "to_dask"):
-        from rectizarr.integrations import dask as _dask
-
-        return getattr(_dask, name)
+        return getattr(importlib.import_module("rectizarr.integrations.dask"), name)
     raise AttributeError(f"module 'rectizarr' has no attribute {name!r}")
 
 

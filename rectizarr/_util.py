@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
 import threading
 import weakref
@@ -38,10 +39,7 @@ def ceildiv(a: int, b: int) -> int:
 
 def prod(shape: Shape) -> int:
     """Product of a shape as a Python int (exact for huge shapes, 1 for ``()``)."""
-    out = 1
-    for s in shape:
-        out *= int(s)
-    return out
+    return math.prod(map(int, shape))
 
 
 def default_workers() -> int:
@@ -70,9 +68,6 @@ def region_of(a: np.ndarray, box: Sequence[slice]) -> np.ndarray:
 def is_int(x: object) -> bool:
     """True for Python/numpy integers, False for bools."""
     return isinstance(x, int | np.integer) and not isinstance(x, bool | np.bool_)
-
-
-# ------------------------------------------------------------------------------------------ fork
 
 
 def in_forked_child(fn: Callable[[], None]) -> Callable[[], None]:
@@ -120,8 +115,6 @@ def this_host() -> str:
 
 def process_alive(pid: int) -> bool:
     """Whether process ``pid`` of this machine runs (True where that cannot be told)."""
-    if pid == os.getpid():
-        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -35,27 +35,28 @@ __all__ = [
 ]
 
 
-class DatasetAccessor:
+class _Accessor:
+    """What the accessors share: the Dataset, DataArray or DataTree they were made for."""
+
+    def __init__(self, obj: Any) -> None:
+        self._obj = obj
+
+
+class DatasetAccessor(_Accessor):
     """``ds.rectizarr``: ``to_zarr(store, **kwargs)`` is :func:`to_rectizarr` (``Dataset.to_zarr``'s contract)."""
 
-    def __init__(self, ds: xr.Dataset) -> None:
-        self._ds = ds
-
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
-        return to_rectizarr(self._ds, store, **kwargs)
+        return to_rectizarr(self._obj, store, **kwargs)
 
 
-class DataArrayAccessor:
+class DataArrayAccessor(_Accessor):
     """``da.rectizarr``: ``to_zarr(store, **kwargs)`` writes the DataArray as xarray's ``DataArray.to_zarr``
     does: as a one-variable Dataset, named ``__xarray_dataarray_variable__`` when it has no name (or its name
     is also a coordinate's or a dimension's, then kept in the ``__xarray_dataarray_name__`` attribute), so
     ``xr.open_dataarray(store, engine="rectizarr")`` gives it back."""
 
-    def __init__(self, da: xr.DataArray) -> None:
-        self._da = da
-
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
-        da = self._da
+        da = self._obj
         renamed = da.name is None or da.name in da.coords or da.name in da.dims
         ds = da.to_dataset(name=DATAARRAY_VARIABLE) if renamed else da.to_dataset()
         if renamed and da.name is not None:
@@ -68,14 +69,11 @@ DATAARRAY_NAME = "__xarray_dataarray_name__"
 """The names xarray gives a DataArray written as a Dataset (its ``open_dataarray`` reads them back)."""
 
 
-class DataTreeAccessor:
+class DataTreeAccessor(_Accessor):
     """``tree.rectizarr``: ``to_zarr(store, **kwargs)`` is :func:`to_rectizarr_tree` (``DataTree.to_zarr``'s)."""
 
-    def __init__(self, tree: Any) -> None:
-        self._tree = tree
-
     def to_zarr(self, store: Any = None, **kwargs: Any) -> Any:
-        return to_rectizarr_tree(self._tree, store, **kwargs)
+        return to_rectizarr_tree(self._obj, store, **kwargs)
 
 
 _xr: Any = xr  # its registration functions are untyped

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import numpy as np
 
 import rectizarr.io as rio
@@ -51,8 +52,6 @@ class ArrayAccess(ArrayBase):
             nodes.format_of(self._meta).update(self._store, self._path, apply, after)
 
     def _update_attributes(self, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        import msgspec
-
         self._change_meta(lambda m: msgspec.structs.replace(m, attributes=change(dict(m.attributes))))
 
     def __getitem__(self, selection: Any) -> Any:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, Self
 
+import msgspec
 import numpy as np
 
 import rectizarr.io as rio
@@ -65,8 +66,6 @@ class ArrayBase(nodes.Node):
                     raise
                 raise exc.with_key(nodes.doc_key(self._path, meta)) from exc
         if pipeline.metas != meta.codecs:  # defaults filled in at open (e.g. blosc typesize) are written back
-            import msgspec
-
             meta = msgspec.structs.replace(meta, codecs=pipeline.metas)
         self._meta = meta
         self._track(meta)
@@ -172,12 +171,16 @@ class ArrayBase(nodes.Node):
         ``getattr(a, "chunks", None)`` is None) points to :attr:`write_chunk_sizes` / :attr:`read_chunk_sizes`."""
         if self.inner_chunk_shape is not None:
             return self.inner_chunk_shape
+        return self._regular(
+            "a rectilinear chunk grid, so no single chunk shape: use write_chunk_sizes / read_chunk_sizes "
+            "(per axis, the size of every chunk)"
+        )
+
+    def _regular(self, why: str) -> Shape:
+        """The grid's one chunk shape; a rectilinear grid has none: IrregularChunksError saying ``why``."""
         regular = self.grid.regular_chunk_shape
         if regular is None:
-            raise IrregularChunksError(
-                f"array {self.name!r} has a rectilinear chunk grid, so no single chunk shape: use "
-                "write_chunk_sizes / read_chunk_sizes (per axis, the size of every chunk)"
-            )
+            raise IrregularChunksError(f"array {self.name!r} has {why}")
         return regular
 
     @property
@@ -201,12 +204,7 @@ class ArrayBase(nodes.Node):
         """The shard shape of a regular sharded array (``None`` when not sharded)."""
         if not self.is_sharded:
             return None
-        regular = self.grid.regular_chunk_shape
-        if regular is None:
-            raise IrregularChunksError(
-                f"array {self.name!r} has rectilinear shards, so no single shard shape: use write_chunk_sizes"
-            )
-        return regular
+        return self._regular("rectilinear shards, so no single shard shape: use write_chunk_sizes")
 
     @property
     def write_chunk_sizes(self) -> tuple[tuple[int, ...], ...]:
@@ -252,20 +250,15 @@ class ArrayBase(nodes.Node):
         inner = self._inner_shape()
         if inner is None:
             return self.nshards_initialized
-        dims = self.grid.dims
         return sum(
-            prod(tuple(-(-d.edge(c) // n) for d, c, n in zip(dims, coords, inner, strict=True)))
+            inner_counts(self.grid.chunk_shape(coords), inner)
             for _, coords in rio.stored_chunk_keys(self._layout)
         )
 
     def stored_regions(self) -> Iterator[tuple[slice, ...]]:
         """The region of each storage unit (shard when sharded) that holds a stored value, in no particular
         order (lists the store): what a copy of sparse data has to visit."""
-        dims = self.grid.dims
-        for _, coords in rio.stored_chunk_keys(self._layout):
-            yield tuple(
-                slice(d.offset(c), d.offset(c) + d.data_len(c)) for d, c in zip(dims, coords, strict=True)
-            )
+        return (self.grid.chunk_region(coords) for _, coords in rio.stored_chunk_keys(self._layout))
 
     @property
     def nshards_initialized(self) -> int:

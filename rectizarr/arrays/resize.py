@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Self
 
+import msgspec
 import numpy as np
 
 import rectizarr.io as rio
@@ -179,8 +180,6 @@ def resize_together(
 
 def _resized(meta: ArrayMeta, new_shape: Shape, chunks: Any) -> ArrayMeta:
     """``meta`` with a new shape; rectilinear axes grown by ``chunks`` (see :meth:`Array.resize`)."""
-    import msgspec
-
     policy = _whole_inner_chunks(meta, new_shape) if chunks is None else chunks
     new_grid = meta.chunk_grid.resize(new_shape, policy)
     # checked: e.g. a new edge not divisible by the inner chunk

@@ -3,12 +3,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
+import msgspec
+import numpy as np
+
 from rectizarr import nodes
-from rectizarr.api import create_array, open_node
+from rectizarr.api import create_array, from_array, open_node
 from rectizarr.arrays import Array, resize_together
+from rectizarr.core.dtype import data_type_from_numpy
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, check_attributes
 from rectizarr.errors import MetadataError, NodeExistsError, NodeNotFoundError, NodeTypeError, ReadOnlyError
 from rectizarr.groups.members import Consolidated
@@ -61,8 +66,6 @@ class Group(nodes.Node):
         def apply(fresh: Any) -> GroupMeta:
             if not isinstance(fresh, GroupMeta):
                 raise NodeNotFoundError(f"{self.name!r} is no longer a group")
-            import msgspec
-
             return msgspec.structs.replace(fresh, attributes=change(dict(fresh.attributes)))
 
         fmt = nodes.format_of(self._meta)
@@ -141,10 +144,9 @@ class Group(nodes.Node):
 
     def get(self, path: str, default: Any = None) -> Any:
         """The member at ``path``, or ``default`` when there is none (a mapping's ``get``)."""
-        try:
+        with contextlib.suppress(NodeNotFoundError):
             return self[path]
-        except NodeNotFoundError:
-            return default
+        return default
 
     def keys(self) -> list[str]:
         """Names of the immediate children, sorted."""
@@ -194,8 +196,6 @@ class Group(nodes.Node):
     def __setitem__(self, name: str, value: Any) -> None:
         """``g[name] = data``: store ``data`` (a NumPy array-like or a rectizarr array) as a new array
         ``name`` in the group's Zarr format, replacing any member of that name (zarr-python's behaviour)."""
-        from rectizarr.api import from_array
-
         path = self._new_member(name)
         from_array(self._store, value, name=path, overwrite=True, zarr_format=self._meta.zarr_format)
 
@@ -256,10 +256,6 @@ class Group(nodes.Node):
         """Open the child array ``name`` if it exists with this shape and a dtype that ``dtype`` can hold
         (``exact``: that very dtype), as zarr-python and h5py's ``require_dataset`` do; else create it
         with ``kwargs``. ``NodeExistsError`` when what exists does not fit."""
-        import numpy as np
-
-        from rectizarr.core.dtype import data_type_from_numpy
-
         given: dict[str, Any] = {} if dtype is None else {"dtype": dtype}
         node = self._existing_or_made(name, lambda: self.create_array(name, shape=shape, **given, **kwargs))
         if not isinstance(node, Array):
@@ -279,10 +275,8 @@ class Group(nodes.Node):
     def _existing_or_made(self, name: str, make: Callable[[], Array | Group]) -> Array | Group:
         """``self[name]``, or ``make()`` when there is no such member; when another writer (thread, handle,
         process) makes it first, ``make`` fails with NodeExistsError and that member is opened."""
-        try:
+        with contextlib.suppress(NodeNotFoundError):
             return self[name]
-        except NodeNotFoundError:
-            pass
         try:
             return make()
         except NodeExistsError:  # its own document, not the consolidated entry (which may not list it yet)
@@ -305,12 +299,10 @@ class Group(nodes.Node):
 
     def tree(self, *, max_depth: int | None = None) -> str:
         """The hierarchy as indented text with shapes, dtypes and grid kinds."""
-        lines = [self.name]
-        self._tree_lines(lines, "", 0, max_depth)
-        return "\n".join(lines)
+        return "\n".join([self.name, *self._tree_lines("", 0, max_depth)])
 
-    def _tree_lines(self, lines: list[str], indent: str, depth: int, max_depth: int | None) -> None:
-        """Append the lines of the members, below ``depth`` levels (down to ``max_depth``)."""
+    def _tree_lines(self, indent: str, depth: int, max_depth: int | None) -> Iterator[str]:
+        """The lines of the members, below ``depth`` levels (down to ``max_depth``)."""
         if max_depth is not None and depth >= max_depth:
             return
         members = self.members()
@@ -318,13 +310,13 @@ class Group(nodes.Node):
             last = i == len(members) - 1
             branch = "└── " if last else "├── "
             if isinstance(node, Array):
-                lines.append(
+                yield (
                     f"{indent}{branch}{name} {node.shape} {node.dtype} ({node.grid.kind}"
                     f"{', sharded' if node.is_sharded else ''})"
                 )
             else:
-                lines.append(f"{indent}{branch}{name}/")
-                node._tree_lines(lines, indent + ("    " if last else "│   "), depth + 1, max_depth)
+                yield f"{indent}{branch}{name}/"
+                yield from node._tree_lines(indent + ("    " if last else "│   "), depth + 1, max_depth)
 
     @property
     def info(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, overload
 
 import numpy as np
@@ -155,8 +155,9 @@ def check_slice(sl: slice, axis: int, extent: int) -> tuple[int, int, int]:
     return sl.indices(extent)
 
 
-def empty_axis() -> AxisPlan:
-    return AxisPlan(0, np.empty(0, dtype=np.int64), ())
+def empty_axis(length: int = 0) -> AxisPlan:
+    """An axis that touches no chunk (of ``length`` when another axis selects nothing)."""
+    return AxisPlan(length, np.empty(0, dtype=np.int64), ())
 
 
 def axis_from_int(dim: Dim, i: int) -> AxisPlan:
@@ -181,13 +182,8 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
     span = (start, start + n) if step == 1 else None
     first, s = (start, step) if step > 0 else (start + (n - 1) * step, -step)
     c0, c1 = dim.chunk_of(first), dim.chunk_of(first + (n - 1) * s)
-    if c0 == c1:  # one chunk (a small read): plain integers
-        local = first - dim.offset(c0)
-        out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
-        entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
-        return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
-    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a window): plain integers, no numpy call
-        return replace(_axis_few(dim, first, s, n, step, c0, c1), span=span)
+    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a small read): plain integers, no numpy call
+        return _axis_few(dim, first, s, n, step, c0, c1, span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(
             f"the selection of {n} elements along axis of extent {dim.extent} touches "
@@ -217,7 +213,9 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
     return AxisPlan(n, chunks, AxisEntries(chunks.size, make), span)
 
 
-def _axis_few(dim: Dim, first: int, s: int, n: int, step: int, c0: int, c1: int) -> AxisPlan:
+def _axis_few(
+    dim: Dim, first: int, s: int, n: int, step: int, c0: int, c1: int, span: tuple[int, int] | None
+) -> AxisPlan:
     """:func:`axis_from_slice` over the few chunks ``c0..c1`` (``s`` > 0: the ascending step)."""
     chunks: list[int] = []
     entries: list[AxisChunk] = []
@@ -233,7 +231,7 @@ def _axis_few(dim: Dim, first: int, s: int, n: int, step: int, c0: int, c1: int)
         chunks.append(c)
         entries.append(AxisChunk(c, slice(ls, ls + (cnt - 1) * s + 1, s), out, cnt == length))
         k = hi
-    return AxisPlan(n, np.array(chunks, dtype=np.int64), tuple(entries))
+    return AxisPlan(n, np.array(chunks, dtype=np.int64), tuple(entries), span)
 
 
 def group_starts(keys: IntArray) -> IntArray:

@@ -34,6 +34,7 @@ from rectizarr.indexing.axis import (
     check_index,
     check_index_array,
     check_slice,
+    empty_axis,
 )
 from rectizarr.indexing.plan import Plan, WriteMode, coordinate, orthogonal
 
@@ -112,21 +113,6 @@ def _slice(dims: Sequence[Dim], it: _Item) -> tuple[int, int, int]:
     return check_slice(it.obj, it.axis, dims[it.axis].extent)
 
 
-def _int(dims: Sequence[Dim], it: _Item) -> int:
-    return check_index(it.obj, it.axis, dims[it.axis].extent)
-
-
-def _array(dims: Sequence[Dim], it: _Item) -> IntArray:
-    return check_index_array(it.obj, it.axis, dims[it.axis].extent)
-
-
-def _mode(items: list[_Item], ellipsis: bool, fancy: bool) -> WriteMode:
-    if fancy:
-        return "fancy"
-    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
-    return "view" if view else "scalar"
-
-
 def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
     """Plan for ``a[selection]`` (numpy basic indexing plus at most one index array)."""
     items, ellipsis = _expand(selection, len(dims))
@@ -139,12 +125,6 @@ def basic_plan(dims: Sequence[Dim], selection: object) -> Plan:
     if not arrays:
         return _orthogonal(dims, items, ellipsis, newaxis=True)
     return _one_array(dims, items, arrays[0], ellipsis)
-
-
-def _unplanned(rng: tuple[int, int, int]) -> AxisPlan:
-    """A slice's axis when another slice of the selection is empty: its length, and no chunks (the
-    selection has no element, and the chunks of a huge axis are never listed)."""
-    return AxisPlan(len(range(*rng)), np.empty(0, dtype=np.int64), ())
 
 
 def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bool) -> Plan:
@@ -163,9 +143,9 @@ def _one_array(dims: Sequence[Dim], items: list[_Item], arr: _Item, ellipsis: bo
             )
         idx = [x.astype(np.int64) for x in np.nonzero(a)]
     else:
-        idx = [_array(dims, arr)]
+        idx = [check_index_array(arr.obj, arr.axis, dims[arr.axis].extent)]
     bshape: Shape = idx[0].shape if a.dtype == bool else a.shape
-    ints = {it.axis: _int(dims, it) for it in items if is_int(it.obj)}
+    ints = {it.axis: check_index(it.obj, it.axis, dims[it.axis].extent) for it in items if is_int(it.obj)}
     ranges = {it.axis: _slice(dims, it) for it in items if isinstance(it.obj, slice)}
     advanced = sorted({arr.pos} | {it.pos for it in items if is_int(it.obj)})
     adjacent = advanced[-1] - advanced[0] + 1 == len(advanced)
@@ -229,8 +209,9 @@ def _orthogonal(dims: Sequence[Dim], items: list[_Item], ellipsis: bool, newaxis
         if it.obj is None:
             raise SelectionError(f"np.newaxis is not supported in orthogonal selections (axis {it.axis})")
         dim = dims[it.axis]
-        if isinstance(it.obj, slice):
-            axes.append(_unplanned(ranges[it.axis]) if nothing else axis_from_slice(dim, *ranges[it.axis]))
+        if isinstance(it.obj, slice):  # (another slice empty: no element, and a huge axis's chunks unlisted)
+            rng = ranges[it.axis]
+            axes.append(empty_axis(len(range(*rng))) if nothing else axis_from_slice(dim, *rng))
         elif isinstance(it.obj, np.ndarray):
             if it.obj.dtype == bool:
                 idx = axis_from_mask(it.obj, it.axis, dim.extent)
@@ -239,14 +220,15 @@ def _orthogonal(dims: Sequence[Dim], items: list[_Item], ellipsis: bool, newaxis
                     f"orthogonal index arrays must be 1-D; got shape {it.obj.shape} for axis {it.axis}"
                 )
             else:
-                idx = _array(dims, it)
+                idx = check_index_array(it.obj, it.axis, dim.extent)
             axes.append(axis_from_array(dim, idx))
         else:
-            axes.append(axis_from_int(dim, _int(dims, it)))
+            axes.append(axis_from_int(dim, check_index(it.obj, it.axis, dim.extent)))
             continue
         final.append(axes[-1].length)
     fancy = any(isinstance(it.obj, np.ndarray) for it in items)
-    return orthogonal(axes, tuple(final), _mode(items, ellipsis, fancy))
+    view = ellipsis or any(it.obj is None or isinstance(it.obj, slice) for it in items)
+    return orthogonal(axes, tuple(final), "fancy" if fancy else "view" if view else "scalar")
 
 
 def coordinate_plan(dims: Sequence[Dim], selection: object) -> Plan:

@@ -162,8 +162,8 @@ def _plan_groups(
     members = [_members(s) for s in opened]
     first_arrays, first_groups = members[0]
     for s, (arrays, grps) in zip(opened[1:], members[1:], strict=True):
-        if set(arrays) != set(first_arrays) or set(grps) != set(first_groups):
-            diff = sorted(set(arrays) ^ set(first_arrays) | set(grps) ^ set(first_groups))
+        diff = sorted(set(arrays) ^ set(first_arrays) | set(grps) ^ set(first_groups))
+        if diff:
             raise SourceMismatchError(
                 f"members {diff} are not in every source", source=s.name, field="members"
             )
@@ -190,8 +190,7 @@ def _copied(part: Part, path: str) -> Planned:
     )
     out = Planned(msgspec.structs.replace(part.meta, chunk_key_encoding=OUT_KEYS, chunk_grid=grid))
     prefix = f"{path}/" if path else ""
-    for coords, target in stored_chunks(part):
-        out.refs[prefix + OUT_KEYS.encode(coords)] = target
+    out.refs.update((prefix + OUT_KEYS.encode(coords), target) for coords, target in stored_chunks(part))
     return out
 
 
@@ -233,16 +232,10 @@ def _doc(meta: ArrayMeta | GroupMeta) -> str:
 def _assemble(planned: Mapping[str, Planned], groups: Mapping[str, GroupMeta]) -> dict[str, Any]:
     refs: dict[str, Any] = {}
     if groups:
-        entries: dict[str, Any] = {}
-        for path, g in groups.items():
-            if path:
-                entries[path] = {**node_to_json(g), "consolidated_metadata": inline()}
-        for path, p in planned.items():
-            entries[path] = node_to_json(p.meta)
+        entries = {p: {**node_to_json(g), "consolidated_metadata": inline()} for p, g in groups.items() if p}
+        entries.update({path: node_to_json(p.meta) for path, p in planned.items()})
         refs["zarr.json"] = _doc(msgspec.structs.replace(groups[""], consolidated_metadata=inline(entries)))
-        for path, g in groups.items():
-            if path:
-                refs[f"{path}/zarr.json"] = _doc(g)
+        refs.update({f"{path}/zarr.json": _doc(g) for path, g in groups.items() if path})
     for path, p in planned.items():
         refs[f"{path}/zarr.json" if path else "zarr.json"] = _doc(p.meta)
         for key, target in p.refs.items():

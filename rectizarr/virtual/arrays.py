@@ -20,6 +20,7 @@ import numpy as np
 
 from rectizarr import nodes
 from rectizarr.arrays import Array
+from rectizarr.codecs.pipeline import ShardingCodec
 from rectizarr.core import codec_meta as cm
 from rectizarr.core.chunk_keys import ChunkKeyEncoding
 from rectizarr.core.codec_meta import codecs_to_json
@@ -28,7 +29,6 @@ from rectizarr.core.grid import ChunkGrid
 from rectizarr.core.metadata import ArrayMeta, canonical_codecs
 from rectizarr.virtual.errors import ConcatError, SourceMismatchError, UnreferenceableError
 from rectizarr.virtual.refs import Target
-from rectizarr.virtual.shards import inner_chunks
 from rectizarr.virtual.sources import Source
 
 __all__ = ["OUT_KEYS", "EdgeChunk", "Part", "Planned", "part_of", "plan_array", "stored_chunks"]
@@ -137,10 +137,8 @@ def _axis_edges(parts: Sequence[Part], axis: int) -> tuple[list[int], list[int]]
     for i, p in enumerate(parts):
         starts.append(len(edges))
         d = p.dims[axis]
-        if not d.nchunks:
-            continue
         lens = list(d.data_lens())
-        if i == last:
+        if i == last:  # (a part with chunks)
             lens[-1] = d.edge(d.nchunks - 1)
         edges.extend(lens)
     return edges, starts
@@ -215,14 +213,13 @@ def _partial(p: Part, axis: int, edges: list[int], start: int) -> int | None:
 def stored_chunks(p: Part) -> Iterator[tuple[tuple[int, ...], Target]]:
     """Each stored (inner) chunk of the part's array in its grid, with its target."""
     if p.sharding is not None:
-        yield from inner_chunks(p.array, p.source)
+        yield from _inner_chunks(p)
         return
     grid, enc = p.array.grid, p.array.metadata.chunk_key_encoding
     prefix = nodes.prefix_of(p.array.path)
     listed = p.source.stored(prefix)
     if listed is None:  # a store that cannot list (HTTP): a one-byte read of each chunk, batched
-        every = list(itertools.product(*(range(n) for n in grid.grid_shape)))
-        keys = [prefix + enc.encode(c) for c in every]
+        every, keys = _every_key(p.array)
         found = p.array.store.get_many([(k, (0, 1)) for k in keys])
         for coords, key, data in zip(every, keys, found, strict=True):
             if data is not None:
@@ -241,6 +238,42 @@ def stored_chunks(p: Part) -> Iterator[tuple[tuple[int, ...], Target]]:
             )
         if grid.is_in_grid(decoded):
             yield _with_target(p, decoded, key)
+
+
+def _every_key(array: Array) -> tuple[list[tuple[int, ...]], list[str]]:
+    """The coords of every chunk (shard) in ``array``'s grid, and their store keys."""
+    every = list(itertools.product(*(range(n) for n in array.grid.grid_shape)))
+    enc, prefix = array.metadata.chunk_key_encoding, nodes.prefix_of(array.path)
+    return every, [prefix + enc.encode(c) for c in every]
+
+
+def _inner_chunks(p: Part) -> Iterator[tuple[tuple[int, ...], Target]]:
+    """Each stored inner chunk of a sharded part (its coords in the inner-chunk grid, within the extent) and
+    its target, a byte range of its shard: each shard's index is read (one ranged request per shard,
+    batched; a missing shard holds nothing)."""
+    array, source = p.array, p.source
+    codec = array.pipeline.array_bytes
+    if not isinstance(codec, ShardingCodec):  # (part_of checked the metadata)
+        raise UnreferenceableError("not sharded", source=source.name, field="codecs")
+    grid, inner = array.grid, codec.chunk_shape
+    limits = tuple(-(-d.extent // n) for d, n in zip(grid.dims, inner, strict=True))
+    shards, keys = _every_key(array)
+    if source.refs is not None:  # only the shards the reference set holds
+        held = [i for i, k in enumerate(keys) if source.refs.get(k) is not None]
+        shards, keys = [shards[i] for i in held], [keys[i] for i in held]
+    ranges = [codec.index_byte_range(grid.chunk_shape(c)) for c in shards]
+    values = array.store.get_many(list(zip(keys, ranges, strict=True)))
+    for coords, key, data in zip(shards, keys, values, strict=True):
+        if data is None or (target := source.target(key)) is None:
+            continue
+        index = codec.decode_index(data, grid.chunk_shape(coords), shard_nbytes=None, key=key)
+        first = [d.offset(c) // n for d, c, n in zip(grid.dims, coords, inner, strict=True)]
+        for local in np.argwhere(index.present()).tolist():
+            global_ = tuple(f + j for f, j in zip(first, local, strict=True))
+            if any(g >= lim for g, lim in zip(global_, limits, strict=True)):
+                continue
+            t = tuple(local)
+            yield global_, target.part(int(index.offsets[t]), int(index.nbytes[t]))
 
 
 def _with_target(p: Part, coords: tuple[int, ...], key: str) -> tuple[tuple[int, ...], Target]:

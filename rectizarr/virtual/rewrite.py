@@ -6,6 +6,7 @@ rebuilds the references) changes nothing, and two results never overwrite each o
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from math import prod
@@ -69,7 +70,8 @@ def encode_edge(meta: ArrayMeta, chunks: Sequence[EdgeChunk]) -> list[bytes]:
     pipeline = build_pipeline(meta.codecs, dtype, [d.unique_edges() for d in meta.chunk_grid.dims])
     limit = tuning.current().window_bytes  # (memory: a larger row is read one chunk at a time)
     slabs: dict[int, tuple[tuple[int, ...], np.ndarray]] = {}
-    for part_chunks in _by_part(chunks):  # one read per source: the box around its edge chunks (one row)
+    # one read per source: the box around its edge chunks (one row; plan_array lists a source's together)
+    for part_chunks in (list(g) for _, g in itertools.groupby(chunks, key=lambda e: id(e.part))):
         box = tuple(
             slice(min(r.start for r in rs), max(r.stop for r in rs))
             for rs in zip(*(e.region for e in part_chunks), strict=True)
@@ -89,10 +91,3 @@ def encode_edge(meta: ArrayMeta, chunks: Sequence[EdgeChunk]) -> list[bytes]:
         chunk[tuple(slice(0, n) for n in values.shape)] = values
         out.append(bytes(pipeline.encode(chunk, ChunkSpec(e.shape, dtype, meta.fill_value, e.key))))
     return out
-
-
-def _by_part(chunks: Sequence[EdgeChunk]) -> list[list[EdgeChunk]]:
-    groups: dict[int, list[EdgeChunk]] = {}
-    for e in chunks:
-        groups.setdefault(id(e.part), []).append(e)
-    return list(groups.values())
