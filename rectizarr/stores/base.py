@@ -362,17 +362,13 @@ class Store(ABC):
     def value_limit(self, key: str) -> int | None:
         """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
         metadata document, else what :meth:`limited` set."""
-        if is_document(key):
-            return max_document_bytes()
-        return self._max_value
+        return max_document_bytes() if is_document(key) else self._max_value
 
     def _too_large(self, key: str, size: int | None, limit: int, where: str) -> StoreError:
         """The error of a read of ``key`` that would bring ``size`` bytes (None: more than ``limit`` came)."""
-        what = (
-            "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
-            if is_document(key)
-            else "a chunk or shard of the array can take"
-        )
+        what = "a chunk or shard of the array can take"
+        if is_document(key):
+            what = "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
         amount = "came with" if size is None else f"is {size} bytes,"
         return StoreError(
             f"key {key!r} in {where} {amount} more than the {limit} bytes {what} (corrupt or "

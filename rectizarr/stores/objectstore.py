@@ -275,14 +275,10 @@ class ObjectStore(EtagStore):
 
         conditional = mode is not None and mode != "overwrite"
         token = uuid.uuid4().hex
+        body = value if isinstance(value, bytes) else bytes(value)
+        attributes = {WRITE_TOKEN: token} if conditional else None
         try:
-            _obstore().put(
-                self._store,
-                self._path(key),
-                value if isinstance(value, bytes) else bytes(value),
-                mode=mode,
-                attributes={WRITE_TOKEN: token} if conditional else None,
-            )
+            _obstore().put(self._store, self._path(key), body, mode=mode, attributes=attributes)
         except Exception as exc:  # (object_store sends a PUT that timed out only once: it may have landed)
             refused = conditional and isinstance(
                 exc,
