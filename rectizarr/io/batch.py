@@ -136,10 +136,8 @@ def encode_shard(layout: ShardedLayout, shape_t: Shape, region: np.ndarray, thre
     inner = layout.sharding.chunk_shape
     cps = tuple(s // c for s, c in zip(shape_t, inner, strict=True))
     spec = layout.inner_spec(None)
-    codecs = layout.sharding.codecs
-    if (
-        codecs.bytes_bytes or codecs.is_raw(spec.dtype)
-    ) and spec.nbytes >= tuning.current().threaded_bytes_coded:
+    codecs, t = layout.sharding.codecs, tuning.current()
+    if (codecs.bytes_bytes or codecs.is_raw(spec.dtype)) and spec.nbytes >= t.threaded_bytes_coded:
         return encode_shard_each(layout, shape_t, region, cps, spec)
     nd = len(inner)
     split = region.reshape([x for pair in zip(cps, inner, strict=True) for x in pair])

@@ -70,9 +70,7 @@ class Block:
         a, counts = self.split, self.counts
         tail = prod(counts[a + 1 :])
         for outer in np.ndindex(*counts[:a]):
-            base = 0
-            for i, j in enumerate(outer):
-                base = base * counts[i] + j
+            base = int(np.ravel_multi_index(outer, counts[:a]))
             for start in range(0, counts[a], self.m):
                 box = (*(1,) * a, min(self.m, counts[a] - start), *counts[a + 1 :])
                 offsets = (*outer, start, *(0,) * (len(counts) - a - 1))

@@ -33,12 +33,8 @@ class ShardIndexCache:
 
     def get(self, store: Store, key: str, version: Hashable) -> ShardIndex | None:
         """The index of ``key`` cached at ``version``; None when absent or cached at another version."""
-        with self._lock:
-            entry = self._entries.get((store.cache_token, key))
-            if entry is None or entry[0] != version:
-                return None
-            self._entries.move_to_end((store.cache_token, key))
-            return entry[1]
+        entry = self.get_any(store, key)
+        return None if entry is None or entry[0] != version else entry[1]
 
     def get_any(self, store: Store, key: str) -> tuple[Hashable, ShardIndex] | None:
         """``(version, index)`` cached for ``key`` at whatever version (for reads conditioned on it)."""

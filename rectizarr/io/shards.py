@@ -31,6 +31,12 @@ class Shard:
     shape_t: Shape  # declared shard shape in the transposed (codec) space
     projections: list[tuple[Coords, ChunkProjection]]  # (inner coords in transposed space, projection)
 
+    @classmethod
+    def at(cls, layout: ShardedLayout, coords: Coords) -> Shard:
+        """The shard at ``coords`` of the outer grid, with no projections yet."""
+        declared = layout.grid.chunk_shape(coords)
+        return cls(coords, layout.key(coords), tuple(declared[a] for a in layout.perm), [])
+
     def inner_limit(self, layout: ShardedLayout) -> Coords:
         """Per transposed axis, how many inner chunks of the shard overlap the array (no others are stored)."""
         per_axis = [
@@ -60,8 +66,7 @@ def group_by_shard(layout: ShardedLayout, projections: list[ChunkProjection], t:
             sc: Coords = tuple(row)
             shard = shards.get(sc)
             if shard is None:
-                declared = layout.grid.chunk_shape(sc)
-                shard = shards[sc] = Shard(sc, layout.key(sc), tuple(declared[a] for a in layout.perm), [])
+                shard = shards[sc] = Shard.at(layout, sc)
             shard.projections.append((tuple(local_row), p))
     return list(shards.values())
 
@@ -106,19 +111,18 @@ def fetch_indexes(
     layout: ShardedLayout, shards: list[Shard]
 ) -> tuple[Indexes, Versions, Bodies, Ahead | None]:
     """The decoded index of each shard (None: no shard), from the cache or one batched request for the
-    misses, and the version each was read at, which the reads of its inner chunks are checked against
-    (:func:`checked_versions`, or ``If-Match``). A cached index is used only at the shard's current
-    version where versions are cheap; on stores with conditional reads (S3, obstore) while the ranged
-    reads it leads to succeed with ``If-Match`` on its ETag (a 412 reads it again), and never for a read
-    it leads to no range of (absence is never stale). Elsewhere (fsspec's GCS, HTTP) it is read every time.
-    On stores with round trips, the index of a small shard is read with the shard (:func:`_index_reach`:
-    in ``Bodies``), so its inner chunks need no second request. Where indexes are cached on conditional
-    reads, a read also reads ahead, at the same time, the uncached indexes of the shards nearest to its
-    first one, as many as the handle's :class:`~rectizarr.io.layout.IndexBudget` allows (never more index
-    requests than a reader without a cache): element-by-element reads over a few shards then wait for a
-    handful of index reads instead of one per shard. A miss reads them beside its own index reads; a read
-    whose indexes were all cached, beside its inner chunks when the handle's reads lately went to more
-    than one shard: the last value is then an :class:`Ahead` under way, which the caller joins."""
+    misses, with the version each was read at, which its inner chunks' reads are checked against
+    (:func:`checked_versions`, or ``If-Match``). A cached index serves where versions are cheap at the
+    shard's current version; with conditional reads (S3, obstore) while the ranged reads it leads to pass
+    ``If-Match`` on its ETag (a 412 reads it again), never for a read it leads to no range of (absence is
+    never stale); elsewhere (fsspec's GCS, HTTP) it is read every time. With round trips, a small shard's
+    index comes with the whole shard (:func:`_index_reach`, in ``Bodies``): no second request. Where
+    indexes are cached on conditional reads, a read also reads ahead the uncached indexes of the shards
+    nearest its first one, as many as the handle's :class:`~rectizarr.io.layout.IndexBudget` allows
+    (never more index requests than a reader without a cache), so element-by-element reads over a few
+    shards wait for a handful of index reads, not one per shard: a miss beside its own index reads; an
+    all-cached read beside its inner chunks when the handle's reads lately spread over several shards (the
+    last value is then an :class:`Ahead` under way, which the caller joins)."""
     store, sharding = layout.store, layout.sharding
     bodies: Bodies = {}
     cheap, conditional = store.capabilities.cheap_versions, store.capabilities.conditional_reads
@@ -241,9 +245,7 @@ def _nearest_uncached(layout: ShardedLayout, near: list[Shard], n: int) -> tuple
     whether every other shard was looked at."""
     shape = layout.grid.grid_shape
     total = prod(shape)
-    centre = 0
-    for c, size in zip(near[0].coords, shape, strict=True):
-        centre = centre * size + c
+    centre = int(np.ravel_multi_index(near[0].coords, shape))
     taken, cache, found = {s.key for s in near}, index_cache(), []
     looked = 0
     for step in range(1, total):
@@ -251,16 +253,10 @@ def _nearest_uncached(layout: ShardedLayout, near: list[Shard], n: int) -> tuple
             if not 0 <= flat < total:
                 continue
             looked += 1
-            coords, rest = [], flat
-            for size in reversed(shape):
-                rest, c = divmod(rest, size)
-                coords.append(c)
-            sc = tuple(reversed(coords))
-            key = layout.key(sc)
-            if key not in taken and cache.get_any(layout.store, key) is None:
-                declared = layout.grid.chunk_shape(sc)
-                found.append(Shard(sc, key, tuple(declared[a] for a in layout.perm), []))
-                taken.add(key)
+            shard = Shard.at(layout, tuple(int(c) for c in np.unravel_index(flat, shape)))
+            if shard.key not in taken and cache.get_any(layout.store, shard.key) is None:
+                found.append(shard)
+                taken.add(shard.key)
                 if len(found) == n:
                     return found, False
         if centre + step >= total and centre - step < 0:

@@ -55,14 +55,17 @@ class Store(ABC):
     opened from, so store objects on the same data (opened twice, a subdirectory, a view) share locks."""
     _is_view: bool = False
     _limits_reads = False  # the backend honours value_limit() (see limited())
+    _round_trips = False  # each request is a round trip (RemoteStore): Tuning's remote coalescing defaults
     _max_value: int | None = None
 
     def __init__(
         self, *, read_only: bool = False, coalesce_gap: int | None = None, coalesce_max: int | None = None
     ) -> None:
-        t = tuning.current()  # None: the tuning's
-        coalesce_gap = t.coalesce_gap if coalesce_gap is None else coalesce_gap
-        coalesce_max = t.coalesce_max if coalesce_max is None else coalesce_max
+        t = tuning.current()  # None: the tuning's (remote_coalesce_* for a store with round trips)
+        if coalesce_gap is None:
+            coalesce_gap = t.remote_coalesce_gap if self._round_trips else t.coalesce_gap
+        if coalesce_max is None:
+            coalesce_max = t.remote_coalesce_max if self._round_trips else t.coalesce_max
         if coalesce_gap < 0 or coalesce_max < 0:
             raise StoreError(f"coalesce_gap ({coalesce_gap}) and coalesce_max ({coalesce_max}) must be >= 0")
         self.read_only = read_only
@@ -210,23 +213,20 @@ class Store(ABC):
         nothing. A compare-and-swap under :meth:`lock` (the backend's own where
         ``capabilities.conditional_writes``); inside a hold of other keys it does not wait for the key's
         lock (:func:`locks.attempt`): False when another holds it."""
-        validate_key(key)
-        self._check_writable("set")
-        with locks.attempt(self.lock_identity, [key], self.capabilities.process_locks) as taken:
-            if not taken or self.version(key) != version:
-                return False
-            self._set_batch({key: value})
-            return True
+        return self._locked_if(key, version, "set", lambda: self._set_batch({key: value}))
 
     def delete_if(self, key: str, version: Hashable) -> bool:
         """Delete ``key`` only if it is still at ``version``; False, deleting nothing, when it is not (or,
         as :meth:`set_if`, when its lock is another's inside a hold)."""
+        return self._locked_if(key, version, "delete", lambda: self._delete_batch([key]))
+
+    def _locked_if(self, key: str, version: Hashable, what: str, write: Callable[[], object]) -> bool:
         validate_key(key)
-        self._check_writable("delete")
+        self._check_writable(what)
         with locks.attempt(self.lock_identity, [key], self.capabilities.process_locks) as taken:
             if not taken or self.version(key) != version:
                 return False
-            self._delete_batch([key])
+            write()
             return True
 
     def update(
@@ -362,17 +362,13 @@ class Store(ABC):
     def value_limit(self, key: str) -> int | None:
         """The most bytes a read of ``key`` may bring (None: no limit): :func:`max_document_bytes` for a
         metadata document, else what :meth:`limited` set."""
-        if is_document(key):
-            return max_document_bytes()
-        return self._max_value
+        return max_document_bytes() if is_document(key) else self._max_value
 
     def _too_large(self, key: str, size: int | None, limit: int, where: str) -> StoreError:
         """The error of a read of ``key`` that would bring ``size`` bytes (None: more than ``limit`` came)."""
-        what = (
-            "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
-            if is_document(key)
-            else "a chunk or shard of the array can take"
-        )
+        what = "a chunk or shard of the array can take"
+        if is_document(key):
+            what = "a metadata document may take (rectizarr.stores.set_max_document_bytes)"
         amount = "came with" if size is None else f"is {size} bytes,"
         return StoreError(
             f"key {key!r} in {where} {amount} more than the {limit} bytes {what} (corrupt or "

@@ -18,9 +18,9 @@ from fsspec.implementations.local import LocalFileSystem
 from fsspec.mapping import FSMap
 
 from rectizarr.errors import RectizarrError, StoreError
-from rectizarr.stores.keys import Buffer, ByteRange
+from rectizarr.stores.keys import Buffer, ByteRange, resolve_range
 from rectizarr.stores.limits import requests_in_flight
-from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty, resolve_range
+from rectizarr.stores.remote import TIMEOUT, RemoteStore, bucket_identity, is_empty
 
 # the fields of a filesystem's info that change with its value (which of them it has)
 _VERSION_FIELDS = tuple(
@@ -310,15 +310,9 @@ class FsspecStore(RemoteStore):
                 yield key
 
     def _list_dir(self, prefix: str) -> Iterable[str]:
-        names = []
-        entries = self._asked(
-            "listing", self._url_of(prefix), functools.partial(self.fs.ls, detail=False), []
-        )
-        for entry in entries:
-            key = self._key_of(entry)
-            if key and key.startswith(prefix) and len(key) > len(prefix):
-                names.append(key[len(prefix) :].split("/", 1)[0])
-        return names
+        ls, n = functools.partial(self.fs.ls, detail=False), len(prefix)
+        keys = (self._key_of(e) for e in self._asked("listing", self._url_of(prefix), ls, []))
+        return [k[n:].split("/", 1)[0] for k in keys if k and k.startswith(prefix) and len(k) > n]
 
     # ---- writes --------------------------------------------------------------------------------------
 

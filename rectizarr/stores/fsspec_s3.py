@@ -202,9 +202,7 @@ class S3FsspecStore(EtagStore, FsspecStore):
             return None, None
         if byte_range is None or isinstance(error, TimeoutError):
             raise self._fail(f"reading key {key!r} from", self._full(key), error) from error
-        answer = self._refused_range(key, byte_range, etag, meta)
-        assert answer is not None  # (meta is known)
-        return answer
+        return self._refused_range(key, byte_range, etag, meta)
 
     def _fetch_span(self, key: str, start: int, end: int, etag: Hashable) -> Any:
         return self._read_span(key, self._full(key), start, end)
@@ -230,14 +228,9 @@ class S3FsspecStore(EtagStore, FsspecStore):
         counting = _SENDS.set(sends)
         try:
             try:
-                body = bytes(value)
+                body, metadata = bytes(value), {WRITE_TOKEN: token}
                 self.fs.call_s3(
-                    "put_object",
-                    Bucket=bucket,
-                    Key=name,
-                    Body=body,
-                    Metadata={WRITE_TOKEN: token},
-                    **condition,
+                    "put_object", Bucket=bucket, Key=name, Body=body, Metadata=metadata, **condition
                 )
             finally:
                 _SENDS.reset(counting)

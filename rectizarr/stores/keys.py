@@ -98,3 +98,11 @@ def slice_range(data: bytes, byte_range: ByteRange | None) -> bytes:
     if length is None:
         return data[start:] if start != 0 else data
     return data[start : start + length]
+
+
+def resolve_range(byte_range: ByteRange, size: int) -> tuple[int, int]:
+    """``(start, end)`` of ``byte_range`` in a value of ``size`` bytes: a suffix counts from the end, and
+    both ends are clamped to the value (``start >= end``: nothing, as past the end)."""
+    start, length = byte_range
+    start = max(0, size + start) if start < 0 else min(start, size)
+    return start, size if length is None else min(size, start + length)

@@ -16,15 +16,7 @@ from rectizarr._util import ceildiv, default_workers, process_alive, this_host
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Capabilities, Store
 from rectizarr.stores.dirfd import NAME_MAX, O_NOFOLLOW, Directories, name_too_long, path_too_long, too_long
-from rectizarr.stores.fileread import (
-    MISSING,
-    READV,
-    missing,
-    read_file,
-    read_into,
-    read_many_into,
-    read_transient,
-)
+from rectizarr.stores.fileread import READV, missing, read_file, read_into, read_many_into, read_transient
 from rectizarr.stores.keys import Buffer, ByteRange
 
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{16}\.tmp$")
@@ -326,12 +318,7 @@ class LocalStore(Store):
 
     def _delete_prefix(self, prefix: str) -> None:
         if not prefix:  # everything but in-flight temporary files; links are removed, never followed
-            try:
-                with os.scandir(self.root) as it:
-                    entries = [e for e in it if not _TMP_NAME.match(e.name)]
-            except MISSING:
-                return
-            for entry in entries:
+            for entry in [e for e in _entries(self.root) if not _TMP_NAME.match(e.name)]:
                 if entry.is_dir(follow_symlinks=False):
                     _rmtree(entry.name, self.root)
                 else:

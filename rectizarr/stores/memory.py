@@ -233,6 +233,11 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
         counts.infos += 1
 
 
+def _count(name: str, doc: str) -> Any:
+    """A read-only property: the counter ``name`` of a CountingStore's :class:`_Counts`."""
+    return property(lambda self: getattr(self._counts, name), doc=doc)
+
+
 class CountingStore(ForwardingStore):
     """Wraps any store and records what reaches its backend, after coalescing (:meth:`reset` zeroes the
     counts). A read-only view (``open_array(spy, mode="r")``) counts into the same counters."""
@@ -249,30 +254,13 @@ class CountingStore(ForwardingStore):
             self._check_writable("set" if name == "set_if" else "delete")
         _tally(self._counts, name, args, kwargs)
 
-    @property
-    def requests(self) -> list[tuple[str, ByteRange | None]]:
-        """One ``(key, byte_range)`` per read that reached the wrapped store."""
-        return self._counts.requests
-
-    @property
-    def writes(self) -> int:
-        """The number of values written."""
-        return self._counts.writes
-
-    @property
-    def deletes(self) -> int:
-        """The number of keys deleted, plus one per ``delete_prefix``."""
-        return self._counts.deletes
-
-    @property
-    def lists(self) -> int:
-        """The number of listing calls."""
-        return self._counts.lists
-
-    @property
-    def infos(self) -> int:
-        """The number of exists/getsize/version/get_version look-ups."""
-        return self._counts.infos
+    requests: list[tuple[str, ByteRange | None]] = _count(
+        "requests", "One ``(key, byte_range)`` per read that reached the wrapped store."
+    )
+    writes: int = _count("writes", "The number of values written.")
+    deletes: int = _count("deletes", "The number of keys deleted, plus one per ``delete_prefix``.")
+    lists: int = _count("lists", "The number of listing calls.")
+    infos: int = _count("infos", "The number of exists/getsize/version/get_version look-ups.")
 
     def reset(self) -> None:
         """Forget everything recorded so far (in this store and its views)."""

@@ -78,14 +78,11 @@ class _Requests:
         pool = cls.pool()
         here = calls[0] if 1 < len(calls) <= cls._size else None
         futures = [pool.submit(c) for c in (calls[1:] if here is not None else calls)]
-        if here is None:
-            wait(futures)
-            return [f.result() for f in futures]
         try:
-            first = here()
+            first = [] if here is None else [here()]
         finally:
             wait(futures)
-        return [first, *[f.result() for f in futures]]
+        return [*first, *[f.result() for f in futures]]
 
 
 def _unanswered(exc: BaseException) -> bool:
@@ -145,9 +142,8 @@ class ObjectStore(EtagStore):
             requests_on_threads=True,
             unlisted=kind == "http",
         )
-        self.lock_identity = (
-            bucket_identity(scheme, self.url.split("://", 1)[1]) or f"objectstore:{self.url}/"
-        )
+        location = self.url.split("://", 1)[1]
+        self.lock_identity = bucket_identity(scheme, location) or f"objectstore:{self.url}/"
         client = self.storage_options.get("client_kwargs") or {}
         timeout = self.storage_options.get("timeout", client.get("timeout", TIMEOUT))
         self.timeout = None if timeout is None else float(timeout)
@@ -230,24 +226,21 @@ class ObjectStore(EtagStore):
             result = _obstore().get(self._store, self._path(key), options=_get_options(byte_range, etag))
             start, end = result.range  # from the answer's headers: the body is not read yet
             size = end - start
-            tag, body = (
-                result.meta.get("e_tag"),
-                None if limit is not None and size > limit else result.bytes(),
-            )
+            tag = result.meta.get("e_tag")
+            body = None if limit is not None and size > limit else result.bytes()
         except Exception as exc:
             failed = self._get_failed(key, byte_range, etag, exc)
             if failed is not None:
                 return failed
             assert byte_range is not None  # (only a range is refused as such)
-            answer = self._refused_range(key, byte_range, etag, self._meta(key))
+            meta = self._meta(key)
+            answer = None if meta is None else self._refused_range(key, byte_range, etag, meta)
             if answer is None or answer[0] is None:
                 raise self._fail("reading", self._where(key), exc) from exc
             return answer
         if body is None:  # (object_store needs a Content-Length, and reads no more than it says)
             raise self._too_large(key, size, limit or 0, self._where(key))
-        if (
-            etag is not None and tag is not None and tag != etag
-        ):  # a server that ignores If-Match (plain HTTP)
+        if etag is not None and tag is not None and tag != etag:  # (plain HTTP ignores If-Match)
             raise VersionChanged(key)
         return body, tag
 
@@ -258,16 +251,20 @@ class ObjectStore(EtagStore):
         body, tag = self._fetch(key, byte_range, etag)
         return (None if body is None else bytes(body)), tag
 
-    def _meta(self, key: str) -> tuple[int, Hashable] | None:
+    def _looked_up(self, key: str, call: Callable[[Any, str], T]) -> T | None:
+        """``call(client, path)`` (a ``HEAD``), the client's error wrapped; None when ``key`` is missing."""
         from obstore.exceptions import NotFoundError
 
         try:
-            meta = _obstore().head(self._store, self._path(key))
+            return call(self._store, self._path(key))
         except Exception as exc:
             if not isinstance(exc, NotFoundError | FileNotFoundError):
                 raise self._fail("looking up", self._where(key), exc) from exc
             return None
-        return int(meta["size"]), meta.get("e_tag")
+
+    def _meta(self, key: str) -> tuple[int, Hashable] | None:
+        meta = self._looked_up(key, _obstore().head)
+        return None if meta is None else (int(meta["size"]), meta.get("e_tag"))
 
     _info = _meta
 
@@ -278,14 +275,10 @@ class ObjectStore(EtagStore):
 
         conditional = mode is not None and mode != "overwrite"
         token = uuid.uuid4().hex
+        body = value if isinstance(value, bytes) else bytes(value)
+        attributes = {WRITE_TOKEN: token} if conditional else None
         try:
-            _obstore().put(
-                self._store,
-                self._path(key),
-                value if isinstance(value, bytes) else bytes(value),
-                mode=mode,
-                attributes={WRITE_TOKEN: token} if conditional else None,
-            )
+            _obstore().put(self._store, self._path(key), body, mode=mode, attributes=attributes)
         except Exception as exc:  # (object_store sends a PUT that timed out only once: it may have landed)
             refused = conditional and isinstance(
                 exc,
@@ -297,13 +290,8 @@ class ObjectStore(EtagStore):
         return True
 
     def _write_token(self, key: str) -> str | None:
-        from obstore.exceptions import NotFoundError
-
-        try:
-            result = _obstore().get(self._store, self._path(key), options={"head": True})
-        except Exception as exc:
-            if not isinstance(exc, NotFoundError | FileNotFoundError):
-                raise self._fail("looking up", self._where(key), exc) from exc
+        result = self._looked_up(key, functools.partial(_obstore().get, options={"head": True}))
+        if result is None:
             return None
         token = (result.attributes or {}).get(WRITE_TOKEN)
         return token if isinstance(token, str) else None
@@ -466,10 +454,6 @@ class ObjectStore(EtagStore):
         result = self._listed(prefix, lambda: _obstore().list_with_delimiter(self._store, under), None)
         if result is None:
             return []
+        objects = [m["path"] for m in result["objects"] if self._key_of(m["path"]).startswith(prefix)]
         names = [p.rstrip("/").rsplit("/", 1)[-1] for p in result["common_prefixes"]]
-        names += [
-            m["path"].rsplit("/", 1)[-1]
-            for m in result["objects"]
-            if self._key_of(m["path"]).startswith(prefix)
-        ]
-        return [n for n in names if n]
+        return [n for n in names + [p.rsplit("/", 1)[-1] for p in objects] if n]

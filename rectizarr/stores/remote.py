@@ -9,10 +9,9 @@ from abc import abstractmethod
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
-from rectizarr import tuning
 from rectizarr.errors import RectizarrError, StoreError, VersionChanged
 from rectizarr.stores.base import Store
-from rectizarr.stores.keys import Buffer, ByteRange, validate_key, validate_range
+from rectizarr.stores.keys import Buffer, ByteRange, resolve_range, validate_key, validate_range
 from rectizarr.stores.update import count_landing
 
 TIMEOUT = 30.0
@@ -48,42 +47,21 @@ def http_range(byte_range: ByteRange) -> str:
     return f"bytes={start}-" if length is None else f"bytes={start}-{start + length - 1}"
 
 
-def resolve_range(byte_range: ByteRange, size: int) -> tuple[int, int]:
-    """``(start, end)`` of ``byte_range`` in a value of ``size`` bytes: a suffix counts from the end, and
-    both ends are clamped to the value (``start >= end``: nothing, as past the end)."""
-    start, length = byte_range
-    start = max(0, size + start) if start < 0 else min(start, size)
-    return start, size if length is None else min(size, start + length)
-
-
-def _timed_out(exc: BaseException) -> bool:
-    text = str(exc)
-    return isinstance(exc, TimeoutError) or "TimedOut" in text or "timed out" in text.lower()
-
-
 class RemoteStore(Store):
     """A store reached through a client library: remote coalescing defaults (a round trip costs more than
     the bytes between two ranges), the client's errors wrapped, and the settling of a conditional write
     whose answer was a refusal or was lost. ``timeout``: the seconds the client waits (None: its own)."""
 
     _limits_reads = True
+    _round_trips = True
     timeout: float | None = None
-
-    def __init__(
-        self, *, read_only: bool, coalesce_gap: int | None = None, coalesce_max: int | None = None
-    ) -> None:
-        t = tuning.current()
-        super().__init__(
-            read_only=read_only,
-            coalesce_gap=t.remote_coalesce_gap if coalesce_gap is None else coalesce_gap,
-            coalesce_max=t.remote_coalesce_max if coalesce_max is None else coalesce_max,
-        )
 
     def _fail(self, what: str, where: str, exc: BaseException) -> StoreError:
         """The :class:`StoreError` for a request (``what`` ``where``: "reading s3://b/k") that failed with
         the client's ``exc``: one that timed out says so and names the limit."""
-        text = str(exc).split("\n", 1)[0][:300]
-        if _timed_out(exc):
+        full = str(exc)
+        text = full.split("\n", 1)[0][:300]
+        if isinstance(exc, TimeoutError) or "TimedOut" in full or "timed out" in full.lower():
             limit = f"{self.timeout:g} s" if self.timeout is not None else "the client's timeout"
             return StoreError(
                 f"{what} {where} timed out: no answer within {limit} ({type(exc).__name__}: {text})"
@@ -222,12 +200,10 @@ class EtagStore(RemoteStore):
         return (None, None) if meta is None else (b"", version)
 
     def _refused_range(
-        self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable] | None
-    ) -> tuple[Any, Hashable] | None:
-        """The answer to a range the server refused, from the key's ``meta`` looked up since (None:
-        missing; then None: the caller reports the refusal): empty past the end, else :meth:`_fetch_span`."""
-        if meta is None:
-            return None
+        self, key: str, byte_range: ByteRange, etag: Hashable, meta: tuple[int, Hashable]
+    ) -> tuple[Any, Hashable]:
+        """The answer to a range the server refused, from the key's ``meta`` looked up since: empty past
+        the end, else :meth:`_fetch_span`."""
         size, version = meta
         if etag is not None and version != etag:
             raise VersionChanged(key)

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from rectizarr._util import in_forked_child
 from rectizarr.errors import StoreError
 from rectizarr.stores.base import Capabilities, Store
-from rectizarr.stores.keys import Buffer, ByteRange
+from rectizarr.stores.keys import Buffer, ByteRange, resolve_range
 
 
 @dataclass(slots=True, weakref_slot=True)
@@ -156,10 +156,8 @@ class ZipStore(Store):
         # and checks the CRC there, so an entry that inflates past it is refused (a bad CRC). A declared
         # size past the reader's limit (what a chunk of the array, or a metadata document, can take) is
         # refused before anything is inflated: no more than the limit is ever read.
-        size = info.file_size
-        start, length = byte_range or (0, None)
-        start = max(0, size + start) if start < 0 else min(start, size)
-        want = size - start if length is None else min(length, size - start)
+        start, end = resolve_range(byte_range or (0, None), info.file_size)
+        want = end - start
         limit = self.value_limit(key)
         if limit is not None and want > limit:
             raise self._too_large(key, want, limit, f"zip archive {self.path!r} (its header's size)")
