@@ -182,7 +182,12 @@ def axis_from_slice(dim: Dim, start: int, stop: int, step: int) -> AxisPlan:
     span = (start, start + n) if step == 1 else None
     first, s = (start, step) if step > 0 else (start + (n - 1) * step, -step)
     c0, c1 = dim.chunk_of(first), dim.chunk_of(first + (n - 1) * s)
-    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a small read): plain integers, no numpy call
+    if c0 == c1:  # one chunk (a small read): plain integers
+        local = first - dim.offset(c0)
+        out = slice(0, n, 1) if step > 0 else reversed_positions(n - 1, n)
+        entry = AxisChunk(c0, slice(local, local + (n - 1) * s + 1, s), out, n == dim.data_len(c0))
+        return AxisPlan(n, np.array([c0], dtype=np.int64), (entry,), span)
+    if c1 - c0 < tuning.current().few_chunks:  # a few chunks (a window): plain integers, no numpy call
         return _axis_few(dim, first, s, n, step, c0, c1, span)
     if min(n, c1 - c0 + 1) > _MAX_PLANNED:
         raise SelectionError(
