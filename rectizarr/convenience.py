@@ -170,9 +170,7 @@ def save(
         )
         return
     g = open_group(store, path=path, mode="w", storage_options=storage_options, zarr_format=zarr_format)
-    for i, value in enumerate(args):
-        g[f"arr_{i}"] = value
-    for name, value in kwargs.items():
+    for name, value in [*((f"arr_{i}", v) for i, v in enumerate(args)), *kwargs.items()]:
         g[name] = value
 
 

@@ -205,23 +205,15 @@ class _Checker(Reporter):
         for key in keys:
             coords = cke.decode(key[len(prefix) :], grid.ndim)
             if coords is None:
-                self.tolerated(
-                    key,
-                    "",
-                    "chunks.stray_key",
-                    f"not a chunk key of this array (encoding {cke.name!r}, separator "
-                    f"{cke.separator!r}, {grid.ndim} dimension(s)); readers ignore it",
-                )
+                rule = "chunks.stray_key"
+                why = f"not a chunk key of this array (encoding {cke.name!r}, separator {cke.separator!r}, "
+                why += f"{grid.ndim} dimension(s))"
+            elif not grid.is_in_grid(coords):
+                rule, why = "chunks.outside_grid", f"chunk {coords} lies outside the grid {grid.grid_shape}"
+            else:
+                self.read_chunk(arr, key, grid.chunk_region(coords))
                 continue
-            if not grid.is_in_grid(coords):
-                self.tolerated(
-                    key,
-                    "",
-                    "chunks.outside_grid",
-                    f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it",
-                )
-                continue
-            self.read_chunk(arr, key, grid.chunk_region(coords))
+            self.tolerated(key, "", rule, why + "; readers ignore it")
 
 
 _EXTENSION_KINDS = {

@@ -114,7 +114,6 @@ class DocFormat(ABC):
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         """The documents of the node ``meta`` at ``path``, by key (its defining document first)."""
 
-    @abstractmethod
     def write(
         self,
         store: Store,
@@ -126,6 +125,12 @@ class DocFormat(ABC):
     ) -> None:
         """Write the node's documents, its ancestors' consolidated metadata kept current (``exclusive``: the
         defining document create-only; ``docs``: the ``zarr.json`` values of this operation, kept current)."""
+        items = self.encode(path, meta)
+        if exclusive:  # the defining document first
+            first = next(iter(items))
+            create_only(store, first, items.pop(first), path, check)
+        store.set_many(items)
+        self.refresh(store, path, meta, docs)
 
     @abstractmethod
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:

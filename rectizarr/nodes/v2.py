@@ -17,7 +17,7 @@ from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
 from rectizarr.core.spec import RULES, ArraySpec
 from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
-from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
+from rectizarr.nodes.base import Change, DocFormat, Published, Then
 from rectizarr.nodes.paths import AncestorDocs, locked, meta_key, parent_paths, prefix_of, relative
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store, written
@@ -102,22 +102,6 @@ class V2Format(DocFormat):
 
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         return {prefix_of(path) + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
-
-    def write(
-        self,
-        store: Store,
-        path: str,
-        meta: NodeMeta,
-        docs: AncestorDocs | None = None,
-        exclusive: bool = False,
-        check: CreateCheck | None = None,
-    ) -> None:
-        items = self.encode(path, meta)
-        if exclusive:  # the .zarray / .zgroup first
-            first = next(iter(items))
-            create_only(store, first, items.pop(first), path, check)
-        store.set_many(items)
-        self.refresh(store, path, meta, docs)
 
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
         """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`; the entry is the node's
