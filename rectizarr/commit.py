@@ -274,14 +274,6 @@ def _clean_up(
     store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
 
-def _unmarked(data: bytes | None, path: str, ident: str) -> bytes | None:
-    meta = None if data is None else decode_node(data, _key(path))
-    mark = mark_of(meta)
-    if meta is None or mark is None or mark.get("id") != ident:
-        return data  # (written over since, or cleaned by another writer)
-    return encode_json(node_to_json(stripped(meta)))
-
-
 def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> bytes | None:
     meta = None if data is None else decode_node(data, _key(primary))
     record = mark_of(meta)
@@ -295,14 +287,14 @@ def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
     node's other keys removed, then its document if it still holds the marker."""
     if gone:
         store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
-        store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
-    else:
-        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
 
+    def make(data: bytes | None) -> bytes | None:
+        meta = None if data is None else decode_node(data, _key(path))
+        if meta is None or (mark_of(meta) or {}).get("id") != ident:
+            return data  # (written over since, or cleaned by another writer)
+        return None if gone else encode_json(node_to_json(stripped(meta)))
 
-def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
-    mark = mark_of(None if data is None else decode_node(data, _key(path)))
-    return None if mark is not None and mark.get("id") == ident and mark.get("gone") else data
+    store.swap(_key(path), make)
 
 
 def finish(store: Store, path: str) -> None:

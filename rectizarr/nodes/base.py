@@ -94,9 +94,9 @@ class DocFormat(ABC):
     def entry_path(self, rel: str, entry: Any = ...) -> str:
         """The JSON path of member ``rel``'s entry in :meth:`consolidated_key` (``...``: any entry)."""
 
-    @abstractmethod
     def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
-        """What a handle of the node ``meta`` checks to know its documents changed."""
+        """What a handle of the node ``meta`` checks to know its documents changed (default: all)."""
+        return Tracker(store, self.doc_keys(path, meta))
 
     @abstractmethod
     def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:

@@ -40,8 +40,7 @@ def with_entry_meta(meta: NodeMeta | None, rel: str, doc: dict[str, Any] | None)
             entry.pop("consolidated_metadata", None)
             entry["consolidated_metadata"] = inline()
         entries[rel] = entry
-    updated = dict(meta.consolidated_metadata)
-    updated["metadata"] = entries
+    updated = {**meta.consolidated_metadata, "metadata": entries}
     return GroupMeta(
         attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields
     )

@@ -26,7 +26,7 @@ from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, Unsup
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
 from rectizarr.nodes.records import decoded, inline, primary_for, publish, with_entry_meta
-from rectizarr.nodes.versions import Tracker, remember, version_now
+from rectizarr.nodes.versions import remember, version_now
 from rectizarr.stores import Store
 
 
@@ -58,9 +58,6 @@ class V3Format(DocFormat):
 
     def entry_path(self, rel: str, entry: Any = ...) -> str:
         return f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
-
-    def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
-        return Tracker(store, [meta_key(path)])
 
     def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:
         key = meta_key(path)
