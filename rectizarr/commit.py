@@ -213,8 +213,7 @@ def update(
         record = mark_of(p_meta)
         ours = [ident for ident in _done(p_meta) if ident in mine]
         if record is not None and "members" in record and record["id"] in mine:
-            ours = [record["id"]]  # this call's commit, which landed though its answer was lost (a retry was
-            # refused): cleaned up here
+            ours = [record["id"]]  # our commit landed, its answer lost (a retry refused): cleaned up here
             _clean_up(store, primary, ours[0], mine[ours[0]][2], mine[ours[0]][1])
         if ours:  # (else cleaned up by another writer, who names it in the primary's "done")
             was, now, _ = mine[ours[0]]
@@ -300,8 +299,7 @@ def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
 def finish(store: Store, path: str) -> None:
     """The clean-up of a committed update whose record the group at ``path`` holds, if it holds one."""
     meta, version = _versioned(store, path)
-    record = mark_of(meta)
-    if meta is not None and record is not None and "members" in record:
+    if meta is not None and "members" in (mark_of(meta) or {}):
         _finish(store, path, meta, version)
 
 

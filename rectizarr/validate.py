@@ -10,15 +10,13 @@ What is checked:
 * metadata that other implementations write and rectizarr reads leniently (a
   :class:`~rectizarr.errors.LenientMetadataWarning` while decoding): an error when ``strict`` (the
   default), a warning otherwise;
-* the hierarchy: every ancestor of a node has its own ``zarr.json`` (there are no implicit groups), node
-  names are legal (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is
-  well-formed and current;
+* the hierarchy: every ancestor of a node has its own ``zarr.json`` (no implicit groups), node names are legal
+  (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is well-formed and current;
 * every stored key of an array: it must be a chunk key of the array's encoding inside its grid (other keys
   are *stray*: readers ignore them, so they are warnings in lenient mode and errors in strict mode), and
   every chunk (every inner chunk of every shard) must decode: sizes, shard indexes, checksums.
 
-The report is data (:class:`ValidationReport`); printing and exit status are the CLI's business.
-"""
+The report is data (:class:`ValidationReport`); printing and exit status are the CLI's business."""
 
 from __future__ import annotations
 

@@ -82,9 +82,9 @@ class DocFormat(ABC):
     def defining_keys(self, path: str) -> list[str]:
         """The keys whose document, where one is, makes a node of this format at ``path``."""
 
-    @abstractmethod
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        """The keys of every document of the node ``meta``, the one that defines it first."""
+        """The keys of every document of the node ``meta``, the one that defines it first (default: one)."""
+        return self.defining_keys(path)
 
     @abstractmethod
     def consolidated_key(self, path: str) -> str:
@@ -139,18 +139,18 @@ class DocFormat(ABC):
     @abstractmethod
     def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
         """The documents of nodes below the group at ``group`` as one update (all or nothing, also for a
-        writer killed midway): ``changes[path]`` maps the node as stored now to its new content (it may
-        run again; it raises to refuse). Returns (contents before, contents after) by path. Only where
-        :meth:`together` says so."""
+        writer killed midway): ``changes[path]`` maps the node as stored now to its new content (it may run
+        again; it raises to refuse). Returns (contents before, after) by path; where :meth:`together` says."""
 
     def together(self, store: Store) -> bool:
         """Whether :meth:`publish_many` makes one update on ``store`` (else: each node by itself)."""
         return True
 
-    @abstractmethod
     def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
         """The group whose commit record publishes a change of the node with its consolidated copies
-        (:mod:`rectizarr.commit`; under the caller's locks), None where there is none."""
+        (:mod:`rectizarr.commit`; under the caller's locks), None where there is none (by default: the node
+        is written, then its consolidated copies refreshed)."""
+        return None
 
     @abstractmethod
     def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:

@@ -165,10 +165,8 @@ class V2Format(DocFormat):
             for path, new in news.items():
                 old = olds[path]
                 assert old is not None and new is not None
-                members[prefix_of(path) + v2keys.V2_ARRAY] = (
-                    v2meta.v2_docs(old)[v2keys.V2_ARRAY],
-                    v2meta.v2_docs(new)[v2keys.V2_ARRAY],
-                )
+                before, after = (v2meta.v2_docs(m)[v2keys.V2_ARRAY] for m in (old, new))
+                members[prefix_of(path) + v2keys.V2_ARRAY] = (before, after)
                 if consolidated is not None:
                     record = v2meta.with_entries(record, path[len(p) :], new)
             commit.publish_docs(store, record_key, record, members)
@@ -177,9 +175,6 @@ class V2Format(DocFormat):
 
     def together(self, store: Store) -> bool:
         return not store.capabilities.conditional_writes  # (where other clients take no locks: none)
-
-    def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
-        return None  # (a v2 node is written with its .zmetadata refreshed after it)
 
     def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:
         found = self.read(store, parent)[1]

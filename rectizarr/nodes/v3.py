@@ -1,6 +1,5 @@
 """Zarr v3 node documents: one ``zarr.json`` per node; a group consolidates inline (its
-``consolidated_metadata``), and a change of a node below a consolidating group is published with the
-consolidated copies as one update (:mod:`rectizarr.nodes.records`)."""
+``consolidated_metadata``), a change below it published with those copies as one update (:mod:`.records`)."""
 
 from __future__ import annotations
 
@@ -50,9 +49,6 @@ class V3Format(DocFormat):
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]
 
-    def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        return [meta_key(path)]
-
     def consolidated_key(self, path: str) -> str:
         return meta_key(path)
 
@@ -88,10 +84,9 @@ class V3Format(DocFormat):
         check: CreateCheck | None = None,
     ) -> None:
         meta = commit.stripped(meta)
-        only = frozenset({path}) if exclusive else frozenset()
         primary = primary_for(store, path, docs)
         if primary is not None:  # the node and the consolidated copies above it: one update
-            publish(store, primary, {path: lambda _: meta}, only)
+            publish(store, primary, {path: lambda _: meta}, frozenset({path}) if exclusive else frozenset())
             return
         ((key, value),) = self.encode(path, meta).items()
         if exclusive:
