@@ -22,7 +22,6 @@ the new content)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 import uuid
@@ -270,15 +269,15 @@ def _clean_up(
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
     for path in members:
         _unmark(store, path, ident, gone=news.get(path) is None)
-    store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
+    def unrecorded(data: bytes | None) -> bytes | None:
+        meta = None if data is None else decode_node(data, _key(primary))
+        record = mark_of(meta) or {}
+        if meta is None or record.get("id") != ident or "members" not in record:
+            return data
+        return _stamped(store, meta, add=ident)
 
-def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> bytes | None:
-    meta = None if data is None else decode_node(data, _key(primary))
-    record = mark_of(meta)
-    if meta is None or record is None or record.get("id") != ident or "members" not in record:
-        return data
-    return _stamped(store, meta, add=ident)
+    store.swap(_key(primary), unrecorded)
 
 
 def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:

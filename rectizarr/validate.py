@@ -8,8 +8,7 @@ What is checked:
 * every ``zarr.json``, field by field, so that *every* deviation is reported with its JSON path and the
   rule broken (not just the first one an open would stop at);
 * metadata that other implementations write and rectizarr reads leniently (a
-  :class:`~rectizarr.errors.LenientMetadataWarning` while decoding): an error when ``strict`` (the
-  default), a warning otherwise;
+  :class:`~rectizarr.errors.LenientMetadataWarning`): an error when ``strict`` (the default), else a warning;
 * the hierarchy: every ancestor of a node has its own ``zarr.json`` (no implicit groups), node names are legal
   (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is well-formed and current;
 * every stored key of an array: it must be a chunk key of the array's encoding inside its grid (other keys

@@ -109,7 +109,6 @@ RULES: Mapping[int, FormatRules] = {
         only_key_encoding=True,
     ),
 }
-"""The rules of each Zarr format."""
 
 
 class _NullFill:

@@ -1,7 +1,6 @@
-"""The document format of a node, one interface with a Zarr v3 (:mod:`.v3`) and a Zarr v2 (:mod:`.v2`)
-implementation: which keys hold a node, how it is read, encoded, written and updated, and how its ancestors'
-consolidated entries of it are refreshed. A node's format is chosen once (:func:`rectizarr.nodes.format_of`,
-from the stored documents or the ``zarr_format`` asked for); nothing else asks which one it is."""
+"""The document format of a node, one interface (Zarr v3: :mod:`.v3`, v2: :mod:`.v2`): which keys hold a node,
+how it is read, encoded, written and updated, and how its ancestors' consolidated entries are refreshed. A
+node's format is chosen once (:func:`rectizarr.nodes.format_of`); nothing else asks which one it is."""
 
 from __future__ import annotations
 

@@ -11,10 +11,9 @@ import msgspec
 
 from rectizarr import commit
 from rectizarr._util import LazyModule
-from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2keys
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
-from rectizarr.core.spec import RULES, ArraySpec
+from rectizarr.core.spec import RULES
 from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
 from rectizarr.nodes.base import Change, DocFormat, Published, Then
@@ -36,9 +35,7 @@ class V2Format(DocFormat):
     missing = "'.zarray' or '.zgroup'"
     migrates = True
     rules = RULES[2]
-
-    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-        return build_v2(spec)
+    build_array = staticmethod(build_v2)
 
     def has_fill(self, meta: ArrayMeta) -> bool:
         return (meta.v2 or {}).get("fill_value") is not None

@@ -8,10 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from rectizarr import commit, tuning
-from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2keys
 from rectizarr.core.metadata import (
-    ArrayMeta,
     GroupMeta,
     NodeMeta,
     decode_node,
@@ -19,7 +17,7 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.core.spec import RULES, ArraySpec
+from rectizarr.core.spec import RULES
 from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
@@ -42,9 +40,9 @@ class V3Format(DocFormat):
     missing = "{key!r}"
     migrates = False
     rules = RULES[3]
-
-    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-        return build_v3(spec)
+    build_array = staticmethod(build_v3)
+    to_json = staticmethod(node_to_json)
+    from_json = staticmethod(node_from_json)
 
     def defining_keys(self, path: str) -> list[str]:
         return [meta_key(path)]
@@ -64,12 +62,6 @@ class V3Format(DocFormat):
         meta = decoded(store, path, data)
         remember(store, key, meta, before)
         return True, meta
-
-    def to_json(self, meta: NodeMeta) -> dict[str, Any]:
-        return node_to_json(meta)
-
-    def from_json(self, obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
-        return node_from_json(obj, key)
 
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         return {meta_key(path): encode_json(node_to_json(meta))}
@@ -225,9 +217,7 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
         entries[rel] = doc
     # A prefix without zarr.json is not a node: drop documents below one.
     entries = {
-        rel: doc
-        for rel, doc in entries.items()
-        if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
+        rel: doc for rel, doc in entries.items() if all(q in entries for q in [*parent_paths(rel)][1:])
     }
     return GroupMeta(
         attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=inline(entries)

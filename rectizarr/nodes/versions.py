@@ -1,6 +1,5 @@
-"""Version tracking of node documents, shared by arrays and groups: the version of a document taken just
-before a reader read it (:func:`remember`, :func:`version_before_read`) and what a handle compares to know
-its documents changed since (:class:`Tracker`)."""
+"""Version tracking of node documents, shared by arrays and groups: a document's version taken just before a
+reader read it (:func:`remember`, :func:`version_before_read`), and :class:`Tracker`."""
 
 from __future__ import annotations
 
