@@ -171,21 +171,16 @@ def from_array(
     included), a zarr-python array's chunks, shards, fill value, dimension names and attributes, and, for
     other data, chooses regular chunks of about 1 MiB."""
     if isinstance(data, Array):
-        src = data
-        sharded = src.is_sharded
+        sharded = data.is_sharded
         if chunks == "keep":  # as declared, not clipped to the extent (a 12/6 shard of 7 elements stays so)
-            chunks = src.inner_chunk_shape if sharded else declared_sizes(src.grid)
+            chunks = data.inner_chunk_shape if sharded else declared_sizes(data.grid)
         if shards == "keep":
-            shards = declared_sizes(src.grid) if sharded else None
-        kwargs.setdefault("dtype", src.metadata.data_type)
-        kwargs.setdefault("fill_value", src.metadata.fill_value)
-        kwargs.setdefault("dimension_names", src.dimension_names)
-        kwargs.setdefault("attributes", src.attrs.asdict())
-        out = create_array(store, name=name, shape=src.shape, chunks=chunks, shards=shards, **kwargs)
-        for block in _copy_regions(src):
-            copy_region(out, src, block)
-        return out
-    if type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # zarr-python's: its layout
+            shards = declared_sizes(data.grid) if sharded else None
+        kwargs.setdefault("dtype", data.metadata.data_type)
+        kwargs.setdefault("fill_value", data.metadata.fill_value)
+        kwargs.setdefault("dimension_names", data.dimension_names)
+        kwargs.setdefault("attributes", data.attrs.asdict())
+    elif type(data).__module__.startswith("zarr.") and hasattr(data, "metadata"):  # zarr-python's: its layout
         if chunks == "keep":
             chunks = tuple(data.chunks)  # (the inner chunks when sharded, as here)
         if shards == "keep":
@@ -193,11 +188,15 @@ def from_array(
         kwargs.setdefault("fill_value", data.fill_value)
         kwargs.setdefault("dimension_names", getattr(data.metadata, "dimension_names", None))
         kwargs.setdefault("attributes", dict(data.attrs))
-    arr = np.asarray(data)
-    kwargs.setdefault("dtype", arr.dtype)
+    values = data if isinstance(data, Array) else np.asarray(data)
+    kwargs.setdefault("dtype", values.dtype)
     chunks, shards = ("auto" if chunks == "keep" else chunks), (None if shards == "keep" else shards)
-    out = create_array(store, name=name, shape=arr.shape, chunks=chunks, shards=shards, **kwargs)
-    out[...] = arr
+    out = create_array(store, name=name, shape=values.shape, chunks=chunks, shards=shards, **kwargs)
+    if isinstance(values, Array):  # (a block at a time: bounded memory)
+        for block in _copy_regions(values):
+            copy_region(out, values, block)
+    else:
+        out[...] = values
     return out
 
 

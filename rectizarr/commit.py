@@ -22,7 +22,6 @@ the new content)."""
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 import uuid
@@ -213,8 +212,7 @@ def update(
         record = mark_of(p_meta)
         ours = [ident for ident in _done(p_meta) if ident in mine]
         if record is not None and "members" in record and record["id"] in mine:
-            ours = [record["id"]]  # this call's commit, which landed though its answer was lost (a retry was
-            # refused): cleaned up here
+            ours = [record["id"]]  # our commit landed, its answer lost (a retry refused): cleaned up here
             _clean_up(store, primary, ours[0], mine[ours[0]][2], mine[ours[0]][1])
         if ours:  # (else cleaned up by another writer, who names it in the primary's "done")
             was, now, _ = mine[ours[0]]
@@ -271,23 +269,15 @@ def _clean_up(
     """After the commit: each member's marker dropped (a deleted node's keys removed), then the record."""
     for path in members:
         _unmark(store, path, ident, gone=news.get(path) is None)
-    store.swap(_key(primary), functools.partial(_unrecorded, store, primary=primary, ident=ident))
 
+    def unrecorded(data: bytes | None) -> bytes | None:
+        meta = None if data is None else decode_node(data, _key(primary))
+        record = mark_of(meta) or {}
+        if meta is None or record.get("id") != ident or "members" not in record:
+            return data
+        return _stamped(store, meta, add=ident)
 
-def _unmarked(data: bytes | None, path: str, ident: str) -> bytes | None:
-    meta = None if data is None else decode_node(data, _key(path))
-    mark = mark_of(meta)
-    if meta is None or mark is None or mark.get("id") != ident:
-        return data  # (written over since, or cleaned by another writer)
-    return encode_json(node_to_json(stripped(meta)))
-
-
-def _unrecorded(store: Store, data: bytes | None, primary: str, ident: str) -> bytes | None:
-    meta = None if data is None else decode_node(data, _key(primary))
-    record = mark_of(meta)
-    if meta is None or record is None or record.get("id") != ident or "members" not in record:
-        return data
-    return _stamped(store, meta, add=ident)
+    store.swap(_key(primary), unrecorded)
 
 
 def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
@@ -295,21 +285,20 @@ def _unmark(store: Store, path: str, ident: str, gone: bool) -> None:
     node's other keys removed, then its document if it still holds the marker."""
     if gone:
         store.delete_many([k for k in store.list_prefix(f"{path}/" if path else "") if k != _key(path)])
-        store.swap(_key(path), functools.partial(_deleted, path=path, ident=ident))
-    else:
-        store.swap(_key(path), functools.partial(_unmarked, path=path, ident=ident))
 
+    def make(data: bytes | None) -> bytes | None:
+        meta = None if data is None else decode_node(data, _key(path))
+        if meta is None or (mark_of(meta) or {}).get("id") != ident:
+            return data  # (written over since, or cleaned by another writer)
+        return None if gone else encode_json(node_to_json(stripped(meta)))
 
-def _deleted(data: bytes | None, path: str, ident: str) -> bytes | None:
-    mark = mark_of(None if data is None else decode_node(data, _key(path)))
-    return None if mark is not None and mark.get("id") == ident and mark.get("gone") else data
+    store.swap(_key(path), make)
 
 
 def finish(store: Store, path: str) -> None:
     """The clean-up of a committed update whose record the group at ``path`` holds, if it holds one."""
     meta, version = _versioned(store, path)
-    record = mark_of(meta)
-    if meta is not None and record is not None and "members" in record:
+    if meta is not None and "members" in (mark_of(meta) or {}):
         _finish(store, path, meta, version)
 
 

@@ -158,9 +158,8 @@ def save(
     **kwargs: Any,
 ) -> None:
     """Save one array (``save(store, a)``) or several, positional ones as ``arr_0``, ``arr_1``, ... and
-    keyword ones under their names, in a new group (zarr-python's ``save``). One array is refused
-    (NodeExistsError) where a node exists, as zarr-python refuses it; a group of several replaces what
-    is there."""
+    keyword ones by name, in a new group (zarr-python's ``save``). One array is refused (NodeExistsError)
+    where a node exists, as zarr-python does; a group of several replaces what is there."""
     check_zarr_format(zarr_format, optional=True)
     if not args and not kwargs:
         raise MetadataError("save needs at least one array")
@@ -170,9 +169,7 @@ def save(
         )
         return
     g = open_group(store, path=path, mode="w", storage_options=storage_options, zarr_format=zarr_format)
-    for i, value in enumerate(args):
-        g[f"arr_{i}"] = value
-    for name, value in kwargs.items():
+    for name, value in [*((f"arr_{i}", v) for i, v in enumerate(args)), *kwargs.items()]:
         g[name] = value
 
 

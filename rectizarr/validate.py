@@ -8,17 +8,14 @@ What is checked:
 * every ``zarr.json``, field by field, so that *every* deviation is reported with its JSON path and the
   rule broken (not just the first one an open would stop at);
 * metadata that other implementations write and rectizarr reads leniently (a
-  :class:`~rectizarr.errors.LenientMetadataWarning` while decoding): an error when ``strict`` (the
-  default), a warning otherwise;
-* the hierarchy: every ancestor of a node has its own ``zarr.json`` (there are no implicit groups), node
-  names are legal (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is
-  well-formed and current;
+  :class:`~rectizarr.errors.LenientMetadataWarning`): an error when ``strict`` (the default), else a warning;
+* the hierarchy: every ancestor of a node has its own ``zarr.json`` (no implicit groups), node names are legal
+  (no ``__`` prefix, ...), no node lives inside an array, consolidated metadata is well-formed and current;
 * every stored key of an array: it must be a chunk key of the array's encoding inside its grid (other keys
   are *stray*: readers ignore them, so they are warnings in lenient mode and errors in strict mode), and
   every chunk (every inner chunk of every shard) must decode: sizes, shard indexes, checksums.
 
-The report is data (:class:`ValidationReport`); printing and exit status are the CLI's business.
-"""
+The report is data (:class:`ValidationReport`); printing and exit status are the CLI's business."""
 
 from __future__ import annotations
 
@@ -205,23 +202,15 @@ class _Checker(Reporter):
         for key in keys:
             coords = cke.decode(key[len(prefix) :], grid.ndim)
             if coords is None:
-                self.tolerated(
-                    key,
-                    "",
-                    "chunks.stray_key",
-                    f"not a chunk key of this array (encoding {cke.name!r}, separator "
-                    f"{cke.separator!r}, {grid.ndim} dimension(s)); readers ignore it",
-                )
+                rule = "chunks.stray_key"
+                why = f"not a chunk key of this array (encoding {cke.name!r}, separator {cke.separator!r}, "
+                why += f"{grid.ndim} dimension(s))"
+            elif not grid.is_in_grid(coords):
+                rule, why = "chunks.outside_grid", f"chunk {coords} lies outside the grid {grid.grid_shape}"
+            else:
+                self.read_chunk(arr, key, grid.chunk_region(coords))
                 continue
-            if not grid.is_in_grid(coords):
-                self.tolerated(
-                    key,
-                    "",
-                    "chunks.outside_grid",
-                    f"chunk {coords} lies outside the grid {grid.grid_shape}; readers ignore it",
-                )
-                continue
-            self.read_chunk(arr, key, grid.chunk_region(coords))
+            self.tolerated(key, "", rule, why + "; readers ignore it")
 
 
 _EXTENSION_KINDS = {

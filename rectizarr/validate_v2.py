@@ -1,12 +1,10 @@
 """The report of :func:`rectizarr.validate` and the checks both formats share (:class:`Reporter`), and the
-validation of a Zarr v2 hierarchy (``.zarray``, ``.zgroup``, ``.zattrs``, ``.zmetadata``), to which
-:mod:`rectizarr.validate` dispatches when the root is a v2 node.
+validation of a Zarr v2 hierarchy (``.zarray``, ``.zgroup``, ``.zattrs``, ``.zmetadata``) at the root.
 
 Checked in v2: every document decodes and validates (the JSON path of each problem), ancestors of a node are
 groups with a ``.zgroup`` (zarr-python 2 reads implicit groups, so a missing one is tolerated), nothing
 lives inside an array, every key of an array is a chunk key inside the grid, every chunk decodes, and a
-``.zmetadata`` matches the documents it consolidates.
-"""
+``.zmetadata`` matches the documents it consolidates."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """What a new array is asked to be, checked once: :class:`ArraySpec` (no I/O). ``create_array``'s keywords
 become one frozen spec, and the builders below take the spec, not the keywords: Zarr v3's
 (:func:`rectizarr.creation.build_v3`) and v2's (:func:`rectizarr.core.v2create.v2_zarray`). Checked here
-is what needs no codec; chunk grids and codec chains are resolved by the builders.
-"""
+is what needs no codec; chunk grids and codec chains are resolved by the builders."""
 
 from __future__ import annotations
 
@@ -48,9 +47,8 @@ def check_zarr_format(zarr_format: Any, optional: Literal[False] = False) -> Lit
 @overload
 def check_zarr_format(zarr_format: Any, optional: bool) -> Literal[2, 3] | None: ...
 def check_zarr_format(zarr_format: Any, optional: bool = False) -> Literal[2, 3] | None:
-    """The Zarr format that a user's ``zarr_format`` argument names, 2 or 3 (``optional``: None too, no
-    format asked for); a MetadataError for anything else. Every public function taking ``zarr_format``
-    checks it here."""
+    """The Zarr format that a user's ``zarr_format`` argument names, 2 or 3 (``optional``: None too, no format
+    asked for); else a MetadataError. Every public function taking ``zarr_format`` checks it here."""
     if zarr_format is None and optional:
         return None
     try:
@@ -111,7 +109,6 @@ RULES: Mapping[int, FormatRules] = {
         only_key_encoding=True,
     ),
 }
-"""The rules of each Zarr format."""
 
 
 class _NullFill:

@@ -1,8 +1,7 @@
 """Nodes: paths and names (:mod:`.paths`), documents read, written and updated through the node's format
 (:mod:`.base`: one interface, :mod:`.v3` and :mod:`.v2`, chosen once in :mod:`.formats`), creation with its
 ancestor groups (:mod:`.create`), and the versions handles track (:mod:`.versions`). Every metadata write or
-deletion made through rectizarr refreshes the consolidated metadata its ancestors hold (a change below a
-consolidating group is published with those copies as one update, :mod:`.records`)."""
+deletion refreshes the consolidated metadata its ancestors hold (as one update: :mod:`.records`)."""
 
 from __future__ import annotations
 
@@ -32,6 +31,5 @@ from rectizarr.nodes.paths import normalize_path as normalize_path
 from rectizarr.nodes.paths import parent_paths as parent_paths
 from rectizarr.nodes.paths import prefix_of as prefix_of
 from rectizarr.nodes.paths import store_for as store_for
-from rectizarr.nodes.records import publish as publish
 from rectizarr.nodes.v2 import V2 as V2
 from rectizarr.nodes.versions import version_before_read as version_before_read

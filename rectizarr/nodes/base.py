@@ -1,7 +1,6 @@
-"""The document format of a node, one interface with a Zarr v3 (:mod:`.v3`) and a Zarr v2 (:mod:`.v2`)
-implementation: which keys hold a node, how it is read, encoded, written and updated, and how its ancestors'
-consolidated entries of it are refreshed. A node's format is chosen once (:func:`rectizarr.nodes.format_of`,
-from the stored documents or the ``zarr_format`` asked for); nothing else asks which one it is."""
+"""The document format of a node, one interface (Zarr v3: :mod:`.v3`, v2: :mod:`.v2`): which keys hold a node,
+how it is read, encoded, written and updated, and how its ancestors' consolidated entries are refreshed. A
+node's format is chosen once (:func:`rectizarr.nodes.format_of`); nothing else asks which one it is."""
 
 from __future__ import annotations
 
@@ -82,9 +81,9 @@ class DocFormat(ABC):
     def defining_keys(self, path: str) -> list[str]:
         """The keys whose document, where one is, makes a node of this format at ``path``."""
 
-    @abstractmethod
     def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
-        """The keys of every document of the node ``meta``, the one that defines it first."""
+        """The keys of every document of the node ``meta``, the one that defines it first (default: one)."""
+        return self.defining_keys(path)
 
     @abstractmethod
     def consolidated_key(self, path: str) -> str:
@@ -94,9 +93,9 @@ class DocFormat(ABC):
     def entry_path(self, rel: str, entry: Any = ...) -> str:
         """The JSON path of member ``rel``'s entry in :meth:`consolidated_key` (``...``: any entry)."""
 
-    @abstractmethod
     def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
-        """What a handle of the node ``meta`` checks to know its documents changed."""
+        """What a handle of the node ``meta`` checks to know its documents changed (default: all)."""
+        return Tracker(store, self.doc_keys(path, meta))
 
     @abstractmethod
     def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:
@@ -114,7 +113,6 @@ class DocFormat(ABC):
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         """The documents of the node ``meta`` at ``path``, by key (its defining document first)."""
 
-    @abstractmethod
     def write(
         self,
         store: Store,
@@ -126,6 +124,12 @@ class DocFormat(ABC):
     ) -> None:
         """Write the node's documents, its ancestors' consolidated metadata kept current (``exclusive``: the
         defining document create-only; ``docs``: the ``zarr.json`` values of this operation, kept current)."""
+        items = self.encode(path, meta)
+        if exclusive:  # the defining document first
+            first = next(iter(items))
+            create_only(store, first, items.pop(first), path, check)
+        store.set_many(items)
+        self.refresh(store, path, meta, docs)
 
     @abstractmethod
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
@@ -134,18 +138,18 @@ class DocFormat(ABC):
     @abstractmethod
     def publish_many(self, store: Store, group: str, changes: Mapping[str, Change]) -> Published:
         """The documents of nodes below the group at ``group`` as one update (all or nothing, also for a
-        writer killed midway): ``changes[path]`` maps the node as stored now to its new content (it may
-        run again; it raises to refuse). Returns (contents before, contents after) by path. Only where
-        :meth:`together` says so."""
+        writer killed midway): ``changes[path]`` maps the node as stored now to its new content (it may run
+        again; it raises to refuse). Returns (contents before, after) by path; where :meth:`together` says."""
 
     def together(self, store: Store) -> bool:
         """Whether :meth:`publish_many` makes one update on ``store`` (else: each node by itself)."""
         return True
 
-    @abstractmethod
     def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
         """The group whose commit record publishes a change of the node with its consolidated copies
-        (:mod:`rectizarr.commit`; under the caller's locks), None where there is none."""
+        (:mod:`rectizarr.commit`; under the caller's locks), None where there is none (by default: the node
+        is written, then its consolidated copies refreshed)."""
+        return None
 
     @abstractmethod
     def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:

@@ -105,7 +105,7 @@ def _group_there(old: NodeMeta | None) -> NodeMeta:
 def create_parents(store: Store, path: str, zarr_format: int = 3) -> None:
     """Write a group for each missing ancestor of ``path`` (not the node itself)."""
     docs, fmt = AncestorDocs(store), format_for(zarr_format)
-    write_groups(store, missing_parents(store, path, fmt, docs), fmt, docs)
+    write_groups(store, missing_parents(store, path, fmt, docs), fmt, docs, [])
 
 
 def missing_parents(store: Store, path: str, fmt: DocFormat, docs: AncestorDocs) -> list[str]:
@@ -121,13 +121,10 @@ def missing_parents(store: Store, path: str, fmt: DocFormat, docs: AncestorDocs)
     return missing
 
 
-def write_groups(
-    store: Store, paths: list[str], fmt: DocFormat, docs: AncestorDocs, made: list[str] | None = None
-) -> None:
+def write_groups(store: Store, paths: list[str], fmt: DocFormat, docs: AncestorDocs, made: list[str]) -> None:
     """Write an empty group at each of ``paths`` (from the root down), create-only: where another writer
     made a node meanwhile, it is kept (another group's attributes are not overwritten); an array there is a
     StoreError. ``made`` receives the paths where this call made the group, as it goes."""
-    made = [] if made is None else made
     for parent in paths:
         try:
             fmt.write(store, parent, GroupMeta(zarr_format=fmt.zarr_format), docs, exclusive=True)

@@ -1,5 +1,4 @@
-"""What arrays and groups share: where they live, read-only-ness, write-through attributes, and the
-tracking of their documents' versions (:class:`~rectizarr.nodes.versions.Tracker`)."""
+"""What arrays and groups share (:class:`Node`), their documents' versions tracked by a :class:`Tracker`."""
 
 from __future__ import annotations
 

@@ -40,17 +40,15 @@ def with_entry_meta(meta: NodeMeta | None, rel: str, doc: dict[str, Any] | None)
             entry.pop("consolidated_metadata", None)
             entry["consolidated_metadata"] = inline()
         entries[rel] = entry
-    updated = dict(meta.consolidated_metadata)
-    updated["metadata"] = entries
+    updated = {**meta.consolidated_metadata, "metadata": entries}
     return GroupMeta(
         attributes=meta.attributes, consolidated_metadata=updated, extra_fields=meta.extra_fields
     )
 
 
 def primary_for(store: Store, path: str, docs: AncestorDocs | None = None) -> str | None:
-    """The group whose document commits a change of the v3 node at ``path`` (:func:`commit.update`):
-    its topmost consolidating ancestor; None where there is none (a plain compare-and-swap of the node's
-    own document)."""
+    """The group whose document commits a change of the v3 node at ``path`` (:func:`commit.update`): its
+    topmost consolidating ancestor; None where none is (a plain compare-and-swap of its own document)."""
     return commit.primary_of(store, path, (docs or AncestorDocs(store)).get) if path else None
 
 

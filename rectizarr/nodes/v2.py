@@ -11,13 +11,12 @@ import msgspec
 
 from rectizarr import commit
 from rectizarr._util import LazyModule
-from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2keys
 from rectizarr.core.metadata import ArrayMeta, GroupMeta, NodeMeta, encode_json
-from rectizarr.core.spec import RULES, ArraySpec
+from rectizarr.core.spec import RULES
 from rectizarr.creation import build_v2
 from rectizarr.errors import NodeNotFoundError, UnsupportedError
-from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
+from rectizarr.nodes.base import Change, DocFormat, Published, Then
 from rectizarr.nodes.paths import AncestorDocs, locked, meta_key, parent_paths, prefix_of, relative
 from rectizarr.nodes.versions import Tracker, remember, version_now
 from rectizarr.stores import Store, written
@@ -36,9 +35,7 @@ class V2Format(DocFormat):
     missing = "'.zarray' or '.zgroup'"
     migrates = True
     rules = RULES[2]
-
-    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-        return build_v2(spec)
+    build_array = staticmethod(build_v2)
 
     def has_fill(self, meta: ArrayMeta) -> bool:
         return (meta.v2 or {}).get("fill_value") is not None
@@ -103,22 +100,6 @@ class V2Format(DocFormat):
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         return {prefix_of(path) + name: encode_json(doc) for name, doc in v2meta.v2_docs(meta).items()}
 
-    def write(
-        self,
-        store: Store,
-        path: str,
-        meta: NodeMeta,
-        docs: AncestorDocs | None = None,
-        exclusive: bool = False,
-        check: CreateCheck | None = None,
-    ) -> None:
-        items = self.encode(path, meta)
-        if exclusive:  # the .zarray / .zgroup first
-            first = next(iter(items))
-            create_only(store, first, items.pop(first), path, check)
-        store.set_many(items)
-        self.refresh(store, path, meta, docs)
-
     def refresh(self, store: Store, path: str, meta: NodeMeta | None, docs: AncestorDocs | None) -> None:
         """Every ``.zmetadata`` at ``path`` or above it, each with :meth:`Store.swap`; the entry is the node's
         documents as read after ``.zmetadata`` at each try, not ``meta``: another client's later change of
@@ -181,10 +162,8 @@ class V2Format(DocFormat):
             for path, new in news.items():
                 old = olds[path]
                 assert old is not None and new is not None
-                members[prefix_of(path) + v2keys.V2_ARRAY] = (
-                    v2meta.v2_docs(old)[v2keys.V2_ARRAY],
-                    v2meta.v2_docs(new)[v2keys.V2_ARRAY],
-                )
+                before, after = (v2meta.v2_docs(m)[v2keys.V2_ARRAY] for m in (old, new))
+                members[prefix_of(path) + v2keys.V2_ARRAY] = (before, after)
                 if consolidated is not None:
                     record = v2meta.with_entries(record, path[len(p) :], new)
             commit.publish_docs(store, record_key, record, members)
@@ -193,9 +172,6 @@ class V2Format(DocFormat):
 
     def together(self, store: Store) -> bool:
         return not store.capabilities.conditional_writes  # (where other clients take no locks: none)
-
-    def primary(self, store: Store, path: str, docs: AncestorDocs) -> str | None:
-        return None  # (a v2 node is written with its .zmetadata refreshed after it)
 
     def ancestor(self, store: Store, parent: str, path: str, docs: AncestorDocs) -> NodeMeta | None:
         found = self.read(store, parent)[1]

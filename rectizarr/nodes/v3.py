@@ -1,6 +1,5 @@
 """Zarr v3 node documents: one ``zarr.json`` per node; a group consolidates inline (its
-``consolidated_metadata``), and a change of a node below a consolidating group is published with the
-consolidated copies as one update (:mod:`rectizarr.nodes.records`)."""
+``consolidated_metadata``), a change below it published with those copies as one update (:mod:`.records`)."""
 
 from __future__ import annotations
 
@@ -9,10 +8,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from rectizarr import commit, tuning
-from rectizarr.codecs.pipeline import CodecPipeline
 from rectizarr.core import v2keys
 from rectizarr.core.metadata import (
-    ArrayMeta,
     GroupMeta,
     NodeMeta,
     decode_node,
@@ -20,13 +17,13 @@ from rectizarr.core.metadata import (
     node_from_json,
     node_to_json,
 )
-from rectizarr.core.spec import RULES, ArraySpec
+from rectizarr.core.spec import RULES
 from rectizarr.creation import build_v3
 from rectizarr.errors import ConflictError, NodeNotFoundError, StoreError, UnsupportedError
 from rectizarr.nodes.base import Change, CreateCheck, DocFormat, Published, Then, create_only
 from rectizarr.nodes.paths import META, AncestorDocs, join, meta_key, parent_paths, prefix_of, relative
 from rectizarr.nodes.records import decoded, inline, primary_for, publish, with_entry_meta
-from rectizarr.nodes.versions import Tracker, remember, version_now
+from rectizarr.nodes.versions import remember, version_now
 from rectizarr.stores import Store
 
 
@@ -43,14 +40,11 @@ class V3Format(DocFormat):
     missing = "{key!r}"
     migrates = False
     rules = RULES[3]
-
-    def build_array(self, spec: ArraySpec) -> tuple[ArrayMeta, CodecPipeline]:
-        return build_v3(spec)
+    build_array = staticmethod(build_v3)
+    to_json = staticmethod(node_to_json)
+    from_json = staticmethod(node_from_json)
 
     def defining_keys(self, path: str) -> list[str]:
-        return [meta_key(path)]
-
-    def doc_keys(self, path: str, meta: NodeMeta) -> list[str]:
         return [meta_key(path)]
 
     def consolidated_key(self, path: str) -> str:
@@ -58,9 +52,6 @@ class V3Format(DocFormat):
 
     def entry_path(self, rel: str, entry: Any = ...) -> str:
         return f"$.consolidated_metadata.metadata[{json.dumps(rel)}]"
-
-    def tracker(self, store: Store, path: str, meta: NodeMeta) -> Tracker:
-        return Tracker(store, [meta_key(path)])
 
     def read(self, store: Store, path: str) -> tuple[bool, NodeMeta | None]:
         key = meta_key(path)
@@ -71,12 +62,6 @@ class V3Format(DocFormat):
         meta = decoded(store, path, data)
         remember(store, key, meta, before)
         return True, meta
-
-    def to_json(self, meta: NodeMeta) -> dict[str, Any]:
-        return node_to_json(meta)
-
-    def from_json(self, obj: Mapping[str, Any], key: str | None = None) -> NodeMeta:
-        return node_from_json(obj, key)
 
     def encode(self, path: str, meta: NodeMeta) -> dict[str, bytes]:
         return {meta_key(path): encode_json(node_to_json(meta))}
@@ -91,10 +76,9 @@ class V3Format(DocFormat):
         check: CreateCheck | None = None,
     ) -> None:
         meta = commit.stripped(meta)
-        only = frozenset({path}) if exclusive else frozenset()
         primary = primary_for(store, path, docs)
         if primary is not None:  # the node and the consolidated copies above it: one update
-            publish(store, primary, {path: lambda _: meta}, only)
+            publish(store, primary, {path: lambda _: meta}, frozenset({path}) if exclusive else frozenset())
             return
         ((key, value),) = self.encode(path, meta).items()
         if exclusive:
@@ -233,9 +217,7 @@ def _listed(s: Store, p: str, meta: NodeMeta | None) -> GroupMeta:
         entries[rel] = doc
     # A prefix without zarr.json is not a node: drop documents below one.
     entries = {
-        rel: doc
-        for rel, doc in entries.items()
-        if all("/".join(rel.split("/")[:i]) in entries for i in range(1, rel.count("/") + 1))
+        rel: doc for rel, doc in entries.items() if all(q in entries for q in [*parent_paths(rel)][1:])
     }
     return GroupMeta(
         attributes=meta.attributes, extra_fields=meta.extra_fields, consolidated_metadata=inline(entries)

@@ -1,6 +1,5 @@
-"""Version tracking of node documents, shared by arrays and groups: the version of a document taken just
-before a reader read it (:func:`remember`, :func:`version_before_read`) and what a handle compares to know
-its documents changed since (:class:`Tracker`)."""
+"""Version tracking of node documents, shared by arrays and groups: a document's version taken just before a
+reader read it (:func:`remember`, :func:`version_before_read`), and :class:`Tracker`."""
 
 from __future__ import annotations
 
@@ -30,9 +29,8 @@ def remember(store: Store, key: str, meta: NodeMeta | None, version: Any) -> Non
 
 
 def version_before_read(store: Store, key: str, meta: NodeMeta) -> Any:
-    """The version of the document at ``key`` taken just before ``meta`` was read from it by this thread
-    (where versions are cheap), or None: a handle made from ``meta`` checks writes against it, and one taken
-    later may be of a newer document."""
+    """The version of ``key`` taken just before ``meta`` was read from it by this thread (where versions are
+    cheap), or None: a handle made from ``meta`` checks writes against it (one taken later may be newer)."""
     seen: dict[str, tuple[NodeMeta, Any]] = _versions.__dict__.setdefault("seen", {})
     entry = seen.get(store.lock_identity + key)
     if entry is None or entry[0] is not meta:
@@ -42,10 +40,9 @@ def version_before_read(store: Store, key: str, meta: NodeMeta) -> Any:
 
 
 class Tracker:
-    """The documents ``keys`` of one node (its defining document first), as a handle tracks them:
-    :meth:`now` changes whenever one of them is rewritten. Where versions are cheap (local files, memory)
-    it is the versions of the first ``checked`` keys (None: all of them); elsewhere what this process wrote
-    of any of them (:meth:`~rectizarr.stores.Store.written`, no request)."""
+    """The documents ``keys`` of one node (defining one first): :meth:`now` changes whenever one is rewritten.
+    Where versions are cheap (local files, memory) it is the versions of the first ``checked`` keys (None:
+    all); elsewhere what this process wrote of them (:meth:`~rectizarr.stores.Store.written`, no request)."""
 
     def __init__(self, store: Store, keys: Sequence[str], checked: int | None = None) -> None:
         self.store = store
