@@ -235,7 +235,12 @@ def _tally(counts: _Counts, name: str, args: tuple[Any, ...], kwargs: dict[str, 
 
 def _count(name: str, doc: str) -> Any:
     """A read-only property: the counter ``name`` of a CountingStore's :class:`_Counts`."""
-    return property(lambda self: getattr(self._counts, name), doc=doc)
+
+    def get(self: CountingStore) -> Any:
+        return getattr(self._counts, name)
+
+    get.__doc__ = doc  # (the property's doc, and its getter's: what the docstring test reads)
+    return property(get)
 
 
 class CountingStore(ForwardingStore):
